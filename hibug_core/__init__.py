@@ -1,0 +1,11 @@
+"""hibug_core: find, explain and repair the error slices of computer-vision models (HiBug, HiBug2)."""
+from hibug_core.torch_compat import install_import_hook as _install_import_hook
+
+_install_import_hook()
+
+__version__ = "0.1.0"
+
+from hibug_core.errors import HibugError, ManifestError, ProjectError  # noqa: E402
+from hibug_core.store.project import Project  # noqa: E402
+
+__all__ = ["HibugError", "ManifestError", "Project", "ProjectError", "__version__"]

@@ -1,0 +1,26 @@
+"""Configuration as data: every threshold and default of the core in frozen dataclasses."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SPLITS = ("train", "val", "test", "pool")
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    """How manifests are checked on import."""
+
+    allowed_splits: tuple[str, ...] = SPLITS
+    default_split: str = "val"
+    probability_tolerance: float = 0.01  # |sum(probs) - 1| allowed per row
+    image_check_size: int = 64  # decode images at most this big when checking they are readable
+    workers: int = 8  # threads that read and hash images
+    max_issues: int = 200  # stop collecting problems after this many
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """How the project store talks to its database."""
+
+    busy_timeout_ms: int = 30_000
+    thumbnail_size: int = 128

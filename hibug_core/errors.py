@@ -1,0 +1,49 @@
+"""Exceptions of hibug_core: each one says what went wrong and what to fix."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class HibugError(Exception):
+    """Base class of every error hibug reports to a person."""
+
+
+class ProjectError(HibugError):
+    """A project folder or store that cannot be opened, created or migrated."""
+
+
+@dataclass(frozen=True)
+class RowIssue:
+    """One problem in one cell of a manifest; row is 1-based over data rows (the header is not counted)."""
+
+    row: int | None
+    column: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = []
+        if self.row is not None:
+            where.append(f"row {self.row}")
+        if self.column is not None:
+            where.append(f"column '{self.column}'")
+        return f"{', '.join(where)}: {self.message}" if where else self.message
+
+
+class ManifestError(HibugError):
+    """A manifest that cannot be imported; nothing was written to the project."""
+
+    max_listed = 20
+
+    def __init__(self, source: str, issues: list[RowIssue]):
+        self.source = source
+        self.issues = list(issues)
+        count = len(self.issues)
+        head = f"{source}: {count} problem{'s' if count != 1 else ''} found; nothing was imported."
+        lines = [f"  {issue}" for issue in self.issues[: self.max_listed]]
+        if count > self.max_listed:
+            lines.append(f"  ... and {count - self.max_listed} more")
+        super().__init__("\n".join([head, *lines]))
+
+    @property
+    def messages(self) -> list[str]:
+        return [str(issue) for issue in self.issues]

@@ -1,0 +1,82 @@
+"""Checking that image files exist and decode, and hashing their content, in parallel."""
+from __future__ import annotations
+
+import hashlib
+import io
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from PIL import Image, UnidentifiedImageError
+
+from hibug_core.progress import ProgressCallback, no_progress
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    content_hash: str
+    width: int
+    height: int
+
+
+def content_hash(data: bytes) -> str:
+    """The key under which everything computed from an image is stored."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def inspect_image(path: Path, check_size: int = 64) -> ImageInfo:
+    """Read, hash and decode one image (at reduced size where the format allows); raise ValueError if unusable."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ValueError("file not found") from None
+    except IsADirectoryError:
+        raise ValueError("is a folder, not an image file") from None
+    except PermissionError:
+        raise ValueError("permission denied") from None
+    except OSError as error:
+        raise ValueError(f"cannot read file ({error.strerror or error})") from None
+    if not data:
+        raise ValueError("file is empty")
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+            image.draft("RGB", (check_size, check_size))
+            image.load()
+    except UnidentifiedImageError:
+        raise ValueError("not an image, or a format Pillow cannot read") from None
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+        raise ValueError("corrupt or truncated image data") from None
+    return ImageInfo(content_hash(data), int(width), int(height))
+
+
+def inspect_images(
+    paths: Iterable[Path],
+    *,
+    workers: int = 8,
+    check_size: int = 64,
+    progress: ProgressCallback = no_progress,
+) -> tuple[dict[Path, ImageInfo], dict[Path, str]]:
+    """Inspect every distinct path once; returns (infos of good images, problem of each bad one)."""
+    unique = list(dict.fromkeys(paths))
+    infos: dict[Path, ImageInfo] = {}
+    problems: dict[Path, str] = {}
+
+    def one(path: Path):
+        try:
+            return path, inspect_image(path, check_size), None
+        except ValueError as error:
+            return path, None, str(error)
+
+    total = len(unique)
+    progress("checking images", 0, total)
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for done, (path, info, problem) in enumerate(pool.map(one, unique, chunksize=64), start=1):
+            if problem is None:
+                infos[path] = info
+            else:
+                problems[path] = problem
+            if done % 500 == 0 or done == total:
+                progress("checking images", done, total)
+    return infos, problems

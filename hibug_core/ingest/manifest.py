@@ -1,0 +1,317 @@
+"""Validating a manifest against the data contract; every problem is reported with its row and column."""
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.config import IngestConfig
+from hibug_core.errors import ManifestError, RowIssue
+from hibug_core.ingest.images import inspect_images
+from hibug_core.ingest.table import read_table
+from hibug_core.progress import ProgressCallback, no_progress
+
+DEFAULT_MODEL = "model"
+_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+_SPLIT_ALIASES = {"validation": "val", "valid": "val", "dev": "val", "training": "train",
+                  "testing": "test", "unlabeled": "pool", "unlabelled": "pool"}
+
+
+@dataclass
+class ModelColumns:
+    """Which manifest columns hold one model's outputs."""
+
+    prediction: str
+    confidence: str | None = None
+    score: str | None = None
+    probabilities: dict[str, str] = field(default_factory=dict)  # class name -> column
+
+
+@dataclass
+class ColumnPlan:
+    image: str
+    label: str
+    key: str | None
+    split: str | None
+    models: dict[str, ModelColumns]
+    attributes: dict[str, str]  # attribute name -> column
+    ignored: list[str]
+
+
+@dataclass
+class ModelOutputs:
+    """One model's validated outputs, aligned with the manifest rows."""
+
+    prediction: list[str]
+    confidence: np.ndarray  # float64, NaN where unknown
+    score: np.ndarray  # float64 in [0, 1], NaN where the row has no label
+    classes: list[str] | None = None
+    probabilities: np.ndarray | None = None  # float32 (rows x classes)
+
+
+@dataclass
+class ValidatedManifest:
+    """A manifest that passed every check, ready to be written to a project in one transaction."""
+
+    source: str
+    samples: pd.DataFrame  # sample_key, image_path, label, split, content_hash, width, height
+    models: dict[str, ModelOutputs]
+    known_tags: dict[str, list[str | None]]
+    ignored_columns: list[str]
+    key_column: str = "image"
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.samples)
+
+
+def _is_number(text: str) -> bool:
+    return bool(_NUMBER.match(text))
+
+
+def _canonical_number(text: str) -> str:
+    value = float(text)
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def plan_columns(columns: list[str], default_model: str = DEFAULT_MODEL) -> tuple[ColumnPlan | None, list[RowIssue]]:
+    """Assign every column a role from the data contract."""
+    issues: list[RowIssue] = []
+    present = set(columns)
+    for required in ("image", "label"):
+        if required not in present:
+            issues.append(RowIssue(None, required, "required column is missing (a manifest needs 'image' and 'label')"))
+    named_models = [c.split(":", 1)[1].strip() for c in columns if c.startswith("pred:")]
+    models: dict[str, ModelColumns] = {}
+    if "prediction" in present:
+        models[default_model] = ModelColumns("prediction")
+    for name in named_models:
+        if not name:
+            issues.append(RowIssue(None, "pred:", "model name is empty; name the column 'pred:<model>'"))
+        elif name in models:
+            issues.append(RowIssue(None, f"pred:{name}", f"model '{name}' appears twice"))
+        else:
+            models[name] = ModelColumns(f"pred:{name}")
+    if not models:
+        issues.append(RowIssue(None, None, "no model output: add a 'prediction' column or 'pred:<model>' columns"))
+
+    attributes: dict[str, str] = {}
+    ignored: list[str] = []
+    for column in columns:
+        if column in ("image", "label", "id", "split", "prediction") or column.startswith("pred:"):
+            continue
+        kind, _, rest = column.partition(":")
+        if kind in ("confidence", "score") and kind == column:
+            if "prediction" not in present:
+                issues.append(RowIssue(None, column, f"no 'prediction' column for it; name it '{kind}:<model>'"))
+            else:
+                setattr(models[default_model], kind, column)
+        elif kind in ("confidence", "score") and rest:
+            if rest not in models:
+                issues.append(RowIssue(None, column, f"no column 'pred:{rest}' for model '{rest}'"))
+            else:
+                setattr(models[rest], kind, column)
+        elif kind == "prob" and rest:
+            owner, _, class_name = rest.partition(":")
+            if class_name and owner in models and owner != default_model:
+                models[owner].probabilities[class_name] = column
+            elif "prediction" in present:
+                models[default_model].probabilities[rest] = column
+            else:
+                issues.append(RowIssue(None, column, "no model for these probabilities; name it 'prob:<model>:<class>'"))
+        elif kind == "attr" and rest:
+            attributes[rest.strip()] = column
+        else:
+            ignored.append(column)
+    if issues:
+        return None, issues
+    return ColumnPlan("image", "label", "id" if "id" in present else None,
+                      "split" if "split" in present else None, models, attributes, ignored), []
+
+
+class _Issues:
+    """Collects row issues up to a cap."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self.items: list[RowIssue] = []
+
+    def add(self, row_index: int | None, column: str | None, message: str) -> None:
+        if len(self.items) < self.cap:
+            self.items.append(RowIssue(None if row_index is None else row_index + 1, column, message))
+
+    @property
+    def full(self) -> bool:
+        return len(self.items) >= self.cap
+
+
+def _numbers(frame: pd.DataFrame, column: str, issues: _Issues, *, low: float, high: float,
+             required: np.ndarray | None = None) -> np.ndarray:
+    text = frame[column]
+    values = pd.to_numeric(text.where(text != ""), errors="coerce").to_numpy(dtype=float)
+    bad = (text != "").to_numpy() & np.isnan(values)
+    for i in np.flatnonzero(bad):
+        issues.add(i, column, f"'{text.iat[i]}' is not a number")
+    if required is not None:
+        for i in np.flatnonzero(required & (text == "").to_numpy()):
+            issues.add(i, column, "empty value; every row needs one")
+    out_of_range = ~np.isnan(values) & ((values < low) | (values > high))
+    for i in np.flatnonzero(out_of_range):
+        issues.add(i, column, f"{text.iat[i]} is outside [{low:g}, {high:g}]")
+    return values
+
+
+def _resolve(base_dir: Path, image: str) -> Path:
+    path = Path(image).expanduser()
+    return Path(os.path.normpath(path if path.is_absolute() else base_dir / path))
+
+
+def validate_manifest(
+    frame: pd.DataFrame,
+    *,
+    source: str,
+    base_dir: Path,
+    default_model: str = DEFAULT_MODEL,
+    config: IngestConfig = IngestConfig(),
+    progress: ProgressCallback = no_progress,
+) -> ValidatedManifest:
+    """Check every row and column of a manifest table; raise ManifestError listing every problem found."""
+    plan, structural = plan_columns(list(frame.columns), default_model)
+    if plan is None:
+        raise ManifestError(source, structural)
+    if len(frame) == 0:
+        raise ManifestError(source, [RowIssue(None, None, "the manifest has a header but no rows")])
+    frame = frame.reset_index(drop=True)
+    issues = _Issues(config.max_issues)
+    n = len(frame)
+
+    images = frame[plan.image]
+    for i in np.flatnonzero((images == "").to_numpy()):
+        issues.add(i, plan.image, "empty image path")
+
+    if plan.split:
+        splits = frame[plan.split].str.lower()
+        for i in np.flatnonzero(~splits.isin(config.allowed_splits).to_numpy()):
+            value = frame[plan.split].iat[i]
+            if value == "":
+                issues.add(i, plan.split, f"empty split; use one of {', '.join(config.allowed_splits)}")
+                continue
+            guess = _SPLIT_ALIASES.get(value.lower()) or next(
+                iter(difflib.get_close_matches(value.lower(), config.allowed_splits, n=1)), None)
+            hint = f" (did you mean '{guess}'?)" if guess else ""
+            issues.add(i, plan.split, f"unknown split '{value}'; use one of {', '.join(config.allowed_splits)}{hint}")
+    else:
+        splits = pd.Series([config.default_split] * n)
+    labelled = (splits != "pool").to_numpy()
+
+    labels = frame[plan.label]
+    for i in np.flatnonzero(labelled & (labels == "").to_numpy()):
+        issues.add(i, plan.label, "empty label; only rows of split 'pool' may be unlabelled")
+    present_labels = labels[labels != ""]
+    numeric_labels = len(present_labels) > 0 and bool(present_labels.map(_is_number).all())
+    if numeric_labels:
+        labels = labels.map(lambda t: _canonical_number(t) if t else t)
+    example_label = present_labels.iat[0] if len(present_labels) else None
+
+    keys_column = plan.key or plan.image
+    keys = frame[keys_column] if plan.key else images.map(lambda t: str(_resolve(base_dir, t)) if t else t)
+    if plan.key:
+        for i in np.flatnonzero((keys == "").to_numpy()):
+            issues.add(i, plan.key, "empty id")
+    duplicated = keys.duplicated(keep=False).to_numpy() & (keys != "").to_numpy()
+    if duplicated.any():
+        first_row: dict[str, int] = {}
+        for i in np.flatnonzero(duplicated):
+            key = keys.iat[i]
+            if key in first_row:
+                what = f"id '{frame[keys_column].iat[i]}'" if plan.key else f"image '{images.iat[i]}'"
+                extra = "" if plan.key else " (add an 'id' column if one image holds several samples)"
+                issues.add(i, keys_column, f"duplicate {what}, already in row {first_row[key] + 1}{extra}")
+            else:
+                first_row[key] = i
+
+    models: dict[str, ModelOutputs] = {}
+    for name, columns in plan.models.items():
+        predictions = frame[columns.prediction]
+        for i in np.flatnonzero((predictions == "").to_numpy()):
+            issues.add(i, columns.prediction, "empty prediction")
+        is_number = predictions.map(_is_number).to_numpy()
+        if example_label is not None and numeric_labels:
+            for i in np.flatnonzero(~is_number & (predictions != "").to_numpy()):
+                issues.add(i, columns.prediction, f"'{predictions.iat[i]}' is text but the labels are numbers "
+                           f"(e.g. {example_label}); use the same class ids as 'label'")
+            predictions = predictions.map(lambda t: _canonical_number(t) if _is_number(t) else t)
+        elif example_label is not None:
+            known = set(present_labels)
+            for i in np.flatnonzero(is_number & ~predictions.isin(known).to_numpy()):
+                issues.add(i, columns.prediction, f"'{predictions.iat[i]}' is a number but the labels are class names "
+                           f"(e.g. '{example_label}'); use the same class names as 'label'")
+        confidence = (_numbers(frame, columns.confidence, issues, low=0, high=1)
+                      if columns.confidence else np.full(n, np.nan))
+        if columns.score:
+            score = _numbers(frame, columns.score, issues, low=0, high=1, required=labelled)
+        else:
+            score = np.where(labels.to_numpy() == "", np.nan,
+                             (predictions.to_numpy() == labels.to_numpy()).astype(float))
+        classes, probabilities = None, None
+        if columns.probabilities:
+            class_names = list(columns.probabilities)
+            if numeric_labels:
+                class_names = [_canonical_number(c) if _is_number(c) else c for c in class_names]
+            matrix = np.column_stack([
+                _numbers(frame, column, issues, low=0, high=1, required=np.ones(n, bool))
+                for column in columns.probabilities.values()
+            ])
+            sums = matrix.sum(axis=1)
+            label_text = f"prob:* of {name}" if name != default_model else "prob:*"
+            for i in np.flatnonzero(~np.isnan(sums) & (np.abs(sums - 1) > config.probability_tolerance)):
+                issues.add(i, label_text, f"probabilities sum to {sums[i]:.4g}, not 1 "
+                           f"(tolerance {config.probability_tolerance:g}); give every class's probability")
+            classes, probabilities = class_names, np.nan_to_num(matrix).astype(np.float32)
+            if not columns.confidence:
+                confidence = probabilities.max(axis=1).astype(float)
+        models[name] = ModelOutputs(predictions.tolist(), confidence, score, classes, probabilities)
+
+    resolved = [_resolve(base_dir, t) if t else None for t in images]
+    if not issues.full:
+        infos, problems = inspect_images(
+            [p for p in resolved if p is not None], workers=config.workers,
+            check_size=config.image_check_size, progress=progress)
+        reported: set[Path] = set()
+        for i, path in enumerate(resolved):
+            if path is None or path not in problems or path in reported:
+                continue
+            reported.add(path)
+            problem = problems[path]
+            detail = f" (looked for {path})" if problem == "file not found" else ""
+            issues.add(i, plan.image, f"{problem}: {images.iat[i]}{detail}")
+    if issues.items:
+        raise ManifestError(source, sorted(issues.items, key=lambda x: (x.row or 0)))
+
+    samples = pd.DataFrame({
+        "sample_key": keys.tolist(),
+        "image_path": [str(p) for p in resolved],
+        "label": [t if t else None for t in labels],
+        "split": splits.tolist(),
+        "content_hash": [infos[p].content_hash for p in resolved],
+        "width": [infos[p].width for p in resolved],
+        "height": [infos[p].height for p in resolved],
+    })
+    known_tags = {
+        name: [t if t else None for t in frame[column]] for name, column in plan.attributes.items()
+    }
+    return ValidatedManifest(source, samples, models, known_tags, plan.ignored, keys_column)
+
+
+def load_manifest(path: str | Path, *, default_model: str = DEFAULT_MODEL, config: IngestConfig = IngestConfig(),
+                  progress: ProgressCallback = no_progress) -> ValidatedManifest:
+    """Read and validate a CSV or Parquet manifest; image paths are relative to the manifest's folder."""
+    path = Path(path).resolve()
+    frame = read_table(path)
+    return validate_manifest(frame, source=str(path), base_dir=path.parent, default_model=default_model,
+                             config=config, progress=progress)

@@ -1,0 +1,97 @@
+"""Reading a manifest file (CSV or Parquet) into a table of strings, mapping read failures to row issues."""
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from hibug_core.errors import ManifestError, RowIssue
+
+_TOKENIZE = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+
+
+def _bad_utf8_issue(raw: bytes, error: UnicodeDecodeError, header: list[str]) -> RowIssue:
+    line_number = raw.count(b"\n", 0, error.start) + 1
+    byte = raw[error.start : error.start + 1].hex()
+    fix = f"text is not valid UTF-8 (byte 0x{byte}); save the manifest as UTF-8"
+    if line_number == 1:
+        return RowIssue(None, None, f"header: {fix}")
+    line_start = raw.rfind(b"\n", 0, error.start) + 1
+    prefix = raw[line_start : error.start].decode("utf-8", errors="replace")
+    field_index = len(next(csv.reader([prefix + "\ufffd"]))) - 1
+    column = header[field_index] if 0 <= field_index < len(header) else None
+    return RowIssue(line_number - 1, column, fix)
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        header_end = raw.find(b"\n")
+        header_bytes = raw if header_end < 0 else raw[:header_end]
+        header = next(csv.reader([header_bytes.decode("utf-8", errors="replace")]), [])
+        raise ManifestError(str(path), [_bad_utf8_issue(raw, error, [h.strip() for h in header])]) from None
+    if not text.strip():
+        raise ManifestError(str(path), [RowIssue(None, None, "the file is empty; a manifest needs a header row")])
+    try:
+        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=False)
+    except pd.errors.ParserError as error:
+        match = _TOKENIZE.search(str(error))
+        if match:
+            expected, line, seen = (int(g) for g in match.groups())
+            issue = RowIssue(line - 1, None, f"expected {expected} fields, found {seen}; check quoting and commas")
+        else:
+            issue = RowIssue(None, None, f"not a readable CSV file: {error}")
+        raise ManifestError(str(path), [issue]) from None
+    return frame
+
+
+def _cell_to_text(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        return str(int(value)) if value.is_integer() else repr(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    return str(value)
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    try:
+        frame = pd.read_parquet(path)
+    except Exception as error:  # pyarrow raises several unrelated types for a bad file
+        raise ManifestError(str(path), [RowIssue(None, None, f"not a readable Parquet file: {error}")]) from None
+    out = {}
+    for column in frame.columns:
+        try:
+            out[str(column)] = [_cell_to_text(v) for v in frame[column].tolist()]
+        except UnicodeDecodeError:
+            raise ManifestError(
+                str(path), [RowIssue(None, str(column), "binary data is not valid UTF-8 text")]
+            ) from None
+    return pd.DataFrame(out, dtype=object)
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """The manifest as a DataFrame of stripped strings ('' for empty cells), one row per data row."""
+    path = Path(path)
+    if not path.exists():
+        raise ManifestError(str(path), [RowIssue(None, None, "manifest file not found")])
+    suffix = path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        frame = _read_parquet(path)
+    elif suffix in (".csv", ".txt", ".tsv"):
+        frame = _read_csv(path)
+    else:
+        raise ManifestError(
+            str(path), [RowIssue(None, None, f"unsupported manifest type '{suffix}'; use .csv or .parquet")]
+        )
+    frame.columns = [str(c).strip() for c in frame.columns]
+    return frame.apply(lambda column: column.astype(str).str.strip())

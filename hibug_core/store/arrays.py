@@ -1,0 +1,79 @@
+"""Bulk arrays of a project (probabilities, embeddings, score matrices) as .npz files beside the database."""
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hibug_core.errors import ProjectError
+
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
+
+
+@dataclass
+class StagedArrays:
+    """Arrays written to a temporary file, published by commit() once the database write succeeded."""
+
+    temporary: Path
+    final: Path
+
+    def commit(self) -> Path:
+        os.replace(self.temporary, self.final)
+        return self.final
+
+    def discard(self) -> None:
+        self.temporary.unlink(missing_ok=True)
+
+
+class ArrayStore:
+    """Named groups of numpy arrays; writes are atomic, reads never see a half-written file."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def path(self, name: str) -> Path:
+        if not _NAME.match(name) or ".." in name.split("/"):
+            raise ProjectError(f"invalid array name {name!r}: use letters, digits, '_', '-', '.' and '/'")
+        return self.root / f"{name}.npz"
+
+    def stage(self, name: str, **arrays: np.ndarray) -> StagedArrays:
+        final = self.path(name)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        temporary = final.with_name(f".{final.stem}.{uuid.uuid4().hex}.tmp")
+        with open(temporary, "wb") as handle:
+            np.savez(handle, **arrays)
+            handle.flush()
+            os.fsync(handle.fileno())
+        return StagedArrays(temporary, final)
+
+    def save(self, name: str, **arrays: np.ndarray) -> Path:
+        return self.stage(name, **arrays).commit()
+
+    def load(self, name: str) -> dict[str, np.ndarray]:
+        path = self.path(name)
+        if not path.exists():
+            raise ProjectError(f"no stored arrays named {name!r} in {self.root}")
+        with np.load(path, allow_pickle=False) as data:
+            return {key: data[key] for key in data.files}
+
+    def exists(self, name: str) -> bool:
+        return self.path(name).exists()
+
+    def names(self, prefix: str = "") -> list[str]:
+        if not self.root.exists():
+            return []
+        found = [p.relative_to(self.root).with_suffix("").as_posix() for p in self.root.rglob("*.npz")]
+        return sorted(name for name in found if name.startswith(prefix))
+
+    def remove_leftovers(self) -> int:
+        """Delete temporary files left by a write that crashed before commit."""
+        if not self.root.exists():
+            return 0
+        leftovers = list(self.root.rglob(".*.tmp"))
+        for path in leftovers:
+            path.unlink(missing_ok=True)
+        return len(leftovers)

@@ -1,0 +1,102 @@
+"""Versioned schema migrations: each project database records which versions it has applied."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Callable
+
+from sqlalchemy import Connection, Engine, inspect, text
+
+from hibug_core.errors import ProjectError
+from hibug_core.store.db import write_transaction
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    statements: tuple[str, ...] = ()
+    run: Callable[[Connection], None] | None = None
+
+
+def _auto_id(connection: Connection) -> str:
+    return "INTEGER PRIMARY KEY AUTOINCREMENT" if connection.dialect.name == "sqlite" else "BIGSERIAL PRIMARY KEY"
+
+
+V1_STATEMENTS = (
+    "CREATE TABLE project_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE data_roots (id {auto_id}, path TEXT NOT NULL UNIQUE)",
+    """CREATE TABLE imports (
+        id {auto_id}, source TEXT NOT NULL, kind TEXT NOT NULL, n_rows INTEGER NOT NULL,
+        author TEXT NOT NULL, created_at TEXT NOT NULL)""",
+    """CREATE TABLE samples (
+        id {auto_id}, sample_key TEXT NOT NULL UNIQUE,
+        root_id INTEGER NOT NULL REFERENCES data_roots(id), path TEXT NOT NULL,
+        content_hash TEXT NOT NULL, width INTEGER NOT NULL, height INTEGER NOT NULL,
+        label TEXT, split TEXT NOT NULL, import_id INTEGER NOT NULL REFERENCES imports(id))""",
+    "CREATE INDEX ix_samples_split ON samples (split)",
+    "CREATE INDEX ix_samples_hash ON samples (content_hash)",
+    """CREATE TABLE models (
+        id {auto_id}, name TEXT NOT NULL UNIQUE, classes_json TEXT, created_at TEXT NOT NULL)""",
+    """CREATE TABLE predictions (
+        model_id INTEGER NOT NULL REFERENCES models(id), sample_id INTEGER NOT NULL REFERENCES samples(id),
+        prediction TEXT NOT NULL, confidence DOUBLE PRECISION, score DOUBLE PRECISION,
+        PRIMARY KEY (model_id, sample_id))""",
+    """CREATE TABLE known_tags (
+        attribute TEXT NOT NULL, sample_id INTEGER NOT NULL REFERENCES samples(id), tag TEXT NOT NULL,
+        PRIMARY KEY (attribute, sample_id))""",
+    """CREATE TABLE audit_log (
+        id {auto_id}, at TEXT NOT NULL, actor TEXT NOT NULL, action TEXT NOT NULL, entity TEXT NOT NULL,
+        before_json TEXT, after_json TEXT)""",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (Migration(1, "samples, predictions, known tags, imports, audit log", V1_STATEMENTS),)
+LATEST_VERSION = MIGRATIONS[-1].version
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def applied_versions(engine: Engine) -> list[int]:
+    if not inspect(engine).has_table("schema_migrations"):
+        return []
+    with engine.connect() as connection:
+        return [row[0] for row in connection.execute(text("SELECT version FROM schema_migrations ORDER BY version"))]
+
+
+def migrate(engine: Engine) -> list[int]:
+    """Apply every pending migration, each in its own transaction; returns the versions applied now.
+
+    Safe when several processes open the same project at once: the check runs inside the write lock.
+    """
+    applied_now: list[int] = []
+    with write_transaction(engine) as connection:
+        connection.execute(
+            text(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)"
+            )
+        )
+    for migration in MIGRATIONS:
+        with write_transaction(engine) as connection:
+            done = {row[0] for row in connection.execute(text("SELECT version FROM schema_migrations"))}
+            newest = max(done, default=0)
+            if newest > LATEST_VERSION:
+                raise ProjectError(
+                    f"this project's database is at schema version {newest}, newer than this hibug "
+                    f"understands ({LATEST_VERSION}); upgrade hibug to open it"
+                )
+            if migration.version in done:
+                continue
+            auto_id = _auto_id(connection)
+            for statement in migration.statements:
+                connection.execute(text(statement.format(auto_id=auto_id)))
+            if migration.run is not None:
+                migration.run(connection)
+            connection.execute(
+                text("INSERT INTO schema_migrations (version, description, applied_at) VALUES (:v, :d, :t)"),
+                {"v": migration.version, "d": migration.description, "t": _now()},
+            )
+            applied_now.append(migration.version)
+    return applied_now

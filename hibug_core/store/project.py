@@ -1,0 +1,321 @@
+"""A hibug project: one folder with a SQL store for samples and edits, and bulk arrays beside it."""
+from __future__ import annotations
+
+import datetime as dt
+import getpass
+import json
+import logging
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import Connection, text
+
+from hibug_core.config import StoreConfig
+from hibug_core.errors import ManifestError, ProjectError, RowIssue
+from hibug_core.store.arrays import ArrayStore
+from hibug_core.store.db import make_engine, read_connection, write_transaction
+from hibug_core.store.migrations import LATEST_VERSION, migrate
+
+logger = logging.getLogger(__name__)
+
+DB_FILE = "hibug.sqlite"
+ARRAYS_DIR = "arrays"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def default_actor() -> str:
+    """Who is acting when nobody said: the HIBUG_USER variable, else the login name."""
+    try:
+        return os.environ.get("HIBUG_USER") or getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+@dataclass(frozen=True)
+class ImportSummary:
+    import_id: int
+    rows: int
+    models: list[str]
+    attributes: list[str]
+    ignored_columns: list[str]
+
+
+class Project:
+    """Open with Project.open(folder); create with Project.create(folder) or Project.create_from_manifest()."""
+
+    def __init__(self, folder: Path, *, db_url: str | None = None, config: StoreConfig = StoreConfig()):
+        self.folder = Path(folder).resolve()
+        self.config = config
+        self.db_url = db_url or f"sqlite:///{self.folder / DB_FILE}"
+        self.engine = make_engine(self.db_url, config)
+        self.arrays = ArrayStore(self.folder / ARRAYS_DIR)
+
+    # ----- opening and creating -------------------------------------------------------------
+    @classmethod
+    def open(cls, folder: str | Path, *, db_url: str | None = None) -> "Project":
+        folder = Path(folder)
+        if db_url is None and not (folder / DB_FILE).exists():
+            raise ProjectError(f"{folder} is not a hibug project (no {DB_FILE}); create one with `hibug new`")
+        project = cls(folder, db_url=db_url)
+        migrate(project.engine)
+        project.arrays.remove_leftovers()
+        return project
+
+    @classmethod
+    def create(cls, folder: str | Path, *, name: str | None = None, db_url: str | None = None) -> "Project":
+        folder = Path(folder)
+        if (folder / DB_FILE).exists():
+            raise ProjectError(f"{folder} already holds a hibug project; open it, or choose another folder")
+        folder.mkdir(parents=True, exist_ok=True)
+        project = cls(folder, db_url=db_url)
+        migrate(project.engine)
+        with write_transaction(project.engine) as connection:
+            for key, value in {"name": name or folder.resolve().name, "created_at": _now()}.items():
+                connection.execute(text("INSERT INTO project_meta (key, value) VALUES (:k, :v)"), {"k": key, "v": value})
+        return project
+
+    @classmethod
+    def create_from_manifest(cls, folder: str | Path, manifest, *, name: str | None = None,
+                             author: str | None = None) -> "Project":
+        """Create a project and import a validated manifest; on any failure no folder is left behind."""
+        folder = Path(folder).resolve()
+        if folder.exists() and any(folder.iterdir()):
+            raise ProjectError(f"{folder} exists and is not empty; choose a new folder for the project")
+        staging = folder.with_name(f".{folder.name}.creating-{uuid.uuid4().hex[:8]}")
+        try:
+            project = cls.create(staging, name=name or folder.name)
+            project.import_manifest(manifest, author=author)
+            project.close()
+            if folder.exists():
+                folder.rmdir()
+            staging.rename(folder)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return cls.open(folder)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> "Project":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ----- writing ----------------------------------------------------------------------------
+    def _root_id(self, connection: Connection, root: Path) -> int:
+        stored = os.path.relpath(root, self.folder) if root.is_relative_to(self.folder) else str(root)
+        stored = Path(stored).as_posix()
+        row = connection.execute(text("SELECT id FROM data_roots WHERE path = :p"), {"p": stored}).first()
+        if row:
+            return int(row[0])
+        connection.execute(text("INSERT INTO data_roots (path) VALUES (:p)"), {"p": stored})
+        return int(connection.execute(text("SELECT id FROM data_roots WHERE path = :p"), {"p": stored}).scalar_one())
+
+    def import_manifest(self, manifest, *, author: str | None = None, kind: str = "manifest") -> ImportSummary:
+        """Add a validated manifest's rows in one transaction: all rows land, or none and nothing changes."""
+        author = author or default_actor()
+        samples = manifest.samples
+        paths = [Path(p) for p in samples["image_path"]]
+        root = Path(os.path.commonpath([str(p.parent) for p in paths]))
+        staged = []
+        try:
+            with write_transaction(self.engine) as connection:
+                existing = {
+                    row[0]: row[1] for row in connection.execute(text("SELECT sample_key, import_id FROM samples"))
+                }
+                clashes = [i for i, key in enumerate(samples["sample_key"]) if key in existing]
+                if clashes:
+                    issues = [RowIssue(i + 1, manifest.key_column,
+                                       f"'{samples['sample_key'].iat[i]}' is already in the project "
+                                       f"(import #{existing[samples['sample_key'].iat[i]]})") for i in clashes[:20]]
+                    raise ManifestError(manifest.source, issues)
+                connection.execute(
+                    text("INSERT INTO imports (source, kind, n_rows, author, created_at) VALUES (:s, :k, :n, :a, :t)"),
+                    {"s": manifest.source, "k": kind, "n": manifest.n_rows, "a": author, "t": _now()})
+                import_id = int(connection.execute(text("SELECT MAX(id) FROM imports")).scalar_one())
+                root_id = self._root_id(connection, root)
+                connection.execute(
+                    text("INSERT INTO samples (sample_key, root_id, path, content_hash, width, height, label, split, "
+                         "import_id) VALUES (:k, :r, :p, :h, :w, :ht, :l, :s, :i)"),
+                    [{"k": k, "r": root_id, "p": p.relative_to(root).as_posix(), "h": h, "w": int(w), "ht": int(ht),
+                      "l": l, "s": s, "i": import_id}
+                     for k, p, h, w, ht, l, s in zip(samples["sample_key"], paths, samples["content_hash"],
+                                                     samples["width"], samples["height"], samples["label"],
+                                                     samples["split"])])
+                id_of = dict(connection.execute(
+                    text("SELECT sample_key, id FROM samples WHERE import_id = :i"), {"i": import_id}).all())
+                sample_ids = np.array([id_of[k] for k in samples["sample_key"]], dtype=np.int64)
+                for name, outputs in manifest.models.items():
+                    model_id = self._model_id(connection, name, outputs.classes)
+                    connection.execute(
+                        text("INSERT INTO predictions (model_id, sample_id, prediction, confidence, score) "
+                             "VALUES (:m, :s, :p, :c, :sc)"),
+                        [{"m": model_id, "s": int(s), "p": p, "c": None if np.isnan(c) else float(c),
+                          "sc": None if np.isnan(sc) else float(sc)}
+                         for s, p, c, sc in zip(sample_ids, outputs.prediction, outputs.confidence, outputs.score)])
+                    if outputs.probabilities is not None:
+                        staged.append(self.arrays.stage(
+                            f"probabilities/{_safe(name)}/import-{import_id}", sample_ids=sample_ids,
+                            probabilities=outputs.probabilities, classes=np.array(outputs.classes, dtype=str)))
+                for attribute, tags in manifest.known_tags.items():
+                    connection.execute(
+                        text("INSERT INTO known_tags (attribute, sample_id, tag) VALUES (:a, :s, :t)"),
+                        [{"a": attribute, "s": int(s), "t": t} for s, t in zip(sample_ids, tags) if t is not None])
+                self._audit(connection, author, "import", f"import:{import_id}", None,
+                            {"source": manifest.source, "rows": manifest.n_rows, "models": list(manifest.models)})
+        except BaseException:
+            for item in staged:
+                item.discard()
+            raise
+        for item in staged:
+            item.commit()
+        logger.info("imported %d rows from %s as import #%d", manifest.n_rows, manifest.source, import_id)
+        return ImportSummary(import_id, manifest.n_rows, list(manifest.models), list(manifest.known_tags),
+                             manifest.ignored_columns)
+
+    def _model_id(self, connection: Connection, name: str, classes: list[str] | None) -> int:
+        row = connection.execute(text("SELECT id, classes_json FROM models WHERE name = :n"), {"n": name}).first()
+        if row is None:
+            connection.execute(text("INSERT INTO models (name, classes_json, created_at) VALUES (:n, :c, :t)"),
+                               {"n": name, "c": json.dumps(classes) if classes else None, "t": _now()})
+            return int(connection.execute(text("SELECT id FROM models WHERE name = :n"), {"n": name}).scalar_one())
+        if classes and row[1] and json.loads(row[1]) != classes:
+            raise ProjectError(f"model '{name}' was imported before with classes {json.loads(row[1])}, "
+                               f"now with {classes}; use the same probability columns or another model name")
+        return int(row[0])
+
+    def _audit(self, connection: Connection, actor: str, action: str, entity: str, before, after) -> None:
+        connection.execute(
+            text("INSERT INTO audit_log (at, actor, action, entity, before_json, after_json) "
+                 "VALUES (:at, :actor, :action, :entity, :b, :a)"),
+            {"at": _now(), "actor": actor, "action": action, "entity": entity,
+             "b": None if before is None else json.dumps(before), "a": None if after is None else json.dumps(after)})
+
+    # ----- reading ----------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.meta().get("name", self.folder.name)
+
+    def meta(self) -> dict[str, str]:
+        with read_connection(self.engine) as connection:
+            return dict(connection.execute(text("SELECT key, value FROM project_meta")).all())
+
+    def schema_version(self) -> int:
+        with read_connection(self.engine) as connection:
+            return int(connection.execute(text("SELECT MAX(version) FROM schema_migrations")).scalar_one())
+
+    def models(self) -> list[str]:
+        with read_connection(self.engine) as connection:
+            return [row[0] for row in connection.execute(text("SELECT name FROM models ORDER BY id"))]
+
+    def model_classes(self, model: str) -> list[str] | None:
+        with read_connection(self.engine) as connection:
+            raw = connection.execute(text("SELECT classes_json FROM models WHERE name = :n"), {"n": model}).scalar()
+        return json.loads(raw) if raw else None
+
+    def _roots(self, connection: Connection) -> dict[int, Path]:
+        return {int(i): (self.folder / p).resolve() if not Path(p).is_absolute() else Path(p)
+                for i, p in connection.execute(text("SELECT id, path FROM data_roots"))}
+
+    def samples(self, model: str | None = None) -> pd.DataFrame:
+        """One row per sample (index: sample id) with its image path, label, split and, for a model,
+        its prediction, confidence, score and correctness."""
+        with read_connection(self.engine) as connection:
+            roots = self._roots(connection)
+            frame = pd.read_sql_query(
+                text("SELECT id, sample_key, root_id, path, content_hash, width, height, label, split "
+                     "FROM samples ORDER BY id"), connection, index_col="id")
+            if model is not None:
+                predictions = pd.read_sql_query(
+                    text("SELECT p.sample_id AS id, p.prediction, p.confidence, p.score FROM predictions p "
+                         "JOIN models m ON m.id = p.model_id WHERE m.name = :m"), connection,
+                    params={"m": model}, index_col="id")
+                if predictions.empty and model not in self.models():
+                    raise ProjectError(f"no model named '{model}' in this project; known: {', '.join(self.models())}")
+        root_text = {i: str(p) for i, p in roots.items()}
+        frame["image_path"] = [f"{root_text[r]}/{p}" for r, p in zip(frame["root_id"], frame["path"])]
+        frame = frame.drop(columns=["root_id", "path"])
+        if model is not None:
+            frame = frame.join(predictions, how="left")
+            correct = (frame["prediction"] == frame["label"]).astype("boolean")
+            correct[frame["label"].isna() | frame["prediction"].isna()] = pd.NA
+            frame["correct"] = correct
+        return frame
+
+    def known_tags(self) -> pd.DataFrame:
+        """Imported or ground-truth tags: one column per attribute, indexed by sample id."""
+        with read_connection(self.engine) as connection:
+            long = pd.read_sql_query(text("SELECT attribute, sample_id, tag FROM known_tags"), connection)
+        if long.empty:
+            return pd.DataFrame(index=pd.Index([], name="sample_id"))
+        return long.pivot(index="sample_id", columns="attribute", values="tag")
+
+    def probabilities(self, model: str) -> tuple[np.ndarray, np.ndarray, list[str]] | None:
+        """(sample_ids, probabilities, classes) for a model, or None when its manifest had none."""
+        names = self.arrays.names(f"probabilities/{_safe(model)}/")
+        if not names:
+            return None
+        parts = [self.arrays.load(name) for name in names]
+        classes = [str(c) for c in parts[0]["classes"]]
+        return (np.concatenate([p["sample_ids"] for p in parts]),
+                np.concatenate([p["probabilities"] for p in parts]), classes)
+
+    def split_counts(self) -> dict[str, int]:
+        with read_connection(self.engine) as connection:
+            return dict(connection.execute(text("SELECT split, COUNT(*) FROM samples GROUP BY split")).all())
+
+    def model_scores(self) -> pd.DataFrame:
+        """Mean score and sample count per model and split (labelled samples only)."""
+        with read_connection(self.engine) as connection:
+            return pd.read_sql_query(
+                text("SELECT m.name AS model, s.split, COUNT(p.score) AS n, AVG(p.score) AS mean_score "
+                     "FROM predictions p JOIN models m ON m.id = p.model_id JOIN samples s ON s.id = p.sample_id "
+                     "GROUP BY m.name, s.split ORDER BY m.name, s.split"), connection)
+
+    def imports(self) -> pd.DataFrame:
+        with read_connection(self.engine) as connection:
+            return pd.read_sql_query(text("SELECT * FROM imports ORDER BY id"), connection)
+
+    def audit_log(self) -> pd.DataFrame:
+        with read_connection(self.engine) as connection:
+            return pd.read_sql_query(text("SELECT * FROM audit_log ORDER BY id"), connection)
+
+    def image_path(self, sample_id: int) -> Path:
+        """The image file of a sample; always inside one of the project's data roots."""
+        with read_connection(self.engine) as connection:
+            row = connection.execute(text("SELECT root_id, path FROM samples WHERE id = :i"), {"i": sample_id}).first()
+            if row is None:
+                raise ProjectError(f"no sample with id {sample_id}")
+            root = self._roots(connection)[int(row[0])]
+        path = (root / row[1]).resolve()
+        if not path.is_relative_to(root):
+            raise ProjectError(f"sample {sample_id}'s path leaves its data root; refusing to read it")
+        return path
+
+    def describe(self) -> dict:
+        """Everything `hibug info` prints, from aggregate queries only (fast on large projects)."""
+        scores = self.model_scores()
+        return {
+            "name": self.name,
+            "folder": str(self.folder),
+            "schema_version": self.schema_version(),
+            "latest_schema_version": LATEST_VERSION,
+            "splits": self.split_counts(),
+            "models": self.models(),
+            "scores": scores.to_dict(orient="records"),
+            "imports": len(self.imports()),
+        }
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
