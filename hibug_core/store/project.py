@@ -201,6 +201,15 @@ class Project:
             {"at": _now(), "actor": actor, "action": action, "entity": entity,
              "b": None if before is None else json.dumps(before), "a": None if after is None else json.dumps(after)})
 
+    def set_meta(self, key: str, value: str, *, author: str | None = None) -> None:
+        with write_transaction(self.engine) as connection:
+            before = connection.execute(text("SELECT value FROM project_meta WHERE key = :k"), {"k": key}).scalar()
+            if before is None:
+                connection.execute(text("INSERT INTO project_meta (key, value) VALUES (:k, :v)"), {"k": key, "v": value})
+            else:
+                connection.execute(text("UPDATE project_meta SET value = :v WHERE key = :k"), {"k": key, "v": value})
+            self._audit(connection, author or default_actor(), "set meta", f"meta:{key}", before, value)
+
     # ----- reading ----------------------------------------------------------------------------
     @property
     def name(self) -> str:

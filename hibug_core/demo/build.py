@@ -1,0 +1,186 @@
+"""Building the demo project offline: real shape images, known attributes, a CNN trained with planted bugs."""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import logging
+import shutil
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from hibug_core.demo.easyvqa import SHAPES, load_shape_images, measure_geometry
+from hibug_core.demo.shapes_model import (TrainConfig, load_checkpoint, predict_probabilities, save_checkpoint,
+                                          train_shape_cnn)
+from hibug_core.errors import ProjectError
+from hibug_core.ingest import load_manifest
+from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.store.project import DB_FILE, Project
+
+logger = logging.getLogger(__name__)
+
+ASSET_CHECKPOINT = Path(__file__).resolve().parents[2] / "assets" / "demo_shape_cnn.pt"
+MODEL_NAME = "shape-cnn"
+
+
+@dataclass(frozen=True)
+class PlantedBug:
+    """A bug put into the demo model on purpose, by thinning one slice of its training split."""
+
+    bug_type: str
+    slice: dict[str, str]
+    how: str
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    seed: int = 0
+    pool_size: int = 800
+    test_size: int = 800
+    spurious_color: str = "blue"
+    spurious_shape: str = "circle"
+    keep_conflicting: float = 0.03  # share of blue non-circles kept in training
+    keep_other_shape: float = 0.6  # share of non-blue circles kept in training
+    rare_size: str = "small"
+    rare_shape: str = "triangle"
+    keep_rare: float = 0.02  # share of small triangles kept in training
+    limit: int | None = None  # build from a seeded subset of this many images (tests)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def planted_bugs(self) -> list[PlantedBug]:
+        return [
+            PlantedBug("spurious correlation", {"color": self.spurious_color},
+                       f"in training, {self.spurious_color} goes with {self.spurious_shape}: only "
+                       f"{self.keep_conflicting:.0%} of {self.spurious_color} non-{self.spurious_shape}s kept"),
+            PlantedBug("rare case", {"size": self.rare_size, "shape": self.rare_shape},
+                       f"only {self.keep_rare:.0%} of {self.rare_size} {self.rare_shape}s kept in training"),
+        ]
+
+
+def _assign_splits(sources: np.ndarray, shapes: np.ndarray, colors: np.ndarray, sizes: np.ndarray,
+                   config: DemoConfig) -> np.ndarray:
+    """easy-vqa's test images are the validation split; its train images give pool, test and a biased train."""
+    rng = np.random.default_rng(config.seed)
+    split = np.full(len(sources), "val", dtype=object)
+    from_train = np.flatnonzero(sources == "train")
+    rng.shuffle(from_train)
+    pool_end = min(config.pool_size, len(from_train) // 4)
+    test_end = pool_end + min(config.test_size, len(from_train) // 4)
+    split[from_train[:pool_end]] = "pool"
+    split[from_train[pool_end:test_end]] = "test"
+    candidates = from_train[test_end:]
+    draw = rng.random(len(sources))
+    conflicting = (colors == config.spurious_color) & (shapes != config.spurious_shape)
+    other_shape = (colors != config.spurious_color) & (shapes == config.spurious_shape)
+    rare = (sizes == config.rare_size) & (shapes == config.rare_shape)
+    dropped = ((conflicting & (draw >= config.keep_conflicting)) | (other_shape & (draw >= config.keep_other_shape))
+               | (rare & (draw >= config.keep_rare)))
+    split[candidates] = np.where(dropped[candidates], "unused", "train")
+    return split
+
+
+def _fingerprint(ids: list[str], config: DemoConfig) -> str:
+    digest = hashlib.sha256(json.dumps([ids, asdict(config.train)]).encode())
+    return digest.hexdigest()[:16]
+
+
+def _slice_accuracy(correct: np.ndarray, mask: np.ndarray) -> dict[str, float | int]:
+    return {"n": int(mask.sum()), "accuracy": round(float(correct[mask].mean()), 4) if mask.any() else None}
+
+
+def _slice_mask(known: list[dict[str, str]], slice_: dict[str, str]) -> np.ndarray:
+    return np.array([all(row[a] == t for a, t in slice_.items()) for row in known])
+
+
+def build_demo(folder: str | Path, config: DemoConfig = DemoConfig(), *, progress: ProgressCallback = no_progress,
+               checkpoint: Path | None = ASSET_CHECKPOINT, save_trained_checkpoint: bool = False) -> Project:
+    """Build the demo project in `folder` (which must not exist yet); nothing is left behind on failure."""
+    folder = Path(folder).resolve()
+    if folder.exists() and any(folder.iterdir()):
+        raise ProjectError(f"{folder} exists and is not empty; choose another folder for the demo")
+    images = load_shape_images()
+    if config.limit is not None:
+        keep = np.sort(np.random.default_rng(config.seed).permutation(len(images))[: config.limit])
+        images = [images[i] for i in keep]
+    pixels = np.stack([np.asarray(Image.open(item.path).convert("RGB")) for item in images])
+    geometry = []
+    for i, array in enumerate(pixels):
+        geometry.append(measure_geometry(array))
+        if (i + 1) % 500 == 0 or i + 1 == len(pixels):
+            progress("measuring size and position", i + 1, len(pixels))
+    shapes = np.array([item.shape for item in images])
+    colors = np.array([item.color for item in images])
+    sizes = np.array([g["size"] for g in geometry])
+    sources = np.array([item.source_split for item in images])
+    split = _assign_splits(sources, shapes, colors, sizes, config)
+    known = [{"shape": shapes[i], "color": colors[i], **geometry[i]} for i in range(len(images))]
+    ids = [f"{item.source_split}-{item.source_id}" for item in images]
+
+    classes = list(SHAPES)
+    targets = np.array([classes.index(s) for s in shapes])
+    train = split == "train"
+    fingerprint = _fingerprint([i for i, t in zip(ids, train) if t], config)
+    network = load_checkpoint(checkpoint, classes, config.train, fingerprint) if checkpoint else None
+    if network is None:
+        logger.info("training the demo model (%d images)", int(train.sum()))
+        network = train_shape_cnn(pixels[train], targets[train], len(classes), config.train, progress)
+        if save_trained_checkpoint and checkpoint is not None:
+            save_checkpoint(checkpoint, network, classes, config.train, fingerprint)
+    kept = split != "unused"
+    probabilities = predict_probabilities(network, pixels, config.train.resolution)
+    predictions = np.array(classes)[probabilities.argmax(axis=1)]
+    correct = predictions == shapes
+
+    staging = folder.with_name(f".{folder.name}.building-{uuid.uuid4().hex[:8]}")
+    try:
+        data = staging / "data"
+        for split_name in ("train", "val", "test", "pool"):
+            (data / "images" / split_name).mkdir(parents=True, exist_ok=True)
+        manifest = data / "manifest.csv"
+        attributes = ["shape", "color", "size", "horizontal position", "vertical position"]
+        with open(manifest, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["id", "image", "label", "split", "prediction", *[f"prob:{c}" for c in classes],
+                             *[f"attr:{a}" for a in attributes]])
+            for i in np.flatnonzero(kept):
+                relative = f"images/{split[i]}/{ids[i]}.png"
+                shutil.copyfile(images[i].path, data / relative)
+                writer.writerow([ids[i], relative, shapes[i], split[i], predictions[i],
+                                 *[f"{p:.6f}" for p in probabilities[i]], *[known[i][a] for a in attributes]])
+        project = Project.create(staging, name="easy-vqa shapes demo")
+        project.import_manifest(load_manifest(manifest, default_model=MODEL_NAME, progress=progress),
+                                author="hibug demo")
+        evaluated = kept & ((split == "val") | (split == "test"))
+        report = {
+            "model": MODEL_NAME,
+            "classes": classes,
+            "config": asdict(config),
+            "splits": {s: int((split == s).sum()) for s in ("train", "val", "test", "pool", "unused")},
+            "accuracy": {s: _slice_accuracy(correct, kept & (split == s)) for s in ("train", "val", "test", "pool")},
+            "planted_bugs": [
+                {**asdict(bug), "val_test": _slice_accuracy(correct, evaluated & _slice_mask(known, bug.slice)),
+                 "train_count": int((train & _slice_mask(known, bug.slice)).sum())}
+                for bug in config.planted_bugs()
+            ],
+        }
+        project.set_meta("demo", json.dumps(report))
+        project.close()
+        staging.rename(folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    logger.info("demo built in %s: %s", folder, report["accuracy"])
+    return Project.open(folder)
+
+
+def ensure_demo(folder: str | Path, config: DemoConfig = DemoConfig(), *,
+                progress: ProgressCallback = no_progress) -> Project:
+    """Open the demo project in `folder`, building it first if it is not there."""
+    folder = Path(folder)
+    if (folder / DB_FILE).exists():
+        return Project.open(folder)
+    return build_demo(folder, config, progress=progress)

@@ -1,0 +1,99 @@
+"""The demo's model under test: a small CNN that classifies the shape in a downsampled easy-vqa image."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hibug_core.progress import ProgressCallback, no_progress
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    resolution: int = 24  # low resolution makes shape harder than colour: the bias then shows
+    epochs: int = 60
+    batch_size: int = 64
+    learning_rate: float = 1e-3
+    seed: int = 0
+
+
+def build_network(n_classes: int):
+    from torch import nn
+
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(), nn.Linear(32, n_classes),
+    )
+
+
+def _prepare(images: np.ndarray, resolution: int):
+    import torch
+    import torch.nn.functional as F
+
+    batch = torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255.0
+    return F.interpolate(batch, size=(resolution, resolution), mode="nearest")
+
+
+def train_shape_cnn(images: np.ndarray, labels: np.ndarray, n_classes: int, config: TrainConfig = TrainConfig(),
+                    progress: ProgressCallback = no_progress):
+    """Train on uint8 images (N, H, W, 3) with integer labels; seeded and reproducible on one machine."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    network = build_network(n_classes)
+    optimiser = torch.optim.Adam(network.parameters(), lr=config.learning_rate)
+    inputs = _prepare(images, config.resolution)
+    targets = torch.from_numpy(labels.astype(np.int64))
+    order = np.arange(len(labels))
+    network.train()
+    for epoch in range(config.epochs):
+        rng.shuffle(order)
+        for start in range(0, len(order), config.batch_size):
+            index = torch.from_numpy(order[start : start + config.batch_size])
+            loss = F.cross_entropy(network(inputs[index]), targets[index])
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+        progress("training the demo model", epoch + 1, config.epochs)
+    network.eval()
+    return network
+
+
+def predict_probabilities(network, images: np.ndarray, resolution: int, batch_size: int = 512) -> np.ndarray:
+    import torch
+
+    outputs = []
+    with torch.no_grad():
+        for start in range(0, len(images), batch_size):
+            logits = network(_prepare(images[start : start + batch_size], resolution))
+            outputs.append(torch.softmax(logits, dim=1).numpy())
+    return np.concatenate(outputs).astype(np.float64)
+
+
+def save_checkpoint(path: Path, network, classes: list[str], config: TrainConfig, training_fingerprint: str) -> None:
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"state_dict": network.state_dict(), "classes": classes, "config": asdict(config),
+                "training_fingerprint": training_fingerprint}, path)
+
+
+def load_checkpoint(path: Path, classes: list[str], config: TrainConfig, training_fingerprint: str):
+    """The stored network if it was trained on exactly this data and config, else None."""
+    import torch
+
+    if not path.exists():
+        return None
+    stored = torch.load(path, map_location="cpu", weights_only=True)
+    if (stored.get("classes") != classes or stored.get("config") != asdict(config)
+            or stored.get("training_fingerprint") != training_fingerprint):
+        return None
+    network = build_network(len(classes))
+    network.load_state_dict(stored["state_dict"])
+    network.eval()
+    return network

@@ -1,0 +1,32 @@
+"""Overall model statistics over a sample table: score per split and per class, confusion matrix."""
+from __future__ import annotations
+
+import pandas as pd
+
+
+def labelled(samples: pd.DataFrame) -> pd.DataFrame:
+    """Rows with a label and a score (pool rows without labels drop out)."""
+    return samples[samples["label"].notna() & samples["score"].notna()]
+
+
+def score_by(samples: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Count, mean score and error count per value of a column, largest groups first."""
+    rows = labelled(samples)
+    grouped = rows.groupby(column, observed=True)["score"]
+    table = pd.DataFrame({"count": grouped.size(), "score": grouped.mean()})
+    table["errors"] = grouped.apply(lambda s: int((s < 0.5).sum()))
+    return table.sort_values("count", ascending=False)
+
+
+def per_class(samples: pd.DataFrame, split: str | None = None) -> pd.DataFrame:
+    """Per true class: count, mean score, recall-style accuracy; optionally within one split."""
+    rows = samples if split is None else samples[samples["split"] == split]
+    return score_by(rows, "label").sort_index()
+
+
+def confusion(samples: pd.DataFrame, split: str | None = None) -> pd.DataFrame:
+    """Counts of (true label, prediction); rows are labels, columns predictions, both in one class order."""
+    rows = labelled(samples if split is None else samples[samples["split"] == split])
+    classes = sorted(set(rows["label"]) | set(rows["prediction"]))
+    table = pd.crosstab(rows["label"], rows["prediction"])
+    return table.reindex(index=classes, columns=classes, fill_value=0)

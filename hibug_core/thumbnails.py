@@ -1,0 +1,32 @@
+"""Thumbnails made once per image content and kept in the project, so grids never re-read full images."""
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+from PIL import Image
+
+THUMBS_DIR = "thumbs"
+
+
+def thumbnail_path(project_folder: Path, content_hash: str, size: int) -> Path:
+    return Path(project_folder) / THUMBS_DIR / str(size) / content_hash[:2] / f"{content_hash}.jpg"
+
+
+def ensure_thumbnail(project_folder: Path, image_path: Path, content_hash: str, size: int = 128) -> Path:
+    """Path of a JPEG no larger than size x size; images already that small are used as they are."""
+    target = thumbnail_path(project_folder, content_hash, size)
+    if target.exists():
+        return target
+    with Image.open(image_path) as image:
+        if max(image.size) <= size:
+            return Path(image_path)
+        image.draft("RGB", (size, size))
+        small = image.convert("RGB")
+        small.thumbnail((size, size))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{uuid.uuid4().hex}.tmp")
+    small.save(temporary, "JPEG", quality=85)
+    os.replace(temporary, target)
+    return target

@@ -1,0 +1,66 @@
+"""Which project and model the dashboard shows, and cached access to their data."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from hibug_core.errors import HibugError
+from hibug_core.store.project import Project
+
+PROJECT_KEY = "hibug_project"
+MODEL_KEY = "hibug_model"
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def open_project(folder: str) -> Project:
+    """One Project (and database engine) per folder per process, shared by every session."""
+    return Project.open(folder)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def load_samples(folder: str, model: str | None, version: int) -> pd.DataFrame:
+    """The sample table of a model; `version` changes whenever the project's data change."""
+    del version
+    return open_project(folder).samples(model)
+
+
+def data_version(project: Project) -> int:
+    log = project.audit_log()
+    return int(log["id"].max()) if len(log) else 0
+
+
+def default_project_folder() -> str:
+    return st.query_params.get("project") or os.environ.get("HIBUG_PROJECT", "")
+
+
+def current_project() -> Project:
+    """The project chosen in the sidebar; stops the page with a clear message when there is none."""
+    st.session_state.setdefault(PROJECT_KEY, default_project_folder())
+    with st.sidebar:
+        folder = st.text_input("Project folder", key=PROJECT_KEY,
+                               help="A folder made by `hibug new` or `hibug demo`.")
+    if not folder:
+        st.info("Open a project: enter its folder in the sidebar, or start the demo with `hibug demo`. "
+                "Create one from a manifest with `hibug new <folder> --manifest manifest.csv`.")
+        st.stop()
+    if not Path(folder).exists():
+        st.error(f"Folder not found: {folder}. Check the path in the sidebar.")
+        st.stop()
+    try:
+        return open_project(str(Path(folder).resolve()))
+    except HibugError as error:
+        st.error(str(error))
+        st.stop()
+
+
+def current_model(project: Project) -> str | None:
+    models = project.models()
+    if not models:
+        return None
+    if st.session_state.get(MODEL_KEY) not in models:
+        st.session_state[MODEL_KEY] = models[0]
+    with st.sidebar:
+        return st.selectbox("Model under test", models, key=MODEL_KEY)
