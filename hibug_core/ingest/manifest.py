@@ -291,12 +291,13 @@ def validate_manifest(
             detail = f" (looked for {path})" if problem == "file not found" else ""
             issues.add(i, plan.image, f"{problem}: {images.iat[i]}{detail}")
     if issues.items:
-        raise ManifestError(source, sorted(issues.items, key=lambda x: (x.row or 0)))
+        position = {column: i for i, column in enumerate(frame.columns)}
+        raise ManifestError(source, sorted(issues.items, key=lambda x: (x.row or 0, position.get(x.column, len(position)))))
 
     samples = pd.DataFrame({
         "sample_key": keys.tolist(),
         "image_path": [str(p) for p in resolved],
-        "label": [t if t else None for t in labels],
+        "label": pd.Series([t if t else None for t in labels], dtype=object),
         "split": splits.tolist(),
         "content_hash": [infos[p].content_hash for p in resolved],
         "width": [infos[p].width for p in resolved],

@@ -27,6 +27,20 @@ def _bad_utf8_issue(raw: bytes, error: UnicodeDecodeError, header: list[str]) ->
     return RowIssue(line_number - 1, column, fix)
 
 
+def _field_count_issues(text: str, cap: int = 20) -> list[RowIssue]:
+    """Rows whose number of fields differs from the header's (pandas would shift or pad them silently)."""
+    reader = csv.reader(io.StringIO(text))
+    expected = len(next(reader, []))
+    issues = []
+    for row_number, fields in enumerate(reader, start=1):
+        if fields and len(fields) != expected:
+            issues.append(RowIssue(row_number, None, f"expected {expected} fields, found {len(fields)}; "
+                                   "check quoting and commas"))
+            if len(issues) >= cap:
+                break
+    return issues
+
+
 def _read_csv(path: Path) -> pd.DataFrame:
     raw = path.read_bytes()
     try:
@@ -38,8 +52,11 @@ def _read_csv(path: Path) -> pd.DataFrame:
         raise ManifestError(str(path), [_bad_utf8_issue(raw, error, [h.strip() for h in header])]) from None
     if not text.strip():
         raise ManifestError(str(path), [RowIssue(None, None, "the file is empty; a manifest needs a header row")])
+    issues = _field_count_issues(text)
+    if issues:
+        raise ManifestError(str(path), issues)
     try:
-        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=False)
+        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, index_col=False)
     except pd.errors.ParserError as error:
         match = _TOKENIZE.search(str(error))
         if match:

@@ -148,7 +148,7 @@ class Project:
                     text("INSERT INTO samples (sample_key, root_id, path, content_hash, width, height, label, split, "
                          "import_id) VALUES (:k, :r, :p, :h, :w, :ht, :l, :s, :i)"),
                     [{"k": k, "r": root_id, "p": p.relative_to(root).as_posix(), "h": h, "w": int(w), "ht": int(ht),
-                      "l": l, "s": s, "i": import_id}
+                      "l": None if pd.isna(l) else l, "s": s, "i": import_id}
                      for k, p, h, w, ht, l, s in zip(samples["sample_key"], paths, samples["content_hash"],
                                                      samples["width"], samples["height"], samples["label"],
                                                      samples["split"])])

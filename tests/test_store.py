@@ -1,0 +1,114 @@
+"""The project store: versioned migrations, concurrent openers, atomic arrays, path confinement."""
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy import text
+
+from hibug_core.errors import ProjectError
+from hibug_core.ingest import load_manifest
+from hibug_core.store.db import write_transaction
+from hibug_core.store.migrations import LATEST_VERSION, applied_versions
+from hibug_core.store.project import Project
+
+
+def test_new_project_records_each_migration(tmp_path):
+    project = Project.create(tmp_path / "p", name="Cats")
+    assert applied_versions(project.engine) == list(range(1, LATEST_VERSION + 1))
+    assert project.name == "Cats"
+    assert project.schema_version() == LATEST_VERSION
+
+
+def test_open_refuses_a_folder_that_is_no_project(tmp_path):
+    with pytest.raises(ProjectError, match="is not a hibug project"):
+        Project.open(tmp_path)
+
+
+def test_newer_schema_is_refused_with_advice(tmp_path):
+    project = Project.create(tmp_path / "p")
+    with write_transaction(project.engine) as connection:
+        connection.execute(text("INSERT INTO schema_migrations VALUES (999, 'future', 'now')"))
+    with pytest.raises(ProjectError, match="schema version 999, newer than this hibug understands"):
+        Project.open(tmp_path / "p")
+
+
+def _open_and_count(folder: str) -> int:
+    project = Project.open(folder)
+    return project.schema_version()
+
+
+def test_many_processes_open_one_project_at_once(tmp_path):
+    Project.create(tmp_path / "p").close()
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        versions = pool.map(_open_and_count, [str(tmp_path / "p")] * 8)
+    assert versions == [LATEST_VERSION] * 8
+    assert applied_versions(Project.open(tmp_path / "p").engine) == list(range(1, LATEST_VERSION + 1))
+
+
+def test_arrays_are_published_only_on_commit(tmp_path):
+    project = Project.create(tmp_path / "p")
+    staged = project.arrays.stage("embeddings/demo", matrix=np.arange(6.0).reshape(2, 3))
+    assert not project.arrays.exists("embeddings/demo")
+    staged.commit()
+    assert project.arrays.load("embeddings/demo")["matrix"].tolist() == [[0, 1, 2], [3, 4, 5]]
+    leftover = project.arrays.stage("embeddings/crashed", matrix=np.zeros(2))
+    assert leftover.temporary.exists()
+    reopened = Project.open(tmp_path / "p")  # a crashed write's temporary file is cleaned on open
+    assert not leftover.temporary.exists()
+    assert reopened.arrays.names() == ["embeddings/demo"]
+    with pytest.raises(ProjectError, match="invalid array name"):
+        reopened.arrays.path("../escape")
+
+
+def test_samples_probabilities_and_paths_round_trip(image_dir, write_csv, tmp_path):
+    path = write_csv("image,label,prediction,split,prob:cat,prob:dog,attr:color\n"
+                     "images/a.png,cat,cat,train,0.9,0.1,red\nimages/b.png,dog,cat,val,0.6,0.4,blue\n")
+    project = Project.create_from_manifest(tmp_path / "p", load_manifest(path))
+    samples = project.samples("model")
+    assert samples["label"].tolist() == ["cat", "dog"]
+    assert samples["correct"].tolist() == [True, False]
+    assert samples["confidence"].round(6).tolist() == [0.9, 0.6]
+    ids, probabilities, classes = project.probabilities("model")
+    assert ids.tolist() == samples.index.tolist() and classes == ["cat", "dog"]
+    np.testing.assert_allclose(probabilities, [[0.9, 0.1], [0.6, 0.4]], rtol=1e-6)
+    assert project.known_tags().to_dict() == {"color": {1: "red", 2: "blue"}}
+    assert project.image_path(1) == (image_dir / "a.png").resolve()
+    assert project.split_counts() == {"train": 1, "val": 1}
+    scores = project.model_scores().set_index("split")["mean_score"].to_dict()
+    assert scores == {"train": 1.0, "val": 0.0}
+    log = project.audit_log()
+    assert log["action"].tolist() == ["import"] and log["actor"].tolist() == ["tester"]
+    with pytest.raises(ProjectError, match="no model named 'vit'"):
+        project.samples("vit")
+
+
+def test_second_import_adds_rows_and_a_new_model(image_dir, write_csv, tmp_path):
+    first = write_csv("image,label,prediction\nimages/a.png,cat,cat\n")
+    project = Project.create_from_manifest(tmp_path / "p", load_manifest(first))
+    second = write_csv("image,label,pred:vit\nimages/b.png,dog,dog\n", name="second.csv")
+    summary = project.import_manifest(load_manifest(second))
+    assert summary.import_id == 2 and summary.models == ["vit"]
+    assert project.models() == ["model", "vit"]
+    assert len(project.samples()) == 2
+    assert project.samples("vit")["prediction"].dropna().tolist() == ["dog"]
+
+
+def test_project_folder_can_move(image_dir, write_csv, tmp_path):
+    """Images inside the project folder are stored relative to it."""
+    project_folder = tmp_path / "p"
+    project = Project.create(project_folder)
+    inner = project_folder / "data"
+    (inner / "images").mkdir(parents=True)
+    for name in ("a.png", "b.png"):
+        (inner / "images" / name).write_bytes((image_dir / name).read_bytes())
+    manifest = inner / "m.csv"
+    manifest.write_text("image,label,prediction\nimages/a.png,cat,cat\nimages/b.png,dog,cat\n")
+    project.import_manifest(load_manifest(manifest))
+    project.close()
+    moved = tmp_path / "moved"
+    project_folder.rename(moved)
+    reopened = Project.open(moved)
+    assert all(Path(p).exists() for p in reopened.samples()["image_path"])
