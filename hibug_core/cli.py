@@ -36,10 +36,9 @@ def cmd_new(args) -> int:
             manifest = load_manifest(args.manifest, default_model=args.model_name, progress=report)
         if args.command == "import":
             with Project.open(args.project) as project:
-                summary = project.import_manifest(manifest)
+                project.import_manifest(manifest)
         else:
-            with Project.create_from_manifest(args.project, manifest, name=args.name) as project:
-                summary = project.imports().iloc[-1]
+            Project.create_from_manifest(args.project, manifest, name=args.name).close()
     finally:
         close()
     print(f"{'imported' if args.command == 'import' else 'created'} {args.project}: {manifest.n_rows} samples, "
@@ -48,7 +47,6 @@ def cmd_new(args) -> int:
         print(f"known attributes: {', '.join(manifest.known_tags)}")
     if manifest.ignored_columns:
         print(f"ignored columns (not in the data contract): {', '.join(manifest.ignored_columns)}")
-    del summary
     return 0
 
 

@@ -43,7 +43,7 @@ class DemoConfig:
     test_size: int = 800
     spurious_color: str = "blue"
     spurious_shape: str = "circle"
-    keep_conflicting: float = 0.03  # share of blue non-circles kept in training
+    keep_conflicting: float = 0.01  # share of blue non-circles kept in training
     keep_other_shape: float = 0.6  # share of non-blue circles kept in training
     rare_size: str = "small"
     rare_shape: str = "triangle"

@@ -1,0 +1,54 @@
+"""The hibug command line: new, import, info and their error messages."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from hibug_core.cli import main
+
+MANIFEST = "image,label,prediction,split\nimages/a.png,cat,cat,val\nimages/b.png,dog,cat,val\nimages/c.png,,dog,pool\n"
+
+
+def test_new_then_info(image_dir, write_csv, tmp_path, capsys):
+    path = write_csv(MANIFEST)
+    assert main(["new", str(tmp_path / "p"), "--manifest", str(path), "--model-name", "resnet"]) == 0
+    assert "created" in capsys.readouterr().out
+    assert main(["info", str(tmp_path / "p"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["splits"] == {"pool": 1, "val": 2}
+    assert info["models"] == ["resnet"]
+    val = [row for row in info["scores"] if row["split"] == "val"][0]
+    assert (val["n"], val["mean_score"]) == (2, 0.5)
+    assert main(["info", str(tmp_path / "p")]) == 0
+    assert "resnet               val    mean score 0.5000 over 2" in capsys.readouterr().out
+
+
+def test_bad_manifest_exits_2_with_the_message(image_dir, write_csv, tmp_path, capsys):
+    path = write_csv(MANIFEST.replace("images/b.png", "images/zz.png"))
+    assert main(["new", str(tmp_path / "p"), "--manifest", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "1 problem found; nothing was imported." in err
+    assert "row 2, column 'image': file not found: images/zz.png" in err
+    assert not (tmp_path / "p").exists()
+
+
+def test_import_into_existing_project(image_dir, write_csv, tmp_path, capsys):
+    main(["new", str(tmp_path / "p"), "--manifest", str(write_csv(MANIFEST))])
+    more = write_csv("image,label,prediction\nimages/d.png,cat,cat\n", name="more.csv")
+    assert main(["import", str(tmp_path / "p"), "--manifest", str(more)]) == 0
+    capsys.readouterr()
+    main(["info", str(tmp_path / "p"), "--json"])
+    assert json.loads(capsys.readouterr().out)["splits"] == {"pool": 1, "val": 3}
+
+
+def test_image_folder_needs_predictions(tmp_path, capsys):
+    assert main(["new", str(tmp_path / "p"), "--image-folder", str(tmp_path)]) == 2
+    assert "--image-folder needs --predictions" in capsys.readouterr().err
+
+
+def test_console_script_runs(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "hibug_core.cli", "info", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "is not a hibug project" in result.stderr
