@@ -1,7 +1,8 @@
 """The project store: versioned migrations, concurrent openers, atomic arrays, path confinement."""
 from __future__ import annotations
 
-import multiprocessing
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -35,16 +36,13 @@ def test_newer_schema_is_refused_with_advice(tmp_path):
         Project.open(tmp_path / "p")
 
 
-def _open_and_count(folder: str) -> int:
-    project = Project.open(folder)
-    return project.schema_version()
-
-
 def test_many_processes_open_one_project_at_once(tmp_path):
     Project.create(tmp_path / "p").close()
-    with multiprocessing.get_context("spawn").Pool(4) as pool:
-        versions = pool.map(_open_and_count, [str(tmp_path / "p")] * 8)
-    assert versions == [LATEST_VERSION] * 8
+    script = "import sys; from hibug_core import Project; print(Project.open(sys.argv[1]).schema_version())"
+    processes = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "p")], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    outputs = [process.communicate(timeout=120) for process in processes]
+    assert [out.strip() for out, _ in outputs] == [str(LATEST_VERSION)] * 8, [err for _, err in outputs]
     assert applied_versions(Project.open(tmp_path / "p").engine) == list(range(1, LATEST_VERSION + 1))
 
 
