@@ -3,14 +3,14 @@ import plotly.express as px
 import streamlit as st
 
 from hibug_core import metrics
-from hibug_ui.state import current_model, current_project, data_version, load_samples
+from hibug_ui.state import current_model, current_project, load_samples
 from hibug_ui.widgets import image_grid
 
 st.set_page_config(page_title="hibug · Overview", page_icon="🐞", layout="wide")
 
 project = current_project()
 model = current_model(project)
-samples = load_samples(str(project.folder), model, data_version(project))
+samples = load_samples(str(project.folder), model, project.data_version())
 
 st.title(project.name)
 st.caption(f"{project.folder} · schema v{project.schema_version()}")

@@ -27,11 +27,6 @@ def load_samples(folder: str, model: str | None, version: int) -> pd.DataFrame:
     return open_project(folder).samples(model)
 
 
-def data_version(project: Project) -> int:
-    log = project.audit_log()
-    return int(log["id"].max()) if len(log) else 0
-
-
 def default_project_folder() -> str:
     return st.query_params.get("project") or os.environ.get("HIBUG_PROJECT", "")
 

@@ -219,7 +219,8 @@ def validate_manifest(
     example_label = present_labels.iat[0] if len(present_labels) else None
 
     keys_column = plan.key or plan.image
-    keys = frame[keys_column] if plan.key else images.map(lambda t: str(_resolve(base_dir, t)) if t else t)
+    resolved = [_resolve(base_dir, t) if t else None for t in images]
+    keys = frame[keys_column] if plan.key else pd.Series([str(p) if p else "" for p in resolved], dtype=object)
     if plan.key:
         for i in np.flatnonzero((keys == "").to_numpy()):
             issues.add(i, plan.key, "empty id")
@@ -277,7 +278,6 @@ def validate_manifest(
                 confidence = probabilities.max(axis=1).astype(float)
         models[name] = ModelOutputs(predictions.tolist(), confidence, score, classes, probabilities)
 
-    resolved = [_resolve(base_dir, t) if t else None for t in images]
     if not issues.full:
         infos, problems = inspect_images(
             [p for p in resolved if p is not None], workers=config.workers,

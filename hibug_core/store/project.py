@@ -223,6 +223,11 @@ class Project:
         with read_connection(self.engine) as connection:
             return int(connection.execute(text("SELECT MAX(version) FROM schema_migrations")).scalar_one())
 
+    def data_version(self) -> int:
+        """Grows with every logged change; caches of project data are keyed by it."""
+        with read_connection(self.engine) as connection:
+            return int(connection.execute(text("SELECT COALESCE(MAX(id), 0) FROM audit_log")).scalar_one())
+
     def models(self) -> list[str]:
         with read_connection(self.engine) as connection:
             return [row[0] for row in connection.execute(text("SELECT name FROM models ORDER BY id"))]
