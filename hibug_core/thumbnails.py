@@ -14,8 +14,14 @@ def thumbnail_path(project_folder: Path, content_hash: str, size: int) -> Path:
     return Path(project_folder) / THUMBS_DIR / str(size) / content_hash[:2] / f"{content_hash}.jpg"
 
 
-def ensure_thumbnail(project_folder: Path, image_path: Path, content_hash: str, size: int = 128) -> Path:
-    """Path of a JPEG no larger than size x size; images already that small are used as they are."""
+def ensure_thumbnail(project_folder: Path, image_path: Path, content_hash: str, size: int = 128,
+                     original_size: tuple[int, int] | None = None) -> Path:
+    """Path of a JPEG no larger than size x size; images already that small are used as they are.
+
+    Passing the stored original_size (width, height) spares opening small images on every call.
+    """
+    if original_size is not None and max(original_size) <= size:
+        return Path(image_path)
     target = thumbnail_path(project_folder, content_hash, size)
     if target.exists():
         return target

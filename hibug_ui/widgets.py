@@ -16,5 +16,6 @@ def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, captio
     for start in range(0, len(rows), columns):
         cells = st.columns(columns)
         for cell, (sample_id, row) in zip(cells, rows.iloc[start : start + columns].iterrows()):
-            path = ensure_thumbnail(project.folder, row["image_path"], row["content_hash"])
+            path = ensure_thumbnail(project.folder, row["image_path"], row["content_hash"],
+                                    original_size=(int(row["width"]), int(row["height"])))
             cell.image(str(path), caption=caption(row) if caption else str(sample_id), width="stretch")

@@ -48,7 +48,6 @@ class DemoConfig:
     rare_size: str = "small"
     rare_shape: str = "triangle"
     keep_rare: float = 0.02  # share of small triangles kept in training
-    limit: int | None = None  # build from a seeded subset of this many images (tests)
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def planted_bugs(self) -> list[PlantedBug]:
@@ -103,9 +102,6 @@ def build_demo(folder: str | Path, config: DemoConfig = DemoConfig(), *, progres
     if folder.exists() and any(folder.iterdir()):
         raise ProjectError(f"{folder} exists and is not empty; choose another folder for the demo")
     images = load_shape_images()
-    if config.limit is not None:
-        keep = np.sort(np.random.default_rng(config.seed).permutation(len(images))[: config.limit])
-        images = [images[i] for i in keep]
     pixels = np.stack([np.asarray(Image.open(item.path).convert("RGB")) for item in images])
     geometry = []
     for i, array in enumerate(pixels):
