@@ -12,6 +12,14 @@ class ProjectError(HibugError):
     """A project folder or store that cannot be opened, created or migrated."""
 
 
+class ModelLoadError(HibugError):
+    """A model (encoder, LLM, generator) that cannot be loaded or reached."""
+
+
+class TaggingError(HibugError):
+    """Tagging that could not be done; tags already stored are kept."""
+
+
 @dataclass(frozen=True)
 class RowIssue:
     """One problem in one cell of a manifest; row is 1-based over data rows (the header is not counted)."""

@@ -43,3 +43,42 @@ def demo_project(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("demo") / "hibug-demo"
     build_demo(folder).close()
     return folder
+
+
+COLOURS = {"red": (220, 30, 30), "green": (30, 200, 40), "blue": (30, 40, 220)}
+
+
+@pytest.fixture
+def colour_project(tmp_path: Path):
+    """A 12-image project of red, green and blue circles and squares on white, with the colour as known truth,
+    and an attribute schema (colour, a binary "is round", and the measured attributes)."""
+    from PIL import ImageDraw
+
+    from hibug_core.attributes import Attribute, AttributeSchema
+    from hibug_core.ingest import load_manifest
+    from hibug_core.store.attribute_versions import save_schema
+    from hibug_core.store.project import Project
+    from hibug_core.tagging.measured import measured_attributes
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    rows = ["image,label,prediction,split,attr:color"]
+    for i in range(12):
+        colour = list(COLOURS)[i % 3]
+        shape = "circle" if i % 2 else "square"
+        image = Image.new("RGB", (48, 48), (255, 255, 255))
+        draw = ImageDraw.Draw(image)
+        (draw.ellipse if shape == "circle" else draw.rectangle)((10, 10, 38, 38), fill=COLOURS[colour])
+        image.save(folder / f"{i}.png")
+        split = "pool" if i >= 10 else "val"
+        label = "" if split == "pool" else shape
+        rows.append(f"{i}.png,{label},{'circle' if i % 4 else 'square'},{split},{colour}")
+    (folder / "manifest.csv").write_text("\n".join(rows) + "\n")
+    project = Project.create_from_manifest(tmp_path / "project", load_manifest(folder / "manifest.csv"))
+    schema = AttributeSchema(attributes=(
+        Attribute(name="color", tags=("red", "green", "blue")),
+        Attribute(name="is round", kind="binary", tags=("yes", "no")),
+        *measured_attributes()))
+    save_schema(project, schema, note="test schema")
+    yield project
+    project.close()

@@ -13,12 +13,14 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from hibug_core.demo.attributes import demo_attribute_schema
 from hibug_core.demo.easyvqa import SHAPES, load_shape_images, measure_geometry
 from hibug_core.demo.shapes_model import (TrainConfig, load_checkpoint, predict_probabilities, save_checkpoint,
                                           train_shape_cnn)
 from hibug_core.errors import ProjectError
 from hibug_core.ingest import load_manifest
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.store.attribute_versions import save_schema
 from hibug_core.store.project import DB_FILE, Project
 
 logger = logging.getLogger(__name__)
@@ -164,6 +166,8 @@ def build_demo(folder: str | Path, config: DemoConfig = DemoConfig(), *, progres
             ],
         }
         project.set_meta("demo", json.dumps(report))
+        save_schema(project, demo_attribute_schema(), author="hibug demo",
+                    note="the shape world's attributes (ground truth imported) and the measured ones")
         project.close()
         staging.rename(folder)
     except BaseException:

@@ -1,13 +1,13 @@
 """Versioned schema migrations: each project database records which versions it has applied."""
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 from typing import Callable
 
 from sqlalchemy import Connection, Engine, inspect, text
 
 from hibug_core.errors import ProjectError
+from hibug_core.store.audit import now
 from hibug_core.store.db import write_transaction
 
 
@@ -50,12 +50,28 @@ V1_STATEMENTS = (
         before_json TEXT, after_json TEXT)""",
 )
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "samples, predictions, known tags, imports, audit log", V1_STATEMENTS),)
+V2_STATEMENTS = (
+    """CREATE TABLE attribute_schemas (
+        version {auto_id}, schema_json TEXT NOT NULL, author TEXT NOT NULL, created_at TEXT NOT NULL,
+        note TEXT NOT NULL)""",
+    """CREATE TABLE tag_runs (
+        id {auto_id}, method TEXT NOT NULL, encoder TEXT, schema_version INTEGER REFERENCES attribute_schemas(version),
+        attributes_json TEXT NOT NULL, array_name TEXT, status TEXT NOT NULL, n_samples INTEGER NOT NULL,
+        message TEXT, author TEXT NOT NULL, created_at TEXT NOT NULL, finished_at TEXT)""",
+    """CREATE TABLE tag_corrections (
+        id {auto_id}, attribute TEXT NOT NULL, sample_id INTEGER NOT NULL REFERENCES samples(id), tag TEXT,
+        kind TEXT NOT NULL, actor TEXT NOT NULL, at TEXT NOT NULL)""",
+    "CREATE INDEX ix_tag_corrections ON tag_corrections (attribute, sample_id)",
+    """CREATE TABLE mllm_answers (
+        run_id INTEGER NOT NULL REFERENCES tag_runs(id), sample_id INTEGER NOT NULL REFERENCES samples(id),
+        answer_json TEXT, error TEXT, PRIMARY KEY (run_id, sample_id))""",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "samples, predictions, known tags, imports, audit log", V1_STATEMENTS),
+    Migration(2, "attribute schema versions, tag runs, tag corrections, multimodal-LLM answers", V2_STATEMENTS),
+)
 LATEST_VERSION = MIGRATIONS[-1].version
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def applied_versions(engine: Engine) -> list[int]:
@@ -96,7 +112,7 @@ def migrate(engine: Engine) -> list[int]:
                 migration.run(connection)
             connection.execute(
                 text("INSERT INTO schema_migrations (version, description, applied_at) VALUES (:v, :d, :t)"),
-                {"v": migration.version, "d": migration.description, "t": _now()},
+                {"v": migration.version, "d": migration.description, "t": now()},
             )
             applied_now.append(migration.version)
     return applied_now

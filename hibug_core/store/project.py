@@ -1,8 +1,6 @@
 """A hibug project: one folder with a SQL store for samples and edits, and bulk arrays beside it."""
 from __future__ import annotations
 
-import datetime as dt
-import getpass
 import json
 import logging
 import os
@@ -18,6 +16,7 @@ from sqlalchemy import Connection, text
 from hibug_core.config import StoreConfig
 from hibug_core.errors import ManifestError, ProjectError, RowIssue
 from hibug_core.store.arrays import ArrayStore
+from hibug_core.store.audit import default_actor, now, record as record_audit
 from hibug_core.store.db import make_engine, read_connection, write_transaction
 from hibug_core.store.migrations import LATEST_VERSION, migrate
 
@@ -25,18 +24,6 @@ logger = logging.getLogger(__name__)
 
 DB_FILE = "hibug.sqlite"
 ARRAYS_DIR = "arrays"
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def default_actor() -> str:
-    """Who is acting when nobody said: the HIBUG_USER variable, else the login name."""
-    try:
-        return os.environ.get("HIBUG_USER") or getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
 
 
 @dataclass(frozen=True)
@@ -78,7 +65,7 @@ class Project:
         project = cls(folder, db_url=db_url)
         migrate(project.engine)
         with write_transaction(project.engine) as connection:
-            for key, value in {"name": name or folder.resolve().name, "created_at": _now()}.items():
+            for key, value in {"name": name or folder.resolve().name, "created_at": now()}.items():
                 connection.execute(text("INSERT INTO project_meta (key, value) VALUES (:k, :v)"), {"k": key, "v": value})
         return project
 
@@ -141,7 +128,7 @@ class Project:
                     raise ManifestError(manifest.source, issues)
                 connection.execute(
                     text("INSERT INTO imports (source, kind, n_rows, author, created_at) VALUES (:s, :k, :n, :a, :t)"),
-                    {"s": manifest.source, "k": kind, "n": manifest.n_rows, "a": author, "t": _now()})
+                    {"s": manifest.source, "k": kind, "n": manifest.n_rows, "a": author, "t": now()})
                 import_id = int(connection.execute(text("SELECT MAX(id) FROM imports")).scalar_one())
                 root_id = self._root_id(connection, root)
                 connection.execute(
@@ -171,7 +158,7 @@ class Project:
                     connection.execute(
                         text("INSERT INTO known_tags (attribute, sample_id, tag) VALUES (:a, :s, :t)"),
                         [{"a": attribute, "s": int(s), "t": t} for s, t in zip(sample_ids, tags) if t is not None])
-                self._audit(connection, author, "import", f"import:{import_id}", None,
+                record_audit(connection, author, "import", f"import:{import_id}", None,
                             {"source": manifest.source, "rows": manifest.n_rows, "models": list(manifest.models)})
         except BaseException:
             for item in staged:
@@ -187,19 +174,12 @@ class Project:
         row = connection.execute(text("SELECT id, classes_json FROM models WHERE name = :n"), {"n": name}).first()
         if row is None:
             connection.execute(text("INSERT INTO models (name, classes_json, created_at) VALUES (:n, :c, :t)"),
-                               {"n": name, "c": json.dumps(classes) if classes else None, "t": _now()})
+                               {"n": name, "c": json.dumps(classes) if classes else None, "t": now()})
             return int(connection.execute(text("SELECT id FROM models WHERE name = :n"), {"n": name}).scalar_one())
         if classes and row[1] and json.loads(row[1]) != classes:
             raise ProjectError(f"model '{name}' was imported before with classes {json.loads(row[1])}, "
                                f"now with {classes}; use the same probability columns or another model name")
         return int(row[0])
-
-    def _audit(self, connection: Connection, actor: str, action: str, entity: str, before, after) -> None:
-        connection.execute(
-            text("INSERT INTO audit_log (at, actor, action, entity, before_json, after_json) "
-                 "VALUES (:at, :actor, :action, :entity, :b, :a)"),
-            {"at": _now(), "actor": actor, "action": action, "entity": entity,
-             "b": None if before is None else json.dumps(before), "a": None if after is None else json.dumps(after)})
 
     def set_meta(self, key: str, value: str, *, author: str | None = None) -> None:
         with write_transaction(self.engine) as connection:
@@ -208,7 +188,7 @@ class Project:
                 connection.execute(text("INSERT INTO project_meta (key, value) VALUES (:k, :v)"), {"k": key, "v": value})
             else:
                 connection.execute(text("UPDATE project_meta SET value = :v WHERE key = :k"), {"k": key, "v": value})
-            self._audit(connection, author or default_actor(), "set meta", f"meta:{key}", before, value)
+            record_audit(connection, author or default_actor(), "set meta", f"meta:{key}", before, value)
 
     # ----- reading ----------------------------------------------------------------------------
     @property

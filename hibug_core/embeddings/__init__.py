@@ -1,0 +1,1 @@
+"""Image and text encoders behind one registry, and image embeddings cached per (encoder, image content)."""

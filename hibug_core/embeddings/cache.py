@@ -1,0 +1,56 @@
+"""Arrays stored per image content hash (embeddings per encoder, pixel measures), so nothing is computed twice."""
+from __future__ import annotations
+
+import time
+import uuid
+
+import numpy as np
+import pandas as pd
+
+
+class ContentCache:
+    """Append-only parts under arrays/<folder>/; reads join them by content hash."""
+
+    def __init__(self, project, folder: str, dtype=np.float16):
+        self.project = project
+        self.prefix = f"{folder}/"
+        self.dtype = dtype
+        self._loaded: tuple[tuple[str, ...], pd.Index, dict[str, np.ndarray]] | None = None
+
+    def _load(self) -> tuple[pd.Index, dict[str, np.ndarray]]:
+        names = tuple(self.project.arrays.names(self.prefix))
+        if self._loaded is None or self._loaded[0] != names:
+            parts = [self.project.arrays.load(name) for name in names]
+            hashes = pd.Index(np.concatenate([p["hashes"] for p in parts]) if parts else np.array([], dtype=str))
+            keys = [k for k in (parts[0] if parts else {}) if k != "hashes"]
+            arrays = {k: np.concatenate([p[k] for p in parts]) for k in keys}
+            self._loaded = (names, hashes, arrays)
+        return self._loaded[1], self._loaded[2]
+
+    def missing(self, hashes) -> list[str]:
+        """The distinct hashes among `hashes` that have no stored embedding yet (in first-seen order)."""
+        stored, _ = self._load()
+        distinct = pd.unique(pd.Series(list(hashes), dtype=object))
+        return [h for h in distinct if h not in stored] if len(stored) else list(distinct)
+
+    def add(self, hashes: list[str], arrays: dict[str, np.ndarray]) -> None:
+        """Store one part (embeddings in float16: half the size, cosine similarities kept to about 1e-3)."""
+        name = f"{self.prefix}part-{time.time_ns()}-{uuid.uuid4().hex[:6]}"
+        self.project.arrays.save(name, hashes=np.array(hashes, dtype=str),
+                                 **{k: v.astype(self.dtype) for k, v in arrays.items()})
+
+    def get(self, hashes, kind: str = "embedding") -> np.ndarray:
+        """float32 rows aligned with `hashes`; KeyError names the first hash that was never embedded."""
+        stored, arrays = self._load()
+        position = stored.get_indexer(pd.Index(list(hashes)))
+        if (position < 0).any():
+            raise KeyError(f"image {list(hashes)[int(np.argmin(position))]} has no stored embedding; compute it first")
+        if kind not in arrays:
+            raise KeyError(f"no '{kind}' stored under {self.prefix}; there is {', '.join(arrays) or 'nothing'}")
+        return arrays[kind][position].astype(np.float32)
+
+    def kinds(self) -> list[str]:
+        return list(self._load()[1])
+
+    def __len__(self) -> int:
+        return len(self._load()[0])

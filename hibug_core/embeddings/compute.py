@@ -1,0 +1,155 @@
+"""Embed a project's images: distinct contents only, batched through a DataLoader that decodes in parallel."""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.embeddings.base import Encoder, load_rgb
+from hibug_core.embeddings.cache import ContentCache
+from hibug_core.embeddings.registry import DEFAULT_ENCODER, encoder_key, load_encoder
+from hibug_core.errors import TaggingError
+from hibug_core.progress import ProgressCallback, no_progress
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EmbedConfig:
+    """How images are batched and decoded; None means chosen for this machine."""
+
+    batch_size: int = 64
+    workers: int | None = None  # decoding processes; default: 1 on small machines, up to 4
+    torch_threads: int | None = None  # default: every core
+    save_every: int = 4096  # images per stored part, so an interrupted run keeps its work
+
+
+@dataclass
+class EmbeddingSet:
+    """Embeddings of samples, aligned with sample_ids."""
+
+    encoder: str
+    sample_ids: np.ndarray
+    embedding: np.ndarray
+    features: np.ndarray | None
+
+    def for_probe(self) -> np.ndarray:
+        """The richest representation for training a classifier: backbone features when the encoder has them."""
+        return self.features if self.features is not None else self.embedding
+
+
+class _ImageFiles:
+    """Map-style dataset: index -> (transformed image tensor, ok flag); unreadable files become zeros."""
+
+    def __init__(self, paths: list[str], transform, size_hint: int):
+        self.paths, self.transform, self.size_hint = paths, transform, size_hint
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int):
+        import torch
+
+        try:
+            return self.transform(load_rgb(self.paths[index], self.size_hint)), True
+        except (OSError, ValueError) as error:
+            logger.warning("cannot read %s: %s", self.paths[index], error)
+            shape = self.transform(_blank(self.size_hint)).shape
+            return torch.zeros(shape), False
+
+
+def _blank(size: int):
+    from PIL import Image
+
+    return Image.new("RGB", (size, size))
+
+
+def configure_threads(config: EmbedConfig) -> int:
+    """Give torch every core for the forward pass; decoding overlaps in loader workers."""
+    import torch
+
+    cores = os.cpu_count() or 1
+    torch.set_num_threads(config.torch_threads or cores)
+    return config.workers if config.workers is not None else min(4, max(1, cores // 4))
+
+
+def encode_paths(encoder: Encoder, paths: list[str], config: EmbedConfig = EmbedConfig(),
+                 progress: ProgressCallback = no_progress, on_chunk=None) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Encode images from files; returns the arrays and a mask of files that could be read.
+
+    on_chunk(start, stop, arrays, readable) is called every `config.save_every` images so callers can store work as it is done.
+    """
+    from torch.utils.data import DataLoader
+
+    workers = configure_threads(config)
+    loader = DataLoader(_ImageFiles(paths, encoder.transform, encoder.input_size), batch_size=config.batch_size,
+                        num_workers=workers, shuffle=False, persistent_workers=False,
+                        prefetch_factor=4 if workers else None)
+    chunks: dict[str, list[np.ndarray]] = {}
+    readable: list[np.ndarray] = []
+    pending: dict[str, list[np.ndarray]] = {}
+    pending_ok: list[np.ndarray] = []
+    pending_start = done = 0
+    for batch, ok in loader:
+        for kind, values in encoder.encode_images(batch).items():
+            chunks.setdefault(kind, []).append(values)
+            pending.setdefault(kind, []).append(values)
+        readable.append(ok.numpy())
+        pending_ok.append(ok.numpy())
+        done += len(batch)
+        progress("embedding images", done, len(paths))
+        if on_chunk is not None and (done - pending_start >= config.save_every or done == len(paths)):
+            on_chunk(pending_start, done, {k: np.concatenate(v) for k, v in pending.items()}, np.concatenate(pending_ok))
+            pending, pending_ok, pending_start = {}, [], done
+    arrays = {kind: np.concatenate(values) for kind, values in chunks.items()}
+    return arrays, np.concatenate(readable) if readable else np.zeros(0, dtype=bool)
+
+
+def embedding_cache(project, encoder_key: str) -> ContentCache:
+    return ContentCache(project, f"embeddings/{encoder_key}")
+
+
+def _samples(project, sample_ids) -> pd.DataFrame:
+    samples = project.samples()
+    return samples if sample_ids is None else samples.loc[np.asarray(sample_ids)]
+
+
+def embed_project(project, encoder: str | Encoder = DEFAULT_ENCODER, *, sample_ids=None,
+                  config: EmbedConfig = EmbedConfig(), progress: ProgressCallback = no_progress) -> EmbeddingSet:
+    """Embeddings of the project's samples (all, or `sample_ids`), encoding only contents not stored yet."""
+    encoder = load_encoder(encoder) if isinstance(encoder, str) else encoder
+    samples = _samples(project, sample_ids)
+    cache = embedding_cache(project, encoder.key)
+    todo = cache.missing(samples["content_hash"])
+    if todo:
+        first_path = samples.drop_duplicates("content_hash").set_index("content_hash")["image_path"]
+        paths = [first_path[h] for h in todo]
+
+        def store(start: int, stop: int, arrays: dict[str, np.ndarray], readable: np.ndarray) -> None:
+            # Unreadable images are never cached, so fixing the file and re-running embeds them.
+            cache.add([h for h, ok in zip(todo[start:stop], readable) if ok], {k: v[readable] for k, v in arrays.items()})
+
+        logger.info("embedding %d new images with %s", len(todo), encoder.spec)
+        _, readable = encode_paths(encoder, paths, config, progress, on_chunk=store)
+        unreadable = [p for p, ok in zip(paths, readable) if not ok]
+        if unreadable:
+            raise TaggingError(f"{len(unreadable)} image(s) could not be read, e.g. {unreadable[0]}; "
+                               "fix or remove them and run again (the other embeddings are stored)")
+    return _from_cache(cache, encoder.spec, samples)
+
+
+def stored_embeddings(project, encoder: str, sample_ids=None) -> EmbeddingSet:
+    """Embeddings already stored, without loading the encoder; a clear error when some are missing."""
+    return _from_cache(embedding_cache(project, encoder_key(encoder)), encoder, _samples(project, sample_ids))
+
+
+def _from_cache(cache: ContentCache, spec: str, samples: pd.DataFrame) -> EmbeddingSet:
+    hashes = samples["content_hash"].to_numpy()
+    try:
+        features = cache.get(hashes, "features") if "features" in cache.kinds() else None
+        return EmbeddingSet(spec, samples.index.to_numpy(), cache.get(hashes), features)
+    except KeyError as error:
+        raise TaggingError(f"{error.args[0]} (encoder {spec}: `hibug embed --encoder {spec}`)") from None

@@ -1,0 +1,58 @@
+"""Versioned attribute schemas: every edit stores a whole new version with its author, time and note."""
+from __future__ import annotations
+
+import pandas as pd
+from sqlalchemy import text
+
+from hibug_core.attributes.schema import AttributeSchema
+from hibug_core.errors import ProjectError
+from hibug_core.store.audit import default_actor, now, record
+from hibug_core.store.db import read_connection, write_transaction
+
+
+def save_schema(project, schema: AttributeSchema, *, author: str | None = None, note: str = "") -> int:
+    """Store `schema` as the newest version and return its version number."""
+    author = author or default_actor()
+    with write_transaction(project.engine) as connection:
+        before = connection.execute(text("SELECT MAX(version) FROM attribute_schemas")).scalar()
+        connection.execute(
+            text("INSERT INTO attribute_schemas (schema_json, author, created_at, note) VALUES (:s, :a, :t, :n)"),
+            {"s": schema.to_json(), "a": author, "t": now(), "n": note})
+        version = int(connection.execute(text("SELECT MAX(version) FROM attribute_schemas")).scalar_one())
+        record(connection, author, "save attributes", "attributes",
+               None if before is None else {"version": int(before)},
+               {"version": version, "note": note, "attributes": schema.names()})
+    return version
+
+
+def latest_version(project) -> int | None:
+    with read_connection(project.engine) as connection:
+        value = connection.execute(text("SELECT MAX(version) FROM attribute_schemas")).scalar()
+    return None if value is None else int(value)
+
+
+def load_schema(project, version: int | None = None) -> AttributeSchema:
+    """The schema of `version`, or the newest; a clear error when the project has none yet."""
+    with read_connection(project.engine) as connection:
+        if version is None:
+            raw = connection.execute(
+                text("SELECT schema_json FROM attribute_schemas ORDER BY version DESC LIMIT 1")).scalar()
+        else:
+            raw = connection.execute(
+                text("SELECT schema_json FROM attribute_schemas WHERE version = :v"), {"v": version}).scalar()
+    if raw is None:
+        if version is None:
+            raise ProjectError("this project has no attributes yet; propose or add some first "
+                               "(Attributes page, or `hibug attributes propose`)")
+        raise ProjectError(f"no attribute schema version {version} in this project")
+    return AttributeSchema.from_json(raw)
+
+
+def schema_history(project) -> pd.DataFrame:
+    """One row per stored version, newest first."""
+    with read_connection(project.engine) as connection:
+        frame = pd.read_sql_query(
+            text("SELECT version, author, created_at, note, schema_json FROM attribute_schemas ORDER BY version DESC"),
+            connection)
+    frame["attributes"] = [len(AttributeSchema.from_json(raw).attributes) for raw in frame["schema_json"]]
+    return frame.drop(columns=["schema_json"])

@@ -1,0 +1,30 @@
+"""The audit log: every change to a project is recorded with who, when, and the value before and after."""
+from __future__ import annotations
+
+import datetime as dt
+import getpass
+import json
+import os
+
+from sqlalchemy import Connection, text
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def default_actor() -> str:
+    """Who is acting when nobody said: the HIBUG_USER variable, else the login name."""
+    try:
+        return os.environ.get("HIBUG_USER") or getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def record(connection: Connection, actor: str, action: str, entity: str, before, after) -> None:
+    """Add one entry inside the caller's transaction, so the change and its record land together."""
+    connection.execute(
+        text("INSERT INTO audit_log (at, actor, action, entity, before_json, after_json) "
+             "VALUES (:at, :actor, :action, :entity, :b, :a)"),
+        {"at": now(), "actor": actor, "action": action, "entity": entity,
+         "b": None if before is None else json.dumps(before), "a": None if after is None else json.dumps(after)})

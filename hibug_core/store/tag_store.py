@@ -1,0 +1,214 @@
+"""Tags in the store: tagging runs as arrays (fast at 100k images), people's corrections as rows that win."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import text
+
+from hibug_core.errors import ProjectError
+from hibug_core.store.audit import default_actor, now, record
+from hibug_core.store.db import read_connection, write_transaction
+
+CORRECTION_KINDS = ("correct", "confirm", "example", "withdraw")
+
+
+@dataclass
+class TagResult:
+    """What one tagging run produced: per sample and attribute, the tag index, its score and the margin."""
+
+    sample_ids: np.ndarray  # (n,) int64
+    attributes: dict[str, tuple[str, ...]]  # attribute -> its tags when the run was made (column order)
+    tag_index: np.ndarray  # (n, A) int16, -1 where the run gave no tag
+    score: np.ndarray  # (n, A) float32, probability of the chosen tag (nan if none)
+    margin: np.ndarray  # (n, A) float32, top-1 minus top-2 probability (nan if none)
+
+    def __post_init__(self):
+        n, a = len(self.sample_ids), len(self.attributes)
+        for name in ("tag_index", "score", "margin"):
+            if getattr(self, name).shape != (n, a):
+                raise ValueError(f"{name} has shape {getattr(self, name).shape}, expected {(n, a)}")
+
+
+@dataclass
+class TagTable:
+    """The tags in force: one column per attribute (categorical), indexed by sample id."""
+
+    tags: pd.DataFrame
+    score: pd.DataFrame
+    margin: pd.DataFrame
+    source: dict[str, int] = field(default_factory=dict)  # attribute -> run id its model tags come from
+    corrected: pd.DataFrame | None = None  # True where a person set the tag
+
+    def codes(self, attribute: str) -> tuple[np.ndarray, list[str]]:
+        """Integer codes (-1: no tag) and the tag names of one attribute."""
+        column = self.tags[attribute]
+        return column.cat.codes.to_numpy(), list(column.cat.categories)
+
+
+def begin_run(project, *, method: str, encoder: str | None, schema_version: int | None,
+              attributes: dict[str, tuple[str, ...]], author: str | None = None) -> int:
+    with write_transaction(project.engine) as connection:
+        connection.execute(
+            text("INSERT INTO tag_runs (method, encoder, schema_version, attributes_json, status, n_samples, "
+                 "author, created_at) VALUES (:m, :e, :v, :a, 'running', 0, :u, :t)"),
+            {"m": method, "e": encoder, "v": schema_version, "a": json.dumps({k: list(v) for k, v in attributes.items()}),
+             "u": author or default_actor(), "t": now()})
+        return int(connection.execute(text("SELECT MAX(id) FROM tag_runs")).scalar_one())
+
+
+def finish_run(project, run_id: int, result: TagResult, *, author: str | None = None) -> None:
+    """Publish a run's arrays and mark it finished; its tags are in force from now on."""
+    name = f"tags/run-{run_id}"
+    staged = project.arrays.stage(name, sample_ids=result.sample_ids.astype(np.int64),
+                                  tag_index=result.tag_index.astype(np.int16), score=result.score.astype(np.float32),
+                                  margin=result.margin.astype(np.float32))
+    try:
+        with write_transaction(project.engine) as connection:
+            connection.execute(
+                text("UPDATE tag_runs SET status = 'finished', array_name = :n, n_samples = :c, attributes_json = :a, "
+                     "finished_at = :t WHERE id = :i"),
+                {"n": name, "c": len(result.sample_ids), "t": now(), "i": run_id,
+                 "a": json.dumps({k: list(v) for k, v in result.attributes.items()})})
+            method = connection.execute(text("SELECT method FROM tag_runs WHERE id = :i"), {"i": run_id}).scalar_one()
+            record(connection, author or default_actor(), "tag", f"tag_run:{run_id}", None,
+                   {"method": method, "attributes": list(result.attributes), "samples": len(result.sample_ids)})
+    except BaseException:
+        staged.discard()
+        raise
+    staged.commit()
+
+
+def fail_run(project, run_id: int, message: str) -> None:
+    with write_transaction(project.engine) as connection:
+        connection.execute(text("UPDATE tag_runs SET status = 'failed', message = :m, finished_at = :t WHERE id = :i"),
+                           {"m": message, "t": now(), "i": run_id})
+
+
+def save_run(project, result: TagResult, *, method: str, encoder: str | None = None,
+             schema_version: int | None = None, author: str | None = None) -> int:
+    run_id = begin_run(project, method=method, encoder=encoder, schema_version=schema_version,
+                       attributes=result.attributes, author=author)
+    finish_run(project, run_id, result, author=author)
+    return run_id
+
+
+def runs(project) -> pd.DataFrame:
+    with read_connection(project.engine) as connection:
+        return pd.read_sql_query(text("SELECT * FROM tag_runs ORDER BY id"), connection)
+
+
+def run_attributes(project, run_id: int) -> dict[str, tuple[str, ...]]:
+    with read_connection(project.engine) as connection:
+        raw = connection.execute(text("SELECT attributes_json FROM tag_runs WHERE id = :i"), {"i": run_id}).scalar()
+    if raw is None:
+        raise ProjectError(f"no tagging run #{run_id}")
+    return {k: tuple(v) for k, v in json.loads(raw).items()}
+
+
+def load_run(project, run_id: int) -> TagResult:
+    arrays = project.arrays.load(f"tags/run-{run_id}")
+    return TagResult(arrays["sample_ids"], run_attributes(project, run_id), arrays["tag_index"], arrays["score"],
+                     arrays["margin"])
+
+
+def correct_tags(project, attribute: str, sample_ids, tag: str | None, *, kind: str = "correct",
+                 author: str | None = None) -> int:
+    """Set (or, with tag=None, withdraw) a person's tag of `attribute` on samples; it overrides model tags."""
+    if kind not in CORRECTION_KINDS:
+        raise ValueError(f"kind must be one of {CORRECTION_KINDS}")
+    sample_ids = [int(s) for s in np.atleast_1d(sample_ids)]
+    author = author or default_actor()
+    with write_transaction(project.engine) as connection:
+        before = _latest_corrections(connection, attribute, sample_ids)
+        stamp = now()
+        connection.execute(
+            text("INSERT INTO tag_corrections (attribute, sample_id, tag, kind, actor, at) "
+                 "VALUES (:a, :s, :t, :k, :u, :at)"),
+            [{"a": attribute, "s": s, "t": tag, "k": "withdraw" if tag is None else kind, "u": author, "at": stamp}
+             for s in sample_ids])
+        record(connection, author, f"{kind} tag", f"tags:{attribute}",
+               {str(s): before.get(s) for s in sample_ids}, {"tag": tag, "samples": sample_ids})
+    return len(sample_ids)
+
+
+def _latest_corrections(connection, attribute: str | None, sample_ids: list[int] | None = None) -> dict:
+    query = ("SELECT c.attribute, c.sample_id, c.tag FROM tag_corrections c JOIN ("
+             "SELECT attribute, sample_id, MAX(id) AS id FROM tag_corrections GROUP BY attribute, sample_id) m "
+             "ON m.id = c.id")
+    params = {}
+    if attribute is not None:
+        query += " WHERE c.attribute = :a"
+        params["a"] = attribute
+    rows = connection.execute(text(query), params).all()
+    wanted = None if sample_ids is None else set(sample_ids)
+    return {int(s): t for _, s, t in rows if wanted is None or int(s) in wanted}
+
+
+def corrections(project, attribute: str | None = None) -> pd.DataFrame:
+    """The correction in force per (attribute, sample): the newest one, withdrawn ones left out."""
+    query = ("SELECT c.attribute, c.sample_id, c.tag, c.kind, c.actor, c.at FROM tag_corrections c JOIN ("
+             "SELECT attribute, sample_id, MAX(id) AS id FROM tag_corrections GROUP BY attribute, sample_id) m "
+             "ON m.id = c.id WHERE c.tag IS NOT NULL")
+    params = {}
+    if attribute is not None:
+        query += " AND c.attribute = :a"
+        params["a"] = attribute
+    with read_connection(project.engine) as connection:
+        return pd.read_sql_query(text(query + " ORDER BY c.attribute, c.sample_id"), connection, params=params)
+
+
+def load_tags(project, attributes: dict[str, tuple[str, ...]], *, sample_ids: np.ndarray | None = None,
+              with_corrections: bool = True) -> TagTable:
+    """The tags in force for `attributes` (name -> current tags): the newest finished run that tagged each
+    attribute, overridden by people's corrections. Tags from older schema versions stay readable."""
+    if sample_ids is None:
+        sample_ids = project.samples().index.to_numpy()
+    index = pd.Index(sample_ids, name="sample_id")
+    finished = runs(project)
+    finished = finished[finished["status"] == "finished"].sort_values("id", ascending=False)
+    loaded: dict[int, TagResult] = {}
+    tags, scores, margins, source = {}, {}, {}, {}
+    for attribute, current_tags in attributes.items():
+        codes = np.full(len(index), -1, dtype=np.int64)
+        score = np.full(len(index), np.nan, dtype=np.float32)
+        margin = np.full(len(index), np.nan, dtype=np.float32)
+        categories = list(current_tags)
+        for run_id, raw in zip(finished["id"], finished["attributes_json"]):
+            run_tags = json.loads(raw)
+            if attribute not in run_tags:
+                continue
+            run = loaded.get(run_id) or loaded.setdefault(run_id, load_run(project, int(run_id)))
+            column = list(run.attributes).index(attribute)
+            # Map the run's tag list onto the current one, keeping tags the schema has since dropped.
+            for tag in run_tags[attribute]:
+                if tag not in categories:
+                    categories.append(tag)
+            mapping = np.array([categories.index(t) for t in run_tags[attribute]] + [-1], dtype=np.int64)
+            position = index.get_indexer(run.sample_ids)
+            found = position >= 0
+            codes[position[found]] = mapping[run.tag_index[found, column]]
+            score[position[found]] = run.score[found, column]
+            margin[position[found]] = run.margin[found, column]
+            source[attribute] = int(run_id)
+            break
+        tags[attribute], scores[attribute], margins[attribute] = (codes, categories), score, margin
+    corrected = pd.DataFrame(False, index=index, columns=list(attributes))
+    if with_corrections:
+        fixes = corrections(project)
+        for attribute, group in fixes[fixes["attribute"].isin(list(attributes))].groupby("attribute"):
+            codes, categories = tags[attribute]
+            position = index.get_indexer(group["sample_id"].to_numpy())
+            found = position >= 0
+            for tag in group["tag"]:
+                if tag not in categories:
+                    categories.append(tag)
+            codes[position[found]] = [categories.index(t) for t in group["tag"].to_numpy()[found]]
+            scores[attribute][position[found]] = 1.0
+            margins[attribute][position[found]] = 1.0
+            corrected.loc[index[position[found]], attribute] = True
+    tag_frame = pd.DataFrame({a: pd.Categorical.from_codes(c, categories=cats) for a, (c, cats) in tags.items()},
+                             index=index)
+    return TagTable(tag_frame, pd.DataFrame(scores, index=index), pd.DataFrame(margins, index=index), source, corrected)

@@ -1,0 +1,149 @@
+"""Measured attributes that need no model (HiBug2's "global" attributes): computed from pixels, then binned."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.attributes.schema import Attribute
+from hibug_core.embeddings.base import load_rgb
+from hibug_core.embeddings.cache import ContentCache
+from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.store.tag_store import TagResult
+
+COLOUR_NAMES = ("black", "white", "gray", "red", "orange", "brown", "yellow", "green", "teal", "blue", "purple", "pink")
+PIXEL_MEASURES = ("brightness", "contrast", "saturation", "colourfulness", "sharpness", "noise level", "dominant colour")
+MEASURE_SIZE = 256  # images are measured at most this big, so a 12-megapixel photo costs what a thumbnail does
+
+
+@dataclass(frozen=True)
+class Bins:
+    """Tags of a numeric measure: value < edges[0] -> tags[0], ..., value >= edges[-1] -> tags[-1]."""
+
+    tags: tuple[str, ...]
+    edges: tuple[float, ...]
+
+    def tag(self, values: np.ndarray) -> np.ndarray:
+        return np.searchsorted(np.asarray(self.edges), values, side="right").astype(np.int16)
+
+
+@dataclass(frozen=True)
+class MeasuredConfig:
+    """Thresholds of the measured attributes (values on a 0..1 scale unless said otherwise)."""
+
+    brightness: Bins = Bins(("dark", "medium", "bright"), (0.3, 0.7))  # mean luma
+    contrast: Bins = Bins(("low", "medium", "high"), (0.12, 0.25))  # RMS contrast: std of luma
+    saturation: Bins = Bins(("muted", "moderate", "vivid"), (0.2, 0.5))  # mean HSV saturation
+    colourfulness: Bins = Bins(("low", "medium", "high"), (20.0, 50.0))  # Hasler & Suesstrunk, 0..255 units
+    sharpness: Bins = Bins(("blurry", "soft", "sharp"), (50.0, 300.0))  # variance of the Laplacian, 0..255 units
+    noise_level: Bins = Bins(("clean", "slight noise", "noisy"), (2.0, 6.0))  # Immerkaer sigma, 0..255 units
+    resolution: Bins = Bins(("low", "medium", "high"), (224.0, 768.0))  # shorter side in pixels
+    aspect_ratio: Bins = Bins(("portrait", "square", "landscape"), (0.9, 1.1))  # width / height
+    foreground_distance: float = 0.15  # RGB distance from the border colour that makes a pixel part of the subject
+
+
+def measured_attributes(config: MeasuredConfig = MeasuredConfig()) -> list[Attribute]:
+    bins = _bins(config)
+    attributes = [Attribute(name=name, group="global", tags=b.tags, source="measured",
+                            description=f"measured from pixels; edges {b.edges}") for name, b in bins.items()]
+    attributes.append(Attribute(name="dominant colour", group="global", tags=COLOUR_NAMES, source="measured",
+                                description="most frequent named colour of the subject (pixels unlike the border)"))
+    return attributes
+
+
+def _bins(config: MeasuredConfig) -> dict[str, Bins]:
+    return {"brightness": config.brightness, "contrast": config.contrast, "saturation": config.saturation,
+            "colourfulness": config.colourfulness, "sharpness": config.sharpness, "noise level": config.noise_level,
+            "resolution": config.resolution, "aspect ratio": config.aspect_ratio}
+
+
+def colour_names(rgb: np.ndarray) -> np.ndarray:
+    """Index into COLOUR_NAMES for every pixel of an (n, 3) array in 0..1."""
+    high, low = rgb.max(axis=1), rgb.min(axis=1)
+    chroma = high - low
+    saturation = np.where(high > 0, chroma / np.maximum(high, 1e-6), 0.0)
+    r, g, b = rgb[:, 0], rgb[:, 1], rgb[:, 2]
+    safe = np.maximum(chroma, 1e-6)
+    hue = np.select([high == r, high == g], [((g - b) / safe) % 6, (b - r) / safe + 2], (r - g) / safe + 4) * 60.0
+    hue_names = np.select(
+        [(hue < 15) | (hue >= 345), hue < 45, hue < 70, hue < 160, hue < 200, hue < 260, hue < 290],
+        [3, 4, 6, 7, 8, 9, 10], 11)
+    hue_names = np.where(np.isin(hue_names, (3, 4)) & (high < 0.75), 5, hue_names)  # dark red/orange is brown
+    return np.select([high < 0.18, (saturation < 0.2) & (high > 0.85), saturation < 0.2], [0, 1, 2], hue_names)
+
+
+def measure_pixels(rgb: np.ndarray, foreground_distance: float = MeasuredConfig.foreground_distance) -> np.ndarray:
+    """The pixel measures (PIXEL_MEASURES order) of one (h, w, 3) image in 0..1."""
+    luma = rgb @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
+    high, low = rgb.max(axis=2), rgb.min(axis=2)
+    saturation = np.where(high > 0, (high - low) / np.maximum(high, 1e-6), 0.0).mean()
+    red_green = 255.0 * (rgb[..., 0] - rgb[..., 1])
+    yellow_blue = 255.0 * (0.5 * (rgb[..., 0] + rgb[..., 1]) - rgb[..., 2])
+    colourfulness = np.hypot(red_green.std(), yellow_blue.std()) + 0.3 * np.hypot(red_green.mean(), yellow_blue.mean())
+    grey = 255.0 * luma
+    laplacian = grey[:-2, 1:-1] + grey[2:, 1:-1] + grey[1:-1, :-2] + grey[1:-1, 2:] - 4 * grey[1:-1, 1:-1]
+    # Immerkaer (1996): noise sigma from the difference of two Laplacians, which cancels image structure.
+    mask = (grey[:-2, :-2] - 2 * grey[:-2, 1:-1] + grey[:-2, 2:] - 2 * grey[1:-1, :-2] + 4 * grey[1:-1, 1:-1]
+            - 2 * grey[1:-1, 2:] + grey[2:, :-2] - 2 * grey[2:, 1:-1] + grey[2:, 2:])
+    noise = np.sqrt(np.pi / 2) * np.abs(mask).mean() / 6.0 if mask.size else 0.0
+    border = np.concatenate([rgb[0], rgb[-1], rgb[:, 0], rgb[:, -1]])
+    pixels = rgb.reshape(-1, 3)
+    subject = np.linalg.norm(pixels - np.median(border, axis=0), axis=1) > foreground_distance
+    if 0.01 <= subject.mean() <= 0.9:
+        pixels = pixels[subject]
+    dominant = np.bincount(colour_names(pixels), minlength=len(COLOUR_NAMES)).argmax()
+    return np.array([luma.mean(), luma.std(), saturation, colourfulness, laplacian.var() if laplacian.size else 0.0,
+                     noise, dominant], dtype=np.float32)
+
+
+def _measure_file(path: str) -> np.ndarray:
+    try:
+        image = load_rgb(path, MEASURE_SIZE)
+    except (OSError, ValueError):
+        return np.full(len(PIXEL_MEASURES), np.nan, dtype=np.float32)
+    image.thumbnail((MEASURE_SIZE, MEASURE_SIZE))
+    return measure_pixels(np.asarray(image, dtype=np.float32) / 255.0)
+
+
+def measure_project(project, *, sample_ids=None, workers: int = 4,
+                    progress: ProgressCallback = no_progress) -> pd.DataFrame:
+    """Numeric measures per sample (index: sample id), computed once per image content and stored."""
+    samples = project.samples()
+    if sample_ids is not None:
+        samples = samples.loc[np.asarray(sample_ids)]
+    cache = ContentCache(project, "measures/v1", dtype=np.float32)
+    todo = cache.missing(samples["content_hash"])
+    if todo:
+        first_path = samples.drop_duplicates("content_hash").set_index("content_hash")["image_path"]
+        values = []
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for done, row in enumerate(pool.map(_measure_file, [first_path[h] for h in todo], chunksize=16), 1):
+                values.append(row)
+                if done % 256 == 0 or done == len(todo):
+                    progress("measuring images", done, len(todo))
+        values = np.stack(values)
+        readable = ~np.isnan(values).any(axis=1)
+        cache.add([h for h, ok in zip(todo, readable) if ok], {"values": values[readable]})
+    frame = pd.DataFrame(cache.get(samples["content_hash"], "values"), index=samples.index, columns=PIXEL_MEASURES)
+    frame["resolution"] = np.minimum(samples["width"], samples["height"]).astype(np.float32)
+    frame["aspect ratio"] = (samples["width"] / samples["height"]).astype(np.float32)
+    return frame
+
+
+def measured_tags(measures: pd.DataFrame, attributes: list[Attribute],
+                  config: MeasuredConfig = MeasuredConfig()) -> TagResult:
+    """Bin the measures into the tags of the measured attributes (score and margin are 1: no model doubt)."""
+    bins = _bins(config)
+    columns = []
+    for attribute in attributes:
+        if attribute.name == "dominant colour":
+            names = np.array(COLOUR_NAMES)[measures["dominant colour"].to_numpy().astype(int)]
+        else:
+            names = np.array(bins[attribute.name].tags)[bins[attribute.name].tag(measures[attribute.name].to_numpy())]
+        lookup = {t: i for i, t in enumerate(attribute.tags)}
+        columns.append(np.array([lookup.get(t, -1) for t in names], dtype=np.int16))
+    tag_index = np.stack(columns, axis=1) if columns else np.zeros((len(measures), 0), dtype=np.int16)
+    ones = np.where(tag_index >= 0, 1.0, np.nan).astype(np.float32)
+    return TagResult(measures.index.to_numpy(np.int64), {a.name: a.tags for a in attributes}, tag_index, ones, ones)

@@ -1,0 +1,208 @@
+"""Multimodal-LLM tagging (HiBug2): one request per image returns every attribute's tag as JSON; answers are
+validated against the tag lists, stored as they arrive, and a stopped run resumes where it ended."""
+from __future__ import annotations
+
+import json
+import logging
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import bindparam, text
+
+from hibug_core.attributes.schema import Attribute
+from hibug_core.errors import TaggingError
+from hibug_core.llm.client import LLMConfig, image_data_url, make_client, parse_json_reply
+from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.store import tag_store
+from hibug_core.store.attribute_versions import latest_version, load_schema
+from hibug_core.store.db import read_connection, write_transaction
+
+logger = logging.getLogger(__name__)
+
+SYSTEM_PROMPT = ("You label images for a tool that debugs computer-vision models. For every attribute you are given, "
+                 "choose exactly one of its tags, written exactly as listed. Answer with one JSON object only.")
+
+
+class ServerDown(Exception):
+    """The server could not be reached or kept failing; carries the readable reason."""
+
+
+def request_text(attributes: list[Attribute], label: str | None) -> str:
+    lines = [f"The image shows a {label}." if label else "Look at the image.",
+             "Give the tag of each attribute as a JSON object mapping attribute name to tag:"]
+    lines += [f'- "{a.name}": one of {json.dumps(list(a.tags))}' for a in attributes]
+    return "\n".join(lines)
+
+
+def response_schema(attributes: list[Attribute]) -> dict:
+    """A JSON schema for structured outputs: every attribute required, its value one of its tags."""
+    return {"type": "json_schema", "json_schema": {"name": "image_tags", "strict": True, "schema": {
+        "type": "object", "additionalProperties": False, "required": [a.name for a in attributes],
+        "properties": {a.name: {"type": "string", "enum": list(a.tags)} for a in attributes}}}}
+
+
+def validate_answer(answer: dict, attributes: list[Attribute]) -> dict[str, str]:
+    """attribute -> tag, matching tags case-insensitively; ValueError listing everything that is wrong."""
+    problems, tags = [], {}
+    lowered = {k.strip().lower(): v for k, v in answer.items()}
+    for attribute in attributes:
+        value = lowered.get(attribute.name.lower())
+        if value is None:
+            problems.append(f'"{attribute.name}" is missing')
+            continue
+        match = {t.lower(): t for t in attribute.tags}.get(str(value).strip().lower())
+        if match is None:
+            problems.append(f'"{attribute.name}": "{value}" is not one of {list(attribute.tags)}')
+        else:
+            tags[attribute.name] = match
+    if problems:
+        raise ValueError("; ".join(problems))
+    return tags
+
+
+def ask_image(client, config: LLMConfig, path: str, attributes: list[Attribute], label: str | None) -> dict[str, str]:
+    """One image's tags; invalid replies are retried with the reason, transport failures raise ServerDown."""
+    import openai
+
+    messages = [{"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": [{"type": "text", "text": request_text(attributes, label)},
+                                             {"type": "image_url", "image_url": {"url": image_data_url(path)}}]}]
+    problem = "no attempt made"
+    for _ in range(config.attempts):
+        try:
+            reply = client.chat.completions.create(model=config.model, messages=messages, temperature=0,
+                                                   response_format=response_schema(attributes))
+        except (openai.APIConnectionError, openai.APITimeoutError) as error:
+            raise ServerDown(f"could not reach {config.describe()}: {error}") from error
+        except openai.APIStatusError as error:
+            if error.status_code >= 500 or error.status_code in (401, 403, 404, 429):
+                raise ServerDown(f"{config.describe()} answered HTTP {error.status_code}: {error.message}") from error
+            problem = f"HTTP {error.status_code}: {error.message}"
+            continue
+        content = reply.choices[0].message.content if reply.choices else None
+        try:
+            return validate_answer(parse_json_reply(content), attributes)
+        except ValueError as error:
+            problem = str(error)
+            messages = [*messages, {"role": "assistant", "content": content or ""},
+                        {"role": "user", "content": f"That answer was not valid: {problem}. Answer again with one "
+                                                    "JSON object using only the listed tags."}]
+    raise ValueError(f"no valid answer after {config.attempts} attempts; last problem: {problem}")
+
+
+def _answers(project, run_id: int) -> pd.DataFrame:
+    with read_connection(project.engine) as connection:
+        return pd.read_sql_query(text("SELECT sample_id, answer_json, error FROM mllm_answers WHERE run_id = :r"),
+                                 connection, params={"r": run_id})
+
+
+def _store_answers(project, run_id: int, rows: list[tuple[int, dict | None, str | None]]) -> None:
+    if not rows:
+        return
+    with write_transaction(project.engine) as connection:
+        connection.execute(text("DELETE FROM mllm_answers WHERE run_id = :r AND sample_id IN :ids").bindparams(
+            bindparam("ids", expanding=True)), {"r": run_id, "ids": [r[0] for r in rows]})
+        connection.execute(
+            text("INSERT INTO mllm_answers (run_id, sample_id, answer_json, error) VALUES (:r, :s, :a, :e)"),
+            [{"r": run_id, "s": s, "a": None if a is None else json.dumps(a), "e": e} for s, a, e in rows])
+
+
+def resumable_run(project, model: str, attributes: list[Attribute]) -> int | None:
+    """The newest unfinished (or partly failed) LLM run for the same model and attributes, if any."""
+    runs = tag_store.runs(project)
+    wanted = {a.name: list(a.tags) for a in attributes}
+    for _, run in runs[runs["method"] == "mllm"].sort_values("id", ascending=False).iterrows():
+        if run["encoder"] == model and json.loads(run["attributes_json"]) == wanted:
+            errors = _answers(project, int(run["id"]))["error"].notna().any()
+            return int(run["id"]) if run["status"] != "finished" or errors else None
+    return None
+
+
+def tag_with_llm(project, config: LLMConfig = LLMConfig(), *, attributes: list[str] | None = None, sample_ids=None,
+                 api_key: str | None = None, resume: bool = True, progress: ProgressCallback = no_progress,
+                 author: str | None = None) -> int:
+    """Tag images with a multimodal LLM; returns the run id. Answers are stored as they arrive; a server that is
+    down ends the run with a clear message, keeping every answer and every tag stored before."""
+    from hibug_core.tagging.run import _chosen, prompt_labels
+
+    schema = load_schema(project)
+    chosen = [a for a in _chosen(schema, attributes) if a.source != "measured"]
+    if not chosen:
+        raise TaggingError("no attribute to ask the model about (measured attributes are computed from pixels)")
+    samples = project.samples()
+    if sample_ids is not None:
+        samples = samples.loc[np.asarray(sample_ids)]
+    labels = dict(zip(samples.index, prompt_labels(project, samples, None)))
+    client = make_client(config, api_key)
+    run_id = resumable_run(project, config.model, chosen) if resume else None
+    if run_id is None:
+        run_id = tag_store.begin_run(project, method="mllm", encoder=config.model, schema_version=latest_version(project),
+                                     attributes={a.name: a.tags for a in chosen}, author=author)
+    stored = _answers(project, run_id)
+    done = set(stored.loc[stored["answer_json"].notna(), "sample_id"].astype(int))
+    todo = [int(s) for s in samples.index if int(s) not in done]
+    logger.info("LLM tagging run #%d: %d images to ask, %d answered before", run_id, len(todo), len(done))
+    consecutive_down, down_reason, pending_rows = 0, None, []
+    finished = len(done)
+    progress("asking the multimodal model", finished, len(samples))
+    with ThreadPoolExecutor(max_workers=config.concurrency) as pool:
+        queue = iter(todo)
+        running = {}
+        for sample_id in [s for _, s in zip(range(config.concurrency), queue)]:
+            running[pool.submit(ask_image, client, config, samples.at[sample_id, "image_path"], chosen,
+                                labels[sample_id])] = sample_id
+        while running:
+            completed, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in completed:
+                sample_id = running.pop(future)
+                try:
+                    pending_rows.append((sample_id, future.result(), None))
+                    consecutive_down = 0
+                except ServerDown as error:
+                    consecutive_down += 1
+                    down_reason = str(error)
+                    pending_rows.append((sample_id, None, down_reason))  # retried when the run resumes
+                    continue
+                except (ValueError, OSError) as error:
+                    pending_rows.append((sample_id, None, str(error)))
+                finished += 1
+                progress("asking the multimodal model", finished, len(samples))
+            if consecutive_down >= config.abort_after:
+                for future in running:
+                    future.cancel()
+                break
+            if len(pending_rows) >= 16:
+                _store_answers(project, run_id, pending_rows)
+                pending_rows = []
+            for sample_id in [s for _, s in zip(range(config.concurrency - len(running)), queue)]:
+                running[pool.submit(ask_image, client, config, samples.at[sample_id, "image_path"], chosen,
+                                    labels[sample_id])] = sample_id
+    _store_answers(project, run_id, pending_rows)
+    stored = _answers(project, run_id)
+    answered = stored[stored["answer_json"].notna()]
+    if consecutive_down >= config.abort_after or (down_reason and answered.empty):
+        message = (f"{down_reason}. Check that the server is running and that base URL and model are right. "
+                   f"{len(answered)} image(s) answered in run #{run_id} are kept; run again to resume. "
+                   "Tags stored before are unchanged.")
+        tag_store.fail_run(project, run_id, message)
+        raise TaggingError(message)
+    if answered.empty:
+        message = (f"the model gave no valid answer for any of {len(stored)} image(s) "
+                   f"(e.g. {stored['error'].dropna().iloc[0] if stored['error'].notna().any() else 'no reply'}); "
+                   "tags stored before are unchanged")
+        tag_store.fail_run(project, run_id, message)
+        raise TaggingError(message)
+    ids = samples.index.to_numpy(np.int64)
+    position = pd.Index(ids).get_indexer(answered["sample_id"].astype(int).to_numpy())
+    tag_index = np.full((len(ids), len(chosen)), -1, dtype=np.int16)
+    for row, raw in zip(position, answered["answer_json"]):
+        answer = json.loads(raw)
+        tag_index[row] = [a.tags.index(answer[a.name]) for a in chosen]
+    confidence = np.where(tag_index >= 0, 1.0, np.nan).astype(np.float32)  # the LLM gives no probability
+    tag_store.finish_run(project, run_id, tag_store.TagResult(ids, {a.name: a.tags for a in chosen}, tag_index,
+                                                              confidence, confidence), author=author)
+    failed = int(stored["error"].notna().sum())
+    if failed:
+        logger.warning("%d image(s) got no valid answer; run again to retry them", failed)
+    return run_id

@@ -1,0 +1,122 @@
+"""Tagging a project end to end: pick the attributes, compute what is missing, store each run, read tags back."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.attributes.schema import Attribute, AttributeSchema
+from hibug_core.embeddings.compute import EmbedConfig, embed_project
+from hibug_core.embeddings.registry import DEFAULT_ENCODER, load_encoder
+from hibug_core.errors import TaggingError
+from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.store import tag_store
+from hibug_core.store.attribute_versions import latest_version, load_schema
+from hibug_core.tagging.measured import MeasuredConfig, measure_project, measured_tags
+from hibug_core.tagging.probe import ProbeConfig, ProbeReport, teach_probe
+from hibug_core.tagging.quality import TagQuality, tag_quality
+from hibug_core.tagging.zero_shot import ZeroShotConfig, zero_shot_tags
+
+logger = logging.getLogger(__name__)
+
+
+def _chosen(schema: AttributeSchema, names: list[str] | None) -> list[Attribute]:
+    if names is None:
+        return schema.enabled()
+    unknown = [n for n in names if n not in schema.names()]
+    if unknown:
+        raise TaggingError(f"unknown attribute(s) {', '.join(unknown)}; the schema has: {', '.join(schema.names())}")
+    return [schema[n] for n in names]
+
+
+def prompt_labels(project, samples: pd.DataFrame, model: str | None) -> np.ndarray:
+    """The class noun of each image for its prompts: its label, else the model's prediction, else None."""
+    labels = samples["label"].astype(object).to_numpy().copy()
+    models = project.models()
+    if model is None and models:
+        model = models[0]
+    if model is not None and pd.isna(samples["label"]).any():
+        predictions = project.samples(model)["prediction"].reindex(samples.index).astype(object).to_numpy()
+        missing = pd.isna(samples["label"]).to_numpy()
+        labels[missing] = predictions[missing]
+    return np.array([None if pd.isna(v) else v for v in labels], dtype=object)
+
+
+def tag_project(project, *, encoder: str = DEFAULT_ENCODER, attributes: list[str] | None = None,
+                model: str | None = None, sample_ids=None, zero_shot: ZeroShotConfig = ZeroShotConfig(),
+                measured: MeasuredConfig = MeasuredConfig(), embed: EmbedConfig = EmbedConfig(),
+                progress: ProgressCallback = no_progress, author: str | None = None) -> list[int]:
+    """Tag the chosen (default: enabled) attributes; measured ones from pixels, the rest zero-shot. Returns run ids.
+
+    Image embeddings are computed only for images not embedded before, so after an attribute edit only the
+    text side is encoded again. People's corrections are stored apart and keep overriding the new tags.
+    """
+    schema, version = load_schema(project), latest_version(project)
+    chosen = _chosen(schema, attributes)
+    samples = project.samples()
+    if sample_ids is not None:
+        samples = samples.loc[np.asarray(sample_ids)]
+    run_ids = []
+    by_measure = [a for a in chosen if a.source == "measured"]
+    by_model = [a for a in chosen if a.source != "measured"]
+    if by_measure:
+        measures = measure_project(project, sample_ids=samples.index, progress=progress)
+        run_ids.append(tag_store.save_run(project, measured_tags(measures, by_measure, measured), method="measured",
+                                          schema_version=version, author=author))
+    if by_model:
+        loaded = load_encoder(encoder)
+        embeddings = embed_project(project, loaded, sample_ids=samples.index, config=embed, progress=progress)
+        progress("tagging", 0, len(by_model))
+        result = zero_shot_tags(embeddings.sample_ids, embeddings.embedding, prompt_labels(project, samples, model),
+                                by_model, loaded, zero_shot)
+        progress("tagging", len(by_model), len(by_model))
+        run_ids.append(tag_store.save_run(project, result, method="zero-shot", encoder=loaded.spec,
+                                          schema_version=version, author=author))
+    logger.info("tagged %d attributes on %d samples (runs %s)", len(chosen), len(samples), run_ids)
+    return run_ids
+
+
+def teach(project, attribute: str, examples: dict[int, str] | None = None, *, encoder: str = DEFAULT_ENCODER,
+          config: ProbeConfig = ProbeConfig(), progress: ProgressCallback = no_progress,
+          author: str | None = None) -> tuple[int, ProbeReport]:
+    """Teach an attribute by example: `examples` (sample id -> tag) are stored as people's tags, then a probe
+    trained on every person-given tag of the attribute tags all samples. Returns (run id, report)."""
+    schema = load_schema(project)
+    target = _chosen(schema, [attribute])[0]
+    for tag in sorted(set((examples or {}).values())):
+        chosen = [s for s, t in examples.items() if t == tag]
+        tag_store.correct_tags(project, attribute, chosen, tag, kind="example", author=author)
+    given = tag_store.corrections(project, attribute)
+    embeddings = embed_project(project, encoder, progress=progress)
+    result, report = teach_probe(target, embeddings.for_probe(), embeddings.sample_ids,
+                                 dict(zip(given["sample_id"].astype(int), given["tag"])), config)
+    run_id = tag_store.save_run(project, result, method="probe", encoder=embeddings.encoder,
+                                schema_version=latest_version(project), author=author)
+    return run_id, report
+
+
+def current_tags(project, schema: AttributeSchema | None = None, *, with_corrections: bool = True,
+                 sample_ids=None) -> tag_store.TagTable:
+    """The tags in force for every attribute of the schema (default: the newest version)."""
+    schema = schema or load_schema(project)
+    return tag_store.load_tags(project, {a.name: a.tags for a in schema.attributes}, sample_ids=sample_ids,
+                               with_corrections=with_corrections)
+
+
+def ground_truth(project) -> pd.DataFrame:
+    """True tags: imported attr: columns, overridden by the tags people set or confirmed (examples given to teach a
+    probe are left out, so a probe is never graded on its own training data)."""
+    truth = project.known_tags()
+    people = tag_store.corrections(project)
+    people = people[people["kind"] != "example"]
+    if not people.empty:
+        confirmed = people.pivot(index="sample_id", columns="attribute", values="tag")
+        truth = confirmed.combine_first(truth) if not truth.empty else confirmed
+    return truth
+
+
+def project_tag_quality(project, *, mapping: dict[str, str] | None = None, sample_ids=None) -> TagQuality:
+    """How good the model tags are (people's corrections left out) against the ground truth that exists."""
+    model_tags = current_tags(project, with_corrections=False, sample_ids=sample_ids).tags
+    return tag_quality(model_tags, ground_truth(project), mapping)

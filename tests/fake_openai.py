@@ -1,0 +1,96 @@
+"""A local OpenAI-compatible chat-completions server for tests, with switchable misbehaviour."""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+from PIL import Image
+
+MODES = ("ok", "flaky", "junk", "bad_tag", "http500", "slow")
+
+
+def colour_of(image: Image.Image) -> str:
+    """What a sensible model would say: the strongest channel of the pixels that are not near-white."""
+    pixels = np.asarray(image.convert("RGB"), dtype=float).reshape(-1, 3)
+    coloured = pixels[pixels.min(axis=1) < 200]
+    return ("red", "green", "blue")[int(np.argmax((coloured if len(coloured) else pixels).mean(axis=0)))]
+
+
+class FakeOpenAIServer:
+    """Start with `with FakeOpenAIServer() as server:`; point the client at server.url; set server.mode."""
+
+    def __init__(self, mode: str = "ok", delay_s: float = 0.0):
+        self.mode, self.delay_s = mode, delay_s
+        self.requests: list[dict] = []
+        self.in_flight = self.max_in_flight = 0
+        self.fail_after: int | None = None  # answer this many requests well, then HTTP 500
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server._lock:
+                    server.requests.append(body)
+                    number = len(server.requests)
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    status, payload = server.reply(body, number)
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+                raw = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(raw)))
+                    self.end_headers()
+                    self.wfile.write(raw)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> "FakeOpenAIServer":
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def reply(self, body: dict, number: int) -> tuple[int, dict]:
+        time.sleep(self.delay_s)
+        if self.mode == "slow":
+            time.sleep(3)
+        if self.mode == "http500" or (self.fail_after is not None and number > self.fail_after):
+            return 500, {"error": {"message": "model crashed", "type": "server_error"}}
+        user = body["messages"][1]["content"]
+        prompt = next(part["text"] for part in user if part["type"] == "text")
+        image_url = next(part["image_url"]["url"] for part in user if part["type"] == "image_url")
+        image = Image.open(io.BytesIO(base64.b64decode(image_url.split(",", 1)[1])))
+        attributes = {name: json.loads(tags) for name, tags in re.findall(r'- "([^"]+)": one of (\[.*\])', prompt)}
+        answer = {name: (colour_of(image) if name == "color" and colour_of(image) in tags else tags[0])
+                  for name, tags in attributes.items()}
+        retried = any(m["role"] == "assistant" for m in body["messages"])
+        if self.mode == "junk" or (self.mode == "flaky" and not retried):
+            content = "Sure! The shape looks red-ish, I think {maybe"
+        elif self.mode == "bad_tag":
+            content = json.dumps({**answer, "color": "ultraviolet"})
+        else:
+            content = "```json\n" + json.dumps(answer) + "\n```"
+        return 200, {"id": f"c{number}", "object": "chat.completion", "created": 0, "model": body["model"],
+                     "choices": [{"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": content}}],
+                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
