@@ -7,11 +7,18 @@ from pathlib import Path
 import numpy as np
 
 from hibug_core.embeddings.base import Encoder, normalize_rows, pick_device
+from hibug_core.embeddings.hub import offline_unless_reachable
 from hibug_core.errors import ModelLoadError
 
 OFFLINE_ADVICE = ("Without internet, point at local weights instead: `open_clip:<architecture>:/path/to/checkpoint.bin` "
                   "or `transformers:/path/to/folder` (a folder written by CLIPModel.save_pretrained with its "
                   "tokenizer and preprocessor files).")
+
+
+def _reason(error: Exception, hub_reachable: bool) -> str:
+    if not hub_reachable:
+        return "the Hugging Face hub cannot be reached from here and the weights are not in the local cache"
+    return str(error)
 
 
 def _as_numpy(output) -> np.ndarray:
@@ -28,12 +35,13 @@ class OpenClipEncoder(Encoder):
         if model is None:
             import open_clip
 
-            try:
-                model, _, transform = open_clip.create_model_and_transforms(architecture, pretrained=pretrained)
-                tokenizer = open_clip.get_tokenizer(architecture)
-            except Exception as error:  # open_clip raises RuntimeError, OSError or hub errors
-                raise ModelLoadError(f"could not load open_clip model {architecture} with weights "
-                                     f"'{pretrained}': {error}. {OFFLINE_ADVICE}") from error
+            with offline_unless_reachable() as reachable:
+                try:
+                    model, _, transform = open_clip.create_model_and_transforms(architecture, pretrained=pretrained)
+                    tokenizer = open_clip.get_tokenizer(architecture)
+                except Exception as error:  # open_clip raises RuntimeError, OSError or hub errors
+                    raise ModelLoadError(f"could not load open_clip model {architecture} with weights "
+                                         f"'{pretrained}': {_reason(error, reachable)}. {OFFLINE_ADVICE}") from error
         self.model = model.eval().to(self.device)
         self.transform, self.tokenizer = transform, tokenizer
         self.logit_scale = float(torch.as_tensor(model.logit_scale).exp().clamp(max=100).item())
@@ -77,14 +85,16 @@ class TransformersClipEncoder(Encoder):
         from huggingface_hub import snapshot_download
 
         self.spec, self.key, self.device = spec, key, pick_device(device)
-        try:
-            folder = Path(source) if Path(source).is_dir() else Path(snapshot_download(
-                source, allow_patterns=["*.json", "*.txt", "*.safetensors"]))
-            self.model = CLIPModel.from_pretrained(folder).eval().to(self.device)
-            self.tokenizer = AutoTokenizer.from_pretrained(folder)
-            self.transform, self.input_size = transform_from_processor_config(folder)
-        except Exception as error:  # hub, file and config errors all end here
-            raise ModelLoadError(f"could not load transformers CLIP model '{source}': {error}. {OFFLINE_ADVICE}") from error
+        with offline_unless_reachable() as reachable:
+            try:
+                folder = Path(source) if Path(source).is_dir() else Path(snapshot_download(
+                    source, allow_patterns=["*.json", "*.txt", "*.safetensors"]))
+                self.model = CLIPModel.from_pretrained(folder).eval().to(self.device)
+                self.tokenizer = AutoTokenizer.from_pretrained(folder)
+                self.transform, self.input_size = transform_from_processor_config(folder)
+            except Exception as error:  # hub, file and config errors all end here
+                raise ModelLoadError(f"could not load transformers CLIP model '{source}': "
+                                     f"{_reason(error, reachable)}. {OFFLINE_ADVICE}") from error
         self.logit_scale = float(self.model.logit_scale.exp().clamp(max=100).item())
         self._torch = torch
 

@@ -78,17 +78,20 @@ def tag_project(project, *, encoder: str = DEFAULT_ENCODER, attributes: list[str
 
 
 def teach(project, attribute: str, examples: dict[int, str] | None = None, *, encoder: str = DEFAULT_ENCODER,
-          config: ProbeConfig = ProbeConfig(), progress: ProgressCallback = no_progress,
+          sample_ids=None, config: ProbeConfig = ProbeConfig(), progress: ProgressCallback = no_progress,
           author: str | None = None) -> tuple[int, ProbeReport]:
     """Teach an attribute by example: `examples` (sample id -> tag) are stored as people's tags, then a probe
-    trained on every person-given tag of the attribute tags all samples. Returns (run id, report)."""
+    trained on every person-given tag of the attribute tags all samples (or `sample_ids` and the examples).
+    Returns (run id, report)."""
     schema = load_schema(project)
     target = _chosen(schema, [attribute])[0]
     for tag in sorted(set((examples or {}).values())):
         chosen = [s for s, t in examples.items() if t == tag]
         tag_store.correct_tags(project, attribute, chosen, tag, kind="example", author=author)
     given = tag_store.corrections(project, attribute)
-    embeddings = embed_project(project, encoder, progress=progress)
+    if sample_ids is not None:
+        sample_ids = pd.Index(np.asarray(sample_ids)).union(pd.Index(given["sample_id"].astype(int)))
+    embeddings = embed_project(project, encoder, sample_ids=sample_ids, progress=progress)
     result, report = teach_probe(target, embeddings.for_probe(), embeddings.sample_ids,
                                  dict(zip(given["sample_id"].astype(int), given["tag"])), config)
     run_id = tag_store.save_run(project, result, method="probe", encoder=embeddings.encoder,
