@@ -1,4 +1,4 @@
-"""The `hibug` command line: create, inspect and serve projects, and run the demo."""
+"""The `hibug` command line: create, inspect and serve projects, embed and tag images, and run the demo."""
 from __future__ import annotations
 
 import argparse
@@ -68,6 +68,91 @@ def cmd_info(args) -> int:
     return 0
 
 
+def _selected_ids(project, splits: list[str] | None):
+    if not splits:
+        return None
+    samples = project.samples()
+    return samples.index[samples["split"].isin(splits)]
+
+
+def cmd_embed(args) -> int:
+    from hibug_core.embeddings.compute import EmbedConfig, embed_project
+    from hibug_core.store.project import Project
+
+    report, close = _progress()
+    try:
+        with Project.open(args.project) as project:
+            embeddings = embed_project(project, args.encoder, sample_ids=_selected_ids(project, args.split),
+                                       config=EmbedConfig(batch_size=args.batch_size, workers=args.workers),
+                                       progress=report)
+    finally:
+        close()
+    print(f"{len(embeddings.sample_ids)} samples embedded with {args.encoder} "
+          f"(dimension {embeddings.embedding.shape[1]}); stored in the project")
+    return 0
+
+
+def _print_quality(project) -> None:
+    from hibug_core.tagging.run import project_tag_quality
+
+    quality = project_tag_quality(project)
+    if quality.per_attribute.empty:
+        print("no ground truth to measure tag quality against (import attr: columns or confirm tags)")
+        return
+    print("tag accuracy against ground truth:")
+    for row in quality.per_attribute.itertuples():
+        print(f"  {row.attribute:<24} {row.accuracy:6.1%}  over {row.n}")
+
+
+def cmd_tag(args) -> int:
+    from hibug_core.store.project import Project
+
+    attributes = [a.strip() for a in args.attributes.split(",")] if args.attributes else None
+    report, close = _progress()
+    try:
+        with Project.open(args.project) as project:
+            ids = _selected_ids(project, args.split)
+            if args.llm:
+                from hibug_core.llm.client import LLMConfig
+                from hibug_core.tagging.mllm import tag_with_llm
+
+                config = LLMConfig.from_env(model=args.llm_model, base_url=args.llm_base_url)
+                runs = [tag_with_llm(project, config, attributes=attributes, sample_ids=ids, progress=report)]
+            else:
+                from hibug_core.tagging.run import tag_project
+
+                runs = tag_project(project, encoder=args.encoder, attributes=attributes, model=args.model,
+                                   sample_ids=ids, progress=report)
+            close()
+            print(f"tagging runs stored: {', '.join(f'#{r}' for r in runs)}")
+            _print_quality(project)
+    finally:
+        close()
+    return 0
+
+
+def cmd_teach(args) -> int:
+    import pandas as pd
+
+    from hibug_core.store.project import Project
+    from hibug_core.tagging.run import teach
+
+    examples = pd.read_csv(args.examples, dtype=str)
+    if not {"sample", "tag"} <= set(examples.columns):
+        raise HibugError(f"{args.examples} needs the columns 'sample' (the manifest id or image) and 'tag'")
+    with Project.open(args.project) as project:
+        keys = project.samples()["sample_key"]
+        id_of = dict(zip(keys, keys.index))
+        unknown = [k for k in examples["sample"] if k not in id_of]
+        if unknown:
+            raise HibugError(f"{len(unknown)} example(s) name samples that are not in the project, e.g. {unknown[0]!r}")
+        run_id, report = teach(project, args.attribute, dict(zip((int(id_of[k]) for k in examples["sample"]),
+                                                                  examples["tag"])), encoder=args.encoder)
+    print(f"taught '{args.attribute}' from {sum(report.examples.values())} examples: cross-validated accuracy "
+          f"{report.cv_accuracy:.1%} ± {report.cv_std:.1%} over {report.folds} folds; run #{run_id}")
+    return 0
+
+
 def serve(project: Path, port: int, address: str, headless: bool = True) -> int:
     """Run the dashboard on a project (replaces this process with streamlit)."""
     if not APP.exists():
@@ -127,6 +212,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("project")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(handler=cmd_info)
+
+    from hibug_core.embeddings.registry import DEFAULT_ENCODER, ENCODER_HELP
+
+    encoders = "; ".join(f"{k}: {v}" for k, v in ENCODER_HELP.items())
+    p = sub.add_parser("embed", help="compute and store image embeddings (only images not embedded before)")
+    p.add_argument("project")
+    p.add_argument("--encoder", default=DEFAULT_ENCODER, help=f"encoder name ({encoders})")
+    p.add_argument("--split", action="append", help="only this split (repeatable; default: all)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--workers", type=int, help="image decoding processes (default: chosen for this machine)")
+    p.set_defaults(handler=cmd_embed)
+
+    p = sub.add_parser("tag", help="tag every image with every enabled attribute, then report tag quality")
+    p.add_argument("project")
+    p.add_argument("--encoder", default=DEFAULT_ENCODER, help="zero-shot encoder (see `hibug embed --help`)")
+    p.add_argument("--attributes", help="comma-separated attribute names (default: every enabled one)")
+    p.add_argument("--split", action="append", help="only this split (repeatable; default: all)")
+    p.add_argument("--model", help="model whose predictions name the class of unlabelled images in prompts")
+    p.add_argument("--llm", action="store_true", help="ask a multimodal LLM (OpenAI-compatible) instead")
+    p.add_argument("--llm-model", help="LLM model name (default: HIBUG_LLM_MODEL or gpt-4o-mini)")
+    p.add_argument("--llm-base-url", help="OpenAI-compatible server URL (default: HIBUG_LLM_BASE_URL); "
+                   "the key is read from OPENAI_API_KEY")
+    p.set_defaults(handler=cmd_tag)
+
+    p = sub.add_parser("teach", help="teach an attribute by example: a linear probe on stored embeddings")
+    p.add_argument("project")
+    p.add_argument("attribute")
+    p.add_argument("--examples", required=True, help="CSV with columns sample (manifest id or image) and tag")
+    p.add_argument("--encoder", default=DEFAULT_ENCODER)
+    p.set_defaults(handler=cmd_teach)
 
     for name, help_text in (("serve", "open the dashboard on a project"),
                             ("demo", "build the demo project if needed and open the dashboard on it")):

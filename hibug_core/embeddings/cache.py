@@ -8,6 +8,11 @@ import numpy as np
 import pandas as pd
 
 
+# Loaded parts per (arrays folder, cache folder), reused while the set of parts is unchanged.
+_LOADED: dict[tuple[str, str], tuple[tuple[str, ...], pd.Index, dict[str, np.ndarray]]] = {}
+_MAX_LOADED = 4
+
+
 class ContentCache:
     """Append-only parts under arrays/<folder>/; reads join them by content hash."""
 
@@ -15,17 +20,20 @@ class ContentCache:
         self.project = project
         self.prefix = f"{folder}/"
         self.dtype = dtype
-        self._loaded: tuple[tuple[str, ...], pd.Index, dict[str, np.ndarray]] | None = None
 
     def _load(self) -> tuple[pd.Index, dict[str, np.ndarray]]:
         names = tuple(self.project.arrays.names(self.prefix))
-        if self._loaded is None or self._loaded[0] != names:
+        memo_key = (str(self.project.arrays.root), self.prefix)
+        loaded = _LOADED.get(memo_key)
+        if loaded is None or loaded[0] != names:
             parts = [self.project.arrays.load(name) for name in names]
             hashes = pd.Index(np.concatenate([p["hashes"] for p in parts]) if parts else np.array([], dtype=str))
             keys = [k for k in (parts[0] if parts else {}) if k != "hashes"]
-            arrays = {k: np.concatenate([p[k] for p in parts]) for k in keys}
-            self._loaded = (names, hashes, arrays)
-        return self._loaded[1], self._loaded[2]
+            loaded = (names, hashes, {k: np.concatenate([p[k] for p in parts]) for k in keys})
+            if len(_LOADED) >= _MAX_LOADED:
+                _LOADED.pop(next(iter(_LOADED)))
+            _LOADED[memo_key] = loaded
+        return loaded[1], loaded[2]
 
     def missing(self, hashes) -> list[str]:
         """The distinct hashes among `hashes` that have no stored embedding yet (in first-seen order)."""

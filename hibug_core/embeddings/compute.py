@@ -29,16 +29,17 @@ class EmbedConfig:
 
 @dataclass
 class EmbeddingSet:
-    """Embeddings of samples, aligned with sample_ids."""
+    """Embeddings of samples, aligned with sample_ids; backbone features are read only when asked for."""
 
     encoder: str
     sample_ids: np.ndarray
     embedding: np.ndarray
-    features: np.ndarray | None
+    cache: ContentCache
+    hashes: np.ndarray
 
     def for_probe(self) -> np.ndarray:
         """The richest representation for training a classifier: backbone features when the encoder has them."""
-        return self.features if self.features is not None else self.embedding
+        return self.cache.get(self.hashes, "features") if "features" in self.cache.kinds() else self.embedding
 
 
 class _ImageFiles:
@@ -149,7 +150,6 @@ def stored_embeddings(project, encoder: str, sample_ids=None) -> EmbeddingSet:
 def _from_cache(cache: ContentCache, spec: str, samples: pd.DataFrame) -> EmbeddingSet:
     hashes = samples["content_hash"].to_numpy()
     try:
-        features = cache.get(hashes, "features") if "features" in cache.kinds() else None
-        return EmbeddingSet(spec, samples.index.to_numpy(), cache.get(hashes), features)
+        return EmbeddingSet(spec, samples.index.to_numpy(), cache.get(hashes), cache, hashes)
     except KeyError as error:
         raise TaggingError(f"{error.args[0]} (encoder {spec}: `hibug embed --encoder {spec}`)") from None

@@ -44,6 +44,7 @@ class Project:
         self.db_url = db_url or f"sqlite:///{self.folder / DB_FILE}"
         self.engine = make_engine(self.db_url, config)
         self.arrays = ArrayStore(self.folder / ARRAYS_DIR)
+        self._sample_cache: tuple[int | None, pd.DataFrame] | None = None
 
     # ----- opening and creating -------------------------------------------------------------
     @classmethod
@@ -221,14 +222,24 @@ class Project:
         return {int(i): (self.folder / p).resolve() if not Path(p).is_absolute() else Path(p)
                 for i, p in connection.execute(text("SELECT id, path FROM data_roots"))}
 
+    def _read_samples(self, connection: Connection) -> pd.DataFrame:
+        roots = self._roots(connection)
+        frame = pd.read_sql_query(
+            text("SELECT id, sample_key, root_id, path, content_hash, width, height, label, split "
+                 "FROM samples ORDER BY id"), connection, index_col="id")
+        root_text = {i: str(p) for i, p in roots.items()}
+        frame["image_path"] = [f"{root_text[r]}/{p}" for r, p in zip(frame["root_id"], frame["path"])]
+        return frame.drop(columns=["root_id", "path"])
+
     def samples(self, model: str | None = None) -> pd.DataFrame:
         """One row per sample (index: sample id) with its image path, label, split and, for a model,
         its prediction, confidence, score and correctness."""
         with read_connection(self.engine) as connection:
-            roots = self._roots(connection)
-            frame = pd.read_sql_query(
-                text("SELECT id, sample_key, root_id, path, content_hash, width, height, label, split "
-                     "FROM samples ORDER BY id"), connection, index_col="id")
+            # Samples change only by imports, so the newest import id keys the cached table.
+            newest_import = connection.execute(text("SELECT MAX(id) FROM imports")).scalar()
+            if self._sample_cache is None or self._sample_cache[0] != newest_import:
+                self._sample_cache = (newest_import, self._read_samples(connection))
+            frame = self._sample_cache[1].copy()
             if model is not None:
                 predictions = pd.read_sql_query(
                     text("SELECT p.sample_id AS id, p.prediction, p.confidence, p.score FROM predictions p "
@@ -236,9 +247,6 @@ class Project:
                     params={"m": model}, index_col="id")
                 if predictions.empty and model not in self.models():
                     raise ProjectError(f"no model named '{model}' in this project; known: {', '.join(self.models())}")
-        root_text = {i: str(p) for i, p in roots.items()}
-        frame["image_path"] = [f"{root_text[r]}/{p}" for r, p in zip(frame["root_id"], frame["path"])]
-        frame = frame.drop(columns=["root_id", "path"])
         if model is not None:
             frame = frame.join(predictions, how="left")
             correct = (frame["prediction"] == frame["label"]).astype("boolean")

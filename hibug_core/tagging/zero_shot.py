@@ -64,12 +64,13 @@ def zero_shot_tags(sample_ids: np.ndarray, embedding: np.ndarray, labels: np.nda
                       for lab in labels], dtype=object)
     encode = text_embeddings(encoder)
     groups = {noun: np.flatnonzero(nouns == noun) for noun in dict.fromkeys(nouns)}
+    grouped = {noun: embedding[rows] for noun, rows in groups.items()}  # gathered once, not per attribute
     tag_index = np.full((n, len(attributes)), -1, dtype=np.int16)
     score = np.full((n, len(attributes)), np.nan, dtype=np.float32)
     margin = np.full((n, len(attributes)), np.nan, dtype=np.float32)
     for column, attribute in enumerate(attributes):
         for noun, rows in groups.items():
-            probabilities = softmax(encoder.logit_scale * (embedding[rows] @ tag_classifier(attribute, noun, encode).T))
+            probabilities = softmax(encoder.logit_scale * (grouped[noun] @ tag_classifier(attribute, noun, encode).T))
             top_two = np.sort(probabilities, axis=1)[:, -2:]
             tag_index[rows, column] = probabilities.argmax(axis=1)
             score[rows, column] = top_two[:, 1]
