@@ -82,9 +82,15 @@ def cmd_embed(args) -> int:
     report, close = _progress()
     try:
         with Project.open(args.project) as project:
-            embeddings = embed_project(project, args.encoder, sample_ids=_selected_ids(project, args.split),
-                                       config=EmbedConfig(batch_size=args.batch_size, workers=args.workers),
-                                       progress=report)
+            ids = _selected_ids(project, args.split)
+            if args.ray:
+                from hibug_core.embeddings.ray_backend import embed_with_ray
+
+                embeddings = embed_with_ray(project, args.encoder, sample_ids=ids, batch_size=args.batch_size,
+                                            actors=args.ray_actors, address=args.ray_address, progress=report)
+            else:
+                embeddings = embed_project(project, args.encoder, sample_ids=ids, progress=report,
+                                           config=EmbedConfig(batch_size=args.batch_size, workers=args.workers))
     finally:
         close()
     print(f"{len(embeddings.sample_ids)} samples embedded with {args.encoder} "
@@ -131,6 +137,16 @@ def cmd_tag(args) -> int:
     return 0
 
 
+def _find_sample(samples, value: str) -> int | None:
+    """A sample by its manifest id, its image path, or the end of its image path (e.g. images/cat.jpg)."""
+    for column in ("sample_key", "image_path"):
+        hits = samples.index[samples[column] == value]
+        if len(hits):
+            return int(hits[0])
+    hits = samples.index[samples["image_path"].str.endswith("/" + value.lstrip("./"))]
+    return int(hits[0]) if len(hits) == 1 else None
+
+
 def cmd_teach(args) -> int:
     import pandas as pd
 
@@ -139,15 +155,14 @@ def cmd_teach(args) -> int:
 
     examples = pd.read_csv(args.examples, dtype=str)
     if not {"sample", "tag"} <= set(examples.columns):
-        raise HibugError(f"{args.examples} needs the columns 'sample' (the manifest id or image) and 'tag'")
+        raise HibugError(f"{args.examples} needs the columns 'sample' (the manifest id or image path) and 'tag'")
     with Project.open(args.project) as project:
-        keys = project.samples()["sample_key"]
-        id_of = dict(zip(keys, keys.index))
-        unknown = [k for k in examples["sample"] if k not in id_of]
+        samples = project.samples()
+        ids = [_find_sample(samples, value) for value in examples["sample"]]
+        unknown = [v for v, i in zip(examples["sample"], ids) if i is None]
         if unknown:
             raise HibugError(f"{len(unknown)} example(s) name samples that are not in the project, e.g. {unknown[0]!r}")
-        run_id, report = teach(project, args.attribute, dict(zip((int(id_of[k]) for k in examples["sample"]),
-                                                                  examples["tag"])), encoder=args.encoder)
+        run_id, report = teach(project, args.attribute, dict(zip(ids, examples["tag"])), encoder=args.encoder)
     print(f"taught '{args.attribute}' from {sum(report.examples.values())} examples: cross-validated accuracy "
           f"{report.cv_accuracy:.1%} ± {report.cv_std:.1%} over {report.folds} folds; run #{run_id}")
     return 0
@@ -222,6 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", action="append", help="only this split (repeatable; default: all)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--workers", type=int, help="image decoding processes (default: chosen for this machine)")
+    p.add_argument("--ray", action="store_true", help="run as Ray Data batch inference (needs hibug[cluster])")
+    p.add_argument("--ray-address", help="Ray cluster address (default: start a local instance)")
+    p.add_argument("--ray-actors", type=int, default=2, help="encoder actors (one GPU each when there are GPUs)")
     p.set_defaults(handler=cmd_embed)
 
     p = sub.add_parser("tag", help="tag every image with every enabled attribute, then report tag quality")

@@ -52,3 +52,19 @@ def test_console_script_runs(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert "is not a hibug project" in result.stderr
+
+
+def test_embed_tag_and_teach_commands(colour_project, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HIBUG_CACHE", str(tmp_path / "cache"))
+    folder = str(colour_project.folder)
+    assert main(["embed", folder, "--encoder", "tiny-open_clip", "--split", "val"]) == 0
+    assert "10 samples embedded with tiny-open_clip (dimension 64)" in capsys.readouterr().out
+    assert main(["tag", folder, "--encoder", "tiny-open_clip", "--attributes", "color,dominant colour"]) == 0
+    out = capsys.readouterr().out
+    assert "tagging runs stored: #1, #2" in out and "tag accuracy against ground truth:" in out
+    examples = tmp_path / "examples.csv"
+    examples.write_text("sample,tag\n0.png,red\n3.png,red\n1.png,green\n4.png,green\n2.png,blue\n5.png,blue\n")
+    assert main(["teach", folder, "color", "--examples", str(examples), "--encoder", "tiny-open_clip"]) == 0
+    assert "taught 'color' from 6 examples: cross-validated accuracy" in capsys.readouterr().out
+    assert main(["tag", folder, "--attributes", "colour"]) == 2
+    assert "unknown attribute(s) colour; the schema has: color, is round" in capsys.readouterr().err
