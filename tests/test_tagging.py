@@ -205,3 +205,54 @@ def test_a_probe_needs_two_examples_of_two_tags(colour_project):
         teach(colour_project, "color", {int(ids[0]): "red"}, encoder="tiny-open_clip")
     with pytest.raises(TaggingError, match="does not have: purple"):
         teach(colour_project, "color", {int(ids[0]): "purple", int(ids[1]): "red"}, encoder="tiny-open_clip")
+
+
+def test_low_margin_tags_are_flagged_uncertain_until_a_person_sets_them(colour_project):
+    ids = colour_project.samples().index.to_numpy()
+    margins = np.linspace(0, 0.22, 12, dtype=np.float32)[:, None]
+    result = tag_store.TagResult(ids, {"color": ("red", "green", "blue")}, np.zeros((12, 1), np.int16),
+                                 np.ones((12, 1), np.float32), margins)
+    tag_store.save_run(colour_project, result, method="zero-shot", encoder="test")
+    table = current_tags(colour_project)
+    assert table.uncertain(0.1)["color"].tolist() == [True] * 5 + [False] * 7
+    tag_store.correct_tags(colour_project, "color", ids[:2], "green", kind="confirm")
+    assert table.uncertain(0.1)["color"].sum() == 5  # the old table is a snapshot
+    assert current_tags(colour_project).uncertain(0.1)["color"].sum() == 3
+
+
+def test_quality_reports_accuracy_precision_and_confusion(colour_project):
+    ids = colour_project.samples().index.to_numpy()
+    said = np.array([0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 0, 0], dtype=np.int16)  # truth cycles red, green, blue
+    result = tag_store.TagResult(ids, {"color": ("red", "green", "blue")}, said[:, None],
+                                 np.ones((12, 1), np.float32), np.ones((12, 1), np.float32))
+    tag_store.save_run(colour_project, result, method="zero-shot", encoder="test")
+    quality = project_tag_quality(colour_project)
+    assert quality.accuracy("color") == pytest.approx(10 / 12)
+    red = quality.per_tag.set_index(["attribute", "tag"]).loc[("color", "red")]
+    assert (red["support"], red["predicted"], red["precision"], red["recall"]) == (4, 6, 4 / 6, 1.0)
+    assert quality.confusion["color"].loc["green", "red"] == 1 and quality.confusion["color"].loc["blue", "red"] == 1
+
+
+def test_open_clip_loads_a_local_checkpoint_for_a_registered_architecture(colour_project, tmp_path):
+    import json
+
+    import open_clip
+    import torch
+
+    from hibug_core.embeddings.tiny import TINY_IMAGE_SIZE, TINY_WIDTH, build_tiny_open_clip
+
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "hibug-test-tiny.json").write_text(json.dumps({
+        "embed_dim": TINY_WIDTH,
+        "vision_cfg": {"layers": 2, "width": TINY_WIDTH, "head_width": 32, "patch_size": 8,
+                       "image_size": TINY_IMAGE_SIZE},
+        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": TINY_WIDTH, "heads": 2, "layers": 2}}))
+    open_clip.add_model_config(tmp_path / "configs")
+    model, _, _ = build_tiny_open_clip(seed=3)
+    torch.save(model.state_dict(), tmp_path / "tiny.pt")
+    encoder = load_encoder(f"open_clip:hibug-test-tiny:{tmp_path / 'tiny.pt'}")
+    texts = ["a red square", "a blue circle"]
+    with torch.no_grad():
+        expected = model.eval().encode_text(open_clip.tokenizer.SimpleTokenizer()(texts))
+    assert np.allclose(encoder.encode_texts(texts), (expected / expected.norm(dim=1, keepdim=True)).numpy(), atol=1e-5)
+    assert embed_project(colour_project, encoder).embedding.shape == (12, TINY_WIDTH)

@@ -42,6 +42,11 @@ class TagTable:
     source: dict[str, int] = field(default_factory=dict)  # attribute -> run id its model tags come from
     corrected: pd.DataFrame | None = None  # True where a person set the tag
 
+    def uncertain(self, margin: float = 0.1) -> pd.DataFrame:
+        """True where the model's top tag beat the runner-up by less than `margin` (and no person set the tag)."""
+        flagged = self.margin < margin
+        return flagged & ~self.corrected if self.corrected is not None else flagged
+
     def codes(self, attribute: str) -> tuple[np.ndarray, list[str]]:
         """Integer codes (-1: no tag) and the tag names of one attribute."""
         column = self.tags[attribute]

@@ -14,7 +14,7 @@ from hibug_core.store.tag_store import TagResult
 class ZeroShotConfig:
     """Defaults of zero-shot tagging."""
 
-    uncertain_margin: float = 0.1  # top-1 minus top-2 probability below this: the tag is flagged uncertain
+    uncertain_margin: float = 0.1  # top-1 minus top-2 probability below this: flagged uncertain (TagTable.uncertain)
     label_fallback: str = "object"  # the noun in prompts for images with neither a label nor a prediction
     use_label: bool = True  # put each image's class (label, else prediction) into its prompts
 
