@@ -1,0 +1,1 @@
+"""Slices of the data by tag combinations: exhaustive enumeration, honest statistics, diagnosis of error slices."""

@@ -1,0 +1,61 @@
+"""Bitsets of rows and the numba kernels that AND and count them (one popcnt instruction per 64 rows)."""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
+
+
+@intrinsic
+def popcount64(typingctx, value):
+    """The CPU's population count of a uint64 (llvm.ctpop compiles to popcnt)."""
+    signature = types.uint64(types.uint64)
+
+    def codegen(context, builder, sig, args):
+        function = builder.module.declare_intrinsic("llvm.ctpop", [ir.IntType(64)])
+        return builder.call(function, args)
+
+    return signature, codegen
+
+
+def pack_rows(mask: np.ndarray) -> np.ndarray:
+    """Boolean rows (n,) or (k, n) -> uint64 words (.., ceil(n / 64)), row i at bit i % 64 of word i // 64."""
+    mask = np.atleast_2d(mask)
+    words = (mask.shape[1] + 63) // 64
+    packed = np.packbits(mask, axis=1, bitorder="little")
+    padded = np.zeros((mask.shape[0], words * 8), dtype=np.uint8)
+    padded[:, :packed.shape[1]] = packed
+    return padded.view(np.uint64)
+
+
+@intrinsic
+def trailing_zeros64(typingctx, value):
+    """Index of the lowest set bit of a non-zero uint64 (llvm.cttz compiles to tzcnt)."""
+    signature = types.uint64(types.uint64)
+
+    def codegen(context, builder, sig, args):
+        function = builder.module.declare_intrinsic("llvm.cttz", [ir.IntType(64), ir.IntType(1)])
+        return builder.call(function, [args[0], ir.Constant(ir.IntType(1), 1)])
+
+    return signature, codegen
+
+
+@njit(cache=True, nogil=True)
+def count_and(a, b) -> int:
+    total = 0
+    for w in range(a.shape[0]):
+        total += popcount64(a[w] & b[w])
+    return total
+
+
+@njit(cache=True, parallel=True)
+def popcount_rows(bits):
+    """Set bits per row of a (k, words) array."""
+    out = np.zeros(bits.shape[0], dtype=np.int64)
+    for i in prange(bits.shape[0]):
+        total = 0
+        for w in range(bits.shape[1]):
+            total += popcount64(bits[i, w])
+        out[i] = total
+    return out

@@ -1,0 +1,269 @@
+"""HiBug2's slice enumeration: breadth-first by depth, candidates joined from surviving parents that share all but
+one pair, every parent required to survive, support counted on row bitsets.
+
+Features are (attribute = tag) pairs numbered attribute by attribute, so a slice is a sorted tuple of features with
+at most one per attribute. A slice is packed into a uint64 key (16 bits per feature, depth <= 4) so parents are
+found by binary search. Children of one parent are counted either by AND + popcount of the parent's bitset with each
+feature's bitset, or, when the parent holds few rows, by one histogram pass over its rows; the kernel picks the
+cheaper per parent, and both give identical counts and error sums.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+
+from hibug_core.slices.bitsets import pack_rows, popcount64, trailing_zeros64
+
+MAX_DEPTH = 4
+KEY_BITS = 16
+MAX_FEATURES = 2 ** KEY_BITS - 2
+# One histogram update over a row costs about this many AND+popcount words (measured on x86-64, 2 cores).
+ROW_COST_FACTOR = 32
+
+
+@dataclass
+class Level:
+    """All slices of one depth that reached the minimum support, in key order."""
+
+    features: np.ndarray  # (m, depth) int32, ascending
+    keys: np.ndarray  # (m,) uint64, ascending
+    count: np.ndarray  # (m,) int64
+    errors: np.ndarray  # (m, models) float64: sum of per-sample errors (1 - score) per model
+
+
+@dataclass
+class Enumeration:
+    """Every slice up to `depth` with support >= min_support, for one table of tags; reusable across models."""
+
+    levels: list[Level]
+    feature_attribute: np.ndarray  # (F,) attribute index of each feature
+    feature_tag: np.ndarray  # (F,) tag index within its attribute
+    n_rows: int
+    min_support: int
+    candidates: int  # candidate slices counted (before the support cut)
+
+    @property
+    def n_slices(self) -> int:
+        return sum(len(level.keys) for level in self.levels)
+
+
+def pack_keys(features: np.ndarray) -> np.ndarray:
+    """(m, k) ascending feature ids -> uint64 keys that sort like the tuples."""
+    keys = np.zeros(len(features), dtype=np.uint64)
+    for position in range(features.shape[1]):
+        shift = np.uint64(KEY_BITS * (MAX_DEPTH - 1 - position))
+        keys |= (features[:, position].astype(np.uint64) + np.uint64(1)) << shift
+    return keys
+
+
+@njit(cache=True, inline="always")
+def _key_without(parent, new_feature, skip):
+    """Key of the candidate parent + new_feature with the feature at position `skip` left out."""
+    key = np.uint64(0)
+    slot = 0
+    depth = parent.shape[0]
+    for position in range(depth + 1):
+        if position == skip:
+            continue
+        feature = parent[position] if position < depth else new_feature
+        key |= np.uint64(feature + 1) << np.uint64(16 * (3 - slot))
+        slot += 1
+    return key
+
+
+@njit(cache=True, inline="always")
+def _parents_survive(parent, new_feature, keys):
+    # The two parents that made the candidate exist; check the others (one feature of the shared prefix left out).
+    for skip in range(parent.shape[0] - 1):
+        key = _key_without(parent, new_feature, skip)
+        at = np.searchsorted(keys, key)
+        if at >= keys.shape[0] or keys[at] != key:
+            return False
+    return True
+
+
+@njit(cache=True, parallel=True)
+def _count_candidates(features, keys, feature_attribute, block_end):
+    m = features.shape[0]
+    last = features.shape[1] - 1
+    out = np.zeros(m, dtype=np.int64)
+    for i in prange(m):
+        own = feature_attribute[features[i, last]]
+        total = 0
+        for j in range(i + 1, block_end[i]):
+            new_feature = features[j, last]
+            if feature_attribute[new_feature] != own and _parents_survive(features[i], new_feature, keys):
+                total += 1
+        out[i] = total
+    return out
+
+
+@njit(cache=True, parallel=True)
+def _extend(features, keys, feature_attribute, feature_tag, block_end, offsets, bits, error_bits, feature_of,
+            errors, binary, row_factor, out_features, out_count, out_errors):
+    """Fill the candidates of every parent row i at out[offsets[i]:offsets[i + 1]]."""
+    m, depth = features.shape
+    words = bits.shape[1]
+    models = errors.shape[1]
+    n_attributes = feature_of.shape[1]
+    for i in prange(m):
+        start = offsets[i]
+        n_candidates = offsets[i + 1] - start
+        if n_candidates == 0:
+            continue
+        prefix = bits[features[i, 0]].copy()
+        for d in range(1, depth):
+            other = bits[features[i, d]]
+            for w in range(words):
+                prefix[w] &= other[w]
+        support = 0
+        for w in range(words):
+            support += popcount64(prefix[w])
+        own = feature_attribute[features[i, depth - 1]]
+        # Candidate list and the attributes it extends with.
+        chosen = np.empty(n_candidates, dtype=np.int64)
+        wanted = np.zeros(n_attributes, dtype=np.bool_)
+        c = 0
+        for j in range(i + 1, block_end[i]):
+            new_feature = features[j, depth - 1]
+            if feature_attribute[new_feature] != own and _parents_survive(features[i], new_feature, keys):
+                chosen[c] = new_feature
+                wanted[feature_attribute[new_feature]] = True
+                c += 1
+        n_wanted = 0
+        for a in range(n_attributes):
+            if wanted[a]:
+                n_wanted += 1
+        for c in range(n_candidates):
+            for d in range(depth):
+                out_features[start + c, d] = features[i, d]
+            out_features[start + c, depth] = chosen[c]
+        # Cost of the two ways, in memory words touched.
+        bitset_cost = n_candidates * words * (1 + models)
+        row_cost = words + support * n_wanted * row_factor
+        if binary and bitset_cost <= row_cost:
+            masked = np.empty((models, words), dtype=np.uint64)
+            for q in range(models):
+                for w in range(words):
+                    masked[q, w] = prefix[w] & error_bits[q, w]
+            for c in range(n_candidates):
+                feature_bits = bits[chosen[c]]
+                total = 0
+                for w in range(words):
+                    total += popcount64(prefix[w] & feature_bits[w])
+                out_count[start + c] = total
+                for q in range(models):
+                    wrong = 0
+                    for w in range(words):
+                        wrong += popcount64(masked[q, w] & feature_bits[w])
+                    out_errors[start + c, q] = wrong
+        else:
+            # One pass over the parent's rows fills a histogram over features (the last slot takes missing tags).
+            n_features = feature_tag.shape[0]
+            histogram = np.zeros(n_features + 1, dtype=np.int64)
+            sums = np.zeros((n_features + 1, models), dtype=np.float64)
+            attributes = np.empty(n_wanted, dtype=np.int64)
+            k = 0
+            for a in range(n_attributes):
+                if wanted[a]:
+                    attributes[k] = a
+                    k += 1
+            for w in range(words):
+                word = prefix[w]
+                while word:
+                    row = w * 64 + np.int64(trailing_zeros64(word))
+                    word &= word - np.uint64(1)
+                    row_features = feature_of[row]
+                    if models == 1:
+                        wrong = errors[row, 0]
+                        for k in range(n_wanted):
+                            feature = row_features[attributes[k]]
+                            histogram[feature] += 1
+                            sums[feature, 0] += wrong
+                    else:
+                        for k in range(n_wanted):
+                            feature = row_features[attributes[k]]
+                            histogram[feature] += 1
+                            for q in range(models):
+                                sums[feature, q] += errors[row, q]
+            for c in range(n_candidates):
+                out_count[start + c] = histogram[chosen[c]]
+                for q in range(models):
+                    out_errors[start + c, q] = sums[chosen[c], q]
+
+
+def _block_ends(features: np.ndarray) -> np.ndarray:
+    """For each row, one past the last row sharing its first depth-1 features (rows are sorted)."""
+    m, depth = features.shape
+    if depth == 1:
+        return np.full(m, m, dtype=np.int64)
+    prefix = features[:, :-1]
+    starts = np.flatnonzero(np.r_[True, (prefix[1:] != prefix[:-1]).any(axis=1)])
+    ends = np.r_[starts[1:], m]
+    return np.repeat(ends, np.diff(np.r_[starts, m])).astype(np.int64)
+
+
+def feature_table(codes: np.ndarray, n_tags: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    attribute = np.concatenate([np.full(t, a, dtype=np.int64) for a, t in enumerate(n_tags)])
+    tag = np.concatenate([np.arange(t, dtype=np.int64) for t in n_tags])
+    return attribute, tag
+
+
+def enumerate_slices(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, *, max_depth: int = 3,
+                     min_support: int = 10) -> Enumeration:
+    """Every slice of depth 1..max_depth with at least `min_support` rows, with its count and error sums.
+
+    codes: (n, A) tag index per row and attribute, -1 where the row has no tag. errors: (n,) or (n, models) in [0, 1].
+    """
+    if not 1 <= max_depth <= MAX_DEPTH:
+        raise ValueError(f"max_depth must be between 1 and {MAX_DEPTH}")
+    codes = np.ascontiguousarray(codes, dtype=np.int16)
+    errors = np.asarray(errors, dtype=np.float64)
+    errors = np.ascontiguousarray(errors[:, None] if errors.ndim == 1 else errors)
+    if len(codes) != len(errors):
+        raise ValueError(f"{len(codes)} rows of tags but {len(errors)} rows of errors")
+    if errors.size and (np.nanmin(errors) < 0 or np.nanmax(errors) > 1 or np.isnan(errors).any()):
+        raise ValueError("errors must lie in [0, 1] without gaps (1 - score per sample)")
+    feature_attribute, feature_tag = feature_table(codes, n_tags)
+    if len(feature_attribute) > MAX_FEATURES:
+        raise ValueError(f"{len(feature_attribute)} (attribute, tag) pairs; at most {MAX_FEATURES} are supported")
+    offsets = np.r_[0, np.cumsum(n_tags)]
+    one_hot = np.zeros((len(feature_attribute), len(codes)), dtype=bool)
+    for a in range(codes.shape[1]):
+        valid = codes[:, a] >= 0
+        one_hot[offsets[a] + codes[valid, a], np.flatnonzero(valid)] = True
+    bits = pack_rows(one_hot)
+    binary = bool(np.isin(errors, (0.0, 1.0)).all())
+    error_bits = pack_rows((errors > 0.5).T) if binary else np.zeros((errors.shape[1], bits.shape[1]), np.uint64)
+    count = one_hot.sum(axis=1).astype(np.int64)
+    level_errors = (one_hot.astype(np.float32) @ errors.astype(np.float32)).astype(np.float64) if binary else \
+        one_hot.astype(np.float64) @ errors
+    del one_hot
+    keep = count >= min_support
+    features = np.flatnonzero(keep).astype(np.int32)[:, None]
+    levels = [Level(features, pack_keys(features), count[keep], np.rint(level_errors[keep]) if binary
+                    else level_errors[keep])]
+    candidates = len(feature_attribute)
+    # Feature id of every (row, attribute); missing tags point at one extra slot that no slice uses.
+    feature_of = np.where(codes >= 0, codes + offsets[:-1].astype(np.int32), len(feature_attribute)).astype(np.int32)
+    for _ in range(2, max_depth + 1):
+        parent = levels[-1]
+        if len(parent.keys) == 0:
+            break
+        ends = _block_ends(parent.features)
+        per_row = _count_candidates(parent.features, parent.keys, feature_attribute, ends)
+        starts = np.r_[0, np.cumsum(per_row)].astype(np.int64)
+        total = int(starts[-1])
+        candidates += total
+        depth = parent.features.shape[1] + 1
+        out_features = np.empty((total, depth), dtype=np.int32)
+        out_count = np.empty(total, dtype=np.int64)
+        out_errors = np.zeros((total, errors.shape[1]), dtype=np.float64)
+        _extend(parent.features, parent.keys, feature_attribute, feature_tag, ends, starts, bits, error_bits,
+                feature_of, errors, binary, ROW_COST_FACTOR, out_features, out_count, out_errors)
+        keep = out_count >= min_support
+        features = out_features[keep]
+        levels.append(Level(features, pack_keys(features), out_count[keep], out_errors[keep]))
+    return Enumeration(levels, feature_attribute, feature_tag, len(codes), min_support, candidates)
