@@ -1,0 +1,181 @@
+"""Error slices from an enumeration: per-model scores, the parent rule, the error threshold, statistics and ranking."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.slices.enumeration import KEY_BITS, MAX_DEPTH, Enumeration, enumerate_slices, pack_keys
+from hibug_core.slices.stats import benjamini_hochberg, wilson_interval, worse_than_rest_p_values
+
+
+@dataclass(frozen=True)
+class SliceConfig:
+    """Slice search settings (HiBug2's defaults)."""
+
+    max_depth: int = 3  # most (attribute = tag) pairs in a slice
+    min_support: int = 10  # M: slices with fewer samples are not considered
+    gap: float = 0.2  # C: an error slice scores below the overall score minus this
+    threshold: float | None = None  # or, when set, below this absolute score
+    # confident_gap: overall score minus the upper end of the slice's interval, so that a small slice that is worse
+    # by chance does not outrank the larger slice it was cut from.
+    rank_by: Literal["confident_gap", "gap", "size", "sliceline"] = "confident_gap"
+    parent_alpha: float = 0.05  # false discovery rate of "a child is worse than each parent" (1: plain rule)
+    sliceline_alpha: float = 0.95  # weight of the error term in the SliceLine score
+    z: float = 1.96  # Wilson interval width (95%)
+
+
+@dataclass
+class TagMatrix:
+    """The tags of a set of samples as integer codes: what the enumeration runs on."""
+
+    sample_ids: np.ndarray
+    attributes: list[str]
+    tags: list[list[str]]
+    codes: np.ndarray  # (n, A) int16, -1 where a sample has no tag
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame) -> "TagMatrix":
+        """From one categorical column per attribute (as TagTable.tags)."""
+        columns = [frame[c] if isinstance(frame[c].dtype, pd.CategoricalDtype) else frame[c].astype("category")
+                   for c in frame.columns]
+        codes = np.stack([c.cat.codes.to_numpy() for c in columns], axis=1).astype(np.int16) if columns else \
+            np.zeros((len(frame), 0), dtype=np.int16)
+        return cls(frame.index.to_numpy(), list(frame.columns), [list(map(str, c.cat.categories)) for c in columns],
+                   codes)
+
+    def definition(self, features: np.ndarray, enumeration: Enumeration) -> tuple[tuple[str, str], ...]:
+        return tuple((self.attributes[enumeration.feature_attribute[f]],
+                      self.tags[enumeration.feature_attribute[f]][enumeration.feature_tag[f]]) for f in features)
+
+    def mask(self, definition) -> np.ndarray:
+        """Rows in the slice `definition` ((attribute, tag) pairs): a slice back into its samples."""
+        rows = np.ones(len(self.codes), dtype=bool)
+        for attribute, tag in definition:
+            a = self.attributes.index(attribute)
+            rows &= self.codes[:, a] == self.tags[a].index(tag)
+        return rows
+
+
+def slice_id(definition) -> str:
+    """A stable id of a slice: the same pairs give the same id whatever the order or numbering."""
+    canonical = "&".join(f"{a}={t}" for a, t in sorted(definition))
+    return hashlib.blake2b(canonical.encode(), digest_size=6).hexdigest()
+
+
+def describe(definition) -> str:
+    return " & ".join(f"{a} = {t}" for a, t in definition)
+
+
+def parse_definition(text: str) -> tuple[tuple[str, str], ...]:
+    """Inverse of describe(): "color = blue & size = small" -> (("color", "blue"), ("size", "small"))."""
+    pairs = []
+    for part in text.split("&"):
+        attribute, sep, tag = part.partition("=")
+        if not sep:
+            raise ValueError(f"'{part.strip()}' is not 'attribute = tag'")
+        pairs.append((attribute.strip(), tag.strip()))
+    return tuple(pairs)
+
+
+def _worse_than_every_parent(enumeration: Enumeration, counts: list[np.ndarray], errors: list[np.ndarray],
+                             alpha: float) -> list[np.ndarray]:
+    """Per level, True where the slice is worse than every parent (HiBug2's post-processing) and, unless alpha is 1,
+    significantly so: against the rest of each parent, with Benjamini-Hochberg over all these tests, so that a
+    child that is worse only by chance does not crowd out the slice it was cut from."""
+    kept, weakest = [np.ones(len(counts[0]), dtype=bool)], []
+    for depth in range(2, len(enumeration.levels) + 1):
+        level, parents = enumeration.levels[depth - 1], enumeration.levels[depth - 2]
+        rate = errors[depth - 1] / counts[depth - 1]
+        keep = np.ones(len(level.keys), dtype=bool)
+        p_max = np.zeros(len(level.keys))
+        for skip in range(depth):
+            at = np.searchsorted(parents.keys, pack_keys(np.delete(level.features, skip, axis=1)))
+            parent_count, parent_errors = counts[depth - 2][at], errors[depth - 2][at]
+            keep &= rate > parent_errors / parent_count
+            if alpha < 1:
+                rest_rate = (parent_errors - errors[depth - 1]) / np.maximum(parent_count - counts[depth - 1], 1)
+                pooled = parent_errors / parent_count
+                p = worse_than_rest_p_values(errors[depth - 1], counts[depth - 1], parent_errors, parent_count,
+                                             pooled * (1 - pooled))
+                p_max = np.maximum(p_max, np.where(rest_rate >= rate, 1.0, p))
+        kept.append(keep)
+        weakest.append(p_max)
+    if alpha < 1 and weakest:
+        q = np.split(benjamini_hochberg(np.concatenate(weakest)), np.cumsum([len(w) for w in weakest])[:-1])
+        kept = [kept[0]] + [k & (qq < alpha) for k, qq in zip(kept[1:], q)]
+    return kept
+
+
+def score_slices(enumeration: Enumeration, tags: TagMatrix, *, model: int = 0,
+                 config: SliceConfig = SliceConfig(), total_errors: float | None = None,
+                 error_variance: float | None = None) -> pd.DataFrame:
+    """Error slices for one model column of the enumeration, ranked, with statistics.
+
+    The p-values are corrected (Benjamini-Hochberg) over every enumerated slice, not only the reported ones.
+    """
+    counts = [level.count for level in enumeration.levels]
+    errors = [level.errors[:, model] for level in enumeration.levels]
+    n = enumeration.n_rows
+    total = float(errors[0][enumeration.feature_attribute[enumeration.levels[0].features[:, 0]] == 0].sum()) \
+        if total_errors is None else total_errors
+    overall_error = total / n
+    variance = overall_error * (1 - overall_error) if error_variance is None else error_variance
+    all_count, all_errors = np.concatenate(counts), np.concatenate(errors)
+    p_values = worse_than_rest_p_values(all_errors, all_count, total, n, variance)
+    q_values = benjamini_hochberg(p_values)
+    kept = np.concatenate(_worse_than_every_parent(enumeration, counts, errors, config.parent_alpha))
+    score = 1 - all_errors / all_count
+    overall_score = 1 - overall_error
+    cut = config.threshold if config.threshold is not None else overall_score - config.gap
+    chosen = np.flatnonzero(kept & (score < cut))
+    depth = np.concatenate([np.full(len(c), d + 1) for d, c in enumerate(counts)])
+    row = np.concatenate([np.arange(len(c)) for c in counts])
+    low, high = wilson_interval(all_count[chosen] - all_errors[chosen], all_count[chosen], config.z)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sliceline = (config.sliceline_alpha * ((all_errors[chosen] / all_count[chosen]) / overall_error - 1)
+                     - (1 - config.sliceline_alpha) * (n / all_count[chosen] - 1))
+    definitions = [tags.definition(enumeration.levels[d - 1].features[r], enumeration)
+                   for d, r in zip(depth[chosen], row[chosen])]
+    frame = pd.DataFrame({
+        "slice_id": [slice_id(d) for d in definitions],
+        "description": [describe(d) for d in definitions],
+        "definition": definitions,
+        "depth": depth[chosen],
+        "count": all_count[chosen],
+        "failures": all_errors[chosen],
+        "score": score[chosen],
+        "gap": overall_score - score[chosen],
+        "score_low": low,
+        "score_high": high,
+        "p_value": p_values[chosen],
+        "q_value": q_values[chosen],
+        "coverage": all_errors[chosen] / total if total else np.nan,
+        "sliceline_score": sliceline,
+    })
+    frame["confident_gap"] = overall_score - frame["score_high"]
+    order = {"confident_gap": ["confident_gap", "count"], "gap": ["gap", "count"], "size": ["count", "gap"],
+             "sliceline": ["sliceline_score", "gap"]}[config.rank_by]
+    frame = frame.sort_values(order, ascending=False, kind="stable").reset_index(drop=True)
+    frame.index.name = "rank"
+    frame.attrs.update(overall_score=overall_score, cut=cut, enumerated=int(len(all_count)),
+                       candidates=enumeration.candidates, total_failures=total)
+    return frame
+
+
+def find_error_slices(tags: TagMatrix, errors: np.ndarray, config: SliceConfig = SliceConfig(), *,
+                      model: int = 0) -> pd.DataFrame:
+    """Enumerate and score in one call; errors: (n,) or (n, models) of 1 - score per sample."""
+    errors = np.asarray(errors, dtype=float)
+    enumeration = enumerate_slices(tags.codes, [len(t) for t in tags.tags], errors, max_depth=config.max_depth,
+                                   min_support=config.min_support)
+    column = errors if errors.ndim == 1 else errors[:, model]
+    return score_slices(enumeration, tags, model=model, config=config, total_errors=float(column.sum()),
+                        error_variance=float(column.var()))
+
+
+__all__ = ["KEY_BITS", "MAX_DEPTH", "SliceConfig", "TagMatrix", "describe", "find_error_slices", "parse_definition",
+           "score_slices", "slice_id"]

@@ -1,0 +1,46 @@
+"""Statistics of slices: Wilson intervals, a one-sided test against the rest of the data, Benjamini-Hochberg q-values."""
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import ndtr
+
+
+def wilson_interval(successes: np.ndarray, n: np.ndarray, z: float = 1.96) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval of a proportion (successes may be a sum of scores in [0, 1])."""
+    successes, n = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = successes / n
+        denominator = 1 + z * z / n
+        centre = (p + z * z / (2 * n)) / denominator
+        half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
+
+
+def worse_than_rest_p_values(slice_errors: np.ndarray, slice_n: np.ndarray, total_errors: float, total_n: int,
+                             error_variance: float) -> np.ndarray:
+    """One-sided p-value that the slice's mean error exceeds the rest's: a z-test with the pooled per-sample error
+    variance. For 0/1 errors this is the pooled two-proportion test; for scores in [0, 1], passing mean * (1 - mean)
+    (the Bhatia-Davis bound on the variance) keeps the test conservative."""
+    slice_errors, slice_n = np.asarray(slice_errors, dtype=float), np.asarray(slice_n, dtype=float)
+    rest_n = total_n - slice_n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        difference = slice_errors / slice_n - (total_errors - slice_errors) / rest_n
+        spread = np.sqrt(error_variance * (1 / slice_n + 1 / rest_n))
+        z = difference / spread
+    p = ndtr(-z)
+    p[(rest_n <= 0) | ~np.isfinite(z)] = 1.0
+    return p
+
+
+def benjamini_hochberg(p_values: np.ndarray) -> np.ndarray:
+    """q-values: the smallest false discovery rate at which each test would be called significant."""
+    p_values = np.asarray(p_values, dtype=float)
+    m = len(p_values)
+    if m == 0:
+        return p_values
+    order = np.argsort(p_values, kind="stable")
+    scaled = p_values[order] * m / np.arange(1, m + 1)
+    q = np.minimum.accumulate(scaled[::-1])[::-1]
+    out = np.empty(m)
+    out[order] = np.minimum(q, 1.0)
+    return out
