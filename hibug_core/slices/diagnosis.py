@@ -1,0 +1,81 @@
+"""Why a slice fails, as HiBug names it: rare case, distribution shift, spurious correlation or hard case,
+with the evidence kept beside the verdict."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+BUG_TYPES = ("spurious correlation", "rare case", "distribution shift", "hard case")
+
+
+@dataclass(frozen=True)
+class DiagnosisConfig:
+    """Thresholds of the bug types (HiBug's definitions; one place for all of them)."""
+
+    rare_share: float = 0.01  # rare case: under this share of the training split
+    shift_ratio: float = 2.0  # distribution shift: evaluation share at least this many times the training share
+    alpha: float = 0.8  # spurious correlation: one predicted label has at least this share of the slice's
+    #                     predictions (and is not its usual label), or of its failures
+    min_failures: int = 5  # failures needed before their predicted labels count as evidence
+
+
+def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] | None, labels: np.ndarray,
+             predictions: np.ndarray, errors: np.ndarray, config: DiagnosisConfig = DiagnosisConfig()) -> pd.DataFrame:
+    """One row of evidence and a bug type per slice (given as boolean masks over the evaluation rows).
+
+    train_masks: the same slices over the training rows (None when the training split has no tags).
+    """
+    n_eval = len(labels)
+    n_train = len(train_masks[0]) if train_masks else 0
+    rows = []
+    for i, mask in enumerate(definition_masks):
+        slice_labels, slice_predictions = labels[mask], predictions[mask]
+        failed = errors[mask] > 0.5
+        top_label, label_count = Counter(slice_labels).most_common(1)[0] if mask.any() else (None, 0)
+        top_prediction, prediction_count = Counter(slice_predictions).most_common(1)[0] if mask.any() else (None, 0)
+        failure_top, failure_count = Counter(slice_predictions[failed]).most_common(1)[0] if failed.any() else (None, 0)
+        eval_share = mask.sum() / n_eval
+        train_count = int(train_masks[i].sum()) if train_masks else None
+        train_share = train_count / n_train if train_masks and n_train else np.nan
+        prediction_share = prediction_count / max(mask.sum(), 1)
+        failure_share = failure_count / max(failed.sum(), 1)
+        if top_prediction is not None and top_prediction != top_label and prediction_share >= config.alpha:
+            bug, reason = "spurious correlation", (f"{prediction_share:.0%} of its images are predicted "
+                                                   f"'{top_prediction}', though most are '{top_label}'")
+        elif train_masks and train_share < config.rare_share:
+            bug, reason = "rare case", (f"{train_count} training images ({train_share:.2%} of training, "
+                                        f"under {config.rare_share:.0%})")
+        elif train_masks and eval_share >= config.shift_ratio * max(train_share, 1e-12):
+            bug, reason = "distribution shift", (f"{eval_share:.1%} of evaluation images but {train_share:.1%} of "
+                                                 f"training images")
+        elif failed.sum() >= config.min_failures and failure_share >= config.alpha:
+            bug, reason = "spurious correlation", (f"{failure_share:.0%} of its failures are predicted "
+                                                   f"'{failure_top}'")
+        else:
+            bug, reason = "hard case", "common in training, no dominant wrong prediction"
+        rows.append({"bug_type": bug, "reason": reason, "train_count": train_count, "train_share": train_share,
+                     "eval_share": eval_share, "top_label": top_label, "top_prediction": top_prediction,
+                     "top_prediction_share": prediction_share, "failure_top_prediction": failure_top,
+                     "failure_top_share": failure_share if failed.any() else np.nan})
+    return pd.DataFrame(rows, columns=["bug_type", "reason", "train_count", "train_share", "eval_share", "top_label",
+                                       "top_prediction", "top_prediction_share", "failure_top_prediction",
+                                       "failure_top_share"])
+
+
+def rare_classes(train_labels: np.ndarray, eval_labels: np.ndarray, eval_errors: np.ndarray,
+                 config: DiagnosisConfig = DiagnosisConfig()) -> pd.DataFrame:
+    """Classes under `rare_share` of the training split, with their evaluation score."""
+    classes = sorted(set(train_labels) | set(eval_labels))
+    rows = []
+    for label in classes:
+        train_count = int((train_labels == label).sum())
+        share = train_count / max(len(train_labels), 1)
+        in_eval = eval_labels == label
+        rows.append({"class": label, "train_count": train_count, "train_share": share,
+                     "eval_count": int(in_eval.sum()),
+                     "eval_score": float(1 - eval_errors[in_eval].mean()) if in_eval.any() else np.nan,
+                     "rare": share < config.rare_share})
+    return pd.DataFrame(rows)

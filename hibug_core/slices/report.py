@@ -1,0 +1,138 @@
+"""Error slices of a project's model: tags in force, one enumeration per dataset (reused across models), scoring,
+diagnosis with training-split evidence, and turning a slice back into its images."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.errors import HibugError
+from hibug_core.slices.diagnosis import DiagnosisConfig, diagnose, rare_classes
+from hibug_core.slices.enumeration import Enumeration, enumerate_slices
+from hibug_core.slices.search import SliceConfig, TagMatrix, parse_definition, score_slices, slice_id
+
+_ENUMERATIONS: dict[tuple, tuple[Enumeration, list[str]]] = {}
+_MAX_CACHED = 4
+
+
+class SliceError(HibugError):
+    """Slices that cannot be computed (no tags, no labelled rows, unknown slice)."""
+
+
+@dataclass
+class SliceReport:
+    model: str
+    split: str
+    slices: pd.DataFrame  # ranked error slices with statistics, bug type and evidence
+    overall_score: float
+    rare_classes: pd.DataFrame
+    evaluation: pd.DataFrame  # the evaluated samples: label, prediction, score, error (index: sample id)
+    tags: TagMatrix  # their tags
+    enumerated: int
+    config: SliceConfig = field(default_factory=SliceConfig)
+
+    def definition(self, ref) -> tuple[tuple[str, str], ...]:
+        """A slice by id, description ("color = blue & size = small") or definition."""
+        if isinstance(ref, tuple):
+            return ref
+        hit = self.slices.index[self.slices["slice_id"] == ref]
+        if len(hit):
+            return self.slices.at[hit[0], "definition"]
+        try:
+            return parse_definition(ref)
+        except ValueError:
+            raise SliceError(f"no slice '{ref}' in this report") from None
+
+    def sample_ids(self, ref) -> np.ndarray:
+        """The slice's evaluated samples, failures first."""
+        try:
+            mask = self.tags.mask(self.definition(ref))
+        except ValueError as error:
+            raise SliceError(f"slice '{ref}' uses a tag the current attributes do not have: {error}") from None
+        chosen = self.evaluation.iloc[np.flatnonzero(mask)]
+        return chosen.sort_values("error", ascending=False, kind="stable").index.to_numpy()
+
+
+def _tag_frame(project, attributes: list[str] | None) -> pd.DataFrame:
+    from hibug_core.tagging.run import current_tags
+
+    tags = current_tags(project).tags
+    if attributes is not None:
+        tags = tags[attributes]
+    tagged = tags.columns[tags.notna().any()]
+    if len(tagged) == 0:
+        raise SliceError("no attribute has tags yet; tag the images first (Tagging page or `hibug tag`)")
+    return tags[tagged]
+
+
+def evaluation_rows(project, model: str, split: str) -> pd.DataFrame:
+    samples = project.samples(model)
+    rows = samples[(samples["split"] == split) & samples["label"].notna() & samples["prediction"].notna()].copy()
+    if rows.empty:
+        raise SliceError(f"no labelled '{split}' samples with predictions of '{model}'")
+    rows["error"] = 1.0 - rows["score"].astype(float)
+    return rows
+
+
+def enumeration_for(project, tags: TagMatrix, errors: np.ndarray, models: list[str], split: str,
+                    config: SliceConfig) -> Enumeration:
+    """One enumeration per (tags in force, split, depth, support, models): recomputed only after a change."""
+    key = (str(project.folder), project.data_version(), split, config.max_depth, config.min_support, tuple(models),
+           tuple(tags.attributes))
+    cached = _ENUMERATIONS.get(key)
+    if cached is None:
+        enumeration = enumerate_slices(tags.codes, [len(t) for t in tags.tags], errors, max_depth=config.max_depth,
+                                       min_support=config.min_support)
+        if len(_ENUMERATIONS) >= _MAX_CACHED:
+            _ENUMERATIONS.pop(next(iter(_ENUMERATIONS)))
+        cached = _ENUMERATIONS[key] = (enumeration, models)
+    return cached[0]
+
+
+def error_slices(project, model: str | None = None, *, split: str = "val", config: SliceConfig = SliceConfig(),
+                 diagnosis: DiagnosisConfig = DiagnosisConfig(), attributes: list[str] | None = None) -> SliceReport:
+    """Ranked, diagnosed error slices of `model` (default: the first) on `split`."""
+    models = project.models()
+    model = model or (models[0] if models else None)
+    if model not in models:
+        raise SliceError(f"no model '{model}' in this project; known: {', '.join(models)}")
+    evaluation = evaluation_rows(project, model, split)
+    frame = _tag_frame(project, attributes)
+    tags = TagMatrix.from_frame(frame.loc[evaluation.index])
+    # Errors of every model that predicts all these rows, so other models reuse the same enumeration.
+    columns, names = [evaluation["error"].to_numpy()], [model]
+    for other in models:
+        if other == model:
+            continue
+        scores = project.samples(other)["score"].reindex(evaluation.index)
+        if scores.notna().all():
+            columns.append(1.0 - scores.to_numpy(float))
+            names.append(other)
+    order = sorted(range(len(names)), key=lambda i: names[i])
+    enumeration = enumeration_for(project, tags, np.stack([columns[i] for i in order], axis=1),
+                                  [names[i] for i in order], split, config)
+    column = [names[i] for i in order].index(model)
+    errors = evaluation["error"].to_numpy()
+    slices = score_slices(enumeration, tags, model=column, config=config, total_errors=float(errors.sum()),
+                          error_variance=float(errors.mean() * (1 - errors.mean())))
+    samples = project.samples(model)
+    train = samples[(samples["split"] == "train") & samples["label"].notna()]
+    train_tags = frame.reindex(train.index)
+    train_tagged = len(train) > 0 and train_tags.notna().any(axis=1).mean() > 0.5
+    train_matrix = TagMatrix(train.index.to_numpy(), tags.attributes, tags.tags,
+                             np.stack([pd.Categorical(train_tags[a].astype(object), categories=tags.tags[i]).codes
+                                       for i, a in enumerate(tags.attributes)], axis=1)) if train_tagged else None
+    masks = [tags.mask(d) for d in slices["definition"]]
+    train_masks = [train_matrix.mask(d) for d in slices["definition"]] if train_matrix is not None else None
+    evidence = diagnose(masks, train_masks, evaluation["label"].to_numpy(), evaluation["prediction"].to_numpy(),
+                        errors, diagnosis)
+    summary = dict(slices.attrs)
+    slices = pd.concat([slices, evidence.set_index(slices.index)], axis=1)
+    slices.attrs.update(summary)
+    classes = rare_classes(train["label"].to_numpy(), evaluation["label"].to_numpy(), errors, diagnosis)
+    return SliceReport(model, split, slices, float(1 - errors.mean()), classes, evaluation, tags,
+                       int(slices.attrs.get("enumerated", 0)), config)
+
+
+__all__ = ["SliceError", "SliceReport", "error_slices", "evaluation_rows", "slice_id"]

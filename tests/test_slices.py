@@ -1,0 +1,210 @@
+"""The slice engine: enumeration against brute force, statistics by hand, the parent rule, ranking, bug types."""
+from __future__ import annotations
+
+import itertools
+import math
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hibug_core.slices import enumeration as enumeration_module
+from hibug_core.slices.diagnosis import DiagnosisConfig, diagnose
+from hibug_core.slices.enumeration import enumerate_slices
+from hibug_core.slices.search import SliceConfig, TagMatrix, describe, find_error_slices, parse_definition, slice_id
+from hibug_core.slices.stats import benjamini_hochberg, wilson_interval, worse_than_rest_p_values
+
+
+def brute_force(codes, n_tags, errors, depth, support):
+    found = {}
+    for k in range(1, depth + 1):
+        for attributes in itertools.combinations(range(codes.shape[1]), k):
+            for tags in itertools.product(*[range(n_tags[a]) for a in attributes]):
+                mask = np.all([codes[:, a] == t for a, t in zip(attributes, tags)], axis=0)
+                if mask.sum() >= support:
+                    found[tuple(zip(attributes, tags))] = (int(mask.sum()), float(errors[mask].sum()))
+    return found
+
+
+def as_dict(result):
+    found = {}
+    for level in result.levels:
+        for features, count, errors in zip(level.features, level.count, level.errors[:, 0]):
+            key = tuple((int(result.feature_attribute[f]), int(result.feature_tag[f])) for f in features)
+            found[key] = (int(count), float(errors))
+    return found
+
+
+# ----- statistics by hand ---------------------------------------------------------------------------------
+def test_wilson_interval_of_8_out_of_10():
+    low, high = wilson_interval(np.array([8.0]), np.array([10.0]))
+    assert (low[0], high[0]) == (pytest.approx(0.4902, abs=1e-4), pytest.approx(0.9433, abs=1e-4))
+
+
+def test_benjamini_hochberg_q_values():
+    assert benjamini_hochberg(np.array([0.01, 0.04, 0.03, 0.2])) == pytest.approx([0.04, 0.04 * 4 / 3, 0.04 * 4 / 3, 0.2])
+
+
+def test_p_value_of_a_slice_against_the_rest():
+    # 8 of 10 wrong in the slice, 2 of 30 in the rest; pooled error 0.25.
+    z = (0.8 - 2 / 30) / math.sqrt(0.25 * 0.75 * (1 / 10 + 1 / 30))
+    p = worse_than_rest_p_values(np.array([8.0]), np.array([10.0]), 10.0, 40, 0.25 * 0.75)
+    assert p[0] == pytest.approx(0.5 * math.erfc(z / math.sqrt(2)), rel=1e-9)
+    assert worse_than_rest_p_values(np.array([10.0]), np.array([40.0]), 10.0, 40, 0.1875)[0] == 1.0
+
+
+# ----- enumeration ----------------------------------------------------------------------------------------
+def test_counts_of_a_hand_made_table():
+    # color: red 0 / blue 1, size: small 0 / large 1; one row has no size tag.
+    codes = np.array([[0, 0], [0, 0], [0, 1], [1, 0], [1, 0], [1, 1], [1, 1], [1, -1]], dtype=np.int16)
+    errors = np.array([1, 0, 0, 1, 1, 0, 1, 1], dtype=float)
+    result = enumerate_slices(codes, [2, 2], errors, max_depth=2, min_support=2)
+    assert as_dict(result) == {
+        ((0, 0),): (3, 1.0), ((0, 1),): (5, 4.0), ((1, 0),): (4, 3.0), ((1, 1),): (3, 1.0),
+        ((0, 0), (1, 0)): (2, 1.0), ((0, 1), (1, 0)): (2, 2.0), ((0, 1), (1, 1)): (2, 1.0)}
+    assert result.candidates == 4 + 4  # every depth-2 pair of surviving features was a candidate
+
+
+@pytest.mark.parametrize("row_cost", [0.0, 1e9], ids=["bitset-path", "row-path"])
+@pytest.mark.parametrize("continuous", [False, True])
+def test_enumeration_equals_brute_force(row_cost, continuous, monkeypatch):
+    monkeypatch.setattr(enumeration_module, "ROW_COST_FACTOR", row_cost)
+    rng = np.random.default_rng(1)
+    n_tags = [3, 2, 4, 3, 2]
+    codes = np.stack([rng.integers(0, t, 400) for t in n_tags], axis=1).astype(np.int16)
+    codes[rng.random(codes.shape) < 0.05] = -1
+    errors = rng.random(400) if continuous else (rng.random(400) < 0.3).astype(float)
+    result = enumerate_slices(codes, n_tags, errors, max_depth=4, min_support=6)
+    expected = brute_force(codes, n_tags, errors, 4, 6)
+    got = as_dict(result)
+    assert got.keys() == expected.keys()
+    for key, (count, error_sum) in expected.items():
+        assert got[key][0] == count and got[key][1] == pytest.approx(error_sum, abs=1e-9)
+
+
+def test_several_models_share_one_enumeration():
+    rng = np.random.default_rng(2)
+    codes = rng.integers(0, 3, (300, 4)).astype(np.int16)
+    errors = (rng.random((300, 2)) < [0.2, 0.5]).astype(float)
+    both = enumerate_slices(codes, [3] * 4, errors, max_depth=3, min_support=5)
+    second = enumerate_slices(codes, [3] * 4, errors[:, 1], max_depth=3, min_support=5)
+    assert [len(level.keys) for level in both.levels] == [len(level.keys) for level in second.levels]
+    assert np.array_equal(np.concatenate([lv.errors[:, 1] for lv in both.levels]),
+                          np.concatenate([lv.errors[:, 0] for lv in second.levels]))
+
+
+def test_bad_input_is_refused_with_a_reason():
+    codes = np.zeros((4, 1), dtype=np.int16)
+    with pytest.raises(ValueError, match=r"errors must lie in \[0, 1\]"):
+        enumerate_slices(codes, [1], np.array([0, 1, 2, 0.5]))
+    with pytest.raises(ValueError, match="max_depth must be between 1 and 4"):
+        enumerate_slices(codes, [1], np.zeros(4), max_depth=5)
+
+
+# ----- scoring, parent rule, ranking ----------------------------------------------------------------------
+def planted(n=20_000, seed=0):
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, 4, (n, 12)).astype(np.int16)
+    errors = rng.random(n) < 0.1
+    first = (codes[:, 2] == 1) & (codes[:, 5] == 3)
+    errors[first] = rng.random(first.sum()) < 0.6
+    second = (codes[:, 7] == 0) & (codes[:, 8] == 2) & (codes[:, 9] == 1)
+    errors[second] = rng.random(second.sum()) < 0.7
+    tags = TagMatrix(np.arange(n), [f"a{i}" for i in range(12)], [[f"t{j}" for j in range(4)]] * 12, codes)
+    return tags, errors.astype(float)
+
+
+def test_planted_slices_rank_first_with_their_statistics():
+    tags, errors = planted()
+    result = find_error_slices(tags, errors, SliceConfig(max_depth=3))
+    top = result["description"].head(2).tolist()
+    assert top == ["a7 = t0 & a8 = t2 & a9 = t1", "a2 = t1 & a5 = t3"]
+    row = result.iloc[1]
+    mask = tags.mask(row["definition"])
+    assert row["count"] == mask.sum() and row["failures"] == errors[mask].sum()
+    assert row["score"] == pytest.approx(1 - errors[mask].mean())
+    assert row["coverage"] == pytest.approx(errors[mask].sum() / errors.sum())
+    assert row["score_low"] < row["score"] < row["score_high"] and row["q_value"] < 1e-10
+    assert result.attrs["enumerated"] == 48 + 66 * 16 + 220 * 64
+
+
+def test_children_better_than_a_parent_are_dropped():
+    # Parent red (error 0.5); its child red & small is better (0.25), red & large worse (0.75).
+    codes = np.array([[0, 0]] * 4 + [[0, 1]] * 4 + [[1, 0]] * 8 + [[1, 1]] * 8, dtype=np.int16)
+    errors = np.array([1, 0, 0, 0] + [1, 1, 1, 0] + [0] * 16, dtype=float)
+    tags = TagMatrix(np.arange(24), ["color", "size"], [["red", "blue"], ["small", "large"]], codes)
+    result = find_error_slices(tags, errors, SliceConfig(max_depth=2, min_support=4, gap=0.2, parent_alpha=1.0))
+    assert result["description"].tolist() == ["color = red & size = large", "color = red"]
+
+
+def test_slice_ids_are_stable_and_descriptions_round_trip():
+    definition = (("color", "blue"), ("size", "small"))
+    assert slice_id(definition) == slice_id(tuple(reversed(definition)))
+    assert slice_id(definition) != slice_id((("color", "blue"),))
+    assert parse_definition(describe(definition)) == definition
+
+
+# ----- bug types ------------------------------------------------------------------------------------------
+def test_each_bug_type_from_its_evidence():
+    labels = np.array(["cat"] * 10 + ["dog"] * 10)
+    predictions = np.array(["dog"] * 9 + ["cat"] + ["dog"] * 10)
+    errors = (labels != predictions).astype(float)
+    spurious = np.r_[np.ones(10, bool), np.zeros(10, bool)]  # cats, 90% predicted dog
+    train = np.zeros(200, bool)
+    train[:50] = True
+    evidence = diagnose([spurious], [train], labels, predictions, errors)
+    assert evidence.at[0, "bug_type"] == "spurious correlation"
+    assert evidence.at[0, "reason"] == "90% of its images are predicted 'dog', though most are 'cat'"
+    labels2 = np.array(["cat"] * 20)
+    predictions2 = np.array(["cat", "dog", "cow", "cat"] * 5)
+    errors2 = (labels2 != predictions2).astype(float)
+    some = np.r_[np.ones(8, bool), np.zeros(12, bool)]
+    rare_train = np.zeros(1000, bool)
+    rare_train[:3] = True
+    shifted_train = np.zeros(1000, bool)
+    shifted_train[:100] = True
+    common_train = np.zeros(1000, bool)
+    common_train[:400] = True
+    types = diagnose([some, some, some], [rare_train, shifted_train, common_train], labels2, predictions2, errors2)
+    assert types["bug_type"].tolist() == ["rare case", "distribution shift", "hard case"]
+    assert types.at[0, "reason"] == "3 training images (0.30% of training, under 1%)"
+    assert types.at[1, "reason"] == "40.0% of evaluation images but 10.0% of training images"
+    assert diagnose([some], None, labels2, predictions2, errors2).at[0, "bug_type"] == "hard case"
+    assert DiagnosisConfig().alpha == 0.8
+
+
+# ----- on a project ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def demo_with_true_tags(demo_project, tmp_path_factory):
+    from hibug_core.store import tag_store
+    from hibug_core.store.attribute_versions import load_schema
+    from hibug_core.store.project import Project
+
+    folder = tmp_path_factory.mktemp("sliced") / "demo"
+    shutil.copytree(demo_project, folder)
+    project = Project.open(folder)
+    known, schema = project.known_tags(), load_schema(project)
+    names = ["shape", "color", "size", "horizontal position", "vertical position"]
+    index = np.stack([[schema[a].tags.index(t) for t in known[a]] for a in names], axis=1).astype(np.int16)
+    ones = np.ones(index.shape, np.float32)
+    tag_store.save_run(project, tag_store.TagResult(known.index.to_numpy(), {a: schema[a].tags for a in names},
+                                                    index, ones, ones), method="ground truth")
+    yield project
+    project.close()
+
+
+def test_demo_error_slices_find_the_planted_spurious_correlation(demo_with_true_tags):
+    from hibug_core.slices.report import error_slices
+
+    report = error_slices(demo_with_true_tags, attributes=["shape", "color", "size", "horizontal position",
+                                                           "vertical position"])
+    top = report.slices.head(3)
+    assert "color = blue" in top["description"].tolist()
+    blue = top[top["description"] == "color = blue"].iloc[0]
+    assert blue["bug_type"] == "spurious correlation" and blue["top_prediction"] == "circle"
+    ids = report.sample_ids(blue["slice_id"])
+    assert len(ids) == blue["count"]
+    assert report.evaluation.loc[ids[: int(blue["failures"])], "error"].eq(1).all(), "failures come first"
+    assert list(report.sample_ids("color = blue")) == list(ids)
+    assert report.overall_score == pytest.approx(0.8896, abs=1e-4)
