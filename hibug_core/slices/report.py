@@ -31,6 +31,15 @@ class SliceReport:
     tags: TagMatrix  # their tags
     enumerated: int
     config: SliceConfig = field(default_factory=SliceConfig)
+    samples: pd.DataFrame | None = None  # every sample with the model's outputs
+    all_tags: pd.DataFrame | None = None  # tags in force of every sample (the sliced attributes)
+
+    def split_matrix(self, split: str, labelled: bool = False) -> tuple[TagMatrix, pd.DataFrame]:
+        """Tags and samples of another split, coded like the evaluation rows."""
+        rows = self.samples[self.samples["split"] == split]
+        if labelled:
+            rows = rows[rows["label"].notna() & rows["prediction"].notna()]
+        return self.tags.aligned(self.all_tags.reindex(rows.index)), rows
 
     def definition(self, ref) -> tuple[tuple[str, str], ...]:
         """A slice by id, description ("color = blue & size = small") or definition."""
@@ -120,9 +129,7 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     train = samples[(samples["split"] == "train") & samples["label"].notna()]
     train_tags = frame.reindex(train.index)
     train_tagged = len(train) > 0 and train_tags.notna().any(axis=1).mean() > 0.5
-    train_matrix = TagMatrix(train.index.to_numpy(), tags.attributes, tags.tags,
-                             np.stack([pd.Categorical(train_tags[a].astype(object), categories=tags.tags[i]).codes
-                                       for i, a in enumerate(tags.attributes)], axis=1)) if train_tagged else None
+    train_matrix = tags.aligned(train_tags) if train_tagged else None
     masks = [tags.mask(d) for d in slices["definition"]]
     train_masks = [train_matrix.mask(d) for d in slices["definition"]] if train_matrix is not None else None
     evidence = diagnose(masks, train_masks, evaluation["label"].to_numpy(), evaluation["prediction"].to_numpy(),
@@ -132,7 +139,7 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     slices.attrs.update(summary)
     classes = rare_classes(train["label"].to_numpy(), evaluation["label"].to_numpy(), errors, diagnosis)
     return SliceReport(model, split, slices, float(1 - errors.mean()), classes, evaluation, tags,
-                       int(slices.attrs.get("enumerated", 0)), config)
+                       int(slices.attrs.get("enumerated", 0)), config, samples, frame)
 
 
 __all__ = ["SliceError", "SliceReport", "error_slices", "evaluation_rows", "slice_id"]

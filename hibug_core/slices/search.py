@@ -47,6 +47,13 @@ class TagMatrix:
         return cls(frame.index.to_numpy(), list(frame.columns), [list(map(str, c.cat.categories)) for c in columns],
                    codes)
 
+    def aligned(self, frame: pd.DataFrame) -> "TagMatrix":
+        """Other samples' tags (same attribute columns) coded with this matrix's tag lists."""
+        codes = np.stack([pd.Categorical(frame[a].astype(object), categories=self.tags[i]).codes
+                          for i, a in enumerate(self.attributes)], axis=1) if self.attributes else \
+            np.zeros((len(frame), 0))
+        return TagMatrix(frame.index.to_numpy(), self.attributes, self.tags, codes.astype(np.int16))
+
     def definition(self, features: np.ndarray, enumeration: Enumeration) -> tuple[tuple[str, str], ...]:
         return tuple((self.attributes[enumeration.feature_attribute[f]],
                       self.tags[enumeration.feature_attribute[f]][enumeration.feature_tag[f]]) for f in features)
