@@ -50,11 +50,14 @@ def current_rss_mb() -> float:
 
 
 def run_hibug(rows: int, attributes: int, depth: int) -> dict:
-    from hibug_core.slices.search import SliceConfig, TagMatrix, find_error_slices
+    from hibug_core.slices import enumeration as engine
     from hibug_core.slices.enumeration import enumerate_slices
+    from hibug_core.slices.search import SliceConfig, TagMatrix, find_error_slices
 
     codes, errors = make_data(rows, attributes)
-    enumerate_slices(codes[:200], [TAGS] * attributes, errors[:200], max_depth=2)  # compile / load the kernels
+    for threshold in (0, engine.PARALLEL_FROM_WORDS):  # load (or compile) the serial and the threaded kernels
+        engine.PARALLEL_FROM_WORDS = threshold
+        enumerate_slices(codes[:2000, :6], [TAGS] * 6, errors[:2000], max_depth=3)
     baseline = current_rss_mb()
     tags = TagMatrix(np.arange(rows), [f"a{i}" for i in range(attributes)], [[f"t{j}" for j in range(TAGS)]] *
                      attributes, codes)
@@ -66,6 +69,7 @@ def run_hibug(rows: int, attributes: int, depth: int) -> dict:
     start = time.perf_counter()
     ranked = find_error_slices(tags, errors, SliceConfig(max_depth=depth, min_support=SUPPORT))
     search_s = time.perf_counter() - start
+    peak = peak_rss_mb()
     top = [tuple((int(a[1:]), int(t[1:])) for a, t in d) for d in ranked["definition"].head(10)]
     table = {}
     for level in result.levels:
@@ -74,8 +78,8 @@ def run_hibug(rows: int, attributes: int, depth: int) -> dict:
                 [int(count), float(wrong)]
     words = (rows + 63) // 64
     return {"seconds": float(np.median(times)), "search_seconds": search_s, "slices": result.n_slices,
-            "candidates": result.candidates, "word_ops": result.candidates * words * 2, "peak_mb": peak_rss_mb(),
-            "extra_mb": peak_rss_mb() - baseline,
+            "candidates": result.candidates, "word_ops": result.candidates * words * 2, "peak_mb": peak,
+            "extra_mb": peak - baseline,
             "planted_ranks": [(top.index(p) + 1 if p in top else "missed") if len(p) <= depth else "-"
                               for p in PLANTED], "table": table}
 

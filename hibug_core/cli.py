@@ -168,6 +168,33 @@ def cmd_teach(args) -> int:
     return 0
 
 
+def cmd_slices(args) -> int:
+    from hibug_core.slices.report import error_slices
+    from hibug_core.slices.search import SliceConfig
+    from hibug_core.store.project import Project
+
+    config = SliceConfig(max_depth=args.depth, min_support=args.support, gap=args.gap, threshold=args.threshold,
+                         rank_by=args.rank_by)
+    attributes = [a.strip() for a in args.attributes.split(",")] if args.attributes else None
+    with Project.open(args.project) as project:
+        report = error_slices(project, args.model, split=args.split, config=config, attributes=attributes)
+    slices = report.slices
+    if args.output:
+        table = slices.drop(columns=["definition"])
+        table.to_json(args.output, orient="records", indent=2) if args.output.endswith(".json") else \
+            table.to_csv(args.output)
+    print(f"{report.model} on {report.split}: score {report.overall_score:.1%} over {len(report.evaluation)} samples; "
+          f"{report.enumerated} slices enumerated, {len(slices)} error slices (score below {slices.attrs['cut']:.1%})")
+    for rank, row in slices.head(args.top).iterrows():
+        print(f"{rank + 1:>3}. {row['description']:<50} n={row['count']:<5} score {row['score']:6.1%} "
+              f"[{row['score_low']:.0%}, {row['score_high']:.0%}] q={row['q_value']:.1e}  {row['bug_type']}: "
+              f"{row['reason']}")
+    rare = report.rare_classes[report.rare_classes["rare"]]
+    if len(rare):
+        print("rare classes in training: " + ", ".join(f"{c} ({n})" for c, n in zip(rare["class"], rare["train_count"])))
+    return 0
+
+
 def serve(project: Path, port: int, address: str, headless: bool = True) -> int:
     """Run the dashboard on a project (replaces this process with streamlit)."""
     if not APP.exists():
@@ -260,6 +287,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--examples", required=True, help="CSV with columns sample (manifest id or image) and tag")
     p.add_argument("--encoder", default=DEFAULT_ENCODER)
     p.set_defaults(handler=cmd_teach)
+
+    p = sub.add_parser("slices", help="find, rank and explain the error slices of a model")
+    p.add_argument("project")
+    p.add_argument("--model", help="model name (default: the first)")
+    p.add_argument("--split", default="val", help="labelled split to evaluate on (default: val)")
+    p.add_argument("--depth", type=int, default=3, help="most (attribute = tag) pairs per slice (1-4)")
+    p.add_argument("--support", type=int, default=10, help="minimum samples in a slice (M)")
+    p.add_argument("--gap", type=float, default=0.2, help="error slices score below overall minus this (C)")
+    p.add_argument("--threshold", type=float, help="or below this absolute score")
+    p.add_argument("--rank-by", default="confident_gap", choices=["confident_gap", "gap", "size", "sliceline"])
+    p.add_argument("--attributes", help="comma-separated attributes to slice by (default: every tagged one)")
+    p.add_argument("--top", type=int, default=20, help="slices to print")
+    p.add_argument("--output", help="write every error slice to this .csv or .json file")
+    p.set_defaults(handler=cmd_slices)
 
     for name, help_text in (("serve", "open the dashboard on a project"),
                             ("demo", "build the demo project if needed and open the dashboard on it")):

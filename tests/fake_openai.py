@@ -30,6 +30,7 @@ class FakeOpenAIServer:
         self.requests: list[dict] = []
         self.in_flight = self.max_in_flight = 0
         self.fail_after: int | None = None  # answer this many requests well, then HTTP 500
+        self.text_reply = "{}"  # the answer to requests without an image
         self._lock = threading.Lock()
         server = self
 
@@ -76,7 +77,9 @@ class FakeOpenAIServer:
             time.sleep(3)
         if self.mode == "http500" or (self.fail_after is not None and number > self.fail_after):
             return 500, {"error": {"message": "model crashed", "type": "server_error"}}
-        user = body["messages"][1]["content"]
+        user = next(m for m in body["messages"] if m["role"] == "user")["content"]
+        if isinstance(user, str):
+            return 200, self._completion(body, number, self.text_reply)
         prompt = next(part["text"] for part in user if part["type"] == "text")
         image_url = next(part["image_url"]["url"] for part in user if part["type"] == "image_url")
         image = Image.open(io.BytesIO(base64.b64decode(image_url.split(",", 1)[1])))
@@ -90,7 +93,10 @@ class FakeOpenAIServer:
             content = json.dumps({**answer, "color": "ultraviolet"})
         else:
             content = "```json\n" + json.dumps(answer) + "\n```"
-        return 200, {"id": f"c{number}", "object": "chat.completion", "created": 0, "model": body["model"],
-                     "choices": [{"index": 0, "finish_reason": "stop",
-                                  "message": {"role": "assistant", "content": content}}],
-                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+        return 200, self._completion(body, number, content)
+
+    @staticmethod
+    def _completion(body: dict, number: int, content: str) -> dict:
+        return {"id": f"c{number}", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}

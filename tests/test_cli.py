@@ -68,3 +68,29 @@ def test_embed_tag_and_teach_commands(colour_project, tmp_path, capsys, monkeypa
     assert "taught 'color' from 6 examples: cross-validated accuracy" in capsys.readouterr().out
     assert main(["tag", folder, "--attributes", "colour"]) == 2
     assert "unknown attribute(s) colour; the schema has: color, is round" in capsys.readouterr().err
+
+
+def test_slices_command_prints_ranked_explained_slices(demo_project, tmp_path, capsys):
+    import shutil
+
+    import numpy as np
+
+    from hibug_core.store import tag_store
+    from hibug_core.store.attribute_versions import load_schema
+    from hibug_core.store.project import Project
+
+    folder = tmp_path / "demo"
+    shutil.copytree(demo_project, folder)
+    with Project.open(folder) as project:
+        assert main(["slices", str(folder)]) == 2
+        assert "no attribute has tags yet" in capsys.readouterr().err
+        known, schema = project.known_tags(), load_schema(project)
+        index = np.array([[schema["color"].tags.index(t)] for t in known["color"]], dtype=np.int16)
+        ones = np.ones(index.shape, np.float32)
+        tag_store.save_run(project, tag_store.TagResult(known.index.to_numpy(), {"color": schema["color"].tags},
+                                                        index, ones, ones), method="ground truth")
+    assert main(["slices", str(folder), "--depth", "1", "--output", str(tmp_path / "s.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "shape-cnn on val: score 89.0% over 888 samples" in out
+    assert "1. color = blue" in out and "spurious correlation" in out
+    assert (tmp_path / "s.csv").read_text().startswith("rank,slice_id,description")

@@ -208,3 +208,93 @@ def test_demo_error_slices_find_the_planted_spurious_correlation(demo_with_true_
     assert report.evaluation.loc[ids[: int(blue["failures"])], "error"].eq(1).all(), "failures come first"
     assert list(report.sample_ids("color = blue")) == list(ids)
     assert report.overall_score == pytest.approx(0.8896, abs=1e-4)
+
+
+def test_tag_substitution_predicts_unseen_slices_and_checks_them(demo_with_true_tags):
+    from hibug_core.embeddings.text import embed_texts
+    from hibug_core.slices.report import error_slices
+    from hibug_core.slices.unseen import UnseenConfig, substitute_tags
+
+    report = error_slices(demo_with_true_tags, attributes=["shape", "color", "size"])
+    predicted = substitute_tags(report, UnseenConfig(top=3))
+    assert len(predicted) and set(predicted["method"]) == {"tag substitution"}
+    assert not set(predicted["slice_id"]) & set(report.slices["slice_id"])
+    row = predicted.iloc[0]
+    source = report.slices.set_index("description").loc[row["source"]]
+    changed = [(a, t) for (a, t), (_, s) in zip(row["definition"], source["definition"]) if t != s][0]
+    original = dict(source["definition"])[changed[0]]
+    vectors = embed_texts([f"{changed[0]}: {original}", f"{changed[0]}: {changed[1]}"])
+    similarity = float(vectors[0] @ vectors[1])
+    assert row["predicted_score"] == pytest.approx(report.overall_score - similarity * source["gap"], abs=1e-5)
+    evaluation_mask = report.tags.mask(row["definition"])
+    assert row["n_eval"] == evaluation_mask.sum()
+    pool, _ = report.split_matrix("pool")
+    assert row["n_pool"] == pool.mask(row["definition"]).sum()
+
+
+def test_llm_predictions_are_validated_and_checked(demo_with_true_tags):
+    import json
+
+    from fake_openai import FakeOpenAIServer
+    from hibug_core.errors import TaggingError
+    from hibug_core.llm.client import LLMConfig
+    from hibug_core.slices.report import error_slices
+    from hibug_core.slices.unseen import predict_with_llm
+    from hibug_core.store.attribute_versions import load_schema
+
+    report = error_slices(demo_with_true_tags, attributes=["shape", "color", "size"])
+    schema = load_schema(demo_with_true_tags)
+    good = {"class": "triangle", "conditions": [{"attribute": "size", "tag": "small"}], "reason": "tiny corners"}
+    with FakeOpenAIServer() as server:
+        server.text_reply = json.dumps({"slices": [
+            good, good,
+            {"class": "triangle", "conditions": [{"attribute": "size", "tag": "minuscule"}]},
+            {"class": None, "conditions": [{"attribute": "texture", "tag": "smooth"}]},
+            {"class": "hexagon", "conditions": [{"attribute": "color", "tag": "teal"}]}]})
+        config = LLMConfig(base_url=server.url, model="fake", transport_retries=0)
+        predicted = predict_with_llm(report, schema, config, classes=["circle", "rectangle", "triangle"])
+        assert predicted["description"].tolist() == ["size = small & class = triangle", "color = teal"]
+        small_triangles = (report.evaluation["label"] == "triangle").to_numpy() & \
+            report.tags.mask((("size", "small"),))
+        assert predicted.at[0, "n_eval"] == small_triangles.sum()
+        assert predicted.at[0, "eval_score"] == pytest.approx(report.evaluation["score"][small_triangles].mean())
+        assert "shape" in server.requests[0]["messages"][0]["content"]
+        server.text_reply = "I think triangles are hard"
+        with pytest.raises(TaggingError, match="answer could not be used: the reply is not JSON"):
+            predict_with_llm(report, schema, config, classes=["circle", "rectangle", "triangle"])
+
+
+def test_two_models_compared_on_the_same_slices(tmp_path):
+    from PIL import Image
+
+    from hibug_core.ingest import load_manifest
+    from hibug_core.slices.compare import compare_models
+    from hibug_core.store import tag_store
+    from hibug_core.store.project import Project
+
+    Image.new("RGB", (8, 8)).save(tmp_path / "x.png")
+    lines = ["id,image,label,prediction,pred:other,split,attr:color"]
+    for i in range(40):
+        color = "red" if i < 20 else "blue"
+        first = "dog" if i % 4 == 0 or i == 2 else "cat"  # wrong on 11 samples, 6 red and 5 blue
+        other = "dog" if (i < 20 and i % 2 == 0) or i == 0 else "cat"  # wrong on the 10 even red samples
+        lines.append(f"s{i},x.png,cat,{first},{other},val,{color}")
+    (tmp_path / "m.csv").write_text("\n".join(lines) + "\n")
+    project = Project.create_from_manifest(tmp_path / "p", load_manifest(tmp_path / "m.csv"))
+    known = project.known_tags()
+    codes = np.array([[("red", "blue").index(t)] for t in known["color"]], dtype=np.int16)
+    ones = np.ones(codes.shape, np.float32)
+    tag_store.save_run(project, tag_store.TagResult(known.index.to_numpy(), {"color": ("red", "blue")}, codes, ones,
+                                                    ones), method="ground truth")
+    result = compare_models(project, ["model", "other"], config=SliceConfig(max_depth=1, min_support=5),
+                            worst_share=0.5)
+    scores = result.scores.set_index("description")
+    assert scores.loc["color = red", "model"] == 0.7 and scores.loc["color = red", "other"] == 0.5
+    assert scores.loc["color = blue", "other"] == 1.0
+    iou = result.failure_iou.iloc[0]
+    # model fails on 0,2,4,8,...,36 (11); other on 0,2,...,18 (10); both on 0,2,4,8,12,16 (6)
+    assert (iou["failures_a"], iou["failures_b"], iou["both"]) == (11, 10, 6)
+    assert iou["iou"] == pytest.approx(6 / 15)
+    overlap = result.worst_overlap.iloc[0]
+    assert overlap["jaccard"] == 1.0  # both are worst on red
+    assert result.overall == {"model": 0.725, "other": 0.75}

@@ -64,10 +64,20 @@ class SliceReport:
 
 
 def _tag_frame(project, attributes: list[str] | None) -> pd.DataFrame:
+    """Tags in force of the schema's attributes, plus imported attr: columns that no schema attribute covers."""
+    from hibug_core.store.attribute_versions import latest_version
     from hibug_core.tagging.run import current_tags
 
-    tags = current_tags(project).tags
+    samples = project.samples()
+    tags = current_tags(project).tags if latest_version(project) is not None else pd.DataFrame(index=samples.index)
+    known = project.known_tags()
+    for column in known.columns:
+        if column not in tags.columns:
+            tags[column] = known[column].reindex(tags.index).astype("category")
     if attributes is not None:
+        missing = [a for a in attributes if a not in tags.columns]
+        if missing:
+            raise SliceError(f"no tags for attribute(s) {', '.join(missing)}; known: {', '.join(tags.columns)}")
         tags = tags[attributes]
     tagged = tags.columns[tags.notna().any()]
     if len(tagged) == 0:
