@@ -100,8 +100,9 @@ def _count_candidates(features, keys, feature_attribute, block_end):
 
 
 def _extend(features, keys, feature_attribute, feature_tag, block_end, offsets, bits, error_bits, feature_of,
-            errors, binary, row_factor, out_features, out_count, out_errors):
-    """Fill the candidates of every parent row i at out[offsets[i]:offsets[i + 1]]."""
+            errors, binary, row_factor, min_support, out_features, out_count, out_errors):
+    """Fill the candidates of every parent row i at out[offsets[i]:offsets[i + 1]] (errors only where the support
+    reaches min_support: the others are dropped)."""
     m, depth = features.shape
     words = bits.shape[1]
     models = errors.shape[1]
@@ -152,6 +153,8 @@ def _extend(features, keys, feature_attribute, feature_tag, block_end, offsets, 
                 for w in range(words):
                     total += popcount64(prefix[w] & feature_bits[w])
                 out_count[start + c] = total
+                if total < min_support:
+                    continue
                 for q in range(models):
                     wrong = 0
                     for w in range(words):
@@ -264,7 +267,8 @@ def enumerate_slices(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, *
         out_count = np.empty(total, dtype=np.int64)
         out_errors = np.zeros((total, errors.shape[1]), dtype=np.float64)
         _EXTEND[parallel](parent.features, parent.keys, feature_attribute, feature_tag, ends, starts, bits, error_bits,
-                          feature_of, errors, binary, ROW_COST_FACTOR, out_features, out_count, out_errors)
+                          feature_of, errors, binary, ROW_COST_FACTOR, min_support, out_features, out_count,
+                          out_errors)
         keep = out_count >= min_support
         features = out_features[keep]
         levels.append(Level(features, pack_keys(features), out_count[keep], out_errors[keep]))
