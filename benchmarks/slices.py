@@ -41,7 +41,16 @@ def make_data(rows: int, attributes: int, seed: int = 0) -> tuple[np.ndarray, np
 
 
 def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """Peak resident memory since the last reset_peak() (VmHWM)."""
+    with open("/proc/self/status") as handle:
+        line = next(line for line in handle if line.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
+
+
+def reset_peak() -> None:
+    """Start the peak over (Linux: writing 5 to clear_refs resets VmHWM), so warm-up and compilation do not count."""
+    with open("/proc/self/clear_refs", "w") as handle:
+        handle.write("5")
 
 
 def current_rss_mb() -> float:
@@ -58,6 +67,7 @@ def run_hibug(rows: int, attributes: int, depth: int) -> dict:
     for threshold in (0, engine.PARALLEL_FROM_WORDS):  # load (or compile) the serial and the threaded kernels
         engine.PARALLEL_FROM_WORDS = threshold
         enumerate_slices(codes[:2000, :6], [TAGS] * 6, errors[:2000], max_depth=3)
+    reset_peak()
     baseline = current_rss_mb()
     tags = TagMatrix(np.arange(rows), [f"a{i}" for i in range(attributes)], [[f"t{j}" for j in range(TAGS)]] *
                      attributes, codes)
@@ -88,6 +98,7 @@ def run_sliceline(rows: int, attributes: int, depth: int) -> dict:
     from sliceline.slicefinder import Slicefinder
 
     codes, errors = make_data(rows, attributes)
+    reset_peak()
     baseline = current_rss_mb()
     start = time.perf_counter()
     finder = Slicefinder(alpha=0.95, k=10, max_l=depth, min_sup=SUPPORT, verbose=False).fit(codes, errors)

@@ -43,6 +43,7 @@ class Enumeration:
     n_rows: int
     min_support: int
     candidates: int  # candidate slices counted (before the support cut)
+    total_errors: np.ndarray  # (models,) sum of errors over all rows
 
     @property
     def n_slices(self) -> int:
@@ -272,4 +273,4 @@ def enumerate_slices(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, *
         keep = out_count >= min_support
         features = out_features[keep]
         levels.append(Level(features, pack_keys(features), out_count[keep], out_errors[keep]))
-    return Enumeration(levels, feature_attribute, feature_tag, len(codes), min_support, candidates)
+    return Enumeration(levels, feature_attribute, feature_tag, len(codes), min_support, candidates, errors.sum(axis=0))

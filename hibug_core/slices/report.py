@@ -133,8 +133,7 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
                                   [names[i] for i in order], split, config)
     column = [names[i] for i in order].index(model)
     errors = evaluation["error"].to_numpy()
-    slices = score_slices(enumeration, tags, model=column, config=config, total_errors=float(errors.sum()),
-                          error_variance=float(errors.mean() * (1 - errors.mean())))
+    slices = score_slices(enumeration, tags, model=column, config=config)
     samples = project.samples(model)
     train = samples[(samples["split"] == "train") & samples["label"].notna()]
     train_tags = frame.reindex(train.index)

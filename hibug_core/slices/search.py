@@ -118,19 +118,18 @@ def _worse_than_every_parent(enumeration: Enumeration, counts: list[np.ndarray],
 
 
 def score_slices(enumeration: Enumeration, tags: TagMatrix, *, model: int = 0,
-                 config: SliceConfig = SliceConfig(), total_errors: float | None = None,
-                 error_variance: float | None = None) -> pd.DataFrame:
+                 config: SliceConfig = SliceConfig()) -> pd.DataFrame:
     """Error slices for one model column of the enumeration, ranked, with statistics.
 
-    The p-values are corrected (Benjamini-Hochberg) over every enumerated slice, not only the reported ones.
+    The p-values are corrected (Benjamini-Hochberg) over every enumerated slice, not only the reported ones. The
+    per-sample error variance is taken as mean * (1 - mean): exact for 0/1 errors, an upper bound for scores.
     """
     counts = [level.count for level in enumeration.levels]
     errors = [level.errors[:, model] for level in enumeration.levels]
     n = enumeration.n_rows
-    total = float(errors[0][enumeration.feature_attribute[enumeration.levels[0].features[:, 0]] == 0].sum()) \
-        if total_errors is None else total_errors
+    total = float(enumeration.total_errors[model])
     overall_error = total / n
-    variance = overall_error * (1 - overall_error) if error_variance is None else error_variance
+    variance = overall_error * (1 - overall_error)
     all_count, all_errors = np.concatenate(counts), np.concatenate(errors)
     p_values = worse_than_rest_p_values(all_errors, all_count, total, n, variance)
     q_values = benjamini_hochberg(p_values)
@@ -179,9 +178,7 @@ def find_error_slices(tags: TagMatrix, errors: np.ndarray, config: SliceConfig =
     errors = np.asarray(errors, dtype=float)
     enumeration = enumerate_slices(tags.codes, [len(t) for t in tags.tags], errors, max_depth=config.max_depth,
                                    min_support=config.min_support)
-    column = errors if errors.ndim == 1 else errors[:, model]
-    return score_slices(enumeration, tags, model=model, config=config, total_errors=float(column.sum()),
-                        error_variance=float(column.var()))
+    return score_slices(enumeration, tags, model=model, config=config)
 
 
 __all__ = ["KEY_BITS", "MAX_DEPTH", "SliceConfig", "TagMatrix", "describe", "find_error_slices", "parse_definition",
