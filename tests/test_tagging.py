@@ -256,3 +256,29 @@ def test_open_clip_loads_a_local_checkpoint_for_a_registered_architecture(colour
         expected = model.eval().encode_text(open_clip.tokenizer.SimpleTokenizer()(texts))
     assert np.allclose(encoder.encode_texts(texts), (expected / expected.norm(dim=1, keepdim=True)).numpy(), atol=1e-5)
     assert embed_project(colour_project, encoder).embedding.shape == (12, TINY_WIDTH)
+
+
+def test_two_editors_of_one_schema_never_lose_an_edit(colour_project):
+    from hibug_core.store.attribute_versions import StaleSchemaError, merge_schemas
+
+    start = latest_version(colour_project)
+    base = load_schema(colour_project)
+    # Ana adds a tag to color; Ben, from the same version, disables "is round" and adds an attribute.
+    ana = base.replace(base["color"].model_copy(update={"tags": ("red", "green", "blue", "pink")}))
+    ben = base.replace(base["is round"].model_copy(update={"enabled": False})).replace(
+        Attribute(name="size", tags=("small", "large")))
+    saved = save_schema(colour_project, ana, author="ana", base_version=start)
+    with pytest.raises(StaleSchemaError, match=f"version {saved} was saved by ana") as stale:
+        save_schema(colour_project, ben, author="ben", base_version=start)
+    assert stale.value.newest == saved and latest_version(colour_project) == saved
+    merged, conflicts = merge_schemas(base, ben, load_schema(colour_project, stale.value.newest))
+    assert conflicts == []
+    assert merged["color"].tags[-1] == "pink" and not merged["is round"].enabled and merged["size"].tags == ("small", "large")
+    save_schema(colour_project, merged, author="ben", base_version=stale.value.newest)
+    # Both change color: the stored one is kept and the conflict is named.
+    current = load_schema(colour_project)
+    mine = current.replace(current["color"].model_copy(update={"tags": ("red", "blue")}))
+    theirs = current.replace(current["color"].model_copy(update={"tags": ("red", "green")}))
+    merged, conflicts = merge_schemas(current, mine, theirs)
+    assert merged["color"].tags == ("red", "green")
+    assert conflicts == ["'color' was changed in both edits; the stored version is kept"]

@@ -10,11 +10,30 @@ from hibug_core.store.audit import default_actor, now, record
 from hibug_core.store.db import read_connection, write_transaction
 
 
-def save_schema(project, schema: AttributeSchema, *, author: str | None = None, note: str = "") -> int:
-    """Store `schema` as the newest version and return its version number."""
+class StaleSchemaError(ProjectError):
+    """Someone saved a newer version since the one an edit started from; nothing was stored."""
+
+    def __init__(self, base: int | None, newest: int, author: str, at: str):
+        self.base, self.newest, self.author, self.at = base, newest, author, at
+        super().__init__(f"the attributes changed since you started editing: version {newest} was saved by {author} "
+                         f"at {at} (you edited version {base}). Nothing was overwritten; merge your edit into "
+                         f"version {newest} (merge_schemas) and save again.")
+
+
+def save_schema(project, schema: AttributeSchema, *, author: str | None = None, note: str = "",
+                base_version: int | None | bool = False) -> int:
+    """Store `schema` as the newest version and return its version number.
+
+    base_version: the version the edit started from (None: from no schema). When given, the save is refused with
+    StaleSchemaError if another version was saved in between, so no edit is lost silently.
+    """
     author = author or default_actor()
     with write_transaction(project.engine) as connection:
         before = connection.execute(text("SELECT MAX(version) FROM attribute_schemas")).scalar()
+        if base_version is not False and before != base_version:
+            who, at = connection.execute(text("SELECT author, created_at FROM attribute_schemas WHERE version = :v"),
+                                         {"v": before}).one()
+            raise StaleSchemaError(base_version, int(before), who, at)
         connection.execute(
             text("INSERT INTO attribute_schemas (schema_json, author, created_at, note) VALUES (:s, :a, :t, :n)"),
             {"s": schema.to_json(), "a": author, "t": now(), "n": note})
@@ -56,3 +75,26 @@ def schema_history(project) -> pd.DataFrame:
             connection)
     frame["attributes"] = [len(AttributeSchema.from_json(raw).attributes) for raw in frame["schema_json"]]
     return frame.drop(columns=["schema_json"])
+
+
+def merge_schemas(base: AttributeSchema, mine: AttributeSchema, theirs: AttributeSchema) -> tuple[AttributeSchema,
+                                                                                                 list[str]]:
+    """Three-way merge by attribute: a side's change wins where the other left the attribute as in `base`; where both
+    changed it differently, theirs (already stored) is kept and the conflict is listed."""
+    b, m, t = ({a.name: a for a in s.attributes} for s in (base, mine, theirs))
+    merged, conflicts = {}, []
+    for name in list(t) + [n for n in m if n not in t] + [n for n in b if n not in t and n not in m]:
+        ours, stored, original = m.get(name), t.get(name), b.get(name)
+        if ours == stored:
+            chosen = ours
+        elif ours == original:
+            chosen = stored
+        elif stored == original:
+            chosen = ours
+        else:
+            chosen = stored
+            conflicts.append(f"'{name}' was changed in both edits; the stored version is kept")
+        if chosen is not None:
+            merged[name] = chosen
+    task = mine.task if theirs.task == base.task else theirs.task
+    return AttributeSchema(attributes=tuple(merged.values()), task=task), conflicts
