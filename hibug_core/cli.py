@@ -195,6 +195,79 @@ def cmd_slices(args) -> int:
     return 0
 
 
+def cmd_attributes(args) -> int:
+    from hibug_core.store.attribute_versions import latest_version, load_schema, save_schema, schema_history
+    from hibug_core.store.project import Project
+
+    with Project.open(args.project) as project:
+        if args.action == "propose":
+            from hibug_core.attributes.library import choose_task_type, library_schema
+
+            classes = project.model_classes(project.models()[0]) if project.models() else None
+            task = args.task or project.name
+            kind = args.library or choose_task_type(task, classes)
+            schema = library_schema(task, classes, kind)
+            version = save_schema(project, schema, note=f"proposed from the built-in '{kind}' library (no language "
+                                  "model)", base_version=latest_version(project))
+            print(f"saved version {version}: {len(schema.attributes)} attributes from the built-in '{kind}' library")
+        elif args.action == "edit":
+            base = latest_version(project)
+            schema = load_schema(project)
+            edited, change = _edit_attribute(schema, args)
+            version = save_schema(project, edited, note=change, base_version=base)
+            print(f"saved version {version}: {change}")
+        elif args.history:
+            for row in schema_history(project).itertuples():
+                print(f"v{row.version:<4} {row.created_at}  {row.author:<12} {row.attributes:>3} attributes  {row.note}")
+            return 0
+        schema = load_schema(project, args.version if args.action == "show" else None)
+    if args.action == "show" and args.json:
+        print(schema.model_dump_json(indent=2))
+        return 0
+    for group in ("main object", "background", "global"):
+        members = [a for a in schema.attributes if a.group == group]
+        if members:
+            print(f"{group}:")
+        for a in members:
+            state = "" if a.enabled else "  (disabled)"
+            print(f"  {a.name:<32} {', '.join(a.tags)}  [{a.source}]{state}")
+    return 0
+
+
+def _edit_attribute(schema, args):
+    from hibug_core.attributes.schema import Attribute
+
+    if args.attribute not in schema.names():
+        if not args.add_tag or len(args.add_tag) < 2:
+            raise HibugError(f"no attribute '{args.attribute}'; to add one, give at least two --add-tag")
+        attribute = Attribute(name=args.attribute, tags=tuple(args.add_tag), group=args.group or "main object",
+                              kind="binary" if args.attribute.startswith("is ") else "descriptive")
+        return schema.replace(attribute), f"added '{args.attribute}'"
+    attribute = schema[args.attribute]
+    if args.delete:
+        kept = tuple(a for a in schema.attributes if a.name != args.attribute)
+        return schema.model_copy(update={"attributes": kept}), f"deleted '{args.attribute}'"
+    tags = [t for t in attribute.tags if t not in (args.remove_tag or [])] + \
+        [t for t in (args.add_tag or []) if t not in attribute.tags]
+    update = {"tags": tuple(tags)}
+    if args.template:
+        update["templates"] = tuple(args.template)
+    if args.enable or args.disable:
+        update["enabled"] = bool(args.enable)
+    if args.group:
+        update["group"] = args.group
+    try:
+        edited = Attribute.model_validate({**attribute.model_dump(), **update,
+                                           "name": args.rename or attribute.name})
+    except ValueError as error:
+        raise HibugError(f"edit of '{args.attribute}' refused: {error}") from None
+    kept = tuple(edited if a.name == attribute.name else a for a in schema.attributes)
+    changes = [f"{k} -> {v}" for k, v in update.items() if getattr(attribute, k) != v]
+    if args.rename:
+        changes.insert(0, f"renamed to '{args.rename}'")
+    return schema.model_copy(update={"attributes": kept}), f"edited '{args.attribute}': " + "; ".join(changes)
+
+
 def serve(project: Path, port: int, address: str, headless: bool = True) -> int:
     """Run the dashboard on a project (replaces this process with streamlit)."""
     if not APP.exists():
@@ -301,6 +374,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=20, help="slices to print")
     p.add_argument("--output", help="write every error slice to this .csv or .json file")
     p.set_defaults(handler=cmd_slices)
+
+    p = sub.add_parser("attributes", help="show, propose or edit the attribute schema (every change is a version)")
+    p.add_argument("action", choices=["show", "propose", "edit"])
+    p.add_argument("project")
+    p.add_argument("attribute", nargs="?", help="edit: the attribute to change (or to add)")
+    p.add_argument("--version", type=int, help="show: an older version")
+    p.add_argument("--history", action="store_true", help="show: list every version")
+    p.add_argument("--json", action="store_true", help="show: print the schema as JSON")
+    p.add_argument("--task", help="propose: what the model does, e.g. 'classify bird species in photos'")
+    p.add_argument("--library", choices=["objects", "animals", "people", "vehicles", "detection", "pose"],
+                   help="propose: built-in library entry (default: chosen from the task)")
+    p.add_argument("--add-tag", action="append", help="edit: add a tag (repeatable)")
+    p.add_argument("--remove-tag", action="append", help="edit: remove a tag (repeatable)")
+    p.add_argument("--rename", help="edit: new name")
+    p.add_argument("--template", action="append", help="edit: prompt template with {tag} and {label} (repeatable)")
+    p.add_argument("--group", choices=["main object", "background", "global"])
+    p.add_argument("--enable", action="store_true")
+    p.add_argument("--disable", action="store_true")
+    p.add_argument("--delete", action="store_true")
+    p.set_defaults(handler=cmd_attributes)
 
     for name, help_text in (("serve", "open the dashboard on a project"),
                             ("demo", "build the demo project if needed and open the dashboard on it")):

@@ -94,3 +94,22 @@ def test_slices_command_prints_ranked_explained_slices(demo_project, tmp_path, c
     assert "shape-cnn on val: score 89.0% over 888 samples" in out
     assert "1. color = blue" in out and "spurious correlation" in out
     assert (tmp_path / "s.csv").read_text().startswith("rank,slice_id,description")
+
+
+def test_attributes_show_propose_edit_and_history(colour_project, capsys):
+    folder = str(colour_project.folder)
+    assert main(["attributes", "show", folder]) == 0
+    out = capsys.readouterr().out
+    assert "main object:\n  color" in out and "global:\n  brightness" in out
+    assert main(["attributes", "edit", folder, "color", "--add-tag", "pink", "--remove-tag", "green"]) == 0
+    assert "saved version 2: edited 'color': tags -> ('red', 'blue', 'pink')" in capsys.readouterr().out
+    assert main(["attributes", "edit", folder, "is round", "--disable"]) == 0
+    assert main(["attributes", "edit", folder, "color", "--remove-tag", "red", "--remove-tag", "blue"]) == 2
+    assert "edit of 'color' refused" in capsys.readouterr().err
+    assert main(["attributes", "propose", folder, "--task", "classify dog breeds"]) == 0
+    assert "from the built-in 'animals' library" in capsys.readouterr().out
+    assert main(["attributes", "show", folder, "--history"]) == 0
+    history = capsys.readouterr().out.splitlines()
+    assert len(history) == 4 and history[0].startswith("v4") and "animals" in history[0]
+    assert main(["attributes", "show", folder, "--version", "2", "--json"]) == 0
+    assert '"pink"' in capsys.readouterr().out

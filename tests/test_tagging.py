@@ -282,3 +282,19 @@ def test_two_editors_of_one_schema_never_lose_an_edit(colour_project):
     merged, conflicts = merge_schemas(current, mine, theirs)
     assert merged["color"].tags == ("red", "green")
     assert conflicts == ["'color' was changed in both edits; the stored version is kept"]
+
+
+def test_offline_library_covers_the_demo_bug_attributes():
+    from hibug_core.attributes.library import LIBRARY, choose_task_type, library_schema
+    from hibug_core.demo.attributes import TASK
+
+    schema = library_schema(TASK, ["circle", "rectangle", "triangle"])
+    assert {"color", "size"} <= set(schema.names()) and "blue" in schema["color"].tags
+    assert {a.group for a in schema.attributes} == {"main object", "background", "global"}
+    assert all(a.name.startswith("is ") for a in schema.attributes if a.kind == "binary")
+    assert {a.source for a in schema.attributes} == {"library", "measured"}
+    assert choose_task_type("detect cars in traffic") == "detection"
+    assert choose_task_type("classify celebrity faces", ["smiling", "not smiling"]) == "people"
+    assert choose_task_type("", ["tabby cat", "beagle"]) == "animals"
+    assert choose_task_type("sort screws from bolts") == "objects"
+    assert "not visible" in dict((a.name, a.tags) for a in LIBRARY["people"])["hair color"]
