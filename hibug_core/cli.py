@@ -205,11 +205,21 @@ def cmd_attributes(args) -> int:
 
             classes = project.model_classes(project.models()[0]) if project.models() else None
             task = args.task or project.name
-            kind = args.library or choose_task_type(task, classes)
-            schema = library_schema(task, classes, kind)
-            version = save_schema(project, schema, note=f"proposed from the built-in '{kind}' library (no language "
-                                  "model)", base_version=latest_version(project))
-            print(f"saved version {version}: {len(schema.attributes)} attributes from the built-in '{kind}' library")
+            base = latest_version(project)
+            if args.llm:
+                from hibug_core.attributes.propose import propose_with_llm
+                from hibug_core.llm.client import LLMConfig
+
+                config = LLMConfig.from_env(model=args.llm_model, base_url=args.llm_base_url)
+                result = propose_with_llm(task, classes or [], config, method=args.method)
+                schema, source = result.schema, f"{config.model} ({args.method} flow)"
+                for note in result.notes:
+                    print(f"  note: {note}")
+            else:
+                kind = args.library or choose_task_type(task, classes)
+                schema, source = library_schema(task, classes, kind), f"the built-in '{kind}' library (no language model)"
+            version = save_schema(project, schema, note=f"proposed by {source}", base_version=base)
+            print(f"saved version {version}: {len(schema.attributes)} attributes proposed by {source}")
         elif args.action == "edit":
             base = latest_version(project)
             schema = load_schema(project)
@@ -304,6 +314,12 @@ def cmd_demo(args) -> int:
     return serve(Path(args.dir), args.port, args.address)
 
 
+def _add_llm_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--llm-model", help="LLM model name (default: HIBUG_LLM_MODEL or gpt-4o-mini)")
+    parser.add_argument("--llm-base-url", help="OpenAI-compatible server URL (default: HIBUG_LLM_BASE_URL); "
+                        "the key is read from OPENAI_API_KEY")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hibug", description="Find, explain and repair the error slices of "
                                      "computer-vision models.")
@@ -349,9 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", action="append", help="only this split (repeatable; default: all)")
     p.add_argument("--model", help="model whose predictions name the class of unlabelled images in prompts")
     p.add_argument("--llm", action="store_true", help="ask a multimodal LLM (OpenAI-compatible) instead")
-    p.add_argument("--llm-model", help="LLM model name (default: HIBUG_LLM_MODEL or gpt-4o-mini)")
-    p.add_argument("--llm-base-url", help="OpenAI-compatible server URL (default: HIBUG_LLM_BASE_URL); "
-                   "the key is read from OPENAI_API_KEY")
+    _add_llm_arguments(p)
     p.set_defaults(handler=cmd_tag)
 
     p = sub.add_parser("teach", help="teach an attribute by example: a linear probe on stored embeddings")
@@ -385,6 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", help="propose: what the model does, e.g. 'classify bird species in photos'")
     p.add_argument("--library", choices=["objects", "animals", "people", "vehicles", "detection", "pose"],
                    help="propose: built-in library entry (default: chosen from the task)")
+    p.add_argument("--llm", action="store_true", help="propose: ask a language model (OpenAI-compatible)")
+    p.add_argument("--method", choices=["hibug2", "hibug"], default="hibug2", help="propose --llm: the flow")
+    _add_llm_arguments(p)
     p.add_argument("--add-tag", action="append", help="edit: add a tag (repeatable)")
     p.add_argument("--remove-tag", action="append", help="edit: remove a tag (repeatable)")
     p.add_argument("--rename", help="edit: new name")

@@ -31,6 +31,7 @@ class FakeOpenAIServer:
         self.in_flight = self.max_in_flight = 0
         self.fail_after: int | None = None  # answer this many requests well, then HTTP 500
         self.text_reply = "{}"  # the answer to requests without an image
+        self.text_replies: list = []  # answered first, in order; a dict {"refusal": ...} is a refusal
         self._lock = threading.Lock()
         server = self
 
@@ -79,7 +80,13 @@ class FakeOpenAIServer:
             return 500, {"error": {"message": "model crashed", "type": "server_error"}}
         user = next(m for m in body["messages"] if m["role"] == "user")["content"]
         if isinstance(user, str):
-            return 200, self._completion(body, number, self.text_reply)
+            with self._lock:
+                reply = self.text_replies.pop(0) if self.text_replies else self.text_reply
+            if isinstance(reply, dict):
+                completion = self._completion(body, number, None)
+                completion["choices"][0]["message"]["refusal"] = reply["refusal"]
+                return 200, completion
+            return 200, self._completion(body, number, reply)
         prompt = next(part["text"] for part in user if part["type"] == "text")
         image_url = next(part["image_url"]["url"] for part in user if part["type"] == "image_url")
         image = Image.open(io.BytesIO(base64.b64decode(image_url.split(",", 1)[1])))
@@ -96,7 +103,7 @@ class FakeOpenAIServer:
         return 200, self._completion(body, number, content)
 
     @staticmethod
-    def _completion(body: dict, number: int, content: str) -> dict:
+    def _completion(body: dict, number: int, content: str | None) -> dict:
         return {"id": f"c{number}", "object": "chat.completion", "created": 0, "model": body["model"],
                 "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}

@@ -107,7 +107,7 @@ def test_attributes_show_propose_edit_and_history(colour_project, capsys):
     assert main(["attributes", "edit", folder, "color", "--remove-tag", "red", "--remove-tag", "blue"]) == 2
     assert "edit of 'color' refused" in capsys.readouterr().err
     assert main(["attributes", "propose", folder, "--task", "classify dog breeds"]) == 0
-    assert "from the built-in 'animals' library" in capsys.readouterr().out
+    assert "proposed by the built-in 'animals' library" in capsys.readouterr().out
     assert main(["attributes", "show", folder, "--history"]) == 0
     history = capsys.readouterr().out.splitlines()
     assert len(history) == 4 and history[0].startswith("v4") and "animals" in history[0]

@@ -1,0 +1,187 @@
+"""Attribute proposal by a language model (HiBug's flow and HiBug2's structured flow), with validation rules that
+repair or reject every answer, bounded retries and a self-check pass; nothing unchecked is ever stored."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ValidationError
+
+from hibug_core.attributes.schema import BINARY_TAGS, NOT_VISIBLE, Attribute, AttributeSchema
+from hibug_core.errors import HibugError
+from hibug_core.llm.client import LLMConfig, make_client, parse_json_reply
+
+
+class ProposalError(HibugError):
+    """The language model gave nothing that could be turned into attributes; nothing was stored."""
+
+
+class ProposedAttribute(BaseModel):
+    name: str
+    group: Literal["main object", "background", "global"] = "main object"
+    kind: Literal["binary", "descriptive"] = "descriptive"
+    tags: list[str]
+    templates: list[str] = []
+    reason: str = ""
+
+
+class Proposal(BaseModel):
+    attributes: list[ProposedAttribute]
+
+
+@dataclass
+class ProposalResult:
+    schema: AttributeSchema
+    notes: list[str] = field(default_factory=list)  # every repair and rejection, for the person to review
+    method: str = "hibug2"
+
+
+HIBUG_PROMPT = """You help debug an image model. Task: {task}. Classes: {classes}.
+List the visual attributes of the images that could matter for this task. For each attribute decide whether it is
+binary (yes/no) or descriptive, propose its tags, and one or two prompt templates for a CLIP model with {{tag}} and
+{{label}} placeholders, e.g. "a photo of a {{label}} with {{tag}} hair"."""
+
+HIBUG2_PROMPT = """You help debug an image model. Task: {task}. Classes: {classes}.
+Propose visual attributes in three groups: "main object" (properties of the object of interest), "background" and
+"global" (lighting, image quality, style). Rules:
+- a yes/no attribute is named "is ..." (e.g. "is wearing glasses") and has the tags "yes" and "no";
+- add the tag "not visible" where the element may be absent from the image;
+- tags of one attribute have the same granularity, with no duplicates or synonyms;
+- {focus}
+Give one or two CLIP prompt templates per attribute with {{tag}} and {{label}} placeholders."""
+
+FOCUS = {
+    "classification": "include attributes that blur the boundary between two similar classes, since those are "
+                      "where the model is likely to fail",
+    "detection": "include attributes of hard instances: occlusion, small size, truncation by the image border, crowds",
+    "pose": "include attributes of hard instances: occlusion, truncation, unusual poses, small people, crowds",
+}
+
+FORMAT = """Answer with one JSON object: {"attributes": [{"name": ..., "group": "main object" | "background" | "global",
+"kind": "binary" | "descriptive", "tags": [...], "templates": [...], "reason": ...}]}."""
+
+SELF_CHECK = """Here are proposed attributes for the task "{task}":
+{attributes}
+Remove attributes that overlap with another one or are too vague to judge from an image, and merge synonymous tags.
+Return the cleaned list in the same JSON format."""
+
+
+def _clean(text: str) -> str:
+    return " ".join(str(text).strip().split())
+
+
+def repair(proposal: Proposal, source: str = "llm") -> tuple[list[Attribute], list[str]]:
+    """Apply the schema's rules to a model's proposal: fix what can be fixed, reject the rest; notes say which."""
+    attributes, notes, seen = [], [], set()
+    for item in proposal.attributes:
+        name = _clean(item.name).lower()
+        if not name:
+            notes.append("rejected an attribute without a name")
+            continue
+        tags, duplicates = [], []
+        for tag in (_clean(t).lower() for t in item.tags):
+            if tag in tags:
+                duplicates.append(tag)
+            elif tag:
+                tags.append(tag)
+        if duplicates:
+            notes.append(f"'{name}': removed duplicate tags {', '.join(sorted(set(duplicates)))}")
+        kind = item.kind
+        if kind == "descriptive" and set(tags) <= {*BINARY_TAGS, NOT_VISIBLE} and "yes" in tags:
+            kind = "binary"
+        if kind == "binary":
+            if not name.startswith("is "):
+                notes.append(f"'{name}': a yes/no attribute is named 'is ...'; renamed to 'is {name}'")
+                name = f"is {name}"
+            wanted = ["yes", "no"] + ([NOT_VISIBLE] if NOT_VISIBLE in tags else [])
+            extra = [t for t in tags if t not in wanted]
+            if extra:
+                notes.append(f"'{name}': a yes/no attribute takes the tags yes / no; dropped {', '.join(extra)}")
+            tags = wanted
+        if len(tags) < 2:
+            notes.append(f"rejected '{name}': it has {len(tags)} tag{'s' if len(tags) != 1 else ''}; an attribute needs "
+                         "at least two")
+            continue
+        if name in seen:
+            notes.append(f"rejected a second attribute named '{name}'")
+            continue
+        templates = [t for t in (_clean(t) for t in item.templates) if t]
+        dropped = [t for t in templates if kind == "descriptive" and "{tag}" not in t]
+        if dropped:
+            notes.append(f"'{name}': dropped templates without {{tag}}: {'; '.join(dropped)}")
+        templates = [t for t in templates if t not in dropped and _formats(t)]
+        try:
+            attributes.append(Attribute(name=name, group=item.group, kind=kind, tags=tuple(tags),
+                                        templates=tuple(templates), source=source, description=_clean(item.reason)))
+            seen.add(name)
+        except ValidationError as error:
+            notes.append(f"rejected '{name}': {error.errors()[0]['msg']}")
+    return attributes, notes
+
+
+def _formats(template: str) -> bool:
+    """Only {tag}, {label} and {attribute} placeholders (a stray brace would break prompt filling)."""
+    return set(re.findall(r"{([^{}]*)}", template)) <= {"tag", "label", "attribute"} and \
+        template.count("{") == template.count("}")
+
+
+def _ask(client, config: LLMConfig, messages: list[dict]) -> tuple[Proposal | None, str]:
+    """One structured request with bounded retries; (proposal, last problem)."""
+    problem = "no attempt made"
+    for _ in range(config.attempts):
+        try:
+            reply = client.chat.completions.create(
+                model=config.model, messages=messages, temperature=0,
+                response_format={"type": "json_schema", "json_schema": {
+                    "name": "attributes", "schema": Proposal.model_json_schema()}})
+        except Exception as error:  # openai transport / status errors
+            raise ProposalError(f"could not ask {config.describe()}: {error}. Check the server, or use the built-in "
+                                "library (no language model).") from None
+        message = reply.choices[0].message if reply.choices else None
+        content = getattr(message, "content", None)
+        if getattr(message, "refusal", None):
+            problem = f"the model refused: {message.refusal}"
+        else:
+            try:
+                return Proposal.model_validate(parse_json_reply(content)), ""
+            except (ValueError, ValidationError) as error:
+                problem = str(error).splitlines()[0] if isinstance(error, ValueError) else \
+                    f"the JSON does not match the format: {error.errors()[0]['loc']} {error.errors()[0]['msg']}"
+        messages = [*messages, {"role": "assistant", "content": content or ""},
+                    {"role": "user", "content": f"That answer could not be used ({problem}). {FORMAT}"}]
+    return None, problem
+
+
+def propose_with_llm(task: str, classes: list[str], config: LLMConfig, *, method: str = "hibug2",
+                     task_type: str = "classification", api_key: str | None = None,
+                     self_check: bool = True) -> ProposalResult:
+    """Attributes for `task` from a language model, repaired and self-checked. Raises ProposalError, storing nothing,
+    when no usable attribute comes back."""
+    if method not in ("hibug", "hibug2"):
+        raise ValueError("method is 'hibug' or 'hibug2'")
+    client = make_client(config, api_key)
+    prompt = (HIBUG_PROMPT if method == "hibug" else HIBUG2_PROMPT).format(
+        task=task, classes=", ".join(classes) or "unknown", focus=FOCUS.get(task_type, FOCUS["classification"]))
+    proposal, problem = _ask(client, config, [{"role": "user", "content": f"{prompt}\n{FORMAT}"}])
+    if proposal is None:
+        raise ProposalError(f"{config.describe()} gave no usable attributes after {config.attempts} attempts: {problem}")
+    attributes, notes = repair(proposal)
+    if not attributes:
+        raise ProposalError("every proposed attribute was rejected: " + "; ".join(notes))
+    if self_check:
+        listing = json.dumps({"attributes": [{"name": a.name, "group": a.group, "kind": a.kind, "tags": list(a.tags),
+                                               "templates": list(a.templates)} for a in attributes]})
+        checked, problem = _ask(client, config, [{"role": "user", "content":
+                                                  SELF_CHECK.format(task=task, attributes=listing) + "\n" + FORMAT}])
+        checked_attributes, check_notes = repair(checked) if checked is not None else ([], [])
+        if checked_attributes:
+            removed = sorted({a.name for a in attributes} - {a.name for a in checked_attributes})
+            if removed:
+                notes.append(f"self-check removed {', '.join(removed)}")
+            attributes, notes = checked_attributes, notes + check_notes
+        else:
+            notes.append(f"self-check gave nothing usable ({problem or 'every attribute rejected'}); kept the first "
+                         "proposal")
+    return ProposalResult(AttributeSchema(attributes=tuple(attributes), task=task), notes, method)
