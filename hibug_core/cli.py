@@ -220,6 +220,23 @@ def cmd_attributes(args) -> int:
                 schema, source = library_schema(task, classes, kind), f"the built-in '{kind}' library (no language model)"
             version = save_schema(project, schema, note=f"proposed by {source}", base_version=base)
             print(f"saved version {version}: {len(schema.attributes)} attributes proposed by {source}")
+        elif args.action == "suggest-tags":
+            from hibug_core.attributes.from_data import propose_tags_from_data, refine_tags
+            from hibug_core.llm.client import LLMConfig
+
+            base = latest_version(project)
+            config = LLMConfig.from_env(model=args.llm_model, base_url=args.llm_base_url) if args.llm else None
+            schema = load_schema(project)
+            found = (refine_tags(project, schema, encoder=args.encoder, llm_config=config) if args.refine else
+                     propose_tags_from_data(project, schema, encoder=args.encoder, llm_config=config))
+            for note in found.notes:
+                print(f"  note: {note}")
+            if not found.added:
+                print("no new tags needed; nothing saved")
+                return 0
+            added = "; ".join(f"{a}: {', '.join(t)}" for a, t in found.added.items())
+            version = save_schema(project, found.schema, note=f"tags from the data: {added}", base_version=base)
+            print(f"saved version {version}: added {added}")
         elif args.action == "edit":
             base = latest_version(project)
             schema = load_schema(project)
@@ -389,8 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="write every error slice to this .csv or .json file")
     p.set_defaults(handler=cmd_slices)
 
-    p = sub.add_parser("attributes", help="show, propose or edit the attribute schema (every change is a version)")
-    p.add_argument("action", choices=["show", "propose", "edit"])
+    p = sub.add_parser("attributes", help="show, propose or edit the attribute schema, or suggest tags from the data "
+                       "(every change is a version)")
+    p.add_argument("action", choices=["show", "propose", "edit", "suggest-tags"])
     p.add_argument("project")
     p.add_argument("attribute", nargs="?", help="edit: the attribute to change (or to add)")
     p.add_argument("--version", type=int, help="show: an older version")
@@ -401,6 +419,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="propose: built-in library entry (default: chosen from the task)")
     p.add_argument("--llm", action="store_true", help="propose: ask a language model (OpenAI-compatible)")
     p.add_argument("--method", choices=["hibug2", "hibug"], default="hibug2", help="propose --llm: the flow")
+    p.add_argument("--encoder", default="conse", help="suggest-tags: encoder for representative images")
+    p.add_argument("--refine", action="store_true", help="suggest-tags: a pass over validation images instead")
     _add_llm_arguments(p)
     p.add_argument("--add-tag", action="append", help="edit: add a tag (repeatable)")
     p.add_argument("--remove-tag", action="append", help="edit: remove a tag (repeatable)")

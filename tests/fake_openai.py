@@ -1,4 +1,7 @@
-"""A local OpenAI-compatible chat-completions server for tests, with switchable misbehaviour."""
+"""A local OpenAI-compatible chat-completions server for tests, with switchable misbehaviour.
+
+Image-tagging requests (structured output named "image_tags") are answered from the image; every other request
+from `answer`, then `text_replies` in order, then `text_reply`."""
 from __future__ import annotations
 
 import base64
@@ -13,6 +16,17 @@ import numpy as np
 from PIL import Image
 
 MODES = ("ok", "flaky", "junk", "bad_tag", "http500", "slow")
+
+
+def images_of(body: dict) -> list[Image.Image]:
+    """The images sent in a request's user messages."""
+    found = []
+    for message in body["messages"]:
+        if message["role"] == "user" and isinstance(message["content"], list):
+            for part in message["content"]:
+                if part["type"] == "image_url":
+                    found.append(Image.open(io.BytesIO(base64.b64decode(part["image_url"]["url"].split(",", 1)[1]))))
+    return found
 
 
 def colour_of(image: Image.Image) -> str:
@@ -32,6 +46,7 @@ class FakeOpenAIServer:
         self.fail_after: int | None = None  # answer this many requests well, then HTTP 500
         self.text_reply = "{}"  # the answer to requests without an image
         self.text_replies: list = []  # answered first, in order; a dict {"refusal": ...} is a refusal
+        self.answer = None  # optional function(request body) -> reply for requests other than image tagging
         self._lock = threading.Lock()
         server = self
 
@@ -79,9 +94,11 @@ class FakeOpenAIServer:
         if self.mode == "http500" or (self.fail_after is not None and number > self.fail_after):
             return 500, {"error": {"message": "model crashed", "type": "server_error"}}
         user = next(m for m in body["messages"] if m["role"] == "user")["content"]
-        if isinstance(user, str):
-            with self._lock:
-                reply = self.text_replies.pop(0) if self.text_replies else self.text_reply
+        if ((body.get("response_format") or {}).get("json_schema") or {}).get("name") != "image_tags":
+            reply = self.answer(body) if self.answer else None
+            if reply is None:
+                with self._lock:
+                    reply = self.text_replies.pop(0) if self.text_replies else self.text_reply
             if isinstance(reply, dict):
                 completion = self._completion(body, number, None)
                 completion["choices"][0]["message"]["refusal"] = reply["refusal"]

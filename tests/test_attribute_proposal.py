@@ -100,3 +100,99 @@ def test_cli_proposes_with_a_language_model_and_stores_a_version(colour_project,
     assert "note: rejected 'plumage'" in out and "saved version 2: 4 attributes proposed by fake-llm (hibug2 flow)" in out
     assert load_schema(colour_project).names() == ["beak shape", "is wearing a ring", "perch", "lighting"]
     assert schema_history(colour_project)["note"].iat[0] == "proposed by fake-llm (hibug2 flow)"
+
+
+def test_representative_images_are_the_samples_nearest_each_cluster_centre():
+    import numpy as np
+
+    from hibug_core.attributes.from_data import representative_images
+
+    rng = np.random.default_rng(0)
+    centres = np.array([[0, 0], [10, 0], [0, 10]], dtype=float)
+    points = np.concatenate([c + rng.normal(0, 0.5, (n, 2)) for c, n in zip(centres, (30, 20, 10))])
+    chosen = representative_images(np.arange(100, 160), points, k=3)
+    expected = [100 + int(np.argmin(np.linalg.norm(points[a:b] - points[a:b].mean(axis=0), axis=1))) + a
+                for a, b in ((0, 30), (30, 50), (50, 60))]
+    assert list(chosen) == expected
+
+
+def _two_colour_schema(project):
+    from hibug_core.attributes import Attribute
+    from hibug_core.store.attribute_versions import load_schema
+
+    schema = load_schema(project)
+    return schema.replace(Attribute(name="color", tags=("red", "green")))
+
+
+def test_tags_the_data_need_are_added_from_a_multimodal_model(colour_project, tmp_path, monkeypatch):
+    from fake_openai import colour_of, images_of
+    from hibug_core.attributes.from_data import propose_tags_from_data, refine_tags
+
+    monkeypatch.setenv("HIBUG_CACHE", str(tmp_path / "cache"))
+    schema = _two_colour_schema(colour_project)
+    with FakeOpenAIServer() as server:
+        server.answer = lambda body: json.dumps({"color": colour_of(images_of(body)[0]), "is round": "maybe"})
+        result = propose_tags_from_data(colour_project, schema, encoder="tiny-open_clip", k=12,
+                                        llm_config=config(server))
+        assert len(server.requests) == 6  # the 12 images hold 6 distinct pictures, two of them blue
+        assert result.added == {"color": ["blue"]} and result.schema["color"].tags == ("red", "green", "blue")
+        assert result.schema["is round"].tags == ("yes", "no"), "yes/no attributes are never extended"
+        refined = refine_tags(colour_project, schema, split="val", n=50, encoder="tiny-open_clip",
+                              llm_config=config(server), min_count=2)
+    assert len(server.requests) == 12  # all 10 validation images, 6 distinct pictures
+    assert refined.added == {"color": ["blue"]}
+
+
+def test_offline_tag_proposal_scores_a_vocabulary_with_the_encoder(colour_project, tmp_path, monkeypatch):
+    from hibug_core.attributes.from_data import VOCABULARY, propose_tags_from_data
+
+    monkeypatch.setenv("HIBUG_CACHE", str(tmp_path / "cache"))
+    schema = _two_colour_schema(colour_project)
+    result = propose_tags_from_data(colour_project, schema, encoder="tiny-open_clip", k=12, min_count=1)
+    assert result.notes[0].startswith("no multimodal model: values chosen by the tiny-open_clip encoder")
+    assert set(result.added) <= {"color"} and set(result.added.get("color", [])) <= set(VOCABULARY["colo"])
+    assert result.schema["dominant colour"] == schema["dominant colour"]
+
+
+def test_comparative_method_sends_a_right_and_a_wrong_image_of_one_class(colour_project):
+    from fake_openai import images_of
+    from hibug_core.attributes.from_data import propose_by_comparison
+
+    answer = {"attributes": [{"name": "corner sharpness", "kind": "descriptive", "tags": ["sharp", "rounded"],
+                              "reason": "rounded corners look like a circle"},
+                             {"name": "touches the border", "kind": "binary", "tags": ["yes", "no"]}]}
+    with FakeOpenAIServer() as server:
+        server.answer = lambda body: json.dumps(answer) if len(images_of(body)) == 2 else None
+        result = propose_by_comparison(colour_project, "model", config(server), pairs=2)
+    assert len(server.requests) == 2
+    assert 'labelled "square"' in server.requests[0]["messages"][0]["content"][0]["text"]
+    assert result.schema.names() == ["corner sharpness", "is touches the border"]
+    assert result.schema["corner sharpness"].description.startswith("tells a right from a wrong 'square'")
+    assert result.method == "comparative"
+
+
+def test_whole_flow_propose_then_tags_from_the_data_then_edit(colour_project, tmp_path, monkeypatch, capsys):
+    from fake_openai import colour_of, images_of
+    from hibug_core.cli import main
+    from hibug_core.store.attribute_versions import load_schema, schema_history
+
+    monkeypatch.setenv("HIBUG_CACHE", str(tmp_path / "cache"))
+    folder = str(colour_project.folder)
+    proposal = {"attributes": [{"name": "color", "kind": "descriptive", "tags": ["red", "green", "Red"]},
+                               {"name": "round", "kind": "binary", "tags": ["yes", "no"]}]}
+
+    def answer(body):
+        images = images_of(body)
+        return json.dumps({"color": colour_of(images[0])}) if images else json.dumps(proposal)
+
+    with FakeOpenAIServer() as server:
+        server.answer = answer
+        llm = ["--llm", "--llm-model", "fake-llm", "--llm-base-url", server.url]
+        assert main(["attributes", "propose", folder, "--task", "classify shapes", *llm]) == 0
+        assert main(["attributes", "suggest-tags", folder, "--encoder", "tiny-open_clip", *llm]) == 0
+    out = capsys.readouterr().out
+    assert "note: 'color': removed duplicate tags red" in out and "added color: blue" in out
+    assert main(["attributes", "edit", folder, "is round", "--rename", "is circular"]) == 0
+    schema = load_schema(colour_project)
+    assert schema.names() == ["color", "is circular"] and schema["color"].tags == ("red", "green", "blue")
+    assert schema_history(colour_project)["version"].tolist() == [4, 3, 2, 1]
