@@ -6,7 +6,6 @@ import math
 import shutil
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from hibug_core.slices import enumeration as enumeration_module

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 SHAPES = ("circle", "rectangle", "triangle")
 COLORS = ("black", "blue", "brown", "gray", "green", "red", "teal", "yellow")
