@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hibug_core.attributes.library import COLOURS
-from hibug_core.attributes.propose import FORMAT, ProposalError, ProposalResult, _ask, repair
+from hibug_core.attributes.propose import FORMAT, ProposalError, ProposalResult, ask_structured, repair
 from hibug_core.attributes.schema import NOT_VISIBLE, AttributeSchema
 from hibug_core.llm.client import LLMConfig, image_data_url, make_client, parse_json_reply
 
@@ -177,7 +177,7 @@ def propose_by_comparison(project, model: str, config: LLMConfig, *, pairs: int 
         content = [{"type": "text", "text": COMPARE_PROMPT.format(label=label, prediction=bad["prediction"]) + "\n" + FORMAT},
                    {"type": "image_url", "image_url": {"url": image_data_url(good["image_path"])}},
                    {"type": "image_url", "image_url": {"url": image_data_url(bad["image_path"])}}]
-        proposal, problem = _ask(client, config, [{"role": "user", "content": content}])
+        proposal, problem = ask_structured(client, config, [{"role": "user", "content": content}])
         if proposal is None:
             notes.append(f"pair of '{label}': no usable answer ({problem})")
             continue

@@ -127,7 +127,7 @@ def _formats(template: str) -> bool:
         template.count("{") == template.count("}")
 
 
-def _ask(client, config: LLMConfig, messages: list[dict]) -> tuple[Proposal | None, str]:
+def ask_structured(client, config: LLMConfig, messages: list[dict]) -> tuple[Proposal | None, str]:
     """One structured request with bounded retries; (proposal, last problem)."""
     problem = "no attempt made"
     for _ in range(config.attempts):
@@ -164,7 +164,7 @@ def propose_with_llm(task: str, classes: list[str], config: LLMConfig, *, method
     client = make_client(config, api_key)
     prompt = (HIBUG_PROMPT if method == "hibug" else HIBUG2_PROMPT).format(
         task=task, classes=", ".join(classes) or "unknown", focus=FOCUS.get(task_type, FOCUS["classification"]))
-    proposal, problem = _ask(client, config, [{"role": "user", "content": f"{prompt}\n{FORMAT}"}])
+    proposal, problem = ask_structured(client, config, [{"role": "user", "content": f"{prompt}\n{FORMAT}"}])
     if proposal is None:
         raise ProposalError(f"{config.describe()} gave no usable attributes after {config.attempts} attempts: {problem}")
     attributes, notes = repair(proposal)
@@ -173,7 +173,7 @@ def propose_with_llm(task: str, classes: list[str], config: LLMConfig, *, method
     if self_check:
         listing = json.dumps({"attributes": [{"name": a.name, "group": a.group, "kind": a.kind, "tags": list(a.tags),
                                                "templates": list(a.templates)} for a in attributes]})
-        checked, problem = _ask(client, config, [{"role": "user", "content":
+        checked, problem = ask_structured(client, config, [{"role": "user", "content":
                                                   SELF_CHECK.format(task=task, attributes=listing) + "\n" + FORMAT}])
         checked_attributes, check_notes = repair(checked) if checked is not None else ([], [])
         if checked_attributes:

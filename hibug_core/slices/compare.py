@@ -8,7 +8,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from hibug_core.slices.report import SliceError, _tag_frame, enumeration_for
+from hibug_core.slices.report import SliceError, tag_frame, enumeration_for
 from hibug_core.slices.search import SliceConfig, TagMatrix, describe, slice_id
 
 
@@ -31,7 +31,7 @@ def compare_models(project, models: list[str], *, split: str = "val", config: Sl
         rows = rows[frames[model].loc[rows, "prediction"].notna().to_numpy()]
     if len(rows) == 0:
         raise SliceError(f"no labelled '{split}' samples that every one of {', '.join(models)} predicts")
-    tags = TagMatrix.from_frame(_tag_frame(project, attributes).loc[rows])
+    tags = TagMatrix.from_frame(tag_frame(project, attributes).loc[rows])
     errors = np.stack([1.0 - frames[m].loc[rows, "score"].to_numpy(float) for m in models], axis=1)
     enumeration = enumeration_for(project, tags, errors, list(models), split, config)
     features = [tags.definition(f, enumeration) for level in enumeration.levels for f in level.features]

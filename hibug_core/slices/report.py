@@ -63,7 +63,7 @@ class SliceReport:
         return chosen.sort_values("error", ascending=False, kind="stable").index.to_numpy()
 
 
-def _tag_frame(project, attributes: list[str] | None) -> pd.DataFrame:
+def tag_frame(project, attributes: list[str] | None) -> pd.DataFrame:
     """Tags in force of the schema's attributes, plus imported attr: columns that no schema attribute covers."""
     from hibug_core.store.attribute_versions import latest_version
     from hibug_core.tagging.run import current_tags
@@ -117,7 +117,7 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     if model not in models:
         raise SliceError(f"no model '{model}' in this project; known: {', '.join(models)}")
     evaluation = evaluation_rows(project, model, split)
-    frame = _tag_frame(project, attributes)
+    frame = tag_frame(project, attributes)
     tags = TagMatrix.from_frame(frame.loc[evaluation.index])
     # Errors of every model that predicts all these rows, so other models reuse the same enumeration.
     columns, names = [evaluation["error"].to_numpy()], [model]

@@ -124,10 +124,10 @@ def tag_with_llm(project, config: LLMConfig = LLMConfig(), *, attributes: list[s
                  author: str | None = None) -> int:
     """Tag images with a multimodal LLM; returns the run id. Answers are stored as they arrive; a server that is
     down ends the run with a clear message, keeping every answer and every tag stored before."""
-    from hibug_core.tagging.run import _chosen, prompt_labels
+    from hibug_core.tagging.run import chosen_attributes, prompt_labels
 
     schema = load_schema(project)
-    chosen = [a for a in _chosen(schema, attributes) if a.source != "measured"]
+    chosen = [a for a in chosen_attributes(schema, attributes) if a.source != "measured"]
     if not chosen:
         raise TaggingError("no attribute to ask the model about (measured attributes are computed from pixels)")
     samples = project.samples()

@@ -21,7 +21,7 @@ from hibug_core.tagging.zero_shot import ZeroShotConfig, zero_shot_tags
 logger = logging.getLogger(__name__)
 
 
-def _chosen(schema: AttributeSchema, names: list[str] | None) -> list[Attribute]:
+def chosen_attributes(schema: AttributeSchema, names: list[str] | None) -> list[Attribute]:
     if names is None:
         return schema.enabled()
     unknown = [n for n in names if n not in schema.names()]
@@ -53,7 +53,7 @@ def tag_project(project, *, encoder: str = DEFAULT_ENCODER, attributes: list[str
     text side is encoded again. People's corrections are stored apart and keep overriding the new tags.
     """
     schema, version = load_schema(project), latest_version(project)
-    chosen = _chosen(schema, attributes)
+    chosen = chosen_attributes(schema, attributes)
     samples = project.samples()
     if sample_ids is not None:
         samples = samples.loc[np.asarray(sample_ids)]
@@ -84,7 +84,7 @@ def teach(project, attribute: str, examples: dict[int, str] | None = None, *, en
     trained on every person-given tag of the attribute tags all samples (or `sample_ids` and the examples).
     Returns (run id, report)."""
     schema = load_schema(project)
-    target = _chosen(schema, [attribute])[0]
+    target = chosen_attributes(schema, [attribute])[0]
     for tag in sorted(set((examples or {}).values())):
         chosen = [s for s, t in examples.items() if t == tag]
         tag_store.correct_tags(project, attribute, chosen, tag, kind="example", author=author)
