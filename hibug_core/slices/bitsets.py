@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import njit, types
 from numba.extending import intrinsic
 
 
@@ -39,26 +39,6 @@ def trailing_zeros64(typingctx, value):
         return builder.call(function, [args[0], ir.Constant(ir.IntType(1), 1)])
 
     return signature, codegen
-
-
-@njit(cache=True, nogil=True)
-def count_and(a, b) -> int:
-    total = 0
-    for w in range(a.shape[0]):
-        total += popcount64(a[w] & b[w])
-    return total
-
-
-@njit(cache=True, parallel=True)
-def popcount_rows(bits):
-    """Set bits per row of a (k, words) array."""
-    out = np.zeros(bits.shape[0], dtype=np.int64)
-    for i in prange(bits.shape[0]):
-        total = 0
-        for w in range(bits.shape[1]):
-            total += popcount64(bits[i, w])
-        out[i] = total
-    return out
 
 
 @njit(cache=True)

@@ -8,7 +8,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from hibug_core.slices.enumeration import KEY_BITS, MAX_DEPTH, Enumeration, enumerate_slices, pack_keys
+from hibug_core.slices.enumeration import Enumeration, enumerate_slices, pack_keys
 from hibug_core.slices.stats import benjamini_hochberg, wilson_interval, worse_than_rest_p_values
 
 
@@ -181,5 +181,5 @@ def find_error_slices(tags: TagMatrix, errors: np.ndarray, config: SliceConfig =
     return score_slices(enumeration, tags, model=model, config=config)
 
 
-__all__ = ["KEY_BITS", "MAX_DEPTH", "SliceConfig", "TagMatrix", "describe", "find_error_slices", "parse_definition",
+__all__ = ["SliceConfig", "TagMatrix", "describe", "find_error_slices", "parse_definition",
            "score_slices", "slice_id"]
