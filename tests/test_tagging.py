@@ -297,3 +297,16 @@ def test_offline_library_covers_the_demo_bug_attributes():
     assert choose_task_type("", ["tabby cat", "beagle"]) == "animals"
     assert choose_task_type("sort screws from bolts") == "objects"
     assert "not visible" in dict((a.name, a.tags) for a in LIBRARY["people"])["hair color"]
+
+
+def test_an_unreadable_image_is_named_and_the_others_are_kept(colour_project, tmp_path, monkeypatch):
+    from hibug_core.embeddings.compute import embedding_cache
+
+    monkeypatch.setenv("HIBUG_CACHE", str(tmp_path / "cache"))
+    first = colour_project.samples()["image_path"].iloc[0]
+    with open(first, "r+b") as handle:
+        handle.truncate(40)
+    encoder = load_encoder("tiny-open_clip")
+    with pytest.raises(TaggingError, match=r"1 image\(s\) could not be read, e\.g\. .*0\.png; fix or remove them"):
+        embed_project(colour_project, encoder)
+    assert len(embedding_cache(colour_project, encoder.key)) == 5  # 6 distinct pictures, the broken one not cached

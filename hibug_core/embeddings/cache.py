@@ -35,11 +35,12 @@ class ContentCache:
             _LOADED[memo_key] = loaded
         return loaded[1], loaded[2]
 
-    def missing(self, hashes) -> list[str]:
-        """The distinct hashes among `hashes` that have no stored embedding yet (in first-seen order)."""
+    def missing(self, samples: pd.DataFrame) -> tuple[list[str], list[str]]:
+        """The distinct contents of `samples` with nothing stored yet (first-seen order), and one image path each."""
         stored, _ = self._load()
-        distinct = pd.unique(pd.Series(list(hashes), dtype=object))
-        return [h for h in distinct if h not in stored] if len(stored) else list(distinct)
+        first = samples.drop_duplicates("content_hash")
+        todo = first[~first["content_hash"].isin(stored)] if len(stored) else first
+        return todo["content_hash"].tolist(), todo["image_path"].tolist()
 
     def add(self, hashes: list[str], arrays: dict[str, np.ndarray]) -> None:
         """Store one part (embeddings in float16: half the size, cosine similarities kept to about 1e-3)."""

@@ -42,6 +42,15 @@ class EmbeddingSet:
         return self.cache.get(self.hashes, "features") if "features" in self.cache.kinds() else self.embedding
 
 
+def decode(path: str, transform, size_hint: int):
+    """The encoder's input tensor of one image file, or None (logged) when the file cannot be read."""
+    try:
+        return transform(load_rgb(path, size_hint))
+    except (OSError, ValueError) as error:
+        logger.warning("cannot read %s: %s", path, error)
+        return None
+
+
 class _ImageFiles:
     """Map-style dataset: index -> (transformed image tensor, ok flag); unreadable files become zeros."""
 
@@ -54,12 +63,10 @@ class _ImageFiles:
     def __getitem__(self, index: int):
         import torch
 
-        try:
-            return self.transform(load_rgb(self.paths[index], self.size_hint)), True
-        except (OSError, ValueError) as error:
-            logger.warning("cannot read %s: %s", self.paths[index], error)
-            shape = self.transform(_blank(self.size_hint)).shape
-            return torch.zeros(shape), False
+        tensor = decode(self.paths[index], self.transform, self.size_hint)
+        if tensor is None:
+            return torch.zeros(self.transform(_blank(self.size_hint)).shape), False
+        return tensor, True
 
 
 def _blank(size: int):
@@ -77,64 +84,52 @@ def configure_threads(config: EmbedConfig) -> int:
     return config.workers if config.workers is not None else min(4, max(1, cores // 4))
 
 
-def encode_paths(encoder: Encoder, paths: list[str], config: EmbedConfig = EmbedConfig(),
-                 progress: ProgressCallback = no_progress, on_chunk=None) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Encode images from files; returns the arrays and a mask of files that could be read.
-
-    on_chunk(start, stop, arrays, readable) is called every `config.save_every` images so callers can store work as it is done.
-    """
+def encode_paths(encoder: Encoder, paths: list[str], on_chunk, config: EmbedConfig = EmbedConfig(),
+                 progress: ProgressCallback = no_progress) -> np.ndarray:
+    """Encode images from files, handing every `config.save_every` images to on_chunk(start, stop, arrays,
+    readable) so they are stored as the work is done (nothing else is kept); returns which files could be read."""
     from torch.utils.data import DataLoader
 
     workers = configure_threads(config)
     loader = DataLoader(_ImageFiles(paths, encoder.transform, encoder.input_size), batch_size=config.batch_size,
                         num_workers=workers, shuffle=False, persistent_workers=False,
                         prefetch_factor=4 if workers else None)
-    chunks: dict[str, list[np.ndarray]] = {}
     readable: list[np.ndarray] = []
     pending: dict[str, list[np.ndarray]] = {}
     pending_ok: list[np.ndarray] = []
     pending_start = done = 0
     for batch, ok in loader:
         for kind, values in encoder.encode_images(batch).items():
-            chunks.setdefault(kind, []).append(values)
             pending.setdefault(kind, []).append(values)
         readable.append(ok.numpy())
         pending_ok.append(ok.numpy())
         done += len(batch)
         progress("embedding images", done, len(paths))
-        if on_chunk is not None and (done - pending_start >= config.save_every or done == len(paths)):
+        if done - pending_start >= config.save_every or done == len(paths):
             on_chunk(pending_start, done, {k: np.concatenate(v) for k, v in pending.items()}, np.concatenate(pending_ok))
             pending, pending_ok, pending_start = {}, [], done
-    arrays = {kind: np.concatenate(values) for kind, values in chunks.items()}
-    return arrays, np.concatenate(readable) if readable else np.zeros(0, dtype=bool)
+    return np.concatenate(readable) if readable else np.zeros(0, dtype=bool)
 
 
 def embedding_cache(project, encoder_key: str) -> ContentCache:
     return ContentCache(project, f"embeddings/{encoder_key}")
 
 
-def _samples(project, sample_ids) -> pd.DataFrame:
-    samples = project.samples()
-    return samples if sample_ids is None else samples.loc[np.asarray(sample_ids)]
-
-
 def embed_project(project, encoder: str | Encoder = DEFAULT_ENCODER, *, sample_ids=None,
                   config: EmbedConfig = EmbedConfig(), progress: ProgressCallback = no_progress) -> EmbeddingSet:
     """Embeddings of the project's samples (all, or `sample_ids`), encoding only contents not stored yet."""
     encoder = load_encoder(encoder) if isinstance(encoder, str) else encoder
-    samples = _samples(project, sample_ids)
+    samples = project.samples(sample_ids=sample_ids)
     cache = embedding_cache(project, encoder.key)
-    todo = cache.missing(samples["content_hash"])
+    todo, paths = cache.missing(samples)
     if todo:
-        first_path = samples.drop_duplicates("content_hash").set_index("content_hash")["image_path"]
-        paths = [first_path[h] for h in todo]
 
         def store(start: int, stop: int, arrays: dict[str, np.ndarray], readable: np.ndarray) -> None:
             # Unreadable images are never cached, so fixing the file and re-running embeds them.
             cache.add([h for h, ok in zip(todo[start:stop], readable) if ok], {k: v[readable] for k, v in arrays.items()})
 
         logger.info("embedding %d new images with %s", len(todo), encoder.spec)
-        _, readable = encode_paths(encoder, paths, config, progress, on_chunk=store)
+        readable = encode_paths(encoder, paths, store, config, progress)
         unreadable = [p for p, ok in zip(paths, readable) if not ok]
         if unreadable:
             raise TaggingError(f"{len(unreadable)} image(s) could not be read, e.g. {unreadable[0]}; "
@@ -144,7 +139,7 @@ def embed_project(project, encoder: str | Encoder = DEFAULT_ENCODER, *, sample_i
 
 def stored_embeddings(project, encoder: str, sample_ids=None) -> EmbeddingSet:
     """Embeddings already stored, without loading the encoder; a clear error when some are missing."""
-    return _from_cache(embedding_cache(project, encoder_key(encoder)), encoder, _samples(project, sample_ids))
+    return _from_cache(embedding_cache(project, encoder_key(encoder)), encoder, project.samples(sample_ids=sample_ids))
 
 
 def _from_cache(cache: ContentCache, spec: str, samples: pd.DataFrame) -> EmbeddingSet:

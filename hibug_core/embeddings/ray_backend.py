@@ -6,7 +6,7 @@ import logging
 
 import numpy as np
 
-from hibug_core.embeddings.compute import EmbeddingSet, _from_cache, _samples, embedding_cache
+from hibug_core.embeddings.compute import EmbeddingSet, _from_cache, embedding_cache
 from hibug_core.embeddings.registry import DEFAULT_ENCODER, encoder_key
 from hibug_core.errors import ModelLoadError, TaggingError
 from hibug_core.progress import ProgressCallback, no_progress
@@ -26,15 +26,11 @@ class EncoderActor:
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import torch
 
-        from hibug_core.embeddings.base import load_rgb
+        from hibug_core.embeddings.compute import decode
 
-        tensors, ok = [], []
-        for path in batch["path"]:
-            try:
-                tensors.append(self.encoder.transform(load_rgb(str(path), self.encoder.input_size)))
-                ok.append(True)
-            except (OSError, ValueError):
-                ok.append(False)
+        decoded = [decode(str(path), self.encoder.transform, self.encoder.input_size) for path in batch["path"]]
+        tensors = [t for t in decoded if t is not None]
+        ok = [t is not None for t in decoded]
         output: dict[str, np.ndarray] = {"hash": batch["hash"], "ok": np.array(ok)}
         if tensors:
             encoded = self.encoder.encode_images(torch.stack(tensors))
@@ -53,16 +49,15 @@ def embed_with_ray(project, encoder: str = DEFAULT_ENCODER, *, sample_ids=None, 
         import ray
     except ImportError as error:
         raise ModelLoadError("the Ray backend needs ray: `pip install 'hibug[cluster]'`") from error
-    samples = _samples(project, sample_ids)
+    samples = project.samples(sample_ids=sample_ids)
     cache = embedding_cache(project, encoder_key(encoder))
-    todo = cache.missing(samples["content_hash"])
+    todo, paths = cache.missing(samples)
     if todo:
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         if gpus_per_actor is None:
             gpus_per_actor = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
-        first_path = samples.drop_duplicates("content_hash").set_index("content_hash")["image_path"]
-        dataset = ray.data.from_items([{"hash": h, "path": first_path[h]} for h in todo])
+        dataset = ray.data.from_items([{"hash": h, "path": p} for h, p in zip(todo, paths)])
         encoded = dataset.map_batches(EncoderActor, fn_constructor_kwargs={"spec": encoder}, batch_size=batch_size,
                                       batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=actors),
                                       num_gpus=gpus_per_actor)

@@ -231,15 +231,16 @@ class Project:
         frame["image_path"] = [f"{root_text[r]}/{p}" for r, p in zip(frame["root_id"], frame["path"])]
         return frame.drop(columns=["root_id", "path"])
 
-    def samples(self, model: str | None = None) -> pd.DataFrame:
-        """One row per sample (index: sample id) with its image path, label, split and, for a model,
-        its prediction, confidence, score and correctness."""
+    def samples(self, model: str | None = None, *, sample_ids=None) -> pd.DataFrame:
+        """One row per sample (index: sample id; all, or `sample_ids` in that order) with its image path, label,
+        split and, for a model, its prediction, confidence, score and correctness."""
         with read_connection(self.engine) as connection:
             # Samples change only by imports, so the newest import id keys the cached table.
             newest_import = connection.execute(text("SELECT MAX(id) FROM imports")).scalar()
             if self._sample_cache is None or self._sample_cache[0] != newest_import:
                 self._sample_cache = (newest_import, self._read_samples(connection))
-            frame = self._sample_cache[1].copy()
+            cached = self._sample_cache[1]
+            frame = cached.copy() if sample_ids is None else cached.loc[np.asarray(sample_ids)]
             if model is not None:
                 predictions = pd.read_sql_query(
                     text("SELECT p.sample_id AS id, p.prediction, p.confidence, p.score FROM predictions p "

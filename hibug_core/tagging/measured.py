@@ -110,16 +110,13 @@ def _measure_file(path: str) -> np.ndarray:
 def measure_project(project, *, sample_ids=None, workers: int = 4,
                     progress: ProgressCallback = no_progress) -> pd.DataFrame:
     """Numeric measures per sample (index: sample id), computed once per image content and stored."""
-    samples = project.samples()
-    if sample_ids is not None:
-        samples = samples.loc[np.asarray(sample_ids)]
+    samples = project.samples(sample_ids=sample_ids)
     cache = ContentCache(project, "measures/v1", dtype=np.float32)
-    todo = cache.missing(samples["content_hash"])
+    todo, paths = cache.missing(samples)
     if todo:
-        first_path = samples.drop_duplicates("content_hash").set_index("content_hash")["image_path"]
         values = []
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            for done, row in enumerate(pool.map(_measure_file, [first_path[h] for h in todo], chunksize=16), 1):
+            for done, row in enumerate(pool.map(_measure_file, paths, chunksize=16), 1):
                 values.append(row)
                 if done % 256 == 0 or done == len(todo):
                     progress("measuring images", done, len(todo))

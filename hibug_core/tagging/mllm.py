@@ -130,9 +130,7 @@ def tag_with_llm(project, config: LLMConfig = LLMConfig(), *, attributes: list[s
     chosen = [a for a in chosen_attributes(schema, attributes) if a.source != "measured"]
     if not chosen:
         raise TaggingError("no attribute to ask the model about (measured attributes are computed from pixels)")
-    samples = project.samples()
-    if sample_ids is not None:
-        samples = samples.loc[np.asarray(sample_ids)]
+    samples = project.samples(sample_ids=sample_ids)
     labels = dict(zip(samples.index, prompt_labels(project, samples, None)))
     client = make_client(config, api_key)
     run_id = resumable_run(project, config.model, chosen) if resume else None

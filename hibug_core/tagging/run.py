@@ -54,9 +54,7 @@ def tag_project(project, *, encoder: str = DEFAULT_ENCODER, attributes: list[str
     """
     schema, version = load_schema(project), latest_version(project)
     chosen = chosen_attributes(schema, attributes)
-    samples = project.samples()
-    if sample_ids is not None:
-        samples = samples.loc[np.asarray(sample_ids)]
+    samples = project.samples(sample_ids=sample_ids)
     run_ids = []
     by_measure = [a for a in chosen if a.source == "measured"]
     by_model = [a for a in chosen if a.source != "measured"]
