@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from hibug_core.attributes.library import COLOURS
 from hibug_core.attributes.propose import FORMAT, ProposalError, ProposalResult, ask_structured, repair
@@ -131,8 +132,7 @@ def propose_tags_from_data(project, schema: AttributeSchema, *, encoder: str = "
     if llm_config is not None:
         seen, notes = _values_from_llm(list(samples["image_path"]), list(labels), schema, llm_config, api_key)
     else:
-        rows = np.searchsorted(embeddings.sample_ids, chosen) if np.all(np.diff(embeddings.sample_ids) > 0) else \
-            np.array([list(embeddings.sample_ids).index(s) for s in chosen])
+        rows = pd.Index(embeddings.sample_ids).get_indexer(chosen)
         seen = _values_from_vocabulary(chosen, embeddings.embedding[rows], labels, schema, load_encoder(encoder))
         notes = [f"no multimodal model: values chosen by the {encoder} encoder from a candidate vocabulary"]
     result = _merge(schema, seen, min_count)

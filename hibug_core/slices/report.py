@@ -12,7 +12,7 @@ from hibug_core.slices.diagnosis import DiagnosisConfig, diagnose, rare_classes
 from hibug_core.slices.enumeration import Enumeration, enumerate_slices
 from hibug_core.slices.search import SliceConfig, TagMatrix, parse_definition, score_slices, slice_id
 
-_ENUMERATIONS: dict[tuple, tuple[Enumeration, list[str]]] = {}
+_ENUMERATIONS: dict[tuple, Enumeration] = {}
 _MAX_CACHED = 4
 
 
@@ -85,8 +85,8 @@ def tag_frame(project, attributes: list[str] | None) -> pd.DataFrame:
     return tags[tagged]
 
 
-def evaluation_rows(project, model: str, split: str) -> pd.DataFrame:
-    samples = project.samples(model)
+def evaluation_rows(samples: pd.DataFrame, model: str, split: str) -> pd.DataFrame:
+    """The labelled, predicted samples of `split` from project.samples(model), with their error (1 - score)."""
     rows = samples[(samples["split"] == split) & samples["label"].notna() & samples["prediction"].notna()].copy()
     if rows.empty:
         raise SliceError(f"no labelled '{split}' samples with predictions of '{model}'")
@@ -99,14 +99,14 @@ def enumeration_for(project, tags: TagMatrix, errors: np.ndarray, models: list[s
     """One enumeration per (tags in force, split, depth, support, models): recomputed only after a change."""
     key = (str(project.folder), project.data_version(), split, config.max_depth, config.min_support, tuple(models),
            tuple(tags.attributes))
-    cached = _ENUMERATIONS.get(key)
-    if cached is None:
+    enumeration = _ENUMERATIONS.get(key)
+    if enumeration is None:
         enumeration = enumerate_slices(tags.codes, [len(t) for t in tags.tags], errors, max_depth=config.max_depth,
                                        min_support=config.min_support)
         if len(_ENUMERATIONS) >= _MAX_CACHED:
             _ENUMERATIONS.pop(next(iter(_ENUMERATIONS)))
-        cached = _ENUMERATIONS[key] = (enumeration, models)
-    return cached[0]
+        _ENUMERATIONS[key] = enumeration
+    return enumeration
 
 
 def error_slices(project, model: str | None = None, *, split: str = "val", config: SliceConfig = SliceConfig(),
@@ -116,25 +116,21 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     model = model or (models[0] if models else None)
     if model not in models:
         raise SliceError(f"no model '{model}' in this project; known: {', '.join(models)}")
-    evaluation = evaluation_rows(project, model, split)
+    samples = project.samples(model)
+    evaluation = evaluation_rows(samples, model, split)
     frame = tag_frame(project, attributes)
     tags = TagMatrix.from_frame(frame.loc[evaluation.index])
-    # Errors of every model that predicts all these rows, so other models reuse the same enumeration.
-    columns, names = [evaluation["error"].to_numpy()], [model]
-    for other in models:
-        if other == model:
-            continue
-        scores = project.samples(other)["score"].reindex(evaluation.index)
-        if scores.notna().all():
-            columns.append(1.0 - scores.to_numpy(float))
-            names.append(other)
-    order = sorted(range(len(names)), key=lambda i: names[i])
-    enumeration = enumeration_for(project, tags, np.stack([columns[i] for i in order], axis=1),
-                                  [names[i] for i in order], split, config)
-    column = [names[i] for i in order].index(model)
+    # Errors of every model that predicts all these rows (in name order), so other models reuse the enumeration.
+    columns, names = [], []
+    for name in sorted(models):
+        errors = evaluation["error"] if name == model else \
+            1.0 - project.samples(name)["score"].reindex(evaluation.index).astype(float)
+        if name == model or errors.notna().all():
+            columns.append(errors.to_numpy(float))
+            names.append(name)
+    enumeration = enumeration_for(project, tags, np.stack(columns, axis=1), names, split, config)
     errors = evaluation["error"].to_numpy()
-    slices = score_slices(enumeration, tags, model=column, config=config)
-    samples = project.samples(model)
+    slices = score_slices(enumeration, tags, model=names.index(model), config=config)
     train = samples[(samples["split"] == "train") & samples["label"].notna()]
     train_tags = frame.reindex(train.index)
     train_tagged = len(train) > 0 and train_tags.notna().any(axis=1).mean() > 0.5

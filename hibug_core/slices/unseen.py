@@ -65,6 +65,7 @@ def substitute_tags(report: SliceReport, config: UnseenConfig = UnseenConfig(), 
             if matrix is None or tag not in usable:
                 continue
             scores = matrix[usable.index(tag)]
+            made = 0
             for other in np.argsort(-scores):
                 if usable[other] == tag or scores[other] < config.min_similarity:
                     continue
@@ -79,8 +80,8 @@ def substitute_tags(report: SliceReport, config: UnseenConfig = UnseenConfig(), 
                              "method": "tag substitution", "source": source["description"],
                              "reason": f"'{usable[other]}' is like '{tag}' (similarity {scores[other]:.2f})",
                              "predicted_score": predicted, **_check(report, definition, config)})
-                if sum(r["source"] == source["description"] and r["definition"][position] != (attribute, tag)
-                       and r["definition"][position][0] == attribute for r in rows) >= config.neighbours:
+                made += 1
+                if made >= config.neighbours:
                     break
     return _finish(rows, report)
 

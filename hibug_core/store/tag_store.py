@@ -139,24 +139,22 @@ def correct_tags(project, attribute: str, sample_ids, tag: str | None, *, kind: 
     return len(sample_ids)
 
 
-def _latest_corrections(connection, attribute: str | None, sample_ids: list[int] | None = None) -> dict:
-    query = ("SELECT c.attribute, c.sample_id, c.tag FROM tag_corrections c JOIN ("
-             "SELECT attribute, sample_id, MAX(id) AS id FROM tag_corrections GROUP BY attribute, sample_id) m "
-             "ON m.id = c.id")
-    params = {}
-    if attribute is not None:
-        query += " WHERE c.attribute = :a"
-        params["a"] = attribute
-    rows = connection.execute(text(query), params).all()
-    wanted = None if sample_ids is None else set(sample_ids)
-    return {int(s): t for _, s, t in rows if wanted is None or int(s) in wanted}
+# The newest correction of every (attribute, sample): the one in force (its tag is NULL when withdrawn).
+_NEWEST_CORRECTIONS = ("tag_corrections c JOIN (SELECT attribute, sample_id, MAX(id) AS id FROM tag_corrections "
+                       "GROUP BY attribute, sample_id) m ON m.id = c.id")
+
+
+def _latest_corrections(connection, attribute: str, sample_ids: list[int]) -> dict:
+    rows = connection.execute(text(f"SELECT c.sample_id, c.tag FROM {_NEWEST_CORRECTIONS} WHERE c.attribute = :a"),
+                              {"a": attribute}).all()
+    wanted = set(sample_ids)
+    return {int(s): t for s, t in rows if int(s) in wanted}
 
 
 def corrections(project, attribute: str | None = None) -> pd.DataFrame:
     """The correction in force per (attribute, sample): the newest one, withdrawn ones left out."""
-    query = ("SELECT c.attribute, c.sample_id, c.tag, c.kind, c.actor, c.at FROM tag_corrections c JOIN ("
-             "SELECT attribute, sample_id, MAX(id) AS id FROM tag_corrections GROUP BY attribute, sample_id) m "
-             "ON m.id = c.id WHERE c.tag IS NOT NULL")
+    query = (f"SELECT c.attribute, c.sample_id, c.tag, c.kind, c.actor, c.at FROM {_NEWEST_CORRECTIONS} "
+             "WHERE c.tag IS NOT NULL")
     params = {}
     if attribute is not None:
         query += " AND c.attribute = :a"

@@ -2,6 +2,7 @@
 validated against the tag lists, stored as they arrive, and a stopped run resumes where it ended."""
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -145,11 +146,14 @@ def tag_with_llm(project, config: LLMConfig = LLMConfig(), *, attributes: list[s
     finished = len(done)
     progress("asking the multimodal model", finished, len(samples))
     with ThreadPoolExecutor(max_workers=config.concurrency) as pool:
-        queue = iter(todo)
-        running = {}
-        for sample_id in [s for _, s in zip(range(config.concurrency), queue)]:
-            running[pool.submit(ask_image, client, config, samples.at[sample_id, "image_path"], chosen,
-                                labels[sample_id])] = sample_id
+        queue, running = iter(todo), {}
+
+        def fill() -> None:  # keep `concurrency` requests in flight
+            for sample_id in itertools.islice(queue, config.concurrency - len(running)):
+                running[pool.submit(ask_image, client, config, samples.at[sample_id, "image_path"], chosen,
+                                    labels[sample_id])] = sample_id
+
+        fill()
         while running:
             completed, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in completed:
@@ -173,9 +177,7 @@ def tag_with_llm(project, config: LLMConfig = LLMConfig(), *, attributes: list[s
             if len(pending_rows) >= 16:
                 _store_answers(project, run_id, pending_rows)
                 pending_rows = []
-            for sample_id in [s for _, s in zip(range(config.concurrency - len(running)), queue)]:
-                running[pool.submit(ask_image, client, config, samples.at[sample_id, "image_path"], chosen,
-                                    labels[sample_id])] = sample_id
+            fill()
     _store_answers(project, run_id, pending_rows)
     stored = _answers(project, run_id)
     answered = stored[stored["answer_json"].notna()]
