@@ -79,10 +79,8 @@ def transform_from_processor_config(folder: Path):
 
 class TransformersClipEncoder(Encoder):
     def __init__(self, source: str, *, spec: str, key: str, device: str | None = None):
-        import torch
-
-        from transformers import AutoTokenizer, CLIPModel
         from huggingface_hub import snapshot_download
+        from transformers import AutoTokenizer, CLIPModel
 
         self.spec, self.key, self.device = spec, key, pick_device(device)
         with offline_unless_reachable() as reachable:
@@ -96,13 +94,16 @@ class TransformersClipEncoder(Encoder):
                 raise ModelLoadError(f"could not load transformers CLIP model '{source}': "
                                      f"{_reason(error, reachable)}. {OFFLINE_ADVICE}") from error
         self.logit_scale = float(self.model.logit_scale.exp().clamp(max=100).item())
-        self._torch = torch
 
     def encode_images(self, batch) -> dict[str, np.ndarray]:
-        with self._torch.inference_mode():
+        import torch
+
+        with torch.inference_mode():
             return {"embedding": _as_numpy(self.model.get_image_features(pixel_values=batch.to(self.device)))}
 
     def encode_texts(self, texts: list[str]) -> np.ndarray:
+        import torch
+
         tokens = self.tokenizer(list(texts), padding=True, truncation=True, return_tensors="pt").to(self.device)
-        with self._torch.inference_mode():
+        with torch.inference_mode():
             return _as_numpy(self.model.get_text_features(**tokens))

@@ -28,7 +28,6 @@ def build_tiny_open_clip(seed: int = 0):
 
 def _clip_bpe_files(folder: Path) -> tuple[Path, Path]:
     """CLIP's vocab.json and merges.txt, rebuilt from the BPE table that open_clip ships."""
-    import open_clip
     from open_clip.tokenizer import bytes_to_unicode, default_bpe
 
     lines = gzip.open(default_bpe()).read().decode("utf-8").split("\n")
@@ -38,7 +37,6 @@ def _clip_bpe_files(folder: Path) -> tuple[Path, Path]:
     vocab_file, merges_file = folder / "vocab.json", folder / "merges.txt"
     vocab_file.write_text(json.dumps({token: i for i, token in enumerate(vocab)}))
     merges_file.write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n")
-    del open_clip
     return vocab_file, merges_file
 
 
