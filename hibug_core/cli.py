@@ -195,6 +195,31 @@ def cmd_slices(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    from dataclasses import replace
+
+    from hibug_core.bench.run import TAGGERS, BenchConfig, run_benchmark
+    from hibug_core.bench.summary import markdown_table, summary_tables, write_results
+
+    defaults = BenchConfig()
+    taggers = tuple(args.taggers.split(",")) if args.taggers else defaults.taggers
+    spurious, rare = (3, 3) if args.quick else (args.spurious, args.rare)
+    config = BenchConfig(n_spurious=spurious, n_rare=rare, seed=args.seed, taggers=taggers, top_n=args.top,
+                         slices=replace(defaults.slices, gap=args.gap), encoder=args.encoder,
+                         gaps=tuple(sorted({*defaults.gaps, args.gap})))
+    report, close = _progress()
+    try:
+        result = run_benchmark(args.out, config, progress=report)
+    finally:
+        close()
+    tables = summary_tables(result.rows, result.problems, args.gap)
+    markdown, data = write_results(Path(args.out), result, tables, TAGGERS)
+    print(markdown_table(tables["scores"]))
+    print(f"{int(result.problems['kept'].sum())} problems from {len(result.problems)} candidates in "
+          f"{result.timings['total']:.0f} s; tables in {markdown}, every row in {data}")
+    return 0
+
+
 def cmd_attributes(args) -> int:
     from hibug_core.store.attribute_versions import latest_version, load_schema, save_schema, schema_history
     from hibug_core.store.project import Project
@@ -431,6 +456,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--disable", action="store_true")
     p.add_argument("--delete", action="store_true")
     p.set_defaults(handler=cmd_attributes)
+
+    p = sub.add_parser("bench", help="planted-bug benchmark: does hibug find and explain bugs planted in models?")
+    p.add_argument("--out", default="bench-results", help="folder for results, problem projects and caches")
+    p.add_argument("--spurious", type=int, default=30, help="spurious-correlation problems")
+    p.add_argument("--rare", type=int, default=30, help="rare-case problems")
+    p.add_argument("--quick", action="store_true", help="3 + 3 problems (what CI runs)")
+    p.add_argument("--taggers", help="comma-separated tag sources: truth, conse, library, taught (default: all)")
+    p.add_argument("--encoder", default="conse", help="encoder of the automatic tag sources")
+    p.add_argument("--top", type=int, default=10, help="Find Attr / Find Tag look at this many top slices")
+    p.add_argument("--gap", type=float, default=0.2, help="C of the main table (others are reported too)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(handler=cmd_bench)
 
     for name, help_text in (("serve", "open the dashboard on a project"),
                             ("demo", "build the demo project if needed and open the dashboard on it")):

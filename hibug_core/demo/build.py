@@ -11,10 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
-
 from hibug_core.demo.attributes import demo_attribute_schema
-from hibug_core.demo.easyvqa import SHAPES, load_shape_images, measure_geometry
+from hibug_core.demo.easyvqa import ATTRIBUTES, SHAPES, load_shape_world
 from hibug_core.demo.shapes_model import (TrainConfig, load_checkpoint, predict_probabilities, save_checkpoint,
                                           train_shape_cnn)
 from hibug_core.errors import ProjectError
@@ -103,23 +101,15 @@ def build_demo(folder: str | Path, config: DemoConfig = DemoConfig(), *, progres
     folder = Path(folder).resolve()
     if folder.exists() and any(folder.iterdir()):
         raise ProjectError(f"{folder} exists and is not empty; choose another folder for the demo")
-    images = load_shape_images()
-    pixels = np.stack([np.asarray(Image.open(item.path).convert("RGB")) for item in images])
-    geometry = []
-    for i, array in enumerate(pixels):
-        geometry.append(measure_geometry(array))
-        if (i + 1) % 500 == 0 or i + 1 == len(pixels):
-            progress("measuring size and position", i + 1, len(pixels))
-    shapes = np.array([item.shape for item in images])
-    colors = np.array([item.color for item in images])
-    sizes = np.array([g["size"] for g in geometry])
-    sources = np.array([item.source_split for item in images])
-    split = _assign_splits(sources, shapes, colors, sizes, config)
-    known = [{"shape": shapes[i], "color": colors[i], **geometry[i]} for i in range(len(images))]
-    ids = [f"{item.source_split}-{item.source_id}" for item in images]
+    world = load_shape_world(progress)
+    images, pixels = world.images, world.pixels
+    shapes, colors, sizes = (world.attributes[c].to_numpy() for c in ("shape", "color", "size"))
+    split = _assign_splits(world.source_splits, shapes, colors, sizes, config)
+    known = world.attributes.to_dict("records")
+    ids = list(world.ids)
 
     classes = list(SHAPES)
-    targets = np.array([classes.index(s) for s in shapes])
+    targets = world.labels()
     train = split == "train"
     fingerprint = _fingerprint([i for i, t in zip(ids, train) if t], config)
     network = load_checkpoint(checkpoint, classes, config.train, fingerprint) if checkpoint else None
@@ -139,16 +129,15 @@ def build_demo(folder: str | Path, config: DemoConfig = DemoConfig(), *, progres
         for split_name in ("train", "val", "test", "pool"):
             (data / "images" / split_name).mkdir(parents=True, exist_ok=True)
         manifest = data / "manifest.csv"
-        attributes = ["shape", "color", "size", "horizontal position", "vertical position"]
         with open(manifest, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
             writer.writerow(["id", "image", "label", "split", "prediction", *[f"prob:{c}" for c in classes],
-                             *[f"attr:{a}" for a in attributes]])
+                             *[f"attr:{a}" for a in ATTRIBUTES]])
             for i in np.flatnonzero(kept):
                 relative = f"images/{split[i]}/{ids[i]}.png"
                 shutil.copyfile(images[i].path, data / relative)
                 writer.writerow([ids[i], relative, shapes[i], split[i], predictions[i],
-                                 *[f"{p:.6f}" for p in probabilities[i]], *[known[i][a] for a in attributes]])
+                                 *[f"{p:.6f}" for p in probabilities[i]], *[known[i][a] for a in ATTRIBUTES]])
         project = Project.create(staging, name="easy-vqa shapes demo")
         project.import_manifest(load_manifest(manifest, default_model=MODEL_NAME, progress=progress),
                                 author="hibug demo")

@@ -7,8 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+
+from hibug_core.progress import ProgressCallback, no_progress
 
 SHAPES = ("circle", "rectangle", "triangle")
+ATTRIBUTES = ("shape", "color", "size", "horizontal position", "vertical position")
 COLORS = ("black", "blue", "brown", "gray", "green", "red", "teal", "yellow")
 _NEGATIONS = {"not", "no"}
 
@@ -93,3 +97,45 @@ def measure_geometry(pixels: np.ndarray, small_below: int = 19, large_from: int 
     horizontal = "left" if cx < 1 / 3 else "right" if cx > 2 / 3 else "center"
     vertical = "top" if cy < 1 / 3 else "bottom" if cy > 2 / 3 else "middle"
     return {"size": size, "horizontal position": horizontal, "vertical position": vertical}
+
+
+@dataclass(frozen=True)
+class ShapeWorld:
+    """Every decided easy-vqa image with its pixels and true attributes (one row each, a fixed order)."""
+
+    images: tuple[ShapeImage, ...]
+    pixels: np.ndarray  # (n, 64, 64, 3) uint8
+    attributes: pd.DataFrame  # ATTRIBUTES columns, index: "<easy-vqa split>-<id>"
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self.attributes.index.to_numpy()
+
+    @property
+    def source_splits(self) -> np.ndarray:
+        return np.array([item.source_split for item in self.images])
+
+    def labels(self) -> np.ndarray:
+        """Class index of every image in SHAPES order."""
+        return self.attributes["shape"].map({s: i for i, s in enumerate(SHAPES)}).to_numpy()
+
+
+_WORLD: list[ShapeWorld] = []
+
+
+def load_shape_world(progress: ProgressCallback = no_progress) -> ShapeWorld:
+    """Load the images once per process and measure their size and position."""
+    from PIL import Image
+
+    if _WORLD:
+        return _WORLD[0]
+    images = tuple(load_shape_images())
+    pixels = np.stack([np.asarray(Image.open(item.path).convert("RGB")) for item in images])
+    rows = []
+    for i, (item, array) in enumerate(zip(images, pixels)):
+        rows.append({"shape": item.shape, "color": item.color, **measure_geometry(array)})
+        if (i + 1) % 500 == 0 or i + 1 == len(pixels):
+            progress("measuring size and position", i + 1, len(pixels))
+    index = pd.Index([f"{item.source_split}-{item.source_id}" for item in images], name="id")
+    _WORLD.append(ShapeWorld(images, pixels, pd.DataFrame(rows, index=index, columns=list(ATTRIBUTES))))
+    return _WORLD[0]

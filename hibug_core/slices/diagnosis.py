@@ -20,13 +20,21 @@ class DiagnosisConfig:
     alpha: float = 0.8  # spurious correlation: one predicted label has at least this share of the slice's
     #                     predictions (and is not its usual label), or of its failures
     min_failures: int = 5  # failures needed before their predicted labels count as evidence
+    association: float = 0.8  # spurious correlation: in training, at least this share of the images with the slice's
+    #                           tags (class conditions left out) are of the class most of its failures
+    shortcut: float = 0.5  # (more than this share) are predicted as
 
 
 def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] | None, labels: np.ndarray,
-             predictions: np.ndarray, errors: np.ndarray, config: DiagnosisConfig = DiagnosisConfig()) -> pd.DataFrame:
+             predictions: np.ndarray, errors: np.ndarray, config: DiagnosisConfig = DiagnosisConfig(), *,
+             tag_train_masks: list[np.ndarray | None] | None = None,
+             train_labels: np.ndarray | None = None) -> pd.DataFrame:
     """One row of evidence and a bug type per slice (given as boolean masks over the evaluation rows).
 
     train_masks: the same slices over the training rows (None when the training split has no tags).
+    tag_train_masks: the training rows with each slice's tags, its class conditions left out (None for a slice of
+    class conditions only), with train_labels: evidence that a tag goes with a class in training, which tells a
+    spurious correlation (the model learnt the tag as a shortcut) from a rare case (the combination is just rare).
     """
     n_eval = len(labels)
     n_train = len(train_masks[0]) if train_masks else 0
@@ -42,9 +50,18 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
         train_share = train_count / n_train if train_masks and n_train else np.nan
         prediction_share = prediction_count / max(mask.sum(), 1)
         failure_share = failure_count / max(failed.sum(), 1)
+        tag_rows = tag_train_masks[i] if tag_train_masks is not None else None
+        associated, association = (Counter(train_labels[tag_rows]).most_common(1)[0]
+                                   if tag_rows is not None and tag_rows.any() else (None, 0))
+        association_share = association / tag_rows.sum() if associated is not None else np.nan
         if top_prediction is not None and top_prediction != top_label and prediction_share >= config.alpha:
             bug, reason = "spurious correlation", (f"{prediction_share:.0%} of its images are predicted "
                                                    f"'{top_prediction}', though most are '{top_label}'")
+        elif (associated is not None and associated == failure_top and failed.sum() >= config.min_failures
+              and association_share >= config.association and failure_share > config.shortcut):
+            bug, reason = "spurious correlation", (f"in training, {association_share:.0%} of the images with its tags "
+                                                   f"are '{associated}', and {failure_share:.0%} of its failures are "
+                                                   f"predicted '{associated}'")
         elif train_masks and train_share < config.rare_share:
             bug, reason = "rare case", (f"{train_count} training images ({train_share:.2%} of training, "
                                         f"under {config.rare_share:.0%})")
@@ -59,10 +76,11 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
         rows.append({"bug_type": bug, "reason": reason, "train_count": train_count, "train_share": train_share,
                      "eval_share": eval_share, "top_label": top_label, "top_prediction": top_prediction,
                      "top_prediction_share": prediction_share, "failure_top_prediction": failure_top,
-                     "failure_top_share": failure_share if failed.any() else np.nan})
+                     "failure_top_share": failure_share if failed.any() else np.nan,
+                     "train_tag_label": associated, "train_tag_label_share": association_share})
     return pd.DataFrame(rows, columns=["bug_type", "reason", "train_count", "train_share", "eval_share", "top_label",
                                        "top_prediction", "top_prediction_share", "failure_top_prediction",
-                                       "failure_top_share"])
+                                       "failure_top_share", "train_tag_label", "train_tag_label_share"])
 
 
 def rare_classes(train_labels: np.ndarray, eval_labels: np.ndarray, eval_errors: np.ndarray,

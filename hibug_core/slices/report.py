@@ -10,7 +10,7 @@ import pandas as pd
 from hibug_core.errors import HibugError
 from hibug_core.slices.diagnosis import DiagnosisConfig, diagnose, rare_classes
 from hibug_core.slices.enumeration import Enumeration, enumerate_slices
-from hibug_core.slices.search import SliceConfig, TagMatrix, parse_definition, score_slices, slice_id
+from hibug_core.slices.search import CLASS, SliceConfig, TagMatrix, parse_definition, score_slices, slice_id
 
 _ENUMERATIONS: dict[tuple, Enumeration] = {}
 _MAX_CACHED = 4
@@ -63,26 +63,45 @@ class SliceReport:
         return chosen.sort_values("error", ascending=False, kind="stable").index.to_numpy()
 
 
-def tag_frame(project, attributes: list[str] | None) -> pd.DataFrame:
-    """Tags in force of the schema's attributes, plus imported attr: columns that no schema attribute covers."""
+TAG_SOURCES = ("in force", "imported", "model")
+
+
+def tag_frame(project, attributes: list[str] | None, source: str = "in force", *, by_class: bool = False) -> pd.DataFrame:
+    """Tags of every sample to slice by. source: "in force" (the schema's tags in force, plus imported attr: columns
+    that no schema attribute covers), "imported" (attr: columns only, e.g. ground truth) or "model" (the schema's
+    tags only). by_class adds the label as the attribute CLASS, unless an attribute already equals it."""
     from hibug_core.store.attribute_versions import latest_version
     from hibug_core.tagging.run import current_tags
 
+    if source not in TAG_SOURCES:
+        raise SliceError(f"unknown tag source '{source}'; choose one of {', '.join(TAG_SOURCES)}")
     samples = project.samples()
-    tags = current_tags(project).tags if latest_version(project) is not None else pd.DataFrame(index=samples.index)
-    known = project.known_tags()
-    for column in known.columns:
-        if column not in tags.columns:
-            tags[column] = known[column].reindex(tags.index).astype("category")
+    has_schema = source != "imported" and latest_version(project) is not None
+    tags = current_tags(project).tags if has_schema else pd.DataFrame(index=samples.index)
+    if source != "model":
+        known = project.known_tags()
+        for column in known.columns:
+            if column not in tags.columns:
+                tags[column] = known[column].reindex(tags.index).astype("category")
     if attributes is not None:
         missing = [a for a in attributes if a not in tags.columns]
         if missing:
             raise SliceError(f"no tags for attribute(s) {', '.join(missing)}; known: {', '.join(tags.columns)}")
         tags = tags[attributes]
-    tagged = tags.columns[tags.notna().any()]
-    if len(tagged) == 0:
+    tags = tags[tags.columns[tags.notna().any()]]
+    if tags.columns.empty:
         raise SliceError("no attribute has tags yet; tag the images first (Tagging page or `hibug tag`)")
-    return tags[tagged]
+    if by_class and not label_attributes(tags, samples["label"]):
+        tags[CLASS] = samples["label"].reindex(tags.index).astype("category")
+    return tags
+
+
+def label_attributes(tags: pd.DataFrame, labels: pd.Series) -> list[str]:
+    """Attributes that are the label itself (CLASS, or tags equal to the label on every labelled sample)."""
+    labels = labels.reindex(tags.index)
+    labelled = labels.notna()
+    return [c for c in tags.columns
+            if c == CLASS or (labelled.any() and (tags.loc[labelled, c].astype(object) == labels[labelled]).all())]
 
 
 def evaluation_rows(samples: pd.DataFrame, model: str, split: str) -> pd.DataFrame:
@@ -110,15 +129,17 @@ def enumeration_for(project, tags: TagMatrix, errors: np.ndarray, models: list[s
 
 
 def error_slices(project, model: str | None = None, *, split: str = "val", config: SliceConfig = SliceConfig(),
-                 diagnosis: DiagnosisConfig = DiagnosisConfig(), attributes: list[str] | None = None) -> SliceReport:
-    """Ranked, diagnosed error slices of `model` (default: the first) on `split`."""
+                 diagnosis: DiagnosisConfig = DiagnosisConfig(), attributes: list[str] | None = None,
+                 tags: str = "in force") -> SliceReport:
+    """Ranked, diagnosed error slices of `model` (default: the first) on `split`, over the tags from `tags` (see
+    tag_frame)."""
     models = project.models()
     model = model or (models[0] if models else None)
     if model not in models:
         raise SliceError(f"no model '{model}' in this project; known: {', '.join(models)}")
     samples = project.samples(model)
     evaluation = evaluation_rows(samples, model, split)
-    frame = tag_frame(project, attributes)
+    frame = tag_frame(project, attributes, tags, by_class=config.by_class)
     tags = TagMatrix.from_frame(frame.loc[evaluation.index])
     # Errors of every model that predicts all these rows (in name order), so other models reuse the enumeration.
     columns, names = [], []
@@ -136,9 +157,14 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     train_tagged = len(train) > 0 and train_tags.notna().any(axis=1).mean() > 0.5
     train_matrix = tags.aligned(train_tags) if train_tagged else None
     masks = [tags.mask(d) for d in slices["definition"]]
-    train_masks = [train_matrix.mask(d) for d in slices["definition"]] if train_matrix is not None else None
+    train_masks = tag_masks = None
+    if train_matrix is not None:
+        train_masks = [train_matrix.mask(d) for d in slices["definition"]]
+        of_label = set(label_attributes(train_tags, train["label"]))
+        tag_parts = [tuple(c for c in d if c[0] not in of_label) for d in slices["definition"]]
+        tag_masks = [train_matrix.mask(part) if part else None for part in tag_parts]
     evidence = diagnose(masks, train_masks, evaluation["label"].to_numpy(), evaluation["prediction"].to_numpy(),
-                        errors, diagnosis)
+                        errors, diagnosis, tag_train_masks=tag_masks, train_labels=train["label"].to_numpy())
     summary = dict(slices.attrs)
     slices = pd.concat([slices, evidence.set_index(slices.index)], axis=1)
     slices.attrs.update(summary)
@@ -147,4 +173,4 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
                        int(slices.attrs.get("enumerated", 0)), config, samples, frame)
 
 
-__all__ = ["SliceError", "SliceReport", "error_slices", "evaluation_rows", "slice_id"]
+__all__ = ["CLASS", "TAG_SOURCES", "SliceError", "SliceReport", "error_slices", "evaluation_rows", "slice_id"]

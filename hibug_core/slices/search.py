@@ -12,6 +12,9 @@ from hibug_core.slices.enumeration import Enumeration, enumerate_slices, pack_ke
 from hibug_core.slices.stats import benjamini_hochberg, wilson_interval, worse_than_rest_p_values
 
 
+CLASS = "class"  # pseudo-attribute: the true label
+
+
 @dataclass(frozen=True)
 class SliceConfig:
     """Slice search settings (HiBug2's defaults)."""
@@ -26,6 +29,7 @@ class SliceConfig:
     parent_alpha: float = 0.05  # false discovery rate of "a child is worse than each parent" (1: plain rule)
     sliceline_alpha: float = 0.95  # weight of the error term in the SliceLine score
     z: float = 1.96  # Wilson interval width (95%)
+    by_class: bool = False  # also slice by the label (attribute CLASS), e.g. "class = triangle & size = small"
 
 
 @dataclass

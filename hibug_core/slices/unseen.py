@@ -11,9 +11,8 @@ import pandas as pd
 from hibug_core.attributes.schema import NOT_VISIBLE, AttributeSchema
 from hibug_core.errors import TaggingError
 from hibug_core.slices.report import SliceReport
-from hibug_core.slices.search import describe, slice_id
+from hibug_core.slices.search import CLASS, describe, slice_id
 
-CLASS = "class"  # pseudo-attribute of LLM-predicted slices: the true label
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,23 @@ class ArrayStore:
             return []
         found = [p.relative_to(self.root).with_suffix("").as_posix() for p in self.root.rglob("*.npz")]
         return sorted(name for name in found if name.startswith(prefix))
+
+    def link_from(self, other: "ArrayStore", prefix: str) -> int:
+        """Take the arrays under `prefix` that `other` has and this store lacks, as hard links (copies across file
+        systems). Only for immutable, uniquely named parts (content-keyed caches): they can then be shared."""
+        mine = set(self.names(prefix))
+        added = 0
+        for name in other.names(prefix):
+            if name in mine:
+                continue
+            source, target = other.path(name), self.path(name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(source, target)
+            except OSError:
+                shutil.copyfile(source, target)
+            added += 1
+        return added
 
     def remove_leftovers(self) -> int:
         """Delete temporary files left by a write that crashed before commit."""

@@ -1,0 +1,124 @@
+"""Planted-bug problems in the easy-vqa shape world: which bug, how the training split is biased, the ground truth."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.demo.easyvqa import SHAPES, ShapeWorld
+
+SPURIOUS, RARE = "spurious correlation", "rare case"
+PLANT_ATTRIBUTES = ("color", "size", "horizontal position", "vertical position")
+SPURIOUS_STRENGTHS = (0.9, 0.95, 0.99)  # share of the tag's training images that are of the class
+RARE_STRENGTHS = (0.0, 0.02, 0.05)  # share of the combination's training images kept
+
+
+@dataclass(frozen=True)
+class PlantedProblem:
+    """One bug planted in a training split.
+
+    spurious correlation: in training, `tag` of `attribute` goes with class `label` (a share `strength` of the tag's
+    images are of that class), so the model learns the tag as a shortcut; rare case: images of class `label` with
+    the tag are made rare (a share `strength` of them kept)."""
+
+    id: str
+    bug_type: str
+    attribute: str
+    tag: str
+    label: str
+    strength: float
+    seed: int
+
+    def failing_part(self, attributes: pd.DataFrame) -> np.ndarray:
+        """Rows the bug should make the model fail on: conflicting rows (the tag, another class) or the rare rows."""
+        has_tag = (attributes[self.attribute] == self.tag).to_numpy()
+        of_label = (attributes["shape"] == self.label).to_numpy()
+        return has_tag & (of_label if self.bug_type == RARE else ~of_label)
+
+    def reference(self, attributes: pd.DataFrame) -> np.ndarray:
+        """Rows to compare the failing part with: the same classes without the tag (so a class that is weak anyway
+        does not count as a planted bug)."""
+        has_tag = (attributes[self.attribute] == self.tag).to_numpy()
+        of_label = (attributes["shape"] == self.label).to_numpy()
+        return ~has_tag & (of_label if self.bug_type == RARE else ~of_label)
+
+    def describe(self) -> str:
+        if self.bug_type == SPURIOUS:
+            return f"{self.attribute} = {self.tag} goes with {self.label} ({self.strength:.0%} of its training images)"
+        return f"{self.tag} {self.label}s ({self.attribute}) rare: {self.strength:.0%} kept in training"
+
+
+@dataclass(frozen=True)
+class SplitConfig:
+    """How the shape world is split for every problem (the same unbiased validation and pool sets for all)."""
+
+    val_from_train: int = 712  # easy-vqa's test images plus this many of its train images are the validation split
+    pool: int = 400
+    train_size: int = 1500  # the biased training split is drawn down to this size, so every model sees as many
+    other_keep: float = 0.5  # spurious: share kept of the class's training images without the tag (both directions)
+    seed: int = 0
+
+
+def candidate_problems(world: ShapeWorld, seed: int = 0) -> list[PlantedProblem]:
+    """Every (bug type, attribute, tag, class, strength) combination, in a seeded random order, types alternating."""
+    rng = np.random.default_rng(seed)
+    kinds = {SPURIOUS: SPURIOUS_STRENGTHS, RARE: RARE_STRENGTHS}
+    lists = {}
+    for kind, strengths in kinds.items():
+        grid = [(a, t, k, s) for a in PLANT_ATTRIBUTES for t in sorted(world.attributes[a].unique())
+                if t != "not visible" for k in SHAPES for s in strengths]
+        lists[kind] = [grid[i] for i in rng.permutation(len(grid))]
+    problems = []
+    for i, pair in enumerate(zip(lists[SPURIOUS], lists[RARE])):
+        for kind, (attribute, tag, label, strength) in zip(kinds, pair):
+            short = "sc" if kind == SPURIOUS else "rc"
+            problems.append(PlantedProblem(f"{short}{i:03d}", kind, attribute, tag, label, strength,
+                                           seed=seed * 10_000 + len(problems)))
+    return problems
+
+
+def base_splits(world: ShapeWorld, config: SplitConfig = SplitConfig()) -> np.ndarray:
+    """'val' and 'pool' (unbiased, shared by every problem) and 'candidate' (the training split is drawn from it)."""
+    rng = np.random.default_rng(config.seed)
+    split = np.full(len(world.images), "candidate", dtype=object)
+    source = world.source_splits
+    split[source == "test"] = "val"
+    from_train = np.flatnonzero(source == "train")
+    rng.shuffle(from_train)
+    split[from_train[: config.val_from_train]] = "val"
+    split[from_train[config.val_from_train : config.val_from_train + config.pool]] = "pool"
+    return split
+
+
+def plant(world: ShapeWorld, base: np.ndarray, problem: PlantedProblem, config: SplitConfig = SplitConfig()) -> np.ndarray:
+    """The problem's splits: the candidates thinned to plant the bug, then drawn down to `train_size` as 'train';
+    the rest of the candidates 'unused'."""
+    rng = np.random.default_rng(problem.seed)
+    attributes = world.attributes
+    candidate = base == "candidate"
+    has_tag = (attributes[problem.attribute] == problem.tag).to_numpy()
+    of_label = (attributes["shape"] == problem.label).to_numpy()
+    draw = rng.random(len(base))
+    if problem.bug_type == SPURIOUS:
+        with_label = (candidate & has_tag & of_label).sum()
+        conflicting = candidate & has_tag & ~of_label
+        # keep a share q of the conflicting rows so that the class has `strength` of the tag's rows
+        keep = min(1.0, with_label * (1 - problem.strength) / problem.strength / max(conflicting.sum(), 1))
+        dropped = (conflicting & (draw >= keep)) | (candidate & ~has_tag & of_label & (draw >= config.other_keep))
+    else:
+        dropped = candidate & has_tag & of_label & (draw >= problem.strength)
+    kept = np.flatnonzero(candidate & ~dropped)
+    chosen = rng.permutation(kept)[: config.train_size]
+    split = np.where(candidate, "unused", base).astype(object)
+    split[chosen] = "train"
+    return split
+
+
+def ground_truth(problem: PlantedProblem) -> dict:
+    """What a debugging tool should report: the bug type and the slice, as stored with the problem."""
+    definition = [(problem.attribute, problem.tag)]
+    if problem.bug_type == RARE:
+        definition.append(("shape", problem.label))
+    return {"bug_type": problem.bug_type, "attribute": problem.attribute, "tag": problem.tag, "label": problem.label,
+            "slice": definition}

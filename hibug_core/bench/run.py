@@ -1,0 +1,181 @@
+"""The planted-bug benchmark end to end: generate problems until enough bugs show, run hibug's pipeline on each
+(attributes, tagging, slice search, diagnosis) with every tag source, score it, and keep every figure."""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.attributes.library import library_schema
+from hibug_core.bench.build import Realised, build_problem_project, model_probabilities, realised
+from hibug_core.bench.problems import RARE, SPURIOUS, SplitConfig, base_splits, candidate_problems, plant
+from hibug_core.bench.scoring import score_report
+from hibug_core.demo.attributes import TASK, demo_attribute_schema
+from hibug_core.demo.easyvqa import SHAPES, ShapeWorld, load_shape_world
+from hibug_core.demo.shapes_model import TrainConfig
+from hibug_core.errors import HibugError
+from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.slices.report import error_slices
+from hibug_core.slices.search import SliceConfig
+from hibug_core.store.arrays import ArrayStore
+from hibug_core.store.attribute_versions import save_schema
+from hibug_core.tagging.run import teach, tag_project
+
+logger = logging.getLogger(__name__)
+
+# Where the slices' tags come from; every one but "truth" runs the automatic, offline pipeline.
+TAGGERS = {
+    "truth": "the true attributes (imported attr: columns): search and diagnosis errors only",
+    "conse": "the shape world's attributes, conse zero-shot tags, plus the measured attributes",
+    "library": "attributes from the built-in library (the offline proposal), conse zero-shot, plus measured",
+    "taught": "the shape world's attributes taught by a few examples per tag (probe on conse features), plus measured",
+}
+CONTENT_FOLDERS = ("embeddings/", "measures/")  # content-keyed caches shared by every problem's project
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    n_spurious: int = 30
+    n_rare: int = 30
+    seed: int = 0
+    taggers: tuple[str, ...] = tuple(TAGGERS)
+    top_n: int = 10  # Find Attr / Find Tag look at this many top-ranked error slices
+    slices: SliceConfig = SliceConfig(by_class=True)
+    gaps: tuple[float, ...] = (0.1, 0.15, 0.2)  # the C values reported (the table's is slices.gap)
+    min_drop: float = 0.2  # a planted bug counts when its part is this much less accurate than its reference
+    min_shortcut: float = 0.5  # and, for a spurious correlation, this share of its failures predict the class
+    max_candidates: int = 400
+    splits: SplitConfig = SplitConfig()
+    train: TrainConfig = TrainConfig()
+    examples_per_tag: int = 10
+    encoder: str = "conse"
+
+
+@dataclass
+class BenchResult:
+    config: BenchConfig
+    rows: pd.DataFrame  # one row per (problem, tagger, gap)
+    problems: pd.DataFrame  # every candidate tried, with how its bug showed and whether it was kept
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _tag(project, tagger: str, config: BenchConfig, examples: dict[str, dict[int, str]]) -> None:
+    """Give the project the tagger's attributes and tags (the newest schema and runs then are in force)."""
+    if tagger == "library":
+        schema = library_schema(TASK, list(SHAPES))
+    else:
+        schema = demo_attribute_schema()
+    save_schema(project, schema, author="hibug bench", note=f"benchmark tagger '{tagger}'")
+    if tagger == "taught":
+        measured = [a.name for a in schema.enabled() if a.source == "measured"]
+        tag_project(project, encoder=config.encoder, attributes=measured)
+        for attribute, chosen in examples.items():
+            teach(project, attribute, chosen, encoder=config.encoder, author="hibug bench")
+    else:
+        tag_project(project, encoder=config.encoder)
+
+
+def teaching_examples(project, world: ShapeWorld, config: BenchConfig, seed: int) -> dict[str, dict[int, str]]:
+    """A person's examples for teaching: `examples_per_tag` pool images per true tag of each shape-world attribute."""
+    rng = np.random.default_rng(seed)
+    pool = project.samples()
+    pool = pool[pool["split"] == "pool"]
+    truth = project.known_tags().reindex(pool.index)
+    examples = {}
+    for attribute in world.attributes.columns:
+        chosen = {}
+        for tag, rows in truth.groupby(attribute, observed=True).groups.items():
+            if tag == "not visible":
+                continue
+            picked = rng.choice(np.asarray(rows), size=min(config.examples_per_tag, len(rows)), replace=False)
+            chosen.update({int(s): tag for s in picked})
+        examples[attribute] = chosen
+    return examples
+
+
+def _score_tagger(project, tagger: str, problem, config: BenchConfig, truth_tags: list[str]) -> list[dict]:
+    rows = []
+    for gap in config.gaps:
+        report = error_slices(project, config=replace(config.slices, gap=gap),
+                              tags="imported" if tagger == "truth" else "model")
+        vocabulary = dict(zip(report.tags.attributes, report.tags.tags))
+        scores = score_report(report.slices, vocabulary, problem, truth_tags, config.top_n)
+        top = report.slices.head(1)
+        rows.append({"tagger": tagger, "gap": gap, **scores,
+                     "top_slice": top["description"].iat[0] if len(top) else None,
+                     "top_bug_type": top["bug_type"].iat[0] if len(top) else None})
+    return rows
+
+
+def run_benchmark(folder: str | Path, config: BenchConfig = BenchConfig(), *,
+                  progress: ProgressCallback = no_progress) -> BenchResult:
+    """Generate problems until n_spurious and n_rare bugs show, run and score each; projects are kept in
+    `folder`/problems (open one with `hibug serve`), caches in `folder`/cache."""
+    unknown = [t for t in config.taggers if t not in TAGGERS]
+    if unknown:
+        raise HibugError(f"unknown tagger(s) {', '.join(unknown)}; choose from {', '.join(TAGGERS)}")
+    folder = Path(folder)
+    cache = folder / "cache"
+    content = ArrayStore(cache / "arrays")
+    timings: dict[str, float] = {}
+
+    def timed(stage: str, start: float) -> None:
+        timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - start
+
+    started = time.perf_counter()
+    world = load_shape_world()
+    base = base_splits(world, config.splits)
+    timed("load images", started)
+    wanted = {SPURIOUS: config.n_spurious, RARE: config.n_rare}
+    kept = {SPURIOUS: 0, RARE: 0}
+    tried, rows = [], []
+    for problem in candidate_problems(world, config.seed)[: config.max_candidates]:
+        if kept[problem.bug_type] >= wanted[problem.bug_type]:
+            if all(kept[k] >= wanted[k] for k in wanted):
+                break
+            continue
+        start = time.perf_counter()
+        split = plant(world, base, problem, config.splits)
+        probabilities = model_probabilities(world, split, problem, replace(config.train, seed=problem.seed),
+                                            cache / "models")
+        outcome: Realised = realised(world, split, problem, probabilities)
+        timed("train models", start)
+        shows = outcome.shows(config.min_drop, config.min_shortcut, problem.bug_type)
+        tried.append({**asdict(problem), **asdict(outcome), "drop": outcome.drop, "kept": shows})
+        if not shows:
+            continue
+        kept[problem.bug_type] += 1
+        progress("planted-bug problems", sum(kept.values()), sum(wanted.values()))
+        start = time.perf_counter()
+        project = build_problem_project(folder / "problems" / problem.id, world, split, problem, probabilities,
+                                        outcome, config.splits)
+        timed("import", start)
+        try:
+            for prefix in CONTENT_FOLDERS:
+                project.arrays.link_from(content, prefix)
+            truth_tags = sorted(t for t in world.attributes[problem.attribute].unique())
+            examples = teaching_examples(project, world, config, problem.seed)
+            for tagger in config.taggers:
+                start = time.perf_counter()
+                if tagger != "truth":
+                    _tag(project, tagger, config, examples)
+                timed(f"tag: {tagger}", start)
+                start = time.perf_counter()
+                for scored in _score_tagger(project, tagger, problem, config, truth_tags):
+                    rows.append({"problem": problem.id, "bug_type": problem.bug_type, "attribute": problem.attribute,
+                                 "tag": problem.tag, "label": problem.label, "strength": problem.strength,
+                                 "drop": round(outcome.drop, 4), **scored})
+                timed(f"slices: {tagger}", start)
+            for prefix in CONTENT_FOLDERS:
+                content.link_from(project.arrays, prefix)
+        finally:
+            project.close()
+    timings["total"] = time.perf_counter() - started
+    missing = {k: wanted[k] - kept[k] for k in wanted if kept[k] < wanted[k]}
+    if missing:
+        logger.warning("only %s bugs showed within %d candidates", kept, config.max_candidates)
+    return BenchResult(config, pd.DataFrame(rows), pd.DataFrame(tried), timings)

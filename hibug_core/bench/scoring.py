@@ -1,0 +1,67 @@
+"""Scoring a slice report against a planted bug: Find Attr, Find Tag, bug type and the rank of the first hit."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from hibug_core.bench.problems import RARE, PlantedProblem
+from hibug_core.demo.easyvqa import SHAPES
+from hibug_core.slices.search import CLASS
+
+
+def _normal(name: str) -> str:
+    return name.lower().replace("colour", "color").strip()
+
+
+def attribute_matches(name: str, tags, truth_name: str, truth_tags) -> bool:
+    """Whether a reported attribute stands for a true one: the same name, or at least half of the true tags
+    (so "dominant colour" stands for color and a library "position" with left/center/right for horizontal position)."""
+    if _normal(name) == _normal(truth_name):
+        return True
+    truth = {_normal(t) for t in truth_tags}
+    return len(truth & {_normal(t) for t in tags}) >= len(truth) / 2
+
+
+@dataclass(frozen=True)
+class Hit:
+    """How one reported slice relates to the planted bug."""
+
+    has_attribute: bool
+    has_tag: bool
+    right_type: bool
+
+
+def judge(definition, bug_type: str, top_label, problem: PlantedProblem, vocabulary: dict[str, list[str]],
+          truth_tags: list[str]) -> Hit:
+    """Attribute: the slice uses an attribute standing for the planted one (any tag). Tag: it also uses the planted
+    tag, and for a rare case the slice is about the planted class (a class or shape condition, or its main label)."""
+    attribute_hit = tag_hit = False
+    about_label = top_label == problem.label
+    for attribute, tag in definition:
+        tags = vocabulary.get(attribute, [])
+        if attribute == CLASS or attribute_matches(attribute, tags, "shape", SHAPES):
+            about_label |= _normal(tag) == problem.label
+        if attribute_matches(attribute, tags, problem.attribute, truth_tags):
+            attribute_hit = True
+            tag_hit |= _normal(tag) == _normal(problem.tag)
+    if problem.bug_type == RARE:
+        tag_hit &= about_label
+    return Hit(attribute_hit, tag_hit, bug_type == problem.bug_type)
+
+
+def score_report(slices: pd.DataFrame, vocabulary: dict[str, list[str]], problem: PlantedProblem,
+                 truth_tags: list[str], top_n: int = 10) -> dict:
+    """Find Attr / Find Tag (in a top-`top_n` error slice of the right bug type), whether the first top slice with
+    the planted tag has the right bug type, and the rank of the first slice that finds the tag with the right type."""
+    hits = [judge(row.definition, row.bug_type, row.top_label, problem, vocabulary, truth_tags)
+            for row in slices.itertuples()]
+    top = hits[:top_n]
+    with_tag = [h for h in top if h.has_tag]
+    first = next((rank for rank, h in enumerate(hits, 1) if h.has_tag and h.right_type), None)
+    return {"find_attr": any(h.has_attribute and h.right_type for h in top),
+            "find_tag": any(h.has_tag and h.right_type for h in top),
+            "tag_in_top": bool(with_tag),
+            "type_right": with_tag[0].right_type if with_tag else None,
+            "first_rank": first,
+            "n_slices": len(hits)}

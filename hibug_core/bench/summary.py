@@ -1,0 +1,87 @@
+"""The benchmark's tables (overall, per bug type and strength, per C, how problems were generated), as Markdown and
+JSON files."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.bench.problems import RARE, SPURIOUS
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A DataFrame as a GitHub Markdown table (index included when named)."""
+    if frame.index.name or any(frame.index.names):
+        frame = frame.reset_index()
+    cells = [[_cell(v) for v in row] for row in frame.itertuples(index=False)]
+    header = [str(c) for c in frame.columns]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in cells]
+    return "\n".join(lines)
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return "" if np.isnan(value) else f"{value:.3g}"
+    return str(value)
+
+
+def _rates(group: pd.DataFrame) -> pd.Series:
+    typed = group["type_right"].dropna()
+    ranks = group["first_rank"].dropna()
+    return pd.Series({
+        "problems": len(group),
+        "Find Attr %": 100 * group["find_attr"].mean(),
+        "Find Tag %": 100 * group["find_tag"].mean(),
+        "bug type right %": 100 * typed.astype(bool).mean() if len(typed) else np.nan,
+        "median first rank": ranks.median() if len(ranks) else np.nan,
+    })
+
+
+def summary_tables(rows: pd.DataFrame, problems: pd.DataFrame, gap: float) -> dict[str, pd.DataFrame]:
+    """Scores at C = `gap` per tag source and bug type (and all), per strength, per C; and problem generation."""
+    at_gap = rows[np.isclose(rows["gap"], gap)]
+    both = pd.concat([at_gap, at_gap.assign(bug_type="all")])
+    tables = {
+        "scores": both.groupby(["tagger", "bug_type"], sort=False).apply(_rates, include_groups=False),
+        "by strength": at_gap.groupby(["tagger", "bug_type", "strength"], sort=False)
+                             .apply(_rates, include_groups=False),
+        "by attribute": at_gap.groupby(["tagger", "attribute"], sort=False).apply(_rates, include_groups=False),
+        "by C": rows.groupby(["tagger", "gap"], sort=False).apply(_rates, include_groups=False),
+    }
+    if len(problems):
+        kept_drop = problems["drop"].where(problems["kept"].astype(bool))
+        tables["generation"] = problems.assign(kept_drop=kept_drop).groupby(["bug_type", "strength"]).agg(
+            tried=("kept", "size"), kept=("kept", "sum"), **{"median drop of kept": ("kept_drop", "median")})
+    for name, table in tables.items():
+        for column in ("problems", "tried", "kept"):
+            if column in table:
+                table[column] = table[column].astype(int)
+    return tables
+
+
+def write_results(folder: Path, result, tables: dict[str, pd.DataFrame], descriptions: dict[str, str]) -> tuple[Path, Path]:
+    """results.md (the tables and what each tag source is) and results.json (config, timings, every row)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = ["# Planted-bug benchmark", "",
+             f"{int((result.problems['kept']).sum()) if len(result.problems) else 0} problems "
+             f"({result.config.n_spurious} {SPURIOUS}, {result.config.n_rare} {RARE} wanted) from "
+             f"{len(result.problems)} candidates; top {result.config.top_n} slices; C = {result.config.slices.gap}; "
+             f"{result.timings.get('total', 0):.0f} s in total.", "", "Tag sources:", ""]
+    lines += [f"- `{name}`: {text}" for name, text in descriptions.items() if name in result.config.taggers]
+    for name, table in tables.items():
+        lines += ["", f"## {name}", "", markdown_table(table)]
+    lines += ["", "## time (s)", "", markdown_table(pd.DataFrame(
+        {"stage": list(result.timings), "seconds": [round(v, 1) for v in result.timings.values()]}))]
+    markdown = folder / "results.md"
+    markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    payload = {"config": asdict(result.config), "timings": result.timings,
+               "tables": {k: json.loads(v.reset_index().to_json(orient="records")) for k, v in tables.items()},
+               "rows": json.loads(result.rows.to_json(orient="records")),
+               "problems": json.loads(result.problems.to_json(orient="records"))}
+    data = folder / "results.json"
+    data.write_text(json.dumps(payload, indent=1, default=str), encoding="utf-8")
+    return markdown, data

@@ -1,0 +1,186 @@
+"""The planted-bug benchmark: planting on the real shape world, scoring on hand-made slices, the diagnosis rule
+it relies on, and the 6-problem run through `hibug bench`."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hibug_core.bench.problems import (RARE, SPURIOUS, PlantedProblem, SplitConfig, base_splits, candidate_problems,
+                                       ground_truth, plant)
+from hibug_core.bench.scoring import attribute_matches, score_report
+from hibug_core.bench.summary import markdown_table, summary_tables
+from hibug_core.demo.easyvqa import load_shape_world
+from hibug_core.slices.diagnosis import diagnose
+
+COLORS = ["black", "blue", "brown", "gray", "green", "red", "teal", "yellow"]
+
+
+@pytest.fixture(scope="module")
+def world():
+    return load_shape_world()
+
+
+def test_base_splits_are_shared_and_unbiased(world):
+    base = base_splits(world)
+    counts = {s: int((base == s).sum()) for s in ("val", "pool", "candidate")}
+    assert counts == {"val": 1600, "pool": 400, "candidate": len(world.images) - 2000}
+    assert (base[world.source_splits == "test"] == "val").all()
+    assert np.array_equal(base, base_splits(world))
+
+
+def test_spurious_plant_gives_the_class_its_share_of_the_tag(world):
+    base = base_splits(world)
+    problem = PlantedProblem("sc", SPURIOUS, "color", "blue", "circle", 0.95, seed=7)
+    split = plant(world, base, problem)
+    train = split == "train"
+    blue = (world.attributes["color"] == "blue").to_numpy()
+    circle = (world.attributes["shape"] == "circle").to_numpy()
+    assert train.sum() == SplitConfig().train_size
+    # before the draw down to 1,500 the class has 95% of the tag's rows; the random draw keeps that share roughly
+    assert 0.9 <= (train & blue & circle).sum() / (train & blue).sum() <= 1.0
+    # the other direction: circles without blue are thinned to about half
+    kept_other = (train & ~blue & circle).sum() / (train & ~blue & ~circle).sum()
+    all_other = ((base == "candidate") & ~blue & circle).sum() / ((base == "candidate") & ~blue & ~circle).sum()
+    assert kept_other == pytest.approx(all_other * SplitConfig().other_keep, rel=0.2)
+    assert set(split[base != "candidate"]) == {"val", "pool"}  # validation and pool untouched
+    assert np.array_equal(split, plant(world, base, problem))  # seeded
+
+
+def test_rare_plant_keeps_its_share_of_the_combination(world):
+    base = base_splits(world)
+    combination = ((world.attributes["size"] == "small") & (world.attributes["shape"] == "triangle")).to_numpy()
+    none = plant(world, base, PlantedProblem("rc", RARE, "size", "small", "triangle", 0.0, seed=1))
+    assert (none == "train")[combination].sum() == 0
+    some = plant(world, base, PlantedProblem("rc", RARE, "size", "small", "triangle", 0.05, seed=1))
+    assert 0 < (some == "train")[combination].sum() <= 0.1 * (combination & (base == "candidate")).sum()
+    assert ground_truth(PlantedProblem("rc", RARE, "size", "small", "triangle", 0.0, seed=1))["slice"] == \
+        [("size", "small"), ("shape", "triangle")]
+
+
+def test_candidates_cover_both_kinds_every_attribute_and_strength(world):
+    problems = candidate_problems(world, seed=0)
+    assert len(problems) == 2 * 17 * 3 * 3  # (8 colours + 3 sizes + 3 + 3 positions) x 3 classes x 3 strengths
+    assert [p.bug_type for p in problems[:4]] == [SPURIOUS, RARE, SPURIOUS, RARE]
+    assert {p.attribute for p in problems} == {"color", "size", "horizontal position", "vertical position"}
+    assert len({p.seed for p in problems}) == len(problems)
+    assert problems == candidate_problems(world, seed=0) and problems != candidate_problems(world, seed=1)
+
+
+def test_attribute_matching_by_name_or_tags():
+    assert attribute_matches("Colour", [], "color", COLORS)
+    assert attribute_matches("dominant colour", ["black", "white", "gray", "red", "orange", "brown", "yellow",
+                                                 "green", "teal", "blue", "purple", "pink"], "color", COLORS)
+    assert attribute_matches("position", ["left", "center", "right"], "horizontal position", ["center", "left", "right"])
+    assert not attribute_matches("brightness", ["dark", "medium", "bright"], "size", ["large", "medium", "small"])
+    assert not attribute_matches("position", ["left", "center", "right"], "vertical position",
+                                 ["bottom", "middle", "top"])
+
+
+def _slices(rows):
+    return pd.DataFrame(rows, columns=["definition", "bug_type", "top_label"])
+
+
+VOCABULARY = {"color": COLORS, "size": ["large", "medium", "small"], "class": ["circle", "rectangle", "triangle"],
+              "brightness": ["dark", "medium", "bright"]}
+
+
+def test_scores_of_a_spurious_problem():
+    problem = PlantedProblem("sc", SPURIOUS, "color", "blue", "circle", 0.95, seed=0)
+    slices = _slices([
+        ((("size", "small"),), "hard case", "circle"),
+        ((("color", "red"),), SPURIOUS, "triangle"),  # the attribute, not the tag
+        ((("color", "blue"), ("class", "triangle")), "rare case", "triangle"),  # the tag, wrong type
+        ((("color", "blue"),), SPURIOUS, "rectangle"),  # found, rank 4
+    ])
+    scores = score_report(slices, VOCABULARY, problem, COLORS, top_n=10)
+    assert scores == {"find_attr": True, "find_tag": True, "tag_in_top": True, "type_right": False,
+                      "first_rank": 4, "n_slices": 4}
+    top3 = score_report(slices, VOCABULARY, problem, COLORS, top_n=3)
+    assert (top3["find_attr"], top3["find_tag"], top3["first_rank"]) == (True, False, 4)
+    top1 = score_report(slices, VOCABULARY, problem, COLORS, top_n=1)
+    assert (top1["find_attr"], top1["find_tag"], top1["tag_in_top"], top1["type_right"]) == (False, False, False, None)
+
+
+def test_a_rare_case_must_be_about_its_class():
+    problem = PlantedProblem("rc", RARE, "size", "small", "triangle", 0.0, seed=0)
+    sizes = ["large", "medium", "small"]
+    wrong_class = _slices([((("size", "small"), ("class", "circle")), RARE, "circle")])
+    assert score_report(wrong_class, VOCABULARY, problem, sizes)["find_tag"] is False
+    assert score_report(wrong_class, VOCABULARY, problem, sizes)["find_attr"] is True
+    by_condition = _slices([((("size", "small"), ("class", "triangle")), RARE, "triangle")])
+    assert score_report(by_condition, VOCABULARY, problem, sizes)["find_tag"] is True
+    by_main_label = _slices([((("size", "small"), ("brightness", "dark")), RARE, "triangle")])
+    assert score_report(by_main_label, VOCABULARY, problem, sizes)["first_rank"] == 1
+
+
+def test_a_tag_that_goes_with_a_class_in_training_is_a_spurious_correlation():
+    # 20 evaluation images: small rectangles, 12 of them predicted circle (the class small goes with in training)
+    labels = np.array(["rectangle"] * 20)
+    predictions = np.array(["circle"] * 12 + ["rectangle"] * 8)
+    errors = (predictions != labels).astype(float)
+    in_slice = np.ones(20, dtype=bool)
+    train_labels = np.array(["circle"] * 95 + ["rectangle"] * 5 + ["triangle"] * 100)
+    small = np.r_[np.ones(100, dtype=bool), np.zeros(100, dtype=bool)]  # training images with size = small
+    slice_train = np.zeros(200, dtype=bool)
+    slice_train[99] = True  # one small rectangle in training: 0.5%, rare
+    evidence = diagnose([in_slice], [slice_train], labels, predictions, errors, tag_train_masks=[small],
+                        train_labels=train_labels)
+    assert evidence.at[0, "bug_type"] == SPURIOUS
+    assert evidence.at[0, "train_tag_label"] == "circle" and evidence.at[0, "train_tag_label_share"] == 0.95
+    assert evidence.at[0, "reason"] == ("in training, 95% of the images with its tags are 'circle', and 100% of its "
+                                        "failures are predicted 'circle'")
+    # without that association (small is spread over the classes) the same slice is a rare case
+    spread = np.array(["circle"] * 50 + ["rectangle"] * 5 + ["triangle"] * 145)
+    assert diagnose([in_slice], [slice_train], labels, predictions, errors, tag_train_masks=[small],
+                    train_labels=spread).at[0, "bug_type"] == RARE
+
+
+def test_summary_tables_and_markdown():
+    rows = pd.DataFrame({
+        "tagger": ["truth"] * 4, "gap": [0.2] * 4, "bug_type": [SPURIOUS, SPURIOUS, RARE, RARE],
+        "attribute": ["color", "size", "color", "size"], "strength": [0.9, 0.99, 0.0, 0.0],
+        "find_attr": [True, True, True, False], "find_tag": [True, False, True, False],
+        "type_right": [True, None, False, None], "first_rank": [1.0, np.nan, 3.0, np.nan]})
+    problems = pd.DataFrame({"bug_type": [SPURIOUS] * 3 + [RARE] * 2, "strength": [0.9, 0.99, 0.99, 0.0, 0.0],
+                             "drop": [0.5, 0.3, 0.1, 0.4, 0.6], "kept": [True, True, False, True, True]})
+    tables = summary_tables(rows, problems, 0.2)
+    scores = tables["scores"]
+    assert scores.loc[("truth", "all"), "Find Attr %"] == 75.0
+    assert scores.loc[("truth", "all"), "Find Tag %"] == 50.0
+    assert scores.loc[("truth", "all"), "bug type right %"] == 50.0
+    assert scores.loc[("truth", "all"), "median first rank"] == 2.0
+    assert tables["generation"].loc[(SPURIOUS, 0.99), "tried"] == 2
+    assert tables["generation"].loc[(SPURIOUS, 0.99), "kept"] == 1
+    assert tables["generation"].loc[(SPURIOUS, 0.99), "median drop of kept"] == 0.3
+    assert markdown_table(pd.DataFrame({"a": [1, 2], "b": [0.5, np.nan]})) == \
+        "| a | b |\n| --- | --- |\n| 1 | 0.5 |\n| 2 |  |"
+
+
+@pytest.mark.slow
+def test_six_problems_through_the_cli(tmp_path, capsys):
+    """The CI version: 3 + 3 problems, real models trained on planted splits, every tag source (a tiny random
+    encoder stands in for conse to keep CI short; the full benchmark uses conse)."""
+    from hibug_core.cli import main
+
+    out = tmp_path / "bench"
+    assert main(["bench", "--quick", "--out", str(out), "--encoder", "tiny-open_clip"]) == 0
+    printed = capsys.readouterr().out
+    assert "Find Attr %" in printed and "6 problems from" in printed
+    results = json.loads((out / "results.json").read_text())
+    rows = pd.DataFrame(results["rows"])
+    assert sorted(rows["tagger"].unique()) == ["conse", "library", "taught", "truth"]
+    assert rows.groupby("bug_type")["problem"].nunique().to_dict() == {RARE: 3, SPURIOUS: 3}
+    truth = rows[(rows["tagger"] == "truth") & (rows["gap"] == 0.2)]
+    assert truth["find_attr"].sum() >= 5 and truth["find_tag"].sum() >= 5
+    kept = pd.DataFrame(results["problems"]).query("kept")
+    assert (kept["drop"] >= 0.2).all()
+    project = out / "problems" / kept["id"].iloc[0] / "project"
+    from hibug_core.store.project import Project
+
+    with Project.open(project) as opened:
+        planted = json.loads(opened.meta()["planted"])
+    assert planted["truth"]["bug_type"] == kept["bug_type"].iloc[0]
+    assert "## scores" in (out / "results.md").read_text()
