@@ -202,17 +202,23 @@ def cmd_bench(args) -> int:
     from hibug_core.bench.summary import markdown_table, summary_tables, write_results
 
     defaults = BenchConfig()
-    taggers = tuple(args.taggers.split(",")) if args.taggers else defaults.taggers
+    taggers = tuple(args.taggers.split(",")) if args.taggers else defaults.taggers + (("llm",) if args.llm else ())
     spurious, rare = (3, 3) if args.quick else (args.spurious, args.rare)
+    llm = None
+    if args.llm:
+        from hibug_core.llm.client import LLMConfig
+
+        llm = LLMConfig.from_env(model=args.llm_model, base_url=args.llm_base_url)
     config = BenchConfig(n_spurious=spurious, n_rare=rare, seed=args.seed, taggers=taggers, top_n=args.top,
-                         slices=replace(defaults.slices, gap=args.gap), encoder=args.encoder,
-                         gaps=tuple(sorted({*defaults.gaps, args.gap})))
+                         slices=replace(defaults.slices, gap=args.gap), encoder=args.encoder, llm=llm,
+                         gaps=tuple(sorted({*defaults.gaps, args.gap})),
+                         parent_alphas=tuple(sorted({*defaults.parent_alphas, defaults.slices.parent_alpha})))
     report, close = _progress()
     try:
         result = run_benchmark(args.out, config, progress=report)
     finally:
         close()
-    tables = summary_tables(result.rows, result.problems, args.gap)
+    tables = summary_tables(result.rows, result.problems, args.gap, config.slices.parent_alpha)
     markdown, data = write_results(Path(args.out), result, tables, TAGGERS)
     print(markdown_table(tables["scores"]))
     print(f"{int(result.problems['kept'].sum())} problems from {len(result.problems)} candidates in "
@@ -387,6 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_info)
 
     from hibug_core.embeddings.registry import DEFAULT_ENCODER, ENCODER_HELP
+    from hibug_core.slices.search import SliceConfig
 
     encoders = "; ".join(f"{k}: {v}" for k, v in ENCODER_HELP.items())
     p = sub.add_parser("embed", help="compute and store image embeddings (only images not embedded before)")
@@ -423,7 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="val", help="labelled split to evaluate on (default: val)")
     p.add_argument("--depth", type=int, default=3, help="most (attribute = tag) pairs per slice (1-4)")
     p.add_argument("--support", type=int, default=10, help="minimum samples in a slice (M)")
-    p.add_argument("--gap", type=float, default=0.2, help="error slices score below overall minus this (C)")
+    p.add_argument("--gap", type=float, default=SliceConfig.gap, help="error slices score below overall minus this (C)")
     p.add_argument("--threshold", type=float, help="or below this absolute score")
     p.add_argument("--rank-by", default="confident_gap", choices=["confident_gap", "gap", "size", "sliceline"])
     p.add_argument("--attributes", help="comma-separated attributes to slice by (default: every tagged one)")
@@ -462,10 +469,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spurious", type=int, default=30, help="spurious-correlation problems")
     p.add_argument("--rare", type=int, default=30, help="rare-case problems")
     p.add_argument("--quick", action="store_true", help="3 + 3 problems (what CI runs)")
-    p.add_argument("--taggers", help="comma-separated tag sources: truth, conse, library, taught (default: all)")
+    p.add_argument("--taggers", help="comma-separated tag sources: truth, conse, library, taught, llm "
+                   "(default: all but llm; see --llm)")
+    p.add_argument("--llm", action="store_true", help="add the 'llm' tag source: attributes proposed by a language "
+                   "model (OpenAI-compatible), tagged zero-shot")
+    _add_llm_arguments(p)
     p.add_argument("--encoder", default="conse", help="encoder of the automatic tag sources")
     p.add_argument("--top", type=int, default=10, help="Find Attr / Find Tag look at this many top slices")
-    p.add_argument("--gap", type=float, default=0.2, help="C of the main table (others are reported too)")
+    p.add_argument("--gap", type=float, default=SliceConfig.gap, help="C of the main table (others are reported too)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(handler=cmd_bench)
 

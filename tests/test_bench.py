@@ -140,13 +140,13 @@ def test_a_tag_that_goes_with_a_class_in_training_is_a_spurious_correlation():
 
 def test_summary_tables_and_markdown():
     rows = pd.DataFrame({
-        "tagger": ["truth"] * 4, "gap": [0.2] * 4, "bug_type": [SPURIOUS, SPURIOUS, RARE, RARE],
+        "tagger": ["truth"] * 4, "gap": [0.2] * 4, "parent_alpha": [0.05] * 4, "bug_type": [SPURIOUS, SPURIOUS, RARE, RARE],
         "attribute": ["color", "size", "color", "size"], "strength": [0.9, 0.99, 0.0, 0.0],
         "find_attr": [True, True, True, False], "find_tag": [True, False, True, False],
         "type_right": [True, None, False, None], "first_rank": [1.0, np.nan, 3.0, np.nan]})
     problems = pd.DataFrame({"bug_type": [SPURIOUS] * 3 + [RARE] * 2, "strength": [0.9, 0.99, 0.99, 0.0, 0.0],
                              "drop": [0.5, 0.3, 0.1, 0.4, 0.6], "kept": [True, True, False, True, True]})
-    tables = summary_tables(rows, problems, 0.2)
+    tables = summary_tables(rows, problems, 0.2, 0.05)
     scores = tables["scores"]
     assert scores.loc[("truth", "all"), "Find Attr %"] == 75.0
     assert scores.loc[("truth", "all"), "Find Tag %"] == 50.0
@@ -173,7 +173,7 @@ def test_six_problems_through_the_cli(tmp_path, capsys):
     rows = pd.DataFrame(results["rows"])
     assert sorted(rows["tagger"].unique()) == ["conse", "library", "taught", "truth"]
     assert rows.groupby("bug_type")["problem"].nunique().to_dict() == {RARE: 3, SPURIOUS: 3}
-    truth = rows[(rows["tagger"] == "truth") & (rows["gap"] == 0.2)]
+    truth = rows[(rows["tagger"] == "truth") & (rows["gap"] == 0.2) & (rows["parent_alpha"] == 0.2)]
     assert truth["find_attr"].sum() >= 5 and truth["find_tag"].sum() >= 5
     kept = pd.DataFrame(results["problems"]).query("kept")
     assert (kept["drop"] >= 0.2).all()
@@ -184,3 +184,25 @@ def test_six_problems_through_the_cli(tmp_path, capsys):
         planted = json.loads(opened.meta()["planted"])
     assert planted["truth"]["bug_type"] == kept["bug_type"].iloc[0]
     assert "## scores" in (out / "results.md").read_text()
+
+
+def test_llm_tag_source_slices_by_proposed_attributes_plus_measured():
+    from fake_openai import FakeOpenAIServer
+    from hibug_core.bench.run import BenchConfig, tagger_schema
+    from hibug_core.errors import HibugError
+    from hibug_core.llm.client import LLMConfig
+
+    proposal = {"attributes": [
+        {"name": "fill colour", "group": "main object", "kind": "descriptive", "tags": ["red", "blue", "green"],
+         "templates": ["a {tag} {label}"]},
+        {"name": "brightness", "group": "global", "kind": "descriptive", "tags": ["dark", "light"], "templates": []}]}
+    with pytest.raises(HibugError, match="needs a language model: pass --llm"):
+        tagger_schema("llm", BenchConfig())
+    with FakeOpenAIServer() as server:
+        server.text_replies = [json.dumps(proposal), json.dumps(proposal)]
+        llm = LLMConfig(base_url=server.url, model="fake-llm", transport_retries=0)
+        schema = tagger_schema("llm", BenchConfig(llm=llm))
+    assert "circle, rectangle, triangle" in server.requests[0]["messages"][0]["content"]
+    names = schema.names()
+    assert names[:2] == ["fill colour", "brightness"] and names.count("brightness") == 1
+    assert "dominant colour" in names and schema["brightness"].source == "llm"

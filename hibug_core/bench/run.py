@@ -2,6 +2,7 @@
 (attributes, tagging, slice search, diagnosis) with every tag source, score it, and keep every figure."""
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -11,6 +12,8 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.attributes.library import library_schema
+from hibug_core.attributes.propose import propose_with_llm
+from hibug_core.attributes.schema import AttributeSchema
 from hibug_core.bench.build import Realised, build_problem_project, model_probabilities, realised
 from hibug_core.bench.problems import RARE, SPURIOUS, SplitConfig, base_splits, candidate_problems, plant
 from hibug_core.bench.scoring import score_report
@@ -18,12 +21,14 @@ from hibug_core.demo.attributes import TASK, demo_attribute_schema
 from hibug_core.demo.easyvqa import SHAPES, ShapeWorld, load_shape_world
 from hibug_core.demo.shapes_model import TrainConfig
 from hibug_core.errors import HibugError
+from hibug_core.llm.client import LLMConfig
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.slices.report import error_slices
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.arrays import ArrayStore
 from hibug_core.store.attribute_versions import save_schema
-from hibug_core.tagging.run import teach, tag_project
+from hibug_core.tagging.measured import measured_attributes
+from hibug_core.tagging.run import tag_project, teach
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +38,7 @@ TAGGERS = {
     "conse": "the shape world's attributes, conse zero-shot tags, plus the measured attributes",
     "library": "attributes from the built-in library (the offline proposal), conse zero-shot, plus measured",
     "taught": "the shape world's attributes taught by a few examples per tag (probe on conse features), plus measured",
+    "llm": "attributes a language model proposes for the task (HiBug2 flow, once per run), conse zero-shot, plus measured",
 }
 CONTENT_FOLDERS = ("embeddings/", "measures/")  # content-keyed caches shared by every problem's project
 
@@ -42,10 +48,11 @@ class BenchConfig:
     n_spurious: int = 30
     n_rare: int = 30
     seed: int = 0
-    taggers: tuple[str, ...] = tuple(TAGGERS)
+    taggers: tuple[str, ...] = ("truth", "conse", "library", "taught")
     top_n: int = 10  # Find Attr / Find Tag look at this many top-ranked error slices
     slices: SliceConfig = SliceConfig(by_class=True)
-    gaps: tuple[float, ...] = (0.1, 0.15, 0.2)  # the C values reported (the table's is slices.gap)
+    gaps: tuple[float, ...] = (0.1, 0.15, 0.2)  # the C values reported (the main table's is slices.gap)
+    parent_alphas: tuple[float, ...] = (0.05, 0.2, 1.0)  # and the parent tests (slices.parent_alpha in the table)
     min_drop: float = 0.2  # a planted bug counts when its part is this much less accurate than its reference
     min_shortcut: float = 0.5  # and, for a spurious correlation, this share of its failures predict the class
     max_candidates: int = 400
@@ -53,6 +60,7 @@ class BenchConfig:
     train: TrainConfig = TrainConfig()
     examples_per_tag: int = 10
     encoder: str = "conse"
+    llm: LLMConfig | None = None  # the server the "llm" tag source asks
 
 
 @dataclass
@@ -63,13 +71,24 @@ class BenchResult:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def _tag(project, tagger: str, config: BenchConfig, examples: dict[str, dict[int, str]]) -> None:
-    """Give the project the tagger's attributes and tags (the newest schema and runs then are in force)."""
+def tagger_schema(tagger: str, config: BenchConfig) -> AttributeSchema:
+    """The attributes a tag source slices by (the same for every problem: the task does not change)."""
     if tagger == "library":
-        schema = library_schema(TASK, list(SHAPES))
-    else:
-        schema = demo_attribute_schema()
-    save_schema(project, schema, author="hibug bench", note=f"benchmark tagger '{tagger}'")
+        return library_schema(TASK, list(SHAPES))
+    if tagger == "llm":
+        if config.llm is None:
+            raise HibugError("the 'llm' tag source needs a language model: pass --llm (and --llm-base-url, "
+                             "--llm-model; the key in OPENAI_API_KEY)")
+        proposed = propose_with_llm(TASK, list(SHAPES), config.llm).schema
+        extra = tuple(a for a in measured_attributes() if a.name not in proposed.names())
+        return proposed.model_copy(update={"attributes": (*proposed.attributes, *extra)})
+    return demo_attribute_schema()
+
+
+def _tag(project, tagger: str, schema: AttributeSchema, config: BenchConfig,
+         examples: dict[str, dict[int, str]]) -> None:
+    """Give the project the tagger's attributes and tags (the newest schema and runs then are in force)."""
+    save_schema(project, schema, author="hibug bench", note=f"benchmark tag source '{tagger}'")
     if tagger == "taught":
         measured = [a.name for a in schema.enabled() if a.source == "measured"]
         tag_project(project, encoder=config.encoder, attributes=measured)
@@ -99,13 +118,13 @@ def teaching_examples(project, world: ShapeWorld, config: BenchConfig, seed: int
 
 def _score_tagger(project, tagger: str, problem, config: BenchConfig, truth_tags: list[str]) -> list[dict]:
     rows = []
-    for gap in config.gaps:
-        report = error_slices(project, config=replace(config.slices, gap=gap),
+    for gap, alpha in itertools.product(config.gaps, config.parent_alphas):
+        report = error_slices(project, config=replace(config.slices, gap=gap, parent_alpha=alpha),
                               tags="imported" if tagger == "truth" else "model")
         vocabulary = dict(zip(report.tags.attributes, report.tags.tags))
         scores = score_report(report.slices, vocabulary, problem, truth_tags, config.top_n)
         top = report.slices.head(1)
-        rows.append({"tagger": tagger, "gap": gap, **scores,
+        rows.append({"tagger": tagger, "gap": gap, "parent_alpha": alpha, **scores,
                      "top_slice": top["description"].iat[0] if len(top) else None,
                      "top_bug_type": top["bug_type"].iat[0] if len(top) else None})
     return rows
@@ -130,6 +149,7 @@ def run_benchmark(folder: str | Path, config: BenchConfig = BenchConfig(), *,
     world = load_shape_world()
     base = base_splits(world, config.splits)
     timed("load images", started)
+    schemas = {t: tagger_schema(t, config) for t in config.taggers if t != "truth"}
     wanted = {SPURIOUS: config.n_spurious, RARE: config.n_rare}
     kept = {SPURIOUS: 0, RARE: 0}
     tried, rows = [], []
@@ -162,7 +182,7 @@ def run_benchmark(folder: str | Path, config: BenchConfig = BenchConfig(), *,
             for tagger in config.taggers:
                 start = time.perf_counter()
                 if tagger != "truth":
-                    _tag(project, tagger, config, examples)
+                    _tag(project, tagger, schemas[tagger], config, examples)
                 timed(f"tag: {tagger}", start)
                 start = time.perf_counter()
                 for scored in _score_tagger(project, tagger, problem, config, truth_tags):

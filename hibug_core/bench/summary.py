@@ -41,16 +41,18 @@ def _rates(group: pd.DataFrame) -> pd.Series:
     })
 
 
-def summary_tables(rows: pd.DataFrame, problems: pd.DataFrame, gap: float) -> dict[str, pd.DataFrame]:
-    """Scores at C = `gap` per tag source and bug type (and all), per strength, per C; and problem generation."""
-    at_gap = rows[np.isclose(rows["gap"], gap)]
+def summary_tables(rows: pd.DataFrame, problems: pd.DataFrame, gap: float, parent_alpha: float) -> dict[str, pd.DataFrame]:
+    """Scores at C = `gap` and the parent test's `parent_alpha` per tag source and bug type (and all), per strength,
+    per attribute; every setting tried; and how the problems were generated."""
+    at_gap = rows[np.isclose(rows["gap"], gap) & np.isclose(rows["parent_alpha"], parent_alpha)]
     both = pd.concat([at_gap, at_gap.assign(bug_type="all")])
     tables = {
         "scores": both.groupby(["tagger", "bug_type"], sort=False).apply(_rates, include_groups=False),
         "by strength": at_gap.groupby(["tagger", "bug_type", "strength"], sort=False)
                              .apply(_rates, include_groups=False),
         "by attribute": at_gap.groupby(["tagger", "attribute"], sort=False).apply(_rates, include_groups=False),
-        "by C": rows.groupby(["tagger", "gap"], sort=False).apply(_rates, include_groups=False),
+        "by C and parent test": rows.groupby(["tagger", "gap", "parent_alpha"], sort=False)
+                                    .apply(_rates, include_groups=False),
     }
     if len(problems):
         kept_drop = problems["drop"].where(problems["kept"].astype(bool))
@@ -69,7 +71,8 @@ def write_results(folder: Path, result, tables: dict[str, pd.DataFrame], descrip
     lines = ["# Planted-bug benchmark", "",
              f"{int((result.problems['kept']).sum()) if len(result.problems) else 0} problems "
              f"({result.config.n_spurious} {SPURIOUS}, {result.config.n_rare} {RARE} wanted) from "
-             f"{len(result.problems)} candidates; top {result.config.top_n} slices; C = {result.config.slices.gap}; "
+             f"{len(result.problems)} candidates; top {result.config.top_n} slices; C = {result.config.slices.gap}, "
+             f"parent test at {result.config.slices.parent_alpha}; "
              f"{result.timings.get('total', 0):.0f} s in total.", "", "Tag sources:", ""]
     lines += [f"- `{name}`: {text}" for name, text in descriptions.items() if name in result.config.taggers]
     for name, table in tables.items():

@@ -54,17 +54,20 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
         associated, association = (Counter(train_labels[tag_rows]).most_common(1)[0]
                                    if tag_rows is not None and tag_rows.any() else (None, 0))
         association_share = association / tag_rows.sum() if associated is not None else np.nan
-        if top_prediction is not None and top_prediction != top_label and prediction_share >= config.alpha:
-            bug, reason = "spurious correlation", (f"{prediction_share:.0%} of its images are predicted "
-                                                   f"'{top_prediction}', though most are '{top_label}'")
-        elif (associated is not None and associated == failure_top and failed.sum() >= config.min_failures
-              and association_share >= config.association and failure_share > config.shortcut):
+        # A shortcut learnt from training (its tags go with the class its failures are predicted as) comes first:
+        # the combinations it fails on are often rare in training too, but rarity is not why it fails. Rarity comes
+        # before the prediction rule: a combination never seen in training is mostly predicted as one class too.
+        if (associated is not None and associated == failure_top and failed.sum() >= config.min_failures
+                and association_share >= config.association and failure_share > config.shortcut):
             bug, reason = "spurious correlation", (f"in training, {association_share:.0%} of the images with its tags "
                                                    f"are '{associated}', and {failure_share:.0%} of its failures are "
                                                    f"predicted '{associated}'")
         elif train_masks and train_share < config.rare_share:
             bug, reason = "rare case", (f"{train_count} training images ({train_share:.2%} of training, "
                                         f"under {config.rare_share:.0%})")
+        elif top_prediction is not None and top_prediction != top_label and prediction_share >= config.alpha:
+            bug, reason = "spurious correlation", (f"{prediction_share:.0%} of its images are predicted "
+                                                   f"'{top_prediction}', though most are '{top_label}'")
         elif train_masks and eval_share >= config.shift_ratio * max(train_share, 1e-12):
             bug, reason = "distribution shift", (f"{eval_share:.1%} of evaluation images but {train_share:.1%} of "
                                                  f"training images")

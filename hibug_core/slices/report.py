@@ -68,7 +68,7 @@ TAG_SOURCES = ("in force", "imported", "model")
 
 def tag_frame(project, attributes: list[str] | None, source: str = "in force", *, by_class: bool = False) -> pd.DataFrame:
     """Tags of every sample to slice by. source: "in force" (the schema's tags in force, plus imported attr: columns
-    that no schema attribute covers), "imported" (attr: columns only, e.g. ground truth) or "model" (the schema's
+    that no schema attribute covers or that nothing has tagged yet), "imported" (attr: columns only, e.g. ground truth) or "model" (the schema's
     tags only). by_class adds the label as the attribute CLASS, unless an attribute already equals it."""
     from hibug_core.store.attribute_versions import latest_version
     from hibug_core.tagging.run import current_tags
@@ -81,7 +81,7 @@ def tag_frame(project, attributes: list[str] | None, source: str = "in force", *
     if source != "model":
         known = project.known_tags()
         for column in known.columns:
-            if column not in tags.columns:
+            if column not in tags.columns or tags[column].isna().all():
                 tags[column] = known[column].reindex(tags.index).astype("category")
     if attributes is not None:
         missing = [a for a in attributes if a not in tags.columns]
