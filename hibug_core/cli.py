@@ -68,13 +68,6 @@ def cmd_info(args) -> int:
     return 0
 
 
-def _selected_ids(project, splits: list[str] | None):
-    if not splits:
-        return None
-    samples = project.samples()
-    return samples.index[samples["split"].isin(splits)]
-
-
 def cmd_embed(args) -> int:
     from hibug_core.embeddings.compute import EmbedConfig, embed_project
     from hibug_core.store.project import Project
@@ -82,7 +75,7 @@ def cmd_embed(args) -> int:
     report, close = _progress()
     try:
         with Project.open(args.project) as project:
-            ids = _selected_ids(project, args.split)
+            ids = project.split_ids(args.split)
             if args.ray:
                 from hibug_core.embeddings.ray_backend import embed_with_ray
 
@@ -117,7 +110,7 @@ def cmd_tag(args) -> int:
     report, close = _progress()
     try:
         with Project.open(args.project) as project:
-            ids = _selected_ids(project, args.split)
+            ids = project.split_ids(args.split)
             if args.llm:
                 from hibug_core.llm.client import LLMConfig
                 from hibug_core.tagging.mllm import tag_with_llm

@@ -130,6 +130,23 @@ def _score_tagger(project, tagger: str, problem, config: BenchConfig, truth_tags
     return rows
 
 
+def _run_pipeline(project, problem, world: ShapeWorld, config: BenchConfig, schemas: dict[str, AttributeSchema],
+                  timed) -> list[dict]:
+    """Every tag source on one problem's project: its attributes and tags, then slices scored at every setting."""
+    truth_tags = sorted(world.attributes[problem.attribute].unique())
+    examples = teaching_examples(project, world, config, problem.seed)
+    rows = []
+    for tagger in config.taggers:
+        start = time.perf_counter()
+        if tagger != "truth":
+            _tag(project, tagger, schemas[tagger], config, examples)
+        timed(f"tag: {tagger}", start)
+        start = time.perf_counter()
+        rows += _score_tagger(project, tagger, problem, config, truth_tags)
+        timed(f"slices: {tagger}", start)
+    return rows
+
+
 def run_benchmark(folder: str | Path, config: BenchConfig = BenchConfig(), *,
                   progress: ProgressCallback = no_progress) -> BenchResult:
     """Generate problems until n_spurious and n_rare bugs show, run and score each; projects are kept in
@@ -177,25 +194,15 @@ def run_benchmark(folder: str | Path, config: BenchConfig = BenchConfig(), *,
         try:
             for prefix in CONTENT_FOLDERS:
                 project.arrays.link_from(content, prefix)
-            truth_tags = sorted(t for t in world.attributes[problem.attribute].unique())
-            examples = teaching_examples(project, world, config, problem.seed)
-            for tagger in config.taggers:
-                start = time.perf_counter()
-                if tagger != "truth":
-                    _tag(project, tagger, schemas[tagger], config, examples)
-                timed(f"tag: {tagger}", start)
-                start = time.perf_counter()
-                for scored in _score_tagger(project, tagger, problem, config, truth_tags):
-                    rows.append({"problem": problem.id, "bug_type": problem.bug_type, "attribute": problem.attribute,
-                                 "tag": problem.tag, "label": problem.label, "strength": problem.strength,
-                                 "drop": round(outcome.drop, 4), **scored})
-                timed(f"slices: {tagger}", start)
+            rows += [{"problem": problem.id, "bug_type": problem.bug_type, "attribute": problem.attribute,
+                      "tag": problem.tag, "label": problem.label, "strength": problem.strength,
+                      "drop": round(outcome.drop, 4), **scored}
+                     for scored in _run_pipeline(project, problem, world, config, schemas, timed)]
             for prefix in CONTENT_FOLDERS:
                 content.link_from(project.arrays, prefix)
         finally:
             project.close()
     timings["total"] = time.perf_counter() - started
-    missing = {k: wanted[k] - kept[k] for k in wanted if kept[k] < wanted[k]}
-    if missing:
+    if any(kept[k] < wanted[k] for k in wanted):
         logger.warning("only %s bugs showed within %d candidates", kept, config.max_candidates)
     return BenchResult(config, pd.DataFrame(rows), pd.DataFrame(tried), timings)

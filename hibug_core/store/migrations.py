@@ -67,9 +67,20 @@ V2_STATEMENTS = (
         answer_json TEXT, error TEXT, PRIMARY KEY (run_id, sample_id))""",
 )
 
+V3_STATEMENTS = (
+    """CREATE TABLE jobs (
+        id {auto_id}, kind TEXT NOT NULL, params_json TEXT NOT NULL, status TEXT NOT NULL,
+        stage TEXT, done INTEGER NOT NULL DEFAULT 0, total INTEGER NOT NULL DEFAULT 0, message TEXT, error TEXT,
+        result_json TEXT, cancel_requested INTEGER NOT NULL DEFAULT 0, resumed_from INTEGER, pid INTEGER,
+        host TEXT, author TEXT NOT NULL, created_at TEXT NOT NULL, started_at TEXT, heartbeat_at TEXT,
+        finished_at TEXT)""",
+    "CREATE INDEX ix_jobs_kind_status ON jobs (kind, status)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "samples, predictions, known tags, imports, audit log", V1_STATEMENTS),
     Migration(2, "attribute schema versions, tag runs, tag corrections, multimodal-LLM answers", V2_STATEMENTS),
+    Migration(3, "background jobs with their progress", V3_STATEMENTS),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -255,6 +255,13 @@ class Project:
             frame["correct"] = correct
         return frame
 
+    def split_ids(self, splits: list[str] | None) -> pd.Index | None:
+        """Ids of the samples in `splits` (None: no choice, every sample)."""
+        if not splits:
+            return None
+        samples = self.samples()
+        return samples.index[samples["split"].isin(splits)]
+
     def known_tags(self) -> pd.DataFrame:
         """Imported or ground-truth tags: one column per attribute, indexed by sample id."""
         with read_connection(self.engine) as connection:

@@ -1,0 +1,1 @@
+"""Background jobs: long work in its own process, its progress in the project store."""

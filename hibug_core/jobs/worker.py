@@ -1,0 +1,128 @@
+"""Running jobs in their own process: `submit` starts `python -m hibug_core.jobs.worker PROJECT JOB`, which runs the
+job's kind with a progress callback that stores progress (throttled), beats a heartbeat and honours cancel."""
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from hibug_core.errors import HibugError
+from hibug_core.jobs.store import (JobCancelled, create_job, finish_job, get_job, mark_running, report_progress)
+
+logger = logging.getLogger(__name__)
+
+# Job kinds by name -> "module:function"; a function takes (project, params, progress) and returns a JSON-able dict.
+KINDS = {
+    "embed": "hibug_core.jobs.kinds:embed",
+    "tag": "hibug_core.jobs.kinds:tag",
+    "teach": "hibug_core.jobs.kinds:teach",
+}
+HEARTBEAT_S = 5.0
+REPORT_EVERY_S = 0.5
+LOG_DIR = "jobs"
+
+
+def _function(kind: str):
+    target = KINDS.get(kind, kind)
+    if ":" not in target:
+        raise HibugError(f"unknown job kind '{kind}'; known: {', '.join(KINDS)} (or 'module:function')")
+    module, name = target.split(":", 1)
+    return getattr(importlib.import_module(module), name)
+
+
+def submit(project, kind: str, params: dict | None = None, *, author: str | None = None,
+           resumed_from: int | None = None, secrets: dict[str, str] | None = None) -> int:
+    """Start a job in a new process (it outlives the page, the session and the tab); returns its id.
+
+    secrets: environment variables for the job's process only (an API key from Streamlit secrets); they are never
+    stored with the job or written to its log."""
+    _function(kind)  # an unknown kind fails here, in the caller, not in a process nobody watches
+    job_id = create_job(project, kind, params or {}, author=author, resumed_from=resumed_from)
+    log_dir = Path(project.folder) / LOG_DIR
+    log_dir.mkdir(exist_ok=True)
+    with open(log_dir / f"job-{job_id}.log", "ab") as log:
+        subprocess.Popen([sys.executable, "-m", "hibug_core.jobs.worker", str(project.folder), str(job_id)],
+                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                         cwd=str(project.folder), env={**os.environ, **(secrets or {})})
+    return job_id
+
+
+def resume(project, job_id: int, *, author: str | None = None) -> int:
+    """Run a stopped (cancelled, failed or interrupted) job again with the same settings. Work it stored is reused:
+    embeddings and measures are cached per image, and LLM tagging asks only for the images it has no answer for."""
+    job = get_job(project, job_id)
+    if job.live:
+        raise HibugError(f"job {job_id} is still {job.status}; cancel it first")
+    return submit(project, job.kind, job.params, author=author, resumed_from=job_id)
+
+
+class _Reporter:
+    """The progress callback handed to a job: stores progress at most every REPORT_EVERY_S, raises JobCancelled."""
+
+    def __init__(self, project, job_id: int):
+        self.project, self.job_id = project, job_id
+        self.last = 0.0
+        self.lock = threading.Lock()
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        moment = time.monotonic()
+        if moment - self.last < REPORT_EVERY_S and done < total:
+            return
+        self.last = moment
+        with self.lock:
+            cancel = report_progress(self.project, self.job_id, stage, done, total)
+        if cancel:
+            raise JobCancelled("cancelled by request")
+
+    def beat(self, stop: threading.Event) -> None:
+        while not stop.wait(HEARTBEAT_S):
+            try:
+                with self.lock:
+                    job = get_job(self.project, self.job_id)
+                    report_progress(self.project, self.job_id, None, job.done, job.total)
+            except Exception:  # noqa: BLE001 (a missed beat is retried; the job itself goes on)
+                logger.exception("heartbeat of job %d failed", self.job_id)
+
+
+def run_job(project, job_id: int) -> None:
+    """Run one queued job in this process and record how it ended."""
+    job = get_job(project, job_id)
+    mark_running(project, job_id, os.getpid())
+    reporter = _Reporter(project, job_id)
+    stop = threading.Event()
+    heartbeat = threading.Thread(target=reporter.beat, args=(stop,), daemon=True)
+    heartbeat.start()
+    try:
+        result = _function(job.kind)(project, {**job.params, "author": job.author}, reporter)
+    except JobCancelled:
+        finish_job(project, job_id, "cancelled", message="cancelled; what was stored is kept, resume to finish")
+    except HibugError as error:
+        finish_job(project, job_id, "failed", error=str(error))
+    except Exception as error:  # noqa: BLE001 (the job's log keeps the traceback; the row says what happened)
+        traceback.print_exc()
+        finish_job(project, job_id, "failed", error=f"{type(error).__name__}: {error} (see jobs/job-{job_id}.log)")
+    else:
+        finish_job(project, job_id, "done", result=result)
+    finally:
+        stop.set()
+
+
+def main(argv: list[str] | None = None) -> int:
+    import hibug_core  # noqa: F401  (installs the torchvision import hook before any job imports it)
+    from hibug_core.store.project import Project
+
+    folder, job_id = (argv or sys.argv[1:])[:2]
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    with Project.open(folder) as project:
+        run_job(project, int(job_id))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

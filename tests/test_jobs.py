@@ -1,0 +1,105 @@
+"""Background jobs in their own process: progress in the store, one live job per kind, cancel, failure, a killed
+worker seen as interrupted, and resume."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from hibug_core.errors import HibugError
+from hibug_core.jobs import store as job_store
+from hibug_core.jobs.store import JobBusyError, create_job, get_job, jobs_frame, request_cancel
+from hibug_core.jobs.worker import resume, submit
+
+TESTS = str(Path(__file__).resolve().parent)
+
+
+@pytest.fixture(autouse=True)
+def helpers_importable(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")])))
+
+
+def wait_for(project, job_id, statuses, timeout=120.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        job = get_job(project, job_id)
+        if job.status in statuses:
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} still {get_job(project, job_id).status} after {timeout} s: "
+                         + (Path(project.folder) / "jobs" / f"job-{job_id}.log").read_text()[-2000:])
+
+
+def test_an_embedding_job_runs_in_its_own_process_and_stores_its_result(colour_project):
+    from hibug_core.embeddings.compute import stored_embeddings
+
+    job_id = submit(colour_project, "embed", {"encoder": "tiny-open_clip"}, author="ana")
+    job = wait_for(colour_project, job_id, {"done", "failed"})
+    assert job.status == "done", job.error
+    assert job.result == {"encoder": "tiny-open_clip", "samples": 12}
+    assert job.author == "ana" and job.finished_at is not None
+    assert len(stored_embeddings(colour_project, "tiny-open_clip").sample_ids) == 12
+    log = colour_project.audit_log()
+    assert (log["action"] == "start job").any() and (log["actor"] == "ana").any()
+
+
+def test_progress_is_stored_and_a_second_job_of_the_kind_is_refused_until_cancelled(colour_project):
+    job_id = submit(colour_project, "job_helpers:count_slowly", {"steps": 400}, author="ben")
+    job = wait_for(colour_project, job_id, {"running"})
+    deadline = time.time() + 30
+    while get_job(colour_project, job_id).done == 0 and time.time() < deadline:
+        time.sleep(0.1)
+    running = get_job(colour_project, job_id)
+    assert running.stage == "counting" and 0 < running.done < 400 and running.total == 400
+    with pytest.raises(JobBusyError, match=r"already running on this project \(job \d+, started by ben"):
+        submit(colour_project, "job_helpers:count_slowly", {}, author="cleo")
+    request_cancel(colour_project, job_id, author="cleo")
+    job = wait_for(colour_project, job_id, {"cancelled", "done", "failed"}, timeout=30)
+    assert job.status == "cancelled" and "resume" in job.message
+    assert job.done < 400
+    frame = jobs_frame(colour_project)
+    assert frame.loc[frame["job"] == job_id, "status"].item() == "cancelled"
+    again = resume(colour_project, job_id, author="cleo")
+    assert get_job(colour_project, again).resumed_from == job_id
+    request_cancel(colour_project, again)
+    wait_for(colour_project, again, {"cancelled", "done"}, timeout=60)
+
+
+def test_a_failing_job_keeps_its_message_and_an_unknown_kind_fails_at_once(colour_project):
+    job_id = submit(colour_project, "job_helpers:fail_clearly", {})
+    job = wait_for(colour_project, job_id, {"failed", "done"})
+    assert job.status == "failed"
+    assert job.error == "the model server at http://127.0.0.1:9 refused the connection; start it and resume"
+    with pytest.raises(HibugError, match="unknown job kind 'umbrella'; known: embed, tag, teach"):
+        submit(colour_project, "umbrella", {})
+
+
+def test_a_killed_worker_is_seen_as_interrupted_frees_its_kind_and_resumes(colour_project, monkeypatch):
+    job_id = submit(colour_project, "job_helpers:count_slowly", {"steps": 2000}, author="dee")
+    wait_for(colour_project, job_id, {"running"})
+    while get_job(colour_project, job_id).done == 0:
+        time.sleep(0.1)
+    with colour_project.engine.connect() as connection:
+        pid = connection.exec_driver_sql(f"SELECT pid FROM jobs WHERE id = {job_id}").scalar_one()
+    os.kill(pid, signal.SIGKILL)
+    monkeypatch.setattr(job_store, "STALE_AFTER_S", 1.0)
+    job = wait_for(colour_project, job_id, {"interrupted"}, timeout=20)
+    assert job.done > 0  # its progress so far is kept
+    resumed = resume(colour_project, job_id, author="dee")  # frees the kind: the dead job is marked failed
+    assert get_job(colour_project, job_id).status == "failed"
+    assert "interrupted" in get_job(colour_project, job_id).error
+    monkeypatch.setattr(job_store, "STALE_AFTER_S", 30.0)
+    request_cancel(colour_project, resumed)
+    assert wait_for(colour_project, resumed, {"cancelled", "done"}, timeout=60).status == "cancelled"
+
+
+def test_a_queued_job_whose_worker_never_started_does_not_block(colour_project, monkeypatch):
+    stuck = create_job(colour_project, "embed", {})
+    monkeypatch.setattr(job_store, "STALE_AFTER_S", 0.0)
+    time.sleep(1.1)
+    assert get_job(colour_project, stuck).status == "interrupted"
+    fresh = create_job(colour_project, "embed", {})
+    assert get_job(colour_project, stuck).status == "failed" and fresh > stuck
