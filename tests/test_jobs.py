@@ -73,7 +73,7 @@ def test_a_failing_job_keeps_its_message_and_an_unknown_kind_fails_at_once(colou
     job = wait_for(colour_project, job_id, {"failed", "done"})
     assert job.status == "failed"
     assert job.error == "the model server at http://127.0.0.1:9 refused the connection; start it and resume"
-    with pytest.raises(HibugError, match="unknown job kind 'umbrella'; known: embed, tag, teach"):
+    with pytest.raises(HibugError, match="unknown job kind 'umbrella'; known: embed, tag, teach, map"):
         submit(colour_project, "umbrella", {})
 
 

@@ -22,6 +22,7 @@ KINDS = {
     "embed": "hibug_core.jobs.kinds:embed",
     "tag": "hibug_core.jobs.kinds:tag",
     "teach": "hibug_core.jobs.kinds:teach",
+    "map": "hibug_core.jobs.kinds:embedding_map",
 }
 HEARTBEAT_S = 5.0
 REPORT_EVERY_S = 0.5

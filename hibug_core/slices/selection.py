@@ -1,0 +1,36 @@
+"""Tags over-represented in a selection of images (a lasso on the map, a cluster): which (attribute = tag) pairs are
+far more common in it than in the rest, with a hypergeometric test."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.slices.stats import benjamini_hochberg
+
+
+def over_represented(tags: pd.DataFrame, selected: np.ndarray, *, min_count: int = 2) -> pd.DataFrame:
+    """One row per (attribute, tag) seen at least `min_count` times in the selection and more often than overall:
+    its count and share in the selection, its share overall, the lift, and p (chance of at least that many under
+    random selection) with BH q-values; most significant first."""
+    from scipy.stats import hypergeom
+
+    selected = np.asarray(selected, dtype=bool)
+    n_all, n_selected = len(tags), int(selected.sum())
+    rows = []
+    if n_selected == 0:
+        return pd.DataFrame(columns=["attribute", "tag", "count", "share", "share_overall", "lift", "p_value", "q_value"])
+    for attribute in tags.columns:
+        column = tags[attribute].astype(object)
+        overall = column.value_counts()
+        inside = column[selected].value_counts()
+        for tag, count in inside.items():
+            total = int(overall[tag])
+            share, share_all = count / n_selected, total / n_all
+            if count < min_count or share <= share_all:
+                continue
+            rows.append({"attribute": attribute, "tag": tag, "count": int(count), "share": share,
+                         "share_overall": share_all, "lift": share / share_all,
+                         "p_value": float(hypergeom.sf(count - 1, n_all, total, n_selected))})
+    frame = pd.DataFrame(rows, columns=["attribute", "tag", "count", "share", "share_overall", "lift", "p_value"])
+    frame["q_value"] = benjamini_hochberg(frame["p_value"].to_numpy())
+    return frame.sort_values(["p_value", "lift"], ascending=[True, False], kind="stable").reset_index(drop=True)

@@ -1,0 +1,66 @@
+"""The 2-D embedding map (PCA, UMAP; stored once per set of images) and tags over-represented in a selection."""
+from __future__ import annotations
+
+from math import comb
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hibug_core.embeddings.compute import embed_project
+from hibug_core.embeddings.projection import MapConfig, compute_map, stored_map
+from hibug_core.slices.selection import over_represented
+
+
+def test_pca_map_is_the_first_two_components_and_is_stored(colour_project):
+    from sklearn.decomposition import PCA
+
+    embeddings = embed_project(colour_project, "tiny-open_clip")
+    config = MapConfig(method="pca")
+    assert stored_map(colour_project, "tiny-open_clip", config=config) is None
+    layout = compute_map(colour_project, "tiny-open_clip", config=config)
+    assert list(layout.index) == list(embeddings.sample_ids) and list(layout.columns) == ["x", "y"]
+    _, first, inverse = np.unique(embeddings.hashes, return_index=True, return_inverse=True)
+    expected = PCA(n_components=min(50, len(first) - 1), random_state=0).fit_transform(
+        embeddings.embedding[first])[:, :2]
+    np.testing.assert_allclose(layout.to_numpy(), expected[inverse], rtol=1e-4, atol=1e-5)
+    again = stored_map(colour_project, "tiny-open_clip", config=config)
+    pd.testing.assert_frame_equal(again, layout, check_dtype=False)
+    # the map belongs to a set of image contents: the validation split shows the same 6 pictures, two images do not
+    val = colour_project.split_ids(["val"])
+    pd.testing.assert_frame_equal(stored_map(colour_project, "tiny-open_clip", sample_ids=val, config=config),
+                                  layout.loc[val], check_dtype=False)
+    assert stored_map(colour_project, "tiny-open_clip", sample_ids=[1, 2], config=config) is None
+
+
+@pytest.mark.slow
+def test_umap_map_is_seeded(colour_project, tmp_path):
+    embed_project(colour_project, "tiny-open_clip")
+    config = MapConfig(n_neighbors=5)
+    first = compute_map(colour_project, "tiny-open_clip", config=config)
+    for name in colour_project.arrays.names("maps/"):
+        colour_project.arrays.path(name).unlink()
+    second = compute_map(colour_project, "tiny-open_clip", config=config)
+    np.testing.assert_allclose(first.to_numpy(), second.to_numpy(), atol=1e-5)
+    assert first.notna().all().all() and first["x"].std() > 0
+
+
+def test_over_represented_tags_with_exact_hypergeometric_p_values():
+    tags = pd.DataFrame({
+        "color": ["red"] * 4 + ["blue"] * 6,
+        "size": ["small", "large"] * 5,
+    })
+    selected = np.array([True, True, True, False, True, False, False, False, False, False])  # 3 red, 1 blue
+    table = over_represented(tags, selected, min_count=2)
+    assert list(zip(table["attribute"], table["tag"])) == [("color", "red"), ("size", "small")]
+    red = table.iloc[0]
+    assert (red["count"], red["share"], red["share_overall"]) == (3, 0.75, 0.4)
+    assert red["lift"] == pytest.approx(1.875)
+    # P(at least 3 of the 4 selected are red | 4 red among 10)
+    expected = sum(comb(4, k) * comb(6, 4 - k) for k in (3, 4)) / comb(10, 4)
+    assert red["p_value"] == pytest.approx(expected)
+    small = table.iloc[1]  # rows 0, 2, 4 are small: 3 of 4 selected, 5 of 10 overall
+    assert small["p_value"] == pytest.approx(sum(comb(5, k) * comb(5, 4 - k) for k in (3, 4)) / comb(10, 4))
+    assert (red["p_value"], small["p_value"]) == pytest.approx((25 / 210, 55 / 210))
+    assert table["q_value"].tolist() == pytest.approx([50 / 210, 55 / 210])  # Benjamini-Hochberg over the two
+    assert over_represented(tags, np.zeros(10, dtype=bool)).empty
