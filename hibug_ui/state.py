@@ -12,6 +12,7 @@ from hibug_core.store.project import Project
 
 PROJECT_KEY = "hibug_project"
 MODEL_KEY = "hibug_model"
+USER_KEY = "hibug_user"
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -59,3 +60,25 @@ def current_model(project: Project) -> str | None:
         st.session_state[MODEL_KEY] = models[0]
     with st.sidebar:
         return st.selectbox("Model under test", models, key=MODEL_KEY)
+
+
+def current_user() -> str:
+    """Who is acting: the signed-in user when the server has authentication, else the name entered in the sidebar."""
+    user = getattr(st, "user", None)
+    if user is not None and getattr(user, "is_logged_in", False):
+        return str(user.get("name") or user.get("email"))
+    from hibug_core.store.audit import default_actor
+
+    st.session_state.setdefault(USER_KEY, default_actor())
+    with st.sidebar:
+        name = st.text_input("Your name", key=USER_KEY, help="Every change you make is recorded under this name.")
+    return name.strip() or "anonymous"
+
+
+@st.cache_data(show_spinner="Finding error slices…", max_entries=8)
+def slice_report(folder: str, model: str, split: str, config, tags_state: str):
+    """The ranked, diagnosed error slices; recomputed only when the settings or the tags in force change."""
+    from hibug_core.slices.report import error_slices
+
+    del tags_state
+    return error_slices(open_project(folder), model, split=split, config=config)

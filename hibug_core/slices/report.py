@@ -10,7 +10,8 @@ import pandas as pd
 from hibug_core.errors import HibugError
 from hibug_core.slices.diagnosis import DiagnosisConfig, diagnose, rare_classes
 from hibug_core.slices.enumeration import Enumeration, enumerate_slices
-from hibug_core.slices.search import CLASS, SliceConfig, TagMatrix, parse_definition, score_slices, slice_id
+from hibug_core.slices.search import (CLASS, SliceConfig, TagMatrix, describe, parse_definition, score_slices,
+                                      slice_id)
 
 _ENUMERATIONS: dict[tuple, Enumeration] = {}
 _MAX_CACHED = 4
@@ -52,6 +53,27 @@ class SliceReport:
             return parse_definition(ref)
         except ValueError:
             raise SliceError(f"no slice '{ref}' in this report") from None
+
+    def stats(self, definition) -> dict:
+        """Count, failures and score of any slice over the evaluated samples."""
+        mask = self.tags.mask(definition)
+        errors = self.evaluation["error"].to_numpy()[mask]
+        return {"count": int(mask.sum()), "failures": float(errors.sum()),
+                "score": float(1 - errors.mean()) if mask.any() else np.nan}
+
+    def related(self, ref) -> pd.DataFrame:
+        """The slice's parents (one condition fewer, reported or not) and its reported children, with their stats."""
+        definition = tuple(self.definition(ref))
+        rows = []
+        for skip in range(len(definition)) if len(definition) > 1 else ():
+            parent = definition[:skip] + definition[skip + 1:]
+            rows.append({"relation": "parent", "description": describe(parent), **self.stats(parent)})
+        for child in self.slices["definition"]:
+            if len(child) > len(definition) and set(definition) <= set(child):
+                rows.append({"relation": "child", "description": describe(child), **self.stats(child)})
+        frame = pd.DataFrame(rows, columns=["relation", "description", "count", "failures", "score"])
+        frame["gap"] = self.overall_score - frame["score"]
+        return frame
 
     def sample_ids(self, ref) -> np.ndarray:
         """The slice's evaluated samples, failures first."""

@@ -100,6 +100,15 @@ def save_run(project, result: TagResult, *, method: str, encoder: str | None = N
     return run_id
 
 
+def tags_version(project) -> str:
+    """Changes whenever the tags in force may have: a run finished, a person corrected a tag, the schema changed."""
+    with read_connection(project.engine) as connection:
+        run = connection.execute(text("SELECT MAX(id) FROM tag_runs WHERE status = 'finished'")).scalar()
+        correction = connection.execute(text("SELECT MAX(id) FROM tag_corrections")).scalar()
+        schema = connection.execute(text("SELECT MAX(version) FROM attribute_schemas")).scalar()
+    return f"{project.data_version()}.{run or 0}.{correction or 0}.{schema or 0}"
+
+
 def runs(project) -> pd.DataFrame:
     with read_connection(project.engine) as connection:
         return pd.read_sql_query(text("SELECT * FROM tag_runs ORDER BY id"), connection)

@@ -1,0 +1,111 @@
+"""Error slices: settings, the ranked table, and for the chosen slice its evidence and images (failures first)."""
+import plotly.express as px
+import streamlit as st
+
+from hibug_core.errors import HibugError
+from hibug_core.slices.search import SliceConfig
+from hibug_core.store.tag_store import tags_version
+from hibug_ui.state import current_model, current_project, slice_report
+from hibug_ui.widgets import image_grid, paged, url_setting
+
+st.set_page_config(page_title="hibug · Error slices", page_icon="🐞", layout="wide")
+project = current_project()
+model = current_model(project)
+if model is None:
+    st.warning("This project has no model outputs; import a manifest with predictions first.")
+    st.stop()
+
+st.title("Error slices")
+defaults = SliceConfig()
+RANKINGS = {"confident_gap": "confident gap", "gap": "gap", "size": "size", "sliceline": "SliceLine score"}
+with st.form("slices_settings"):
+    cells = st.columns(5)
+    depth = cells[0].number_input("Depth (attributes per slice)", 1, 4, url_setting("depth", defaults.max_depth, int))
+    support = cells[1].number_input("Minimum size M", 2, 10_000, url_setting("support", defaults.min_support, int))
+    gap = cells[2].number_input("Gap C", 0.0, 1.0, url_setting("gap", defaults.gap, float), step=0.05,
+                                help="An error slice scores below the overall score minus C")
+    rank_by = cells[3].selectbox("Rank by", list(RANKINGS), format_func=RANKINGS.get,
+                                 index=list(RANKINGS).index(url_setting("rank", defaults.rank_by)))
+    splits = [s for s in ("val", "test", "train") if project.split_counts().get(s)] or ["val"]
+    split = cells[4].selectbox("Split", splits, index=splits.index(url_setting("split", splits[0]))
+                               if url_setting("split", splits[0]) in splits else 0)
+    if st.form_submit_button("Find error slices", type="primary"):
+        st.query_params.update(depth=str(depth), support=str(support), gap=str(gap), rank=rank_by, split=split)
+        st.query_params.pop("slice", None)
+
+config = SliceConfig(max_depth=int(depth), min_support=int(support), gap=float(gap), rank_by=rank_by)
+try:
+    report = slice_report(str(project.folder), model, split, config, tags_version(project))
+except HibugError as error:
+    st.error(str(error))
+    st.stop()
+slices = report.slices
+st.caption(f"{model} on {split}: score {report.overall_score:.1%} over {len(report.evaluation):,} images · "
+           f"{report.enumerated:,} slices enumerated · {len(slices)} error slices (score below "
+           f"{slices.attrs['cut']:.1%})")
+
+found, unseen = st.tabs(["Error slices", "Unseen slices (predicted)"])
+with found:
+    if slices.empty:
+        st.info("No error slice at these settings. Lower the gap C or the minimum size M, or tag more attributes.")
+    else:
+        table = slices.assign(interval=[f"{lo:.0%}–{hi:.0%}" for lo, hi in zip(slices["score_low"], slices["score_high"])])
+        columns = ["description", "count", "score", "gap", "interval", "q_value", "bug_type"]
+        chosen_id = url_setting("slice", None)
+        event = st.dataframe(
+            table[columns], key="slices_table", on_select="rerun", selection_mode="single-row", hide_index=True,
+            width="stretch", height=min(38 + 35 * len(table), 420),
+            column_config={"score": st.column_config.ProgressColumn("score", format="percent", min_value=0, max_value=1),
+                           "gap": st.column_config.NumberColumn("gap", format="percent"),
+                           "q_value": st.column_config.NumberColumn("q", format="%.1e"),
+                           "bug_type": "bug type"})
+        picked = event.selection.rows if event and event.selection else []
+        if picked:
+            chosen_id = slices["slice_id"].iat[picked[0]]
+            st.query_params["slice"] = chosen_id
+        if chosen_id not in set(slices["slice_id"]):
+            chosen_id = slices["slice_id"].iat[0]
+        row = slices[slices["slice_id"] == chosen_id].iloc[0]
+
+        st.subheader(row["description"])
+        st.markdown(f"**{row['bug_type']}**: {row['reason']}")
+        cells = st.columns(5)
+        cells[0].metric("Images", f"{row['count']:,}")
+        cells[1].metric("Score", f"{row['score']:.1%}", f"{-row['gap']:.1%} vs overall")
+        cells[2].metric("Share of evaluation", f"{row['eval_share']:.1%}")
+        cells[3].metric("Share of training", "–" if row["train_count"] is None or row["train_count"] != row["train_count"]
+                        else f"{row['train_share']:.2%}", help=f"{row['train_count']} training images")
+        cells[4].metric("Share of all failures", f"{row['coverage']:.1%}")
+        left, right = st.columns([2, 3])
+        ids = report.sample_ids(chosen_id)
+        evaluated = report.evaluation.loc[ids]
+        with left:
+            counts = evaluated["prediction"].value_counts().rename_axis("prediction").reset_index(name="images")
+            figure = px.bar(counts, x="prediction", y="images", title="Predictions in the slice")
+            figure.update_layout(height=260, margin=dict(l=0, r=0, t=40, b=0))
+            st.plotly_chart(figure, width="stretch", key="slice_predictions")
+        with right:
+            related = report.related(chosen_id)
+            st.markdown("**Parent and child slices**")
+            if related.empty:
+                st.caption("A slice of one condition has no parent, and no reported child.")
+            else:
+                st.dataframe(related, hide_index=True, width="stretch", column_config={
+                    "score": st.column_config.NumberColumn("score", format="percent"),
+                    "gap": st.column_config.NumberColumn("gap", format="percent")})
+        st.markdown("**Images** (failures first; caption: label → prediction)")
+        rows = report.samples.loc[ids]
+        image_grid(project, paged(rows, key=f"slice_page_{chosen_id}"),
+                   caption=lambda r: f"{r['label']} → {r['prediction']}")
+
+with unseen:
+    st.caption("Slices that the validation set barely covers, predicted to fail: each tag of a top error slice "
+               "swapped for its most similar tags (by text embedding), checked against the pool and the test split.")
+    if st.button("Predict unseen slices", key="unseen_run"):
+        from hibug_core.slices.unseen import substitute_tags
+
+        with st.spinner("Comparing tags…"):
+            st.session_state["unseen_table"] = substitute_tags(report)
+    predicted = st.session_state.get("unseen_table")
+    if predicted is not None:
+        st.dataframe(predicted.drop(columns=["definition"], errors="ignore"), hide_index=True, width="stretch")
