@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import streamlit as st
+from streamlit.errors import StreamlitSecretNotFoundError
 
 from hibug_core.errors import HibugError
 from hibug_core.store.project import Project
@@ -82,3 +83,21 @@ def slice_report(folder: str, model: str, split: str, config, tags_state: str):
 
     del tags_state
     return error_slices(open_project(folder), model, split=split, config=config)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def tag_table(folder: str, tags_state: str):
+    """The tags in force (TagTable); reloaded when a run finishes, a tag is corrected or the schema changes."""
+    from hibug_core.tagging.run import current_tags
+
+    del tags_state
+    return current_tags(open_project(folder))
+
+
+def secret(name: str) -> str | None:
+    """A value from Streamlit secrets (secrets.toml or the hosting platform), else from the environment."""
+    try:
+        value = st.secrets.get(name)
+    except (FileNotFoundError, StreamlitSecretNotFoundError):
+        value = None
+    return value or os.environ.get(name)

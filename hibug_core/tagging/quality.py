@@ -46,3 +46,19 @@ def tag_quality(model_tags: pd.DataFrame, truth: pd.DataFrame, mapping: dict[str
     return TagQuality(pd.DataFrame(rows, columns=["attribute", "truth", "n", "accuracy"]),
                       pd.DataFrame(tag_rows, columns=["attribute", "tag", "support", "predicted", "precision", "recall"]),
                       confusion)
+
+
+def audit_precision(model_tags: pd.Series, people_tags: pd.Series, z: float = 1.96) -> pd.DataFrame:
+    """Per model tag, from the images people reviewed (confirmed or corrected): how many, how many they kept, and
+    the precision estimate with its Wilson interval (what a tag audit learns before all images are checked)."""
+    from hibug_core.slices.stats import wilson_interval
+
+    both = pd.concat([model_tags.astype(object).rename("model"), people_tags.astype(object).rename("person")],
+                     axis=1, join="inner").dropna()
+    rows = []
+    for tag, group in both.groupby("model", sort=True):
+        kept = int((group["person"] == tag).sum())
+        rows.append({"tag": tag, "reviewed": len(group), "confirmed": kept, "precision": kept / len(group)})
+    frame = pd.DataFrame(rows, columns=["tag", "reviewed", "confirmed", "precision"])
+    low, high = wilson_interval(frame["confirmed"].to_numpy(float), frame["reviewed"].to_numpy(float), z)
+    return frame.assign(low=low, high=high)

@@ -15,7 +15,7 @@ from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version, load_schema
 from hibug_core.tagging.measured import MeasuredConfig, measure_project, measured_tags
 from hibug_core.tagging.probe import ProbeConfig, ProbeReport, teach_probe
-from hibug_core.tagging.quality import TagQuality, tag_quality
+from hibug_core.tagging.quality import TagQuality, audit_precision, tag_quality
 from hibug_core.tagging.zero_shot import ZeroShotConfig, zero_shot_tags
 
 logger = logging.getLogger(__name__)
@@ -121,3 +121,11 @@ def project_tag_quality(project, *, mapping: dict[str, str] | None = None, sampl
     """How good the model tags are (people's corrections left out) against the ground truth that exists."""
     model_tags = current_tags(project, with_corrections=False, sample_ids=sample_ids).tags
     return tag_quality(model_tags, ground_truth(project), mapping)
+
+
+def audit(project, attribute: str) -> pd.DataFrame:
+    """Precision of each model tag of `attribute` estimated from the images people confirmed or corrected."""
+    model = current_tags(project, with_corrections=False).tags[attribute]
+    people = tag_store.corrections(project, attribute)
+    people = people[people["kind"].isin(["confirm", "correct"])]
+    return audit_precision(model, people.set_index("sample_id")["tag"])

@@ -1,0 +1,65 @@
+"""A background job on a page: start it, watch its progress (a fragment polls the store), cancel or resume it."""
+from __future__ import annotations
+
+import streamlit as st
+
+from hibug_core.errors import HibugError
+from hibug_core.jobs.store import jobs, request_cancel
+from hibug_core.jobs.worker import resume, submit
+
+POLL_S = 1.0
+
+
+def latest_job(project, kind: str):
+    found = jobs(project, kind, limit=1)
+    return found[0] if found else None
+
+
+def start_job(project, kind: str, params: dict, user: str, secrets: dict | None = None) -> int | None:
+    """Submit a job; a refusal (the same kind already running) is shown, not raised."""
+    try:
+        return submit(project, kind, params, author=user, secrets=secrets)
+    except HibugError as error:
+        st.error(str(error))
+        return None
+
+
+def job_status(project, kind: str, user: str, *, key: str) -> None:
+    """The newest job of `kind`: progress while it runs (polled without rerunning the page), then how it ended."""
+
+    @st.fragment(run_every=POLL_S if _live(project, kind) else None)
+    def _panel() -> None:
+        job = latest_job(project, kind)
+        if job is None:
+            return
+        watching = f"{key}_watching"
+        if job.live:
+            st.session_state[watching] = job.id
+            label = f"{job.stage or 'starting'}: {job.done:,} / {job.total:,}" if job.total else (job.stage or "starting")
+            st.progress(job.fraction, text=f"Job {job.id} ({job.kind}, by {job.author}) · {label}")
+            if st.button("Cancel", key=f"{key}_cancel_{job.id}"):
+                request_cancel(project, job.id, author=user)
+                st.toast("Asked the job to stop; what it stored is kept.")
+            return
+        if st.session_state.get(watching) == job.id:
+            del st.session_state[watching]
+            st.rerun()  # the whole page: it shows what the job stored, and polling stops
+        if job.status == "done":
+            st.success(f"Job {job.id} ({job.kind}) finished: {job.result}")
+        elif job.status == "cancelled":
+            st.warning(f"Job {job.id} ({job.kind}) was cancelled. {job.message or ''}")
+        else:
+            st.error(f"Job {job.id} ({job.kind}) {job.status}: {job.error or 'its worker stopped'}")
+        if job.status in ("cancelled", "failed", "interrupted") and st.button("Resume", key=f"{key}_resume_{job.id}"):
+            try:
+                resume(project, job.id, author=user)
+            except HibugError as error:
+                st.error(str(error))
+            st.rerun()
+
+    _panel()
+
+
+def _live(project, kind: str) -> bool:
+    job = latest_job(project, kind)
+    return job is not None and job.live

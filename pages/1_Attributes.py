@@ -1,0 +1,134 @@
+"""Attributes: propose them (language model or built-in library), edit them in a table, see every version and
+restore one. Every save is a new version; an edit based on an old version is refused, never lost."""
+import json
+
+import streamlit as st
+
+from hibug_core.attributes.library import LIBRARY, choose_task_type, library_schema
+from hibug_core.attributes.schema import AttributeSchema, GROUPS
+from hibug_core.attributes.table import COLUMNS, schema_to_table, table_to_schema
+from hibug_core.errors import HibugError
+from hibug_core.store.attribute_versions import StaleSchemaError, latest_version, load_schema, save_schema, schema_history
+from hibug_ui.state import current_model, current_project, current_user, secret
+
+st.set_page_config(page_title="hibug · Attributes", page_icon="🐞", layout="wide")
+project = current_project()
+model = current_model(project)
+user = current_user()
+st.title("Attributes")
+
+BASE = "attributes_base_version"  # the version this session's edits start from (optimistic concurrency)
+newest = latest_version(project)
+st.session_state.setdefault(BASE, newest)
+version = st.session_state[BASE]
+if newest != version:
+    by = schema_history(project).iloc[0]
+    st.warning(f"Version {newest} was saved by {by['author']} at {by['created_at']} since you opened version "
+               f"{version}. Your edits here are based on version {version}; saving them will be refused.")
+    if st.button(f"Load version {newest} (drops your unsaved edits)", key="attributes_reload"):
+        st.session_state[BASE] = newest
+        st.rerun()
+schema = load_schema(project, version) if version is not None else AttributeSchema(attributes=(), task=project.name)
+st.caption(f"version {version} · {len(schema.attributes)} attributes · task: {schema.task or '(not described)'}"
+           if version is not None else "No attributes yet: propose them below, or add rows to the table.")
+DRAFT = "attributes_draft"  # a proposal waiting to be saved: (schema JSON, notes, source)
+
+
+def save(new: AttributeSchema, note: str) -> None:
+    try:
+        saved = save_schema(project, new, author=user, note=note, base_version=version)
+    except StaleSchemaError as error:
+        st.error(str(error))
+        newer = load_schema(project, error.newest)
+        st.markdown(f"**Version {error.newest}** (by {error.author}) has: " + ", ".join(newer.names()))
+        return
+    st.session_state.pop(DRAFT, None)
+    st.session_state[BASE] = saved
+    st.toast(f"Saved version {saved}")
+    st.rerun()
+
+
+propose, edit, history = st.tabs(["Propose", "Edit", "History"])
+with propose:
+    with st.form("propose_form"):
+        task = st.text_area("What does the model do?", value=schema.task or "", key="propose_task",
+                            placeholder="classify the species of birds in photos taken by hikers")
+        source = st.radio("Proposed by", ["built-in library", "language model (HiBug2 flow)",
+                                           "language model (HiBug flow)"], horizontal=True, key="propose_source")
+        kinds = ["chosen from the task", *LIBRARY]
+        kind = st.selectbox("Library entry", kinds, key="propose_library")
+        llm_model = st.text_input("LLM model", value="gpt-4o-mini", key="propose_llm_model")
+        llm_url = st.text_input("LLM server URL", value="", key="propose_llm_url",
+                                placeholder="http://localhost:8000/v1 (empty: OpenAI; key from OPENAI_API_KEY or secrets)")
+        if st.form_submit_button("Propose", type="primary"):
+            classes = project.model_classes(model) if model else []
+            try:
+                if source == "built-in library":
+                    chosen = None if kind == kinds[0] else kind
+                    proposal = library_schema(task, classes, chosen)
+                    notes = [f"library entry '{chosen or choose_task_type(task, classes)}' plus the measured attributes"]
+                else:
+                    from hibug_core.attributes.propose import propose_with_llm
+                    from hibug_core.llm.client import LLMConfig
+
+                    config = LLMConfig.from_env(model=llm_model, base_url=llm_url or None)
+                    with st.spinner(f"Asking {config.describe()}…"):
+                        result = propose_with_llm(task, classes or [], config,
+                                                  method="hibug" if "HiBug flow" in source else "hibug2",
+                                                  api_key=secret("OPENAI_API_KEY"))
+                    proposal, notes = result.schema, result.notes
+                st.session_state[DRAFT] = (proposal.to_json(), notes, source)
+            except HibugError as error:
+                st.error(str(error))
+    draft = st.session_state.get(DRAFT)
+    if draft:
+        proposal = AttributeSchema.from_json(draft[0])
+        st.markdown(f"**Proposal** ({draft[2]}): {len(proposal.attributes)} attributes")
+        for note in draft[1]:
+            st.caption(note)
+        st.dataframe(schema_to_table(proposal), hide_index=True, width="stretch")
+        left, right = st.columns(2)
+        if left.button("Save as the new version", type="primary", key="propose_save"):
+            save(proposal, f"proposed by {draft[2]}")
+        if right.button("Add the new ones to the current attributes", key="propose_merge", disabled=version is None):
+            merged = schema
+            for attribute in proposal.attributes:
+                if attribute.name not in schema.names():
+                    merged = merged.replace(attribute)
+            save(merged, f"added attributes proposed by {draft[2]}")
+
+with edit:
+    st.caption("One row per attribute. Tags are separated by commas, prompt templates by '|' ({tag} and {label} are "
+               "filled in). Yes/no attributes are named 'is …'.")
+    edited = st.data_editor(
+        schema_to_table(schema), num_rows="dynamic", hide_index=True, width="stretch", key=f"attributes_editor_{version}",
+        column_order=COLUMNS,
+        column_config={"group": st.column_config.SelectboxColumn("group", options=list(GROUPS), required=True),
+                       "kind": st.column_config.SelectboxColumn("kind", options=["descriptive", "binary"], required=True),
+                       "enabled": st.column_config.CheckboxColumn("enabled", default=True),
+                       "source": st.column_config.TextColumn("source", disabled=True, default="manual"),
+                       "tags": st.column_config.TextColumn("tags", width="large"),
+                       "templates": st.column_config.TextColumn("templates", width="large")})
+    note = st.text_input("What changed (kept with the version)", key="attributes_note")
+    if st.button("Save attributes", type="primary", key="attributes_save"):
+        new, problems = table_to_schema(edited, schema)
+        if problems:
+            st.error("Nothing was saved; fix these rows:\n\n" + "\n".join(f"- {p}" for p in problems))
+        elif new == schema:
+            st.info("No change to save.")
+        else:
+            save(new, note or "edited in the dashboard")
+
+with history:
+    versions = schema_history(project)
+    if versions.empty:
+        st.caption("No versions yet.")
+    else:
+        st.dataframe(versions, hide_index=True, width="stretch")
+        chosen = st.selectbox("Look at version", versions["version"].tolist(), key="history_version")
+        old = load_schema(project, int(chosen))
+        st.dataframe(schema_to_table(old), hide_index=True, width="stretch")
+        if chosen != version and st.button(f"Restore version {chosen}", key="history_restore"):
+            save(old, f"restored version {chosen}")
+        st.download_button("Download as JSON", json.dumps(json.loads(old.to_json()), indent=2),
+                           file_name=f"attributes-v{chosen}.json", key="history_download")

@@ -1,0 +1,145 @@
+"""Tagging: run a tagger as a background job, see the tags by correctness and class, check uncertain images, audit
+tags with one click per image, and teach a tag by example."""
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+
+from hibug_core.embeddings.registry import DEFAULT_ENCODER, ENCODER_HELP
+from hibug_core.store import tag_store
+from hibug_core.store.attribute_versions import latest_version, load_schema
+from hibug_core.tagging.run import audit
+from hibug_ui.jobs import job_status, start_job
+from hibug_ui.state import current_model, current_project, current_user, load_samples, secret, tag_table
+from hibug_ui.widgets import image_grid, paged, url_setting
+
+st.set_page_config(page_title="hibug · Tagging", page_icon="🐞", layout="wide")
+project = current_project()
+model = current_model(project)
+user = current_user()
+st.title("Tagging")
+if latest_version(project) is None:
+    st.info("No attributes yet: propose or write them on the Attributes page first.")
+    st.page_link("pages/1_Attributes.py", label="Go to Attributes", icon="🏷️")
+    st.stop()
+schema = load_schema(project)
+names = [a.name for a in schema.attributes]
+
+run, explore, uncertain, review, teach = st.tabs(["Run", "Tags by class and correctness", "Uncertain images",
+                                                  "Audit", "Teach by example"])
+with run:
+    with st.form("tag_run"):
+        backend = st.radio("Tagger", ["vision-language encoder", "multimodal LLM"], horizontal=True)
+        encoder = st.selectbox("Encoder", [DEFAULT_ENCODER, "tiny-open_clip", "tiny-transformers", "other…"],
+                               help="; ".join(f"{k}: {v}" for k, v in ENCODER_HELP.items()))
+        other = st.text_input("Other encoder", placeholder="open_clip:ViT-B-32:/models/clip.bin or transformers:/models/clip")
+        chosen = st.multiselect("Attributes", names, default=[a.name for a in schema.enabled()])
+        splits = st.multiselect("Splits", ["train", "val", "test", "pool"], default=[],
+                                help="Leave empty to tag every image")
+        llm_model = st.text_input("LLM model", value="gpt-4o-mini")
+        llm_url = st.text_input("LLM server URL", value="", placeholder="http://localhost:8000/v1 (empty: OpenAI)",
+                                help="The API key comes from OPENAI_API_KEY or Streamlit secrets, never from here.")
+        if st.form_submit_button("Start tagging", type="primary"):
+            params = {"attributes": chosen, "splits": splits or None}
+            secrets = None
+            if backend == "multimodal LLM":
+                params["llm"] = {"model": llm_model, "base_url": llm_url or None}
+                key = secret("OPENAI_API_KEY")
+                secrets = {"OPENAI_API_KEY": key} if key else None
+            else:
+                params["encoder"] = other.strip() if encoder == "other…" else encoder
+            if start_job(project, "tag", params, user, secrets) is not None:
+                st.rerun()
+    job_status(project, "tag", user, key="tagging")
+    st.markdown("**Tagging runs**")
+    st.dataframe(tag_store.runs(project).drop(columns=["array_name"], errors="ignore").sort_values("id", ascending=False),
+                 hide_index=True, width="stretch")
+
+table = tag_table(str(project.folder), tag_store.tags_version(project))
+tagged = [n for n in names if n in table.tags.columns and table.tags[n].notna().any()]
+samples = load_samples(str(project.folder), model, project.data_version())
+if not tagged:
+    for tab in (explore, uncertain, review, teach):
+        tab.info("No tags yet: start a tagging run.")
+    st.stop()
+
+with explore:
+    attribute = st.selectbox("Attribute", tagged, key="tagging_hist_attribute",
+                             index=tagged.index(url_setting("attribute", tagged[0])) if url_setting("attribute", tagged[0]) in tagged else 0)
+    frame = pd.DataFrame({"tag": table.tags[attribute].astype(object)}).join(samples[["label", "split", "correct"]])
+    frame = frame[frame["tag"].notna()]
+    frame["outcome"] = frame["correct"].map({True: "right", False: "wrong"}).fillna("no label or prediction")
+    left, right = st.columns(2)
+    by_outcome = px.histogram(frame, x="tag", color="outcome", barmode="group", title=f"{attribute}: right and wrong",
+                              color_discrete_map={"right": "#2b8a3e", "wrong": "#d9480f"})
+    left.plotly_chart(by_outcome, width="stretch", key="tagging_hist_outcome")
+    by_class = px.histogram(frame[frame["label"].notna()], x="tag", color="label", barmode="group",
+                            title=f"{attribute} by class")
+    right.plotly_chart(by_class, width="stretch", key="tagging_hist_class")
+    wrong = frame.groupby("tag", observed=True)["correct"].agg(lambda c: 1 - c.dropna().astype(float).mean())
+    st.caption("Error rate per tag: " + ", ".join(f"{t} {e:.0%}" for t, e in wrong.dropna().items()))
+
+with uncertain:
+    margin = st.slider("Margin below which a tag is uncertain", 0.0, 0.5, 0.1, 0.01, key="tagging_margin")
+    attribute = st.selectbox("Attribute", tagged, key="tagging_uncertain_attribute")
+    flagged = table.uncertain(margin)[attribute]
+    rows = samples.loc[flagged[flagged].index.intersection(samples.index)]
+    rows = rows.assign(tag=table.tags.loc[rows.index, attribute].astype(object),
+                       margin=table.margin.loc[rows.index, attribute]).sort_values("margin")
+    st.caption(f"{len(rows):,} of {int(table.tags[attribute].notna().sum()):,} images have an uncertain {attribute}")
+    image_grid(project, paged(rows, key="tagging_uncertain_page"),
+               caption=lambda r: f"{r['tag']} (margin {r['margin']:.2f})")
+
+with review:
+    attribute = st.selectbox("Attribute", tagged, key="tagging_audit_attribute")
+    tags = list(schema[attribute].tags) if attribute in schema.names() else sorted(table.tags[attribute].dropna().unique())
+    tag = st.selectbox("Model tag to audit", tags, key="tagging_audit_tag")
+    estimate = audit(project, attribute)
+    if not estimate.empty:
+        st.dataframe(estimate, hide_index=True, width="stretch", column_config={
+            "precision": st.column_config.ProgressColumn("precision", format="percent", min_value=0, max_value=1),
+            "low": st.column_config.NumberColumn("95% low", format="percent"),
+            "high": st.column_config.NumberColumn("95% high", format="percent")})
+    people = tag_store.corrections(project, attribute).set_index("sample_id")["tag"]
+    candidates = table.tags.index[(table.tags[attribute].astype(object) == tag) & ~table.tags.index.isin(people.index)]
+    st.caption(f"{len(candidates):,} images tagged '{tag}' not reviewed yet; confirm or correct each")
+    page = paged(samples.loc[candidates.intersection(samples.index)], key="tagging_audit_page", per_page=12)
+    cells = st.columns(6)
+    for i, (sample_id, row) in enumerate(page.iterrows()):
+        with cells[i % 6]:
+            image_grid(project, page.loc[[sample_id]], columns=1, caption=lambda r: f"{r['label']}")
+            if st.button("✓ " + tag, key=f"confirm_{attribute}_{sample_id}"):
+                tag_store.correct_tags(project, attribute, [sample_id], tag, kind="confirm", author=user)
+                st.rerun()
+            other_tags = [t for t in tags if t != tag]
+            fix = st.selectbox("Correct to", ["…"] + other_tags, key=f"fix_{attribute}_{sample_id}",
+                               label_visibility="collapsed")
+            if fix != "…":
+                tag_store.correct_tags(project, attribute, [sample_id], fix, kind="correct", author=user)
+                st.rerun()
+
+with teach:
+    st.caption("Mark a few images of each tag; a linear probe on the stored embeddings then tags every image.")
+    attribute = st.selectbox("Attribute", [n for n in names if schema[n].source != "measured"], key="teach_attribute")
+    tags = list(schema[attribute].tags)
+    tag = st.selectbox("Tag these images as", tags, key="teach_tag")
+    examples = tag_store.corrections(project, attribute)
+    examples = examples[examples["kind"] == "example"]
+    counts = examples["tag"].value_counts()
+    st.caption("Examples so far: " + (", ".join(f"{t}: {int(counts.get(t, 0))}" for t in tags)))
+    pool = samples.drop(index=examples["sample_id"], errors="ignore")
+    shown = paged(pool, key="teach_page", per_page=12)
+    picked = []
+    cells = st.columns(6)
+    for i, (sample_id, row) in enumerate(shown.iterrows()):
+        with cells[i % 6]:
+            image_grid(project, shown.loc[[sample_id]], columns=1, caption=lambda r: f"{r['label']}")
+            if st.checkbox(tag, key=f"teach_pick_{attribute}_{sample_id}"):
+                picked.append(sample_id)
+    left, right = st.columns(2)
+    if left.button(f"Add {len(picked)} example(s) of '{tag}'", disabled=not picked, key="teach_add"):
+        tag_store.correct_tags(project, attribute, picked, tag, kind="example", author=user)
+        st.rerun()
+    if right.button("Teach and tag every image", type="primary", key="teach_run", disabled=examples.empty):
+        if start_job(project, "teach", {"attribute": attribute, "encoder": DEFAULT_ENCODER}, user) is not None:
+            st.rerun()
+    job_status(project, "teach", user, key="teaching")

@@ -1,0 +1,93 @@
+"""The Attributes page under AppTest: propose from the library, edit in the table (a stale edit is refused),
+history and restore."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from hibug_core.store.attribute_versions import latest_version, load_schema, save_schema, schema_history
+
+PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "1_Attributes.py")
+
+
+def open_page(monkeypatch, project) -> AppTest:
+    monkeypatch.setenv("HIBUG_PROJECT", str(project.folder))
+    monkeypatch.setenv("HIBUG_USER", "ana")
+    return AppTest.from_file(PAGE, default_timeout=60).run()
+
+
+def test_propose_from_the_library_and_save(monkeypatch, colour_project):
+    at = open_page(monkeypatch, colour_project)
+    assert not at.exception
+    assert at.caption[0].value.startswith("version 1 · 11 attributes")
+    at.text_area(key="propose_task").set_value("classify the shape of simple drawings")
+    at.button[0].click().run()  # the form's Propose
+    assert not at.exception
+    assert any(c.value.startswith("library entry 'objects'") for c in at.caption)
+    at.button(key="propose_save").click().run()
+    assert not at.exception
+    assert latest_version(colour_project) == 2
+    history = schema_history(colour_project)
+    assert history["note"].iat[0] == "proposed by built-in library" and history["author"].iat[0] == "ana"
+    assert "viewpoint" in load_schema(colour_project).names()
+
+
+def test_adding_proposed_attributes_keeps_the_current_ones(monkeypatch, colour_project):
+    at = open_page(monkeypatch, colour_project)
+    at.button[0].click().run()
+    at.button(key="propose_merge").click().run()
+    names = load_schema(colour_project).names()
+    assert names[:2] == ["color", "is round"] and "viewpoint" in names and names.count("brightness") == 1
+
+
+def test_an_edit_from_a_stale_version_is_refused_and_shows_the_newer_one(monkeypatch, colour_project):
+    at = open_page(monkeypatch, colour_project)
+    schema = load_schema(colour_project)
+    save_schema(colour_project, schema.model_copy(update={"attributes": schema.attributes[:2]}), author="ben",
+                note="only two")  # someone else saves while the page is open
+    at.run()
+    assert "Version 2 was saved by ben" in at.warning[0].value
+    at.session_state["attributes_editor_1"] = {"edited_rows": {0: {"tags": "red, green, blue, teal"}},
+                                               "added_rows": [], "deleted_rows": []}
+    at.text_input(key="attributes_note").set_value("add teal")
+    at.button(key="attributes_save").click().run()
+    assert not at.exception
+    assert "version 2 was saved by ben" in at.error[0].value and "Nothing was overwritten" in at.error[0].value
+    assert latest_version(colour_project) == 2
+    at.button(key="attributes_reload").click().run()
+    assert not at.warning and at.caption[0].value.startswith("version 2 · 2 attributes")
+
+
+def test_history_restores_an_old_version(monkeypatch, colour_project):
+    schema = load_schema(colour_project)
+    save_schema(colour_project, schema.model_copy(update={"attributes": schema.attributes[:2]}), author="ben")
+    at = open_page(monkeypatch, colour_project)
+    assert at.caption[0].value.startswith("version 2 · 2 attributes")
+    at.selectbox(key="history_version").set_value(1).run()
+    at.button(key="history_restore").click().run()
+    assert not at.exception
+    assert latest_version(colour_project) == 3 and len(load_schema(colour_project).attributes) == 11
+    assert schema_history(colour_project)["note"].iat[0] == "restored version 1"
+
+
+def test_table_edits_save_a_version_and_bad_rows_are_named(monkeypatch, colour_project):
+    at = open_page(monkeypatch, colour_project)
+    at.session_state["attributes_editor_1"] = {"edited_rows": {0: {"tags": "red"}, 1: {"name": "round"}},
+                                               "added_rows": [], "deleted_rows": []}
+    at.button(key="attributes_save").click().run()
+    message = at.error[0].value
+    assert "Nothing was saved" in message and "row 1 ('color'): an attribute needs at least two tags" in message
+    assert "row 2 ('round'): binary attribute 'round' must be named 'is ...'" in message
+    assert latest_version(colour_project) == 1
+    at.session_state["attributes_editor_1"] = {
+        "edited_rows": {0: {"tags": "red, green, blue, teal"}},
+        "added_rows": [{"name": "background", "group": "background", "kind": "descriptive", "tags": "white, grey",
+                        "enabled": True}], "deleted_rows": [1]}
+    at.text_input(key="attributes_note").set_value("teal, a background, no roundness")
+    at.button(key="attributes_save").click().run()
+    assert not at.exception, at.exception
+    schema = load_schema(colour_project)
+    assert schema["color"].tags == ("red", "green", "blue", "teal")
+    assert "is round" not in schema.names() and schema["background"].group == "background"
+    assert schema_history(colour_project)["note"].iat[0] == "teal, a background, no roundness"
