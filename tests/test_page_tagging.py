@@ -1,0 +1,75 @@
+"""The Tagging page under AppTest: a tagging job run in the background, tags by class and correctness, uncertain
+images, one-click audit with the precision estimate, and teaching by example."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from hibug_core.jobs.store import jobs
+from hibug_core.store import tag_store
+from hibug_core.tagging.run import tag_project
+
+PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "2_Tagging.py")
+
+
+def open_page(monkeypatch, project) -> AppTest:
+    monkeypatch.setenv("HIBUG_PROJECT", str(project.folder))
+    monkeypatch.setenv("HIBUG_USER", "ana")
+    return AppTest.from_file(PAGE, default_timeout=60).run()
+
+
+def test_a_tagging_job_starts_from_the_form_and_its_result_shows(monkeypatch, colour_project):
+    at = open_page(monkeypatch, colour_project)
+    assert not at.exception
+    assert at.info[0].value == "No tags yet: start a tagging run."
+    at.selectbox[0].set_value("tiny-open_clip")
+    at.button[0].click().run()  # Start tagging
+    assert not at.exception
+    job = jobs(colour_project, "tag")[0]
+    assert job.params["encoder"] == "tiny-open_clip" and job.author == "ana"
+    deadline = time.time() + 120
+    while jobs(colour_project, "tag")[0].live and time.time() < deadline:
+        time.sleep(0.2)
+    at.run()
+    assert not at.exception
+    assert any("finished" in s.value for s in at.success)
+    runs = at.dataframe[0].value
+    assert set(runs["method"]) == {"measured", "zero-shot"}
+    assert len(at.get("plotly_chart")) == 2  # tags by correctness and by class
+
+
+def test_audit_confirms_and_corrects_with_one_click(monkeypatch, colour_project):
+    tag_project(colour_project, encoder="tiny-open_clip")
+    at = open_page(monkeypatch, colour_project)
+    at.selectbox(key="tagging_audit_attribute").set_value("dominant colour").run()
+    at.selectbox(key="tagging_audit_tag").set_value("red").run()
+    assert any(c.value.startswith("4 images tagged 'red' not reviewed yet") for c in at.caption)
+    confirm = [b for b in at.button if b.key and b.key.startswith("confirm_dominant colour_")]
+    confirm[0].click().run()
+    assert not at.exception
+    people = tag_store.corrections(colour_project, "dominant colour")
+    assert people[["tag", "kind", "actor"]].values.tolist() == [["red", "confirm", "ana"]]
+    fixes = [s for s in at.selectbox if s.key and s.key.startswith("fix_dominant colour_")]
+    fixes[0].set_value("blue").run()
+    people = tag_store.corrections(colour_project, "dominant colour")
+    assert sorted(people["kind"]) == ["confirm", "correct"]
+    estimate = at.dataframe[1].value
+    assert estimate.loc[estimate["tag"] == "red", ["reviewed", "confirmed"]].values.tolist() == [[2, 1]]
+    assert any(c.value.startswith("2 images tagged 'red' not reviewed yet") for c in at.caption)
+
+
+def test_teaching_by_example_stores_examples(monkeypatch, colour_project):
+    tag_project(colour_project, encoder="tiny-open_clip")
+    at = open_page(monkeypatch, colour_project)
+    at.selectbox(key="teach_attribute").set_value("color").run()
+    at.selectbox(key="teach_tag").set_value("red").run()
+    boxes = [c for c in at.checkbox if c.key and c.key.startswith("teach_pick_color_")]
+    boxes[0].check()
+    boxes[3].check().run()
+    at.button(key="teach_add").click().run()
+    assert not at.exception
+    examples = tag_store.corrections(colour_project, "color")
+    assert examples["kind"].tolist() == ["example", "example"] and set(examples["tag"]) == {"red"}
+    assert any(c.value == "Examples so far: red: 2, green: 0, blue: 0" for c in at.caption)
