@@ -65,9 +65,10 @@ class ArrayStore:
         return self.path(name).exists()
 
     def names(self, prefix: str = "") -> list[str]:
-        if not self.root.exists():
+        folder = self.root / prefix.rsplit("/", 1)[0] if "/" in prefix else self.root  # search only below the prefix
+        if not folder.exists():
             return []
-        found = [p.relative_to(self.root).with_suffix("").as_posix() for p in self.root.rglob("*.npz")]
+        found = [p.relative_to(self.root).with_suffix("").as_posix() for p in folder.rglob("*.npz")]
         return sorted(name for name in found if name.startswith(prefix))
 
     def link_from(self, other: "ArrayStore", prefix: str) -> int:

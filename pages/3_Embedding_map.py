@@ -1,0 +1,92 @@
+"""Embedding map: every image on a 2-D map (UMAP of its embedding), coloured by correctness, class, prediction or
+any attribute; select points with the box or lasso to see their images and the tags over-represented among them."""
+import numpy as np
+import plotly.express as px
+import streamlit as st
+
+from hibug_core.embeddings.projection import MapConfig, stored_map
+from hibug_core.embeddings.registry import DEFAULT_ENCODER
+from hibug_core.slices.selection import over_represented
+from hibug_core.store.tag_store import tags_version
+from hibug_ui.jobs import job_status, start_job
+from hibug_ui.state import current_model, current_project, current_user, load_samples, open_project, tag_table
+from hibug_ui.widgets import image_grid, paged, url_setting
+
+st.set_page_config(page_title="hibug · Embedding map", page_icon="🐞", layout="wide")
+project = current_project()
+model = current_model(project)
+user = current_user()
+st.title("Embedding map")
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def map_points(folder: str, encoder: str, method: str, version: int, stored: int):
+    del version, stored
+    return stored_map(open_project(folder), encoder, config=MapConfig(method=method))
+
+
+cells = st.columns([2, 1, 2])
+encoder = cells[0].text_input("Encoder", value=url_setting("encoder", DEFAULT_ENCODER), key="map_encoder")
+method = cells[1].selectbox("Layout", ["umap", "pca"], key="map_method",
+                            index=["umap", "pca"].index(url_setting("method", "umap")) if url_setting("method", "umap")
+                            in ("umap", "pca") else 0)
+points = map_points(str(project.folder), encoder, method, project.data_version(), len(project.arrays.names("maps/")))
+if points is None:
+    st.info(f"No {method.upper()} map of these images with {encoder} yet. Computing it embeds the images that are not "
+            "embedded yet, then lays them out (a few minutes for 100,000 images); it runs in the background.")
+    if st.button("Compute the map", type="primary", key="map_compute"):
+        if start_job(project, "map", {"encoder": encoder, "method": method}, user) is not None:
+            st.rerun()
+    job_status(project, "map", user, key="map_job")
+    st.stop()
+
+samples = load_samples(str(project.folder), model, project.data_version())
+tags = tag_table(str(project.folder), tags_version(project)).tags
+tagged = [c for c in tags.columns if tags[c].notna().any()]
+known = project.known_tags()
+frame = points.join(samples.reindex(columns=["label", "prediction", "split", "correct"]))
+frame["outcome"] = frame["correct"].map({True: "right", False: "wrong"}).fillna("no label or prediction")
+options = ["outcome", "label", "prediction", "split", *tagged, *[f"known: {c}" for c in known.columns]]
+default = url_setting("color", "outcome")
+colour = cells[2].selectbox("Colour by", options, index=options.index(default) if default in options else 0,
+                            key="map_colour")
+if colour != url_setting("color", "outcome"):
+    st.query_params["color"] = colour
+if colour in tagged:
+    frame[colour] = tags[colour].reindex(frame.index).astype(object)
+elif colour.startswith("known: "):
+    frame[colour] = known[colour.removeprefix("known: ")].reindex(frame.index).astype(object)
+frame[colour] = frame[colour].astype(object).fillna("(none)").astype(str)
+frame["id"] = frame.index
+
+figure = px.scatter(frame, x="x", y="y", color=colour, render_mode="webgl", custom_data=["id"],
+                    hover_data={"x": False, "y": False, "id": True, "label": True, "prediction": True, "split": True},
+                    color_discrete_map={"right": "#2b8a3e", "wrong": "#d9480f", "no label or prediction": "#adb5bd"})
+figure.update_traces(marker=dict(size=4, opacity=0.7))
+figure.update_layout(height=620, margin=dict(l=0, r=0, t=10, b=0), dragmode="lasso", legend_title_text=colour,
+                     xaxis=dict(visible=False), yaxis=dict(visible=False))
+event = st.plotly_chart(figure, width="stretch", key="map_chart", on_select="rerun", selection_mode=("box", "lasso"))
+st.caption(f"{len(frame):,} images · box or lasso to select")
+
+selection = (event or {}).get("selection") or {}
+chosen = [int(p["customdata"][0]) for p in selection.get("points", []) if p.get("customdata")]
+if chosen:
+    selected = np.isin(frame.index.to_numpy(), chosen)
+    st.subheader(f"{len(chosen):,} images selected")
+    left, right = st.columns([3, 2])
+    with right:
+        st.markdown("**Tags over-represented in the selection**")
+        table = tags[tagged].reindex(frame.index)
+        if model is not None:
+            table = table.assign(outcome=frame["outcome"], label=frame["label"])
+        found = over_represented(table, selected)
+        st.dataframe(found.head(20), hide_index=True, width="stretch", column_config={
+            "share": st.column_config.NumberColumn("share", format="percent"),
+            "share_overall": st.column_config.NumberColumn("overall", format="percent"),
+            "lift": st.column_config.NumberColumn("lift", format="%.1f×"),
+            "p_value": st.column_config.NumberColumn("p", format="%.1e"),
+            "q_value": st.column_config.NumberColumn("q", format="%.1e")})
+    with left:
+        rows = samples.loc[frame.index[selected]].sort_values("correct", kind="stable")
+        image_grid(project, paged(rows, key="map_page"), columns=6,
+                   caption=lambda r: f"{r['label']} → {r['prediction']}")

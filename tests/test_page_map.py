@@ -1,0 +1,59 @@
+"""The Embedding map page under AppTest: computing the map as a job, colouring, and a lasso selection's images and
+over-represented tags."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from hibug_core.embeddings.compute import embed_project
+from hibug_core.embeddings.projection import MapConfig, compute_map
+from hibug_core.jobs.store import jobs
+from hibug_core.tagging.run import tag_project
+
+PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "3_Embedding_map.py")
+
+
+def open_page(monkeypatch, project, **query) -> AppTest:
+    monkeypatch.setenv("HIBUG_PROJECT", str(project.folder))
+    monkeypatch.setenv("HIBUG_USER", "ana")
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    for key, value in query.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def test_the_map_is_computed_by_a_background_job(monkeypatch, colour_project):
+    at = open_page(monkeypatch, colour_project, encoder="tiny-open_clip", method="pca")
+    assert not at.exception
+    assert at.info[0].value.startswith("No PCA map of these images with tiny-open_clip yet")
+    at.button(key="map_compute").click().run()
+    job = jobs(colour_project, "map")[0]
+    assert job.params == {"encoder": "tiny-open_clip", "method": "pca"}
+    deadline = time.time() + 120
+    while jobs(colour_project, "map")[0].live and time.time() < deadline:
+        time.sleep(0.2)
+    assert jobs(colour_project, "map")[0].status == "done"
+    at.run()
+    assert not at.exception
+    assert at.caption[0].value == "12 images · box or lasso to select"
+
+
+def test_colouring_and_a_selection_show_images_and_over_represented_tags(monkeypatch, colour_project):
+    embed_project(colour_project, "tiny-open_clip")
+    compute_map(colour_project, "tiny-open_clip", config=MapConfig(method="pca"))
+    tag_project(colour_project, encoder="tiny-open_clip", attributes=["dominant colour"])
+    at = open_page(monkeypatch, colour_project, encoder="tiny-open_clip", method="pca", color="dominant colour")
+    assert not at.exception
+    assert at.selectbox(key="map_colour").value == "dominant colour"
+    red = [1, 4, 7, 10]  # images 0, 3, 6, 9 (ids from 1) are red
+    at.session_state["map_chart"] = {"selection": {"points": [{"customdata": [i]} for i in red],
+                                                   "point_indices": [], "box": [], "lasso": []}}
+    at.run()
+    assert not at.exception
+    assert at.subheader[0].value == "4 images selected"
+    table = at.dataframe[0].value
+    top = table.iloc[0]
+    assert (top["attribute"], top["tag"], top["count"]) == ("dominant colour", "red", 4)
+    assert top["p_value"] == 1 / 495  # all 4 red of 12 drawn in 4: 1 / C(12, 4)
