@@ -1,14 +1,26 @@
-"""hibug dashboard, Overview page: open a project and see how its model does per split and per class."""
+"""hibug dashboard, Overview page: open or create a project, see how its model does per split and per class, and
+what has been done so far with a link to the next step."""
 import plotly.express as px
 import streamlit as st
 
 from hibug_core import metrics
-from hibug_ui.state import current_model, current_project, load_samples
+from hibug_core.store import tag_store
+from hibug_core.store.attribute_versions import latest_version
+from hibug_ui.create import create_project_form
+from hibug_ui.state import chosen_folder, current_model, current_project, current_user, load_samples
 from hibug_ui.widgets import image_grid
 
 st.set_page_config(page_title="hibug · Overview", page_icon="🐞", layout="wide")
 
-project = current_project()
+folder = chosen_folder()
+if not folder:
+    st.title("hibug")
+    st.info("Open a project: enter its folder in the sidebar, or start the demo with `hibug demo`. "
+            "Or create one here from a manifest.")
+    create_project_form(current_user())
+    st.stop()
+project = current_project(folder)
+user = current_user()
 model = current_model(project)
 samples = load_samples(str(project.folder), model, project.data_version())
 
@@ -20,6 +32,26 @@ cells = st.columns(5)
 cells[0].metric("Images", f"{len(samples):,}")
 for cell, split in zip(cells[1:], ("train", "val", "test", "pool")):
     cell.metric(split, f"{int(counts.get(split, 0)):,}")
+
+st.subheader("Progress")
+version = latest_version(project)
+runs = tag_store.runs(project)
+finished = runs[runs["status"] == "finished"] if not runs.empty else runs
+maps = project.arrays.names("maps/")
+steps = [
+    ("Attributes", version is not None, f"version {version}" if version else "none yet", "pages/1_Attributes.py"),
+    ("Tags", not finished.empty, f"{len(finished)} tagging runs" if not finished.empty else "not tagged yet",
+     "pages/2_Tagging.py"),
+    ("Embedding map", bool(maps), "computed" if maps else "not computed yet", "pages/3_Embedding_map.py"),
+    ("Error slices", not finished.empty or bool(project.known_tags().shape[1]),
+     "ready to search" if not finished.empty or project.known_tags().shape[1] else "needs tags", "pages/4_Error_slices.py"),
+]
+cells = st.columns(len(steps))
+next_step = next((step for step in steps if not step[1]), None)
+for cell, (name, done, detail, page) in zip(cells, steps):
+    cell.page_link(page, label=f"{'✅' if done else '⬜'} {name}: {detail}")
+if next_step is not None:
+    st.caption(f"Next step: {next_step[0]}")
 
 if model is None:
     st.warning("This project has no model outputs yet; import a manifest with a 'prediction' column.")

@@ -14,6 +14,7 @@ from hibug_core.store.project import Project
 PROJECT_KEY = "hibug_project"
 MODEL_KEY = "hibug_model"
 USER_KEY = "hibug_user"
+NEXT_PROJECT_KEY = "hibug_project_next"
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -33,15 +34,22 @@ def default_project_folder() -> str:
     return st.query_params.get("project") or os.environ.get("HIBUG_PROJECT", "")
 
 
-def current_project() -> Project:
-    """The project chosen in the sidebar; stops the page with a clear message when there is none."""
+def chosen_folder() -> str:
+    """The project folder typed in the sidebar (or given in the URL / HIBUG_PROJECT)."""
+    if NEXT_PROJECT_KEY in st.session_state:  # a project just created: open it (set before the widget exists)
+        st.session_state[PROJECT_KEY] = st.session_state.pop(NEXT_PROJECT_KEY)
     st.session_state.setdefault(PROJECT_KEY, default_project_folder())
     with st.sidebar:
-        folder = st.text_input("Project folder", key=PROJECT_KEY,
-                               help="A folder made by `hibug new` or `hibug demo`.")
+        return st.text_input("Project folder", key=PROJECT_KEY, help="A folder made by `hibug new` or `hibug demo`.")
+
+
+def current_project(folder: str | None = None) -> Project:
+    """The project chosen in the sidebar (or `folder`, already read from it); stops the page with a clear message
+    when there is none."""
+    folder = chosen_folder() if folder is None else folder
     if not folder:
         st.info("Open a project: enter its folder in the sidebar, or start the demo with `hibug demo`. "
-                "Create one from a manifest with `hibug new <folder> --manifest manifest.csv`.")
+                "Create one from a manifest on the Overview page or with `hibug new <folder> --manifest manifest.csv`.")
         st.stop()
     if not Path(folder).exists():
         st.error(f"Folder not found: {folder}. Check the path in the sidebar.")

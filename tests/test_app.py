@@ -51,3 +51,60 @@ def test_bad_folder_is_a_clear_error(monkeypatch, tmp_path, make_folder):
     assert not at.exception
     expected = "is not a hibug project" if make_folder else "Folder not found"
     assert expected in at.error[0].value
+
+
+def test_progress_links_to_the_next_step(monkeypatch, demo_project):
+    at = run_app(monkeypatch, demo_project)
+    labels = [link.label for link in at.get("page_link")]
+    assert labels[0] == "✅ Attributes: version 1"
+    assert labels[1] == "⬜ Tags: not tagged yet"
+    assert any(c.value == "Next step: Tags" for c in at.caption)
+
+
+def by_label(at, label):
+    return next(t for t in at.text_input if t.label == label)
+
+
+def write_manifest(folder, rows):
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("a.png", "b.png"):
+        Image.new("RGB", (8, 8), (200, 10, 10)).save(folder / name)
+    (folder / "manifest.csv").write_text("image,label,prediction,split\n" + "\n".join(rows) + "\n")
+    return folder / "manifest.csv"
+
+
+def test_creating_a_project_from_a_manifest_path_opens_it(monkeypatch, tmp_path):
+    monkeypatch.delenv("HIBUG_PROJECT", raising=False)
+    manifest = write_manifest(tmp_path / "data", ["a.png,cat,cat,val", "b.png,dog,cat,val"])
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    by_label(at, "New project folder").set_value(str(tmp_path / "new-project"))
+    by_label(at, "…or the manifest's path on this server").set_value(str(manifest))
+    at.button[0].click().run()
+    assert not at.exception
+    assert at.title[0].value == "new-project"
+    assert {m.label: m.value for m in at.metric}["val score"] == "50.0%"
+
+
+def test_a_bad_manifest_is_listed_and_creates_nothing(monkeypatch, tmp_path):
+    monkeypatch.delenv("HIBUG_PROJECT", raising=False)
+    manifest = write_manifest(tmp_path / "data", ["a.png,cat,cat,val", "missing.png,dog,cat,validation"])
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    by_label(at, "New project folder").set_value(str(tmp_path / "new-project"))
+    by_label(at, "…or the manifest's path on this server").set_value(str(manifest))
+    at.button[0].click().run()
+    assert not at.exception
+    message = at.error[0].value
+    assert "nothing was imported" in message and "row 2, column 'image': file not found: missing.png" in message
+    assert "unknown split 'validation'" in message
+    assert not (tmp_path / "new-project").exists()
+
+
+def test_an_uploaded_manifest_resolves_images_against_the_folder_given(tmp_path):
+    from hibug_core.ingest.manifest import load_uploaded_manifest
+
+    write_manifest(tmp_path / "data", [])
+    manifest = load_uploaded_manifest(b"image,label,prediction\na.png,cat,cat\nb.png,dog,cat\n", "upload.csv",
+                                      tmp_path / "data")
+    assert manifest.n_rows == 2 and manifest.source == "upload.csv"

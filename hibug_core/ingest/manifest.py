@@ -309,6 +309,21 @@ def validate_manifest(
     return ValidatedManifest(source, samples, models, known_tags, plan.ignored, keys_column)
 
 
+def load_uploaded_manifest(data: bytes, name: str, base_dir: str | Path, *, default_model: str = DEFAULT_MODEL,
+                           config: IngestConfig = IngestConfig(),
+                           progress: ProgressCallback = no_progress) -> ValidatedManifest:
+    """A manifest that arrived as bytes (a browser upload); its image paths are relative to `base_dir`."""
+    import tempfile
+
+    suffix = Path(name).suffix.lower() or ".csv"
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"manifest{suffix}"
+        path.write_bytes(data)
+        frame = read_table(path)
+    return validate_manifest(frame, source=name, base_dir=Path(base_dir).resolve(), default_model=default_model,
+                             config=config, progress=progress)
+
+
 def load_manifest(path: str | Path, *, default_model: str = DEFAULT_MODEL, config: IngestConfig = IngestConfig(),
                   progress: ProgressCallback = no_progress) -> ValidatedManifest:
     """Read and validate a CSV or Parquet manifest; image paths are relative to the manifest's folder."""
