@@ -82,3 +82,16 @@ def colour_project(tmp_path: Path):
     save_schema(project, schema, note="test schema")
     yield project
     project.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's headless Chromium driven by Playwright (never a downloaded browser)."""
+    from browser_support import CHROMIUM, CHROMIUM_ARGS, require_chromium
+    from playwright.sync_api import sync_playwright
+
+    require_chromium()
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()

@@ -1,66 +1,18 @@
 """The dashboard served by `hibug serve`, opened in real headless Chromium (Debian's package, via Playwright)."""
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
+from browser_support import ARTIFACTS, serve
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
-                 "--disable-background-networking", "--disable-component-update"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def server(demo_project):
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed; .ci/run installs Debian's chromium package")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    port = _free_port()
-    process = subprocess.Popen([sys.executable, "-m", "hibug_core.cli", "serve", str(demo_project),
-                                "--port", str(port), "--address", "127.0.0.1"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.read().decode() == "ok":
-                    break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        process.kill()
-        pytest.fail(f"dashboard did not come up: {process.stdout.read().decode()[-2000:]}")
-    yield url
-    process.terminate()
-    process.wait(timeout=20)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
+    yield from serve(demo_project)
 
 
 def test_health_answers_ok(server):

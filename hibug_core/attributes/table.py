@@ -44,7 +44,8 @@ def table_to_schema(table: pd.DataFrame, previous: AttributeSchema) -> tuple[Att
             attributes.append(Attribute(
                 name=name, group=row.get("group") or "main object", kind=row.get("kind") or "descriptive",
                 tags=_split(row.get("tags"), TAG_SEPARATOR), templates=_split(row.get("templates"), TEMPLATE_SEPARATOR),
-                enabled=bool(row["enabled"]) if row.get("enabled") is not None else True, source=row.get("source") or "manual",
+                enabled=bool(row["enabled"]) if row.get("enabled") is not None else True,
+                source=row.get("source") or "manual",
                 description=str(row.get("description") or ""), tag_prompts=old.tag_prompts if old else {}))
         except ValidationError as error:
             reasons = "; ".join(e["msg"].removeprefix("Value error, ") for e in error.errors())

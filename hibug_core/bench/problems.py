@@ -91,7 +91,8 @@ def base_splits(world: ShapeWorld, config: SplitConfig = SplitConfig()) -> np.nd
     return split
 
 
-def plant(world: ShapeWorld, base: np.ndarray, problem: PlantedProblem, config: SplitConfig = SplitConfig()) -> np.ndarray:
+def plant(world: ShapeWorld, base: np.ndarray, problem: PlantedProblem,
+          config: SplitConfig = SplitConfig()) -> np.ndarray:
     """The problem's splits: the candidates thinned to plant the bug, then drawn down to `train_size` as 'train';
     the rest of the candidates 'unused'."""
     rng = np.random.default_rng(problem.seed)

@@ -38,7 +38,8 @@ TAGGERS = {
     "conse": "the shape world's attributes, conse zero-shot tags, plus the measured attributes",
     "library": "attributes from the built-in library (the offline proposal), conse zero-shot, plus measured",
     "taught": "the shape world's attributes taught by a few examples per tag (probe on conse features), plus measured",
-    "llm": "attributes a language model proposes for the task (HiBug2 flow, once per run), conse zero-shot, plus measured",
+    "llm": "attributes a language model proposes for the task (HiBug2 flow, once per run), conse zero-shot, plus "
+           "measured",
 }
 CONTENT_FOLDERS = ("embeddings/", "measures/")  # content-keyed caches shared by every problem's project
 

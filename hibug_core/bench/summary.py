@@ -25,7 +25,7 @@ def markdown_table(frame: pd.DataFrame) -> str:
 
 def _cell(value) -> str:
     if isinstance(value, float):
-        return "" if np.isnan(value) else f"{value:.3g}"
+        return "" if np.isnan(value) else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
     return str(value)
 
 
@@ -41,7 +41,8 @@ def _rates(group: pd.DataFrame) -> pd.Series:
     })
 
 
-def summary_tables(rows: pd.DataFrame, problems: pd.DataFrame, gap: float, parent_alpha: float) -> dict[str, pd.DataFrame]:
+def summary_tables(rows: pd.DataFrame, problems: pd.DataFrame, gap: float,
+                   parent_alpha: float) -> dict[str, pd.DataFrame]:
     """Scores at C = `gap` and the parent test's `parent_alpha` per tag source and bug type (and all), per strength,
     per attribute; every setting tried; and how the problems were generated."""
     at_gap = rows[np.isclose(rows["gap"], gap) & np.isclose(rows["parent_alpha"], parent_alpha)]
@@ -65,7 +66,8 @@ def summary_tables(rows: pd.DataFrame, problems: pd.DataFrame, gap: float, paren
     return tables
 
 
-def write_results(folder: Path, result, tables: dict[str, pd.DataFrame], descriptions: dict[str, str]) -> tuple[Path, Path]:
+def write_results(folder: Path, result, tables: dict[str, pd.DataFrame],
+                  descriptions: dict[str, str]) -> tuple[Path, Path]:
     """results.md (the tables and what each tag source is) and results.json (config, timings, every row)."""
     folder.mkdir(parents=True, exist_ok=True)
     lines = ["# Planted-bug benchmark", "",

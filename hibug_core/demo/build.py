@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+
 from hibug_core.demo.attributes import demo_attribute_schema
 from hibug_core.demo.easyvqa import ATTRIBUTES, SHAPES, load_shape_world
 from hibug_core.demo.shapes_model import (TrainConfig, load_checkpoint, predict_probabilities, save_checkpoint,

@@ -20,9 +20,9 @@ class DiagnosisConfig:
     alpha: float = 0.8  # spurious correlation: one predicted label has at least this share of the slice's
     #                     predictions (and is not its usual label), or of its failures
     min_failures: int = 5  # failures needed before their predicted labels count as evidence
-    association: float = 0.8  # spurious correlation: in training, at least this share of the images with the slice's
-    #                           tags (class conditions left out) are of the class most of its failures
-    shortcut: float = 0.5  # (more than this share) are predicted as
+    association: float = 0.8  # spurious correlation learnt in training: at least this share of the training images
+    #                           with the slice's tags (class conditions left out) are of one class, and
+    shortcut: float = 0.5  # more than this share of the slice's failures are predicted as that class
 
 
 def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] | None, labels: np.ndarray,

@@ -88,10 +88,12 @@ class SliceReport:
 TAG_SOURCES = ("in force", "imported", "model")
 
 
-def tag_frame(project, attributes: list[str] | None, source: str = "in force", *, by_class: bool = False) -> pd.DataFrame:
+def tag_frame(project, attributes: list[str] | None, source: str = "in force", *,
+              by_class: bool = False) -> pd.DataFrame:
     """Tags of every sample to slice by. source: "in force" (the schema's tags in force, plus imported attr: columns
-    that no schema attribute covers or that nothing has tagged yet), "imported" (attr: columns only, e.g. ground truth) or "model" (the schema's
-    tags only). by_class adds the label as the attribute CLASS, unless an attribute already equals it."""
+    that no schema attribute covers or that nothing has tagged yet), "imported" (attr: columns only, e.g. ground
+    truth) or "model" (the schema's tags only). by_class adds the label as the attribute CLASS, unless an attribute
+    already equals it."""
     from hibug_core.store.attribute_versions import latest_version
     from hibug_core.tagging.run import current_tags
 

@@ -17,7 +17,7 @@ CLASS = "class"  # pseudo-attribute: the true label
 
 @dataclass(frozen=True)
 class SliceConfig:
-    """Slice search settings (HiBug2's defaults)."""
+    """Slice search settings (HiBug2's, with C and the parent test chosen by the planted-bug benchmark)."""
 
     max_depth: int = 3  # most (attribute = tag) pairs in a slice
     min_support: int = 10  # M: slices with fewer samples are not considered

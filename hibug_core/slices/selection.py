@@ -16,9 +16,10 @@ def over_represented(tags: pd.DataFrame, selected: np.ndarray, *, min_count: int
 
     selected = np.asarray(selected, dtype=bool)
     n_all, n_selected = len(tags), int(selected.sum())
+    columns = ["attribute", "tag", "count", "share", "share_overall", "lift", "p_value"]
     rows = []
     if n_selected == 0:
-        return pd.DataFrame(columns=["attribute", "tag", "count", "share", "share_overall", "lift", "p_value", "q_value"])
+        return pd.DataFrame(columns=[*columns, "q_value"])
     for attribute in tags.columns:
         column = tags[attribute].astype(object)
         overall = column.value_counts()
@@ -31,6 +32,6 @@ def over_represented(tags: pd.DataFrame, selected: np.ndarray, *, min_count: int
             rows.append({"attribute": attribute, "tag": tag, "count": int(count), "share": share,
                          "share_overall": share_all, "lift": share / share_all,
                          "p_value": float(hypergeom.sf(count - 1, n_all, total, n_selected))})
-    frame = pd.DataFrame(rows, columns=["attribute", "tag", "count", "share", "share_overall", "lift", "p_value"])
+    frame = pd.DataFrame(rows, columns=columns)
     frame["q_value"] = benjamini_hochberg(frame["p_value"].to_numpy())
     return frame.sort_values(["p_value", "lift"], ascending=[True, False], kind="stable").reset_index(drop=True)

@@ -1,0 +1,54 @@
+"""Serving the dashboard for browser tests: `hibug serve` on a free port, waited for until healthy."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
+                 "--disable-background-networking", "--disable-component-update"]
+
+
+def require_chromium() -> None:
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed; .ci/run installs Debian's chromium package")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve(folder):
+    """Yield the URL of the dashboard serving `folder`; stop it afterwards."""
+    require_chromium()
+    port = _free_port()
+    process = subprocess.Popen([sys.executable, "-m", "hibug_core.cli", "serve", str(folder), "--port", str(port),
+                                "--address", "127.0.0.1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.read().decode() == "ok":
+                    break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        process.kill()
+        pytest.fail(f"dashboard did not come up: {process.stdout.read().decode()[-2000:]}")
+    yield url
+    process.terminate()
+    process.wait(timeout=20)

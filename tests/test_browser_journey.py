@@ -1,0 +1,121 @@
+"""The main journey in real headless Chromium on a copy of the demo project: open it, propose attributes, tag the
+images in a background job, compute the map and lasso points, open an error slice and its images, correct a tag.
+A screenshot of every step is saved to test-artifacts/; no page may show an exception."""
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+
+from browser_support import ARTIFACTS, serve
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def journey_project(demo_project, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("journey") / "demo"
+    shutil.copytree(demo_project, folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def journey_server(journey_project):
+    yield from serve(journey_project)
+
+
+@pytest.fixture
+def page(browser, journey_server):
+    page = browser.new_page(viewport={"width": 1500, "height": 1400})
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    yield page
+    assert errors == [], errors
+    page.close()
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"journey-{name}.png"), full_page=True)
+    assert page.locator("[data-testid='stException']").count() == 0, f"exception on {name}"
+
+
+def wait_text(page, text: str, timeout: float = 90_000):
+    page.get_by_text(text).first.wait_for(timeout=timeout)
+
+
+def test_the_main_journey(page, journey_server, journey_project):
+    from hibug_core.jobs.store import jobs
+    from hibug_core.store.attribute_versions import latest_version
+    from hibug_core.store.project import Project
+    from hibug_core.store.tag_store import corrections
+
+    project = Project.open(journey_project)
+    page.goto(journey_server)
+    wait_text(page, "Confusion matrix")
+    shot(page, "1-overview")
+
+    # Attributes: propose from the built-in library and save it as a new version
+    page.goto(f"{journey_server}/Attributes")
+    wait_text(page, "What does the model do?")
+    page.get_by_role("button", name="Propose").click()
+    wait_text(page, "Save as the new version")
+    page.get_by_role("button", name="Save as the new version").click()
+    wait_text(page, "version 2 ·")
+    assert latest_version(project) == 2
+    shot(page, "2-attributes")
+
+    # Tagging: a background job with a small encoder; the page follows its progress and shows the result
+    page.goto(f"{journey_server}/Tagging")
+    wait_text(page, "Start tagging")
+    page.get_by_test_id("stSelectbox").first.click()
+    page.get_by_role("option", name="tiny-open_clip").click()
+    page.get_by_role("button", name="Start tagging").click()
+    wait_text(page, "finished", timeout=240_000)
+    assert jobs(project, "tag")[0].status == "done"
+    shot(page, "3-tagging")
+
+    # Embedding map: compute a PCA map in the background, then lasso a region of points
+    page.goto(f"{journey_server}/Embedding_map?encoder=tiny-open_clip&method=pca")
+    wait_text(page, "Compute the map")
+    page.get_by_role("button", name="Compute the map").click()
+    wait_text(page, "box or lasso to select", timeout=240_000)
+    plot = page.locator(".js-plotly-plot").first
+    plot.wait_for(timeout=60_000)
+    box = plot.locator(".nsewdrag").first.bounding_box()
+    x0, y0, w, h = box["x"], box["y"], box["width"], box["height"]
+    page.mouse.move(x0 + w * 0.2, y0 + h * 0.2)
+    page.mouse.down()
+    for fx, fy in ((0.8, 0.2), (0.8, 0.8), (0.2, 0.8), (0.2, 0.25)):
+        page.mouse.move(x0 + w * fx, y0 + h * fy, steps=8)
+    page.mouse.up()
+    wait_text(page, "images selected", timeout=60_000)
+    wait_text(page, "Tags over-represented in the selection")
+    shot(page, "4-map")
+
+    # Error slices: click the first row of the ranked table, see its evidence and its images
+    page.goto(f"{journey_server}/Error_slices")
+    wait_text(page, "error slices (score below")
+    grid = page.get_by_test_id("stDataFrame").first
+    grid.wait_for()
+    area = grid.bounding_box()
+    page.mouse.click(area["x"] + 12, area["y"] + 35 + 17)  # the row marker of the first row
+    wait_text(page, "Parent and child slices")
+    page.locator("[data-testid='stImage'] img").first.wait_for(timeout=60_000)
+    assert "slice=" in page.url
+    shot(page, "5-error-slice")
+
+    # Tagging audit: confirm one image's tag with one click
+    page.goto(f"{journey_server}/Tagging")
+    page.get_by_role("tab", name="Audit").click()
+    wait_text(page, "not reviewed yet")
+    before = len(corrections(project))
+    page.get_by_role("button", name="✓").first.click()
+    deadline = time.time() + 30
+    while len(corrections(project)) == before and time.time() < deadline:
+        time.sleep(0.2)
+    assert len(corrections(project)) == before + 1
+    assert corrections(project)["kind"].tolist()[-1] == "confirm"
+    shot(page, "6-audit")
+    project.close()
