@@ -3,6 +3,7 @@ images in a background job, compute the map and lasso points, open an error slic
 A screenshot of every step is saved to test-artifacts/; no page may show an exception."""
 from __future__ import annotations
 
+import re
 import shutil
 import time
 
@@ -45,6 +46,12 @@ def wait_text(page, text: str, timeout: float = 90_000):
     page.get_by_text(text).first.wait_for(timeout=timeout)
 
 
+def choose(page, label: str, option: str) -> None:
+    """Pick `option` in the visible select box labelled `label`."""
+    page.locator("[data-testid='stSelectbox']:visible", has_text=label).first.click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
 def test_the_main_journey(page, journey_server, journey_project):
     from hibug_core.jobs.store import jobs
     from hibug_core.store.attribute_versions import latest_version
@@ -69,8 +76,7 @@ def test_the_main_journey(page, journey_server, journey_project):
     # Tagging: a background job with a small encoder; the page follows its progress and shows the result
     page.goto(f"{journey_server}/Tagging")
     wait_text(page, "Start tagging")
-    page.get_by_test_id("stSelectbox").first.click()
-    page.get_by_role("option", name="tiny-open_clip").click()
+    choose(page, "Encoder", "tiny-open_clip")
     page.get_by_role("button", name="Start tagging").click()
     wait_text(page, "finished", timeout=240_000)
     assert jobs(project, "tag")[0].status == "done"
@@ -97,19 +103,26 @@ def test_the_main_journey(page, journey_server, journey_project):
     # Error slices: click the first row of the ranked table, see its evidence and its images
     page.goto(f"{journey_server}/Error_slices")
     wait_text(page, "error slices (score below")
-    grid = page.get_by_test_id("stDataFrame").first
-    grid.wait_for()
-    area = grid.bounding_box()
-    page.mouse.click(area["x"] + 12, area["y"] + 35 + 17)  # the row marker of the first row
     wait_text(page, "Parent and child slices")
+    first = page.get_by_role("heading", level=3).first.inner_text()
+    grid = page.get_by_test_id("stDataFrame").first
+    grid.locator("canvas").first.wait_for()
+    area = grid.bounding_box()
+    page.mouse.move(area["x"] + 12, area["y"] + 35 + 35 + 17)
+    page.mouse.click(area["x"] + 12, area["y"] + 35 + 35 + 17)  # the row marker of the second row
+    page.wait_for_url(re.compile(r"slice="), timeout=30_000)
+    page.wait_for_function("h => document.querySelector('h3') && document.querySelector('h3').innerText !== h",
+                           arg=first, timeout=30_000)
     page.locator("[data-testid='stImage'] img").first.wait_for(timeout=60_000)
-    assert "slice=" in page.url
     shot(page, "5-error-slice")
 
     # Tagging audit: confirm one image's tag with one click
     page.goto(f"{journey_server}/Tagging")
     page.get_by_role("tab", name="Audit").click()
     wait_text(page, "not reviewed yet")
+    choose(page, "Attribute", "dominant colour")
+    choose(page, "Model tag to audit", "blue")
+    wait_text(page, "images tagged 'blue' not reviewed yet")
     before = len(corrections(project))
     page.get_by_role("button", name="✓").first.click()
     deadline = time.time() + 30
