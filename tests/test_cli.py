@@ -82,8 +82,9 @@ def test_slices_command_prints_ranked_explained_slices(demo_project, tmp_path, c
     folder = tmp_path / "demo"
     shutil.copytree(demo_project, folder)
     with Project.open(folder) as project:
-        assert main(["slices", str(folder)]) == 2
-        assert "no attribute has tags yet" in capsys.readouterr().err
+        # nothing tagged yet: the imported true tags stand in for the schema's attributes
+        assert main(["slices", str(folder), "--depth", "1"]) == 0
+        assert "1. color = blue" in capsys.readouterr().out
         known, schema = project.known_tags(), load_schema(project)
         index = np.array([[schema["color"].tags.index(t)] for t in known["color"]], dtype=np.int16)
         ones = np.ones(index.shape, np.float32)
@@ -94,6 +95,17 @@ def test_slices_command_prints_ranked_explained_slices(demo_project, tmp_path, c
     assert "shape-cnn on val: score 89.0% over 888 samples" in out
     assert "1. color = blue" in out and "spurious correlation" in out
     assert (tmp_path / "s.csv").read_text().startswith("rank,slice_id,description")
+
+
+def test_slices_without_any_tags_say_what_to_do(tmp_path, capsys):
+    from PIL import Image
+
+    for name in ("a.png", "b.png"):
+        Image.new("RGB", (8, 8)).save(tmp_path / name)
+    (tmp_path / "m.csv").write_text("image,label,prediction\na.png,cat,cat\nb.png,dog,cat\n")
+    assert main(["new", str(tmp_path / "p"), "--manifest", str(tmp_path / "m.csv")]) == 0
+    assert main(["slices", str(tmp_path / "p")]) == 2
+    assert "no attribute has tags yet; tag the images first" in capsys.readouterr().err
 
 
 def test_attributes_show_propose_edit_and_history(colour_project, capsys):
