@@ -96,10 +96,16 @@ def slice_report(folder: str, model: str, split: str, config, tags_state: str):
 @st.cache_data(show_spinner=False, max_entries=8)
 def tag_table(folder: str, tags_state: str):
     """The tags in force (TagTable); reloaded when a run finishes, a tag is corrected or the schema changes."""
+    from hibug_core.store.attribute_versions import latest_version
+    from hibug_core.store.tag_store import TagTable
     from hibug_core.tagging.run import current_tags
 
     del tags_state
-    return current_tags(open_project(folder))
+    project = open_project(folder)
+    if latest_version(project) is None:  # no attributes yet: no tags, rather than an error on every page
+        empty = pd.DataFrame(index=project.samples().index)
+        return TagTable(empty, empty, empty)
+    return current_tags(project)
 
 
 def secret(name: str) -> str | None:

@@ -1,7 +1,6 @@
 """Embedding map: every image on a 2-D map (UMAP of its embedding), coloured by correctness, class, prediction or
 any attribute; select points with the box or lasso to see their images and the tags over-represented among them."""
 import numpy as np
-import plotly.express as px
 import streamlit as st
 
 from hibug_core.embeddings.projection import MapConfig, stored_map
@@ -10,6 +9,7 @@ from hibug_core.slices.selection import over_represented
 from hibug_core.store.tag_store import tags_version
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.state import current_model, current_project, current_user, load_samples, open_project, tag_table
+from hibug_ui.plots import map_figure
 from hibug_ui.widgets import image_grid, paged, url_setting
 
 st.set_page_config(page_title="hibug · Embedding map", page_icon="🐞", layout="wide")
@@ -57,19 +57,13 @@ if colour in tagged:
 elif colour.startswith("known: "):
     frame[colour] = known[colour.removeprefix("known: ")].reindex(frame.index).astype(object)
 frame[colour] = frame[colour].astype(object).fillna("(none)").astype(str)
-frame["id"] = frame.index
 
-figure = px.scatter(frame, x="x", y="y", color=colour, render_mode="webgl", custom_data=["id"],
-                    hover_data={"x": False, "y": False, "id": True, "label": True, "prediction": True, "split": True},
-                    color_discrete_map={"right": "#2b8a3e", "wrong": "#d9480f", "no label or prediction": "#adb5bd"})
-figure.update_traces(marker=dict(size=4, opacity=0.7))
-figure.update_layout(height=620, margin=dict(l=0, r=0, t=10, b=0), dragmode="lasso", legend_title_text=colour,
-                     xaxis=dict(visible=False), yaxis=dict(visible=False))
+figure = map_figure(frame, colour)
 event = st.plotly_chart(figure, width="stretch", key="map_chart", on_select="rerun", selection_mode=("box", "lasso"))
 st.caption(f"{len(frame):,} images · box or lasso to select")
 
 selection = (event or {}).get("selection") or {}
-chosen = [int(p["customdata"][0]) for p in selection.get("points", []) if p.get("customdata")]
+chosen = [int(np.ravel(p["customdata"])[0]) for p in selection.get("points", []) if p.get("customdata") is not None]
 if chosen:
     selected = np.isin(frame.index.to_numpy(), chosen)
     st.subheader(f"{len(chosen):,} images selected")

@@ -57,3 +57,21 @@ def test_colouring_and_a_selection_show_images_and_over_represented_tags(monkeyp
     top = table.iloc[0]
     assert (top["attribute"], top["tag"], top["count"]) == ("dominant colour", "red", 4)
     assert top["p_value"] == 1 / 495  # all 4 red of 12 drawn in 4: 1 / C(12, 4)
+
+
+def test_a_project_without_attributes_still_shows_its_map(monkeypatch, tmp_path):
+    from PIL import Image
+
+    from hibug_core.ingest import load_manifest
+    from hibug_core.store.project import Project
+
+    for i in range(6):
+        Image.new("RGB", (16, 16), (40 * i, 200 - 30 * i, 90)).save(tmp_path / f"{i}.png")
+    (tmp_path / "m.csv").write_text("image,label,prediction\n" + "\n".join(
+        f"{i}.png,{'a' if i % 2 else 'b'},a" for i in range(6)) + "\n")
+    project = Project.create_from_manifest(tmp_path / "p", load_manifest(tmp_path / "m.csv"))
+    embed_project(project, "tiny-open_clip")
+    compute_map(project, "tiny-open_clip", config=MapConfig(method="pca"))
+    at = open_page(monkeypatch, project, encoder="tiny-open_clip", method="pca", color="label")
+    assert not at.exception
+    assert at.caption[0].value == "6 images · box or lasso to select"

@@ -45,6 +45,7 @@ class Project:
         self.engine = make_engine(self.db_url, config)
         self.arrays = ArrayStore(self.folder / ARRAYS_DIR)
         self._sample_cache: tuple[int | None, pd.DataFrame] | None = None
+        self._known_cache: tuple[int | None, pd.DataFrame] | None = None
 
     # ----- opening and creating -------------------------------------------------------------
     @classmethod
@@ -263,12 +264,26 @@ class Project:
         return samples.index[samples["split"].isin(splits)]
 
     def known_tags(self) -> pd.DataFrame:
-        """Imported or ground-truth tags: one column per attribute, indexed by sample id."""
+        """Imported or ground-truth tags: one column per attribute, indexed by sample id (a copy; read from the
+        database again only after an import, the only way they change)."""
         with read_connection(self.engine) as connection:
-            long = pd.read_sql_query(text("SELECT attribute, sample_id, tag FROM known_tags"), connection)
-        if long.empty:
-            return pd.DataFrame(index=pd.Index([], name="sample_id"))
-        return long.pivot(index="sample_id", columns="attribute", values="tag")
+            newest_import = connection.execute(text("SELECT MAX(id) FROM imports")).scalar()
+            if self._known_cache is None or self._known_cache[0] != newest_import:
+                self._known_cache = (newest_import, self._read_known_tags(connection))
+        return self._known_cache[1].copy()
+
+    @staticmethod
+    def _read_known_tags(connection: Connection) -> pd.DataFrame:
+        columns = {}
+        attributes = [row[0] for row in connection.execute(text("SELECT DISTINCT attribute FROM known_tags"))]
+        for attribute in sorted(attributes):
+            rows = connection.execute(text("SELECT sample_id, tag FROM known_tags WHERE attribute = :a"),
+                                      {"a": attribute}).all()
+            ids, tags = zip(*rows)
+            columns[attribute] = pd.Series(np.array(tags, dtype=object), index=np.array(ids, dtype=np.int64))
+        frame = pd.DataFrame(columns)
+        frame.index.name = "sample_id"
+        return frame.sort_index()
 
     def probabilities(self, model: str) -> tuple[np.ndarray, np.ndarray, list[str]] | None:
         """(sample_ids, probabilities, classes) for a model, or None when its manifest had none."""
