@@ -98,6 +98,7 @@ def test_the_main_journey(page, journey_server, journey_project):
     page.mouse.up()
     wait_text(page, "images selected", timeout=60_000)
     wait_text(page, "Tags over-represented in the selection")
+    page.locator("[data-testid='stImage'] img").first.wait_for(timeout=60_000)  # the selection's images
     shot(page, "4-map")
 
     # Error slices: click the first row of the ranked table, see its evidence and its images
