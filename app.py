@@ -38,13 +38,13 @@ version = latest_version(project)
 runs = tag_store.runs(project)
 finished = runs[runs["status"] == "finished"] if not runs.empty else runs
 maps = project.arrays.names("maps/")
+sliceable = not finished.empty or not project.known_tags().columns.empty
 steps = [
     ("Attributes", version is not None, f"version {version}" if version else "none yet", "pages/1_Attributes.py"),
     ("Tags", not finished.empty, f"{len(finished)} tagging runs" if not finished.empty else "not tagged yet",
      "pages/2_Tagging.py"),
     ("Embedding map", bool(maps), "computed" if maps else "not computed yet", "pages/3_Embedding_map.py"),
-    ("Error slices", not finished.empty or bool(project.known_tags().shape[1]),
-     "ready to search" if not finished.empty or project.known_tags().shape[1] else "needs tags", "pages/4_Error_slices.py"),
+    ("Error slices", sliceable, "ready to search" if sliceable else "needs tags", "pages/4_Error_slices.py"),
 ]
 cells = st.columns(len(steps))
 next_step = next((step for step in steps if not step[1]), None)

@@ -6,12 +6,13 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from page_support import open_page
+
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
 def run_app(monkeypatch, folder) -> AppTest:
-    monkeypatch.setenv("HIBUG_PROJECT", str(folder))
-    return AppTest.from_file(APP, default_timeout=120).run()
+    return open_page(monkeypatch, "app.py", folder)
 
 
 def test_overview_of_the_demo(monkeypatch, demo_project):
@@ -65,6 +66,14 @@ def by_label(at, label):
     return next(t for t in at.text_input if t.label == label)
 
 
+def create_from_path(folder, manifest) -> AppTest:
+    """Fill the Overview's creation form with a manifest path on the server and submit it."""
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    by_label(at, "New project folder").set_value(str(folder))
+    by_label(at, "…or the manifest's path on this server").set_value(str(manifest))
+    return at.button[0].click().run()
+
+
 def write_manifest(folder, rows):
     from PIL import Image
 
@@ -78,10 +87,7 @@ def write_manifest(folder, rows):
 def test_creating_a_project_from_a_manifest_path_opens_it(monkeypatch, tmp_path):
     monkeypatch.delenv("HIBUG_PROJECT", raising=False)
     manifest = write_manifest(tmp_path / "data", ["a.png,cat,cat,val", "b.png,dog,cat,val"])
-    at = AppTest.from_file(APP, default_timeout=60).run()
-    by_label(at, "New project folder").set_value(str(tmp_path / "new-project"))
-    by_label(at, "…or the manifest's path on this server").set_value(str(manifest))
-    at.button[0].click().run()
+    at = create_from_path(tmp_path / "new-project", manifest)
     assert not at.exception
     assert at.title[0].value == "new-project"
     assert {m.label: m.value for m in at.metric}["val score"] == "50.0%"
@@ -90,10 +96,7 @@ def test_creating_a_project_from_a_manifest_path_opens_it(monkeypatch, tmp_path)
 def test_a_bad_manifest_is_listed_and_creates_nothing(monkeypatch, tmp_path):
     monkeypatch.delenv("HIBUG_PROJECT", raising=False)
     manifest = write_manifest(tmp_path / "data", ["a.png,cat,cat,val", "missing.png,dog,cat,validation"])
-    at = AppTest.from_file(APP, default_timeout=60).run()
-    by_label(at, "New project folder").set_value(str(tmp_path / "new-project"))
-    by_label(at, "…or the manifest's path on this server").set_value(str(manifest))
-    at.button[0].click().run()
+    at = create_from_path(tmp_path / "new-project", manifest)
     assert not at.exception
     message = at.error[0].value
     assert "nothing was imported" in message and "row 2, column 'image': file not found: missing.png" in message

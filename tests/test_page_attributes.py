@@ -2,19 +2,14 @@
 history and restore."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from streamlit.testing.v1 import AppTest
 
 from hibug_core.store.attribute_versions import latest_version, load_schema, save_schema, schema_history
-
-PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "1_Attributes.py")
+from page_support import open_page as open_any
 
 
 def open_page(monkeypatch, project) -> AppTest:
-    monkeypatch.setenv("HIBUG_PROJECT", str(project.folder))
-    monkeypatch.setenv("HIBUG_USER", "ana")
-    return AppTest.from_file(PAGE, default_timeout=60).run()
+    return open_any(monkeypatch, "pages/1_Attributes.py", project.folder, user="ana", timeout=60)
 
 
 def test_propose_from_the_library_and_save(monkeypatch, colour_project):

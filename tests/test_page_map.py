@@ -3,7 +3,6 @@ over-represented tags."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
@@ -11,17 +10,11 @@ from hibug_core.embeddings.compute import embed_project
 from hibug_core.embeddings.projection import MapConfig, compute_map
 from hibug_core.jobs.store import jobs
 from hibug_core.tagging.run import tag_project
-
-PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "3_Embedding_map.py")
+from page_support import open_page as open_any
 
 
 def open_page(monkeypatch, project, **query) -> AppTest:
-    monkeypatch.setenv("HIBUG_PROJECT", str(project.folder))
-    monkeypatch.setenv("HIBUG_USER", "ana")
-    at = AppTest.from_file(PAGE, default_timeout=60)
-    for key, value in query.items():
-        at.query_params[key] = value
-    return at.run()
+    return open_any(monkeypatch, "pages/3_Embedding_map.py", project.folder, user="ana", timeout=60, **query)
 
 
 def test_the_map_is_computed_by_a_background_job(monkeypatch, colour_project):

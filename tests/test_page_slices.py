@@ -1,19 +1,13 @@
 """The Error slices page under AppTest: the ranked table, choosing a slice, its evidence and images, deep links."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from streamlit.testing.v1 import AppTest
 
-PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "4_Error_slices.py")
+from page_support import open_page as open_any
 
 
 def open_page(monkeypatch, folder, **query) -> AppTest:
-    monkeypatch.setenv("HIBUG_PROJECT", str(folder))
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    for key, value in query.items():
-        at.query_params[key] = value
-    return at.run()
+    return open_any(monkeypatch, "pages/4_Error_slices.py", folder, **query)
 
 
 def test_ranked_slices_of_the_demo_with_the_first_one_explained(monkeypatch, demo_project):

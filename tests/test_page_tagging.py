@@ -3,21 +3,17 @@ images, one-click audit with the precision estimate, and teaching by example."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
 from hibug_core.jobs.store import jobs
 from hibug_core.store import tag_store
 from hibug_core.tagging.run import tag_project
-
-PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "2_Tagging.py")
+from page_support import open_page as open_any
 
 
 def open_page(monkeypatch, project) -> AppTest:
-    monkeypatch.setenv("HIBUG_PROJECT", str(project.folder))
-    monkeypatch.setenv("HIBUG_USER", "ana")
-    return AppTest.from_file(PAGE, default_timeout=60).run()
+    return open_any(monkeypatch, "pages/2_Tagging.py", project.folder, user="ana", timeout=60)
 
 
 def test_a_tagging_job_starts_from_the_form_and_its_result_shows(monkeypatch, colour_project):

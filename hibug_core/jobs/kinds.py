@@ -46,14 +46,12 @@ def teach(project, params: dict, progress) -> dict:
 
 def embedding_map(project, params: dict, progress) -> dict:
     """params: encoder, splits, method (umap or pca): embeds what is missing, then lays out the 2-D map."""
-    from dataclasses import replace
-
     from hibug_core.embeddings.compute import embed_project
     from hibug_core.embeddings.projection import MapConfig, compute_map
 
     encoder = params.get("encoder", DEFAULT_ENCODER)
     ids = project.split_ids(params.get("splits"))
     embed_project(project, encoder, sample_ids=ids, progress=progress)
-    config = replace(MapConfig(), method=params.get("method", MapConfig.method))
+    config = MapConfig(method=params.get("method", MapConfig.method))
     layout = compute_map(project, encoder, sample_ids=ids, config=config, progress=progress)
     return {"encoder": encoder, "points": len(layout)}

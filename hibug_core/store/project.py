@@ -44,8 +44,7 @@ class Project:
         self.db_url = db_url or f"sqlite:///{self.folder / DB_FILE}"
         self.engine = make_engine(self.db_url, config)
         self.arrays = ArrayStore(self.folder / ARRAYS_DIR)
-        self._sample_cache: tuple[int | None, pd.DataFrame] | None = None
-        self._known_cache: tuple[int | None, pd.DataFrame] | None = None
+        self._import_cache: dict[str, tuple[int | None, pd.DataFrame]] = {}
 
     # ----- opening and creating -------------------------------------------------------------
     @classmethod
@@ -236,11 +235,7 @@ class Project:
         """One row per sample (index: sample id; all, or `sample_ids` in that order) with its image path, label,
         split and, for a model, its prediction, confidence, score and correctness."""
         with read_connection(self.engine) as connection:
-            # Samples change only by imports, so the newest import id keys the cached table.
-            newest_import = connection.execute(text("SELECT MAX(id) FROM imports")).scalar()
-            if self._sample_cache is None or self._sample_cache[0] != newest_import:
-                self._sample_cache = (newest_import, self._read_samples(connection))
-            cached = self._sample_cache[1]
+            cached = self._per_import(connection, "samples", self._read_samples)
             frame = cached.copy() if sample_ids is None else cached.loc[np.asarray(sample_ids)]
             if model is not None:
                 predictions = pd.read_sql_query(
@@ -267,10 +262,15 @@ class Project:
         """Imported or ground-truth tags: one column per attribute, indexed by sample id (a copy; read from the
         database again only after an import, the only way they change)."""
         with read_connection(self.engine) as connection:
-            newest_import = connection.execute(text("SELECT MAX(id) FROM imports")).scalar()
-            if self._known_cache is None or self._known_cache[0] != newest_import:
-                self._known_cache = (newest_import, self._read_known_tags(connection))
-        return self._known_cache[1].copy()
+            return self._per_import(connection, "known tags", self._read_known_tags).copy()
+
+    def _per_import(self, connection: Connection, name: str, read) -> pd.DataFrame:
+        """A table that only imports change (samples, known tags), read again only after a new import."""
+        newest_import = connection.execute(text("SELECT MAX(id) FROM imports")).scalar()
+        cached = self._import_cache.get(name)
+        if cached is None or cached[0] != newest_import:
+            cached = self._import_cache[name] = (newest_import, read(connection))
+        return cached[1]
 
     @staticmethod
     def _read_known_tags(connection: Connection) -> pd.DataFrame:

@@ -1,0 +1,20 @@
+"""Opening a dashboard page under AppTest on a project, as a named user, with a URL query."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def open_page(monkeypatch, page: str, folder, *, user: str | None = None, timeout: float = 120,
+              **query) -> AppTest:
+    """Run `page` (a path in the repository, e.g. "pages/2_Tagging.py") on the project in `folder`."""
+    monkeypatch.setenv("HIBUG_PROJECT", str(folder))
+    if user is not None:
+        monkeypatch.setenv("HIBUG_USER", user)
+    at = AppTest.from_file(str(REPO / page), default_timeout=timeout)
+    for key, value in query.items():
+        at.query_params[key] = value
+    return at.run()
