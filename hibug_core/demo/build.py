@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 ASSET_CHECKPOINT = Path(__file__).resolve().parents[2] / "assets" / "demo_shape_cnn.pt"
 MODEL_NAME = "shape-cnn"
+PROJECT_CHECKPOINT = Path("models") / "shape-cnn.pt"  # inside the project: the model repair fine-tunes
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,7 @@ def build_demo(folder: str | Path, config: DemoConfig = DemoConfig(), *, progres
             ],
         }
         project.set_meta("demo", json.dumps(report))
+        save_checkpoint(staging / PROJECT_CHECKPOINT, network, classes, config.train, fingerprint)
         save_schema(project, demo_attribute_schema(), author="hibug demo",
                     note="the shape world's attributes (ground truth imported) and the measured ones")
         project.close()

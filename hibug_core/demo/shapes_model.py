@@ -64,6 +64,85 @@ def train_shape_cnn(images: np.ndarray, labels: np.ndarray, n_classes: int, conf
     return network
 
 
+@dataclass(frozen=True)
+class FineTuneConfig:
+    epochs: int = 15
+    batch_size: int = 64
+    learning_rate: float = 1e-3
+    seed: int = 0
+
+
+def fine_tune_shape_cnn(network, images: np.ndarray, labels: np.ndarray, new_images: np.ndarray,
+                        new_labels: np.ndarray, lam: float, config: FineTuneConfig = FineTuneConfig(),
+                        resolution: int = TrainConfig.resolution, progress: ProgressCallback = no_progress):
+    """A copy of `network` trained further on loss = L(original) + lam * L(new): every step takes one batch of each
+    (Chegini and Feizi's weighting); the original network is left as it was."""
+    import copy
+
+    import torch
+
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a network this small trains about twice as fast on one thread as on two
+    try:
+        return _fine_tune(copy.deepcopy(network), images, labels, new_images, new_labels, lam, config, resolution,
+                          progress, rng)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _fine_tune(tuned, images, labels, new_images, new_labels, lam, config, resolution, progress, rng):
+    import torch
+    import torch.nn.functional as F
+
+    optimiser = torch.optim.Adam(tuned.parameters(), lr=config.learning_rate)
+    inputs, targets = _prepare(images, resolution), torch.from_numpy(labels.astype(np.int64))
+    new_inputs, new_targets = _prepare(new_images, resolution), torch.from_numpy(new_labels.astype(np.int64))
+    order = np.arange(len(labels))
+    tuned.train()
+    for epoch in range(config.epochs):
+        rng.shuffle(order)
+        for start in range(0, len(order), config.batch_size):
+            index = torch.from_numpy(order[start : start + config.batch_size])
+            loss = F.cross_entropy(tuned(inputs[index]), targets[index])
+            if len(new_labels) and lam > 0:
+                pick = torch.from_numpy(rng.choice(len(new_labels), min(config.batch_size, len(new_labels)),
+                                                   replace=False))
+                loss = loss + lam * F.cross_entropy(tuned(new_inputs[pick]), new_targets[pick])
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+        progress("fine-tuning", epoch + 1, config.epochs)
+    tuned.eval()
+    return tuned
+
+
+def network_features(network, images: np.ndarray, resolution: int = TrainConfig.resolution,
+                     batch_size: int = 512) -> np.ndarray:
+    """The network's penultimate features (input to its last linear layer): frozen features for a linear head."""
+    import torch
+
+    body = network[:-1]
+    outputs = []
+    with torch.no_grad():
+        for start in range(0, len(images), batch_size):
+            outputs.append(body(_prepare(images[start : start + batch_size], resolution)).numpy())
+    return np.concatenate(outputs).astype(np.float32)
+
+
+def read_images(paths, size: int = 64) -> np.ndarray:
+    """Images as uint8 RGB arrays (N, size, size, 3), the network's input format."""
+    from PIL import Image
+
+    def one(path):
+        with Image.open(path) as image:
+            image = image.convert("RGB")
+            return np.asarray(image if image.size == (size, size) else image.resize((size, size), Image.BILINEAR))
+
+    return np.stack([one(p) for p in paths]) if len(paths) else np.zeros((0, size, size, 3), np.uint8)
+
+
 def predict_probabilities(network, images: np.ndarray, resolution: int, batch_size: int = 512) -> np.ndarray:
     import torch
 
@@ -81,6 +160,17 @@ def save_checkpoint(path: Path, network, classes: list[str], config: TrainConfig
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"state_dict": network.state_dict(), "classes": classes, "config": asdict(config),
                 "training_fingerprint": training_fingerprint}, path)
+
+
+def load_network(path: Path):
+    """(network, classes, train config) from a checkpoint, whatever data it was trained on."""
+    import torch
+
+    stored = torch.load(path, map_location="cpu", weights_only=True)
+    network = build_network(len(stored["classes"]))
+    network.load_state_dict(stored["state_dict"])
+    network.eval()
+    return network, list(stored["classes"]), TrainConfig(**stored["config"])
 
 
 def load_checkpoint(path: Path, classes: list[str], config: TrainConfig, training_fingerprint: str):

@@ -8,8 +8,8 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from hibug_core.slices.report import SliceError, tag_frame, enumeration_for
-from hibug_core.slices.search import SliceConfig, TagMatrix, describe, slice_id
+from hibug_core.slices.report import SliceError, enumerated_slices, enumeration_for, tag_frame
+from hibug_core.slices.search import SliceConfig, TagMatrix
 
 
 @dataclass
@@ -34,12 +34,10 @@ def compare_models(project, models: list[str], *, split: str = "val", config: Sl
     tags = TagMatrix.from_frame(tag_frame(project, attributes).loc[rows])
     errors = np.stack([1.0 - frames[m].loc[rows, "score"].to_numpy(float) for m in models], axis=1)
     enumeration = enumeration_for(project, tags, errors, list(models), split, config)
-    features = [tags.definition(f, enumeration) for level in enumeration.levels for f in level.features]
-    count = np.concatenate([level.count for level in enumeration.levels])
-    table = pd.DataFrame({"slice_id": [slice_id(d) for d in features], "description": [describe(d) for d in features],
-                          "depth": [len(d) for d in features], "count": count})
+    table, slice_errors = enumerated_slices(tags, enumeration)
+    table = table.drop(columns="definition")
     for column, model in enumerate(models):
-        table[model] = 1 - np.concatenate([level.errors[:, column] for level in enumeration.levels]) / count
+        table[model] = 1 - slice_errors[:, column] / table["count"]
     worst = {m: set(table.nsmallest(max(1, int(round(worst_share * len(table)))), m)["slice_id"]) for m in models}
     failed = {m: set(rows[errors[:, i] > 0.5]) for i, m in enumerate(models)}
     overlap, iou = [], []

@@ -34,6 +34,15 @@ class SliceReport:
     config: SliceConfig = field(default_factory=SliceConfig)
     samples: pd.DataFrame | None = None  # every sample with the model's outputs
     all_tags: pd.DataFrame | None = None  # tags in force of every sample (the sliced attributes)
+    enumeration: Enumeration | None = None  # every slice with enough support, reported or not
+    model_column: int = 0  # this model's column in the enumeration's errors
+
+    def every_slice(self) -> pd.DataFrame:
+        """Every enumerated slice, reported or not: definition, slice_id, description, depth, count, failures, score."""
+        table, errors = enumerated_slices(self.tags, self.enumeration)
+        table["failures"] = errors[:, self.model_column]
+        table["score"] = 1 - table["failures"] / table["count"]
+        return table
 
     def split_matrix(self, split: str, labelled: bool = False) -> tuple[TagMatrix, pd.DataFrame]:
         """Tags and samples of another split, coded like the evaluation rows."""
@@ -83,6 +92,17 @@ class SliceReport:
             raise SliceError(f"slice '{ref}' uses a tag the current attributes do not have: {error}") from None
         chosen = self.evaluation.iloc[np.flatnonzero(mask)]
         return chosen.sort_values("error", ascending=False, kind="stable").index.to_numpy()
+
+
+def enumerated_slices(tags: TagMatrix, enumeration: Enumeration) -> tuple[pd.DataFrame, np.ndarray]:
+    """Every slice of an enumeration (definition, slice_id, description, depth, count) and its summed errors per
+    model, (slices, models)."""
+    definitions = [tags.definition(f, enumeration) for level in enumeration.levels for f in level.features]
+    table = pd.DataFrame({"definition": definitions, "slice_id": [slice_id(d) for d in definitions],
+                          "description": [describe(d) for d in definitions],
+                          "depth": [len(d) for d in definitions],
+                          "count": np.concatenate([level.count for level in enumeration.levels])})
+    return table, np.concatenate([level.errors for level in enumeration.levels])
 
 
 TAG_SOURCES = ("in force", "imported", "model")
@@ -194,7 +214,8 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     slices.attrs.update(summary)
     classes = rare_classes(train["label"].to_numpy(), evaluation["label"].to_numpy(), errors, diagnosis)
     return SliceReport(model, split, slices, float(1 - errors.mean()), classes, evaluation, tags,
-                       int(slices.attrs.get("enumerated", 0)), config, samples, frame)
+                       int(slices.attrs.get("enumerated", 0)), config, samples, frame, enumeration, names.index(model))
 
 
-__all__ = ["CLASS", "TAG_SOURCES", "SliceError", "SliceReport", "error_slices", "evaluation_rows", "slice_id"]
+__all__ = ["CLASS", "TAG_SOURCES", "SliceError", "SliceReport", "enumerated_slices", "error_slices", "evaluation_rows",
+           "slice_id"]

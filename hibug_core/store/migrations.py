@@ -77,10 +77,20 @@ V3_STATEMENTS = (
     "CREATE INDEX ix_jobs_kind_status ON jobs (kind, status)",
 )
 
+V4_STATEMENTS = (
+    """CREATE TABLE repair_runs (
+        id {auto_id}, kind TEXT NOT NULL, params_json TEXT NOT NULL, result_json TEXT, author TEXT NOT NULL,
+        created_at TEXT NOT NULL)""",
+    """CREATE TABLE generated_images (
+        sample_id INTEGER PRIMARY KEY REFERENCES samples(id), run_id INTEGER NOT NULL REFERENCES repair_runs(id),
+        prompt TEXT NOT NULL, slice_id TEXT, generator TEXT NOT NULL, seed INTEGER NOT NULL)""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "samples, predictions, known tags, imports, audit log", V1_STATEMENTS),
     Migration(2, "attribute schema versions, tag runs, tag corrections, multimodal-LLM answers", V2_STATEMENTS),
     Migration(3, "background jobs with their progress", V3_STATEMENTS),
+    Migration(4, "repair runs and generated images with their prompts", V4_STATEMENTS),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

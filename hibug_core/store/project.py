@@ -182,6 +182,33 @@ class Project:
                                f"now with {classes}; use the same probability columns or another model name")
         return int(row[0])
 
+    def add_predictions(self, model: str, sample_ids, probabilities: np.ndarray, classes: list[str], *,
+                        author: str | None = None, note: dict | None = None) -> None:
+        """Record a new model's outputs on samples already in the project (e.g. a repaired model): prediction is the
+        most probable class, confidence its probability, score whether it equals the label."""
+        if model in self.models():
+            raise ProjectError(f"a model named '{model}' is already in this project; choose another name")
+        sample_ids = np.asarray(sample_ids, dtype=np.int64)
+        probabilities = np.asarray(probabilities, dtype=np.float32)
+        predictions = np.asarray(classes, dtype=object)[probabilities.argmax(axis=1)]
+        labels = self.samples(sample_ids=sample_ids)["label"].to_numpy()
+        staged = self.arrays.stage(f"probabilities/{_safe(model)}/added", sample_ids=sample_ids,
+                                   probabilities=probabilities, classes=np.array(classes, dtype=str))
+        try:
+            with write_transaction(self.engine) as connection:
+                model_id = self._model_id(connection, model, list(classes))
+                connection.execute(
+                    text("INSERT INTO predictions (model_id, sample_id, prediction, confidence, score) "
+                         "VALUES (:m, :s, :p, :c, :sc)"),
+                    [{"m": model_id, "s": int(s), "p": p, "c": float(c),
+                      "sc": None if pd.isna(label) else float(p == label)} for s, p, c, label in zip(sample_ids, predictions, probabilities.max(axis=1), labels)])
+                record_audit(connection, author or default_actor(), "add model", f"model:{model}", None,
+                             {"samples": len(sample_ids), **(note or {})})
+        except BaseException:
+            staged.discard()
+            raise
+        staged.commit()
+
     def set_meta(self, key: str, value: str, *, author: str | None = None) -> None:
         with write_transaction(self.engine) as connection:
             before = connection.execute(text("SELECT value FROM project_meta WHERE key = :k"), {"k": key}).scalar()

@@ -1,0 +1,142 @@
+"""The whole repair loop: error slices -> new data (selected pool images or generated ones) -> retrained models ->
+per-slice change on a held-out split, for the chosen method, a baseline and a no-new-data control, over seeds."""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.errors import HibugError
+from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.repair.compare import slice_changes
+from hibug_core.repair.retrain import ImageCache, RetrainConfig, retrain
+from hibug_core.repair.runs import finish_run, start_run
+from hibug_core.repair.selection import SelectionConfig, resolve_budget, select_pool
+from hibug_core.slices.report import error_slices
+from hibug_core.slices.search import SliceConfig, slice_id
+
+logger = logging.getLogger(__name__)
+
+GENERATED = "generated"
+CONTROL = "no new data"
+SOURCES = ("selection", GENERATED)
+
+
+class RepairError(HibugError):
+    """A repair that cannot run as asked."""
+
+
+@dataclass(frozen=True)
+class RepairConfig:
+    model: str | None = None  # default: the project's first model
+    data: str = "selection"  # "selection": label pool images chosen by `selection`; "generated": the generated split
+    selection: SelectionConfig = field(default_factory=SelectionConfig)
+    baseline: str | None = "random"  # a selection method run the same way with the same number of images
+    control: bool = True  # also retrain with no new data, so more training alone is not taken for a repair
+    retrain: RetrainConfig = field(default_factory=RetrainConfig)
+    seeds: tuple[int, ...] = (0,)
+    slice_split: str = "val"  # where the error slices are found
+    eval_split: str = "test"  # held out: where before and after are compared
+    slices: SliceConfig = field(default_factory=SliceConfig)
+    top_slices: int = 10  # reported slices compared, besides the planted ones
+    record_models: bool = True  # store each retrained model's predictions in the project
+
+
+@dataclass
+class RepairResult:
+    run_id: int
+    runs: pd.DataFrame  # one row per (method, seed): model name, new images, overall before / after
+    changes: pd.DataFrame  # one row per (method, seed, slice): slice_changes columns
+    summary: pd.DataFrame  # per (method, slice): mean and spread over seeds
+    selections: dict[tuple[str, int], pd.DataFrame]
+
+
+def planted_definitions(project) -> list[tuple[tuple[str, str], ...]]:
+    """Slices where bugs were planted (the demo's meta), so their repair can be measured."""
+    demo = project.meta().get("demo")
+    if not demo:
+        return []
+    return [tuple(bug["slice"].items()) for bug in json.loads(demo).get("planted_bugs", [])]
+
+
+def _new_data(project, report, config: RepairConfig, method: str, seed: int, n_images: int | None):
+    if method == CONTROL:
+        return np.zeros(0, np.int64), None
+    if method == GENERATED:
+        samples = report.samples
+        ids = samples.index[samples["split"] == GENERATED].to_numpy()
+        if not len(ids):
+            raise RepairError("the project has no generated images yet; generate some first (Repair page or "
+                              "`hibug generate`)")
+        return ids, None
+    budget = n_images if n_images is not None else config.selection.budget
+    selection = select_pool(report, replace(config.selection, method=method, budget=budget, seed=seed))
+    return selection.index.to_numpy(), selection
+
+
+def run_repair(project, config: RepairConfig = RepairConfig(), *, author: str | None = None,
+               progress: ProgressCallback = no_progress) -> RepairResult:
+    """Run the loop for every seed and return (and store) the comparison."""
+    report = error_slices(project, config.model, split=config.slice_split, config=config.slices)
+    model = report.model
+    held_tags, held = report.split_matrix(config.eval_split, labelled=True)
+    if held.empty:
+        raise RepairError(f"no labelled '{config.eval_split}' images to compare before and after on; import a "
+                          "held-out split or choose another")
+    definitions = list(dict.fromkeys(list(report.slices["definition"].head(config.top_slices))
+                                     + planted_definitions(project)))
+    before = (held["prediction"] == held["label"]).to_numpy()
+    main = GENERATED if config.data == GENERATED else config.selection.method
+    methods = [main] + ([config.baseline] if config.baseline else []) + ([CONTROL] if config.control else [])
+    n_train = int(((report.samples["split"] == "train") & report.samples["label"].notna()).sum())
+    run_id = start_run(project, "retrain", {"config": asdict(config)}, author=author)
+    images = ImageCache()
+    rows, changes, selections = [], [], {}
+    steps = len(methods) * len(config.seeds)
+    for seed in config.seeds:
+        n_new = None
+        for method in methods:
+            ids, selection = _new_data(project, report, config, method, seed, n_new)
+            if method == main:
+                n_new = len(ids) if config.data == GENERATED else resolve_budget(config.selection.budget, n_train)
+            if selection is not None:
+                selections[(method, seed)] = selection
+            retrained = replace(config.retrain, seed=seed,
+                                fine_tune=replace(config.retrain.fine_tune, seed=seed))
+            sample_ids, probabilities, classes = retrain(project, model, ids, retrained, images=images)
+            name = f"{model} · repair {run_id} {method} s{seed}"
+            if config.record_models:
+                project.add_predictions(name, sample_ids, probabilities, classes, author=author,
+                                        note={"repair_run": run_id, "method": method, "seed": seed})
+            predicted = pd.Series(np.asarray(classes, dtype=object)[probabilities.argmax(axis=1)], index=sample_ids)
+            after = (predicted.reindex(held.index) == held["label"]).to_numpy()
+            table = slice_changes(held_tags, before, after, definitions)
+            table.insert(0, "seed", seed)
+            table.insert(0, "method", method)
+            changes.append(table)
+            rows.append({"method": method, "seed": seed, "model": name, "new_images": len(ids),
+                         "before": float(before.mean()), "after": float(after.mean())})
+            progress("retraining and comparing", len(rows), steps)
+            logger.info("repair %s seed %d: %d new images, %.3f -> %.3f", method, seed, len(ids), before.mean(),
+                        after.mean())
+    changes = pd.concat(changes, ignore_index=True)
+    planted = {slice_id(d) for d in planted_definitions(project)}
+    changes["planted"] = changes["slice_id"].isin(planted)
+    result = RepairResult(run_id, pd.DataFrame(rows), changes, summarise(changes), selections)
+    finish_run(project, run_id, {
+        "model": model, "runs": result.runs.to_dict("records"), "summary": result.summary.to_dict("records"),
+        "changes": changes.to_dict("records")}, author=author)
+    return result
+
+
+def summarise(changes: pd.DataFrame) -> pd.DataFrame:
+    """Mean and spread (standard deviation over seeds) of accuracy after and of the change, per method and slice."""
+    grouped = changes.groupby(["slice_id", "method"], sort=False)
+    summary = grouped.agg(slice=("slice", "first"), planted=("planted", "first"), n=("n", "first"),
+                          before=("before", "first"), after=("after", "mean"), after_sd=("after", "std"),
+                          change=("change", "mean"), change_sd=("change", "std"), seeds=("seed", "nunique"),
+                          worse=("verdict", lambda v: int((v == "worse").sum())))
+    return summary.reset_index()

@@ -1,0 +1,151 @@
+"""Retraining with new data weighted by lambda (loss = L(original) + lambda * L(new)): a linear head on frozen
+features for any model, fine-tuning for a network the project holds (the demo CNN)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.demo.shapes_model import FineTuneConfig
+from hibug_core.errors import HibugError
+from hibug_core.progress import ProgressCallback, no_progress
+
+METHODS = ("fine-tune", "from scratch", "linear head")
+NETWORK_DIR = "models"
+
+
+class RetrainError(HibugError):
+    """Retraining that cannot run (no network to fine-tune, unlabeled new data, missing embeddings)."""
+
+
+@dataclass(frozen=True)
+class RetrainConfig:
+    # fine-tune: the held network, further; from scratch: a new network of its architecture, trained as it was;
+    # linear head: on frozen features, for any model.
+    method: str = "fine-tune"
+    # Weight of the new data's mean loss against the original data's. None: n_new / n_original, as if the new images
+    # were simply added to the training set (HiBug); Chegini and Feizi tune it (1.0 weighs both sets equally).
+    lam: float | None = None
+    features: str = "model"  # linear head: "model" (the network's penultimate layer) or an encoder (stored embeddings)
+    regularisation: float = 1.0  # linear head: inverse L2 strength (scikit-learn's C)
+    fine_tune: FineTuneConfig = field(default_factory=FineTuneConfig)
+    seed: int = 0
+
+
+def project_network(project, model: str):
+    """(network, classes, train config) of the project's copy of `model`, or None when it holds no network for it."""
+    from hibug_core.demo.build import ASSET_CHECKPOINT, MODEL_NAME
+    from hibug_core.demo.shapes_model import load_network
+
+    path = project.folder / NETWORK_DIR / f"{model}.pt"
+    if not path.exists() and model == MODEL_NAME and "demo" in project.meta():
+        path = ASSET_CHECKPOINT  # a demo built before projects kept their own copy
+    if not path.exists():
+        return None
+    return load_network(path)
+
+
+def weighted_linear_head(features: np.ndarray, labels: np.ndarray, new_features: np.ndarray, new_labels: np.ndarray,
+                         lam: float, *, regularisation: float = 1.0, seed: int = 0):
+    """A multinomial logistic regression fitted to mean L(original) + lam * mean L(new): each new sample weighs
+    lam * n_original / n_new, so the regularisation stays that of the original data alone."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    x = np.concatenate([features, new_features]) if len(new_labels) else features
+    y = np.concatenate([labels, new_labels]) if len(new_labels) else labels
+    weights = np.ones(len(y))
+    if len(new_labels):
+        weights[len(labels):] = lam * len(labels) / len(new_labels)
+    head = make_pipeline(StandardScaler(), LogisticRegression(C=regularisation, max_iter=2000, random_state=seed))
+    head.fit(x, y, logisticregression__sample_weight=weights)
+    return head
+
+
+class ImageCache:
+    """Pixels of the project's images as the network reads them, loaded once per run of repairs."""
+
+    def __init__(self, size: int = 64):
+        self.size = size
+        self._pixels: dict[str, np.ndarray] = {}
+
+    def __call__(self, paths) -> np.ndarray:
+        from hibug_core.demo.shapes_model import read_images
+
+        missing = [p for p in dict.fromkeys(paths) if p not in self._pixels]
+        for path, pixels in zip(missing, read_images(missing, self.size)):
+            self._pixels[path] = pixels
+        if not len(paths):
+            return np.zeros((0, self.size, self.size, 3), np.uint8)
+        return np.stack([self._pixels[p] for p in paths])
+
+
+def retrain(project, model: str, new_ids, config: RetrainConfig = RetrainConfig(), *, images: ImageCache | None = None,
+            progress: ProgressCallback = no_progress) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Retrain `model` on its labelled training split plus the samples `new_ids` (labelled), weighted by lambda; returns
+    (sample ids, class probabilities, classes) for every sample in the project."""
+    if config.method not in METHODS:
+        raise RetrainError(f"unknown retraining method '{config.method}'; choose one of {', '.join(METHODS)}")
+    samples = project.samples()
+    train = samples[(samples["split"] == "train") & samples["label"].notna()]
+    new = samples.loc[np.asarray(new_ids, dtype=np.int64)]
+    unlabeled = new.index[new["label"].isna()]
+    if len(unlabeled):
+        raise RetrainError(f"{len(unlabeled)} of the new samples have no label (e.g. sample {unlabeled[0]}): export "
+                           "the selection, label it, and import the labels with a manifest before retraining")
+    if train.empty:
+        raise RetrainError("the project has no labelled 'train' split to retrain on")
+    held = project_network(project, model)
+    images = images or ImageCache()
+    if config.method != "linear head" or config.features == "model":
+        if held is None:
+            raise RetrainError(f"the project holds no network for '{model}' (looked for {NETWORK_DIR}/{model}.pt); "
+                               "retrain a linear head on stored embeddings instead (features = an encoder)")
+        network, classes, trained_as = held
+    else:
+        classes = sorted(set(train["label"]) | set(new["label"]))
+    index = {c: i for i, c in enumerate(classes)}
+    unknown = sorted(set(train["label"]) - set(index) | set(new["label"]) - set(index))
+    if unknown:
+        raise RetrainError(f"labels {', '.join(map(str, unknown))} are not classes of '{model}' ({', '.join(classes)})")
+    y, y_new = train["label"].map(index).to_numpy(), new["label"].map(index).to_numpy()
+    lam = config.lam if config.lam is not None else len(new) / len(train)
+
+    if config.method != "linear head":
+        from hibug_core.demo.shapes_model import build_network, fine_tune_shape_cnn, predict_probabilities
+
+        schedule = config.fine_tune
+        if config.method == "from scratch":
+            import torch
+
+            torch.manual_seed(config.seed)
+            network = build_network(len(classes))
+            schedule = replace(schedule, epochs=trained_as.epochs, learning_rate=trained_as.learning_rate)
+        tuned = fine_tune_shape_cnn(network, images(list(train["image_path"])), y, images(list(new["image_path"])),
+                                    y_new, lam, schedule, trained_as.resolution, progress)
+        return samples.index.to_numpy(), predict_probabilities(tuned, images(list(samples["image_path"])),
+                                                               trained_as.resolution), classes
+
+    features = _features(project, samples, config.features, held, images, progress)
+    head = weighted_linear_head(features.loc[train.index].to_numpy(), y, features.loc[new.index].to_numpy(), y_new,
+                                lam, regularisation=config.regularisation, seed=config.seed)
+    probabilities = np.zeros((len(samples), len(classes)))
+    probabilities[:, head.classes_] = head.predict_proba(features.to_numpy())
+    return samples.index.to_numpy(), probabilities, classes
+
+
+def _features(project, samples: pd.DataFrame, source: str, held, images: ImageCache,
+              progress: ProgressCallback) -> pd.DataFrame:
+    """Frozen features of every sample: the held network's penultimate layer, or an encoder's stored embeddings."""
+    if source == "model":
+        from hibug_core.demo.shapes_model import network_features
+
+        network, _, trained_as = held
+        values = network_features(network, images(list(samples["image_path"])), trained_as.resolution)
+    else:
+        from hibug_core.embeddings.compute import embed_project
+
+        values = embed_project(project, source, progress=progress).for_probe()
+    return pd.DataFrame(np.asarray(values, dtype=np.float32), index=samples.index)

@@ -1,0 +1,183 @@
+"""Choosing unlabeled pool images to label for the worst error slices under a budget (HiBug, HiBug2, baselines)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.errors import HibugError
+from hibug_core.slices.search import CLASS, describe
+
+METHODS = ("hibug", "hibug2", "random", "uncertainty")
+COLUMNS = ["image_path", "split", "slice_id", "slice", "reason", "confidence", "order"]
+
+
+class SelectionError(HibugError):
+    """A selection that cannot be made (no pool, no error slices, a bad budget)."""
+
+
+@dataclass(frozen=True)
+class SelectionConfig:
+    method: str = "hibug"  # one of METHODS
+    budget: float = 0.1  # images to select: a count (>= 1) or a share of the training split (< 1)
+    beta: float = 0.9  # hibug: take slices until their failures cover this share of all validation failures
+    pool_split: str = "pool"
+    seed: int = 0  # random selection, and ties in confidence
+
+
+def resolve_budget(budget: float, n_train: int) -> int:
+    """A budget as a number of images: counts stay, shares (< 1) are of the training split."""
+    if budget <= 0:
+        raise SelectionError(f"the budget must be positive, not {budget}")
+    count = int(round(budget * n_train)) if budget < 1 else int(budget)
+    if count < 1:
+        raise SelectionError(f"a budget of {budget:.0%} of {n_train} training images selects nothing; raise it")
+    return count
+
+
+def apportion(weights: np.ndarray, total: int, capacity: np.ndarray) -> np.ndarray:
+    """Split `total` in proportion to `weights` (largest remainders), never above `capacity`; what a full slice cannot
+    take goes to the others in the same proportion."""
+    weights = np.asarray(weights, float)
+    capacity = np.asarray(capacity, int)
+    quota = np.zeros(len(weights), int)
+    left = min(total, int(capacity.sum()))
+    while left > 0:
+        open_ = (quota < capacity) & (weights > 0)
+        if not open_.any():
+            open_ = quota < capacity
+            share = open_.astype(float)
+        else:
+            share = np.where(open_, weights, 0.0)
+        exact = share / share.sum() * left
+        add = np.floor(exact).astype(int)
+        remainder = left - add.sum()
+        order = np.lexsort((np.arange(len(exact)), -(exact - add)))  # largest remainder, then slice order
+        add[order[:remainder]] += 1
+        add = np.minimum(add, capacity - quota)
+        quota += add
+        left -= int(add.sum())
+    return quota
+
+
+def _pool_matches(definition, pool_tags: pd.DataFrame, pool: pd.DataFrame) -> np.ndarray:
+    """Pool rows in a slice. A class condition uses the label where the pool has one, else the model's prediction."""
+    mask = np.ones(len(pool_tags), bool)
+    for attribute, tag in definition:
+        if attribute == CLASS:
+            known = pool["label"].where(pool["label"].notna(), pool["prediction"])
+            mask &= (known == tag).to_numpy()
+        elif attribute in pool_tags.columns:
+            mask &= (pool_tags[attribute].astype(object) == tag).to_numpy()
+        else:
+            mask[:] = False
+    return mask
+
+
+def _by_confidence(pool: pd.DataFrame, rows: np.ndarray, seed: int) -> np.ndarray:
+    """Rows from least to most confident (unknown confidence last), ties in a seeded order."""
+    confidence = pool["confidence"].to_numpy(float)[rows]
+    tie = np.random.default_rng(seed).random(len(rows))
+    return rows[np.lexsort((tie, np.nan_to_num(confidence, nan=2.0)))]
+
+
+def select_pool(report, config: SelectionConfig = SelectionConfig(), *, n_train: int | None = None) -> pd.DataFrame:
+    """Pool images to label, one row each (index: sample id), with the slice it was chosen for and why."""
+    if config.method not in METHODS:
+        raise SelectionError(f"unknown selection method '{config.method}'; choose one of {', '.join(METHODS)}")
+    samples = report.samples
+    pool = samples[samples["split"] == config.pool_split]
+    if pool.empty:
+        raise SelectionError(f"the project has no '{config.pool_split}' images to select from; import unlabeled "
+                             f"images with split = {config.pool_split}")
+    if n_train is None:
+        n_train = int((samples["split"] == "train").sum())
+    budget = min(resolve_budget(config.budget, n_train), len(pool))
+    if config.method == "random":
+        chosen = np.random.default_rng(config.seed).choice(len(pool), budget, replace=False)
+        return _frame(pool, chosen, [None] * budget, ["random draw"] * budget, budget)
+    if config.method == "uncertainty":
+        chosen = _by_confidence(pool, np.arange(len(pool)), config.seed)[:budget]
+        return _frame(pool, chosen, [None] * budget, ["lowest confidence in the pool"] * budget, budget)
+
+    errors = report.evaluation["error"].to_numpy()
+    if config.method == "hibug":
+        # Every enumerated slice that is worse than the whole, by error rate (HiBug ranks them all, reported or not).
+        slices = report.every_slice()
+        slices = slices[slices["score"] < report.overall_score]
+        slices = slices.iloc[np.lexsort((-slices["count"].to_numpy(), slices["score"].to_numpy()))]
+    else:
+        slices = report.slices  # ranked by slice score
+    if slices.empty:
+        raise SelectionError("no error slices to select for; change the slice settings, or use random or "
+                             "uncertainty selection")
+    if config.method == "hibug":
+        covered = np.zeros(len(errors), bool)
+        taken = []
+        for i, definition in enumerate(slices["definition"]):
+            taken.append(i)
+            covered |= report.tags.mask(definition)
+            if errors[covered].sum() >= config.beta * errors.sum():
+                break
+    else:
+        taken = list(range(len(slices)))
+    failures = np.array([errors[report.tags.mask(d)].sum() for d in slices["definition"].iloc[taken]])
+    pool_tags = report.all_tags.reindex(pool.index)
+    matches = [np.flatnonzero(_pool_matches(slices["definition"].iat[i], pool_tags, pool)) for i in taken]
+    chosen, slice_rows, reasons = [], [], []
+    if config.method == "hibug":
+        # Each pool image belongs to the first (worst) taken slice it is in, so quotas never count an image twice.
+        owner = np.full(len(pool), -1)
+        for k, rows in enumerate(matches):
+            owner[rows[owner[rows] < 0]] = k
+        capacity = np.bincount(owner[owner >= 0], minlength=len(taken))
+        quota = apportion(failures, budget, capacity)
+        for k, i in enumerate(taken):
+            ordered = _by_confidence(pool, np.flatnonzero(owner == k), config.seed)[:quota[k]]
+            chosen += list(ordered)
+            slice_rows += [i] * len(ordered)
+            reasons += [f"hibug: {quota[k]} of the budget for the slice's {failures[k]:.0f} validation failures; "
+                        "least confident first"] * len(ordered)
+    else:
+        used = np.zeros(len(pool), bool)
+        for i, rows in zip(taken, matches):
+            for r in _by_confidence(pool, rows[~used[rows]], config.seed)[:budget - len(chosen)]:
+                used[r] = True
+                chosen.append(r)
+                slice_rows.append(i)
+                reasons.append(f"hibug2: slice ranked #{i + 1} by score, filled from the worst down; least confident "
+                               "first")
+            if len(chosen) == budget:
+                break
+    return _frame(pool, np.array(chosen, int), [slices.iloc[i] for i in slice_rows], reasons, budget)
+
+
+def _frame(pool: pd.DataFrame, rows: np.ndarray, slices: list, reasons: list[str], budget: int) -> pd.DataFrame:
+    """The selection table; attrs: budget, unspent (when the slices' pool images run out)."""
+    frame = pd.DataFrame({
+        "image_path": pool["image_path"].to_numpy()[rows],
+        "split": pool["split"].to_numpy()[rows],
+        "slice_id": [None if s is None else s["slice_id"] for s in slices],
+        "slice": [None if s is None else describe(s["definition"]) for s in slices],
+        "reason": reasons,
+        "confidence": pool["confidence"].to_numpy(float)[rows],
+        "order": np.arange(len(rows)),
+    }, index=pd.Index(pool.index.to_numpy()[rows], name="sample_id"))
+    frame = frame[COLUMNS]
+    frame.attrs.update(budget=budget, unspent=budget - len(frame))
+    return frame
+
+
+def export_selection(selection: pd.DataFrame, path: str | Path) -> Path:
+    """Write a selection as CSV or Parquet (by the file's suffix)."""
+    path = Path(path)
+    table = selection.reset_index()
+    if path.suffix.lower() == ".parquet":
+        table.to_parquet(path, index=False)
+    elif path.suffix.lower() == ".csv":
+        table.to_csv(path, index=False)
+    else:
+        raise SelectionError(f"export to .csv or .parquet, not '{path.suffix or path.name}'")
+    return path
