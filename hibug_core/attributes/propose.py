@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from hibug_core.attributes.schema import BINARY_TAGS, NOT_VISIBLE, Attribute, AttributeSchema
 from hibug_core.errors import HibugError
-from hibug_core.llm.client import LLMConfig, make_client, parse_json_reply
+from hibug_core.llm.client import LLMConfig, ask_json, make_client
 
 
 class ProposalError(HibugError):
@@ -128,30 +128,9 @@ def _formats(template: str) -> bool:
 
 
 def ask_structured(client, config: LLMConfig, messages: list[dict]) -> tuple[Proposal | None, str]:
-    """One structured request with bounded retries; (proposal, last problem)."""
-    problem = "no attempt made"
-    for _ in range(config.attempts):
-        try:
-            reply = client.chat.completions.create(
-                model=config.model, messages=messages, temperature=0,
-                response_format={"type": "json_schema", "json_schema": {
-                    "name": "attributes", "schema": Proposal.model_json_schema()}})
-        except Exception as error:  # openai transport / status errors
-            raise ProposalError(f"could not ask {config.describe()}: {error}. Check the server, or use the built-in "
-                                "library (no language model).") from None
-        message = reply.choices[0].message if reply.choices else None
-        content = getattr(message, "content", None)
-        if getattr(message, "refusal", None):
-            problem = f"the model refused: {message.refusal}"
-        else:
-            try:
-                return Proposal.model_validate(parse_json_reply(content)), ""
-            except (ValueError, ValidationError) as error:
-                problem = str(error).splitlines()[0] if isinstance(error, ValueError) else \
-                    f"the JSON does not match the format: {error.errors()[0]['loc']} {error.errors()[0]['msg']}"
-        messages = [*messages, {"role": "assistant", "content": content or ""},
-                    {"role": "user", "content": f"That answer could not be used ({problem}). {FORMAT}"}]
-    return None, problem
+    """One structured attribute request with bounded retries; (proposal, last problem)."""
+    return ask_json(client, config, messages, Proposal, name="attributes", format_hint=FORMAT, error=ProposalError,
+                    fallback="use the built-in library (no language model)")
 
 
 def propose_with_llm(task: str, classes: list[str], config: LLMConfig, *, method: str = "hibug2",

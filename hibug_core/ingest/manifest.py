@@ -79,7 +79,8 @@ def _canonical_number(text: str) -> str:
     return str(int(value)) if value.is_integer() else repr(value)
 
 
-def plan_columns(columns: list[str], default_model: str = DEFAULT_MODEL) -> tuple[ColumnPlan | None, list[RowIssue]]:
+def plan_columns(columns: list[str], default_model: str = DEFAULT_MODEL,
+                 require_model: bool = True) -> tuple[ColumnPlan | None, list[RowIssue]]:
     """Assign every column a role from the data contract."""
     issues: list[RowIssue] = []
     present = set(columns)
@@ -97,7 +98,7 @@ def plan_columns(columns: list[str], default_model: str = DEFAULT_MODEL) -> tupl
             issues.append(RowIssue(None, f"pred:{name}", f"model '{name}' appears twice"))
         else:
             models[name] = ModelColumns(f"pred:{name}")
-    if not models:
+    if not models and require_model:
         issues.append(RowIssue(None, None, "no model output: add a 'prediction' column or 'pred:<model>' columns"))
 
     attributes: dict[str, str] = {}
@@ -181,7 +182,7 @@ def validate_manifest(
     progress: ProgressCallback = no_progress,
 ) -> ValidatedManifest:
     """Check every row and column of a manifest table; raise ManifestError listing every problem found."""
-    plan, structural = plan_columns(list(frame.columns), default_model)
+    plan, structural = plan_columns(list(frame.columns), default_model, config.require_model)
     if plan is None:
         raise ManifestError(source, structural)
     if len(frame) == 0:

@@ -78,3 +78,33 @@ def parse_json_reply(content: str | None) -> dict:
     if not isinstance(value, dict):
         raise ValueError(f"the reply is JSON but not an object: {text[:80]!r}")
     return value
+
+
+def ask_json(client, config: LLMConfig, messages: list[dict], schema, *, name: str, format_hint: str, error,
+             fallback: str):
+    """A structured request (JSON matching the pydantic model `schema`) with bounded retries, each telling the model
+    what was wrong; (parsed reply or None, last problem). A transport failure raises `error` naming `fallback`."""
+    from pydantic import ValidationError
+
+    problem = "no attempt made"
+    for _ in range(config.attempts):
+        try:
+            reply = client.chat.completions.create(
+                model=config.model, messages=messages, temperature=0,
+                response_format={"type": "json_schema", "json_schema": {
+                    "name": name, "schema": schema.model_json_schema()}})
+        except Exception as failure:  # openai transport / status errors
+            raise error(f"could not ask {config.describe()}: {failure}. Check the server, or {fallback}.") from None
+        message = reply.choices[0].message if reply.choices else None
+        content = getattr(message, "content", None)
+        if getattr(message, "refusal", None):
+            problem = f"the model refused: {message.refusal}"
+        else:
+            try:
+                return schema.model_validate(parse_json_reply(content)), ""
+            except (ValueError, ValidationError) as failure:
+                problem = str(failure).splitlines()[0] if not isinstance(failure, ValidationError) else \
+                    f"the JSON does not match the format: {failure.errors()[0]['loc']} {failure.errors()[0]['msg']}"
+        messages = [*messages, {"role": "assistant", "content": content or ""},
+                    {"role": "user", "content": f"That answer could not be used ({problem}). {format_hint}"}]
+    return None, problem

@@ -109,8 +109,10 @@ class Project:
         connection.execute(text("INSERT INTO data_roots (path) VALUES (:p)"), {"p": stored})
         return int(connection.execute(text("SELECT id FROM data_roots WHERE path = :p"), {"p": stored}).scalar_one())
 
-    def import_manifest(self, manifest, *, author: str | None = None, kind: str = "manifest") -> ImportSummary:
-        """Add a validated manifest's rows in one transaction: all rows land, or none and nothing changes."""
+    def import_manifest(self, manifest, *, author: str | None = None, kind: str = "manifest",
+                        also=None) -> ImportSummary:
+        """Add a validated manifest's rows in one transaction: all rows land, or none and nothing changes.
+        also(connection, {sample key: id}) writes what belongs with the rows inside the same transaction."""
         author = author or default_actor()
         samples = manifest.samples
         paths = [Path(p) for p in samples["image_path"]]
@@ -159,6 +161,8 @@ class Project:
                     connection.execute(
                         text("INSERT INTO known_tags (attribute, sample_id, tag) VALUES (:a, :s, :t)"),
                         [{"a": attribute, "s": int(s), "t": t} for s, t in zip(sample_ids, tags) if t is not None])
+                if also is not None:
+                    also(connection, id_of)
                 record_audit(connection, author, "import", f"import:{import_id}", None,
                             {"source": manifest.source, "rows": manifest.n_rows, "models": list(manifest.models)})
         except BaseException:

@@ -1,0 +1,188 @@
+"""Generative failure search (Wiles et al.): generate a class from a baseline prompt, caption the failures, keep the
+captions whose images fail significantly more often, and refine them by dropping sentences and adjectives."""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+import numpy as np
+import pandas as pd
+from scipy.stats import fisher_exact
+
+from hibug_core.errors import HibugError
+from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.repair.generators import Generator, ShapeWorldRenderer
+from hibug_core.slices.stats import benjamini_hochberg
+
+logger = logging.getLogger(__name__)
+
+COLUMNS = ["caption", "origin", "images", "failures", "failure_rate", "p_value", "significant"]  # and q_value
+CAPTION_REQUEST = ("Describe this image in two or three short sentences: the main object with its colour, size and "
+                   "position, then the background. Plain sentences, no lists.")
+# Words that are adjectives whatever the sentence (colour, size, texture, light); others are found by their suffix.
+_ADJECTIVES = {"small", "large", "big", "tiny", "huge", "medium", "little", "tall", "short", "long", "wide", "narrow",
+               "bright", "dark", "light", "pale", "black", "white", "red", "blue", "green", "yellow", "brown", "gray",
+               "grey", "teal", "orange", "purple", "pink", "old", "young", "new", "round", "flat", "plain", "dense"}
+_ADJECTIVE_SUFFIXES = ("ful", "ous", "ive", "less", "ish", "ic", "y")
+
+
+class FailureSearchError(HibugError):
+    """A failure search that cannot run (no classifier for the model, no failures to caption)."""
+
+
+@dataclass(frozen=True)
+class FailureSearchConfig:
+    baseline_images: int = 64
+    images_per_caption: int = 32
+    captions: int = 8  # failures captioned (distinct captions are tested)
+    alpha: float = 0.05  # one-sided Fisher exact test against the baseline's failure rate, FDR over all captions
+    refine: bool = True
+    seed: int = 0
+
+
+class Captioner(Protocol):
+    name: str
+
+    def caption(self, image, prompt: str, seed: int) -> str: ...
+
+
+class RendererCaption:
+    """The shape-world renderer's own description of what it drew: the demo's offline stand-in for a captioning
+    model (exact, unlike a real one)."""
+
+    name = "shape-world renderer's scene description"
+
+    def caption(self, image, prompt: str, seed: int) -> str:
+        return ShapeWorldRenderer.describe(prompt, seed)
+
+
+class LLMCaptioner:
+    """Captions from a multimodal language model through the OpenAI-compatible client."""
+
+    def __init__(self, config, api_key: str | None = None):
+        from hibug_core.llm.client import make_client
+
+        self.config = config
+        self.client = make_client(config, api_key)
+        self.name = config.describe()
+
+    def caption(self, image, prompt: str, seed: int) -> str:
+        import base64
+        import io
+
+        buffer = io.BytesIO()
+        image.convert("RGB").save(buffer, format="PNG")
+        url = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+        try:
+            reply = self.client.chat.completions.create(model=self.config.model, temperature=0, messages=[
+                {"role": "user", "content": [{"type": "text", "text": CAPTION_REQUEST},
+                                             {"type": "image_url", "image_url": {"url": url}}]}])
+        except Exception as error:  # openai transport / status errors
+            raise FailureSearchError(f"could not caption with {self.name}: {error}") from None
+        text = (reply.choices[0].message.content or "").strip() if reply.choices else ""
+        if not text:
+            raise FailureSearchError(f"{self.name} returned an empty caption")
+        return " ".join(text.split())
+
+
+def sentences(caption: str) -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", caption.strip()) if s.strip()]
+
+
+def is_adjective(word: str) -> bool:
+    plain = word.lower().strip(".,;:!?")
+    return plain in _ADJECTIVES or (len(plain) > 4 and plain.endswith(_ADJECTIVE_SUFFIXES))
+
+
+def reductions(caption: str, label: str) -> list[str]:
+    """Shorter captions that still name `label`: each sentence dropped (when there are several), then each
+    adjective dropped."""
+    parts = sentences(caption)
+    shorter = [" ".join(parts[:i] + parts[i + 1:]) for i in range(len(parts))] if len(parts) > 1 else []
+    words = caption.split()
+    for i, word in enumerate(words):
+        if is_adjective(word):
+            shorter.append(" ".join(words[:i] + words[i + 1:]))
+    keep = re.compile(rf"\b{re.escape(label.lower())}", re.IGNORECASE)
+    return list(dict.fromkeys(s for s in shorter if s and s != caption and keep.search(s)))
+
+
+def failure_search(generator: Generator, predict: Callable[[list], list[str]], captioner: Captioner, label: str, *,
+                   baseline_prompt: str | None = None, config: FailureSearchConfig = FailureSearchConfig(),
+                   progress: ProgressCallback = no_progress) -> pd.DataFrame:
+    """Captions of `label` images the model fails on, each tested on new images generated from it: one row per
+    tested caption (the baseline first), significant ones refined. predict(images) -> predicted class names."""
+    baseline_prompt = baseline_prompt or f"A photo of a {label}"
+    seed_counter = iter(range(config.seed * 1_000_003, config.seed * 1_000_003 + 10_000_000))
+    tested: dict[str, dict] = {}
+
+    def test(caption: str, n: int, origin: str) -> dict:
+        if caption in tested:
+            return tested[caption]
+        seeds = [next(seed_counter) for _ in range(n)]
+        images = generator.generate([caption] * n, seeds)
+        wrong = np.array([p != label for p in predict(images)])
+        row = {"caption": caption, "origin": origin, "images": n, "failures": int(wrong.sum()),
+               "failure_rate": float(wrong.mean()), "_images": images, "_seeds": seeds, "_wrong": wrong}
+        tested[caption] = row
+        progress("testing captions", len(tested), len(tested) + 1)
+        return row
+
+    base = test(baseline_prompt, config.baseline_images, "baseline")
+    if not base["failures"]:
+        raise FailureSearchError(f"none of {base['images']} images of '{baseline_prompt}' fails; there is nothing to "
+                                 "caption (try another class or more images)")
+
+    def significant(row: dict) -> tuple[float, bool]:
+        table = [[row["failures"], row["images"] - row["failures"]], [base["failures"], base["images"] - base["failures"]]]
+        p = float(fisher_exact(table, alternative="greater")[1])
+        return p, p < config.alpha
+
+    failed = np.flatnonzero(base["_wrong"])[:config.captions]
+    captions = list(dict.fromkeys(captioner.caption(base["_images"][i], baseline_prompt, base["_seeds"][i])
+                                  for i in failed))
+    for caption in captions:
+        row = test(caption, config.images_per_caption, "caption of a failure")
+        row["p_value"], row["significant"] = significant(row)
+        if config.refine and row["significant"]:
+            current = row
+            while True:
+                options = [test(c, config.images_per_caption, f"refined from: {current['caption']}")
+                           for c in reductions(current["caption"], label)]
+                for option in options:
+                    option["p_value"], option["significant"] = significant(option)
+                kept = [o for o in options if o["significant"]]
+                if not kept:
+                    break
+                current = max(kept, key=lambda o: (o["failure_rate"], -len(o["caption"])))
+    base["p_value"], base["significant"] = np.nan, False
+    table = pd.DataFrame([{k: v for k, v in row.items() if not k.startswith("_")} for row in tested.values()],
+                         columns=COLUMNS)
+    # The search steers by raw p-values; what it reports is corrected for every caption it tested.
+    others = table["origin"] != "baseline"
+    table["q_value"] = np.nan
+    table.loc[others, "q_value"] = benjamini_hochberg(table.loc[others, "p_value"].to_numpy(float))
+    table["significant"] = table["q_value"] < config.alpha
+    order = (table["origin"] != "baseline").astype(int)
+    return table.assign(_o=order).sort_values(["_o", "significant", "failure_rate"], ascending=[True, False, False],
+                                              kind="stable").drop(columns="_o").reset_index(drop=True)
+
+
+def network_predictor(project, model: str) -> Callable[[list], list[str]]:
+    """predict(images) -> class names with the project's own copy of `model` (the demo CNN)."""
+    from hibug_core.demo.shapes_model import predict_probabilities
+    from hibug_core.repair.retrain import project_network
+
+    held = project_network(project, model)
+    if held is None:
+        raise FailureSearchError(f"the project holds no network for '{model}', so new images cannot be classified; "
+                                 "failure search needs the model itself (the demo's shape-cnn has one)")
+    network, classes, trained_as = held
+
+    def predict(images: list) -> list[str]:
+        pixels = np.stack([np.asarray(image.convert("RGB").resize((64, 64))) for image in images])
+        return [classes[i] for i in predict_probabilities(network, pixels, trained_as.resolution).argmax(axis=1)]
+
+    return predict

@@ -1,0 +1,155 @@
+"""Generation prompts for error slices: HiBug's template filled from a slice's tags, and Chegini and Feizi's
+uncommon backgrounds (listed by a language model or a built-in list, assigned to failures zero-shot)."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel
+
+from hibug_core.attributes.schema import NOT_VISIBLE, AttributeSchema
+from hibug_core.errors import HibugError
+from hibug_core.slices.report import label_attributes
+from hibug_core.slices.search import CLASS, describe
+
+HIBUG_TEMPLATE = "A photo of {a} {b} {label} {c}, in a {d} background"
+COLUMNS = ["prompt", "label", "slice_id", "slice", "weight"]
+# Backgrounds that are uncommon for most everyday objects (used when no language model is configured).
+DEFAULT_BACKGROUNDS = ("in the snow", "underwater", "in a desert", "at night", "in a kitchen", "on a beach",
+                       "in a dense forest", "on a busy city street", "in the sky", "in fog", "on a stage",
+                       "in a cave")
+
+
+class PromptError(HibugError):
+    """Prompts that cannot be built (no error slices, no failures, an unusable language-model reply)."""
+
+
+def _article(phrase: str) -> str:
+    return ("an " if phrase[:1].lower() in "aeiou" else "a ") + phrase
+
+
+def _strip_is(name: str) -> str:
+    return re.sub(r"^is\s+", "", name)
+
+
+def slice_prompt(definition, label: str, schema: AttributeSchema | None = None, *,
+                 label_like: tuple[str, ...] = ()) -> str:
+    """HiBug's template filled from a slice: main-object tags before the class ({a} {b}), yes/no and position
+    attributes after it ({c}), background tags as "in a {d} background"; empty slots close up."""
+    groups = {a.name: a for a in schema.attributes} if schema else {}
+    before, after, background, other = [], [], [], []
+    for attribute, tag in definition:
+        if attribute == CLASS or attribute in label_like or tag == NOT_VISIBLE:
+            continue
+        known = groups.get(attribute)
+        binary = known is not None and known.kind == "binary"
+        if binary:
+            phrase = _strip_is(attribute) if tag == "yes" else f"not {_strip_is(attribute)}"
+        if known is not None and known.group == "background":
+            background.append(phrase.replace("the background ", "") if binary else tag)
+        elif binary:
+            after.append(f"that is {phrase}")
+        elif "position" in attribute:
+            after.append(f"at the {tag}")
+        elif known is not None and known.group == "global":
+            other.append(f"{tag} {attribute}" if attribute not in tag else tag)
+        else:
+            before.append(tag)
+    a_b = " ".join(before + [label])
+    prompt = f"A photo of {_article(a_b)}"
+    if after:
+        prompt += " " + " ".join(after)
+    if background:
+        prompt += f", in a {' '.join(background)} background"
+    if other:
+        prompt += ", " + ", ".join(other)
+    return prompt
+
+
+def hibug_prompts(report, schema: AttributeSchema | None = None, *, top: int = 5,
+                  min_share: float = 0.2) -> pd.DataFrame:
+    """One prompt per (top error slice, class its failures belong to): the class from the slice's condition, else
+    every class with at least `min_share` of the slice's failures. weight = the failures it stands for."""
+    slices = report.slices.head(top)
+    if slices.empty:
+        raise PromptError("no error slices to write prompts for; change the slice settings")
+    evaluation = report.evaluation
+    label_like = tuple(label_attributes(report.all_tags, report.samples["label"]))
+    rows = []
+    for _, row in slices.iterrows():
+        definition = row["definition"]
+        mask = report.tags.mask(definition)
+        failing = evaluation.loc[mask & (evaluation["error"].to_numpy() > 0.5), "label"]
+        named = [tag for attribute, tag in definition if attribute == CLASS or attribute in label_like]
+        counts = failing.value_counts()
+        labels = named[:1] or [c for c, n in counts.items() if n >= min_share * max(len(failing), 1)]
+        for label in labels:
+            rows.append({"prompt": slice_prompt(definition, str(label), schema, label_like=label_like),
+                         "label": str(label), "slice_id": row["slice_id"], "slice": describe(definition),
+                         "weight": float(counts.get(label, 0)) or 1.0})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+class Backgrounds(BaseModel):
+    backgrounds: dict[str, list[str]]
+
+
+BACKGROUND_REQUEST = """List {n} uncommon backgrounds or settings for photos of each of these classes: {classes}.
+Uncommon means the class is rarely photographed there, yet the picture is plausible. Write each as a short phrase that
+follows the class name in "A photo of a <class> <phrase>", e.g. "in the snow" or "on a kitchen table".
+Answer with one JSON object: {{"backgrounds": {{"<class>": ["<phrase>", ...], ...}}}} with every class as a key."""
+
+
+def uncommon_backgrounds(classes: list[str], *, llm=None, api_key: str | None = None,
+                         per_class: int = 8) -> dict[str, list[str]]:
+    """Uncommon backgrounds per class from a language model (an LLMConfig), or the built-in list without one."""
+    if llm is None:
+        return {c: list(DEFAULT_BACKGROUNDS) for c in classes}
+    from hibug_core.llm.client import ask_json, make_client
+
+    request = BACKGROUND_REQUEST.format(n=per_class, classes=", ".join(classes))
+    reply, problem = ask_json(make_client(llm, api_key), llm, [{"role": "user", "content": request}], Backgrounds,
+                              name="backgrounds", format_hint=request.splitlines()[-1], error=PromptError,
+                              fallback="leave the language model out to use the built-in backgrounds")
+    if reply is None:
+        raise PromptError(f"{llm.describe()} gave no usable backgrounds ({problem}); nothing was changed")
+    cleaned = {c: [" ".join(p.split()) for p in reply.backgrounds.get(c, []) if p.strip()][:per_class]
+               for c in classes}
+    missing = [c for c, phrases in cleaned.items() if not phrases]
+    if missing:
+        raise PromptError(f"{llm.describe()} listed no backgrounds for {', '.join(missing)}; try again or use the "
+                          "built-in list")
+    return cleaned
+
+
+def background_prompts(report, backgrounds: dict[str, list[str]], embeddings: pd.DataFrame, encode_texts, *,
+                       k: int = 3) -> pd.DataFrame:
+    """Chegini and Feizi: every validation failure gets the background whose prompt "a photo of a <class>
+    <background>" its image embedding matches best (zero-shot); the k most frequent per class become prompts.
+    `embeddings`: normalised image embeddings indexed by sample id; encode_texts: prompts -> normalised rows."""
+    evaluation = report.evaluation
+    failures = evaluation[evaluation["error"] > 0.5]
+    if failures.empty:
+        raise PromptError("the model has no failures on this split to find backgrounds for")
+    rows = []
+    for label, group in failures.groupby("label", sort=True):
+        options = backgrounds.get(str(label)) or []
+        if not options:
+            continue
+        text = encode_texts([f"a photo of {_article(str(label))} {b}" for b in options])
+        chosen = (embeddings.loc[group.index].to_numpy(np.float32) @ np.asarray(text, np.float32).T).argmax(axis=1)
+        counts = pd.Series(chosen).value_counts()
+        for index, n in counts.head(k).items():
+            rows.append({"prompt": f"A photo of {_article(str(label))} {options[index]}", "label": str(label),
+                         "slice_id": None, "slice": f"failures of class {label}", "weight": float(n)})
+    if not rows:
+        raise PromptError("no backgrounds for the classes the model fails on; list some for them")
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def images_per_prompt(prompts: pd.DataFrame, n_images: int) -> np.ndarray:
+    """n_images split over the prompts in proportion to their weights."""
+    from hibug_core.repair.selection import apportion
+
+    return apportion(prompts["weight"].to_numpy(float), n_images, np.full(len(prompts), n_images))
