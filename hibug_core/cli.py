@@ -219,6 +219,103 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def _llm_config(args):
+    from hibug_core.llm.client import LLMConfig
+
+    return LLMConfig.from_env(model=args.llm_model, base_url=args.llm_base_url)
+
+
+def cmd_repair(args) -> int:
+    from hibug_core.bench.summary import markdown_table
+    from hibug_core.repair.loop import RepairConfig, run_repair
+    from hibug_core.repair.retrain import RetrainConfig
+    from hibug_core.repair.selection import SelectionConfig, export_selection, select_pool
+    from hibug_core.slices.report import error_slices
+    from hibug_core.slices.search import SliceConfig
+    from hibug_core.store.project import Project
+
+    selection = SelectionConfig(method=args.method, budget=args.budget, beta=args.beta, seed=args.seeds[0])
+    slices = SliceConfig(by_class=args.by_class)
+    with Project.open(args.project) as project:
+        if args.select_only:
+            chosen = select_pool(error_slices(project, args.model, split=args.split, config=slices), selection)
+            print(f"{len(chosen)} pool images selected by {args.method} (budget {chosen.attrs['budget']}, "
+                  f"unspent {chosen.attrs['unspent']})")
+            print(chosen["slice"].fillna("(no slice)").value_counts().head(args.top).to_string())
+            if args.export:
+                print(f"written to {export_selection(chosen, args.export)}")
+            return 0
+        config = RepairConfig(
+            model=args.model, data=args.data, selection=selection,
+            baseline=None if args.baseline == "none" else args.baseline, control=not args.no_control,
+            retrain=RetrainConfig(method=args.retrain, lam=args.lam, features=args.features),
+            seeds=tuple(args.seeds), slice_split=args.split, eval_split=args.eval_split, slices=slices,
+            top_slices=args.top, record_models=not args.no_record)
+        report, close = _progress()
+        try:
+            result = run_repair(project, config, progress=report)
+        finally:
+            close()
+        if args.export:
+            for (method, seed), chosen in result.selections.items():
+                if method == args.method and seed == args.seeds[0]:
+                    print(f"selection written to {export_selection(chosen, args.export)}")
+    summary = result.summary.copy()
+    summary["after"] = [f"{a:.1%} ± {s:.1%}" if s == s else f"{a:.1%}" for a, s in
+                        zip(summary["after"], summary["after_sd"])]
+    summary["change"] = [f"{c:+.1%}" for c in summary["change"]]
+    summary["before"] = [f"{b:.1%}" for b in summary["before"]]
+    summary["planted"] = summary["planted"].map({True: "yes", False: ""})
+    print(markdown_table(summary[["slice", "planted", "n", "method", "before", "after", "change", "worse"]]))
+    print(f"repair run {result.run_id}: {len(result.runs)} retrained models over seeds {list(config.seeds)} "
+          f"on '{config.eval_split}' ('worse' counts seeds where the slice got significantly worse)")
+    return 0
+
+
+def cmd_generate(args) -> int:
+    from hibug_core.repair.generated import generate_for_prompts
+    from hibug_core.repair.generators import load_generator
+    from hibug_core.repair.prompts import build_prompts
+    from hibug_core.store.project import Project
+
+    with Project.open(args.project) as project:
+        prompts = build_prompts(project, args.prompts, model=args.model, top=args.top,
+                                llm=_llm_config(args) if args.llm else None, encoder=args.encoder)
+        print(prompts[["prompt", "label", "slice", "weight"]].to_string(index=False))
+        if args.dry_run:
+            return 0
+        generator = load_generator(args.generator, steps=args.steps)
+        report, close = _progress()
+        try:
+            run_id = generate_for_prompts(project, generator, prompts, args.images, seed=args.seed, progress=report)
+        finally:
+            close()
+    print(f"{args.images} images from {generator.name} stored as split 'generated' (run {run_id}); retrain with "
+          f"`hibug repair {args.project} --data generated`")
+    return 0
+
+
+def cmd_failure_search(args) -> int:
+    from hibug_core.repair.failure_search import (FailureSearchConfig, LLMCaptioner, RendererCaption,
+                                                  failure_search, network_predictor)
+    from hibug_core.repair.generators import load_generator
+    from hibug_core.store.project import Project
+
+    with Project.open(args.project) as project:
+        model = args.model or project.models()[0]
+        predict = network_predictor(project, model)
+    generator = load_generator(args.generator, steps=args.steps)
+    captioner = LLMCaptioner(_llm_config(args)) if args.captioner == "llm" else RendererCaption()
+    config = FailureSearchConfig(baseline_images=args.baseline_images, images_per_caption=args.images,
+                                 captions=args.captions, seed=args.seed)
+    table = failure_search(generator, predict, captioner, args.label, baseline_prompt=args.baseline, config=config)
+    for _, row in table.iterrows():
+        mark = "*" if row["significant"] else " "
+        print(f"{mark} {row['failure_rate']:6.1%} ({row['failures']}/{row['images']})  {row['caption']}")
+    print("* failure rate significantly above the baseline (first row), FDR 5% over every caption tested")
+    return 0
+
+
 def cmd_attributes(args) -> int:
     from hibug_core.store.attribute_versions import latest_version, load_schema, save_schema, schema_history
     from hibug_core.store.project import Project
@@ -472,6 +569,68 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gap", type=float, default=SliceConfig.gap, help="C of the main table (others are reported too)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(handler=cmd_bench)
+
+    p = sub.add_parser("repair", help="select pool images (or use generated ones) for the error slices, retrain, and "
+                       "compare before and after slice by slice against a baseline")
+    p.add_argument("project")
+    p.add_argument("--model", help="model to repair (default: the first)")
+    p.add_argument("--method", default="hibug", choices=["hibug", "hibug2", "uncertainty", "random"],
+                   help="how pool images are selected")
+    p.add_argument("--baseline", default="random", choices=["random", "uncertainty", "hibug", "hibug2", "none"],
+                   help="selection run the same way for comparison")
+    p.add_argument("--no-control", action="store_true", help="skip the retraining without new data")
+    p.add_argument("--budget", type=float, default=0.1, help="images to select: a count, or a share of the training "
+                   "split when below 1 (default 0.1)")
+    p.add_argument("--beta", type=float, default=0.9, help="hibug: share of validation failures the slices cover")
+    p.add_argument("--data", default="selection", choices=["selection", "generated"],
+                   help="new training data: selected pool images (labelled) or the generated split")
+    p.add_argument("--retrain", default="fine-tune", choices=["fine-tune", "from scratch", "linear head"])
+    p.add_argument("--features", default="model", help="linear head: 'model' (the network's features) or an encoder")
+    p.add_argument("--lam", type=float, help="weight of the new data's mean loss (default: as if simply added)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds to repeat over (e.g. 0 1 2 3 4)")
+    p.add_argument("--split", default="val", help="where error slices are found")
+    p.add_argument("--eval-split", default="test", help="held-out split for before and after")
+    p.add_argument("--by-class", action="store_true", help="slice by the class too")
+    p.add_argument("--top", type=int, default=10, help="error slices compared (planted ones are added)")
+    p.add_argument("--select-only", action="store_true", help="only select (and --export); no retraining")
+    p.add_argument("--export", help="write the selection to this .csv or .parquet file")
+    p.add_argument("--no-record", action="store_true", help="do not store the retrained models' predictions")
+    p.set_defaults(handler=cmd_repair)
+
+    p = sub.add_parser("generate", help="generate images for the error slices and store them as the split "
+                       "'generated'")
+    p.add_argument("project")
+    p.add_argument("--model", help="model whose error slices are used (default: the first)")
+    p.add_argument("--generator", default="shape-world renderer",
+                   help="'shape-world renderer' (demo), 'diffusers:<hub id or folder>' or 'openai:<model>'")
+    p.add_argument("--prompts", default="hibug", choices=["hibug", "backgrounds"],
+                   help="HiBug's slice template, or uncommon backgrounds (Chegini and Feizi)")
+    p.add_argument("--images", type=int, default=100, help="images in all, split over prompts by failures")
+    p.add_argument("--top", type=int, default=5, help="hibug prompts: error slices used")
+    p.add_argument("--llm", action="store_true", help="backgrounds: list them with a language model")
+    _add_llm_arguments(p)
+    p.add_argument("--encoder", default="conse", help="backgrounds: zero-shot encoder")
+    p.add_argument("--steps", type=int, default=25, help="diffusers: denoising steps")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dry-run", action="store_true", help="print the prompts only")
+    p.set_defaults(handler=cmd_generate)
+
+    p = sub.add_parser("failure-search", help="generative failure search: captions of failures that make the model "
+                       "fail significantly more often (Wiles et al.)")
+    p.add_argument("project")
+    p.add_argument("--label", required=True, help="class to search")
+    p.add_argument("--model", help="model (the project must hold its network; default: the first)")
+    p.add_argument("--baseline", help="baseline prompt (default: 'A photo of a <label>')")
+    p.add_argument("--generator", default="shape-world renderer")
+    p.add_argument("--captioner", default="renderer", choices=["renderer", "llm"],
+                   help="'renderer': the shape-world renderer's scene description; 'llm': a multimodal LLM")
+    _add_llm_arguments(p)
+    p.add_argument("--baseline-images", type=int, default=64)
+    p.add_argument("--images", type=int, default=32, help="images per caption tested")
+    p.add_argument("--captions", type=int, default=8, help="failures captioned")
+    p.add_argument("--steps", type=int, default=25)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(handler=cmd_failure_search)
 
     for name, help_text in (("serve", "open the dashboard on a project"),
                             ("demo", "build the demo project if needed and open the dashboard on it")):

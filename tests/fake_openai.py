@@ -62,7 +62,8 @@ class FakeOpenAIServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
-                    status, payload = server.reply(body, number)
+                    status, payload = (server.image_reply(body, number) if self.path.endswith("/images/generations")
+                                       else server.reply(body, number))
                 finally:
                     with server._lock:
                         server.in_flight -= 1
@@ -86,6 +87,17 @@ class FakeOpenAIServer:
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def image_reply(self, body: dict, number: int) -> tuple[int, dict]:
+        """The images API: a flat image in the first colour word of the prompt (grey without one)."""
+        if self.mode == "http500":
+            return 500, {"error": {"message": "model crashed", "type": "server_error"}}
+        words = re.findall(r"[a-z]+", body["prompt"].lower())
+        colour = next((w for w in words if w in ("red", "green", "blue")), None)
+        fill = {"red": (220, 30, 30), "green": (30, 200, 40), "blue": (30, 40, 220)}.get(colour, (128, 128, 128))
+        buffer = io.BytesIO()
+        Image.new("RGB", (32, 32), fill).save(buffer, format="PNG")
+        return 200, {"created": number, "data": [{"b64_json": base64.b64encode(buffer.getvalue()).decode("ascii")}]}
 
     def reply(self, body: dict, number: int) -> tuple[int, dict]:
         time.sleep(self.delay_s)

@@ -89,7 +89,6 @@ def tiny_diffusion_folder(seed: int = 0, root: Path | None = None) -> Path:
     real diffusers code path (it draws noise, not pictures)."""
 
     def build(staging: Path) -> None:
-        import hibug_core.torch_compat  # noqa: F401  (diffusers imports torchvision)
         import torch
         from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
         from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer

@@ -135,7 +135,6 @@ class DiffusersGenerator:
     width: int | None = None
 
     def __post_init__(self):
-        import hibug_core.torch_compat  # noqa: F401  (diffusers imports torchvision)
         import torch
 
         try:

@@ -153,3 +153,34 @@ def images_per_prompt(prompts: pd.DataFrame, n_images: int) -> np.ndarray:
     from hibug_core.repair.selection import apportion
 
     return apportion(prompts["weight"].to_numpy(float), n_images, np.full(len(prompts), n_images))
+
+
+PROMPT_METHODS = ("hibug", "backgrounds")
+
+
+def build_prompts(project, method: str = "hibug", *, model: str | None = None, split: str = "val", top: int = 5,
+                  k: int = 3, llm=None, api_key: str | None = None, encoder: str = "conse",
+                  progress=None) -> pd.DataFrame:
+    """Prompts for the project's error slices: HiBug's template over the top slices, or uncommon backgrounds assigned
+    to the validation failures with `encoder` (embedding what is missing)."""
+    from hibug_core.slices.report import error_slices
+
+    report = error_slices(project, model, split=split)
+    if method == "hibug":
+        from hibug_core.store.attribute_versions import latest_version, load_schema
+
+        return hibug_prompts(report, load_schema(project) if latest_version(project) is not None else None, top=top)
+    if method != "backgrounds":
+        raise PromptError(f"unknown prompt method '{method}'; choose one of {', '.join(PROMPT_METHODS)}")
+    from hibug_core.embeddings.base import normalize_rows
+    from hibug_core.embeddings.compute import embed_project
+    from hibug_core.embeddings.registry import load_encoder
+
+    classes = sorted(report.evaluation["label"].astype(str).unique())
+    backgrounds = uncommon_backgrounds(classes, llm=llm, api_key=api_key)
+    loaded = load_encoder(encoder)
+    failing = report.evaluation.index[report.evaluation["error"] > 0.5]
+    embedded = embed_project(project, loaded, sample_ids=failing, **({"progress": progress} if progress else {}))
+    embeddings = pd.DataFrame(normalize_rows(np.asarray(embedded.embedding, np.float32)), index=embedded.sample_ids)
+    return background_prompts(report, backgrounds, embeddings,
+                              lambda texts: normalize_rows(np.asarray(loaded.encode_texts(texts), np.float32)), k=k)

@@ -1,0 +1,397 @@
+"""Repair: selection on hand-computed examples, prompt builders, generators (the real diffusers code path with a tiny
+random pipeline), stored generated images, lambda-weighted retraining, per-slice comparison and failure search."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from fake_openai import FakeOpenAIServer
+from hibug_core.attributes import Attribute, AttributeSchema
+from hibug_core.errors import ModelLoadError
+from hibug_core.ingest import load_manifest
+from hibug_core.repair.compare import mcnemar_p, slice_changes
+from hibug_core.repair.failure_search import (FailureSearchConfig, failure_search, reductions)
+from hibug_core.repair.generated import generate_for_prompts, generated_images
+from hibug_core.repair.generators import (DiffusersGenerator, OpenAIImagesGenerator, ShapeWorldRenderer,
+                                          render_scene, scene_from_prompt)
+from hibug_core.repair.prompts import (background_prompts, hibug_prompts, images_per_prompt, slice_prompt,
+                                       uncommon_backgrounds)
+from hibug_core.repair.runs import repair_runs
+from hibug_core.repair.selection import (SelectionConfig, SelectionError, apportion, export_selection,
+                                         resolve_budget, select_pool)
+from hibug_core.slices.report import error_slices
+from hibug_core.slices.search import SliceConfig, TagMatrix, describe, slice_id
+from hibug_core.store.project import Project
+
+# Validation: (colour, shape, images, failures); pool: (colour, shape, confidences).
+VAL = [("blue", "circle", 5, 5), ("blue", "square", 5, 3), ("red", "circle", 15, 1), ("red", "square", 15, 1)]
+POOL = [("blue", "circle", (0.9, 0.2, 0.5)), ("blue", "square", (0.4, 0.8, 0.6)),
+        ("red", "circle", (0.95, 0.3, 0.7, 0.1)), ("red", "square", (0.35, 0.45, 0.55, 0.65))]
+
+
+@pytest.fixture
+def slice_project(tmp_path: Path):
+    """40 validation images whose failures sit in blue (8 of 10) and red circles (1 of 15), and 14 pool images with
+    known confidences; one tiny image file serves them all."""
+    Image.new("RGB", (8, 8), (200, 200, 200)).save(tmp_path / "x.png")
+    rows = []
+    for colour, shape, n, failures in VAL:
+        for i in range(n):
+            rows.append({"id": f"v-{colour}-{shape}-{i}", "image": "x.png", "label": "a", "split": "val",
+                         "prediction": "b" if i < failures else "a", "confidence": 0.5,
+                         "attr:color": colour, "attr:shape": shape})
+    for colour, shape, confidences in POOL:
+        for i, c in enumerate(confidences):
+            rows.append({"id": f"p-{colour}-{shape}-{i}", "image": "x.png", "label": "", "split": "pool",
+                         "prediction": "a", "confidence": c, "attr:color": colour, "attr:shape": shape})
+    rows.append({"id": "t-0", "image": "x.png", "label": "a", "split": "train", "prediction": "a", "confidence": 0.9,
+                 "attr:color": "red", "attr:shape": "square"})
+    pd.DataFrame(rows).to_csv(tmp_path / "manifest.csv", index=False)
+    project = Project.create_from_manifest(tmp_path / "project", load_manifest(tmp_path / "manifest.csv"))
+    yield project
+    project.close()
+
+
+def _pool_names(project, selection: pd.DataFrame) -> list[str]:
+    return list(project.samples(sample_ids=selection.index)["sample_key"])
+
+
+def test_apportion_splits_by_weight_and_passes_on_what_a_full_slice_cannot_take():
+    assert apportion(np.array([3, 1]), 10, np.array([100, 100])).tolist() == [8, 2]  # 7.5/2.5: ties go to the first
+    assert apportion(np.array([3, 1]), 10, np.array([5, 100])).tolist() == [5, 5]
+    # A slice with no images takes no share: 6 * (5, 8, 6) / 19 = 1.58, 2.53, 1.89 -> 1, 2, 1 and the two largest
+    # remainders (1.89, 1.58) get one more.
+    assert apportion(np.array([5, 8, 3, 6]), 6, np.array([3, 3, 0, 4])).tolist() == [2, 2, 0, 2]
+    assert apportion(np.array([1, 1]), 10, np.array([2, 3])).tolist() == [2, 3]  # more budget than images
+
+
+def test_resolve_budget_counts_and_shares():
+    assert resolve_budget(0.1, 1378) == 138 and resolve_budget(25, 1378) == 25
+    with pytest.raises(SelectionError, match="selects nothing"):
+        resolve_budget(0.001, 100)
+    with pytest.raises(SelectionError, match="positive"):
+        resolve_budget(0, 100)
+
+
+def test_hibug_selection_takes_slices_by_error_rate_until_beta_and_splits_the_budget_by_failures(slice_project):
+    report = error_slices(slice_project, config=SliceConfig(max_depth=2, min_support=5))
+    # Worse than the 75% overall, by error rate: blue & circle (5/5), blue (8/10), blue & square (3/5), circle
+    # (6/20); blue covers 8 of the 10 failures, circle adds the red circle's: 9 >= 0.9 * 10. Each pool image goes to
+    # the first slice it is in, so blue & square owns none; quotas of 6 by failures 5, 8, 3, 6 over capacities
+    # 3, 3, 0, 4 are 2, 2, 0, 2 (see test_apportion).
+    selection = select_pool(report, SelectionConfig(method="hibug", budget=6, beta=0.9))
+    assert _pool_names(slice_project, selection) == [
+        "p-blue-circle-1", "p-blue-circle-2",  # the least confident blue circles
+        "p-blue-square-0", "p-blue-square-2",  # blue squares, for "blue"
+        "p-red-circle-3", "p-red-circle-1",  # red circles, for "circle"
+    ]
+    assert list(selection["slice"]) == ["color = blue & shape = circle"] * 2 + ["color = blue"] * 2 + \
+        ["shape = circle"] * 2
+    assert selection.attrs == {"budget": 6, "unspent": 0}
+    assert selection["confidence"].tolist() == [0.2, 0.5, 0.4, 0.6, 0.1, 0.3]
+
+
+def test_hibug2_selection_fills_the_budget_from_the_worst_slice_down(slice_project):
+    report = error_slices(slice_project, config=SliceConfig(max_depth=2, min_support=5))
+    definitions = [(("color", "blue"), ("shape", "circle")), (("shape", "circle"),)]
+    report.slices = pd.DataFrame({"definition": definitions, "slice_id": [slice_id(d) for d in definitions],
+                                  "score": [0.0, 0.7]})
+    selection = select_pool(report, SelectionConfig(method="hibug2", budget=6))
+    assert _pool_names(slice_project, selection) == [
+        "p-blue-circle-1", "p-blue-circle-2", "p-blue-circle-0",  # all of the worst slice, least confident first
+        "p-red-circle-3", "p-red-circle-1", "p-red-circle-2"]  # then the next slice's least confident
+
+
+def test_baselines_random_and_uncertainty(slice_project, tmp_path):
+    report = error_slices(slice_project, config=SliceConfig(max_depth=2, min_support=5))
+    uncertain = select_pool(report, SelectionConfig(method="uncertainty", budget=3))
+    assert uncertain["confidence"].tolist() == [0.1, 0.2, 0.3]
+    first = select_pool(report, SelectionConfig(method="random", budget=5, seed=3))
+    again = select_pool(report, SelectionConfig(method="random", budget=5, seed=3))
+    other = select_pool(report, SelectionConfig(method="random", budget=5, seed=4))
+    assert first.index.tolist() == again.index.tolist() != other.index.tolist()
+    assert first.index.is_unique and set(first["split"]) == {"pool"} and first["slice"].isna().all()
+    for suffix in ("csv", "parquet"):
+        written = export_selection(first, tmp_path / f"selection.{suffix}")
+        back = pd.read_csv(written) if suffix == "csv" else pd.read_parquet(written)
+        assert back["sample_id"].tolist() == first.index.tolist()
+        assert list(back.columns) == ["sample_id", "image_path", "split", "slice_id", "slice", "reason",
+                                      "confidence", "order"]
+    with pytest.raises(SelectionError, match=".csv or .parquet"):
+        export_selection(first, tmp_path / "selection.xlsx")
+    with pytest.raises(SelectionError, match="unknown selection method"):
+        select_pool(report, SelectionConfig(method="greedy"))
+
+
+def test_mcnemar_and_slice_changes_on_a_hand_example():
+    before = np.array([1, 1, 0, 0, 0, 0], bool)
+    after = np.array([1, 0, 1, 1, 1, 1], bool)
+    assert mcnemar_p(before, after) == pytest.approx(12 / 32)  # 4 fixed, 1 broken: P(X <= 1 or X >= 4), n = 5
+    assert mcnemar_p(before, before) == 1.0
+    tags = TagMatrix.from_frame(pd.DataFrame({"color": ["red", "red", "blue", "blue", "blue", "blue"]},
+                                             dtype="category"))
+    worse_before = np.ones(40, bool)
+    worse_after = np.r_[np.zeros(10, bool), np.ones(30, bool)]
+    table = slice_changes(tags, before, after, [(("color", "blue"),), (("color", "green"),)])
+    assert table["slice"].tolist() == ["all held-out images", "color = blue", "color = green"]
+    assert table["n"].tolist() == [6, 4, 0]
+    assert table["before"].iloc[:2].tolist() == [pytest.approx(2 / 6), 0.0]
+    assert table["after"].iloc[:2].tolist() == [pytest.approx(5 / 6), 1.0]
+    assert table["verdict"].tolist() == ["no significant change", "no significant change", "no images"]
+    many = slice_changes(TagMatrix.from_frame(pd.DataFrame({"c": ["x"] * 40}, dtype="category")), worse_before,
+                         worse_after, [])
+    assert many["verdict"].iat[0] == "worse" and many["p_value"].iat[0] == pytest.approx(2 / 2 ** 10)
+
+
+def test_slice_prompt_fills_hibugs_template_from_the_schema():
+    schema = AttributeSchema(attributes=(
+        Attribute(name="color", tags=("red", "orange", "blue")),
+        Attribute(name="is wearing glasses", kind="binary", tags=("yes", "no")),
+        Attribute(name="background", group="background", tags=("snow", "street")),
+        Attribute(name="is the background cluttered", kind="binary", group="background", tags=("yes", "no")),
+        Attribute(name="image style", group="global", tags=("photo", "drawing"))))
+    definition = (("color", "red"), ("is wearing glasses", "yes"), ("background", "snow"))
+    assert slice_prompt(definition, "person", schema) == \
+        "A photo of a red person that is wearing glasses, in a snow background"
+    assert slice_prompt((("color", "orange"), ("is wearing glasses", "no")), "cat", schema) == \
+        "A photo of an orange cat that is not wearing glasses"
+    assert slice_prompt((("is the background cluttered", "yes"),), "dog", schema) == \
+        "A photo of a dog, in a cluttered background"
+    assert slice_prompt((("image style", "drawing"), ("size", "small"), ("horizontal position", "left")),
+                        "triangle", schema) == "A photo of a small triangle at the left, drawing image style"
+    # The class condition and attributes equal to the label name the class; "not visible" says nothing.
+    assert slice_prompt((("class", "dog"), ("shape", "dog"), ("color", "not visible")), "dog", schema,
+                        label_like=("shape",)) == "A photo of a dog"
+
+
+def test_hibug_prompts_on_the_demo_slices_and_images_per_prompt(demo_project):
+    with Project.open(demo_project) as project:
+        report = error_slices(project)
+    prompts = hibug_prompts(report, top=3)
+    assert prompts["prompt"].tolist() == ["A photo of a blue triangle", "A photo of a blue rectangle",
+                                          "A photo of a blue rectangle", "A photo of a blue triangle"]
+    assert prompts["label"].tolist() == ["triangle", "rectangle", "rectangle", "triangle"]
+    assert prompts["slice"].tolist()[:2] == ["shape = triangle & color = blue", "shape = rectangle & color = blue"]
+    assert images_per_prompt(pd.DataFrame({"weight": [3.0, 1.0]}), 10).tolist() == [8, 2]
+
+
+def test_background_prompts_assign_each_failure_its_nearest_background():
+    evaluation = pd.DataFrame({"label": ["dog", "dog", "dog", "cat"], "error": [1.0, 1.0, 0.0, 1.0]},
+                              index=[10, 11, 12, 13])
+
+    class Report:
+        pass
+
+    report = Report()
+    report.evaluation = evaluation
+    embeddings = pd.DataFrame([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.0, 1.0]], index=[10, 11, 12, 13])
+    vectors = {"a photo of a dog in the snow": [1, 0], "a photo of a dog underwater": [0, 1],
+               "a photo of a cat in the snow": [1, 0], "a photo of a cat underwater": [0, 1]}
+    prompts = background_prompts(report, {"dog": ["in the snow", "underwater"], "cat": ["in the snow", "underwater"]},
+                                 embeddings, lambda texts: np.array([vectors[t] for t in texts], float), k=1)
+    assert prompts[["prompt", "label", "weight"]].values.tolist() == [
+        ["A photo of a cat underwater", "cat", 1.0], ["A photo of a dog in the snow", "dog", 2.0]]
+
+
+def test_uncommon_backgrounds_from_the_local_llm_server_and_from_the_built_in_list():
+    from hibug_core.llm.client import LLMConfig
+    from hibug_core.repair.prompts import DEFAULT_BACKGROUNDS, PromptError
+
+    assert uncommon_backgrounds(["dog"]) == {"dog": list(DEFAULT_BACKGROUNDS)}
+    with FakeOpenAIServer() as server:
+        config = LLMConfig(base_url=server.url, model="fake", attempts=2)
+        server.text_replies = ["not json at all",
+                               json.dumps({"backgrounds": {"dog": ["on the moon", " in  a library "],
+                                                           "cat": ["underwater"]}})]
+        assert uncommon_backgrounds(["dog", "cat"], llm=config) == {"dog": ["on the moon", "in a library"],
+                                                                    "cat": ["underwater"]}
+        assert "could not be used" in server.requests[1]["messages"][-1]["content"]  # told what was wrong
+        server.text_replies = [json.dumps({"backgrounds": {"dog": ["on the moon"]}})]
+        with pytest.raises(PromptError, match="no backgrounds for cat"):
+            uncommon_backgrounds(["dog", "cat"], llm=config)
+        server.mode = "http500"
+        with pytest.raises(PromptError, match="built-in backgrounds"):
+            uncommon_backgrounds(["dog"], llm=LLMConfig(base_url=server.url, model="fake", transport_retries=0))
+
+
+def test_shape_world_renderer_draws_what_the_prompt_says():
+    from hibug_core.demo.easyvqa import measure_geometry
+
+    assert scene_from_prompt("A photo of a small blue square at the top left", 0) == {
+        "shape": "rectangle", "color": "blue", "size": "small", "horizontal position": "left",
+        "vertical position": "top"}
+    for seed in range(60):
+        scene = scene_from_prompt("a shape", seed)
+        image = render_scene(scene, seed)
+        assert image.size == (64, 64)
+        assert measure_geometry(np.asarray(image)) == {k: scene[k] for k in
+                                                       ("size", "horizontal position", "vertical position")}
+    renderer = ShapeWorldRenderer()
+    first, second = renderer.generate(["a red circle", "a red circle"], [1, 2])
+    assert np.asarray(first).tobytes() != np.asarray(second).tobytes()
+    assert np.asarray(renderer.generate(["a red circle"], [1])[0]).tobytes() == np.asarray(first).tobytes()
+
+
+@pytest.mark.slow
+def test_diffusers_pipeline_runs_seeded_and_says_how_to_provide_missing_weights(tmp_path, monkeypatch):
+    monkeypatch.setenv("HIBUG_CACHE", str(tmp_path / "cache"))
+    generator = DiffusersGenerator("tiny-random", steps=2, height=32, width=32)
+    assert generator.name == "diffusers:tiny-random" and generator.device == "cpu"
+    images = generator.generate(["a red circle", "a blue square", "a red circle"], [1, 2, 1])
+    assert [image.size for image in images] == [(32, 32)] * 3
+    pixels = [np.asarray(image) for image in images]
+    assert (pixels[0] == pixels[2]).all() and not (pixels[0] == pixels[1]).all()
+    with pytest.raises(ModelLoadError, match="huggingface-cli download"):
+        DiffusersGenerator(str(tmp_path / "no-such-folder"))
+    with pytest.raises(ModelLoadError, match="no diffusion weights for 'someone/not-downloaded'"):
+        DiffusersGenerator("someone/not-downloaded")
+
+
+def test_openai_images_generator_against_the_local_server():
+    with FakeOpenAIServer() as server:
+        generator = OpenAIImagesGenerator("gpt-image-1", size="256x256", base_url=server.url)
+        images = generator.generate(["a red apple", "a blue car"], [0, 1])
+        assert [image.getpixel((0, 0)) for image in images] == [(220, 30, 30), (30, 40, 220)]
+        assert server.requests[0]["prompt"] == "a red apple" and "response_format" not in server.requests[0]
+        server.mode = "http500"
+        with pytest.raises(ModelLoadError, match="images API"):
+            OpenAIImagesGenerator("dall-e-2", base_url=server.url).generate(["x"], [0])
+
+
+def test_generated_images_are_stored_as_a_split_with_prompt_slice_and_seed(slice_project):
+    prompts = pd.DataFrame({"prompt": ["a small blue triangle", "a red circle"], "label": ["a", "b"],
+                            "slice_id": ["s1", None], "slice": ["color = blue", "x"], "weight": [3.0, 1.0]})
+    before = slice_project.split_counts()
+    run_id = generate_for_prompts(slice_project, ShapeWorldRenderer(), prompts, 8, seed=2, author="ana")
+    stored = generated_images(slice_project)
+    assert len(stored) == 8 and slice_project.split_counts() == {**before, "generated": 8}
+    assert stored["prompt"].tolist() == ["a small blue triangle"] * 6 + ["a red circle"] * 2
+    assert stored["label"].tolist() == ["a"] * 6 + ["b"] * 2
+    assert stored["seed"].tolist() == [2_000_006 + i for i in range(8)]
+    assert stored["slice_id"].tolist()[:6] == ["s1"] * 6 and stored["slice_id"].isna().sum() == 2
+    assert all(Path(p).exists() for p in stored["image_path"])
+    runs = repair_runs(slice_project, "generation")
+    assert runs["id"].tolist() == [run_id] and runs["result"].iat[0]["images"] == 8 and runs["author"].iat[0] == "ana"
+
+    class Broken(ShapeWorldRenderer):
+        def generate(self, prompts, seeds):
+            raise ModelLoadError("the generator fell over")
+
+    with pytest.raises(ModelLoadError):
+        generate_for_prompts(slice_project, Broken(), prompts, 4)
+    assert slice_project.split_counts() == {**before, "generated": 8}  # nothing of the failed run
+
+
+def test_weighted_linear_head_is_the_mean_loss_sum():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    from hibug_core.repair.retrain import weighted_linear_head
+
+    rng = np.random.default_rng(0)
+    x, x_new = rng.normal(size=(40, 3)), rng.normal(size=(40, 3)) + 1
+    y, y_new = (x[:, 0] > 0).astype(int), (x_new[:, 1] > 1).astype(int)
+    # Equal sizes and lambda 1: every sample weighs 1, the same as training on both sets together.
+    head = weighted_linear_head(x, y, x_new, y_new, 1.0)
+    both = np.concatenate([x, x_new])
+    plain = LogisticRegression(max_iter=2000).fit(StandardScaler().fit_transform(both), np.r_[y, y_new])
+    assert np.allclose(head[-1].coef_, plain.coef_, atol=1e-4)
+    # Lambda moves the decision towards the new data: contradicting labels win once they weigh enough.
+    flipped = 1 - y[:10]
+    assert (weighted_linear_head(x, y, x[:10], flipped, 0.01).predict(x[:10]) == y[:10]).mean() > 0.8
+    assert (weighted_linear_head(x, y, x[:10], flipped, 10.0).predict(x[:10]) == flipped).mean() > 0.8
+
+
+def test_fine_tuning_leaves_the_original_and_ignores_new_data_at_lambda_zero():
+    import torch
+
+    from hibug_core.demo.shapes_model import FineTuneConfig, build_network, fine_tune_shape_cnn
+
+    torch.manual_seed(0)
+    network = build_network(3)
+    original = [p.detach().clone() for p in network.parameters()]
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 255, (32, 64, 64, 3), dtype=np.uint8)
+    labels = rng.integers(0, 3, 32)
+    new_images, new_labels = images[:8], (labels[:8] + 1) % 3
+    config = FineTuneConfig(epochs=2, batch_size=16)
+    none = fine_tune_shape_cnn(network, images, labels, new_images[:0], new_labels[:0], 1.0, config)
+    zero = fine_tune_shape_cnn(network, images, labels, new_images, new_labels, 0.0, config)
+    weighted = fine_tune_shape_cnn(network, images, labels, new_images, new_labels, 1.0, config)
+    assert all(torch.equal(a, b) for a, b in zip(original, network.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(none.parameters(), zero.parameters()))
+    assert not all(torch.equal(a, b) for a, b in zip(none.parameters(), weighted.parameters()))
+
+
+def test_failure_search_keeps_captions_that_fail_more_and_refines_them():
+    class Scenes:
+        """Generates the renderer's scenes (not pixels), so the classifier can read them."""
+
+        name = "scenes"
+
+        def generate(self, prompts, seeds):
+            return [scene_from_prompt(p, s) for p, s in zip(prompts, seeds)]
+
+    class Caption:
+        name = "scene description"
+
+        def caption(self, scene, prompt, seed):
+            return ShapeWorldRenderer.describe(prompt, seed)
+
+    def predict(scenes):  # a model that calls every blue shape a circle
+        return ["circle" if s["color"] == "blue" else s["shape"] for s in scenes]
+
+    table = failure_search(Scenes(), predict, Caption(), "triangle",
+                           config=FailureSearchConfig(baseline_images=64, images_per_caption=24, captions=4))
+    assert table["origin"].iat[0] == "baseline" and table["caption"].iat[0] == "A photo of a triangle"
+    kept = table[table["significant"]]
+    assert len(kept) and kept["caption"].str.contains("blue").all()
+    assert (kept["failure_rate"] == 1.0).all()
+    assert "A blue triangle." in set(kept["caption"])  # refined: the other sentence and the size dropped
+    assert not table.loc[table["caption"] == "A triangle.", "significant"].any()
+    assert reductions("A small blue triangle. It is at the top.", "triangle") == [
+        "A small blue triangle.", "A blue triangle. It is at the top.", "A small triangle. It is at the top."]
+
+
+@pytest.mark.slow
+def test_repair_loop_on_the_demo_records_models_and_compares_slice_by_slice(demo_project, tmp_path):
+    from hibug_core.demo.shapes_model import FineTuneConfig
+    from hibug_core.repair.loop import RepairConfig, run_repair
+    from hibug_core.repair.retrain import RetrainConfig
+
+    folder = tmp_path / "demo"
+    shutil.copytree(demo_project, folder)
+    with Project.open(folder) as project:
+        config = RepairConfig(selection=SelectionConfig(budget=40), seeds=(0,),
+                              retrain=RetrainConfig(fine_tune=FineTuneConfig(epochs=1)))
+        result = run_repair(project, config, author="ana")
+        assert result.runs["method"].tolist() == ["hibug", "random", "no new data"]
+        assert result.runs["new_images"].tolist() == [40, 40, 0]
+        assert set(project.models()) == {"shape-cnn", *result.runs["model"]}
+        assert set(result.summary.loc[result.summary["planted"], "slice"]) == {"color = blue",
+                                                                               "size = small & shape = triangle"}
+        overall = result.changes[result.changes["slice"] == "all held-out images"]
+        assert (overall["n"] == 800).all()
+        repaired = project.samples(result.runs["model"].iat[0])
+        assert repaired["prediction"].notna().all()
+        stored = repair_runs(project, "retrain")
+        assert stored["result"].iat[0]["summary"] and stored["author"].iat[0] == "ana"
+
+
+def test_retraining_refuses_unlabeled_new_data_and_a_missing_network(slice_project):
+    from hibug_core.repair.retrain import RetrainConfig, RetrainError, retrain
+
+    samples = slice_project.samples()
+    model = slice_project.models()[0]
+    with pytest.raises(RetrainError, match="4 of the new samples have no label.*import the labels"):
+        retrain(slice_project, model, samples.index[samples["split"] == "pool"][:4])
+    with pytest.raises(RetrainError, match="holds no network.*linear head on stored embeddings"):
+        retrain(slice_project, model, samples.index[samples["split"] == "val"][:4])
+    with pytest.raises(RetrainError, match="unknown retraining method"):
+        retrain(slice_project, model, [], RetrainConfig(method="magic"))
