@@ -227,8 +227,7 @@ def _llm_config(args):
 
 def cmd_repair(args) -> int:
     from hibug_core.bench.summary import markdown_table
-    from hibug_core.repair.loop import RepairConfig, run_repair
-    from hibug_core.repair.retrain import RetrainConfig
+    from hibug_core.repair.loop import repair_config, run_repair
     from hibug_core.repair.selection import SelectionConfig, export_selection, select_pool
     from hibug_core.slices.report import error_slices
     from hibug_core.slices.search import SliceConfig
@@ -245,12 +244,11 @@ def cmd_repair(args) -> int:
             if args.export:
                 print(f"written to {export_selection(chosen, args.export)}")
             return 0
-        config = RepairConfig(
-            model=args.model, data=args.data, selection=selection,
-            baseline=None if args.baseline == "none" else args.baseline, control=not args.no_control,
-            retrain=RetrainConfig(method=args.retrain, lam=args.lam, features=args.features),
-            seeds=tuple(args.seeds), slice_split=args.split, eval_split=args.eval_split, slices=slices,
-            top_slices=args.top, record_models=not args.no_record)
+        config = repair_config({
+            "model": args.model, "method": args.method, "budget": args.budget, "beta": args.beta,
+            "baseline": args.baseline, "control": not args.no_control, "data": args.data, "retrain": args.retrain,
+            "lam": args.lam, "features": args.features, "seeds": args.seeds, "split": args.split,
+            "eval_split": args.eval_split, "by_class": args.by_class, "top": args.top, "record": not args.no_record})
         report, close = _progress()
         try:
             result = run_repair(project, config, progress=report)
@@ -296,23 +294,21 @@ def cmd_generate(args) -> int:
 
 
 def cmd_failure_search(args) -> int:
-    from hibug_core.repair.failure_search import (FailureSearchConfig, LLMCaptioner, RendererCaption,
-                                                  failure_search, network_predictor)
-    from hibug_core.repair.generators import load_generator
+    from hibug_core.jobs.kinds import search_failures
+    from hibug_core.repair.runs import repair_runs
     from hibug_core.store.project import Project
 
+    params = {"label": args.label, "model": args.model, "baseline": args.baseline, "generator": args.generator,
+              "captioner": args.captioner, "images": args.images, "captions": args.captions, "seed": args.seed,
+              "steps": args.steps, "llm": {"model": args.llm_model, "base_url": args.llm_base_url}}
     with Project.open(args.project) as project:
-        model = args.model or project.models()[0]
-        predict = network_predictor(project, model)
-    generator = load_generator(args.generator, steps=args.steps)
-    captioner = LLMCaptioner(_llm_config(args)) if args.captioner == "llm" else RendererCaption()
-    config = FailureSearchConfig(baseline_images=args.baseline_images, images_per_caption=args.images,
-                                 captions=args.captions, seed=args.seed)
-    table = failure_search(generator, predict, captioner, args.label, baseline_prompt=args.baseline, config=config)
-    for _, row in table.iterrows():
+        run_id = search_failures(project, params, lambda *_: None)["run"]
+        runs = repair_runs(project, "failure search")
+    for row in runs.loc[runs["id"] == run_id, "result"].iat[0]["table"]:
         mark = "*" if row["significant"] else " "
         print(f"{mark} {row['failure_rate']:6.1%} ({row['failures']}/{row['images']})  {row['caption']}")
-    print("* failure rate significantly above the baseline (first row), FDR 5% over every caption tested")
+    print(f"* failure rate significantly above the baseline (first row), FDR 5% over every caption tested; "
+          f"stored as repair run {run_id}")
     return 0
 
 
@@ -625,7 +621,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--captioner", default="renderer", choices=["renderer", "llm"],
                    help="'renderer': the shape-world renderer's scene description; 'llm': a multimodal LLM")
     _add_llm_arguments(p)
-    p.add_argument("--baseline-images", type=int, default=64)
     p.add_argument("--images", type=int, default=32, help="images per caption tested")
     p.add_argument("--captions", type=int, default=8, help="failures captioned")
     p.add_argument("--steps", type=int, default=25)

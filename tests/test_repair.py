@@ -16,7 +16,7 @@ from hibug_core.attributes import Attribute, AttributeSchema
 from hibug_core.errors import ModelLoadError
 from hibug_core.ingest import load_manifest
 from hibug_core.repair.compare import mcnemar_p, slice_changes
-from hibug_core.repair.failure_search import (FailureSearchConfig, failure_search, reductions)
+from hibug_core.repair.failure_search import FailureSearchConfig, failure_search, reductions
 from hibug_core.repair.generated import generate_for_prompts, generated_images
 from hibug_core.repair.generators import (DiffusersGenerator, OpenAIImagesGenerator, ShapeWorldRenderer,
                                           render_scene, scene_from_prompt)
@@ -26,7 +26,7 @@ from hibug_core.repair.runs import repair_runs
 from hibug_core.repair.selection import (SelectionConfig, SelectionError, apportion, export_selection,
                                          resolve_budget, select_pool)
 from hibug_core.slices.report import error_slices
-from hibug_core.slices.search import SliceConfig, TagMatrix, describe, slice_id
+from hibug_core.slices.search import SliceConfig, TagMatrix, slice_id
 from hibug_core.store.project import Project
 
 # Validation: (colour, shape, images, failures); pool: (colour, shape, confidences).

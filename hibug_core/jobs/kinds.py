@@ -55,3 +55,64 @@ def embedding_map(project, params: dict, progress) -> dict:
     config = MapConfig(method=params.get("method", MapConfig.method))
     layout = compute_map(project, encoder, sample_ids=ids, config=config, progress=progress)
     return {"encoder": encoder, "points": len(layout)}
+
+
+def generate(project, params: dict, progress) -> dict:
+    """params: generator, images, seed, steps, and either prompts (rows with prompt, label, slice_id, slice, weight:
+    edited on the page) or method (hibug / backgrounds) with top, encoder and llm {base_url, model}."""
+    import pandas as pd
+
+    from hibug_core.repair.generated import generate_for_prompts
+    from hibug_core.repair.generators import load_generator
+    from hibug_core.repair.prompts import build_prompts
+
+    if params.get("prompts"):
+        prompts = pd.DataFrame(params["prompts"])
+    else:
+        llm = None
+        if params.get("llm"):
+            from hibug_core.llm.client import LLMConfig
+
+            llm = LLMConfig.from_env(**params["llm"])
+        prompts = build_prompts(project, params.get("method", "hibug"), model=params.get("model"),
+                                top=int(params.get("top", 5)), llm=llm, encoder=params.get("encoder", DEFAULT_ENCODER),
+                                progress=progress)
+    generator = load_generator(params.get("generator", "shape-world renderer"), steps=int(params.get("steps", 25)))
+    run_id = generate_for_prompts(project, generator, prompts, int(params.get("images", 100)),
+                                  seed=int(params.get("seed", 0)), author=params.get("author"), progress=progress)
+    return {"run": run_id, "images": int(params.get("images", 100)), "generator": generator.name}
+
+
+def repair(project, params: dict, progress) -> dict:
+    """params: see hibug_core.repair.loop.repair_config."""
+    from hibug_core.repair.loop import repair_config, run_repair
+
+    result = run_repair(project, repair_config(params), author=params.get("author"), progress=progress)
+    return {"run": result.run_id, "models": len(result.runs)}
+
+
+def search_failures(project, params: dict, progress) -> dict:
+    """params: label, model, generator, captioner (renderer / llm), llm {base_url, model}, baseline, images, captions,
+    seed. The table is kept as a repair run of kind "failure search"."""
+    from hibug_core.repair.failure_search import (FailureSearchConfig, LLMCaptioner, RendererCaption,
+                                                  failure_search, network_predictor)
+    from hibug_core.repair.generators import load_generator
+    from hibug_core.repair.runs import finish_run, start_run
+
+    predict = network_predictor(project, params.get("model") or project.models()[0])
+    generator = load_generator(params.get("generator", "shape-world renderer"), steps=int(params.get("steps", 25)))
+    if params.get("captioner") == "llm":
+        from hibug_core.llm.client import LLMConfig
+
+        captioner = LLMCaptioner(LLMConfig.from_env(**(params.get("llm") or {})))
+    else:
+        captioner = RendererCaption()
+    config = FailureSearchConfig(images_per_caption=int(params.get("images", 32)),
+                                 captions=int(params.get("captions", 8)), seed=int(params.get("seed", 0)))
+    run_id = start_run(project, "failure search", {**params, "generator": generator.name,
+                                                    "captioner": captioner.name}, author=params.get("author"))
+    table = failure_search(generator, predict, captioner, params["label"], baseline_prompt=params.get("baseline"),
+                           config=config, progress=progress)
+    finish_run(project, run_id, {"label": params["label"], "significant": int(table["significant"].sum()),
+                                 "table": table.to_dict("records")}, author=params.get("author"))
+    return {"run": run_id, "captions": len(table), "significant": int(table["significant"].sum())}

@@ -23,6 +23,9 @@ KINDS = {
     "tag": "hibug_core.jobs.kinds:tag",
     "teach": "hibug_core.jobs.kinds:teach",
     "map": "hibug_core.jobs.kinds:embedding_map",
+    "generate": "hibug_core.jobs.kinds:generate",
+    "repair": "hibug_core.jobs.kinds:repair",
+    "failure search": "hibug_core.jobs.kinds:search_failures",
 }
 HEARTBEAT_S = 5.0
 REPORT_EVERY_S = 0.5

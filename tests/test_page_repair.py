@@ -1,0 +1,116 @@
+"""The Repair page under AppTest: selection with its downloads and images, prompts and a generation job, a repair job
+with its before/after comparison, and a failure-search job, all on a copy of the demo."""
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from hibug_core.jobs.store import jobs
+from hibug_core.store.project import Project
+from page_support import open_page as open_any
+
+
+def open_page(monkeypatch, folder, **query) -> AppTest:
+    return open_any(monkeypatch, "pages/5_Repair.py", folder, user="ana", **query)
+
+
+@pytest.fixture
+def demo_copy(demo_project, tmp_path):
+    folder = tmp_path / "demo"
+    shutil.copytree(demo_project, folder)
+    return folder
+
+
+def wait_for(folder, kind: str, timeout: float = 240) -> dict:
+    with Project.open(folder) as project:
+        deadline = time.time() + timeout
+        while jobs(project, kind)[0].live and time.time() < deadline:
+            time.sleep(0.5)
+        job = jobs(project, kind)[0]
+    assert job.status == "done", (job.status, job.error)
+    return job.result
+
+
+def labelled(widgets, label: str):
+    return next(w for w in widgets if w.label == label)
+
+
+def button(at: AppTest, label: str):
+    return labelled(at.button, label)
+
+
+def test_selection_lists_pool_images_for_the_worst_slices(monkeypatch, demo_project):
+    at = open_page(monkeypatch, demo_project)
+    assert not at.exception
+    assert at.title[0].value == "Repair"
+    labelled(at.selectbox, "Method").set_value("hibug")
+    at.number_input[0].set_value(40.0)
+    button(at, "Select pool images").click().run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Selected"] == "40" and metrics["Budget"] == "40"
+    table = at.dataframe[0].value
+    assert len(table) == 40 and table["slice"].str.contains("blue").mean() > 0.5
+    assert {b.label for b in at.get("download_button")} == {"Download CSV", "Download Parquet"}
+    assert len(at.get("image")) == 24  # the first page of the selected images
+    # The uncertainty baseline uses no slice.
+    labelled(at.selectbox, "Method").set_value("uncertainty")
+    button(at, "Select pool images").click().run()
+    assert at.dataframe[0].value["slice"].isna().all()
+
+
+@pytest.mark.slow
+def test_prompts_are_written_and_a_generation_job_stores_images(monkeypatch, demo_copy):
+    at = open_page(monkeypatch, demo_copy)
+    button(at, "Write prompts").click().run()
+    assert not at.exception
+    prompts = at.dataframe[0].value  # the prompts editor
+    assert prompts["prompt"].tolist()[:2] == ["A photo of a blue triangle", "A photo of a blue rectangle"]
+    labelled(at.number_input, "Images").set_value(12)
+    button(at, "Generate").click().run()
+    assert not at.exception
+    result = wait_for(demo_copy, "generate")
+    assert result["images"] == 12 and result["generator"] == "shape-world renderer"
+    at = open_page(monkeypatch, demo_copy)
+    assert not at.exception
+    assert any("12 images from shape-world renderer" in c.value for c in at.caption)
+
+
+@pytest.mark.slow
+def test_a_repair_job_shows_before_and_after_slice_by_slice(monkeypatch, demo_copy):
+    at = open_page(monkeypatch, demo_copy)
+    assert any("No repair has been compared yet" in i.value for i in at.info)
+    form = [n for n in at.number_input if n.key and "retrain_budget" in n.key]
+    form[0].set_value(30.0)
+    button(at, "Retrain and compare").click().run()
+    assert not at.exception
+    with Project.open(demo_copy) as project:
+        job = jobs(project, "repair")[0]
+    assert job.params["budget"] == 30.0 and job.params["seeds"] == [0] and job.author == "ana"
+    result = wait_for(demo_copy, "repair")
+    assert result["models"] == 3  # hibug, random, no new data
+    at = open_page(monkeypatch, demo_copy)
+    assert not at.exception
+    assert {m.label for m in at.metric} >= {"hibug", "random", "no new data"}
+    summary = at.dataframe[-1].value
+    assert {"color = blue", "size = small & shape = triangle"} <= set(summary["slice"])
+    assert set(summary["method"]) == {"hibug", "random", "no new data"}
+
+
+@pytest.mark.slow
+def test_failure_search_job_lists_captions_that_fail_more(monkeypatch, demo_copy):
+    at = open_page(monkeypatch, demo_copy)
+    labelled(at.selectbox, "Class").set_value("triangle")
+    labelled(at.number_input, "Failures captioned").set_value(3)
+    button(at, "Search for failures").click().run()
+    assert not at.exception
+    result = wait_for(demo_copy, "failure search")
+    assert result["significant"] >= 1
+    at = open_page(monkeypatch, demo_copy)
+    table = at.dataframe[-1].value
+    assert table["caption"].iat[0] == "A photo of a triangle"
+    significant = table.loc[table["significant"], "caption"]
+    assert "blue" in significant.iat[0]  # the planted spurious colour fails most; small triangles may follow
