@@ -133,3 +133,32 @@ def test_the_main_journey(page, journey_server, journey_project):
     assert corrections(project)["kind"].tolist()[-1] == "confirm"
     shot(page, "6-audit")
     project.close()
+
+
+def test_the_repair_journey(page, journey_server, journey_project):
+    """Select pool images for the worst slices, generate images for them, retrain and read the comparison."""
+    from hibug_core.jobs.store import jobs
+    from hibug_core.store.project import Project
+
+    project = Project.open(journey_project)
+    page.goto(f"{journey_server}/Repair")
+    wait_text(page, "Select pool images")
+    page.get_by_role("button", name="Select pool images").click()
+    wait_text(page, "Download CSV")
+    page.locator("[data-testid='stImage'] img").first.wait_for(timeout=60_000)
+    shot(page, "7-repair-selection")
+
+    page.get_by_role("tab", name="Generate images").click()
+    page.get_by_role("button", name="Write prompts").click()
+    page.get_by_role("button", name="Generate", exact=True).wait_for(timeout=90_000)  # shown with the prompts
+    page.get_by_role("button", name="Generate", exact=True).click()
+    wait_text(page, "images from shape-world renderer", timeout=120_000)
+    assert jobs(project, "generate")[0].status == "done"
+    shot(page, "8-repair-generated")
+
+    page.get_by_role("tab", name="Retrain and compare").click()
+    page.get_by_role("button", name="Retrain and compare").click()
+    wait_text(page, "Accuracy after repair on the held-out split", timeout=240_000)
+    assert jobs(project, "repair")[0].status == "done"
+    shot(page, "9-repair-compared")
+    project.close()
