@@ -8,7 +8,7 @@ import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.repair.generated import GENERATED_SPLIT, generated_images
-from hibug_core.repair.generators import GENERATOR_HELP, SHAPE_RENDERER
+from hibug_core.repair.generators import GENERATOR_HELP, SHAPE_RENDERER, missing_weights
 from hibug_core.repair.prompts import PROMPT_METHODS
 from hibug_core.repair.runs import repair_runs
 from hibug_core.repair.selection import METHODS, SelectionConfig, select_pool
@@ -110,6 +110,8 @@ with generate:
                 rows = edited.dropna(subset=["prompt", "label"])
                 if kind != SHAPE_RENDERER and not name.strip():
                     st.error("Name the model: a hub id already downloaded, a local folder, or an API model.")
+                elif kind == "diffusers" and missing_weights(name.strip()):
+                    st.error(f"Cannot generate offline: {missing_weights(name.strip())}.")
                 elif rows.empty:
                     st.error("Write at least one prompt with its class.")
                 else:

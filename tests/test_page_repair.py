@@ -114,3 +114,15 @@ def test_failure_search_job_lists_captions_that_fail_more(monkeypatch, demo_copy
     assert table["caption"].iat[0] == "A photo of a triangle"
     significant = table.loc[table["significant"], "caption"]
     assert "blue" in significant.iat[0]  # the planted spurious colour fails most; small triangles may follow
+
+
+def test_generating_with_missing_diffusion_weights_says_how_to_provide_them(monkeypatch, demo_project, tmp_path):
+    at = open_page(monkeypatch, demo_project)
+    button(at, "Write prompts").click().run()
+    labelled(at.selectbox, "Generator").set_value("diffusers")
+    labelled(at.text_input, "Model (hub id, folder or API model)").set_value(str(tmp_path / "no-weights"))
+    button(at, "Generate").click().run()
+    assert not at.exception
+    assert "Cannot generate offline" in at.error[0].value and "huggingface-cli download" in at.error[0].value
+    with Project.open(demo_project) as project:
+        assert not jobs(project, "generate")  # nothing was started

@@ -249,6 +249,13 @@ def test_diffusers_pipeline_runs_seeded_and_says_how_to_provide_missing_weights(
     assert (pixels[0] == pixels[2]).all() and not (pixels[0] == pixels[1]).all()
     with pytest.raises(ModelLoadError, match="huggingface-cli download"):
         DiffusersGenerator(str(tmp_path / "no-such-folder"))
+    from hibug_core.repair.generators import missing_weights
+    from hibug_core.embeddings.tiny import tiny_diffusion_folder
+
+    assert missing_weights("tiny-random") is None and missing_weights(str(tiny_diffusion_folder())) is None
+    assert "not in this machine's Hugging Face cache" in missing_weights("someone/not-downloaded")
+    assert "not a diffusers pipeline folder" in missing_weights(str(tmp_path))
+    assert missing_weights(str(tmp_path / "nothing")).startswith("no folder")
     with pytest.raises(ModelLoadError, match="no diffusion weights for 'someone/not-downloaded'"):
         DiffusersGenerator("someone/not-downloaded")
 

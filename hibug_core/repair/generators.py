@@ -123,6 +123,27 @@ class ShapeWorldRenderer:
 
 
 # ----- diffusers ---------------------------------------------------------------------------------------------------
+HOW_TO_PROVIDE = ("On a machine with internet run `huggingface-cli download <hub id> --local-dir <folder>`, copy the "
+                  "folder here and use diffusers:<folder>; or use the shape-world renderer on the demo")
+
+
+def missing_weights(model: str) -> str | None:
+    """Why `model` (a folder or a hub id) cannot load offline, with how to provide it; None when its weights are here."""
+    if model == "tiny-random":
+        return None
+    folder = Path(model).expanduser()
+    if folder.exists():
+        return None if (folder / "model_index.json").exists() else \
+            f"{folder} has no model_index.json: it is not a diffusers pipeline folder. {HOW_TO_PROVIDE}"
+    if "/" in model and not model.startswith((".", "/", "~")):
+        from huggingface_hub import try_to_load_from_cache
+
+        if isinstance(try_to_load_from_cache(model, "model_index.json"), str):
+            return None
+        return f"the weights of '{model}' are not in this machine's Hugging Face cache. {HOW_TO_PROVIDE}"
+    return f"no folder {folder}. {HOW_TO_PROVIDE}"
+
+
 @dataclass
 class DiffusersGenerator:
     """A text-to-image diffusers pipeline from a hub id (offline: already in the Hugging Face cache) or a folder."""
@@ -152,10 +173,8 @@ class DiffusersGenerator:
         try:
             pipeline = AutoPipelineForText2Image.from_pretrained(source, dtype=dtype, local_files_only=True)
         except (OSError, ValueError) as error:
-            raise ModelLoadError(
-                f"no diffusion weights for '{self.model}' on this machine ({str(error).splitlines()[0][:200]}). "
-                "On a machine with internet run `huggingface-cli download <hub id> --local-dir <folder>`, copy the "
-                "folder here and use diffusers:<folder>; or use the shape-world renderer on the demo") from None
+            raise ModelLoadError(f"no diffusion weights for '{self.model}' on this machine "
+                                 f"({str(error).splitlines()[0][:200]}). {HOW_TO_PROVIDE}") from None
         if getattr(pipeline, "safety_checker", None) is not None:
             pipeline.safety_checker = None  # synthetic training data; the checker blanks false positives
         pipeline.set_progress_bar_config(disable=True)
