@@ -56,9 +56,11 @@ def test_bad_folder_is_a_clear_error(monkeypatch, tmp_path, make_folder):
 
 def test_progress_links_to_the_next_step(monkeypatch, demo_project):
     at = run_app(monkeypatch, demo_project)
-    labels = [link.label for link in at.get("page_link")]
-    assert labels[0] == "✅ Attributes: version 1"
-    assert labels[1] == "⬜ Tags: not tagged yet"
+    links = at.get("page_link")
+    assert [link.label for link in links] == ["Attributes: version 1", "Tags: not tagged yet",
+                                              "Embedding map: not computed yet", "Error slices: ready to search",
+                                              "Repair: not repaired yet"]
+    assert [link.proto.icon for link in links[:2]] == [":material/check_circle:", ":material/radio_button_unchecked:"]
     assert any(c.value == "Next step: Tags" for c in at.caption)
 
 

@@ -61,6 +61,9 @@ def test_the_main_journey(page, journey_server, journey_project):
     project = Project.open(journey_project)
     page.goto(journey_server)
     wait_text(page, "Confusion matrix")
+    navigation = page.get_by_test_id("stSidebarNav")
+    assert navigation.get_by_text("Overview", exact=True).is_visible()
+    assert navigation.get_by_role("link", name="Error slices").get_attribute("href").endswith("/Error_slices")
     shot(page, "1-overview")
 
     # Attributes: propose from the built-in library and save it as a new version
