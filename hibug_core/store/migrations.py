@@ -86,11 +86,27 @@ V4_STATEMENTS = (
         prompt TEXT NOT NULL, slice_id TEXT, generator TEXT NOT NULL, seed INTEGER NOT NULL)""",
 )
 
+V5_STATEMENTS = (
+    """CREATE TABLE reviews (
+        id {auto_id}, target_kind TEXT NOT NULL, target_key TEXT NOT NULL, title TEXT NOT NULL, definition_json TEXT,
+        status TEXT NOT NULL, assignee TEXT, version INTEGER NOT NULL, created_by TEXT NOT NULL,
+        created_at TEXT NOT NULL, updated_by TEXT NOT NULL, updated_at TEXT NOT NULL,
+        UNIQUE (target_kind, target_key))""",
+    """CREATE TABLE review_comments (
+        id {auto_id}, review_id INTEGER NOT NULL REFERENCES reviews(id), author TEXT NOT NULL, body TEXT NOT NULL,
+        created_at TEXT NOT NULL)""",
+    "CREATE INDEX ix_review_comments ON review_comments (review_id)",
+    """CREATE TABLE saved_views (
+        id {auto_id}, name TEXT NOT NULL UNIQUE, page TEXT NOT NULL, query_json TEXT NOT NULL, author TEXT NOT NULL,
+        created_at TEXT NOT NULL)""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "samples, predictions, known tags, imports, audit log", V1_STATEMENTS),
     Migration(2, "attribute schema versions, tag runs, tag corrections, multimodal-LLM answers", V2_STATEMENTS),
     Migration(3, "background jobs with their progress", V3_STATEMENTS),
     Migration(4, "repair runs and generated images with their prompts", V4_STATEMENTS),
+    Migration(5, "slice reviews with comments, and saved views", V5_STATEMENTS),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import text
 
-from hibug_core.errors import ProjectError
+from hibug_core.errors import ProjectError, TaggingError
 from hibug_core.store.audit import default_actor, now, record
 from hibug_core.store.db import read_connection, write_transaction
 
@@ -128,15 +128,33 @@ def load_run(project, run_id: int) -> TagResult:
                      arrays["margin"])
 
 
+class StaleTagError(TaggingError):
+    """A person's tag changed since the editor saw it; nothing was written."""
+
+    def __init__(self, attribute: str, sample_id: int, seen, current, who: str, at: str):
+        self.current = current
+        super().__init__(f"{who} set '{attribute}' of sample {sample_id} to '{current or 'no correction'}' at {at} "
+                         f"(you saw '{seen or 'no correction'}'). Nothing was overwritten; look at their tag and "
+                         "correct again.")
+
+
 def correct_tags(project, attribute: str, sample_ids, tag: str | None, *, kind: str = "correct",
-                 author: str | None = None) -> int:
-    """Set (or, with tag=None, withdraw) a person's tag of `attribute` on samples; it overrides model tags."""
+                 author: str | None = None, seen: dict | None = None) -> int:
+    """Set (or, with tag=None, withdraw) a person's tag of `attribute` on samples; it overrides model tags.
+    seen: {sample id: the person's tag the editor saw (None: none)}; when given, a sample whose correction changed
+    since is refused with StaleTagError and nothing is written."""
     if kind not in CORRECTION_KINDS:
         raise ValueError(f"kind must be one of {CORRECTION_KINDS}")
     sample_ids = [int(s) for s in np.atleast_1d(sample_ids)]
     author = author or default_actor()
     with write_transaction(project.engine) as connection:
-        before = _latest_corrections(connection, attribute, sample_ids)
+        before = latest_corrections(connection, attribute, sample_ids)
+        for s in sample_ids if seen is not None else ():
+            if before.get(s) != seen.get(s, seen.get(str(s))):
+                who, at = connection.execute(
+                    text("SELECT actor, at FROM tag_corrections WHERE attribute = :a AND sample_id = :s "
+                         "ORDER BY id DESC LIMIT 1"), {"a": attribute, "s": s}).first() or ("nobody", "no time")
+                raise StaleTagError(attribute, s, seen.get(s, seen.get(str(s))), before.get(s), who, at)
         stamp = now()
         connection.execute(
             text("INSERT INTO tag_corrections (attribute, sample_id, tag, kind, actor, at) "
@@ -153,7 +171,7 @@ _NEWEST_CORRECTIONS = ("tag_corrections c JOIN (SELECT attribute, sample_id, MAX
                        "GROUP BY attribute, sample_id) m ON m.id = c.id")
 
 
-def _latest_corrections(connection, attribute: str, sample_ids: list[int]) -> dict:
+def latest_corrections(connection, attribute: str, sample_ids: list[int]) -> dict:
     rows = connection.execute(text(f"SELECT c.sample_id, c.tag FROM {_NEWEST_CORRECTIONS} WHERE c.attribute = :a"),
                               {"a": attribute}).all()
     wanted = set(sample_ids)

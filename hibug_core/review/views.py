@@ -1,0 +1,50 @@
+"""Saved views: a named page with its URL query (slice, settings, filters) that teammates open from a link."""
+from __future__ import annotations
+
+import json
+from urllib.parse import urlencode
+
+import pandas as pd
+from sqlalchemy import text
+
+from hibug_core.review.board import ReviewError
+from hibug_core.store.audit import default_actor, now, record
+from hibug_core.store.db import read_connection, write_transaction
+
+PAGES = ("", "Attributes", "Tagging", "Embedding_map", "Error_slices", "Repair", "Review")  # URL paths
+
+
+def save_view(project, name: str, page: str, query: dict[str, str], *, author: str | None = None) -> int:
+    """Store a view under a new name; a name already taken is refused (naming who took it)."""
+    name = " ".join(name.split())
+    if not name:
+        raise ReviewError("a view needs a name")
+    if page not in PAGES:
+        raise ReviewError(f"unknown page '{page}'; use one of {', '.join(p or '(overview)' for p in PAGES)}")
+    author = author or default_actor()
+    query = {str(k): str(v) for k, v in query.items()}
+    with write_transaction(project.engine) as connection:
+        taken = connection.execute(text("SELECT author, created_at FROM saved_views WHERE name = :n"),
+                                   {"n": name}).first()
+        if taken is not None:
+            raise ReviewError(f"a view named '{name}' was saved by {taken[0]} at {taken[1]}; choose another name")
+        connection.execute(text("INSERT INTO saved_views (name, page, query_json, author, created_at) "
+                                "VALUES (:n, :p, :q, :a, :t)"),
+                           {"n": name, "p": page, "q": json.dumps(query, sort_keys=True), "a": author, "t": now()})
+        view_id = int(connection.execute(text("SELECT id FROM saved_views WHERE name = :n"), {"n": name}).scalar_one())
+        record(connection, author, "save view", f"view:{view_id}", None, {"name": name, "page": page, "query": query})
+    return view_id
+
+
+def saved_views(project) -> pd.DataFrame:
+    """Every view, newest first, with its link path ("/Error_slices?slice=...")."""
+    with read_connection(project.engine) as connection:
+        frame = pd.read_sql_query(text("SELECT id, name, page, query_json, author, created_at FROM saved_views "
+                                       "ORDER BY id DESC"), connection)
+    frame["query"] = frame.pop("query_json").map(json.loads)
+    frame["link"] = [view_path(p, q) for p, q in zip(frame["page"], frame["query"])]
+    return frame
+
+
+def view_path(page: str, query: dict[str, str]) -> str:
+    return f"/{page}" + (f"?{urlencode(query)}" if query else "")

@@ -1,0 +1,88 @@
+"""Regenerate the README's screenshots (assets/screenshots/) from the demo project in headless Chromium.
+
+Not a test: it builds the demo, tags it with the offline ConSE encoder, lays out the map, runs a repair, a
+generation and a failure search, then serves the dashboard and photographs each page once its content is drawn.
+Takes a few minutes. Usage: python tests/make_screenshots.py [--dir screenshot-demo]
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from browser_support import CHROMIUM, CHROMIUM_ARGS, serve  # noqa: E402
+
+OUT = Path(__file__).resolve().parents[1] / "assets" / "screenshots"
+VIEWPORT = {"width": 1400, "height": 1000}
+
+
+def prepare(folder: Path) -> None:
+    from hibug_core.demo.build import ensure_demo
+    from hibug_core.jobs.kinds import embedding_map, generate, repair, search_failures
+    from hibug_core.tagging.run import tag_project
+
+    project = ensure_demo(folder)
+    if project.arrays.names("maps/"):
+        return
+    tag_project(project, encoder="conse", author="screenshots")
+    embedding_map(project, {"encoder": "conse", "method": "umap"}, lambda *_: None)
+    repair(project, {"seeds": [0, 1, 2], "author": "screenshots"}, lambda *_: None)
+    generate(project, {"images": 48, "author": "screenshots"}, lambda *_: None)
+    search_failures(project, {"label": "triangle", "captions": 4, "author": "screenshots"}, lambda *_: None)
+    project.close()
+
+
+def photograph(url: str) -> None:
+    from playwright.sync_api import sync_playwright
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport=VIEWPORT)
+
+        def settle(path: str, text: str, *, tab: str | None = None, images: bool = False) -> None:
+            page.goto(f"{url}/{path}")
+            page.get_by_text(text).first.wait_for(timeout=180_000)
+            if tab:
+                page.get_by_role("tab", name=tab).click()
+            if images:
+                page.locator("[data-testid='stImage'] img:visible").first.wait_for(timeout=120_000)
+            page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidgetRunningIcon\"]')",
+                                   timeout=120_000)
+            page.wait_for_timeout(1500)  # charts finish their transitions
+
+        for name, path, text, tab, images in (
+                ("overview", "", "Confusion matrix", None, True),
+                ("attributes", "Attributes", "History", "Edit", False),
+                ("tagging", "Tagging", "Tagging runs", "Tags by class and correctness", False),
+                ("embedding-map", "Embedding_map", "Colour by", None, False),
+                ("error-slices", "Error_slices", "Parent and child slices", None, True),
+                ("repair", "Repair", "Select pool images", "Retrain and compare", False)):
+            settle(path, text, tab=tab, images=images)
+            page.screenshot(path=str(OUT / f"{name}.png"))
+            print(f"wrote {OUT / name}.png")
+        browser.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dir", default="screenshot-demo")
+    parser.add_argument("--fresh", action="store_true", help="rebuild the demo and its tags")
+    args = parser.parse_args()
+    folder = Path(args.dir).resolve()
+    if args.fresh:
+        shutil.rmtree(folder, ignore_errors=True)
+    prepare(folder)
+    server = serve(folder)
+    url = next(server)
+    try:
+        photograph(url)
+    finally:
+        next(server, None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""Team review in the core: the board with optimistic concurrency, comments, filters, stale slices, saved views,
+stale tag corrections refused, and undo from the audit log."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hibug_core.attributes import Attribute, AttributeSchema
+from hibug_core.review.board import (ReviewError, StaleReviewError, add_comment, comments, ensure_review,
+                                     get_review, reviews, update_review, with_slice_state)
+from hibug_core.review.views import save_view, saved_views
+from hibug_core.store.attribute_versions import latest_version, load_schema, save_schema
+from hibug_core.store.tag_store import StaleTagError, correct_tags, corrections
+from hibug_core.store.undo import UndoError, undo
+
+BLUE = (("color", "blue"),)
+
+
+def test_a_slice_review_is_created_once_and_edited_with_versions(colour_project):
+    first = ensure_review(colour_project, BLUE, author="ana")
+    assert (first.title, first.status, first.assignee, first.version) == ("color = blue", "open", None, 1)
+    assert ensure_review(colour_project, [["color", "blue"]], author="bo").id == first.id  # same slice, same review
+    moved = update_review(colour_project, first.id, version=1, status="confirmed bug", assignee="bo", author="ana")
+    assert (moved.status, moved.assignee, moved.version, moved.updated_by) == ("confirmed bug", "bo", 2, "ana")
+    with pytest.raises(StaleReviewError, match="ana changed this review .* status 'confirmed bug', assignee 'bo'") as error:
+        update_review(colour_project, first.id, version=1, status="not a bug", author="cy")
+    assert error.value.current.version == 2
+    assert get_review(colour_project, first.id).status == "confirmed bug"  # the stale write changed nothing
+    kept = update_review(colour_project, first.id, version=2, assignee=None, author="bo")
+    assert (kept.status, kept.assignee, kept.version) == ("confirmed bug", None, 3)
+    log = colour_project.audit_log()
+    entry = log[log["action"] == "update review"].iloc[0]
+    assert json.loads(entry["before_json"]) == {"status": "open", "assignee": None, "version": 1}
+    assert json.loads(entry["after_json"]) == {"status": "confirmed bug", "assignee": "bo", "version": 2}
+    with pytest.raises(ReviewError, match="unknown status 'done'"):
+        update_review(colour_project, first.id, version=3, status="done")
+
+
+def test_comments_and_filters(colour_project):
+    blue = ensure_review(colour_project, BLUE, author="ana")
+    red = ensure_review(colour_project, (("color", "red"),), author="ana")
+    picked = ensure_review(colour_project, kind="selection", key="odd circles", author="bo")
+    assert add_comment(colour_project, blue.id, "  <script>alert(1)</script> [link](http://x)  ", author="cy") > 0
+    add_comment(colour_project, blue.id, "second", author="ana")
+    thread = comments(colour_project, blue.id)
+    assert thread["body"].tolist() == ["<script>alert(1)</script> [link](http://x)", "second"]  # stored verbatim
+    assert thread["author"].tolist() == ["cy", "ana"]
+    update_review(colour_project, red.id, version=1, status="fixed", assignee="dee", author="ana")
+    board = reviews(colour_project)
+    assert set(board["title"]) == {"color = blue", "color = red", "odd circles"}
+    assert board.set_index("title").loc["color = blue", "comments"] == 2
+    assert reviews(colour_project, status="fixed")["title"].tolist() == ["color = red"]
+    assert reviews(colour_project, person="cy")["title"].tolist() == ["color = blue"]  # a commenter
+    assert reviews(colour_project, person="dee")["title"].tolist() == ["color = red"]  # the assignee
+    assert set(reviews(colour_project, person="bo")["title"]) == {"odd circles"}
+    with pytest.raises(ReviewError, match="empty"):
+        add_comment(colour_project, picked.id, "   ")
+    with pytest.raises(ReviewError, match="no review #999"):
+        add_comment(colour_project, 999, "hello")
+
+
+def test_slice_reviews_survive_re_slicing_and_turn_stale_when_their_tags_go(demo_project, tmp_path):
+    import shutil
+
+    from hibug_core.slices.report import error_slices
+    from hibug_core.store.project import Project
+
+    shutil.copytree(demo_project, tmp_path / "demo")
+    with Project.open(tmp_path / "demo") as project:
+        for definition in (BLUE, (("color", "red"),), (("color", "purple"),), (("shape", "triangle"), ("color", "blue"))):
+            ensure_review(project, definition, author="ana")
+        board = with_slice_state(reviews(project), error_slices(project))
+    state = dict(zip(board["title"], zip(board["state"], board["rank"])))
+    assert state["shape = triangle & color = blue"] == ("error slice", 1)
+    assert state["color = blue"] == ("error slice", 3)
+    assert state["color = red"][0] == "not an error slice now"
+    assert state["color = purple"][0] == "stale"
+
+
+def test_saved_views_have_links_and_unique_names(colour_project):
+    save_view(colour_project, "blue failures", "Error_slices", {"slice": "abc", "gap": 0.2}, author="ana")
+    views = saved_views(colour_project)
+    assert views[["name", "page", "author"]].values.tolist() == [["blue failures", "Error_slices", "ana"]]
+    assert views["link"].iat[0] == "/Error_slices?gap=0.2&slice=abc"  # keys sorted: one link per view
+    with pytest.raises(ReviewError, match="was saved by ana"):
+        save_view(colour_project, "blue  failures", "Repair", {}, author="bo")
+    with pytest.raises(ReviewError, match="unknown page"):
+        save_view(colour_project, "x", "Nowhere", {})
+
+
+def test_a_stale_tag_correction_is_refused_with_the_newer_value(colour_project):
+    correct_tags(colour_project, "color", [1], "red", author="ana", seen={1: None})
+    with pytest.raises(StaleTagError, match="ana set 'color' of sample 1 to 'red'.*you saw 'no correction'"):
+        correct_tags(colour_project, "color", [1, 2], "green", author="bo", seen={1: None, 2: None})
+    assert corrections(colour_project)["tag"].tolist() == ["red"]  # sample 2 was not written either
+    correct_tags(colour_project, "color", [1], "green", author="bo", seen={1: "red"})
+    assert corrections(colour_project)["tag"].tolist() == ["green"]
+
+
+def test_undo_a_tag_correction_and_an_attribute_edit_from_the_log(colour_project):
+    correct_tags(colour_project, "color", [1], "red", author="ana")
+    correct_tags(colour_project, "color", [1, 2], "blue", author="bo")
+    entry = int(colour_project.audit_log()["id"].iat[-1])
+    assert "back to the tags before" in undo(colour_project, entry, author="cy")
+    now = corrections(colour_project).set_index("sample_id")["tag"].to_dict()
+    assert now == {1: "red"}  # sample 1 back to ana's tag, sample 2 back to no correction
+    log = colour_project.audit_log()
+    assert log["actor"].iat[-1] == "cy"
+    with pytest.raises(UndoError, match="changed after entry"):
+        undo(colour_project, entry)  # the undo itself changed those tags since
+
+    base = latest_version(colour_project)
+    schema = load_schema(colour_project)
+    save_schema(colour_project, AttributeSchema(attributes=schema.attributes + (
+        Attribute(name="texture", tags=("flat", "shiny")),)), author="ana", note="add texture")
+    entry = int(colour_project.audit_log()["id"].iat[-1])
+    message = undo(colour_project, entry, author="bo")
+    assert message == f"attributes back to version {base} (saved as version {base + 2})"
+    assert load_schema(colour_project).names() == schema.names()
+    first_save = int(colour_project.audit_log().query("action == 'save attributes'")["id"].iat[0])
+    with pytest.raises(UndoError, match="no earlier version"):
+        undo(colour_project, first_save)
+    import_entry = int(colour_project.audit_log().query("action == 'import'")["id"].iat[0])
+    with pytest.raises(UndoError, match="cannot be undone"):
+        undo(colour_project, import_entry)
