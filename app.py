@@ -9,6 +9,7 @@ from hibug_core.repair.runs import repair_runs
 from hibug_core.store.attribute_versions import latest_version
 from hibug_ui.create import create_project_form
 from hibug_ui.state import chosen_folder, current_model, current_project, current_user, load_samples
+from hibug_ui.text import plain
 from hibug_ui.widgets import image_grid
 
 # Material icons: drawn by Streamlit's own font, so they show in any browser (emoji need a system emoji font).
@@ -16,7 +17,8 @@ PAGES = [("pages/1_Attributes.py", "Attributes", ":material/label:"),
          ("pages/2_Tagging.py", "Tagging", ":material/sell:"),
          ("pages/3_Embedding_map.py", "Embedding map", ":material/scatter_plot:"),
          ("pages/4_Error_slices.py", "Error slices", ":material/bug_report:"),
-         ("pages/5_Repair.py", "Repair", ":material/build:")]
+         ("pages/5_Repair.py", "Repair", ":material/build:"),
+         ("pages/6_Review.py", "Review", ":material/forum:")]
 
 
 def overview() -> None:
@@ -34,7 +36,7 @@ def overview() -> None:
     model = current_model(project)
     samples = load_samples(str(project.folder), model, project.data_version())
 
-    st.title(project.name)
+    st.title(plain(project.name))
     st.caption(f"{project.folder} · schema v{project.schema_version()}")
 
     counts = samples["split"].value_counts()
@@ -72,7 +74,7 @@ def overview() -> None:
         st.stop()
 
     by_split = metrics.score_by(samples, "split")
-    st.subheader(f"How {model} does")
+    st.subheader(f"How {plain(model)} does")
     cells = st.columns(len(by_split) + 1)
     held_out = metrics.labelled(samples[samples["split"] != "train"])
     cells[0].metric("Held-out score", f"{held_out['score'].mean():.1%}",

@@ -6,6 +6,7 @@ import streamlit as st
 from hibug_core.errors import HibugError
 from hibug_core.jobs.store import jobs, request_cancel
 from hibug_core.jobs.worker import resume, submit
+from hibug_ui.text import plain
 
 POLL_S = 1.0
 
@@ -36,7 +37,7 @@ def job_status(project, kind: str, user: str, *, key: str) -> None:
         if job.live:
             st.session_state[watching] = job.id
             label = f"{job.stage or 'starting'}: {job.done:,} / {job.total:,}" if job.total else (job.stage or "starting")
-            st.progress(job.fraction, text=f"Job {job.id} ({job.kind}, by {job.author}) · {label}")
+            st.progress(job.fraction, text=f"Job {job.id} ({job.kind}, by {plain(job.author)}) · {label}")
             if st.button("Cancel", key=f"{key}_cancel_{job.id}"):
                 request_cancel(project, job.id, author=user)
                 st.toast("Asked the job to stop; what it stored is kept.")
@@ -45,11 +46,11 @@ def job_status(project, kind: str, user: str, *, key: str) -> None:
             del st.session_state[watching]
             st.rerun()  # the whole page: it shows what the job stored, and polling stops
         if job.status == "done":
-            st.success(f"Job {job.id} ({job.kind}) finished: {job.result}")
+            st.success(f"Job {job.id} ({job.kind}) finished: {plain(job.result)}")
         elif job.status == "cancelled":
-            st.warning(f"Job {job.id} ({job.kind}) was cancelled. {job.message or ''}")
+            st.warning(f"Job {job.id} ({job.kind}) was cancelled. {plain(job.message or '')}")
         else:
-            st.error(f"Job {job.id} ({job.kind}) {job.status}: {job.error or 'its worker stopped'}")
+            st.error(f"Job {job.id} ({job.kind}) {job.status}: {plain(job.error or 'its worker stopped')}")
         if job.status in ("cancelled", "failed", "interrupted") and st.button("Resume", key=f"{key}_resume_{job.id}"):
             try:
                 resume(project, job.id, author=user)

@@ -15,6 +15,20 @@ PROJECT_KEY = "hibug_project"
 MODEL_KEY = "hibug_model"
 USER_KEY = "hibug_user"
 NEXT_PROJECT_KEY = "hibug_project_next"
+KEPT = "kept_"  # prefix of the plain session keys that keep the sidebar's values from page to page
+
+
+def _keep(key: str) -> None:
+    st.session_state[KEPT + key] = st.session_state[key]
+
+
+def sidebar_value(widget, label: str, key: str, default, **options):
+    """A sidebar widget whose value survives moving to another page (Streamlit drops a widget's state when a page
+    without that widget runs, so the value is kept under a plain key and given back to the widget each run)."""
+    st.session_state.setdefault(KEPT + key, default)
+    st.session_state[key] = st.session_state[KEPT + key]
+    with st.sidebar:
+        return widget(label, key=key, on_change=_keep, args=(key,), **options)
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -36,11 +50,10 @@ def default_project_folder() -> str:
 
 def chosen_folder() -> str:
     """The project folder typed in the sidebar (or given in the URL / HIBUG_PROJECT)."""
-    if NEXT_PROJECT_KEY in st.session_state:  # a project just created: open it (set before the widget exists)
-        st.session_state[PROJECT_KEY] = st.session_state.pop(NEXT_PROJECT_KEY)
-    st.session_state.setdefault(PROJECT_KEY, default_project_folder())
-    with st.sidebar:
-        return st.text_input("Project folder", key=PROJECT_KEY, help="A folder made by `hibug new` or `hibug demo`.")
+    if NEXT_PROJECT_KEY in st.session_state:  # a project just created: open it
+        st.session_state[KEPT + PROJECT_KEY] = st.session_state.pop(NEXT_PROJECT_KEY)
+    return sidebar_value(st.text_input, "Project folder", PROJECT_KEY, default_project_folder(),
+                         help="A folder made by `hibug new` or `hibug demo`.")
 
 
 def current_project(folder: str | None = None) -> Project:
@@ -65,10 +78,9 @@ def current_model(project: Project) -> str | None:
     models = project.models()
     if not models:
         return None
-    if st.session_state.get(MODEL_KEY) not in models:
-        st.session_state[MODEL_KEY] = models[0]
-    with st.sidebar:
-        return st.selectbox("Model under test", models, key=MODEL_KEY)
+    if st.session_state.get(KEPT + MODEL_KEY) not in models:
+        st.session_state[KEPT + MODEL_KEY] = models[0]
+    return sidebar_value(st.selectbox, "Model under test", MODEL_KEY, models[0], options=models)
 
 
 def current_user() -> str:
@@ -78,9 +90,8 @@ def current_user() -> str:
         return str(user.get("name") or user.get("email"))
     from hibug_core.store.audit import default_actor
 
-    st.session_state.setdefault(USER_KEY, default_actor())
-    with st.sidebar:
-        name = st.text_input("Your name", key=USER_KEY, help="Every change you make is recorded under this name.")
+    name = sidebar_value(st.text_input, "Your name", USER_KEY, default_actor(),
+                         help="Every change you make is recorded under this name.")
     return name.strip() or "anonymous"
 
 

@@ -10,6 +10,7 @@ from hibug_core.attributes.table import COLUMNS, schema_to_table, table_to_schem
 from hibug_core.errors import HibugError
 from hibug_core.store.attribute_versions import StaleSchemaError, latest_version, load_schema, save_schema, schema_history
 from hibug_ui.state import current_model, current_project, current_user, secret
+from hibug_ui.text import plain
 
 st.set_page_config(page_title="hibug · Attributes", page_icon="🐞", layout="wide")
 project = current_project()
@@ -23,13 +24,13 @@ st.session_state.setdefault(BASE, newest)
 version = st.session_state[BASE]
 if newest != version:
     by = schema_history(project).iloc[0]
-    st.warning(f"Version {newest} was saved by {by['author']} at {by['created_at']} since you opened version "
+    st.warning(f"Version {newest} was saved by {plain(by['author'])} at {by['created_at']} since you opened version "
                f"{version}. Your edits here are based on version {version}; saving them will be refused.")
     if st.button(f"Load version {newest} (drops your unsaved edits)", key="attributes_reload"):
         st.session_state[BASE] = newest
         st.rerun()
 schema = load_schema(project, version) if version is not None else AttributeSchema(attributes=(), task=project.name)
-st.caption(f"version {version} · {len(schema.attributes)} attributes · task: {schema.task or '(not described)'}"
+st.caption(f"version {version} · {len(schema.attributes)} attributes · task: {plain(schema.task) if schema.task else '(not described)'}"
            if version is not None else "No attributes yet: propose them below, or add rows to the table.")
 DRAFT = "attributes_draft"  # a proposal waiting to be saved: (schema JSON, notes, source)
 
@@ -40,7 +41,7 @@ def save(new: AttributeSchema, note: str) -> None:
     except StaleSchemaError as error:
         st.error(str(error))
         newer = load_schema(project, error.newest)
-        st.markdown(f"**Version {error.newest}** (by {error.author}) has: " + ", ".join(newer.names()))
+        st.markdown(f"**Version {error.newest}** (by {plain(error.author)}) has: " + ", ".join(map(plain, newer.names())))
         return
     st.session_state.pop(DRAFT, None)
     st.session_state[BASE] = saved

@@ -8,8 +8,8 @@ from hibug_core.embeddings.registry import DEFAULT_ENCODER
 from hibug_core.slices.selection import over_represented
 from hibug_core.store.tag_store import tags_version
 from hibug_ui.jobs import job_status, start_job
-from hibug_ui.state import current_model, current_project, current_user, load_samples, open_project, tag_table
 from hibug_ui.plots import map_figure
+from hibug_ui.state import current_model, current_project, current_user, load_samples, open_project, tag_table
 from hibug_ui.widgets import image_grid, paged, url_setting
 
 st.set_page_config(page_title="hibug · Embedding map", page_icon="🐞", layout="wide")

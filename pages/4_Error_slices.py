@@ -3,14 +3,18 @@ import plotly.express as px
 import streamlit as st
 
 from hibug_core.errors import HibugError
+from hibug_core.review.board import ensure_review
+from hibug_core.review.views import save_view
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.tag_store import tags_version
-from hibug_ui.state import current_model, current_project, slice_report
+from hibug_ui.state import current_model, current_project, current_user, slice_report
+from hibug_ui.text import plain
 from hibug_ui.widgets import image_grid, paged, url_setting
 
 st.set_page_config(page_title="hibug · Error slices", page_icon="🐞", layout="wide")
 project = current_project()
 model = current_model(project)
+user = current_user()
 if model is None:
     st.warning("This project has no model outputs; import a manifest with predictions first.")
     st.stop()
@@ -67,8 +71,20 @@ with found:
             chosen_id = slices["slice_id"].iat[0]
         row = slices[slices["slice_id"] == chosen_id].iloc[0]
 
-        st.subheader(row["description"])
-        st.markdown(f"**{row['bug_type']}**: {row['reason']}")
+        st.subheader(plain(row["description"]))
+        st.markdown(f"**{row['bug_type']}**: {plain(row['reason'])}")
+        review_cell, view_cell, _ = st.columns([1, 1, 4])
+        if review_cell.button("Review this slice", key="slices_review"):
+            made = ensure_review(project, row["definition"], author=user)
+            st.switch_page("pages/6_Review.py", query_params={"review": str(made.id)})
+        with view_cell.popover("Save this view"):
+            view_name = st.text_input("View name", key="slices_view_name")
+            if st.button("Save view", key="slices_save_view"):
+                try:
+                    save_view(project, view_name, "Error_slices", dict(st.query_params), author=user)
+                    st.success("Saved: teammates find it under Review → Saved views.")
+                except HibugError as error:
+                    st.error(plain(error))
         cells = st.columns(5)
         cells[0].metric("Images", f"{row['count']:,}")
         cells[1].metric("Score", f"{row['score']:.1%}", f"{-row['gap']:.1%} vs overall")

@@ -16,6 +16,7 @@ from hibug_core.slices.search import SliceConfig
 from hibug_core.store.tag_store import tags_version
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.state import current_model, current_project, current_user, load_samples, secret, slice_report
+from hibug_ui.text import plain
 from hibug_ui.widgets import image_grid, paged
 
 st.set_page_config(page_title="hibug · Repair", page_icon="🐞", layout="wide")
@@ -164,7 +165,7 @@ with retrain:
         run = done.iloc[0]
         summary = pd.DataFrame(run["result"]["summary"])
         runs = pd.DataFrame(run["result"]["runs"])
-        st.markdown(f"**Repair run {run['id']}** by {run['author']} · {run['created_at']} · "
+        st.markdown(f"**Repair run {run['id']}** by {plain(run['author'])} · {run['created_at']} · "
                     f"{len(runs)} retrained models, seeds {sorted(runs['seed'].unique().tolist())}")
         overall = summary[summary["slice_id"] == "overall"]
         cells = st.columns(max(len(overall), 1))
@@ -217,7 +218,7 @@ with search:
     if not found.empty:
         result = found.iloc[0]["result"]
         table = pd.DataFrame(result["table"])
-        st.markdown(f"**{result['label']}**: {result['significant']} captions make the model fail significantly more "
+        st.markdown(f"**{plain(result['label'])}**: {result['significant']} captions make the model fail significantly more "
                     "often than the baseline (first row; FDR 5% over every caption tested).")
         st.dataframe(table, hide_index=True, width="stretch",
                      column_config={"failure_rate": st.column_config.ProgressColumn(

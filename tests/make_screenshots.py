@@ -35,6 +35,24 @@ def prepare(folder: Path) -> None:
     project.close()
 
 
+def review(folder: Path) -> None:
+    """A board with the error slices, one triaged with a comment (idempotent)."""
+    from hibug_core.review.board import add_comment, ensure_review, reviews, update_review
+    from hibug_core.slices.report import error_slices
+    from hibug_core.store.project import Project
+
+    with Project.open(folder) as project:
+        if len(reviews(project)):
+            return
+        for definition in error_slices(project).slices["definition"]:
+            ensure_review(project, definition, author="ana")
+        first = ensure_review(project, (("color", "blue"),), author="ana")
+        update_review(project, first.id, version=first.version, status="confirmed bug", assignee="bo", author="ana")
+        add_comment(project, first.id, "Blue shapes are called circles: the training set has almost no blue "
+                    "rectangles or triangles. Repair with hibug selection fixed it (see Repair).", author="ana")
+        add_comment(project, first.id, "Agreed; adding 86 blue non-circles from the pool.", author="bo")
+
+
 def photograph(url: str) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -60,7 +78,8 @@ def photograph(url: str) -> None:
                 ("tagging", "Tagging", "Tagging runs", "Tags by class and correctness", False),
                 ("embedding-map", "Embedding_map", "Colour by", None, False),
                 ("error-slices", "Error_slices", "Parent and child slices", None, True),
-                ("repair", "Repair", "Select pool images", "Retrain and compare", False)):
+                ("repair", "Repair", "Select pool images", "Retrain and compare", False),
+                ("review", "Review", "Comments", None, False)):
             settle(path, text, tab=tab, images=images)
             page.screenshot(path=str(OUT / f"{name}.png"))
             print(f"wrote {OUT / name}.png")
@@ -76,6 +95,7 @@ def main() -> None:
     if args.fresh:
         shutil.rmtree(folder, ignore_errors=True)
     prepare(folder)
+    review(folder)
     server = serve(folder)
     url = next(server)
     try:

@@ -1,0 +1,152 @@
+"""Review: the team board of slice reviews (status, assignee, comments), the audit log with undo, and saved views."""
+import pandas as pd
+import streamlit as st
+
+from hibug_core.errors import HibugError
+from hibug_core.review.board import (STATUSES, StaleReviewError, add_comment, comments, ensure_review, get_review,
+                                     reviews, update_review, with_slice_state)
+from hibug_core.review.views import PAGES, save_view, saved_views
+from hibug_core.slices.search import SliceConfig
+from hibug_core.store.tag_store import tags_version
+from hibug_core.store.undo import UNDOABLE, undo
+from hibug_ui.state import current_model, current_project, current_user, slice_report
+from hibug_ui.text import plain
+from hibug_ui.widgets import url_setting
+
+st.set_page_config(page_title="hibug · Review", page_icon="🐞", layout="wide")
+project = current_project()
+model = current_model(project)
+user = current_user()
+st.title("Review")
+PAGE_LABELS = {p: p.replace("_", " ") or "Overview" for p in PAGES}
+SEEN_KEY = "review_seen_version"  # {review id: the version this session's form was filled from}
+
+
+def show_review(board: pd.DataFrame) -> None:
+    """The chosen review: its state, a status and assignee form, and its comment thread."""
+    shown = [c for c in ("title", "status", "assignee", "state", "rank", "score", "comments", "updated_by",
+                         "updated_at") if c in board.columns]
+    event = st.dataframe(board[shown], key="review_board", on_select="rerun", selection_mode="single-row",
+                         hide_index=True, width="stretch",
+                         column_config={"score": st.column_config.NumberColumn(format="percent"),
+                                        "updated_by": "changed by", "updated_at": "changed at"})
+    picked = event.selection.rows if event and event.selection else []
+    chosen_id = int(board["id"].iat[picked[0]]) if picked else url_setting("review", int(board["id"].iat[0]), int)
+    if chosen_id not in set(board["id"]):
+        chosen_id = int(board["id"].iat[0])
+    st.query_params["review"] = str(chosen_id)
+    review = get_review(project, chosen_id)
+    seen = st.session_state.setdefault(SEEN_KEY, {})
+    seen.setdefault(review.id, review.version)
+
+    st.subheader(plain(review.title))
+    state = board.loc[board["id"] == review.id, "state"].iat[0] if "state" in board.columns else None
+    if state == "stale":
+        st.warning("Stale: a tag of this slice no longer exists after re-tagging or an attribute edit. The review "
+                   "and its comments are kept.")
+    elif state:
+        st.caption(f"Now: {state}")
+    with st.form(f"review_edit_{review.id}"):
+        cells = st.columns(2)
+        status = cells[0].selectbox("Status", STATUSES, index=STATUSES.index(review.status))
+        assignee = cells[1].text_input("Assignee", value=review.assignee or "", placeholder="nobody")
+        if st.form_submit_button("Save", type="primary"):
+            try:
+                saved = update_review(project, review.id, version=seen[review.id], status=status,
+                                      assignee=assignee.strip() or None, author=user)
+                seen[review.id] = saved.version
+                st.toast(f"Saved (version {saved.version})")
+                st.rerun()
+            except StaleReviewError as error:
+                seen[review.id] = error.current.version  # the next save starts from what is shown now
+                st.error(plain(error))
+    thread = comments(project, review.id)
+    st.markdown(f"**Comments** ({len(thread)})")
+    for _, comment in thread.iterrows():
+        with st.container(border=True):
+            st.caption(f"{plain(comment['author'])} · {comment['created_at']}")
+            st.text(comment["body"])
+    with st.form(f"review_comment_{review.id}", clear_on_submit=True):
+        body = st.text_area("Add a comment", placeholder="Plain text")
+        if st.form_submit_button("Comment"):
+            try:
+                add_comment(project, review.id, body, author=user)
+                st.rerun()
+            except HibugError as error:
+                st.error(plain(error))
+
+
+board_tab, log_tab, views_tab = st.tabs(["Board", "Audit log", "Saved views"])
+with board_tab:
+    report = None
+    if model is not None:
+        try:
+            report = slice_report(str(project.folder), model, "val", SliceConfig(), tags_version(project))
+        except HibugError as error:
+            st.info(f"No error slices to review yet: {plain(error)}")
+    if report is not None and len(report.slices) and st.button(f"Put the {len(report.slices)} current error slices "
+                                                               "on the board"):
+        for definition in report.slices["definition"]:
+            ensure_review(project, definition, author=user)
+        st.rerun()
+    cells = st.columns(2)
+    status_filter = cells[0].selectbox("Filter by status", ["any", *STATUSES], key="review_status_filter")
+    board = reviews(project)
+    people = sorted(set(board["assignee"].dropna()) | set(board["updated_by"]) | set(board["created_by"]))
+    person = cells[1].selectbox("Filter by person", ["anyone", *people], key="review_person_filter")
+    board = reviews(project, status=None if status_filter == "any" else status_filter,
+                    person=None if person == "anyone" else person)
+    if report is not None:
+        board = with_slice_state(board, report)
+    if board.empty:
+        st.info("Nothing on the board yet. Put the error slices on it, or use “Review this slice” on the Error "
+                "slices page.")
+    else:
+        show_review(board)
+
+with log_tab:
+    log = project.audit_log()
+    cells = st.columns(3)
+    actor = cells[0].selectbox("Who", ["anyone", *sorted(log["actor"].unique())], key="review_log_actor")
+    action = cells[1].selectbox("Action", ["any", *sorted(log["action"].unique())], key="review_log_action")
+    only_undoable = cells[2].checkbox("Only edits that can be undone", key="review_log_undoable")
+    if actor != "anyone":
+        log = log[log["actor"] == actor]
+    if action != "any":
+        log = log[log["action"] == action]
+    if only_undoable:
+        log = log[log["action"].isin(UNDOABLE)]
+    st.dataframe(log.sort_values("id", ascending=False), hide_index=True, width="stretch",
+                 column_config={"before_json": "before", "after_json": "after"})
+    undoable = log[log["action"].isin(UNDOABLE)].sort_values("id", ascending=False)
+    if len(undoable):
+        with st.form("review_undo"):
+            entry = st.selectbox("Undo entry", [f"#{i}" for i in undoable["id"]])
+            if st.form_submit_button("Undo"):
+                try:
+                    st.success(plain(undo(project, int(entry.lstrip("#")), author=user)))
+                except HibugError as error:
+                    st.error(plain(error))
+
+with views_tab:
+    views = saved_views(project)
+    if views.empty:
+        st.caption("No saved views yet.")
+    for _, view in views.iterrows():
+        st.markdown(f"[{plain(view['name'])}]({view['link']}) · {plain(view['page'] or 'Overview')} · by "
+                    f"{plain(view['author'])} · {view['created_at']}")
+    with st.form("review_save_view"):
+        cells = st.columns(3)
+        name = cells[0].text_input("Name")
+        page = cells[1].selectbox("Page", PAGES, format_func=PAGE_LABELS.get, key="review_view_page")
+        query = cells[2].text_input("URL query", placeholder="slice=ab12cd&gap=0.1")
+        if st.form_submit_button("Save view"):
+            try:
+                pairs = dict(part.split("=", 1) for part in query.strip("?").split("&") if "=" in part)
+                save_view(project, name, page, pairs, author=user)
+                st.rerun()
+            except HibugError as error:
+                st.error(plain(error))
+    if not views.empty:
+        st.dataframe(pd.DataFrame(views[["name", "page", "link", "author", "created_at"]]), hide_index=True,
+                     width="stretch")
