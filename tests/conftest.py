@@ -95,3 +95,30 @@ def browser():
         launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield launched
         launched.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path):
+    """A fresh, empty database per test: SQLite in the test folder, or a new database on the PostgreSQL server at
+    HIBUG_TEST_POSTGRES_URL (.ci/run starts one with .ci/postgres; elsewhere the PostgreSQL case is skipped)."""
+    import os
+    import uuid
+
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.sqlite'}"
+        return
+    server = os.environ.get("HIBUG_TEST_POSTGRES_URL")
+    if not server:
+        if os.environ.get("CI"):
+            pytest.fail("HIBUG_TEST_POSTGRES_URL is not set; .ci/run starts PostgreSQL with .ci/postgres")
+        pytest.skip("no PostgreSQL server (export HIBUG_TEST_POSTGRES_URL=$(.ci/postgres))")
+    from sqlalchemy import create_engine, text
+
+    name = f"hibug_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f"CREATE DATABASE {name}"))
+    yield server.rsplit("/", 1)[0] + f"/{name}"
+    with admin.connect() as connection:
+        connection.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
+    admin.dispose()

@@ -12,7 +12,7 @@ from hibug_core.config import StoreConfig
 def make_engine(url: str, config: StoreConfig = StoreConfig()) -> Engine:
     """An engine whose transactions really are transactions, on SQLite too (DDL included)."""
     if not url.startswith("sqlite"):
-        return create_engine(url, pool_pre_ping=True)
+        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": config.busy_timeout_ms / 1000})
 
     @event.listens_for(engine, "connect")
@@ -35,12 +35,19 @@ def make_engine(url: str, config: StoreConfig = StoreConfig()) -> Engine:
     return engine
 
 
+WRITE_LOCK = 7_245_311  # PostgreSQL advisory lock that writers queue on, as SQLite's BEGIN IMMEDIATE makes them
+
+
 @contextlib.contextmanager
 def write_transaction(engine: Engine) -> Iterator[Connection]:
-    """One atomic write: everything inside commits together or not at all."""
+    """One atomic write: everything inside commits together or not at all. Writers to a project take turns (on
+    SQLite through BEGIN IMMEDIATE, on PostgreSQL through a transaction-scoped advisory lock), so a check made inside
+    (a version, a newest row) still holds when the write lands."""
     with engine.connect() as connection:
         connection.execution_options(hibug_write=True)
         with connection.begin():
+            if connection.dialect.name == "postgresql":
+                connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
             yield connection
 
 

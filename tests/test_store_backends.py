@@ -1,0 +1,92 @@
+"""The store on SQLite and on PostgreSQL: the same migrations, imports, versioned edits and refusals of stale
+writes, with concurrent writers from threads."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+from PIL import Image
+
+from hibug_core.attributes import Attribute, AttributeSchema
+from hibug_core.ingest import load_manifest
+from hibug_core.jobs.store import JobBusyError, create_job
+from hibug_core.review.board import StaleReviewError, add_comment, comments, ensure_review, update_review
+from hibug_core.review.views import save_view, saved_views
+from hibug_core.store.attribute_versions import StaleSchemaError, latest_version, save_schema
+from hibug_core.store.migrations import LATEST_VERSION, applied_versions
+from hibug_core.store.project import Project
+from hibug_core.store.tag_store import StaleTagError, correct_tags, corrections
+from hibug_core.store.undo import undo
+
+
+@pytest.fixture
+def project(store_url, tmp_path):
+    images = tmp_path / "images"
+    images.mkdir()
+    rows = ["image,label,prediction,split,attr:color"]
+    for i in range(6):
+        Image.new("RGB", (16, 16), (40 * i, 100, 200)).save(images / f"{i}.png")
+        rows.append(f"{i}.png,{'cat' if i % 2 else 'dog'},cat,{'val' if i < 4 else 'pool'},{('red', 'blue')[i % 2]}")
+    (images / "manifest.csv").write_text("\n".join(rows) + "\n")
+    made = Project.create(tmp_path / "project", name="backends", db_url=store_url)
+    made.import_manifest(load_manifest(images / "manifest.csv"), author="ana")
+    yield made
+    made.close()
+
+
+def test_migrations_import_and_reads(project, store_url):
+    assert applied_versions(project.engine) == list(range(1, LATEST_VERSION + 1))
+    assert project.engine.dialect.name == store_url.split(":", 1)[0].split("+", 1)[0]
+    samples = project.samples("model")
+    assert len(samples) == 6 and samples["correct"].tolist()[:4] == [False, True, False, True]
+    assert project.known_tags()["color"].tolist() == ["red", "blue"] * 3
+    assert project.split_counts() == {"val": 4, "pool": 2}
+    reopened = Project.open(project.folder, db_url=store_url)
+    assert reopened.name == "backends"
+    reopened.close()
+
+
+def test_versioned_edits_refuse_stale_writes_and_undo(project):
+    schema = AttributeSchema(attributes=(Attribute(name="color", tags=("red", "blue")),))
+    first = save_schema(project, schema, author="ana", base_version=None)
+    with pytest.raises(StaleSchemaError):
+        save_schema(project, schema, author="bo", base_version=None)
+    assert latest_version(project) == first
+    correct_tags(project, "color", [1], "blue", author="ana", seen={1: None})
+    with pytest.raises(StaleTagError):
+        correct_tags(project, "color", [1], "red", author="bo", seen={1: None})
+    entry = int(project.audit_log()["id"].iat[-1])
+    undo(project, entry, author="cy")
+    assert corrections(project).empty
+    save_view(project, "odd", "Error_slices", {"slice": "x"}, author="ana")
+    assert saved_views(project)["link"].tolist() == ["/Error_slices?slice=x"]
+    create_job(project, "tag", {}, author="ana")
+    with pytest.raises(JobBusyError):
+        create_job(project, "tag", {}, author="bo")
+
+
+def test_concurrent_writers_one_wins_each_version_and_no_comment_is_lost(project):
+    review = ensure_review(project, (("color", "blue"),), author="ana")
+    outcomes: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def edit(i: int) -> None:
+        barrier.wait()
+        try:
+            update_review(project, review.id, version=1, status="fixed", assignee=f"p{i}", author=f"p{i}")
+            outcomes.append("saved")
+        except StaleReviewError:
+            outcomes.append("refused")
+        for n in range(5):
+            add_comment(project, review.id, f"comment {n} from p{i}", author=f"p{i}")
+
+    threads = [threading.Thread(target=edit, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["refused"] * 7 + ["saved"]
+    thread_comments = comments(project, review.id)
+    assert len(thread_comments) == 40 and thread_comments["body"].is_unique
+    log = project.audit_log()
+    assert (log["action"] == "comment").sum() == 40 and (log["action"] == "update review").sum() == 1
