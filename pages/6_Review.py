@@ -96,8 +96,8 @@ with board_tab:
     person = cells[1].selectbox("Filter by person", ["anyone", *people], key="review_person_filter")
     board = reviews(project, status=None if status_filter == "any" else status_filter,
                     person=None if person == "anyone" else person)
-    if report is not None:
-        board = with_slice_state(board, report)
+    if report is not None:  # error slices in their current rank order, then the rest, last changed first
+        board = with_slice_state(board, report).sort_values("rank", na_position="last", kind="stable")
     if board.empty:
         st.info("Nothing on the board yet. Put the error slices on it, or use “Review this slice” on the Error "
                 "slices page.")

@@ -25,13 +25,14 @@ def prepare(folder: Path) -> None:
     from hibug_core.tagging.run import tag_project
 
     project = ensure_demo(folder)
-    if project.arrays.names("maps/"):
+    if project.meta().get("screenshots") == "ready":
         return
     tag_project(project, encoder="conse", author="screenshots")
-    embedding_map(project, {"encoder": "conse", "method": "umap"}, lambda *_: None)
     repair(project, {"seeds": [0, 1, 2], "author": "screenshots"}, lambda *_: None)
     generate(project, {"images": 48, "author": "screenshots"}, lambda *_: None)
     search_failures(project, {"label": "triangle", "captions": 4, "author": "screenshots"}, lambda *_: None)
+    embedding_map(project, {"encoder": "conse", "method": "umap"}, lambda *_: None)  # last: every image is on it
+    project.set_meta("screenshots", "ready")
     project.close()
 
 
@@ -53,7 +54,15 @@ def review(folder: Path) -> None:
         add_comment(project, first.id, "Agreed; adding 86 blue non-circles from the pool.", author="bo")
 
 
-def photograph(url: str) -> None:
+def blue_review(folder: Path) -> int:
+    from hibug_core.review.board import ensure_review
+    from hibug_core.store.project import Project
+
+    with Project.open(folder) as project:
+        return ensure_review(project, (("color", "blue"),)).id
+
+
+def photograph(url: str, folder: Path) -> None:
     from playwright.sync_api import sync_playwright
 
     OUT.mkdir(parents=True, exist_ok=True)
@@ -79,7 +88,7 @@ def photograph(url: str) -> None:
                 ("embedding-map", "Embedding_map", "Colour by", None, False),
                 ("error-slices", "Error_slices", "Parent and child slices", None, True),
                 ("repair", "Repair", "Select pool images", "Retrain and compare", False),
-                ("review", "Review", "Comments", None, False)):
+                ("review", f"Review?review={blue_review(folder)}", "Comments", None, False)):
             settle(path, text, tab=tab, images=images)
             page.screenshot(path=str(OUT / f"{name}.png"))
             print(f"wrote {OUT / name}.png")
@@ -99,7 +108,7 @@ def main() -> None:
     server = serve(folder)
     url = next(server)
     try:
-        photograph(url)
+        photograph(url, folder)
     finally:
         next(server, None)
 

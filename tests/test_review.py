@@ -124,3 +124,38 @@ def test_undo_a_tag_correction_and_an_attribute_edit_from_the_log(colour_project
     import_entry = int(colour_project.audit_log().query("action == 'import'")["id"].iat[0])
     with pytest.raises(UndoError, match="cannot be undone"):
         undo(colour_project, import_entry)
+
+
+def test_findings_report_in_html_markdown_and_csv_escapes_text_and_says_how_to_reproduce(demo_project, tmp_path,
+                                                                                        monkeypatch):
+    import shutil
+
+    import pandas as pd
+
+    from hibug_core.review.findings import findings, report_csv, report_html, report_markdown
+    from hibug_core.slices.report import error_slices
+    from hibug_core.store.project import Project
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-in-a-report")
+    shutil.copytree(demo_project, tmp_path / "demo")
+    with Project.open(tmp_path / "demo") as project:
+        report = error_slices(project)
+        review = ensure_review(project, report.slices["definition"].iat[0], author="ana")
+        update_review(project, review.id, version=1, status="confirmed bug", assignee="bo", author="ana")
+        add_comment(project, review.id, "<script>alert(1)</script> | [x](http://evil.example)", author="ana")
+        table = findings(project, report)
+        page = report_html(project, report, table, thumbnails=4)
+        markdown = report_markdown(project, report, table)
+        csv = report_csv(table).decode()
+    assert table["slice"].tolist()[:3] == ["shape = triangle & color = blue", "shape = rectangle & color = blue",
+                                           "color = blue"]
+    assert table["review_status"].tolist() == ["confirmed bug", "not reviewed", "not reviewed", "not reviewed"]
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert page.count("data:image/png;base64,") == 4 * 4  # four thumbnails for each of the four slices
+    assert '"attribute_version": 1' in page and '"min_support": 10' in page and '"model": "shape-cnn"' in page
+    assert "\\<script\\>" in markdown and "](http" not in markdown and "\\| \\[x\\]" in markdown
+    assert "Attribute version 1" in markdown and "| 1 | shape = triangle & color = blue | 34 | 14.7% |" in markdown
+    back = pd.read_csv(__import__("io").StringIO(csv))
+    assert back["slice"].tolist() == table["slice"].tolist() and back["review_status"].iat[0] == "confirmed bug"
+    for text in (page, markdown, csv):
+        assert "sk-test-never-in-a-report" not in text

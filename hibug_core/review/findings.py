@@ -1,0 +1,147 @@
+"""The current findings as a report a teammate can read and reproduce: a self-contained HTML page (slices with their
+statistics, bug types, evidence, thumbnails, review status and comments), Markdown and CSV; every text escaped."""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from dataclasses import asdict
+
+import pandas as pd
+
+from hibug_core.review.board import comments, reviews
+from hibug_core.store.audit import now
+
+COLUMNS = ["rank", "slice", "count", "score", "gap", "score_low", "score_high", "q_value", "bug_type", "reason",
+           "review_status", "assignee", "comments"]
+
+
+def provenance(project, report) -> dict:
+    """What a teammate needs to reproduce the findings: models, attribute version, tags, settings, versions."""
+    from hibug_core import __version__
+    from hibug_core.store.attribute_versions import latest_version
+    from hibug_core.store.tag_store import tags_version
+
+    return {"project": project.name, "model": report.model, "models": project.models(), "split": report.split,
+            "attribute_version": latest_version(project), "tags": tags_version(project),
+            "slice_settings": asdict(report.config), "evaluated_images": len(report.evaluation),
+            "overall_score": round(report.overall_score, 4), "hibug": __version__, "created_at": now()}
+
+
+def findings(project, report, *, top: int = 20) -> pd.DataFrame:
+    """The top error slices with their statistics, diagnosis and review (status, assignee, comment count)."""
+    slices = report.slices.head(top)
+    board = reviews(project)
+    board = board[board["target_kind"] == "slice"].set_index("target_key")
+    table = pd.DataFrame({
+        "rank": range(1, len(slices) + 1), "slice_id": slices["slice_id"].to_numpy(),
+        "slice": slices["description"].to_numpy(), "count": slices["count"].to_numpy(),
+        "score": slices["score"].to_numpy(), "gap": slices["gap"].to_numpy(),
+        "score_low": slices["score_low"].to_numpy(), "score_high": slices["score_high"].to_numpy(),
+        "q_value": slices["q_value"].to_numpy(), "bug_type": slices["bug_type"].to_numpy(),
+        "reason": slices["reason"].to_numpy()})
+    reviewed = [s in board.index for s in table["slice_id"]]
+    table["review_id"] = pd.Series([int(board.at[s, "id"]) if r else None for s, r in zip(table["slice_id"], reviewed)],
+                                   dtype=object)
+    table["review_status"] = [board.at[s, "status"] if r else "not reviewed" for s, r in zip(table["slice_id"], reviewed)]
+    assignees = [board.at[s, "assignee"] if r else None for s, r in zip(table["slice_id"], reviewed)]
+    table["assignee"] = pd.Series([a if isinstance(a, str) else None for a in assignees], dtype=object)
+    table["comments"] = [int(board.at[s, "comments"]) if s in board.index else 0 for s in table["slice_id"]]
+    return table
+
+
+def report_csv(table: pd.DataFrame) -> bytes:
+    return table[COLUMNS].to_csv(index=False).encode()
+
+
+def _md(text) -> str:
+    """Text for a Markdown table cell: markup and pipes escaped."""
+    out = str(text)
+    for char in "\\`*_{}[]()<>#|!~$":
+        out = out.replace(char, "\\" + char)
+    return out.replace("\n", " ")
+
+
+def report_markdown(project, report, table: pd.DataFrame) -> str:
+    meta = provenance(project, report)
+    lines = [f"# Findings: {_md(meta['project'])}", "",
+             f"{_md(meta['model'])} on {_md(meta['split'])}: score {meta['overall_score']:.1%} over "
+             f"{meta['evaluated_images']:,} images. Attribute version {meta['attribute_version']}, tags "
+             f"{_md(meta['tags'])}, hibug {meta['hibug']}, {meta['created_at']}.", "",
+             "Slice settings: " + ", ".join(f"{k} = {_md(v)}" for k, v in meta["slice_settings"].items()), "",
+             "| rank | slice | images | score | 95% interval | q | bug type | review | assignee | comments |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for _, row in table.iterrows():
+        lines.append(f"| {row['rank']} | {_md(row['slice'])} | {row['count']} | {row['score']:.1%} | "
+                     f"{row['score_low']:.0%}–{row['score_high']:.0%} | {row['q_value']:.1e} | {_md(row['bug_type'])} | "
+                     f"{_md(row['review_status'])} | {_md(row['assignee'] or '')} | {row['comments']} |")
+    for _, row in table.iterrows():
+        lines += ["", f"## {row['rank']}. {_md(row['slice'])}", "", f"{_md(row['bug_type'])}: {_md(row['reason'])}"]
+        if row["review_id"] is not None and row["comments"]:
+            for _, c in comments(project, int(row["review_id"])).iterrows():
+                lines.append(f"> {_md(c['author'])} ({c['created_at']}): {_md(c['body'])}")
+    return "\n".join(lines) + "\n"
+
+
+def _thumbnail(path: str, size: int = 96) -> str:
+    from PIL import Image
+
+    with Image.open(path) as image:
+        image = image.convert("RGB")
+        image.thumbnail((size, size))
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+_STYLE = """body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:70rem;color:#222}
+table{border-collapse:collapse;width:100%}td,th{border:1px solid #ddd;padding:.3rem .5rem;text-align:left}
+th{background:#f4f4f4}.slice{border:1px solid #ddd;border-radius:.5rem;padding:1rem;margin:1rem 0}
+.grid img{margin:2px;border:2px solid #2b8a3e}.grid img.wrong{border-color:#d9480f}
+.comment{white-space:pre-wrap;background:#f8f8f8;padding:.5rem;margin:.3rem 0}small{color:#666}"""
+
+
+def report_html(project, report, table: pd.DataFrame, *, thumbnails: int = 12) -> str:
+    """One self-contained page (inline style, images as data URLs); all text escaped."""
+    e = html.escape
+    meta = provenance(project, report)
+    samples = report.samples
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Findings: {e(meta['project'])}</title>"
+             f"<style>{_STYLE}</style></head><body>", f"<h1>Findings: {e(meta['project'])}</h1>",
+             f"<p>{e(meta['model'])} on {e(meta['split'])}: score {meta['overall_score']:.1%} over "
+             f"{meta['evaluated_images']:,} images.</p>",
+             "<h2>Reproduce</h2><pre>" + e(json.dumps(meta, indent=2, default=str), quote=False) + "</pre>",
+             "<h2>Error slices</h2><table><tr><th>rank</th><th>slice</th><th>images</th><th>score</th>"
+             "<th>95% interval</th><th>q</th><th>bug type</th><th>review</th><th>assignee</th></tr>"]
+    for _, row in table.iterrows():
+        parts.append(f"<tr><td>{row['rank']}</td><td>{e(row['slice'])}</td><td>{row['count']}</td>"
+                     f"<td>{row['score']:.1%}</td><td>{row['score_low']:.0%}–{row['score_high']:.0%}</td>"
+                     f"<td>{row['q_value']:.1e}</td><td>{e(row['bug_type'])}</td><td>{e(row['review_status'])}</td>"
+                     f"<td>{e(row['assignee'] or '')}</td></tr>")
+    parts.append("</table>")
+    for _, row in table.iterrows():
+        parts.append(f"<div class='slice'><h3>{row['rank']}. {e(row['slice'])}</h3>"
+                     f"<p><b>{e(row['bug_type'])}</b>: {e(row['reason'])}</p>")
+        ids = report.sample_ids(row["slice_id"])[:thumbnails]
+        images = []
+        for sample_id in ids:
+            item = samples.loc[sample_id]
+            wrong = bool(report.evaluation.at[sample_id, "error"] > 0.5)
+            caption = f"{item['label']} → {item['prediction']}"
+            try:
+                images.append(f"<img class='{'wrong' if wrong else 'right'}' src='{_thumbnail(item['image_path'])}' "
+                              f"title='{e(caption, quote=True)}' alt='{e(caption, quote=True)}'>")
+            except OSError:
+                images.append(f"<small>missing image {e(str(item['image_path']))}</small>")
+        parts.append("<div class='grid'>" + "".join(images) + "</div><small>failures first, orange border: "
+                     "wrong</small>")
+        parts.append(f"<p>Review: {e(row['review_status'])}"
+                     + (f", assigned to {e(row['assignee'])}" if row["assignee"] else "") + "</p>")
+        if row["review_id"] is not None:
+            for _, c in comments(project, int(row["review_id"])).iterrows():
+                parts.append(f"<div class='comment'><small>{e(c['author'])} · {e(c['created_at'])}</small>\n"
+                             f"{e(c['body'])}</div>")
+        parts.append("</div>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
