@@ -312,6 +312,27 @@ def cmd_failure_search(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from hibug_core.review.findings import findings, report_csv, report_html, report_markdown
+    from hibug_core.slices.report import error_slices
+    from hibug_core.store.project import Project
+
+    with Project.open(args.project) as project:
+        report = error_slices(project, args.model, split=args.split)
+        table = findings(project, report, top=args.top)
+        kind = Path(args.output).suffix.lower().lstrip(".")
+        if kind == "html":
+            Path(args.output).write_text(report_html(project, report, table), encoding="utf-8")
+        elif kind == "md":
+            Path(args.output).write_text(report_markdown(project, report, table), encoding="utf-8")
+        elif kind == "csv":
+            Path(args.output).write_bytes(report_csv(table))
+        else:
+            raise HibugError(f"write the report to a .html, .md or .csv file, not '{args.output}'")
+    print(f"{len(table)} error slices of {report.model} on {report.split} written to {args.output}")
+    return 0
+
+
 def cmd_attributes(args) -> int:
     from hibug_core.store.attribute_versions import latest_version, load_schema, save_schema, schema_history
     from hibug_core.store.project import Project
@@ -626,6 +647,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=25)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(handler=cmd_failure_search)
+
+    p = sub.add_parser("report", help="export the findings (error slices, evidence, thumbnails, reviews) as a "
+                       "self-contained HTML page, Markdown or CSV")
+    p.add_argument("project")
+    p.add_argument("--output", required=True, help="findings.html, findings.md or findings.csv")
+    p.add_argument("--model", help="model (default: the first)")
+    p.add_argument("--split", default="val")
+    p.add_argument("--top", type=int, default=20, help="error slices in the report")
+    p.set_defaults(handler=cmd_report)
 
     for name, help_text in (("serve", "open the dashboard on a project"),
                             ("demo", "build the demo project if needed and open the dashboard on it")):

@@ -1,10 +1,14 @@
 """Review: the team board of slice reviews (status, assignee, comments), the audit log with undo, and saved views."""
+from functools import partial
+
 import pandas as pd
 import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.review.board import (STATUSES, StaleReviewError, add_comment, comments, ensure_review, get_review,
                                      reviews, update_review, with_slice_state)
+from hibug_core.review.findings import COLUMNS as REPORT_COLUMNS
+from hibug_core.review.findings import findings, report_csv, report_html, report_markdown
 from hibug_core.review.views import PAGES, save_view, saved_views
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.tag_store import tags_version
@@ -76,7 +80,7 @@ def show_review(board: pd.DataFrame) -> None:
                 st.error(plain(error))
 
 
-board_tab, log_tab, views_tab = st.tabs(["Board", "Audit log", "Saved views"])
+board_tab, report_tab, log_tab, views_tab = st.tabs(["Board", "Report", "Audit log", "Saved views"])
 with board_tab:
     report = None
     if model is not None:
@@ -103,6 +107,24 @@ with board_tab:
                 "slices page.")
     else:
         show_review(board)
+
+with report_tab:
+    if report is None:
+        st.info("No error slices to report yet.")
+    else:
+        top = st.number_input("Slices in the report", min_value=1, max_value=200, value=min(20, max(len(report.slices), 1)))
+        table = findings(project, report, top=int(top))
+        st.dataframe(table[REPORT_COLUMNS], hide_index=True, width="stretch",
+                     column_config={"score": st.column_config.NumberColumn(format="percent")})
+        cells = st.columns(3)
+        # Built when clicked (thumbnails take a moment), not on every rerun.
+        cells[0].download_button("HTML report", partial(report_html, project, report, table), "findings.html",
+                                 "text/html")
+        cells[1].download_button("Markdown", partial(report_markdown, project, report, table), "findings.md",
+                                 "text/markdown")
+        cells[2].download_button("CSV", partial(report_csv, table), "findings.csv", "text/csv")
+        st.caption("The report lists the model, attribute version, tags and slice settings used, so a teammate can "
+                   "reproduce it; thumbnails are embedded, so the HTML file stands alone.")
 
 with log_tab:
     log = project.audit_log()

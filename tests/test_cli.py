@@ -125,3 +125,21 @@ def test_attributes_show_propose_edit_and_history(colour_project, capsys):
     assert len(history) == 4 and history[0].startswith("v4") and "animals" in history[0]
     assert main(["attributes", "show", folder, "--version", "2", "--json"]) == 0
     assert '"pink"' in capsys.readouterr().out
+
+
+def test_report_repair_and_generate_commands(demo_project, tmp_path, capsys):
+    import shutil
+
+    assert main(["report", str(demo_project), "--output", str(tmp_path / "findings.md")]) == 0
+    text = (tmp_path / "findings.md").read_text()
+    assert text.startswith("# Findings: easy-vqa shapes demo") and "| 1 | shape = triangle & color = blue |" in text
+    assert main(["report", str(demo_project), "--output", str(tmp_path / "findings.txt")]) == 2
+    assert ".html, .md or .csv" in capsys.readouterr().err
+    shutil.copytree(demo_project, tmp_path / "demo")
+    assert main(["repair", str(tmp_path / "demo"), "--select-only", "--budget", "20",
+                 "--export", str(tmp_path / "selection.csv")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("20 pool images selected by hibug (budget 20, unspent 0)")
+    assert len((tmp_path / "selection.csv").read_text().splitlines()) == 21
+    assert main(["generate", str(tmp_path / "demo"), "--dry-run", "--top", "1"]) == 0
+    assert "A photo of a blue triangle" in capsys.readouterr().out

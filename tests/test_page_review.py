@@ -87,8 +87,8 @@ def test_undo_a_tag_correction_from_the_audit_log(monkeypatch, demo_copy):
     with Project.open(demo_copy) as project:
         correct_tags(project, "color", [1, 2], "green", author="bo")
     at = open_page(monkeypatch, demo_copy)
-    at.tabs[1].checkbox[0].check().run()  # only edits that can be undone
-    log = at.tabs[1].dataframe[0].value
+    at.tabs[2].checkbox[0].check().run()  # only edits that can be undone
+    log = at.tabs[2].dataframe[0].value
     assert log["action"].tolist()[0] == "correct tag"  # newest first; the demo's attribute save follows
     labelled(at.button, "Undo").click().run()
     assert not at.exception
@@ -121,3 +121,14 @@ def test_review_this_slice_from_the_error_slices_page(monkeypatch, demo_copy):
     with Project.open(demo_copy) as project:
         board = reviews(project)
     assert board["title"].tolist() == ["shape = triangle & color = blue"] and board["created_by"].iat[0] == "ana"
+
+
+def test_the_report_tab_lists_the_findings_with_three_downloads(monkeypatch, demo_copy):
+    with Project.open(demo_copy) as project:
+        ensure_review(project, (("color", "blue"),), author="ana")
+    at = open_page(monkeypatch, demo_copy)
+    table = at.tabs[1].dataframe[0].value
+    assert table["slice"].tolist()[:3] == ["shape = triangle & color = blue", "shape = rectangle & color = blue",
+                                           "color = blue"]
+    assert table["review_status"].tolist()[2] == "open"
+    assert [b.label for b in at.tabs[1].get("download_button")] == ["HTML report", "Markdown", "CSV"]
