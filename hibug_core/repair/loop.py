@@ -16,7 +16,7 @@ from hibug_core.repair.retrain import ImageCache, RetrainConfig, retrain
 from hibug_core.repair.runs import finish_run, start_run
 from hibug_core.repair.selection import SelectionConfig, resolve_budget, select_pool
 from hibug_core.slices.report import error_slices
-from hibug_core.slices.search import SliceConfig, slice_id
+from hibug_core.slices.search import SliceConfig, TagMatrix, slice_id
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +86,11 @@ def run_repair(project, config: RepairConfig = RepairConfig(), *, author: str | 
     if held.empty:
         raise RepairError(f"no labelled '{config.eval_split}' images to compare before and after on; import a "
                           "held-out split or choose another")
-    definitions = list(dict.fromkeys(list(report.slices["definition"].head(config.top_slices))
-                                     + planted_definitions(project)))
+    planted = planted_definitions(project)
+    found = [d for d in report.slices["definition"].head(config.top_slices) if slice_id(d) not in
+             {slice_id(p) for p in planted}]
+    # Planted slices are measured with the true tags (imported), the found ones with the tags they were found with.
+    true_tags = TagMatrix.from_frame(project.known_tags().reindex(held.index).astype("category")) if planted else None
     before = (held["prediction"] == held["label"]).to_numpy()
     main = GENERATED if config.data == GENERATED else config.selection.method
     methods = [main] + ([config.baseline] if config.baseline else []) + ([CONTROL] if config.control else [])
@@ -113,7 +116,10 @@ def run_repair(project, config: RepairConfig = RepairConfig(), *, author: str | 
                                         note={"repair_run": run_id, "method": method, "seed": seed})
             predicted = pd.Series(np.asarray(classes, dtype=object)[probabilities.argmax(axis=1)], index=sample_ids)
             after = (predicted.reindex(held.index) == held["label"]).to_numpy()
-            table = slice_changes(held_tags, before, after, definitions)
+            table = slice_changes(held_tags, before, after, found)
+            if planted:
+                table = pd.concat([table, slice_changes(true_tags, before, after, planted).iloc[1:]],
+                                  ignore_index=True)
             table.insert(0, "seed", seed)
             table.insert(0, "method", method)
             changes.append(table)
@@ -123,8 +129,7 @@ def run_repair(project, config: RepairConfig = RepairConfig(), *, author: str | 
             logger.info("repair %s seed %d: %d new images, %.3f -> %.3f", method, seed, len(ids), before.mean(),
                         after.mean())
     changes = pd.concat(changes, ignore_index=True)
-    planted = {slice_id(d) for d in planted_definitions(project)}
-    changes["planted"] = changes["slice_id"].isin(planted)
+    changes["planted"] = changes["slice_id"].isin({slice_id(d) for d in planted})
     result = RepairResult(run_id, pd.DataFrame(rows), changes, summarise(changes), selections)
     finish_run(project, run_id, {
         "model": model, "runs": result.runs.to_dict("records"), "summary": result.summary.to_dict("records"),
