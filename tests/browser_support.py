@@ -31,6 +31,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+SERVED: dict[str, subprocess.Popen] = {}  # URL -> the dashboard's process (the Streamlit server itself)
+
+
 def serve(folder):
     """Yield the URL of the dashboard serving `folder`; stop it afterwards."""
     require_chromium()
@@ -49,6 +52,9 @@ def serve(folder):
     else:
         process.kill()
         pytest.fail(f"dashboard did not come up: {process.stdout.read().decode()[-2000:]}")
+    SERVED[url] = process
     yield url
-    process.terminate()
+    SERVED.pop(url, None)
+    if process.poll() is None:
+        process.terminate()
     process.wait(timeout=20)

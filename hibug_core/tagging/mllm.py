@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
@@ -21,6 +22,7 @@ from hibug_core.store.db import read_connection, write_transaction
 
 logger = logging.getLogger(__name__)
 
+STORE_EVERY_S = 1.0  # answers are committed at least this often (and every 16)
 SYSTEM_PROMPT = ("You label images for a tool that debugs computer-vision models. For every attribute you are given, "
                  "choose exactly one of its tags, written exactly as listed. Answer with one JSON object only.")
 
@@ -142,7 +144,7 @@ def tag_with_llm(project, config: LLMConfig = LLMConfig(), *, attributes: list[s
     done = set(stored.loc[stored["answer_json"].notna(), "sample_id"].astype(int))
     todo = [int(s) for s in samples.index if int(s) not in done]
     logger.info("LLM tagging run #%d: %d images to ask, %d answered before", run_id, len(todo), len(done))
-    consecutive_down, down_reason, pending_rows = 0, None, []
+    consecutive_down, down_reason, pending_rows, last_store = 0, None, [], time.monotonic()
     finished = len(done)
     progress("asking the multimodal model", finished, len(samples))
     with ThreadPoolExecutor(max_workers=config.concurrency) as pool:
@@ -174,9 +176,10 @@ def tag_with_llm(project, config: LLMConfig = LLMConfig(), *, attributes: list[s
                 for future in running:
                     future.cancel()
                 break
-            if len(pending_rows) >= 16:
+            # Commit answers often, so a killed worker loses at most the requests in flight.
+            if len(pending_rows) >= 16 or (pending_rows and time.monotonic() - last_store > STORE_EVERY_S):
                 _store_answers(project, run_id, pending_rows)
-                pending_rows = []
+                pending_rows, last_store = [], time.monotonic()
             fill()
     _store_answers(project, run_id, pending_rows)
     stored = _answers(project, run_id)
