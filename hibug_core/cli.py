@@ -439,7 +439,7 @@ def serve(project: Path, port: int, address: str, headless: bool = True) -> int:
         raise HibugError(f"the dashboard files are not next to hibug_core ({APP} is missing); "
                          "install hibug from its source folder with `pip install -e .`")
     env = dict(os.environ, HIBUG_PROJECT=str(Path(project).resolve()))
-    command = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(port),
+    command = [sys.executable, "-m", "hibug_ui.server", "run", str(APP), "--server.port", str(port),
                "--server.address", address, "--server.headless", "true" if headless else "false"]
     os.chdir(REPO_ROOT)  # .streamlit/config.toml is read from the working folder
     os.execve(sys.executable, command, env)
