@@ -6,6 +6,7 @@ import streamlit as st
 
 from hibug_core.store.project import Project
 from hibug_core.thumbnails import ensure_thumbnail
+from hibug_ui.text import plain
 
 
 def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, caption=None) -> None:
@@ -16,9 +17,15 @@ def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, captio
     for start in range(0, len(rows), columns):
         cells = st.columns(columns)
         for cell, (sample_id, row) in zip(cells, rows.iloc[start : start + columns].iterrows()):
-            path = ensure_thumbnail(project.folder, row["image_path"], row["content_hash"],
-                                    original_size=(int(row["width"]), int(row["height"])))
-            cell.image(str(path), caption=caption(row) if caption else str(sample_id), width="stretch")
+            label = caption(row) if caption else str(sample_id)
+            try:
+                if not row["image_path"]:
+                    raise FileNotFoundError("outside the project's data roots")
+                path = ensure_thumbnail(project.folder, row["image_path"], row["content_hash"],
+                                        original_size=(int(row["width"]), int(row["height"])))
+                cell.image(str(path), caption=label, width="stretch")
+            except (OSError, ValueError):  # missing, unreadable, or refused: the grid goes on
+                cell.caption(f"{plain(label)} (image not available)")
 
 
 def paged(rows: pd.DataFrame, key: str, per_page: int = 24) -> pd.DataFrame:

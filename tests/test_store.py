@@ -110,3 +110,16 @@ def test_project_folder_can_move(image_dir, write_csv, tmp_path):
     project_folder.rename(moved)
     reopened = Project.open(moved)
     assert all(Path(p).exists() for p in reopened.samples()["image_path"])
+
+
+def test_a_stored_path_that_leaves_its_data_root_is_never_served(image_dir, write_csv, tmp_path):
+    csv = write_csv("image,label,prediction\na.png,cat,cat\nb.png,dog,cat\n", name="m.csv")
+    (image_dir / "m.csv").write_text(csv.read_text())
+    project = Project.create_from_manifest(tmp_path / "p", load_manifest(image_dir / "m.csv"))
+    with write_transaction(project.engine) as connection:  # someone edits the shared database by hand
+        connection.execute(text("UPDATE samples SET path = '../../../../etc/hostname' WHERE id = 2"))
+    project = Project.open(tmp_path / "p")
+    paths = project.samples()["image_path"].tolist()
+    assert paths[0].endswith("a.png") and paths[1] == ""
+    with pytest.raises(ProjectError, match="leaves its data root"):
+        project.image_path(2)

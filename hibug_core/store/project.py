@@ -259,7 +259,13 @@ class Project:
             text("SELECT id, sample_key, root_id, path, content_hash, width, height, label, split "
                  "FROM samples ORDER BY id"), connection, index_col="id")
         root_text = {i: str(p) for i, p in roots.items()}
-        frame["image_path"] = [f"{root_text[r]}/{p}" for r, p in zip(frame["root_id"], frame["path"])]
+        joined = [os.path.normpath(f"{root_text[r]}/{p}") for r, p in zip(frame["root_id"], frame["path"])]
+        # A stored path that leaves its data root (e.g. "../" written into a shared database) is never served.
+        inside = [j.startswith(root_text[r].rstrip("/") + "/") for j, r in zip(joined, frame["root_id"])]
+        if not all(inside):
+            logger.warning("%d sample path(s) leave their data root and are not served, e.g. sample %s",
+                           inside.count(False), frame.index[inside.index(False)])
+        frame["image_path"] = [j if ok else "" for j, ok in zip(joined, inside)]
         return frame.drop(columns=["root_id", "path"])
 
     def samples(self, model: str | None = None, *, sample_ids=None) -> pd.DataFrame:
