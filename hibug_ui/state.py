@@ -1,8 +1,10 @@
 """Which project and model the dashboard shows, and cached access to their data."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from urllib.parse import unquote
 
 import pandas as pd
 import streamlit as st
@@ -15,11 +17,15 @@ PROJECT_KEY = "hibug_project"
 MODEL_KEY = "hibug_model"
 USER_KEY = "hibug_user"
 NEXT_PROJECT_KEY = "hibug_project_next"
+USER_COOKIE = "hibug_user"
+REMEMBER_KEY = "hibug_remember_user"
 KEPT = "kept_"  # prefix of the plain session keys that keep the sidebar's values from page to page
 
 
 def _keep(key: str) -> None:
     st.session_state[KEPT + key] = st.session_state[key]
+    if key == USER_KEY:
+        st.session_state[REMEMBER_KEY] = True
 
 
 def sidebar_value(widget, label: str, key: str, default, **options):
@@ -90,8 +96,14 @@ def current_user() -> str:
         return str(user.get("name") or user.get("email"))
     from hibug_core.store.audit import default_actor
 
-    name = sidebar_value(st.text_input, "Your name", USER_KEY, default_actor(),
-                         help="Every change you make is recorded under this name.")
+    remembered = unquote(st.context.cookies.get(USER_COOKIE, "")) if st.context.cookies else ""
+    name = sidebar_value(st.text_input, "Your name", USER_KEY, remembered or default_actor(), max_chars=80,
+                         help="Every change you make is recorded under this name; this browser remembers it.")
+    if st.session_state.pop(REMEMBER_KEY, False):
+        # Kept in a cookie so the next tab or visit from this browser starts with it (JSON-quoted: never markup).
+        quoted = json.dumps(name).replace("<", "\\u003c").replace(">", "\\u003e")  # no way out of the script
+        st.html(f"<script>document.cookie = {json.dumps(USER_COOKIE + '=')} + encodeURIComponent({quoted})"
+                " + '; path=/; max-age=31536000; SameSite=Lax';</script>", unsafe_allow_javascript=True)
     return name.strip() or "anonymous"
 
 

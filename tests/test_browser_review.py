@@ -3,6 +3,7 @@ a comment with a script tag and a Markdown link shows as text."""
 from __future__ import annotations
 
 import shutil
+import time
 
 import pytest
 
@@ -23,6 +24,13 @@ def review_project(demo_project, tmp_path_factory):
     with Project.open(folder) as project:
         review = ensure_review(project, (("color", "blue"),), author="setup")
     return folder, review.id
+
+
+def idle(page) -> None:
+    """Wait until the page's script run is over (Streamlit's running indicator is gone)."""
+    page.wait_for_timeout(300)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidgetRunningIcon\"]')",
+                           timeout=60_000)
 
 
 def status_box(page):
@@ -50,13 +58,18 @@ def test_two_people_edit_one_review_and_the_second_sees_the_conflict(browser, re
         page.get_by_role("button", name="Save", exact=True).wait_for(timeout=90_000)
         page.get_by_role("textbox", name="Your name").fill(name)
         page.get_by_role("textbox", name="Your name").press("Enter")
-        page.wait_for_timeout(500)
+        idle(page)
         pages.append(page)
     first, second = pages
     # Landing on a deep link, the sidebar is the dashboard's own navigation.
     assert first.get_by_test_id("stSidebarNav").get_by_text("Overview", exact=True).is_visible()
     set_status(first, "confirmed bug")
-    first.get_by_text("Saved (version 2)").wait_for(timeout=30_000)
+    deadline = time.time() + 60
+    with Project.open(folder) as project:
+        while get_review(project, review_id).version < 2:
+            assert time.time() < deadline, "ana's save did not land"
+            time.sleep(0.2)
+    idle(first)
     set_status(second, "not a bug")  # bo's form still shows version 1
     second.get_by_text("ana changed this review").wait_for(timeout=30_000)
     assert "Nothing was overwritten" in second.get_by_test_id("stAlert").first.inner_text()
@@ -74,4 +87,29 @@ def test_two_people_edit_one_review_and_the_second_sees_the_conflict(browser, re
     assert second.locator("a[href='http://evil.example']").count() == 0
     for context in (ana, bo):
         context.close()
+    next(served, None)
+
+
+def test_the_name_is_entered_once_per_browser(browser, review_project):
+    folder, review_id = review_project
+    served = serve(folder)
+    url = next(served)
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(f"{url}/Review")
+    name = page.get_by_role("textbox", name="Your name")
+    name.wait_for(timeout=90_000)
+    name.fill('Ana "<b>" Ng')
+    name.press("Enter")
+    page.wait_for_function("() => document.cookie.includes('hibug_user=')", timeout=30_000)
+    other = context.new_page()  # a new tab of the same browser: a new session
+    other.goto(f"{url}/Error_slices")
+    other.get_by_role("textbox", name="Your name").wait_for(timeout=90_000)
+    assert other.get_by_role("textbox", name="Your name").input_value() == 'Ana "<b>" Ng'
+    stranger = browser.new_context().new_page()  # another browser knows nothing of it
+    stranger.goto(f"{url}/Error_slices")
+    stranger.get_by_role("textbox", name="Your name").wait_for(timeout=90_000)
+    assert stranger.get_by_role("textbox", name="Your name").input_value() != 'Ana "<b>" Ng'
+    context.close()
+    stranger.context.close()
     next(served, None)
