@@ -5,11 +5,14 @@ import streamlit as st
 
 from hibug_core.embeddings.projection import MapConfig, stored_map
 from hibug_core.embeddings.registry import DEFAULT_ENCODER
+from hibug_core.errors import HibugError
+from hibug_core.review.board import ensure_review, members
 from hibug_core.slices.selection import over_represented
 from hibug_core.store.tag_store import tags_version
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.plots import map_figure
 from hibug_ui.state import current_model, current_project, current_user, load_samples, open_project, tag_table
+from hibug_ui.text import plain
 from hibug_ui.widgets import image_grid, paged, url_setting
 
 st.set_page_config(page_title="hibug · Embedding map", page_icon="🐞", layout="wide")
@@ -84,3 +87,15 @@ if chosen:
         rows = samples.loc[frame.index[selected]].sort_values("correct", kind="stable")
         image_grid(project, paged(rows, key="map_page"), columns=6,
                    caption=lambda r: f"{r['label']} → {r['prediction']}")
+    with st.form("map_review_selection", clear_on_submit=True):
+        name = st.text_input("Name this selection for the review board", placeholder="e.g. dark triangles, top left")
+        if st.form_submit_button("Put it on the review board"):
+            try:
+                made = ensure_review(project, kind="selection", key=name.strip(), members=chosen, author=user)
+                if set(members(project, made.id)) != set(chosen):
+                    st.error(f"A selection named “{plain(made.title)}” is already on the board with other images; "
+                             "choose another name.")
+                else:
+                    st.success(f"On the board as “{plain(made.title)}” with {len(chosen):,} images (Review page).")
+            except HibugError as error:
+                st.error(plain(error))

@@ -6,16 +6,16 @@ import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.review.board import (STATUSES, StaleReviewError, add_comment, comments, ensure_review, get_review,
-                                     reviews, update_review, with_slice_state)
+                                     members, reviews, update_review, with_slice_state)
 from hibug_core.review.findings import COLUMNS as REPORT_COLUMNS
 from hibug_core.review.findings import findings, report_csv, report_html, report_markdown
 from hibug_core.review.views import PAGES, save_view, saved_views
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.tag_store import tags_version
 from hibug_core.store.undo import UNDOABLE, undo
-from hibug_ui.state import current_model, current_project, current_user, slice_report
+from hibug_ui.state import current_model, current_project, current_user, load_samples, slice_report
 from hibug_ui.text import plain
-from hibug_ui.widgets import url_setting
+from hibug_ui.widgets import image_grid, paged, url_setting
 
 st.set_page_config(page_title="hibug · Review", page_icon="🐞", layout="wide")
 project = current_project()
@@ -64,6 +64,13 @@ def show_review(board: pd.DataFrame) -> None:
             except StaleReviewError as error:
                 seen[review.id] = error.current.version  # the next save starts from what is shown now
                 st.error(plain(error))
+    chosen_images = members(project, review.id)
+    if chosen_images:
+        st.caption(f"{len(chosen_images):,} images in this selection")
+        rows = load_samples(str(project.folder), model, project.data_version()).reindex(chosen_images).dropna(
+            subset=["image_path"])
+        image_grid(project, paged(rows, key=f"review_members_{review.id}"), columns=8,
+                   caption=lambda r: f"{r['label']} → {r['prediction']}" if "prediction" in r else str(r.name))
     thread = comments(project, review.id)
     st.markdown(f"**Comments** ({len(thread)})")
     for _, comment in thread.iterrows():

@@ -51,6 +51,20 @@ def test_colouring_and_a_selection_show_images_and_over_represented_tags(monkeyp
     assert (top["attribute"], top["tag"], top["count"]) == ("dominant colour", "red", 4)
     assert top["p_value"] == 1 / 495  # all 4 red of 12 drawn in 4: 1 / C(12, 4)
 
+    # The selection goes on the review board with its images, and the Review page shows them.
+    from hibug_core.review.board import members, reviews
+
+    next(t for t in at.text_input if t.label.startswith("Name this selection")).set_value("the red ones")
+    next(b for b in at.button if b.label == "Put it on the review board").click().run()
+    assert not at.exception and "with 4 images" in at.success[0].value
+    board = reviews(colour_project)
+    assert board[["target_kind", "title"]].values.tolist() == [["selection", "the red ones"]]
+    assert sorted(members(colour_project, int(board["id"].iat[0]))) == red
+    review_page = open_any(monkeypatch, "pages/6_Review.py", colour_project.folder)
+    assert not review_page.exception
+    assert any(c.value == "4 images in this selection" for c in review_page.caption)
+    assert len(review_page.get("image")) == 4
+
 
 def test_a_project_without_attributes_still_shows_its_map(monkeypatch, tmp_path):
     from PIL import Image

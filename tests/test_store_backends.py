@@ -10,7 +10,7 @@ from PIL import Image
 from hibug_core.attributes import Attribute, AttributeSchema
 from hibug_core.ingest import load_manifest
 from hibug_core.jobs.store import JobBusyError, create_job
-from hibug_core.review.board import StaleReviewError, add_comment, comments, ensure_review, update_review
+from hibug_core.review.board import StaleReviewError, add_comment, comments, ensure_review, members, update_review
 from hibug_core.review.views import save_view, saved_views
 from hibug_core.store.attribute_versions import StaleSchemaError, latest_version, save_schema
 from hibug_core.store.migrations import LATEST_VERSION, applied_versions
@@ -58,6 +58,8 @@ def test_versioned_edits_refuse_stale_writes_and_undo(project):
     entry = int(project.audit_log()["id"].iat[-1])
     undo(project, entry, author="cy")
     assert corrections(project).empty
+    picked = ensure_review(project, kind="selection", key="odd ones", members=[1, 3], author="ana")
+    assert members(project, picked.id) == [1, 3]
     save_view(project, "odd", "Error_slices", {"slice": "x"}, author="ana")
     assert saved_views(project)["link"].tolist() == ["/Error_slices?slice=x"]
     create_job(project, "tag", {}, author="ana")

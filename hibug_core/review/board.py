@@ -65,8 +65,9 @@ def get_review(project, review_id: int) -> Review:
 
 
 def ensure_review(project, definition=None, *, kind: str = "slice", key: str | None = None, title: str | None = None,
-                  author: str | None = None) -> Review:
-    """The review of a slice (by definition) or a named selection, created "open" the first time."""
+                  members=None, author: str | None = None) -> Review:
+    """The review of a slice (by definition) or a named selection of images (`members`: their sample ids), created
+    "open" the first time."""
     if kind not in KINDS:
         raise ReviewError(f"a review is of a {' or a '.join(KINDS)}, not '{kind}'")
     if kind == "slice":
@@ -82,11 +83,11 @@ def ensure_review(project, definition=None, *, kind: str = "slice", key: str | N
             return _review(row)
         stamp = now()
         connection.execute(
-            text("INSERT INTO reviews (target_kind, target_key, title, definition_json, status, assignee, version, "
-                 "created_by, created_at, updated_by, updated_at) VALUES (:k, :t, :ti, :d, 'open', NULL, 1, :a, :at, "
-                 ":a, :at)"),
+            text("INSERT INTO reviews (target_kind, target_key, title, definition_json, members_json, status, assignee, "
+                 "version, created_by, created_at, updated_by, updated_at) VALUES (:k, :t, :ti, :d, :m, 'open', NULL, "
+                 "1, :a, :at, :a, :at)"),
             {"k": kind, "t": key, "ti": title or key, "d": json.dumps(definition) if definition else None,
-             "a": author, "at": stamp})
+             "m": json.dumps([int(m) for m in members]) if members is not None else None, "a": author, "at": stamp})
         row = connection.execute(text(f"SELECT {_COLUMNS} FROM reviews WHERE target_kind = :k AND target_key = :t"),
                                  {"k": kind, "t": key}).one()
         record(connection, author, "open review", f"review:{row[0]}", None, {"title": row[3], "status": "open"})
@@ -140,6 +141,13 @@ def add_comment(project, review_id: int, body: str, *, author: str | None = None
                                             {"r": review_id}).scalar_one())
         record(connection, author, "comment", f"review:{review_id}", None, {"comment": comment_id, "body": body})
     return comment_id
+
+
+def members(project, review_id: int) -> list[int]:
+    """The sample ids of a reviewed selection (empty for a slice)."""
+    with read_connection(project.engine) as connection:
+        raw = connection.execute(text("SELECT members_json FROM reviews WHERE id = :i"), {"i": review_id}).scalar()
+    return json.loads(raw) if raw else []
 
 
 def comments(project, review_id: int | None = None) -> pd.DataFrame:

@@ -107,6 +107,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "background jobs with their progress", V3_STATEMENTS),
     Migration(4, "repair runs and generated images with their prompts", V4_STATEMENTS),
     Migration(5, "slice reviews with comments, and saved views", V5_STATEMENTS),
+    Migration(6, "the images of a reviewed selection", ("ALTER TABLE reviews ADD COLUMN members_json TEXT",)),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
