@@ -12,6 +12,7 @@ from streamlit.errors import StreamlitSecretNotFoundError
 
 from hibug_core.errors import HibugError
 from hibug_core.store.project import Project
+from hibug_ui.text import plain
 
 PROJECT_KEY = "hibug_project"
 MODEL_KEY = "hibug_model"
@@ -93,7 +94,15 @@ def current_user() -> str:
     """Who is acting: the signed-in user when the server has authentication, else the name entered in the sidebar."""
     user = getattr(st, "user", None)
     if user is not None and getattr(user, "is_logged_in", False):
-        return str(user.get("name") or user.get("email"))
+        name = str(user.get("name") or user.get("email"))
+        with st.sidebar:
+            st.caption(f"Signed in as {plain(name)}")
+            st.button("Sign out", on_click=st.logout, key="hibug_sign_out")
+        return name
+    if _auth_configured():
+        with st.sidebar:
+            st.button("Sign in", on_click=st.login, key="hibug_sign_in", type="primary",
+                      help="The server is set up for sign-in (the [auth] section of its secrets)")
     from hibug_core.store.audit import default_actor
 
     remembered = unquote(st.context.cookies.get(USER_COOKIE, "")) if st.context.cookies else ""
@@ -129,6 +138,14 @@ def tag_table(folder: str, tags_state: str):
         empty = pd.DataFrame(index=project.samples().index)
         return TagTable(empty, empty, empty)
     return current_tags(project)
+
+
+def _auth_configured() -> bool:
+    """Whether the server has Streamlit's authentication set up ([auth] in its secrets)."""
+    try:
+        return "auth" in st.secrets
+    except (FileNotFoundError, StreamlitSecretNotFoundError):
+        return False
 
 
 def secret(name: str) -> str | None:

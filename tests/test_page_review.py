@@ -132,3 +132,15 @@ def test_the_report_tab_lists_the_findings_with_three_downloads(monkeypatch, dem
                                            "color = blue"]
     assert table["review_status"].tolist()[2] == "open"
     assert [b.label for b in at.tabs[1].get("download_button")] == ["HTML report", "Markdown", "CSV"]
+
+
+def test_a_server_with_authentication_offers_sign_in(monkeypatch, demo_project):
+    monkeypatch.setenv("HIBUG_PROJECT", str(demo_project))
+    at = AppTest.from_file(str(__import__("page_support").REPO / "pages/6_Review.py"), default_timeout=120)
+    at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "x" * 32,
+                          "client_id": "hibug", "client_secret": "s", "server_metadata_url":
+                          "https://login.example/.well-known/openid-configuration"}
+    at.run()
+    assert not at.exception
+    assert [b.label for b in at.sidebar.button] == ["Sign in"]
+    assert labelled(at.text_input, "Your name").value  # until then, the typed name acts
