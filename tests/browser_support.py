@@ -58,3 +58,11 @@ def serve(folder):
     if process.poll() is None:
         process.terminate()
     process.wait(timeout=20)
+
+
+def idle(page, timeout: float = 60_000) -> None:
+    """Wait until the page's script run is over (Streamlit's running indicator is gone), so a click is not lost to
+    a rerun that replaces the element."""
+    page.wait_for_timeout(300)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidgetRunningIcon\"]')",
+                           timeout=timeout)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from browser_support import ARTIFACTS, serve
+from browser_support import ARTIFACTS, idle, serve
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -48,8 +48,10 @@ def wait_text(page, text: str, timeout: float = 90_000):
 
 def choose(page, label: str, option: str) -> None:
     """Pick `option` in the visible select box labelled `label`."""
+    idle(page)
     page.locator("[data-testid='stSelectbox']:visible", has_text=label).first.click()
     page.get_by_role("option", name=option, exact=True).click()
+    idle(page)
 
 
 def test_the_main_journey(page, journey_server, journey_project):

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from browser_support import ARTIFACTS, serve
+from browser_support import ARTIFACTS, idle, serve
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -24,13 +24,6 @@ def review_project(demo_project, tmp_path_factory):
     with Project.open(folder) as project:
         review = ensure_review(project, (("color", "blue"),), author="setup")
     return folder, review.id
-
-
-def idle(page) -> None:
-    """Wait until the page's script run is over (Streamlit's running indicator is gone)."""
-    page.wait_for_timeout(300)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidgetRunningIcon\"]')",
-                           timeout=60_000)
 
 
 def status_box(page):
