@@ -1,6 +1,7 @@
 """Serving the dashboard for browser tests: `hibug serve` on a free port, waited for until healthy."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -58,6 +59,16 @@ def serve(folder):
     if process.poll() is None:
         process.terminate()
     process.wait(timeout=20)
+
+
+@contextlib.contextmanager
+def serving(folder):
+    """The dashboard on `folder` for the length of a with-block (stopped even when the test fails)."""
+    running = serve(folder)
+    try:
+        yield next(running)
+    finally:
+        next(running, None)
 
 
 def idle(page, timeout: float = 60_000) -> None:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from browser_support import ARTIFACTS, idle, serve
+from browser_support import ARTIFACTS, idle, serving
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -41,68 +41,64 @@ def test_two_people_edit_one_review_and_the_second_sees_the_conflict(browser, re
     from hibug_core.store.project import Project
 
     folder, review_id = review_project
-    served = serve(folder)
-    url = next(served)
-    ana, bo = browser.new_context(), browser.new_context()
-    pages = []
-    for context, name in ((ana, "ana"), (bo, "bo")):
-        page = context.new_page()
-        page.goto(f"{url}/Review?review={review_id}")
-        page.get_by_role("button", name="Save", exact=True).wait_for(timeout=90_000)
-        page.get_by_role("textbox", name="Your name").fill(name)
-        page.get_by_role("textbox", name="Your name").press("Enter")
-        idle(page)
-        pages.append(page)
-    first, second = pages
-    # Landing on a deep link, the sidebar is the dashboard's own navigation.
-    assert first.get_by_test_id("stSidebarNav").get_by_text("Overview", exact=True).is_visible()
-    set_status(first, "confirmed bug")
-    deadline = time.time() + 60
-    with Project.open(folder) as project:
-        while get_review(project, review_id).version < 2:
-            assert time.time() < deadline, "ana's save did not land"
-            time.sleep(0.2)
-    idle(first)
-    set_status(second, "not a bug")  # bo's form still shows version 1
-    second.get_by_text("ana changed this review").wait_for(timeout=30_000)
-    assert "Nothing was overwritten" in second.get_by_test_id("stAlert").first.inner_text()
-    ARTIFACTS.mkdir(exist_ok=True)
-    second.screenshot(path=str(ARTIFACTS / "review-conflict.png"), full_page=True)
-    with Project.open(folder) as project:
-        kept = get_review(project, review_id)
-    assert (kept.status, kept.version, kept.updated_by) == ("confirmed bug", 2, "ana")
+    with serving(folder) as url:
+        ana, bo = browser.new_context(), browser.new_context()
+        pages = []
+        for context, name in ((ana, "ana"), (bo, "bo")):
+            page = context.new_page()
+            page.goto(f"{url}/Review?review={review_id}")
+            page.get_by_role("button", name="Save", exact=True).wait_for(timeout=90_000)
+            page.get_by_role("textbox", name="Your name").fill(name)
+            page.get_by_role("textbox", name="Your name").press("Enter")
+            idle(page)
+            pages.append(page)
+        first, second = pages
+        # Landing on a deep link, the sidebar is the dashboard's own navigation.
+        assert first.get_by_test_id("stSidebarNav").get_by_text("Overview", exact=True).is_visible()
+        set_status(first, "confirmed bug")
+        deadline = time.time() + 60
+        with Project.open(folder) as project:
+            while get_review(project, review_id).version < 2:
+                assert time.time() < deadline, "ana's save did not land"
+                time.sleep(0.2)
+        idle(first)
+        set_status(second, "not a bug")  # bo's form still shows version 1
+        second.get_by_text("ana changed this review").wait_for(timeout=30_000)
+        assert "Nothing was overwritten" in second.get_by_test_id("stAlert").first.inner_text()
+        ARTIFACTS.mkdir(exist_ok=True)
+        second.screenshot(path=str(ARTIFACTS / "review-conflict.png"), full_page=True)
+        with Project.open(folder) as project:
+            kept = get_review(project, review_id)
+        assert (kept.status, kept.version, kept.updated_by) == ("confirmed bug", 2, "ana")
 
-    # A comment with markup is shown as the text it is.
-    second.get_by_role("textbox", name="Add a comment").fill(COMMENT)
-    second.get_by_role("button", name="Comment").click()
-    second.get_by_text(COMMENT).wait_for(timeout=30_000)
-    assert second.title() != "owned"
-    assert second.locator("a[href='http://evil.example']").count() == 0
-    for context in (ana, bo):
-        context.close()
-    next(served, None)
+        # A comment with markup is shown as the text it is.
+        second.get_by_role("textbox", name="Add a comment").fill(COMMENT)
+        second.get_by_role("button", name="Comment").click()
+        second.get_by_text(COMMENT).wait_for(timeout=30_000)
+        assert second.title() != "owned"
+        assert second.locator("a[href='http://evil.example']").count() == 0
+        for context in (ana, bo):
+            context.close()
 
 
 def test_the_name_is_entered_once_per_browser(browser, review_project):
     folder, review_id = review_project
-    served = serve(folder)
-    url = next(served)
-    context = browser.new_context()
-    page = context.new_page()
-    page.goto(f"{url}/Review")
-    name = page.get_by_role("textbox", name="Your name")
-    name.wait_for(timeout=90_000)
-    name.fill('Ana "<b>" Ng')
-    name.press("Enter")
-    page.wait_for_function("() => document.cookie.includes('hibug_user=')", timeout=30_000)
-    other = context.new_page()  # a new tab of the same browser: a new session
-    other.goto(f"{url}/Error_slices")
-    other.get_by_role("textbox", name="Your name").wait_for(timeout=90_000)
-    assert other.get_by_role("textbox", name="Your name").input_value() == 'Ana "<b>" Ng'
-    stranger = browser.new_context().new_page()  # another browser knows nothing of it
-    stranger.goto(f"{url}/Error_slices")
-    stranger.get_by_role("textbox", name="Your name").wait_for(timeout=90_000)
-    assert stranger.get_by_role("textbox", name="Your name").input_value() != 'Ana "<b>" Ng'
-    context.close()
-    stranger.context.close()
-    next(served, None)
+    with serving(folder) as url:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{url}/Review")
+        name = page.get_by_role("textbox", name="Your name")
+        name.wait_for(timeout=90_000)
+        name.fill('Ana "<b>" Ng')
+        name.press("Enter")
+        page.wait_for_function("() => document.cookie.includes('hibug_user=')", timeout=30_000)
+        other = context.new_page()  # a new tab of the same browser: a new session
+        other.goto(f"{url}/Error_slices")
+        other.get_by_role("textbox", name="Your name").wait_for(timeout=90_000)
+        assert other.get_by_role("textbox", name="Your name").input_value() == 'Ana "<b>" Ng'
+        stranger = browser.new_context().new_page()  # another browser knows nothing of it
+        stranger.goto(f"{url}/Error_slices")
+        stranger.get_by_role("textbox", name="Your name").wait_for(timeout=90_000)
+        assert stranger.get_by_role("textbox", name="Your name").input_value() != 'Ana "<b>" Ng'
+        context.close()
+        stranger.context.close()

@@ -66,34 +66,30 @@ def test_a_killed_tagging_worker_keeps_its_answers_and_the_resumed_run_asks_only
 
 @pytest.mark.browser
 def test_killing_the_dashboard_mid_run_loses_nothing_and_the_run_finishes(colour_project, browser):
-    from browser_support import SERVED, serve
+    from browser_support import SERVED, serving
 
     with FakeOpenAIServer(delay_s=0.4) as server:
-        served = serve(colour_project.folder)
-        url = next(served)
-        page = browser.new_page(viewport={"width": 1400, "height": 1200})
-        page.goto(f"{url}/Tagging")
-        page.get_by_text("Start tagging").wait_for(timeout=60_000)
-        page.get_by_text("multimodal LLM", exact=True).click()
-        page.get_by_role("textbox", name="LLM server URL").fill(server.url)
-        page.get_by_role("textbox", name="LLM model").fill("fake-vision")
-        page.get_by_role("button", name="Start tagging").click()
-        wait_until(lambda: answered(colour_project) >= 3, what="three committed answers")
-        SERVED[url].send_signal(signal.SIGKILL)  # the dashboard's process, at once
-        SERVED[url].wait(timeout=10)
-        kept = answered(colour_project)
-        job = jobs(colour_project, "tag")[0]
-        wait_until(lambda: not get_job(colour_project, job.id).live, timeout=120, what="the job")
-        assert get_job(colour_project, job.id).status == "done"
-        assert answered(colour_project) == 12 >= kept
-        page.close()
-        next(served, None)
+        with serving(colour_project.folder) as url:
+            page = browser.new_page(viewport={"width": 1400, "height": 1200})
+            page.goto(f"{url}/Tagging")
+            page.get_by_text("Start tagging").wait_for(timeout=60_000)
+            page.get_by_text("multimodal LLM", exact=True).click()
+            page.get_by_role("textbox", name="LLM server URL").fill(server.url)
+            page.get_by_role("textbox", name="LLM model").fill("fake-vision")
+            page.get_by_role("button", name="Start tagging").click()
+            wait_until(lambda: answered(colour_project) >= 3, what="three committed answers")
+            SERVED[url].send_signal(signal.SIGKILL)  # the dashboard's process, at once
+            SERVED[url].wait(timeout=10)
+            kept = answered(colour_project)
+            job = jobs(colour_project, "tag")[0]
+            wait_until(lambda: not get_job(colour_project, job.id).live, timeout=120, what="the job")
+            assert get_job(colour_project, job.id).status == "done"
+            assert answered(colour_project) == 12 >= kept
+            page.close()
     # A new dashboard shows the finished run.
-    served = serve(colour_project.folder)
-    url = next(served)
-    page = browser.new_page()
-    page.goto(f"{url}/Tagging")
-    page.get_by_text(re.compile(r"Job \d+ \(tag\) finished")).first.wait_for(timeout=60_000)
-    page.close()
-    next(served, None)
+    with serving(colour_project.folder) as url:
+        page = browser.new_page()
+        page.goto(f"{url}/Tagging")
+        page.get_by_text(re.compile(r"Job \d+ \(tag\) finished")).first.wait_for(timeout=60_000)
+        page.close()
 
