@@ -58,7 +58,11 @@ def serve(folder):
     SERVED.pop(url, None)
     if process.poll() is None:
         process.terminate()
-    process.wait(timeout=20)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:  # a server stuck on a closed browser's session
+        process.kill()
+        process.wait(timeout=20)
 
 
 @contextlib.contextmanager
