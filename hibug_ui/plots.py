@@ -10,21 +10,33 @@ OUTCOME_COLOURS = {"right": "#2b8a3e", "wrong": "#d9480f", "no label or predicti
 
 
 def map_figure(frame: pd.DataFrame, colour: str) -> go.Figure:
-    """A WebGL scatter of frame's x, y (index: sample id), one trace per value of `colour`. Points carry their id
-    (for selections; shown on hover with "label → prediction"); coordinates and ids go as compact binary arrays so
-    100,000 points stay small. (One trace coloured by codes is slower to draw: measured by benchmarks/ui.py.)"""
+    """A WebGL scatter of frame's x, y (index: sample id), one legend entry per value of `colour`. Points carry their
+    id (for selections). Hover shows "label → prediction" and the id; rather than a string per point, each
+    (value, label → prediction) pair is its own trace with that text in its template, so 100,000 points travel as
+    float32 coordinates and int32 ids only. (One trace coloured by codes is slower to draw: benchmarks/ui.py.)"""
     figure = go.Figure()
     palette = px.colors.qualitative.Plotly + px.colors.qualitative.Set2
-    hover = frame["label"].astype(object).fillna("?").astype(str).to_numpy()
+    hover = frame["label"].astype(object).fillna("?").astype(str)
     if "prediction" in frame:
-        hover = hover + " → " + frame["prediction"].astype(object).fillna("?").astype(str).to_numpy()
-    for i, (value, rows) in enumerate(frame.groupby(colour, sort=True)):
-        where = frame.index.get_indexer(rows.index)
+        hover = hover + " → " + frame["prediction"].astype(object).fillna("?").astype(str)
+    parts = pd.DataFrame({"value": frame[colour], "hover": hover.to_numpy(), "row": np.arange(len(frame))})
+    values = sorted(parts["value"].unique(), key=str)
+    for (value, text), rows in parts.groupby(["value", "hover"], sort=True):
+        i = values.index(value)
+        where = rows["row"].to_numpy()
+        first = not any(trace.legendgroup == str(value) for trace in figure.data)
         figure.add_trace(go.Scattergl(
-            x=rows["x"].to_numpy(np.float32), y=rows["y"].to_numpy(np.float32), mode="markers", name=str(value),
-            customdata=rows.index.to_numpy(np.int32), text=np.asarray(hover)[where],
-            hovertemplate="%{text}<br>#%{customdata}<extra></extra>",
+            x=frame["x"].to_numpy(np.float32)[where], y=frame["y"].to_numpy(np.float32)[where], mode="markers",
+            name=str(value), legendgroup=str(value), showlegend=first,
+            customdata=frame.index.to_numpy(np.int32)[where],
+            hovertemplate=f"{_hover_safe(text)}<br>#%{{customdata}}<extra></extra>",
             marker=dict(size=4, opacity=0.7, color=OUTCOME_COLOURS.get(value, palette[i % len(palette)]))))
     figure.update_layout(height=620, margin=dict(l=0, r=0, t=10, b=0), dragmode="lasso", legend_title_text=colour,
                          xaxis=dict(visible=False), yaxis=dict(visible=False))
     return figure
+
+
+def _hover_safe(text: str) -> str:
+    """Class names as literal hover text: no plotly template fields, no markup."""
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("%", "&#37;")
+            .replace("{", "&#123;").replace("}", "&#125;"))
