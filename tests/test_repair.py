@@ -389,6 +389,16 @@ def test_repair_loop_on_the_demo_records_models_and_compares_slice_by_slice(demo
         assert repaired["prediction"].notna().all()
         stored = repair_runs(project, "retrain")
         assert stored["result"].iat[0]["summary"] and stored["author"].iat[0] == "ana"
+        # A linear head on the network's own frozen features, with the selected images weighted in.
+        from hibug_core.repair.retrain import RetrainConfig as Retrain, retrain
+
+        chosen = result.selections[("hibug", 0)].index
+        ids, probabilities, classes = retrain(project, "shape-cnn", chosen, Retrain(method="linear head", lam=1.0))
+        samples = project.samples().loc[ids]
+        test = (samples["split"] == "test").to_numpy()
+        predicted = np.asarray(classes)[probabilities.argmax(axis=1)]
+        assert probabilities.shape == (len(ids), 3) and np.allclose(probabilities.sum(axis=1), 1)
+        assert (predicted[test] == samples["label"].to_numpy()[test]).mean() > 0.8
 
 
 def test_retraining_refuses_unlabeled_new_data_and_a_missing_network(slice_project):
