@@ -41,27 +41,12 @@ def train_shape_cnn(images: np.ndarray, labels: np.ndarray, n_classes: int, conf
                     progress: ProgressCallback = no_progress):
     """Train on uint8 images (N, H, W, 3) with integer labels; seeded and reproducible on one machine."""
     import torch
-    import torch.nn.functional as F
 
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
-    network = build_network(n_classes)
-    optimiser = torch.optim.Adam(network.parameters(), lr=config.learning_rate)
-    inputs = _prepare(images, config.resolution)
-    targets = torch.from_numpy(labels.astype(np.int64))
-    order = np.arange(len(labels))
-    network.train()
-    for epoch in range(config.epochs):
-        rng.shuffle(order)
-        for start in range(0, len(order), config.batch_size):
-            index = torch.from_numpy(order[start : start + config.batch_size])
-            loss = F.cross_entropy(network(inputs[index]), targets[index])
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-        progress("training the demo model", epoch + 1, config.epochs)
-    network.eval()
-    return network
+    return _train(build_network(n_classes), images, labels, None, None, 0.0, epochs=config.epochs,
+                  batch_size=config.batch_size, learning_rate=config.learning_rate, resolution=config.resolution,
+                  rng=rng, progress=progress, stage="training the demo model")
 
 
 @dataclass(frozen=True)
@@ -86,36 +71,41 @@ def fine_tune_shape_cnn(network, images: np.ndarray, labels: np.ndarray, new_ima
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a network this small trains about twice as fast on one thread as on two
     try:
-        return _fine_tune(copy.deepcopy(network), images, labels, new_images, new_labels, lam, config, resolution,
-                          progress, rng)
+        return _train(copy.deepcopy(network), images, labels, new_images, new_labels, lam, epochs=config.epochs,
+                      batch_size=config.batch_size, learning_rate=config.learning_rate, resolution=resolution,
+                      rng=rng, progress=progress, stage="fine-tuning")
     finally:
         torch.set_num_threads(threads)
 
 
-def _fine_tune(tuned, images, labels, new_images, new_labels, lam, config, resolution, progress, rng):
+def _train(network, images, labels, new_images, new_labels, lam: float, *, epochs: int, batch_size: int,
+           learning_rate: float, resolution: int, rng, progress: ProgressCallback, stage: str):
+    """The one training loop: Adam over shuffled batches of (images, labels); with new data and lam > 0, every step
+    adds lam times the loss of a batch drawn from it."""
     import torch
     import torch.nn.functional as F
 
-    optimiser = torch.optim.Adam(tuned.parameters(), lr=config.learning_rate)
+    optimiser = torch.optim.Adam(network.parameters(), lr=learning_rate)
     inputs, targets = _prepare(images, resolution), torch.from_numpy(labels.astype(np.int64))
-    new_inputs, new_targets = _prepare(new_images, resolution), torch.from_numpy(new_labels.astype(np.int64))
+    extra = new_labels is not None and len(new_labels) > 0 and lam > 0
+    if extra:
+        new_inputs, new_targets = _prepare(new_images, resolution), torch.from_numpy(new_labels.astype(np.int64))
     order = np.arange(len(labels))
-    tuned.train()
-    for epoch in range(config.epochs):
+    network.train()
+    for epoch in range(epochs):
         rng.shuffle(order)
-        for start in range(0, len(order), config.batch_size):
-            index = torch.from_numpy(order[start : start + config.batch_size])
-            loss = F.cross_entropy(tuned(inputs[index]), targets[index])
-            if len(new_labels) and lam > 0:
-                pick = torch.from_numpy(rng.choice(len(new_labels), min(config.batch_size, len(new_labels)),
-                                                   replace=False))
-                loss = loss + lam * F.cross_entropy(tuned(new_inputs[pick]), new_targets[pick])
+        for start in range(0, len(order), batch_size):
+            index = torch.from_numpy(order[start : start + batch_size])
+            loss = F.cross_entropy(network(inputs[index]), targets[index])
+            if extra:
+                pick = torch.from_numpy(rng.choice(len(new_labels), min(batch_size, len(new_labels)), replace=False))
+                loss = loss + lam * F.cross_entropy(network(new_inputs[pick]), new_targets[pick])
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
-        progress("fine-tuning", epoch + 1, config.epochs)
-    tuned.eval()
-    return tuned
+        progress(stage, epoch + 1, epochs)
+    network.eval()
+    return network
 
 
 def network_features(network, images: np.ndarray, resolution: int = TrainConfig.resolution,
