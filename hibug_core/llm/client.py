@@ -51,15 +51,18 @@ def make_client(config: LLMConfig, api_key: str | None = None):
                          max_retries=config.transport_retries)
 
 
-def image_data_url(path: str, max_side: int = 512) -> str:
-    """An image as a base64 data URL, downscaled so requests stay small."""
+def image_data_url(image, max_side: int = 512) -> str:
+    """An image (a file path or a PIL image) as a base64 PNG data URL, downscaled to at most max_side pixels."""
     from PIL import Image
 
-    with Image.open(path) as image:
-        image = image.convert("RGB")
-        image.thumbnail((max_side, max_side))
-        buffer = io.BytesIO()
-        image.save(buffer, format="PNG")
+    if isinstance(image, Image.Image):
+        small = image.convert("RGB")
+    else:
+        with Image.open(image) as opened:
+            small = opened.convert("RGB")
+    small.thumbnail((max_side, max_side))
+    buffer = io.BytesIO()
+    small.save(buffer, format="PNG")
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 

@@ -69,12 +69,9 @@ class LLMCaptioner:
         self.name = config.describe()
 
     def caption(self, image, prompt: str, seed: int) -> str:
-        import base64
-        import io
+        from hibug_core.llm.client import image_data_url
 
-        buffer = io.BytesIO()
-        image.convert("RGB").save(buffer, format="PNG")
-        url = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+        url = image_data_url(image)
         try:
             reply = self.client.chat.completions.create(model=self.config.model, temperature=0, messages=[
                 {"role": "user", "content": [{"type": "text", "text": CAPTION_REQUEST},

@@ -2,17 +2,17 @@
 statistics, bug types, evidence, thumbnails, review status and comments), Markdown and CSV; every text escaped."""
 from __future__ import annotations
 
-import base64
 import html
-import io
 import json
 from dataclasses import asdict
 
 import pandas as pd
 
+from hibug_core.llm.client import image_data_url
 from hibug_core.review.board import comments, reviews
 from hibug_core.store.audit import now
 
+THUMBNAIL_SIDE = 96  # pixels: the report's thumbnails are embedded, so they stay small
 COLUMNS = ["rank", "slice", "count", "score", "gap", "score_low", "score_high", "q_value", "bug_type", "reason",
            "review_status", "assignee", "comments"]
 
@@ -84,17 +84,6 @@ def report_markdown(project, report, table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _thumbnail(path: str, size: int = 96) -> str:
-    from PIL import Image
-
-    with Image.open(path) as image:
-        image = image.convert("RGB")
-        image.thumbnail((size, size))
-        buffer = io.BytesIO()
-        image.save(buffer, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:70rem;color:#222}
 table{border-collapse:collapse;width:100%}td,th{border:1px solid #ddd;padding:.3rem .5rem;text-align:left}
 th{background:#f4f4f4}.slice{border:1px solid #ddd;border-radius:.5rem;padding:1rem;margin:1rem 0}
@@ -130,7 +119,8 @@ def report_html(project, report, table: pd.DataFrame, *, thumbnails: int = 12) -
             wrong = bool(report.evaluation.at[sample_id, "error"] > 0.5)
             caption = f"{item['label']} → {item['prediction']}"
             try:
-                images.append(f"<img class='{'wrong' if wrong else 'right'}' src='{_thumbnail(item['image_path'])}' "
+                source = image_data_url(item["image_path"], THUMBNAIL_SIDE)
+                images.append(f"<img class='{'wrong' if wrong else 'right'}' src='{source}' "
                               f"title='{e(caption, quote=True)}' alt='{e(caption, quote=True)}'>")
             except OSError:
                 images.append(f"<small>missing image {e(str(item['image_path']))}</small>")
