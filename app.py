@@ -4,12 +4,12 @@ import plotly.express as px
 import streamlit as st
 
 from hibug_core import metrics
-from hibug_core.store import tag_store
+from hibug_core.markdown import plain
 from hibug_core.repair.runs import repair_runs
+from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version
 from hibug_ui.create import create_project_form
 from hibug_ui.state import chosen_folder, current_model, current_project, current_user, load_samples
-from hibug_ui.text import plain
 from hibug_ui.widgets import image_grid
 
 # Material icons: drawn by Streamlit's own font, so they show in any browser (emoji need a system emoji font).

@@ -6,7 +6,7 @@ import streamlit as st
 from hibug_core.errors import HibugError
 from hibug_core.jobs.store import jobs, request_cancel
 from hibug_core.jobs.worker import resume, submit
-from hibug_ui.text import plain
+from hibug_core.markdown import plain
 
 POLL_S = 1.0
 

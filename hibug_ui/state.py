@@ -11,8 +11,8 @@ import streamlit as st
 from streamlit.errors import StreamlitSecretNotFoundError
 
 from hibug_core.errors import HibugError
+from hibug_core.markdown import plain
 from hibug_core.store.project import Project
-from hibug_ui.text import plain
 
 PROJECT_KEY = "hibug_project"
 MODEL_KEY = "hibug_model"

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from hibug_core.markdown import plain
 from hibug_core.store.project import Project
 from hibug_core.thumbnails import ensure_thumbnail
-from hibug_ui.text import plain
 
 
 def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, caption=None) -> None:

@@ -8,9 +8,9 @@ from hibug_core.attributes.library import LIBRARY, choose_task_type, library_sch
 from hibug_core.attributes.schema import AttributeSchema, GROUPS
 from hibug_core.attributes.table import COLUMNS, schema_to_table, table_to_schema
 from hibug_core.errors import HibugError
+from hibug_core.markdown import plain
 from hibug_core.store.attribute_versions import StaleSchemaError, latest_version, load_schema, save_schema, schema_history
 from hibug_ui.state import current_model, current_project, current_user, secret
-from hibug_ui.text import plain
 
 st.set_page_config(page_title="hibug · Attributes", page_icon="🐞", layout="wide")
 project = current_project()

@@ -6,13 +6,13 @@ import streamlit as st
 from hibug_core.embeddings.projection import MapConfig, stored_map
 from hibug_core.embeddings.registry import DEFAULT_ENCODER
 from hibug_core.errors import HibugError
+from hibug_core.markdown import plain
 from hibug_core.review.board import ensure_review, members
 from hibug_core.slices.selection import over_represented
 from hibug_core.store.tag_store import tags_version
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.plots import map_figure
 from hibug_ui.state import current_model, current_project, current_user, load_samples, open_project, tag_table
-from hibug_ui.text import plain
 from hibug_ui.widgets import image_grid, paged, url_setting
 
 st.set_page_config(page_title="hibug · Embedding map", page_icon="🐞", layout="wide")

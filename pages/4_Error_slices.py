@@ -3,12 +3,12 @@ import plotly.express as px
 import streamlit as st
 
 from hibug_core.errors import HibugError
+from hibug_core.markdown import plain
 from hibug_core.review.board import ensure_review
 from hibug_core.review.views import save_view
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.tag_store import tags_version
 from hibug_ui.state import current_model, current_project, current_user, slice_report
-from hibug_ui.text import plain
 from hibug_ui.widgets import image_grid, paged, url_setting
 
 st.set_page_config(page_title="hibug · Error slices", page_icon="🐞", layout="wide")

@@ -7,6 +7,7 @@ import plotly.express as px
 import streamlit as st
 
 from hibug_core.errors import HibugError
+from hibug_core.markdown import plain
 from hibug_core.repair.generated import GENERATED_SPLIT, generated_images
 from hibug_core.repair.generators import GENERATOR_HELP, SHAPE_RENDERER, missing_weights
 from hibug_core.repair.prompts import PROMPT_METHODS
@@ -16,7 +17,6 @@ from hibug_core.slices.search import SliceConfig
 from hibug_core.store.tag_store import tags_version
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.state import current_model, current_project, current_user, load_samples, secret, slice_report
-from hibug_ui.text import plain
 from hibug_ui.widgets import image_grid, paged
 
 st.set_page_config(page_title="hibug · Repair", page_icon="🐞", layout="wide")

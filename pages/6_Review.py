@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from hibug_core.errors import HibugError
+from hibug_core.markdown import plain
 from hibug_core.review.board import (STATUSES, StaleReviewError, add_comment, comments, ensure_review, get_review,
                                      members, reviews, update_review, with_slice_state)
 from hibug_core.review.findings import COLUMNS as REPORT_COLUMNS
@@ -14,7 +15,6 @@ from hibug_core.slices.search import SliceConfig
 from hibug_core.store.tag_store import tags_version
 from hibug_core.store.undo import UNDOABLE, undo
 from hibug_ui.state import current_model, current_project, current_user, load_samples, slice_report
-from hibug_ui.text import plain
 from hibug_ui.widgets import image_grid, paged, url_setting
 
 st.set_page_config(page_title="hibug · Review", page_icon="🐞", layout="wide")

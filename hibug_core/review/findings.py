@@ -9,6 +9,7 @@ from dataclasses import asdict
 import pandas as pd
 
 from hibug_core.llm.client import image_data_url
+from hibug_core.markdown import plain
 from hibug_core.review.board import comments, reviews
 from hibug_core.store.audit import now
 
@@ -56,11 +57,8 @@ def report_csv(table: pd.DataFrame) -> bytes:
 
 
 def _md(text) -> str:
-    """Text for a Markdown table cell: markup and pipes escaped."""
-    out = str(text)
-    for char in "\\`*_{}[]()<>#|!~$":
-        out = out.replace(char, "\\" + char)
-    return out.replace("\n", " ")
+    """Text for one line of Markdown (a table cell, a heading): escaped, on one line."""
+    return plain(text).replace("  \n", " ")
 
 
 def report_markdown(project, report, table: pd.DataFrame) -> str:

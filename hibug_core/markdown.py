@@ -1,5 +1,5 @@
-"""People's text (comments, attribute and tag names, project and user names) shown as text: every character that
-Streamlit's Markdown would read as markup (links, emphasis, HTML, LaTeX, colour and icon directives, headings and
+"""People's text (comments, attribute and tag names, project and user names) shown as text in Markdown (the
+dashboard's and the reports'): every character that Markdown would read as markup (links, emphasis, HTML, LaTeX, colour and icon directives, headings and
 lists) is escaped."""
 from __future__ import annotations
 
