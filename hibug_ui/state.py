@@ -90,6 +90,15 @@ def current_model(project: Project) -> str | None:
     return sidebar_value(st.selectbox, "Model under test", MODEL_KEY, models[0], options=models)
 
 
+def required_model(project: Project) -> str:
+    """The model under test, for pages that need model outputs; stops the page with what to do when there is none."""
+    model = current_model(project)
+    if model is None:
+        st.warning("This project has no model outputs; import a manifest with predictions first.")
+        st.stop()
+    return model
+
+
 def current_user() -> str:
     """Who is acting: the signed-in user when the server has authentication, else the name entered in the sidebar."""
     user = getattr(st, "user", None)

@@ -8,16 +8,13 @@ from hibug_core.review.board import ensure_review
 from hibug_core.review.views import save_view
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.tag_store import tags_version
-from hibug_ui.state import current_model, current_project, current_user, slice_report
+from hibug_ui.state import current_project, current_user, required_model, slice_report
 from hibug_ui.widgets import image_grid, paged, url_setting
 
 st.set_page_config(page_title="hibug · Error slices", page_icon="🐞", layout="wide")
 project = current_project()
-model = current_model(project)
+model = required_model(project)
 user = current_user()
-if model is None:
-    st.warning("This project has no model outputs; import a manifest with predictions first.")
-    st.stop()
 
 st.title("Error slices")
 defaults = SliceConfig()

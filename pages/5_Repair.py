@@ -16,16 +16,13 @@ from hibug_core.repair.selection import METHODS, SelectionConfig, select_pool
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.tag_store import tags_version
 from hibug_ui.jobs import job_status, start_job
-from hibug_ui.state import current_model, current_project, current_user, load_samples, secret, slice_report
+from hibug_ui.state import current_project, current_user, load_samples, required_model, secret, slice_report
 from hibug_ui.widgets import image_grid, paged
 
 st.set_page_config(page_title="hibug · Repair", page_icon="🐞", layout="wide")
 project = current_project()
-model = current_model(project)
+model = required_model(project)
 user = current_user()
-if model is None:
-    st.warning("This project has no model outputs; import a manifest with predictions first.")
-    st.stop()
 st.title("Repair")
 st.caption(f"Repairing {model}: new data for its error slices on 'val', judged on a held-out split.")
 

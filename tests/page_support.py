@@ -18,3 +18,8 @@ def open_page(monkeypatch, page: str, folder, *, user: str | None = None, timeou
     for key, value in query.items():
         at.query_params[key] = value
     return at.run()
+
+
+def labelled(widgets, label: str):
+    """The widget among `widgets` (e.g. at.selectbox) whose label is `label`."""
+    return next(w for w in widgets if w.label == label)

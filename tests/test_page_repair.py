@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from hibug_core.jobs.store import jobs
 from hibug_core.store.project import Project
-from page_support import open_page as open_any
+from page_support import labelled, open_page as open_any
 
 
 def open_page(monkeypatch, folder, **query) -> AppTest:
@@ -32,10 +32,6 @@ def wait_for(folder, kind: str, timeout: float = 240) -> dict:
         job = jobs(project, kind)[0]
     assert job.status == "done", (job.status, job.error)
     return job.result
-
-
-def labelled(widgets, label: str):
-    return next(w for w in widgets if w.label == label)
 
 
 def button(at: AppTest, label: str):

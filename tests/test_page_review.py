@@ -11,7 +11,7 @@ from hibug_core.review.board import add_comment, ensure_review, get_review, revi
 from hibug_core.review.views import saved_views
 from hibug_core.store.project import Project
 from hibug_core.store.tag_store import correct_tags, corrections
-from page_support import open_page as open_any
+from page_support import labelled, open_page as open_any
 
 SCRIPT = "<script>alert('x')</script> see [this link](http://evil.example) **now**"
 
@@ -25,10 +25,6 @@ def demo_copy(demo_project, tmp_path):
     folder = tmp_path / "demo"
     shutil.copytree(demo_project, folder)
     return folder
-
-
-def labelled(widgets, label: str):
-    return next(w for w in widgets if w.label == label)
 
 
 def test_the_board_is_filled_from_the_error_slices_and_a_status_change_is_signed(monkeypatch, demo_copy):
