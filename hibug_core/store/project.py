@@ -147,12 +147,8 @@ class Project:
                 sample_ids = np.array([id_of[k] for k in samples["sample_key"]], dtype=np.int64)
                 for name, outputs in manifest.models.items():
                     model_id = self._model_id(connection, name, outputs.classes)
-                    connection.execute(
-                        text("INSERT INTO predictions (model_id, sample_id, prediction, confidence, score) "
-                             "VALUES (:m, :s, :p, :c, :sc)"),
-                        [{"m": model_id, "s": int(s), "p": p, "c": None if np.isnan(c) else float(c),
-                          "sc": None if np.isnan(sc) else float(sc)}
-                         for s, p, c, sc in zip(sample_ids, outputs.prediction, outputs.confidence, outputs.score)])
+                    _insert_predictions(connection, model_id, sample_ids, outputs.prediction, outputs.confidence,
+                                        outputs.score)
                     if outputs.probabilities is not None:
                         staged.append(self.arrays.stage(
                             f"probabilities/{_safe(name)}/import-{import_id}", sample_ids=sample_ids,
@@ -196,16 +192,14 @@ class Project:
         probabilities = np.asarray(probabilities, dtype=np.float32)
         predictions = np.asarray(classes, dtype=object)[probabilities.argmax(axis=1)]
         labels = self.samples(sample_ids=sample_ids)["label"].to_numpy()
+        score = np.array([np.nan if pd.isna(label) else float(p == label) for p, label in zip(predictions, labels)])
         staged = self.arrays.stage(f"probabilities/{_safe(model)}/added", sample_ids=sample_ids,
                                    probabilities=probabilities, classes=np.array(classes, dtype=str))
         try:
             with write_transaction(self.engine) as connection:
                 model_id = self._model_id(connection, model, list(classes))
-                connection.execute(
-                    text("INSERT INTO predictions (model_id, sample_id, prediction, confidence, score) "
-                         "VALUES (:m, :s, :p, :c, :sc)"),
-                    [{"m": model_id, "s": int(s), "p": p, "c": float(c),
-                      "sc": None if pd.isna(label) else float(p == label)} for s, p, c, label in zip(sample_ids, predictions, probabilities.max(axis=1), labels)])
+                _insert_predictions(connection, model_id, sample_ids, predictions, probabilities.max(axis=1),
+                                    score)
                 record_audit(connection, author or default_actor(), "add model", f"model:{model}", None,
                              {"samples": len(sample_ids), **(note or {})})
         except BaseException:
@@ -377,6 +371,15 @@ class Project:
             "scores": scores.to_dict(orient="records"),
             "imports": len(self.imports()),
         }
+
+
+def _insert_predictions(connection: Connection, model_id: int, sample_ids, predictions, confidence, score) -> None:
+    """One model's outputs on samples; a NaN confidence or score is stored as unknown."""
+    connection.execute(
+        text("INSERT INTO predictions (model_id, sample_id, prediction, confidence, score) "
+             "VALUES (:m, :s, :p, :c, :sc)"),
+        [{"m": model_id, "s": int(s), "p": p, "c": None if np.isnan(c) else float(c),
+          "sc": None if np.isnan(sc) else float(sc)} for s, p, c, sc in zip(sample_ids, predictions, confidence, score)])
 
 
 def _safe(name: str) -> str:
