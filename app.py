@@ -5,7 +5,7 @@ import streamlit as st
 
 from hibug_core import metrics
 from hibug_core.markdown import plain
-from hibug_core.repair.runs import repair_runs
+from hibug_core.repair.runs import run_count
 from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version
 from hibug_ui.create import create_project_form
@@ -51,14 +51,14 @@ def overview() -> None:
     finished = runs[runs["status"] == "finished"] if not runs.empty else runs
     maps = project.arrays.names("maps/")
     sliceable = not finished.empty or not project.known_tags().columns.empty
-    repaired = repair_runs(project, "retrain")
+    repaired = run_count(project, "retrain")
     steps = [
         ("Attributes", version is not None, f"version {version}" if version else "none yet", "pages/1_Attributes.py"),
         ("Tags", not finished.empty, f"{len(finished)} tagging runs" if not finished.empty else "not tagged yet",
          "pages/2_Tagging.py"),
         ("Embedding map", bool(maps), "computed" if maps else "not computed yet", "pages/3_Embedding_map.py"),
         ("Error slices", sliceable, "ready to search" if sliceable else "needs tags", "pages/4_Error_slices.py"),
-        ("Repair", len(repaired) > 0, f"{len(repaired)} comparisons" if len(repaired) else "not repaired yet",
+        ("Repair", repaired > 0, f"{repaired} comparisons" if repaired else "not repaired yet",
          "pages/5_Repair.py"),
     ]
     cells = st.columns(len(steps))

@@ -271,8 +271,7 @@ def cmd_repair(args) -> int:
 
 
 def cmd_generate(args) -> int:
-    from hibug_core.repair.generated import generate_for_prompts
-    from hibug_core.repair.generators import load_generator
+    from hibug_core.jobs.kinds import generate
     from hibug_core.repair.prompts import build_prompts
     from hibug_core.store.project import Project
 
@@ -282,14 +281,14 @@ def cmd_generate(args) -> int:
         print(prompts[["prompt", "label", "slice", "weight"]].to_string(index=False))
         if args.dry_run:
             return 0
-        generator = load_generator(args.generator, steps=args.steps)
         report, close = _progress()
-        try:
-            run_id = generate_for_prompts(project, generator, prompts, args.images, seed=args.seed, progress=report)
+        try:  # the same work the Repair page runs as a job, on the prompts just printed
+            done = generate(project, {"prompts": prompts.to_dict("records"), "generator": args.generator,
+                                      "images": args.images, "seed": args.seed, "steps": args.steps}, report)
         finally:
             close()
-    print(f"{args.images} images from {generator.name} stored as split 'generated' (run {run_id}); retrain with "
-          f"`hibug repair {args.project} --data generated`")
+    print(f"{done['images']} images from {done['generator']} stored as split 'generated' (run {done['run']}); "
+          f"retrain with `hibug repair {args.project} --data generated`")
     return 0
 
 

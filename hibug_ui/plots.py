@@ -21,16 +21,17 @@ def map_figure(frame: pd.DataFrame, colour: str) -> go.Figure:
         hover = hover + " → " + frame["prediction"].astype(object).fillna("?").astype(str)
     parts = pd.DataFrame({"value": frame[colour], "hover": hover.to_numpy(), "row": np.arange(len(frame))})
     values = sorted(parts["value"].unique(), key=str)
+    x, y, ids = frame["x"].to_numpy(np.float32), frame["y"].to_numpy(np.float32), frame.index.to_numpy(np.int32)
+    in_legend: set[str] = set()
     for (value, text), rows in parts.groupby(["value", "hover"], sort=True):
         i = values.index(value)
         where = rows["row"].to_numpy()
-        first = not any(trace.legendgroup == str(value) for trace in figure.data)
         figure.add_trace(go.Scattergl(
-            x=frame["x"].to_numpy(np.float32)[where], y=frame["y"].to_numpy(np.float32)[where], mode="markers",
-            name=str(value), legendgroup=str(value), showlegend=first,
-            customdata=frame.index.to_numpy(np.int32)[where],
+            x=x[where], y=y[where], mode="markers", name=str(value), legendgroup=str(value),
+            showlegend=str(value) not in in_legend, customdata=ids[where],
             hovertemplate=f"{_hover_safe(text)}<br>#%{{customdata}}<extra></extra>",
             marker=dict(size=4, opacity=0.7, color=OUTCOME_COLOURS.get(value, palette[i % len(palette)]))))
+        in_legend.add(str(value))
     figure.update_layout(height=620, margin=dict(l=0, r=0, t=10, b=0), dragmode="lasso", legend_title_text=colour,
                          xaxis=dict(visible=False), yaxis=dict(visible=False))
     return figure

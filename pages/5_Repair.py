@@ -154,8 +154,7 @@ with retrain:
             if start_job(project, "repair", params, user) is not None:
                 st.rerun()
     job_status(project, "repair", user, key="repair_retrain")
-    done = repair_runs(project, "retrain")
-    done = done[done["result"].notna()]
+    done = repair_runs(project, "retrain", finished=True, limit=1)
     if done.empty:
         st.info("No repair has been compared yet.")
     else:
@@ -210,8 +209,7 @@ with search:
             if start_job(project, "failure search", params, user, {"OPENAI_API_KEY": key} if key else None):
                 st.rerun()
     job_status(project, "failure search", user, key="repair_search")
-    found = repair_runs(project, "failure search")
-    found = found[found["result"].notna()]
+    found = repair_runs(project, "failure search", finished=True, limit=1)
     if not found.empty:
         result = found.iloc[0]["result"]
         table = pd.DataFrame(result["table"])

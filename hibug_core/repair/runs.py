@@ -29,12 +29,32 @@ def finish_run(project, run_id: int, result: dict, *, author: str | None = None)
                      {k: v for k, v in result.items() if not isinstance(v, (list, dict))})
 
 
-def repair_runs(project, kind: str | None = None) -> pd.DataFrame:
-    """Every run (newest first) with its parameters and result decoded."""
+def repair_runs(project, kind: str | None = None, *, finished: bool = False, limit: int | None = None) -> pd.DataFrame:
+    """Runs (newest first; of one kind, only finished ones, at most `limit`) with parameters and result decoded."""
+    query, params = _where(kind, finished)
+    if limit is not None:
+        query += " LIMIT :n"
+        params["n"] = int(limit)
     with read_connection(project.engine) as connection:
-        frame = pd.read_sql_query(text("SELECT * FROM repair_runs ORDER BY id DESC"), connection)
-    if kind is not None:
-        frame = frame[frame["kind"] == kind]
+        frame = pd.read_sql_query(text(f"SELECT * FROM repair_runs{query}"), connection, params=params)
     frame["params"] = frame.pop("params_json").map(json.loads)
     frame["result"] = frame.pop("result_json").map(lambda raw: json.loads(raw) if raw else None)
-    return frame.reset_index(drop=True)
+    return frame
+
+
+def run_count(project, kind: str | None = None, *, finished: bool = True) -> int:
+    """How many runs there are (of one kind; finished ones only by default), without reading their results."""
+    query, params = _where(kind, finished)
+    with read_connection(project.engine) as connection:
+        return int(connection.execute(text(f"SELECT COUNT(*) FROM repair_runs{query}"), params).scalar_one())
+
+
+def _where(kind: str | None, finished: bool) -> tuple[str, dict]:
+    conditions, params = [], {}
+    if kind is not None:
+        conditions.append("kind = :k")
+        params["k"] = kind
+    if finished:
+        conditions.append("result_json IS NOT NULL")
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    return where + " ORDER BY id DESC", params

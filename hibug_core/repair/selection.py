@@ -115,15 +115,17 @@ def select_pool(report, config: SelectionConfig = SelectionConfig(), *, n_train:
                              "uncertainty selection")
     if config.method == "hibug":
         covered = np.zeros(len(errors), bool)
-        taken = []
+        taken, masks = [], []
         for i, definition in enumerate(slices["definition"]):
             taken.append(i)
-            covered |= report.tags.mask(definition)
+            masks.append(report.tags.mask(definition))
+            covered |= masks[-1]
             if errors[covered].sum() >= config.beta * errors.sum():
                 break
     else:
         taken = list(range(len(slices)))
-    failures = np.array([errors[report.tags.mask(d)].sum() for d in slices["definition"].iloc[taken]])
+        masks = [report.tags.mask(d) for d in slices["definition"]]
+    failures = np.array([errors[mask].sum() for mask in masks])
     pool_tags = report.all_tags.reindex(pool.index)
     matches = [np.flatnonzero(_pool_matches(slices["definition"].iat[i], pool_tags, pool)) for i in taken]
     chosen, slice_rows, reasons = [], [], []

@@ -56,9 +56,14 @@ def _review(row) -> Review:
                   row[5], row[6], int(row[7]), row[8], row[9])
 
 
+def _select(connection, where: str, params: dict):
+    """The one review matching `where`, as a row, or None."""
+    return connection.execute(text(f"SELECT {_COLUMNS} FROM reviews WHERE {where}"), params).first()
+
+
 def get_review(project, review_id: int) -> Review:
     with read_connection(project.engine) as connection:
-        row = connection.execute(text(f"SELECT {_COLUMNS} FROM reviews WHERE id = :i"), {"i": review_id}).first()
+        row = _select(connection, "id = :i", {"i": review_id})
     if row is None:
         raise ReviewError(f"no review #{review_id} in this project")
     return _review(row)
@@ -77,8 +82,8 @@ def ensure_review(project, definition=None, *, kind: str = "slice", key: str | N
         raise ReviewError("a selection's review needs a key (the saved view's name)")
     author = author or default_actor()
     with write_transaction(project.engine) as connection:
-        row = connection.execute(text(f"SELECT {_COLUMNS} FROM reviews WHERE target_kind = :k AND target_key = :t"),
-                                 {"k": kind, "t": key}).first()
+        target = {"k": kind, "t": key}
+        row = _select(connection, "target_kind = :k AND target_key = :t", target)
         if row is not None:
             return _review(row)
         stamp = now()
@@ -88,8 +93,7 @@ def ensure_review(project, definition=None, *, kind: str = "slice", key: str | N
                  "1, :a, :at, :a, :at)"),
             {"k": kind, "t": key, "ti": title or key, "d": json.dumps(definition) if definition else None,
              "m": json.dumps([int(m) for m in members]) if members is not None else None, "a": author, "at": stamp})
-        row = connection.execute(text(f"SELECT {_COLUMNS} FROM reviews WHERE target_kind = :k AND target_key = :t"),
-                                 {"k": kind, "t": key}).one()
+        row = _select(connection, "target_kind = :k AND target_key = :t", target)
         record(connection, author, "open review", f"review:{row[0]}", None, {"title": row[3], "status": "open"})
     return _review(row)
 
@@ -102,7 +106,7 @@ def update_review(project, review_id: int, *, version: int, status: str | None =
         raise ReviewError(f"unknown status '{status}'; use one of {', '.join(STATUSES)}")
     author = author or default_actor()
     with write_transaction(project.engine) as connection:
-        row = connection.execute(text(f"SELECT {_COLUMNS} FROM reviews WHERE id = :i"), {"i": review_id}).first()
+        row = _select(connection, "id = :i", {"i": review_id})
         if row is None:
             raise ReviewError(f"no review #{review_id} in this project")
         before = _review(row)
@@ -116,8 +120,7 @@ def update_review(project, review_id: int, *, version: int, status: str | None =
                  "updated_at = :at WHERE id = :i AND version = :v"),
             {"s": after["status"], "as": after["assignee"], "a": author, "at": stamp, "i": review_id, "v": version})
         if changed.rowcount != 1:  # another writer got in between the read and the update
-            raise StaleReviewError(version, _review(connection.execute(
-                text(f"SELECT {_COLUMNS} FROM reviews WHERE id = :i"), {"i": review_id}).one()))
+            raise StaleReviewError(version, _review(_select(connection, "id = :i", {"i": review_id})))
         record(connection, author, "update review", f"review:{review_id}",
                {"status": before.status, "assignee": before.assignee, "version": before.version},
                {**after, "version": version + 1})
