@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -184,12 +185,7 @@ def test_hibug_prompts_on_the_demo_slices_and_images_per_prompt(demo_project):
 def test_background_prompts_assign_each_failure_its_nearest_background():
     evaluation = pd.DataFrame({"label": ["dog", "dog", "dog", "cat"], "error": [1.0, 1.0, 0.0, 1.0]},
                               index=[10, 11, 12, 13])
-
-    class Report:
-        pass
-
-    report = Report()
-    report.evaluation = evaluation
+    report = SimpleNamespace(evaluation=evaluation)  # background_prompts reads only the evaluated rows
     embeddings = pd.DataFrame([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.0, 1.0]], index=[10, 11, 12, 13])
     vectors = {"a photo of a dog in the snow": [1, 0], "a photo of a dog underwater": [0, 1],
                "a photo of a cat in the snow": [1, 0], "a photo of a cat underwater": [0, 1]}
