@@ -52,22 +52,40 @@ def overview() -> None:
     maps = project.arrays.names("maps/")
     sliceable = not finished.empty or not project.known_tags().columns.empty
     repaired = run_count(project, "retrain")
+    trust = None
+    if version is not None and not finished.empty:
+        from hibug_core.store.attribute_versions import load_schema
+        from hibug_core.tagging.sources import rank_sources, untrusted
+
+        poor = untrusted(rank_sources(project, [a.name for a in load_schema(project).attributes]))
+        trust = f"{len(poor)} too poor to trust" if len(poor) else "measured, none below the floor"
+    tags_detail = (f"{len(finished)} tagging runs · {trust}" if trust else
+                   "imported tags only" if sliceable else "not tagged yet")
     steps = [
-        ("Attributes", version is not None, f"version {version}" if version else "none yet", "pages/1_Attributes.py"),
-        ("Tags", not finished.empty, f"{len(finished)} tagging runs" if not finished.empty else "not tagged yet",
-         "pages/2_Tagging.py"),
-        ("Embedding map", bool(maps), "computed" if maps else "not computed yet", "pages/3_Embedding_map.py"),
-        ("Error slices", sliceable, "ready to search" if sliceable else "needs tags", "pages/4_Error_slices.py"),
+        ("Attributes", version is not None, f"version {version}" if version else "none yet", "pages/1_Attributes.py",
+         "propose them from the task (built-in library or a language model), then edit"),
+        ("Tags", not finished.empty, tags_detail, "pages/2_Tagging.py",
+         "tag every image (Run), then check how good each source is (Tag sources)"),
+        ("Error slices", sliceable, "ready to search" if sliceable else "needs tags", "pages/4_Error_slices.py",
+         "find, rank and explain where the model fails"),
+        ("Embedding map", bool(maps), "computed" if maps else "optional", "pages/3_Embedding_map.py",
+         "see the images on a map and select groups"),
         ("Repair", repaired > 0, f"{repaired} comparisons" if repaired else "not repaired yet",
-         "pages/5_Repair.py"),
+         "pages/5_Repair.py", "select or generate data for the worst slices, retrain, compare with random"),
     ]
     cells = st.columns(len(steps))
-    next_step = next((step for step in steps if not step[1]), None)
-    for cell, (name, done, detail, page) in zip(cells, steps):
-        cell.page_link(page, label=f"{name}: {detail}",
+    required = [step for step in steps if step[0] != "Embedding map"]
+    next_step = next((step for step in required if not step[1]), None)
+    for cell, (name, done, detail, page, _) in zip(cells, steps):
+        cell.page_link(page, label=name,
                        icon=":material/check_circle:" if done else ":material/radio_button_unchecked:")
+        cell.caption(detail)
     if next_step is not None:
-        st.caption(f"Next step: {next_step[0]}")
+        st.page_link(next_step[3], label=f"Next step: {next_step[0]} — {next_step[4]}",
+                     icon=":material/arrow_forward:")
+    if trust and not trust.startswith("measured"):
+        st.warning("Some tags in force are too poor to trust; slices that use them are flagged and ranked down. "
+                   "See Tagging → Tag sources.", icon=":material/warning:")
 
     if model is None:
         st.warning("This project has no model outputs yet; import a manifest with a 'prediction' column.")

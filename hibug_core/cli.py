@@ -91,16 +91,37 @@ def cmd_embed(args) -> int:
     return 0
 
 
-def _print_quality(project) -> None:
-    from hibug_core.tagging.run import project_tag_quality
+def _print_sources(project, attributes: list[str] | None = None) -> None:
+    """Every tag source per attribute with its measured accuracy; the one in force marked."""
+    from hibug_core.store.attribute_versions import load_schema
+    from hibug_core.tagging.sources import rank_sources, trust_message
 
-    quality = project_tag_quality(project)
-    if quality.per_attribute.empty:
-        print("no ground truth to measure tag quality against (import attr: columns or confirm tags)")
-        return
-    print("tag accuracy against ground truth:")
-    for row in quality.per_attribute.itertuples():
-        print(f"  {row.attribute:<24} {row.accuracy:6.1%}  over {row.n}")
+    names = attributes or [a.name for a in load_schema(project).attributes]
+    ranking = rank_sources(project, names)
+    for attribute, rows in ranking.table.groupby("attribute", sort=False):
+        print(f"{attribute}:")
+        for row in rows.itertuples():
+            accuracy = f"{row.accuracy:6.1%} [{row.low:.0%}, {row.high:.0%}] on {row.checked:,}" if row.checked else \
+                f"{'':6} ({row.against})"
+            mark = "in force" + (" (chosen)" if row.chosen else "") if row.in_force else ""
+            print(f"  {row.source:<10} {row.label:<40} {accuracy:<36} {mark}")
+    message = trust_message(ranking)
+    if message:
+        print(message)
+
+
+def cmd_tags(args) -> int:
+    from hibug_core.store import tag_store
+    from hibug_core.store.project import Project
+
+    with Project.open(args.project) as project:
+        for choice in args.choose or []:
+            attribute, _, source = choice.rpartition("=")
+            if not attribute:
+                raise HibugError(f"--choose takes ATTRIBUTE=SOURCE (SOURCE: auto, imported or run:<id>), not {choice!r}")
+            tag_store.choose_source(project, attribute.strip(), source.strip())
+        _print_sources(project)
+    return 0
 
 
 def cmd_tag(args) -> int:
@@ -123,8 +144,10 @@ def cmd_tag(args) -> int:
                 runs = tag_project(project, encoder=args.encoder, attributes=attributes, model=args.model,
                                    sample_ids=ids, progress=report)
             close()
+            from hibug_core.tagging.sources import run_summary
+
             print(f"tagging runs stored: {', '.join(f'#{r}' for r in runs)}")
-            _print_quality(project)
+            print("\n".join(run_summary(project, runs)))
     finally:
         close()
     return 0
@@ -166,26 +189,47 @@ def cmd_slices(args) -> int:
     from hibug_core.slices.search import SliceConfig
     from hibug_core.store.project import Project
 
+    from hibug_core.tagging.sources import rank_sources, trust_message
+
     config = SliceConfig(max_depth=args.depth, min_support=args.support, gap=args.gap, threshold=args.threshold,
-                         rank_by=args.rank_by)
+                         rank_by=args.rank_by, by_class=args.by_class)
     attributes = [a.strip() for a in args.attributes.split(",")] if args.attributes else None
     with Project.open(args.project) as project:
-        report = error_slices(project, args.model, split=args.split, config=config, attributes=attributes)
+        report = error_slices(project, args.model, split=args.split, config=config, attributes=attributes,
+                              tags=args.tags)
+        sliced = [c for c in report.all_tags.columns if c in {a.name for a in _schema_attributes(project)}]
+        message = trust_message(rank_sources(project, sliced)) if args.tags == "in force" and sliced else None
     slices = report.slices
     if args.output:
         table = slices.drop(columns=["definition"])
+        table.index = table.index + 1
         table.to_json(args.output, orient="records", indent=2) if args.output.endswith(".json") else \
             table.to_csv(args.output)
+    if message:
+        print(f"warning: {message}")
     print(f"{report.model} on {report.split}: score {report.overall_score:.1%} over {len(report.evaluation)} samples; "
           f"{report.enumerated} slices enumerated, {len(slices)} error slices (score below {slices.attrs['cut']:.1%})")
     for rank, row in slices.head(args.top).iterrows():
         print(f"{rank + 1:>3}. {row['description']:<50} n={row['count']:<5} score {row['score']:6.1%} "
               f"[{row['score_low']:.0%}, {row['score_high']:.0%}] q={row['q_value']:.1e}  {row['bug_type']}: "
-              f"{row['reason']}")
+              f"{row['reason']}{_precision_note(row)}")
     rare = report.rare_classes[report.rare_classes["rare"]]
     if len(rare):
         print("rare classes in training: " + ", ".join(f"{c} ({n})" for c, n in zip(rare["class"], rare["train_count"])))
     return 0
+
+
+def _schema_attributes(project):
+    from hibug_core.store.attribute_versions import latest_version, load_schema
+
+    return load_schema(project).attributes if latest_version(project) is not None else []
+
+
+def _precision_note(row) -> str:
+    if not row["tag_checked"]:
+        return ""
+    note = f" (tags right on {row['tag_precision']:.0%} of {row['tag_checked']:,} checked images)"
+    return note if row["trusted"] else f" UNTRUSTED TAGS{note}"
 
 
 def cmd_bench(args) -> int:
@@ -267,6 +311,7 @@ def cmd_repair(args) -> int:
     print(markdown_table(summary[["slice", "planted", "n", "method", "before", "after", "change", "worse"]]))
     print(f"repair run {result.run_id}: {len(result.runs)} retrained models over seeds {list(config.seeds)} "
           f"on '{config.eval_split}' ('worse' counts seeds where the slice got significantly worse)")
+    print(result.verdict())
     return 0
 
 
@@ -542,7 +587,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--attributes", help="comma-separated attributes to slice by (default: every tagged one)")
     p.add_argument("--top", type=int, default=20, help="slices to print")
     p.add_argument("--output", help="write every error slice to this .csv or .json file")
+    p.add_argument("--by-class", action=argparse.BooleanOptionalAction, default=SliceConfig.by_class,
+                   help="slice by the class too (default: on)")
+    p.add_argument("--tags", default="in force", choices=["in force", "imported", "model"],
+                   help="tag source: per attribute the best measured or chosen one (see `hibug tags`), the imported "
+                   "attr: columns only, or tagging runs only; any imported column is also 'known: <name>' in "
+                   "--attributes")
     p.set_defaults(handler=cmd_slices)
+
+    p = sub.add_parser("tags", help="show every tag source per attribute with its measured accuracy, and choose "
+                       "the one in force")
+    p.add_argument("project")
+    p.add_argument("--choose", action="append", metavar="ATTRIBUTE=SOURCE",
+                   help="put SOURCE in force for ATTRIBUTE: imported, run:<id>, or auto (the best measured one); "
+                   "repeatable")
+    p.set_defaults(handler=cmd_tags)
 
     p = sub.add_parser("attributes", help="show, propose or edit the attribute schema, or suggest tags from the data "
                        "(every change is a version)")
@@ -603,10 +662,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retrain", default="fine-tune", choices=["fine-tune", "from scratch", "linear head"])
     p.add_argument("--features", default="model", help="linear head: 'model' (the network's features) or an encoder")
     p.add_argument("--lam", type=float, help="weight of the new data's mean loss (default: as if simply added)")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds to repeat over (e.g. 0 1 2 3 4)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
+                   help="seeds to repeat over (default: 0 1 2; one seed is noise)")
     p.add_argument("--split", default="val", help="where error slices are found")
     p.add_argument("--eval-split", default="test", help="held-out split for before and after")
-    p.add_argument("--by-class", action="store_true", help="slice by the class too")
+    p.add_argument("--by-class", action=argparse.BooleanOptionalAction, default=SliceConfig.by_class,
+                   help="slice by the class too (default: on)")
     p.add_argument("--top", type=int, default=10, help="error slices compared (planted ones are added)")
     p.add_argument("--select-only", action="store_true", help="only select (and --export); no retraining")
     p.add_argument("--export", help="write the selection to this .csv or .parquet file")
@@ -660,14 +721,15 @@ def build_parser() -> argparse.ArgumentParser:
                             ("demo", "build the demo project if needed and open the dashboard on it")):
         p = sub.add_parser(name, help=help_text)
         if name == "serve":
-            p.add_argument("project")
+            p.add_argument("project", help="project folder (see `hibug new`)")
             p.set_defaults(handler=cmd_serve)
         else:
             p.add_argument("--dir", default="hibug-demo", help="folder of the demo project (default: ./hibug-demo)")
             p.add_argument("--build-only", action="store_true", help="build the demo project, do not serve it")
             p.set_defaults(handler=cmd_demo)
-        p.add_argument("--port", type=int, default=8501)
-        p.add_argument("--address", default="localhost")
+        p.add_argument("--port", type=int, default=8501, help="port of the dashboard (default: 8501)")
+        p.add_argument("--address", default="localhost",
+                       help="address to listen on (default: localhost; 0.0.0.0 to share it on the network)")
     return parser
 
 
@@ -682,6 +744,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; nothing half-written was kept", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`hibug info --json | head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """A background job on a page: start it, watch its progress (a fragment polls the store), cancel or resume it."""
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from hibug_core.errors import HibugError
@@ -37,7 +39,14 @@ def job_status(project, kind: str, user: str, *, key: str) -> None:
         if job.live:
             st.session_state[watching] = job.id
             label = f"{job.stage or 'starting'}: {job.done:,} / {job.total:,}" if job.total else (job.stage or "starting")
-            st.progress(job.fraction, text=f"Job {job.id} ({job.kind}, by {plain(job.author)}) · {label}")
+            phases = st.session_state.setdefault(f"{key}_phases_{job.id}", [])
+            if job.stage and (not phases or phases[-1] != job.stage):
+                phases.append(job.stage)
+            step = f"step {len(phases)}" if phases else "starting"
+            st.progress(job.fraction, text=f"Job {job.id} ({job.kind}, by {plain(job.author)}) · {step}: {label}"
+                        f"{_eta(key, job)}")
+            if len(phases) > 1:
+                st.caption("Done: " + " → ".join(plain(p) for p in phases[:-1]))
             if st.button("Cancel", key=f"{key}_cancel_{job.id}"):
                 request_cancel(project, job.id, author=user)
                 st.toast("Asked the job to stop; what it stored is kept.")
@@ -46,7 +55,7 @@ def job_status(project, kind: str, user: str, *, key: str) -> None:
             del st.session_state[watching]
             st.rerun()  # the whole page: it shows what the job stored, and polling stops
         if job.status == "done":
-            st.success(f"Job {job.id} ({job.kind}) finished: {plain(job.result)}")
+            st.success(f"Job {job.id} ({job.kind}) finished. {plain(summary(job.result))}")
         elif job.status == "cancelled":
             st.warning(f"Job {job.id} ({job.kind}) was cancelled. {plain(job.message or '')}")
         else:
@@ -64,3 +73,24 @@ def job_status(project, kind: str, user: str, *, key: str) -> None:
 def _live(project, kind: str) -> bool:
     job = latest_job(project, kind)
     return job is not None and job.live
+
+
+def summary(result: dict | None) -> str:
+    """What a finished job did, in words: its own summary when it gives one, else its figures as 'name: value'."""
+    if not result:
+        return ""
+    if result.get("summary"):
+        return str(result["summary"])
+    return "; ".join(f"{name.replace('_', ' ')}: {value}" for name, value in result.items())
+
+
+def _eta(key: str, job) -> str:
+    """' · about 2 min left' from the rate of the current step since this page first saw it."""
+    if not job.total or not job.stage:
+        return ""
+    seen = st.session_state.setdefault(f"{key}_rate_{job.id}_{job.stage}", (time.monotonic(), job.done))
+    elapsed, done = time.monotonic() - seen[0], job.done - seen[1]
+    if done <= 0 or elapsed < 2:
+        return ""
+    left = (job.total - job.done) * elapsed / done
+    return f" · about {left:.0f} s left" if left < 90 else f" · about {left / 60:.0f} min left"

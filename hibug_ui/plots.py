@@ -9,6 +9,20 @@ import plotly.graph_objects as go
 OUTCOME_COLOURS = {"right": "#2b8a3e", "wrong": "#d9480f", "no label or prediction": "#adb5bd"}
 
 
+def value_colour(value) -> str | None:
+    """The colour a tag names ("blue", "dark green", "teal"), as CSS; None when it names none."""
+    from PIL import ImageColor
+
+    name = str(value).strip().lower().replace(" ", "")
+    if name in ("grey", "gray"):
+        name = "gray"
+    try:
+        red, green, blue = ImageColor.getrgb(name)[:3]
+    except ValueError:
+        return None
+    return f"rgb({red},{green},{blue})"
+
+
 def map_figure(frame: pd.DataFrame, colour: str) -> go.Figure:
     """A WebGL scatter of frame's x, y (index: sample id), one legend entry per value of `colour`. Points carry their
     id (for selections). Hover shows "label → prediction" and the id; rather than a string per point, each
@@ -22,17 +36,24 @@ def map_figure(frame: pd.DataFrame, colour: str) -> go.Figure:
     parts = pd.DataFrame({"value": frame[colour], "hover": hover.to_numpy(), "row": np.arange(len(frame))})
     values = sorted(parts["value"].unique(), key=str)
     x, y, ids = frame["x"].to_numpy(np.float32), frame["y"].to_numpy(np.float32), frame.index.to_numpy(np.int32)
+    # Tags that name colours are drawn in their colour (outlined, so white shows), when every value names one.
+    named = {v: value_colour(v) for v in values} if colour not in ("outcome",) else {}
+    by_name = bool(named) and all(named.get(v) for v in values if v != "(none)")
     in_legend: set[str] = set()
     for (value, text), rows in parts.groupby(["value", "hover"], sort=True):
         i = values.index(value)
         where = rows["row"].to_numpy()
+        fill = (named.get(value) or "#adb5bd") if by_name else OUTCOME_COLOURS.get(value, palette[i % len(palette)])
         figure.add_trace(go.Scattergl(
             x=x[where], y=y[where], mode="markers", name=str(value), legendgroup=str(value),
             showlegend=str(value) not in in_legend, customdata=ids[where],
-            hovertemplate=f"{_hover_safe(text)}<br>#%{{customdata}}<extra></extra>",
-            marker=dict(size=4, opacity=0.7, color=OUTCOME_COLOURS.get(value, palette[i % len(palette)]))))
+            hovertemplate=f"{_hover_safe(text)}<br>#%{{customdata}} · click for the image<extra></extra>",
+            marker=dict(size=5 if by_name else 4, opacity=0.8 if by_name else 0.7, color=fill,
+                        line=dict(width=0.5, color="#495057") if by_name else None)))
         in_legend.add(str(value))
-    figure.update_layout(height=620, margin=dict(l=0, r=0, t=10, b=0), dragmode="lasso", legend_title_text=colour,
+    # The legend sits below the map, so the toolbar (top right) never covers it.
+    figure.update_layout(height=620, margin=dict(l=0, r=0, t=30, b=0), dragmode="lasso",
+                         legend=dict(title_text=colour, orientation="h", yanchor="top", y=-0.02, x=0),
                          xaxis=dict(visible=False), yaxis=dict(visible=False))
     return figure
 

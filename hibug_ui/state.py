@@ -126,12 +126,24 @@ def current_user() -> str:
 
 
 @st.cache_data(show_spinner="Finding error slices…", max_entries=8)
-def slice_report(folder: str, model: str, split: str, config, tags_state: str):
+def slice_report(folder: str, model: str, split: str, config, tags_state: str, tags: str = "in force"):
     """The ranked, diagnosed error slices; recomputed only when the settings or the tags in force change."""
     from hibug_core.slices.report import error_slices
 
     del tags_state
-    return error_slices(open_project(folder), model, split=split, config=config)
+    return error_slices(open_project(folder), model, split=split, config=config, tags=tags)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def source_ranking(folder: str, tags_state: str):
+    """Every tag source of every attribute of the newest schema, measured (tagging.sources.SourceRanking)."""
+    from hibug_core.store.attribute_versions import latest_version, load_schema
+    from hibug_core.tagging.sources import rank_sources
+
+    del tags_state
+    project = open_project(folder)
+    names = [a.name for a in load_schema(project).attributes] if latest_version(project) is not None else []
+    return rank_sources(project, names)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)

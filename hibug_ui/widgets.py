@@ -9,8 +9,10 @@ from hibug_core.store.project import Project
 from hibug_core.thumbnails import ensure_thumbnail
 
 
-def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, caption=None) -> None:
-    """Thumbnails of the given sample rows (index: sample id), `columns` per line, captioned by caption(row)."""
+def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, caption=None, details: str | None = None,
+               report=None, user: str = "anonymous") -> None:
+    """Thumbnails of the given sample rows (index: sample id), `columns` per line, captioned by caption(row). With
+    details (a widget key prefix), each has a button that opens the image detail view (hibug_ui.detail)."""
     if rows.empty:
         st.caption("No images to show.")
         return
@@ -26,6 +28,36 @@ def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, captio
                 cell.image(str(path), caption=label, width="stretch")
             except (OSError, ValueError):  # missing, unreadable, or refused: the grid goes on
                 cell.caption(f"{plain(label)} (image not available)")
+            if details and cell.button("Details", key=f"{details}_detail_{sample_id}", icon=":material/zoom_in:",
+                                       help="The image large, its tags and where they come from, its slices"):
+                from hibug_ui.detail import show_image
+
+                show_image(project, int(sample_id), rows, report, user)
+
+
+OUTCOMES = {"all": None, "wrong": False, "right": True}
+
+
+def grid_filters(rows: pd.DataFrame, tags: pd.DataFrame | None, key: str) -> pd.DataFrame:
+    """Filters above an image grid: class, outcome (right or wrong) and one tag; returns the rows that pass."""
+    cells = st.columns([2, 1, 2])
+    classes = sorted(rows["label"].dropna().astype(str).unique()) if "label" in rows else []
+    chosen = cells[0].multiselect("Class", classes, key=f"{key}_class", placeholder="every class")
+    outcome = cells[1].segmented_control("Outcome", list(OUTCOMES), default="all", key=f"{key}_outcome")
+    options = []
+    if tags is not None:
+        present = tags.reindex(rows.index)
+        for attribute in present.columns:
+            options += [f"{attribute} = {t}" for t in present[attribute].dropna().astype(str).unique()]
+    tag = cells[2].selectbox("Tag", ["any tag", *sorted(options)], key=f"{key}_tag")
+    if chosen:
+        rows = rows[rows["label"].astype(str).isin(chosen)]
+    if OUTCOMES.get(outcome) is not None and "correct" in rows:
+        rows = rows[rows["correct"] == OUTCOMES[outcome]]
+    if tag != "any tag":
+        attribute, value = tag.split(" = ", 1)
+        rows = rows[tags[attribute].reindex(rows.index).astype(str) == value]
+    return rows
 
 
 def paged(rows: pd.DataFrame, key: str, per_page: int = 24) -> pd.DataFrame:
@@ -40,11 +72,36 @@ def paged(rows: pd.DataFrame, key: str, per_page: int = 24) -> pd.DataFrame:
 
 
 def url_setting(name: str, default, cast=str):
-    """A setting read from the URL query (so a link reproduces the view), else `default`."""
+    """A setting read from the URL query (so a link reproduces the view), else the value this session last kept with
+    keep_setting (so it survives moving between pages), else `default`."""
     raw = st.query_params.get(name)
+    if raw is None:
+        raw = st.session_state.get(f"kept_{name}")
     if raw is None:
         return default
     try:
         return cast(raw)
     except (TypeError, ValueError):
         return default
+
+
+def keep_setting(**settings: str) -> None:
+    """Put settings in the URL (a link reproduces the view) and keep them for this session (url_setting)."""
+    st.query_params.update(settings)
+    for name, value in settings.items():
+        st.session_state[f"kept_{name}"] = value
+
+
+def link_to(page: str, label: str, *, icon: str | None = None, query_params: dict | None = None) -> None:
+    """A link to another page of the dashboard (st.page_link); a plain link when this page runs outside the
+    navigation (a page script opened on its own)."""
+    from urllib.parse import urlencode
+
+    from streamlit.errors import StreamlitAPIException
+
+    try:
+        st.page_link(page, label=label, icon=icon, query_params=query_params)
+    except StreamlitAPIException:
+        path = page.rsplit("/", 1)[-1].removesuffix(".py").split("_", 1)[-1]
+        query = f"?{urlencode(query_params)}" if query_params else ""
+        st.markdown(f"[{plain(label)}](/{path}{query})")

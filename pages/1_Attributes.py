@@ -4,6 +4,7 @@ import json
 
 import streamlit as st
 
+from hibug_core.attributes.diff import schema_diff
 from hibug_core.attributes.library import LIBRARY, choose_task_type, library_schema
 from hibug_core.attributes.schema import AttributeSchema, GROUPS
 from hibug_core.attributes.table import COLUMNS, schema_to_table, table_to_schema
@@ -129,6 +130,16 @@ with history:
         chosen = st.selectbox("Look at version", versions["version"].tolist(), key="history_version")
         old = load_schema(project, int(chosen))
         st.dataframe(schema_to_table(old), hide_index=True, width="stretch")
+        earlier = [v for v in versions["version"].tolist() if v < int(chosen)]
+        if earlier:
+            against = st.selectbox("Compare with version", earlier, key="history_compare")
+            changes = schema_diff(load_schema(project, int(against)), old)
+            st.markdown(f"**From version {against} to {chosen}**")
+            if changes.empty:
+                st.caption("No difference.")
+            else:
+                st.dataframe(changes, hide_index=True, width="stretch",
+                             column_config={"what": st.column_config.TextColumn("what", width="large")})
         if chosen != version and st.button(f"Restore version {chosen}", key="history_restore"):
             save(old, f"restored version {chosen}")
         st.download_button("Download as JSON", json.dumps(json.loads(old.to_json()), indent=2),

@@ -1,15 +1,21 @@
 """Tagging: run a tagger as a background job, see the tags by correctness and class, check uncertain images, audit
 tags with one click per image, and teach a tag by example."""
+import json
+
 import pandas as pd
 import plotly.express as px
 import streamlit as st
 
 from hibug_core.embeddings.registry import DEFAULT_ENCODER, ENCODER_HELP
+from hibug_core.errors import HibugError
+from hibug_core.markdown import plain
 from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version, load_schema
 from hibug_core.tagging.run import audit
+from hibug_core.tagging.sources import trust_message
 from hibug_ui.jobs import job_status, start_job
-from hibug_ui.state import current_model, current_project, current_user, load_samples, secret, tag_table
+from hibug_ui.state import (current_model, current_project, current_user, load_samples, secret, source_ranking,
+                            tag_table)
 from hibug_ui.widgets import image_grid, paged, url_setting
 
 st.set_page_config(page_title="hibug · Tagging", page_icon="🐞", layout="wide")
@@ -23,9 +29,11 @@ if latest_version(project) is None:
     st.stop()
 schema = load_schema(project)
 names = [a.name for a in schema.attributes]
+job_status(project, "tag", user, key="tagging")  # at the top: where the eye is while a run goes
+job_status(project, "teach", user, key="teaching")
 
-run, explore, uncertain, review, teach = st.tabs(["Run", "Tags by class and correctness", "Uncertain images",
-                                                  "Audit", "Teach by example"])
+run, sources, explore, uncertain, review, teach = st.tabs(["Run", "Tag sources", "Tags by class and correctness",
+                                                           "Uncertain images", "Audit", "Teach by example"])
 with run:
     with st.form("tag_run"):
         backend = st.radio("Tagger", ["vision-language encoder", "multimodal LLM"], horizontal=True)
@@ -49,10 +57,46 @@ with run:
                 params["encoder"] = other.strip() if encoder == "other…" else encoder
             if start_job(project, "tag", params, user, secrets) is not None:
                 st.rerun()
-    job_status(project, "tag", user, key="tagging")
     st.markdown("**Tagging runs**")
-    st.dataframe(tag_store.runs(project).drop(columns=["array_name"], errors="ignore").sort_values("id", ascending=False),
-                 hide_index=True, width="stretch")
+    runs = tag_store.runs(project)
+    if not runs.empty:
+        runs = runs.assign(attributes=[", ".join(json.loads(raw)) for raw in runs["attributes_json"]])
+        runs = runs[["id", "method", "encoder", "status", "n_samples", "attributes", "author", "created_at",
+                     "finished_at"]].sort_values("id", ascending=False)
+    st.dataframe(runs, hide_index=True, width="stretch", column_config={
+        "id": st.column_config.NumberColumn("run", format="#%d"), "n_samples": "images",
+        "attributes": st.column_config.TextColumn("attributes", width="large")})
+
+with sources:
+    st.caption("Every source of tags per attribute: the imported tags (attr: columns) and each tagging run, measured "
+               "against the true tags the project holds (imported ones and people's audits). The one in force is "
+               "the best measured, unless a person chose another; people's corrections always win over all of them.")
+    ranking = source_ranking(str(project.folder), tag_store.tags_version(project))
+    warning = trust_message(ranking)
+    if warning:
+        st.warning(warning, icon=":material/warning:")
+    shown = ranking.table.assign(in_force=ranking.table["in_force"].map({True: "✓", False: ""}),
+                                 chosen=ranking.table["chosen"].map({True: "by a person", False: ""}))
+    st.dataframe(shown[["attribute", "label", "in_force", "chosen", "accuracy", "low", "high", "checked", "tagged",
+                        "against"]], hide_index=True, width="stretch", key="tag_sources_table", column_config={
+        "label": st.column_config.TextColumn("source", width="medium"), "in_force": "in force",
+        "accuracy": st.column_config.ProgressColumn("accuracy", format="percent", min_value=0, max_value=1),
+        "low": st.column_config.NumberColumn("95% low", format="percent"),
+        "high": st.column_config.NumberColumn("95% high", format="percent"),
+        "checked": st.column_config.NumberColumn("checked", help="images with a true tag to compare with"),
+        "against": st.column_config.TextColumn("measured against", width="medium")})
+    if not ranking.table.empty:
+        cells = st.columns([2, 3, 1])
+        attribute = cells[0].selectbox("Attribute", list(ranking.order), key="source_attribute")
+        options = [tag_store.AUTO, *ranking.order[attribute]]
+        labels = dict(zip(ranking.table["source"][ranking.table["attribute"] == attribute],
+                          ranking.table["label"][ranking.table["attribute"] == attribute]))
+        labels[tag_store.AUTO] = "the best measured source (automatic)"
+        source = cells[1].selectbox("Put in force", options, format_func=labels.get, key="source_choice")
+        if cells[2].button("Apply", key="source_apply", type="primary"):
+            tag_store.choose_source(project, attribute, source, author=user)
+            st.toast(f"{attribute}: {labels[source]} in force (logged in the audit log)")
+            st.rerun()
 
 table = tag_table(str(project.folder), tag_store.tags_version(project))
 tagged = [n for n in names if n in table.tags.columns and table.tags[n].notna().any()]
@@ -103,19 +147,27 @@ with review:
     candidates = table.tags.index[(table.tags[attribute].astype(object) == tag) & ~table.tags.index.isin(people.index)]
     st.caption(f"{len(candidates):,} images tagged '{tag}' not reviewed yet; confirm or correct each")
     page = paged(samples.loc[candidates.intersection(samples.index)], key="tagging_audit_page", per_page=12)
+
+    def audit_tag(sample_id: int, value: str, kind: str) -> None:
+        try:  # shown unreviewed: refused if a teammate reviewed it meanwhile
+            tag_store.correct_tags(project, attribute, [sample_id], value, kind=kind, author=user,
+                                   seen={sample_id: None})
+        except HibugError as error:
+            st.error(plain(error))
+            return
+        st.rerun()
+
     cells = st.columns(6)
     for i, (sample_id, row) in enumerate(page.iterrows()):
         with cells[i % 6]:
             image_grid(project, page.loc[[sample_id]], columns=1, caption=lambda r: f"{r['label']}")
             if st.button("✓ " + tag, key=f"confirm_{attribute}_{sample_id}"):
-                tag_store.correct_tags(project, attribute, [sample_id], tag, kind="confirm", author=user)
-                st.rerun()
+                audit_tag(sample_id, tag, "confirm")
             other_tags = [t for t in tags if t != tag]
             fix = st.selectbox("Correct to", ["…"] + other_tags, key=f"fix_{attribute}_{sample_id}",
                                label_visibility="collapsed")
             if fix != "…":
-                tag_store.correct_tags(project, attribute, [sample_id], fix, kind="correct", author=user)
-                st.rerun()
+                audit_tag(sample_id, fix, "correct")
 
 with teach:
     st.caption("Mark a few images of each tag; a linear probe on the stored embeddings then tags every image.")
@@ -142,4 +194,3 @@ with teach:
     if right.button("Teach and tag every image", type="primary", key="teach_run", disabled=examples.empty):
         if start_job(project, "teach", {"attribute": attribute, "encoder": DEFAULT_ENCODER}, user) is not None:
             st.rerun()
-    job_status(project, "teach", user, key="teaching")

@@ -62,8 +62,9 @@ elif colour.startswith("known: "):
 frame[colour] = frame[colour].astype(object).fillna("(none)").astype(str)
 
 figure = map_figure(frame, colour)
-event = st.plotly_chart(figure, width="stretch", key="map_chart", on_select="rerun", selection_mode=("box", "lasso"))
-st.caption(f"{len(frame):,} images · box or lasso to select")
+event = st.plotly_chart(figure, width="stretch", key="map_chart", on_select="rerun",
+                        selection_mode=("points", "box", "lasso"))
+st.caption(f"{len(frame):,} images · click a point to see its image, or box or lasso to select many")
 
 selection = (event or {}).get("selection") or {}
 chosen = [int(np.ravel(p["customdata"])[0]) for p in selection.get("points", []) if p.get("customdata") is not None]
@@ -85,7 +86,7 @@ if chosen:
             "q_value": st.column_config.NumberColumn("q", format="%.1e")})
     with left:
         rows = samples.loc[frame.index[selected]].sort_values("correct", kind="stable")
-        image_grid(project, paged(rows, key="map_page"), columns=6,
+        image_grid(project, paged(rows, key="map_page"), columns=6, details="map", user=user,
                    caption=lambda r: f"{r['label']} → {r['prediction']}")
     with st.form("map_review_selection", clear_on_submit=True):
         name = st.text_input("Name this selection for the review board", placeholder="e.g. dark triangles, top left")

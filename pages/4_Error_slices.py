@@ -8,8 +8,9 @@ from hibug_core.review.board import ensure_review
 from hibug_core.review.views import save_view
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.tag_store import tags_version
-from hibug_ui.state import current_project, current_user, required_model, slice_report
-from hibug_ui.widgets import image_grid, paged, url_setting
+from hibug_core.tagging.sources import ADVICE, trust_message
+from hibug_ui.state import current_project, current_user, required_model, slice_report, source_ranking, tag_table
+from hibug_ui.widgets import grid_filters, image_grid, keep_setting, link_to, paged, url_setting
 
 st.set_page_config(page_title="hibug · Error slices", page_icon="🐞", layout="wide")
 project = current_project()
@@ -19,8 +20,9 @@ user = current_user()
 st.title("Error slices")
 defaults = SliceConfig()
 RANKINGS = {"confident_gap": "confident gap", "gap": "gap", "size": "size", "sliceline": "SliceLine score"}
+SOURCES = {"in force": "in force (best measured or chosen)", "imported": "imported only", "model": "tagging runs only"}
 with st.form("slices_settings"):
-    cells = st.columns(5)
+    cells = st.columns([1, 1, 1, 1, 1, 1.4])
     depth = cells[0].number_input("Depth (attributes per slice)", 1, 4, url_setting("depth", defaults.max_depth, int))
     support = cells[1].number_input("Minimum size M", 2, 10_000, url_setting("support", defaults.min_support, int))
     gap = cells[2].number_input("Gap C", 0.0, 1.0, url_setting("gap", defaults.gap, float), step=0.05,
@@ -30,13 +32,23 @@ with st.form("slices_settings"):
     splits = [s for s in ("val", "test", "train") if project.split_counts().get(s)] or ["val"]
     split = cells[4].selectbox("Split", splits, index=splits.index(url_setting("split", splits[0]))
                                if url_setting("split", splits[0]) in splits else 0)
+    tag_source = cells[5].selectbox("Tags", list(SOURCES), format_func=SOURCES.get,
+                                    index=list(SOURCES).index(url_setting("tags", "in force"))
+                                    if url_setting("tags", "in force") in SOURCES else 0,
+                                    help="Which tags to slice by; Tagging → Tag sources shows how good each is")
+    by_class = st.checkbox("Slice by the class too", value=url_setting("by_class", "1" if defaults.by_class else "0")
+                           == "1", help="Adds the label as an attribute: finds bugs of one class, such as a rare "
+                           "kind of one class (on by default, as in the planted-bug benchmark)")
     if st.form_submit_button("Find error slices", type="primary"):
-        st.query_params.update(depth=str(depth), support=str(support), gap=str(gap), rank=rank_by, split=split)
+        keep_setting(depth=str(depth), support=str(support), gap=str(gap), rank=rank_by, split=split,
+                     tags=tag_source, by_class="1" if by_class else "0")
         st.query_params.pop("slice", None)
+        st.session_state.pop("kept_slice", None)
 
-config = SliceConfig(max_depth=int(depth), min_support=int(support), gap=float(gap), rank_by=rank_by)
+config = SliceConfig(max_depth=int(depth), min_support=int(support), gap=float(gap), rank_by=rank_by,
+                     by_class=bool(by_class))
 try:
-    report = slice_report(str(project.folder), model, split, config, tags_version(project))
+    report = slice_report(str(project.folder), model, split, config, tags_version(project), tag_source)
 except HibugError as error:
     st.error(str(error))
     st.stop()
@@ -44,26 +56,51 @@ slices = report.slices
 st.caption(f"{model} on {split}: score {report.overall_score:.1%} over {len(report.evaluation):,} images · "
            f"{report.enumerated:,} slices enumerated · {len(slices)} error slices (score below "
            f"{slices.attrs['cut']:.1%})")
+if tag_source == "in force":
+    ranking = source_ranking(str(project.folder), tags_version(project))
+    warning = trust_message(ranking, attributes=report.all_tags.columns)
+    if warning:
+        st.warning(plain(warning), icon=":material/warning:")
+        link_to("pages/2_Tagging.py", "See every tag source on the Tagging page", icon=":material/sell:")
+if slices.attrs.get("untrusted"):
+    st.caption(f"{slices.attrs['untrusted']} slice(s) rest on tags measured below "
+               f"{config.min_tag_precision:.0%} right; they are flagged ⚠ and ranked after the others.")
 
 found, unseen = st.tabs(["Error slices", "Unseen slices (predicted)"])
 with found:
     if slices.empty:
         st.info("No error slice at these settings. Lower the gap C or the minimum size M, or tag more attributes.")
     else:
-        table = slices.assign(interval=[f"{lo:.0%}–{hi:.0%}" for lo, hi in zip(slices["score_low"], slices["score_high"])])
-        columns = ["description", "count", "score", "gap", "interval", "q_value", "bug_type"]
+        table = slices.assign(
+            rank=range(1, len(slices) + 1),
+            interval=[f"{lo:.0%}–{hi:.0%}" for lo, hi in zip(slices["score_low"], slices["score_high"])],
+            description=[("⚠ " if not ok else "") + d for d, ok in zip(slices["description"], slices["trusted"])],
+            tags_right=[f"{p:.0%} of {n:,}" if n else "not checked"
+                        for p, n in zip(slices["tag_precision"], slices["tag_checked"])])
+        table["part_of"] = slices["repeats"]
+        columns = ["rank", "description", "count", "score", "gap", "interval", "q_value", "bug_type", "tags_right",
+                   "part_of"]
         chosen_id = url_setting("slice", None)
         event = st.dataframe(
             table[columns], key="slices_table", on_select="rerun", selection_mode="single-row", hide_index=True,
             width="stretch", height=min(38 + 35 * len(table), 420),
-            column_config={"score": st.column_config.ProgressColumn("score", format="percent", min_value=0, max_value=1),
+            column_config={"rank": st.column_config.NumberColumn("#", width=40),
+                           "description": st.column_config.TextColumn("slice", width="large"),
+                           "score": st.column_config.ProgressColumn("score", format="percent", min_value=0, max_value=1),
                            "gap": st.column_config.NumberColumn("gap", format="percent"),
-                           "q_value": st.column_config.NumberColumn("q", format="%.1e"),
-                           "bug_type": "bug type"})
+                           "q_value": st.column_config.NumberColumn("q", format="%.1e",
+                                                                    help="false discovery rate (Benjamini-Hochberg)"),
+                           "bug_type": st.column_config.TextColumn("bug type", width="medium"),
+                           "tags_right": st.column_config.TextColumn(
+                               "tags right", help="share of the slice's images whose true tags (imported or audited) "
+                               "match all its tags"),
+                           "part_of": st.column_config.TextColumn(
+                               "part of", help="a slice above that holds most of its failures (it refines or repeats "
+                               "it), so it is listed after the distinct ones")})
         picked = event.selection.rows if event and event.selection else []
         if picked:
             chosen_id = slices["slice_id"].iat[picked[0]]
-            st.query_params["slice"] = chosen_id
+            keep_setting(slice=chosen_id)
         if chosen_id not in set(slices["slice_id"]):
             chosen_id = slices["slice_id"].iat[0]
         row = slices[slices["slice_id"] == chosen_id].iloc[0]
@@ -82,6 +119,17 @@ with found:
                     st.success("Saved: teammates find it under Review → Saved views.")
                 except HibugError as error:
                     st.error(plain(error))
+        if row["tag_checked"]:
+            precision = (f"Its tags are right on {row['tag_precision']:.0%} of the {row['tag_checked']:,} images whose "
+                         f"true tags are known (95% interval {row['tag_precision_low']:.0%}–"
+                         f"{row['tag_precision_high']:.0%}; checked: {row['tag_checked_attributes']}).")
+            if row["trusted"]:
+                st.caption(precision)
+            else:
+                st.warning(f"{precision} Too poor to trust this slice: {ADVICE}.", icon=":material/warning:")
+        else:
+            st.caption("Its tags are not checked: no true tags (imported or audited) for its attributes. Audit them "
+                       "on the Tagging page to know how far to trust it.")
         cells = st.columns(5)
         cells[0].metric("Images", f"{row['count']:,}")
         cells[1].metric("Score", f"{row['score']:.1%}", f"{-row['gap']:.1%} vs overall")
@@ -107,8 +155,8 @@ with found:
                     "score": st.column_config.NumberColumn("score", format="percent"),
                     "gap": st.column_config.NumberColumn("gap", format="percent")})
         st.markdown("**Images** (failures first; caption: label → prediction)")
-        rows = report.samples.loc[ids]
-        image_grid(project, paged(rows, key=f"slice_page_{chosen_id}"),
+        rows = grid_filters(report.samples.loc[ids], report.all_tags, key="slice_filter")
+        image_grid(project, paged(rows, key=f"slice_page_{chosen_id}"), details="slice", report=report, user=user,
                    caption=lambda r: f"{r['label']} → {r['prediction']}")
 
 with unseen:

@@ -10,6 +10,7 @@ from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
 from hibug_core.repair.generated import GENERATED_SPLIT, generated_images
 from hibug_core.repair.generators import GENERATOR_HELP, SHAPE_RENDERER, missing_weights
+from hibug_core.repair.loop import RepairConfig, repair_verdict
 from hibug_core.repair.prompts import PROMPT_METHODS
 from hibug_core.repair.runs import repair_runs
 from hibug_core.repair.selection import METHODS, SelectionConfig, select_pool
@@ -143,7 +144,9 @@ with retrain:
                                  help="fine-tune and from scratch need the model's network in the project (the "
                                       "demo has it); a linear head works on frozen features for any model")
         lam = cells[1].number_input("λ (0: as if added to the training set)", min_value=0.0, value=0.0, step=0.1)
-        seeds = cells[2].number_input("Seeds", min_value=1, max_value=10, value=1, step=1)
+        seeds = cells[2].number_input("Seeds", min_value=1, max_value=10, value=len(RepairConfig.seeds), step=1,
+                                      help="Each seed retrains every method once; with one seed a difference of a "
+                                           "point is noise")
         splits = [s for s in ("test", "val") if project.split_counts().get(s)] or ["test"]
         eval_split = cells[3].selectbox("Held-out split", splits)
         control = st.checkbox("Also retrain with no new data (control)", value=True)
@@ -163,6 +166,9 @@ with retrain:
         runs = pd.DataFrame(run["result"]["runs"])
         st.markdown(f"**Repair run {run['id']}** by {plain(run['author'])} · {run['created_at']} · "
                     f"{len(runs)} retrained models, seeds {sorted(runs['seed'].unique().tolist())}")
+        verdict = repair_verdict(pd.DataFrame(run["result"]["changes"]))
+        won = f"{runs['method'].iat[0]} beat" in verdict
+        (st.success if won else st.info)(plain(verdict), icon=":material/balance:")
         overall = summary[summary["slice_id"] == "overall"]
         cells = st.columns(max(len(overall), 1))
         for cell, (_, row) in zip(cells, overall.iterrows()):

@@ -15,7 +15,7 @@ from hibug_core.slices.search import SliceConfig
 from hibug_core.store.tag_store import tags_version
 from hibug_core.store.undo import UNDOABLE, undo
 from hibug_ui.state import current_model, current_project, current_user, load_samples, slice_report
-from hibug_ui.widgets import image_grid, paged, url_setting
+from hibug_ui.widgets import image_grid, link_to, paged, url_setting
 
 st.set_page_config(page_title="hibug · Review", page_icon="🐞", layout="wide")
 project = current_project()
@@ -26,7 +26,26 @@ PAGE_LABELS = {p: p.replace("_", " ") or "Overview" for p in PAGES}
 SEEN_KEY = "review_seen_version"  # {review id: the version this session's form was filled from}
 
 
-def show_review(board: pd.DataFrame) -> None:
+def show_slice(review, report) -> None:
+    """A slice item: its evidence, a link back to it on the Error slices page, and its images (failures first)."""
+    rows = report.slices[report.slices["slice_id"] == review.target_key] if report is not None else None
+    if rows is None or rows.empty:
+        return
+    row = rows.iloc[0]
+    st.markdown(f"**{row['bug_type']}**: {plain(row['reason'])}")
+    precision = (f"tags right on {row['tag_precision']:.0%} of {row['tag_checked']:,} checked images"
+                 if row["tag_checked"] else "tags not checked")
+    st.caption(f"{row['count']:,} images · score {row['score']:.1%} ({-row['gap']:+.1%} vs overall) · q "
+               f"{row['q_value']:.1e} · {precision}" + ("" if row["trusted"] else " · ⚠ tags too poor to trust"))
+    link_to("pages/4_Error_slices.py", "Open this slice on the Error slices page", icon=":material/bug_report:",
+            query_params={"slice": review.target_key})
+    ids = report.sample_ids(review.target_key)
+    image_grid(project, paged(report.samples.loc[ids], key=f"review_slice_{review.id}", per_page=16), columns=8,
+               details=f"review_{review.id}", report=report, user=user,
+               caption=lambda r: f"{r['label']} → {r['prediction']}")
+
+
+def show_review(board: pd.DataFrame, report=None) -> None:
     """The chosen review: its state, a status and assignee form, and its comment thread."""
     shown = [c for c in ("title", "status", "assignee", "state", "rank", "score", "comments", "updated_by",
                          "updated_at") if c in board.columns]
@@ -50,6 +69,8 @@ def show_review(board: pd.DataFrame) -> None:
                    "and its comments are kept.")
     elif state:
         st.caption(f"Now: {state}")
+    if review.target_kind == "slice":
+        show_slice(review, report)
     with st.form(f"review_edit_{review.id}"):
         cells = st.columns(2)
         status = cells[0].selectbox("Status", STATUSES, index=STATUSES.index(review.status))
@@ -113,7 +134,7 @@ with board_tab:
         st.info("Nothing on the board yet. Put the error slices on it, or use “Review this slice” on the Error "
                 "slices page.")
     else:
-        show_review(board)
+        show_review(board, report)
 
 with report_tab:
     if report is None:
@@ -122,7 +143,13 @@ with report_tab:
         top = st.number_input("Slices in the report", min_value=1, max_value=200, value=min(20, max(len(report.slices), 1)))
         table = findings(project, report, top=int(top))
         st.dataframe(table[REPORT_COLUMNS], hide_index=True, width="stretch",
-                     column_config={"score": st.column_config.NumberColumn(format="percent")})
+                     column_config={"score": st.column_config.NumberColumn(format="percent"),
+                                    "gap": st.column_config.NumberColumn(format="percent"),
+                                    "score_low": st.column_config.NumberColumn("95% low", format="percent"),
+                                    "score_high": st.column_config.NumberColumn("95% high", format="percent"),
+                                    "q_value": st.column_config.NumberColumn("q", format="%.1e"),
+                                    "bug_type": st.column_config.TextColumn("bug type", width="medium"),
+                                    "reason": st.column_config.TextColumn("why", width="large")})
         cells = st.columns(3)
         # Built when clicked (thumbnails take a moment), not on every rerun.
         cells[0].download_button("HTML report", partial(report_html, project, report, table), "findings.html",

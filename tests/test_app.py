@@ -21,10 +21,10 @@ def test_overview_of_the_demo(monkeypatch, demo_project):
     assert at.title[0].value == "easy-vqa shapes demo"
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Images"] == "3,866"
-    assert (metrics["train"], metrics["val"], metrics["test"], metrics["pool"]) == ("1,378", "888", "800", "800")
-    assert metrics["val score"] == "89.0%"
+    assert (metrics["train"], metrics["val"], metrics["test"], metrics["pool"]) == ("1,378", "800", "888", "800")
+    assert metrics["val score"] == "87.9%" and metrics["test score"] == "89.0%"
     assert at.sidebar.selectbox[0].value == "shape-cnn"
-    assert any("of 98 images" in c.value for c in at.caption)  # val errors
+    assert any("of 97 images" in c.value for c in at.caption)  # val errors
 
 
 def test_switching_split_and_showing_all(monkeypatch, demo_project):
@@ -33,7 +33,7 @@ def test_switching_split_and_showing_all(monkeypatch, demo_project):
     assert not at.exception
     at.segmented_control(key="overview_show").set_value("all").run()
     at.slider(key="overview_count").set_value(8).run()
-    assert any(c.value.startswith("8 of 800 images") for c in at.caption)
+    assert any(c.value.startswith("8 of 888 images") for c in at.caption)
 
 
 def test_no_project_explains_how_to_open_one(monkeypatch):
@@ -57,11 +57,14 @@ def test_bad_folder_is_a_clear_error(monkeypatch, tmp_path, make_folder):
 def test_progress_links_to_the_next_step(monkeypatch, demo_project):
     at = run_app(monkeypatch, demo_project)
     links = at.get("page_link")
-    assert [link.label for link in links] == ["Attributes: version 1", "Tags: not tagged yet",
-                                              "Embedding map: not computed yet", "Error slices: ready to search",
-                                              "Repair: not repaired yet"]
-    assert [link.proto.icon for link in links[:2]] == [":material/check_circle:", ":material/radio_button_unchecked:"]
-    assert any(c.value == "Next step: Tags" for c in at.caption)
+    assert [link.label for link in links] == ["Attributes", "Tags", "Error slices", "Embedding map", "Repair",
+                                              "Next step: Tags — tag every image (Run), then check how good each "
+                                              "source is (Tag sources)"]
+    assert [link.proto.icon for link in links[:3]] == [":material/check_circle:", ":material/radio_button_unchecked:",
+                                                       ":material/check_circle:"]
+    assert [c.value for c in at.caption[1:6]] == ["version 1", "imported tags only", "ready to search", "optional",
+                                                  "not repaired yet"]
+    assert links[5].proto.page.endswith("Tagging")
 
 
 def by_label(at, label):

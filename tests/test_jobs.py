@@ -39,7 +39,8 @@ def test_an_embedding_job_runs_in_its_own_process_and_stores_its_result(colour_p
     job_id = submit(colour_project, "embed", {"encoder": "tiny-open_clip"}, author="ana")
     job = wait_for(colour_project, job_id, {"done", "failed"})
     assert job.status == "done", job.error
-    assert job.result == {"encoder": "tiny-open_clip", "samples": 12}
+    assert job.result == {"encoder": "tiny-open_clip", "samples": 12,
+                          "summary": "12 images embedded with tiny-open_clip."}
     assert job.author == "ana" and job.finished_at is not None
     assert len(stored_embeddings(colour_project, "tiny-open_clip").sample_ids) == 12
     log = colour_project.audit_log()

@@ -31,10 +31,16 @@ def test_the_board_is_filled_from_the_error_slices_and_a_status_change_is_signed
     at = open_page(monkeypatch, demo_copy)
     assert not at.exception
     assert "Nothing on the board yet" in at.info[0].value
-    next(b for b in at.button if b.label.startswith("Put the 4 current error slices")).click().run()
+    next(b for b in at.button if b.label.startswith("Put the 5 current error slices")).click().run()
     assert not at.exception
     board = at.dataframe[0].value
-    assert len(board) == 4 and board["title"].iat[0] == "shape = triangle & color = blue"  # in rank order
+    assert board["title"].tolist()[:2] == ["color = blue", "shape = triangle & size = small"]  # in rank order
+    assert len(board) == 5
+    # the chosen slice shows its evidence, a link back to it and its images
+    assert at.markdown[0].value.startswith("**spurious correlation**: in training, 97% of the images")
+    link = next(m.value for m in at.markdown if "Open this slice" in m.value)  # a plain link outside the navigation
+    assert link == "[Open this slice on the Error slices page](/Error_slices?slice=5a46b88dc60b)"
+    assert any(c.value.startswith("images 1–16 of 90") for c in at.caption)
     assert set(board["state"]) == {"error slice"} and set(board["status"]) == {"open"}
     labelled(at.selectbox, "Status").set_value("confirmed bug")
     labelled(at.text_input, "Assignee").set_value("bo")
@@ -113,10 +119,10 @@ def test_review_this_slice_from_the_error_slices_page(monkeypatch, demo_copy):
     at.switch_page("pages/4_Error_slices.py").run()
     labelled(at.button, "Review this slice").click().run()
     assert not at.exception
-    assert at.title[0].value == "Review" and at.subheader[0].value == "shape = triangle & color = blue"
+    assert at.title[0].value == "Review" and at.subheader[0].value == "color = blue"
     with Project.open(demo_copy) as project:
         board = reviews(project)
-    assert board["title"].tolist() == ["shape = triangle & color = blue"] and board["created_by"].iat[0] == "ana"
+    assert board["title"].tolist() == ["color = blue"] and board["created_by"].iat[0] == "ana"
 
 
 def test_the_report_tab_lists_the_findings_with_three_downloads(monkeypatch, demo_copy):
@@ -124,9 +130,9 @@ def test_the_report_tab_lists_the_findings_with_three_downloads(monkeypatch, dem
         ensure_review(project, (("color", "blue"),), author="ana")
     at = open_page(monkeypatch, demo_copy)
     table = at.tabs[1].dataframe[0].value
-    assert table["slice"].tolist()[:3] == ["shape = triangle & color = blue", "shape = rectangle & color = blue",
-                                           "color = blue"]
-    assert table["review_status"].tolist()[2] == "open"
+    assert table["slice"].tolist()[:3] == ["color = blue", "shape = triangle & size = small",
+                                           "shape = rectangle & vertical position = bottom"]
+    assert table["review_status"].tolist()[0] == "open"
     assert [b.label for b in at.tabs[1].get("download_button")] == ["HTML report", "Markdown", "CSV"]
 
 

@@ -19,7 +19,8 @@ def open_page(monkeypatch, project) -> AppTest:
 def test_a_tagging_job_starts_from_the_form_and_its_result_shows(monkeypatch, colour_project):
     at = open_page(monkeypatch, colour_project)
     assert not at.exception
-    assert at.info[0].value == "No tags yet: start a tagging run."
+    sources = at.tabs[1].dataframe[0].value  # before any run, the imported colours are the only source
+    assert sources[["attribute", "label", "in_force"]].values.tolist() == [["color", "imported tags", "✓"]]
     at.selectbox[0].set_value("tiny-open_clip")
     at.button[0].click().run()  # Start tagging
     assert not at.exception
@@ -30,9 +31,26 @@ def test_a_tagging_job_starts_from_the_form_and_its_result_shows(monkeypatch, co
         time.sleep(0.2)
     at.run()
     assert not at.exception
-    assert any("finished" in s.value for s in at.success)
+    # the summary says how good the run is against the known colours, and that it did not replace them
+    done = next(s.value for s in at.success if "finished" in s.value).replace("\\", "")  # shown as text, escaped
+    assert "Tagging run(s) #1, #2 stored." in done and "warning: color: run #2 (zero-shot, tiny-open_clip)" in done \
+        and "worse than imported tags (the reference), which stays in force." in done
     runs = at.dataframe[0].value
-    assert set(runs["method"]) == {"measured", "zero-shot"}
+    assert set(runs["method"]) == {"measured", "zero-shot"} and "attributes_json" not in runs.columns
+    sources = at.tabs[1].dataframe[0].value
+    color = sources[sources["attribute"] == "color"]
+    assert color[["label", "in_force"]].values.tolist() == [["imported tags", "✓"],
+                                                            ["run #2 (zero-shot, tiny-open_clip)", ""]]
+    assert color["accuracy"].iat[1] == 3 / 12
+    # a person puts the run in force: logged, and the table follows
+    at.selectbox(key="source_attribute").set_value("color").run()
+    at.selectbox(key="source_choice").set_value("run:2").run()
+    at.button(key="source_apply").click().run()
+    assert not at.exception
+    assert tag_store.chosen_sources(colour_project) == {"color": "run:2"}
+    assert colour_project.audit_log()["action"].iat[-1] == "choose tag source"
+    color = at.tabs[1].dataframe[0].value.query("attribute == 'color'")
+    assert color[["in_force", "chosen"]].values.tolist() == [["", ""], ["✓", "by a person"]]
     assert len(at.get("plotly_chart")) == 2  # tags by correctness and by class
 
 
@@ -51,7 +69,7 @@ def test_audit_confirms_and_corrects_with_one_click(monkeypatch, colour_project)
     fixes[0].set_value("blue").run()
     people = tag_store.corrections(colour_project, "dominant colour")
     assert sorted(people["kind"]) == ["confirm", "correct"]
-    estimate = at.dataframe[1].value
+    estimate = at.tabs[4].dataframe[0].value  # the Audit tab
     assert estimate.loc[estimate["tag"] == "red", ["reviewed", "confirmed"]].values.tolist() == [[2, 1]]
     assert any(c.value.startswith("2 images tagged 'red' not reviewed yet") for c in at.caption)
 

@@ -212,7 +212,11 @@ def test_low_margin_tags_are_flagged_uncertain_until_a_person_sets_them(colour_p
     result = tag_store.TagResult(ids, {"color": ("red", "green", "blue")}, np.zeros((12, 1), np.int16),
                                  np.ones((12, 1), np.float32), margins)
     tag_store.save_run(colour_project, result, method="zero-shot", encoder="test")
+    assert current_tags(colour_project).uncertain(0.1)["color"].sum() == 0  # the imported colours stay in force
+    run = int(tag_store.runs(colour_project)["id"].max())
+    tag_store.choose_source(colour_project, "color", tag_store.run_key(run), author="ana")  # a person picks the run
     table = current_tags(colour_project)
+    assert table.source["color"] == f"run:{run}"
     assert table.uncertain(0.1)["color"].tolist() == [True] * 5 + [False] * 7
     tag_store.correct_tags(colour_project, "color", ids[:2], "green", kind="confirm")
     assert table.uncertain(0.1)["color"].sum() == 5  # the old table is a snapshot

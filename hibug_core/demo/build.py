@@ -42,7 +42,7 @@ class PlantedBug:
 class DemoConfig:
     seed: int = 0
     pool_size: int = 800
-    test_size: int = 800
+    val_size: int = 800
     spurious_color: str = "blue"
     spurious_shape: str = "circle"
     keep_conflicting: float = 0.01  # share of blue non-circles kept in training
@@ -64,16 +64,18 @@ class DemoConfig:
 
 def _assign_splits(sources: np.ndarray, shapes: np.ndarray, colors: np.ndarray, sizes: np.ndarray,
                    config: DemoConfig) -> np.ndarray:
-    """easy-vqa's test images are the validation split; its train images give pool, test and a biased train."""
+    """easy-vqa's train images give pool, validation and a biased train; its test images are the test split.
+    Validation is drawn from the same images as train (before thinning), so the planted bugs show where hibug
+    searches (on easy-vqa's own test images the model scores small triangles far better than on its train images)."""
     rng = np.random.default_rng(config.seed)
-    split = np.full(len(sources), "val", dtype=object)
+    split = np.full(len(sources), "test", dtype=object)
     from_train = np.flatnonzero(sources == "train")
     rng.shuffle(from_train)
     pool_end = min(config.pool_size, len(from_train) // 4)
-    test_end = pool_end + min(config.test_size, len(from_train) // 4)
+    val_end = pool_end + min(config.val_size, len(from_train) // 4)
     split[from_train[:pool_end]] = "pool"
-    split[from_train[pool_end:test_end]] = "test"
-    candidates = from_train[test_end:]
+    split[from_train[pool_end:val_end]] = "val"
+    candidates = from_train[val_end:]
     draw = rng.random(len(sources))
     conflicting = (colors == config.spurious_color) & (shapes != config.spurious_shape)
     other_shape = (colors != config.spurious_color) & (shapes == config.spurious_shape)

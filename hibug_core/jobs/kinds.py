@@ -10,7 +10,8 @@ def embed(project, params: dict, progress) -> dict:
 
     encoder = params.get("encoder", DEFAULT_ENCODER)
     embeddings = embed_project(project, encoder, sample_ids=project.split_ids(params.get("splits")), progress=progress)
-    return {"encoder": encoder, "samples": len(embeddings.sample_ids)}
+    return {"encoder": encoder, "samples": len(embeddings.sample_ids),
+            "summary": f"{len(embeddings.sample_ids):,} images embedded with {encoder}."}
 
 
 def tag(project, params: dict, progress) -> dict:
@@ -30,7 +31,11 @@ def tag(project, params: dict, progress) -> dict:
 
         runs = tag_project(project, encoder=params.get("encoder", DEFAULT_ENCODER), attributes=attributes,
                            sample_ids=ids, progress=progress, author=params.get("author"))
-    return {"runs": runs}
+    from hibug_core.tagging.sources import run_summary
+
+    lines = run_summary(project, runs)
+    return {"runs": runs, "summary": f"Tagging run(s) {', '.join(f'#{r}' for r in runs)} stored. " + " ".join(
+        line.rstrip(".") + "." for line in lines)}
 
 
 def teach(project, params: dict, progress) -> dict:
@@ -41,7 +46,12 @@ def teach(project, params: dict, progress) -> dict:
     run_id, report = teach_attribute(project, params["attribute"], examples,
                                      encoder=params.get("encoder", DEFAULT_ENCODER), progress=progress,
                                      author=params.get("author"))
-    return {"run": run_id, "cv_accuracy": report.cv_accuracy, "examples": report.examples}
+    from hibug_core.tagging.sources import run_summary
+
+    return {"run": run_id, "cv_accuracy": report.cv_accuracy, "examples": report.examples,
+            "summary": f"Taught '{params['attribute']}' from {sum(report.examples.values())} examples: "
+                       f"cross-validated accuracy {report.cv_accuracy:.1%}. " + " ".join(
+                           line.rstrip(".") + "." for line in run_summary(project, [run_id]))}
 
 
 def embedding_map(project, params: dict, progress) -> dict:
@@ -54,7 +64,8 @@ def embedding_map(project, params: dict, progress) -> dict:
     embed_project(project, encoder, sample_ids=ids, progress=progress)
     config = MapConfig(method=params.get("method", MapConfig.method))
     layout = compute_map(project, encoder, sample_ids=ids, config=config, progress=progress)
-    return {"encoder": encoder, "points": len(layout)}
+    return {"encoder": encoder, "points": len(layout),
+            "summary": f"Map of {len(layout):,} images laid out ({config.method}, {encoder})."}
 
 
 def generate(project, params: dict, progress) -> dict:
@@ -80,7 +91,10 @@ def generate(project, params: dict, progress) -> dict:
     generator = load_generator(params.get("generator", "shape-world renderer"), steps=int(params.get("steps", 25)))
     run_id = generate_for_prompts(project, generator, prompts, int(params.get("images", 100)),
                                   seed=int(params.get("seed", 0)), author=params.get("author"), progress=progress)
-    return {"run": run_id, "images": int(params.get("images", 100)), "generator": generator.name}
+    images = int(params.get("images", 100))
+    return {"run": run_id, "images": images, "generator": generator.name,
+            "summary": f"{images:,} images generated with {generator.name} for {len(prompts)} prompt(s) "
+                       f"(generation run #{run_id}); they are the split 'generated'."}
 
 
 def repair(project, params: dict, progress) -> dict:
@@ -88,7 +102,7 @@ def repair(project, params: dict, progress) -> dict:
     from hibug_core.repair.loop import repair_config, run_repair
 
     result = run_repair(project, repair_config(params), author=params.get("author"), progress=progress)
-    return {"run": result.run_id, "models": len(result.runs)}
+    return {"run": result.run_id, "models": len(result.runs), "summary": result.verdict()}
 
 
 def search_failures(project, params: dict, progress) -> dict:
@@ -115,4 +129,7 @@ def search_failures(project, params: dict, progress) -> dict:
                            config=config, progress=progress)
     finish_run(project, run_id, {"label": params["label"], "significant": int(table["significant"].sum()),
                                  "table": table.to_dict("records")}, author=params.get("author"))
-    return {"run": run_id, "captions": len(table), "significant": int(table["significant"].sum())}
+    significant = int(table["significant"].sum())
+    return {"run": run_id, "captions": len(table), "significant": significant,
+            "summary": f"{len(table)} captions of failures tested; {significant} make the model fail significantly "
+                       "more often than the baseline prompt."}

@@ -37,7 +37,7 @@ class RepairConfig:
     baseline: str | None = "random"  # a selection method run the same way with the same number of images
     control: bool = True  # also retrain with no new data, so more training alone is not taken for a repair
     retrain: RetrainConfig = field(default_factory=RetrainConfig)
-    seeds: tuple[int, ...] = (0,)
+    seeds: tuple[int, ...] = (0, 1, 2)  # one seed is noise: retraining alone moves accuracy by about a point
     slice_split: str = "val"  # where the error slices are found
     eval_split: str = "test"  # held out: where before and after are compared
     slices: SliceConfig = field(default_factory=SliceConfig)
@@ -52,6 +52,9 @@ class RepairResult:
     changes: pd.DataFrame  # one row per (method, seed, slice): slice_changes columns
     summary: pd.DataFrame  # per (method, slice): mean and spread over seeds
     selections: dict[tuple[str, int], pd.DataFrame]
+
+    def verdict(self) -> str:
+        return repair_verdict(self.changes)
 
 
 def planted_definitions(project) -> list[tuple[tuple[str, str], ...]]:
@@ -137,6 +140,63 @@ def run_repair(project, config: RepairConfig = RepairConfig(), *, author: str | 
     return result
 
 
+def method_difference(changes: pd.DataFrame, method: str, baseline: str) -> pd.DataFrame:
+    """Per comparison ("overall held-out" and "error slices", the mean over the compared slices), the paired
+    difference in accuracy after of `method` minus `baseline` across seeds: mean, 95% t-interval, seeds won."""
+    from scipy import stats
+
+    def per_seed(name: str) -> pd.DataFrame:
+        rows = changes[changes["method"] == name]
+        overall = rows[rows["slice_id"] == "overall"].set_index("seed")["after"]
+        slices = rows[(rows["slice_id"] != "overall") & (rows["n"] > 0)].groupby("seed")["after"].mean()
+        return pd.DataFrame({"overall held-out": overall, "error slices": slices})
+
+    difference = per_seed(method) - per_seed(baseline)
+    out = []
+    for comparison in difference.columns:
+        values = difference[comparison].dropna().to_numpy()
+        n, mean = len(values), float(values.mean()) if len(values) else np.nan
+        if n > 1 and values.std(ddof=1) > 0:
+            half = float(stats.t.ppf(0.975, n - 1) * values.std(ddof=1) / np.sqrt(n))
+        else:
+            half = np.nan if n < 2 else 0.0
+        out.append({"comparison": comparison, "seeds": n, "difference": mean, "low": mean - half,
+                    "high": mean + half, "won": int((values > 0).sum())})
+    return pd.DataFrame(out)
+
+
+def repair_verdict(changes: pd.DataFrame) -> str:
+    """Whether the repair method beat its baseline, in one plain paragraph (one seed: says that is noise)."""
+    methods = list(dict.fromkeys(changes["method"]))
+    main = methods[0]
+    baselines = [m for m in methods[1:] if m != CONTROL]
+    overall = changes[(changes["slice_id"] == "overall")].groupby("method", sort=False)["after"]
+    before = float(changes.loc[changes["slice_id"] == "overall", "before"].iloc[0])
+    text = [f"Held-out accuracy {before:.1%} before; after, {main} {overall.mean()[main]:.1%}"]
+    if not baselines:
+        return text[0] + " (no baseline to compare with)."
+    baseline = baselines[0]
+    text[0] += f", {baseline} {overall.mean()[baseline]:.1%}"
+    if CONTROL in methods:
+        text[0] += f", no new data {overall.mean()[CONTROL]:.1%}"
+    text[0] += "."
+    table = method_difference(changes, main, baseline)
+    seeds = int(table["seeds"].max())
+    if seeds < 2:
+        row = table.iloc[0]
+        return " ".join(text + [f"With one seed the difference ({row['difference'] * 100:+.1f} points) is noise: "
+                                "run 3 or more seeds to tell whether {main} beats {baseline}.".replace(
+                                    "{main}", main).replace("{baseline}", baseline)])
+    for row in table.itertuples():
+        if np.isnan(row.difference):
+            continue
+        call = (f"{main} beat {baseline}" if row.low > 0 else f"{baseline} beat {main}" if row.high < 0
+                else f"no clear winner between {main} and {baseline}")
+        text.append(f"On the {row.comparison}: {call} ({row.difference * 100:+.1f} points, 95% interval "
+                    f"{row.low * 100:+.1f} to {row.high * 100:+.1f}, better on {row.won} of {row.seeds} seeds).")
+    return " ".join(text)
+
+
 def summarise(changes: pd.DataFrame) -> pd.DataFrame:
     """Mean and spread (standard deviation over seeds) of accuracy after and of the change, per method and slice."""
     grouped = changes.groupby(["slice_id", "method"], sort=False)
@@ -168,6 +228,6 @@ def repair_config(params: dict) -> RepairConfig:
                         control=bool(params.get("control", defaults.control)), retrain=retrain, seeds=seeds,
                         slice_split=params.get("split", defaults.slice_split),
                         eval_split=params.get("eval_split", defaults.eval_split),
-                        slices=replace(defaults.slices, by_class=bool(params.get("by_class", False))),
+                        slices=replace(defaults.slices, by_class=bool(params.get("by_class", defaults.slices.by_class))),
                         top_slices=int(params.get("top", defaults.top_slices)),
                         record_models=bool(params.get("record", defaults.record_models)))

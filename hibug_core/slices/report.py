@@ -2,6 +2,7 @@
 diagnosis with training-split evidence, and turning a slice back into its images."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -10,6 +11,9 @@ import pandas as pd
 from hibug_core.errors import HibugError
 from hibug_core.slices.diagnosis import DiagnosisConfig, diagnose, rare_classes
 from hibug_core.slices.enumeration import Enumeration, enumerate_slices
+from hibug_core.slices.redundancy import mark_repeats
+from hibug_core.slices.tag_precision import KNOWN_PREFIX, slice_tag_precision
+from hibug_core.tagging.sources import ground_truth
 from hibug_core.slices.search import (CLASS, SliceConfig, TagMatrix, describe, parse_definition, score_slices,
                                       slice_id)
 
@@ -110,9 +114,10 @@ TAG_SOURCES = ("in force", "imported", "model")
 
 def tag_frame(project, attributes: list[str] | None, source: str = "in force", *,
               by_class: bool = False) -> pd.DataFrame:
-    """Tags of every sample to slice by. source: "in force" (the schema's tags in force, plus imported attr: columns
-    that no schema attribute covers or that nothing has tagged yet), "imported" (attr: columns only, e.g. ground
-    truth) or "model" (the schema's tags only). by_class adds the label as the attribute CLASS, unless an attribute
+    """Tags of every sample to slice by. source: "in force" (per schema attribute the best measured source or the
+    one a person chose, plus imported attr: columns that no schema attribute covers), "imported" (attr: columns
+    only, e.g. ground truth) or "model" (tagging runs only). Any imported column can also be asked for by name as
+    "known: <column>", whatever the source. by_class adds the label as the attribute CLASS, unless an attribute
     already equals it."""
     from hibug_core.store.attribute_versions import latest_version
     from hibug_core.tagging.run import current_tags
@@ -121,16 +126,22 @@ def tag_frame(project, attributes: list[str] | None, source: str = "in force", *
         raise SliceError(f"unknown tag source '{source}'; choose one of {', '.join(TAG_SOURCES)}")
     samples = project.samples()
     has_schema = source != "imported" and latest_version(project) is not None
-    tags = current_tags(project).tags if has_schema else pd.DataFrame(index=samples.index)
+    tags = current_tags(project, model_only=source == "model").tags if has_schema else \
+        pd.DataFrame(index=samples.index)
+    known = project.known_tags()
     if source != "model":
-        known = project.known_tags()
         for column in known.columns:
             if column not in tags.columns or tags[column].isna().all():
                 tags[column] = known[column].reindex(tags.index).astype("category")
     if attributes is not None:
+        for name in attributes:
+            column = name.removeprefix(KNOWN_PREFIX)
+            if name.startswith(KNOWN_PREFIX) and column in known.columns:
+                tags[name] = known[column].reindex(tags.index).astype("category")
         missing = [a for a in attributes if a not in tags.columns]
         if missing:
-            raise SliceError(f"no tags for attribute(s) {', '.join(missing)}; known: {', '.join(tags.columns)}")
+            choices = [*tags.columns, *(KNOWN_PREFIX + c for c in known.columns)]
+            raise SliceError(f"no tags for attribute(s) {', '.join(missing)}; choose from: {', '.join(choices)}")
         tags = tags[attributes]
     tags = tags[tags.columns[tags.notna().any()]]
     if tags.columns.empty:
@@ -160,8 +171,9 @@ def evaluation_rows(samples: pd.DataFrame, model: str, split: str) -> pd.DataFra
 def enumeration_for(project, tags: TagMatrix, errors: np.ndarray, models: list[str], split: str,
                     config: SliceConfig) -> Enumeration:
     """One enumeration per (tags in force, split, depth, support, models): recomputed only after a change."""
+    codes = np.ascontiguousarray(tags.codes)
     key = (str(project.folder), project.data_version(), split, config.max_depth, config.min_support, tuple(models),
-           tuple(tags.attributes))
+           tuple(tags.attributes), hashlib.blake2b(codes.view(np.uint8), digest_size=16).hexdigest())
     enumeration = _ENUMERATIONS.get(key)
     if enumeration is None:
         enumeration = enumerate_slices(tags.codes, [len(t) for t in tags.tags], errors, max_depth=config.max_depth,
@@ -172,18 +184,33 @@ def enumeration_for(project, tags: TagMatrix, errors: np.ndarray, models: list[s
     return enumeration
 
 
+def _poor_attributes(project, frame: pd.DataFrame, source: str, config: SliceConfig) -> dict[str, str]:
+    """Sliced attributes whose tags in force are too poor to trust (tagging.sources.untrusted), with why."""
+    from hibug_core.store.attribute_versions import latest_version, load_schema
+    from hibug_core.tagging.sources import rank_sources, untrusted
+
+    if source == "imported" or latest_version(project) is None:
+        return {}
+    names = [a.name for a in load_schema(project).attributes if a.name in frame.columns]
+    poor = untrusted(rank_sources(project, names, model_only=source == "model"), config.min_tag_precision)
+    return dict(zip(poor["attribute"], poor["why"]))
+
+
 def error_slices(project, model: str | None = None, *, split: str = "val", config: SliceConfig = SliceConfig(),
                  diagnosis: DiagnosisConfig = DiagnosisConfig(), attributes: list[str] | None = None,
-                 tags: str = "in force") -> SliceReport:
+                 tags: str = "in force", check_tags: bool = True) -> SliceReport:
     """Ranked, diagnosed error slices of `model` (default: the first) on `split`, over the tags from `tags` (see
-    tag_frame)."""
+    tag_frame). With check_tags, each slice carries the precision of its tags against the true tags the project
+    holds (imported or audited), and slices whose tags are measured below config.min_tag_precision are flagged and
+    ranked after the others; without it (as a project with no true tags), nothing is checked."""
     models = project.models()
     model = model or (models[0] if models else None)
     if model not in models:
         raise SliceError(f"no model '{model}' in this project; known: {', '.join(models)}")
     samples = project.samples(model)
     evaluation = evaluation_rows(samples, model, split)
-    frame = tag_frame(project, attributes, tags, by_class=config.by_class)
+    tags_source = tags
+    frame = tag_frame(project, attributes, tags_source, by_class=config.by_class)
     tags = TagMatrix.from_frame(frame.loc[evaluation.index])
     # Errors of every model that predicts all these rows (in name order), so other models reuse the enumeration.
     columns, names = [], []
@@ -210,8 +237,19 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     evidence = diagnose(masks, train_masks, evaluation["label"].to_numpy(), evaluation["prediction"].to_numpy(),
                         errors, diagnosis, tag_train_masks=tag_masks, train_labels=train["label"].to_numpy())
     summary = dict(slices.attrs)
-    slices = pd.concat([slices, evidence.set_index(slices.index)], axis=1)
-    slices.attrs.update(summary)
+    truth = ground_truth(project) if check_tags else None
+    precision = slice_tag_precision(slices["definition"], frame, truth, skip={CLASS}, z=config.z)
+    slices = pd.concat([slices, evidence.set_index(slices.index), precision.set_index(slices.index)], axis=1)
+    poor = _poor_attributes(project, frame, tags_source, config) if check_tags else {}
+    slices["tag_warning"] = [
+        "; ".join(f"{a}: {poor[a]}" for a, _ in definition if a in poor) for definition in slices["definition"]]
+    slices["trusted"] = ~(slices["tag_precision_high"] < config.min_tag_precision) & (slices["tag_warning"] == "")
+    slices = mark_repeats(slices.sort_values("trusted", ascending=False, kind="stable"), tags, errors,
+                          config.max_overlap)
+    # Trusted distinct slices, then trusted repeats, then untrusted ones.
+    slices = slices.sort_values("trusted", ascending=False, kind="stable").reset_index(drop=True)
+    slices.index.name = "rank"
+    slices.attrs.update(summary, untrusted=int((~slices["trusted"]).sum()), repeats=int((slices["repeats"] != "").sum()))
     classes = rare_classes(train["label"].to_numpy(), evaluation["label"].to_numpy(), errors, diagnosis)
     return SliceReport(model, split, slices, float(1 - errors.mean()), classes, evaluation, tags,
                        int(slices.attrs.get("enumerated", 0)), config, samples, frame, enumeration, names.index(model))

@@ -29,7 +29,14 @@ class SliceConfig:
     parent_alpha: float = 0.2  # false discovery rate of "a child is worse than each parent" (1: plain rule)
     sliceline_alpha: float = 0.95  # weight of the error term in the SliceLine score
     z: float = 1.96  # Wilson interval width (95%)
-    by_class: bool = False  # also slice by the label (attribute CLASS), e.g. "class = triangle & size = small"
+    by_class: bool = True  # also slice by the label (attribute CLASS), e.g. "class = triangle & size = small"
+    # Slices whose tags are measured less precise than this (upper end of the 95% interval, against known or
+    # audited tags) are flagged and ranked after the others; also the floor below which an attribute's tags are
+    # called too poor to trust.
+    min_tag_precision: float = 0.6
+    # A slice with at least this share of its failures inside one slice ranked above it repeats that slice (often
+    # the same images named by other attributes): it is listed after the distinct slices. 1: off.
+    max_overlap: float = 0.8
 
 
 @dataclass
@@ -93,10 +100,12 @@ def parse_definition(text: str) -> tuple[tuple[str, str], ...]:
 
 
 def _worse_than_every_parent(enumeration: Enumeration, counts: list[np.ndarray], errors: list[np.ndarray],
-                             alpha: float) -> list[np.ndarray]:
+                             alpha: float, candidates: list[np.ndarray]) -> list[np.ndarray]:
     """Per level, True where the slice is worse than every parent (HiBug2's post-processing) and, unless alpha is 1,
-    significantly so: against the rest of each parent, with Benjamini-Hochberg over all these tests, so that a
-    child that is worse only by chance does not crowd out the slice it was cut from."""
+    significantly so: against the rest of each parent, with Benjamini-Hochberg over the tests of the candidate
+    slices (those that score below the cut, which alone could be reported), so that a child that is worse only by
+    chance does not crowd out the slice it was cut from, while slices that could never be reported do not dilute
+    the test."""
     kept, weakest = [np.ones(len(counts[0]), dtype=bool)], []
     for depth in range(2, len(enumeration.levels) + 1):
         level, parents = enumeration.levels[depth - 1], enumeration.levels[depth - 2]
@@ -116,7 +125,11 @@ def _worse_than_every_parent(enumeration: Enumeration, counts: list[np.ndarray],
         kept.append(keep)
         weakest.append(p_max)
     if alpha < 1 and weakest:
-        q = np.split(benjamini_hochberg(np.concatenate(weakest)), np.cumsum([len(w) for w in weakest])[:-1])
+        tested = np.concatenate(candidates[1:])
+        p_all = np.concatenate(weakest)
+        q_all = np.ones(len(p_all))
+        q_all[tested] = benjamini_hochberg(p_all[tested])
+        q = np.split(q_all, np.cumsum([len(w) for w in weakest])[:-1])
         kept = [kept[0]] + [k & (qq < alpha) for k, qq in zip(kept[1:], q)]
     return kept
 
@@ -137,10 +150,11 @@ def score_slices(enumeration: Enumeration, tags: TagMatrix, *, model: int = 0,
     all_count, all_errors = np.concatenate(counts), np.concatenate(errors)
     p_values = worse_than_rest_p_values(all_errors, all_count, total, n, variance)
     q_values = benjamini_hochberg(p_values)
-    kept = np.concatenate(_worse_than_every_parent(enumeration, counts, errors, config.parent_alpha))
     score = 1 - all_errors / all_count
     overall_score = 1 - overall_error
     cut = config.threshold if config.threshold is not None else overall_score - config.gap
+    candidates = [1 - e / c < cut for e, c in zip(errors, counts)]
+    kept = np.concatenate(_worse_than_every_parent(enumeration, counts, errors, config.parent_alpha, candidates))
     chosen = np.flatnonzero(kept & (score < cut))
     depth = np.concatenate([np.full(len(c), d + 1) for d, c in enumerate(counts)])
     row = np.concatenate([np.arange(len(c)) for c in counts])

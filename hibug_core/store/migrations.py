@@ -108,6 +108,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "repair runs and generated images with their prompts", V4_STATEMENTS),
     Migration(5, "slice reviews with comments, and saved views", V5_STATEMENTS),
     Migration(6, "the images of a reviewed selection", ("ALTER TABLE reviews ADD COLUMN members_json TEXT",)),
+    Migration(7, "which tag source is in force per attribute, chosen by a person",
+              ("""CREATE TABLE tag_source_choices (
+                  id {auto_id}, attribute TEXT NOT NULL, source TEXT NOT NULL, actor TEXT NOT NULL, at TEXT NOT NULL)""",)),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -39,7 +39,7 @@ class TagTable:
     tags: pd.DataFrame
     score: pd.DataFrame
     margin: pd.DataFrame
-    source: dict[str, int] = field(default_factory=dict)  # attribute -> run id its model tags come from
+    source: dict[str, str] = field(default_factory=dict)  # attribute -> the source in force (IMPORTED, "run:<id>")
     corrected: pd.DataFrame | None = None  # True where a person set the tag
 
     def uncertain(self, margin: float = 0.1) -> pd.DataFrame:
@@ -65,7 +65,7 @@ def begin_run(project, *, method: str, encoder: str | None, schema_version: int 
 
 
 def finish_run(project, run_id: int, result: TagResult, *, author: str | None = None) -> None:
-    """Publish a run's arrays and mark it finished; its tags are in force from now on."""
+    """Publish a run's arrays and mark it finished; its tags are in force where no better measured source is."""
     name = f"tags/run-{run_id}"
     staged = project.arrays.stage(name, sample_ids=result.sample_ids.astype(np.int64),
                                   tag_index=result.tag_index.astype(np.int16), score=result.score.astype(np.float32),
@@ -106,7 +106,8 @@ def tags_version(project) -> str:
         run = connection.execute(text("SELECT MAX(id) FROM tag_runs WHERE status = 'finished'")).scalar()
         correction = connection.execute(text("SELECT MAX(id) FROM tag_corrections")).scalar()
         schema = connection.execute(text("SELECT MAX(version) FROM attribute_schemas")).scalar()
-    return f"{project.data_version()}.{run or 0}.{correction or 0}.{schema or 0}"
+        choice = connection.execute(text("SELECT MAX(id) FROM tag_source_choices")).scalar()
+    return f"{project.data_version()}.{run or 0}.{correction or 0}.{schema or 0}.{choice or 0}"
 
 
 def runs(project) -> pd.DataFrame:
@@ -190,40 +191,110 @@ def corrections(project, attribute: str | None = None) -> pd.DataFrame:
         return pd.read_sql_query(text(query + " ORDER BY c.attribute, c.sample_id"), connection, params=params)
 
 
-def load_tags(project, attributes: dict[str, tuple[str, ...]], *, sample_ids: np.ndarray | None = None,
-              with_corrections: bool = True) -> TagTable:
-    """The tags in force for `attributes` (name -> current tags): the newest finished run that tagged each
-    attribute, overridden by people's corrections. Tags from older schema versions stay readable."""
+IMPORTED = "imported"  # the source key of the imported attr: columns (known tags)
+AUTO = "auto"  # a stored choice meaning: the best measured source
+
+
+def run_key(run_id: int) -> str:
+    return f"run:{int(run_id)}"
+
+
+def run_id_of(source: str) -> int | None:
+    return int(source.split(":", 1)[1]) if source.startswith("run:") else None
+
+
+def choose_source(project, attribute: str, source: str, *, author: str | None = None) -> None:
+    """Put one tag source in force for `attribute` (AUTO: the best measured one again); logged, never silent."""
+    if source != AUTO and source != IMPORTED and run_id_of(source) is None:
+        raise TaggingError(f"unknown tag source '{source}'; use '{AUTO}', '{IMPORTED}' or 'run:<id>'")
+    author = author or default_actor()
+    with write_transaction(project.engine) as connection:
+        before = _chosen(connection).get(attribute, AUTO)
+        connection.execute(text("INSERT INTO tag_source_choices (attribute, source, actor, at) VALUES (:a, :s, :u, :t)"),
+                           {"a": attribute, "s": source, "u": author, "t": now()})
+        record(connection, author, "choose tag source", f"tags:{attribute}", {"source": before}, {"source": source})
+
+
+def _chosen(connection) -> dict[str, str]:
+    rows = connection.execute(text("SELECT attribute, source FROM tag_source_choices ORDER BY id")).all()
+    return {attribute: source for attribute, source in rows}
+
+
+def chosen_sources(project) -> dict[str, str]:
+    """The source a person put in force per attribute (attributes left to the best measured one are absent)."""
+    with read_connection(project.engine) as connection:
+        return {a: s for a, s in _chosen(connection).items() if s != AUTO}
+
+
+def source_tags(project, source: str, attribute: str, index: pd.Index, cache: dict | None = None) -> pd.Series:
+    """One source's tags of `attribute` on `index` (object dtype, None where it gave no tag)."""
+    if source == IMPORTED:
+        known = project.known_tags()
+        column = known[attribute] if attribute in known.columns else pd.Series(dtype=object)
+        return column.reindex(index).astype(object).where(lambda s: s.notna(), None)
+    run_id = run_id_of(source)
+    cache = {} if cache is None else cache
+    run = cache.get(run_id) or cache.setdefault(run_id, load_run(project, run_id))
+    if attribute not in run.attributes:
+        return pd.Series(None, index=index, dtype=object)
+    column = list(run.attributes).index(attribute)
+    names = np.array(list(run.attributes[attribute]) + [None], dtype=object)
+    tags = pd.Series(names[run.tag_index[:, column]], index=pd.Index(run.sample_ids))
+    return tags.reindex(index).astype(object).where(lambda s: s.notna(), None)
+
+
+def load_tags(project, attributes: dict[str, tuple[str, ...]], order: dict[str, list[str]], *,
+              sample_ids: np.ndarray | None = None, with_corrections: bool = True) -> TagTable:
+    """The tags in force for `attributes` (name -> current tags): per attribute, each sample takes its tag from the
+    first source in `order[attribute]` that gave one (IMPORTED or run_key(id)), and people's corrections override
+    them. Tags from older schema versions stay readable."""
     if sample_ids is None:
         sample_ids = project.samples().index.to_numpy()
     index = pd.Index(sample_ids, name="sample_id")
-    finished = runs(project)
-    finished = finished[finished["status"] == "finished"].sort_values("id", ascending=False)
     loaded: dict[int, TagResult] = {}
+    known = project.known_tags() if any(IMPORTED in o for o in order.values()) else pd.DataFrame()
     tags, scores, margins, source = {}, {}, {}, {}
     for attribute, current_tags in attributes.items():
         codes = np.full(len(index), -1, dtype=np.int64)
         score = np.full(len(index), np.nan, dtype=np.float32)
         margin = np.full(len(index), np.nan, dtype=np.float32)
         categories = list(current_tags)
-        for run_id, raw in zip(finished["id"], finished["attributes_json"]):
-            run_tags = json.loads(raw)
-            if attribute not in run_tags:
-                continue
-            run = loaded.get(run_id) or loaded.setdefault(run_id, load_run(project, int(run_id)))
-            column = list(run.attributes).index(attribute)
-            # Map the run's tag list onto the current one, keeping tags the schema has since dropped.
-            for tag in run_tags[attribute]:
-                if tag not in categories:
-                    categories.append(tag)
-            mapping = np.array([categories.index(t) for t in run_tags[attribute]] + [-1], dtype=np.int64)
-            position = index.get_indexer(run.sample_ids)
-            found = position >= 0
-            codes[position[found]] = mapping[run.tag_index[found, column]]
-            score[position[found]] = run.score[found, column]
-            margin[position[found]] = run.margin[found, column]
-            source[attribute] = int(run_id)
-            break
+        for key in order.get(attribute, []):
+            open_rows = codes < 0
+            if not open_rows.any():
+                break
+            if key == IMPORTED:
+                if attribute not in known.columns:
+                    continue
+                values = known[attribute].reindex(index).to_numpy(object)
+                for tag in pd.unique(values[pd.notna(values)]):
+                    if tag not in categories:
+                        categories.append(tag)
+                lookup = {t: i for i, t in enumerate(categories)}
+                filled = open_rows & pd.notna(values)
+                codes[filled] = [lookup[t] for t in values[filled]]
+                score[filled], margin[filled] = 1.0, 1.0
+            else:
+                run_id = run_id_of(key)
+                run = loaded.get(run_id) or loaded.setdefault(run_id, load_run(project, run_id))
+                if attribute not in run.attributes:
+                    continue
+                column = list(run.attributes).index(attribute)
+                run_tags = run.attributes[attribute]
+                # Map the run's tag list onto the current one, keeping tags the schema has since dropped.
+                for tag in run_tags:
+                    if tag not in categories:
+                        categories.append(tag)
+                mapping = np.array([categories.index(t) for t in run_tags] + [-1], dtype=np.int64)
+                position = index.get_indexer(run.sample_ids)
+                run_codes = mapping[run.tag_index[:, column]]
+                found = (position >= 0) & (run_codes >= 0)
+                found[found] = open_rows[position[found]]
+                codes[position[found]] = run_codes[found]
+                score[position[found]] = run.score[found, column]
+                margin[position[found]] = run.margin[found, column]
+            if (codes >= 0).any() and attribute not in source:
+                source[attribute] = key
         tags[attribute], scores[attribute], margins[attribute] = (codes, categories), score, margin
     corrected = pd.DataFrame(False, index=index, columns=list(attributes))
     if with_corrections:

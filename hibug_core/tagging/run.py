@@ -16,6 +16,7 @@ from hibug_core.store.attribute_versions import latest_version, load_schema
 from hibug_core.tagging.measured import MeasuredConfig, measure_project, measured_tags
 from hibug_core.tagging.probe import ProbeConfig, ProbeReport, teach_probe
 from hibug_core.tagging.quality import TagQuality, audit_precision, tag_quality
+from hibug_core.tagging.sources import ground_truth, rank_sources
 from hibug_core.tagging.zero_shot import ZeroShotConfig, zero_shot_tags
 
 logger = logging.getLogger(__name__)
@@ -98,33 +99,27 @@ def teach(project, attribute: str, examples: dict[int, str] | None = None, *, en
 
 
 def current_tags(project, schema: AttributeSchema | None = None, *, with_corrections: bool = True,
-                 sample_ids=None) -> tag_store.TagTable:
-    """The tags in force for every attribute of the schema (default: the newest version)."""
+                 sample_ids=None, model_only: bool = False) -> tag_store.TagTable:
+    """The tags in force for every attribute of the schema (default: the newest version): per attribute the source a
+    person chose, else the best measured one (sources.rank_sources), then people's corrections. model_only: tagging
+    runs only, imported tags left out."""
     schema = schema or load_schema(project)
-    return tag_store.load_tags(project, {a.name: a.tags for a in schema.attributes}, sample_ids=sample_ids,
-                               with_corrections=with_corrections)
-
-
-def ground_truth(project) -> pd.DataFrame:
-    """True tags: imported attr: columns, overridden by the tags people set or confirmed (examples given to teach a
-    probe are left out, so a probe is never graded on its own training data)."""
-    truth = project.known_tags()
-    people = tag_store.corrections(project)
-    people = people[people["kind"] != "example"]
-    if not people.empty:
-        confirmed = people.pivot(index="sample_id", columns="attribute", values="tag")
-        truth = confirmed.combine_first(truth) if not truth.empty else confirmed
-    return truth
+    names = [a.name for a in schema.attributes]
+    ranking = rank_sources(project, names, model_only=model_only)  # measured on every sample, whatever the subset
+    return tag_store.load_tags(project, {a.name: a.tags for a in schema.attributes}, ranking.order,
+                               sample_ids=sample_ids, with_corrections=with_corrections)
 
 
 def project_tag_quality(project, *, mapping: dict[str, str] | None = None, sample_ids=None) -> TagQuality:
-    """How good the model tags are (people's corrections left out) against the ground truth that exists."""
-    model_tags = current_tags(project, with_corrections=False, sample_ids=sample_ids).tags
+    """How good the model tags in force are (tagging runs only; imported tags and people's corrections left out)
+    against the ground truth that exists."""
+    model_tags = current_tags(project, with_corrections=False, sample_ids=sample_ids, model_only=True).tags
     return tag_quality(model_tags, ground_truth(project), mapping)
 
 
 def audit(project, attribute: str) -> pd.DataFrame:
-    """Precision of each model tag of `attribute` estimated from the images people confirmed or corrected."""
+    """Precision of each tag in force of `attribute` (before people's corrections), estimated from the images people
+    confirmed or corrected."""
     model = current_tags(project, with_corrections=False).tags[attribute]
     people = tag_store.corrections(project, attribute)
     people = people[people["kind"].isin(["confirm", "correct"])]

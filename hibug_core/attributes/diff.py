@@ -1,0 +1,27 @@
+"""What changed between two versions of the attribute schema, one row per attribute that differs."""
+from __future__ import annotations
+
+import pandas as pd
+
+from hibug_core.attributes.schema import AttributeSchema
+
+FIELDS = ("group", "kind", "enabled", "templates", "source")
+
+
+def schema_diff(old: AttributeSchema, new: AttributeSchema) -> pd.DataFrame:
+    """attribute, change ("added", "removed", "changed"), and what: tags added or removed and fields changed."""
+    rows = []
+    for name in [*old.names(), *(n for n in new.names() if n not in old.names())]:
+        if name not in new.names():
+            rows.append({"attribute": name, "change": "removed", "what": ", ".join(old[name].tags)})
+        elif name not in old.names():
+            rows.append({"attribute": name, "change": "added", "what": ", ".join(new[name].tags)})
+        else:
+            before, after = old[name], new[name]
+            what = [f"+{t}" for t in after.tags if t not in before.tags]
+            what += [f"−{t}" for t in before.tags if t not in after.tags]
+            what += [f"{f}: {getattr(before, f)!s} → {getattr(after, f)!s}" for f in FIELDS
+                     if getattr(before, f) != getattr(after, f)]
+            if what:
+                rows.append({"attribute": name, "change": "changed", "what": "; ".join(what)})
+    return pd.DataFrame(rows, columns=["attribute", "change", "what"])

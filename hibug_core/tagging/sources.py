@@ -1,0 +1,189 @@
+"""Tag sources per attribute (imported tags, each tagging run), measured against the ground truth, and which is in force."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.slices.search import SliceConfig
+from hibug_core.slices.stats import wilson_interval
+from hibug_core.store import tag_store
+from hibug_core.store.tag_store import AUTO, IMPORTED, run_id_of, run_key
+
+# Below this measured accuracy (upper end of its 95% interval), the tags of an attribute are called too poor to trust.
+TRUST_FLOOR = SliceConfig.min_tag_precision
+ADVICE = ("tag them with a CLIP model (`open_clip:<arch>:<checkpoint>`), teach it by example (Tagging → Teach by "
+          "example), or audit its tags (Tagging → Audit)")
+
+
+def ground_truth(project, *, people_only: bool = False) -> pd.DataFrame:
+    """True tags: imported attr: columns, overridden by the tags people set or confirmed (examples given to teach a
+    probe are left out, so a probe is never graded on its own training data). people_only: people's tags alone."""
+    truth = pd.DataFrame() if people_only else project.known_tags()
+    people = tag_store.corrections(project)
+    people = people[people["kind"] != "example"]
+    if not people.empty:
+        confirmed = people.pivot(index="sample_id", columns="attribute", values="tag")
+        truth = confirmed.combine_first(truth) if not truth.empty else confirmed
+    return truth
+
+
+@dataclass(frozen=True)
+class SourceRanking:
+    """Every tag source of every attribute with its measured accuracy, and the order they are used in."""
+
+    table: pd.DataFrame  # attribute, source, label, tagged, checked, accuracy, low, high, against, chosen, in_force
+    order: dict[str, list[str]]  # attribute -> source keys, the one in force first
+
+    def in_force(self, attribute: str) -> str | None:
+        keys = self.order.get(attribute, [])
+        return keys[0] if keys else None
+
+    def row(self, attribute: str, source: str) -> pd.Series:
+        rows = self.table[(self.table["attribute"] == attribute) & (self.table["source"] == source)]
+        return rows.iloc[0]
+
+
+def source_label(source: str, runs: pd.DataFrame) -> str:
+    """How a person reads a source: "imported tags" or "run #3 (zero-shot, conse)"."""
+    if source == IMPORTED:
+        return "imported tags"
+    run_id = run_id_of(source)
+    row = runs[runs["id"] == run_id]
+    if row.empty:
+        return f"run #{run_id}"
+    method, encoder = row["method"].iat[0], row["encoder"].iat[0]
+    return f"run #{run_id} ({method}{', ' + str(encoder) if isinstance(encoder, str) and encoder else ''})"
+
+
+def _candidates(project, attributes: list[str], runs: pd.DataFrame, model_only: bool) -> dict[str, list[str]]:
+    import json
+
+    found = {a: [] for a in attributes}
+    known = project.known_tags()
+    for attribute in attributes if not model_only else ():
+        if attribute in known.columns and known[attribute].notna().any():
+            found[attribute].append(IMPORTED)
+    for run_id, raw in zip(runs["id"], runs["attributes_json"]):  # newest first
+        for attribute in json.loads(raw):
+            if attribute in found:
+                found[attribute].append(run_key(run_id))
+    return found
+
+
+def rank_sources(project, attributes: list[str], *, sample_ids=None, model_only: bool = False,
+                 chosen: dict[str, str] | None = None) -> SourceRanking:
+    """Measure every source of `attributes` and order them: a person's choice first, then by the lower end of the
+    95% interval of accuracy; imported tags are the reference (measured only against people's audits), sources
+    that nothing measures come after the measured ones, newest first. model_only leaves imported tags out."""
+    runs = tag_store.runs(project)
+    runs = runs[runs["status"] == "finished"].sort_values("id", ascending=False) if not runs.empty else runs
+    index = project.samples().index if sample_ids is None else pd.Index(np.asarray(sample_ids))
+    truth, people = ground_truth(project), ground_truth(project, people_only=True)
+    chosen = tag_store.chosen_sources(project) if chosen is None else chosen
+    cache: dict = {}
+    rows, order = [], {}
+    for attribute, keys in _candidates(project, attributes, runs, model_only).items():
+        measured = []
+        for recency, key in enumerate(keys):
+            tags = tag_store.source_tags(project, key, attribute, index, cache)
+            reference = people if key == IMPORTED else truth
+            true = reference[attribute].reindex(index) if attribute in reference.columns else \
+                pd.Series(np.nan, index=index)
+            both = tags.notna().to_numpy() & true.notna().to_numpy()
+            checked = int(both.sum())
+            correct = int((tags.to_numpy(object)[both] == true.to_numpy(object)[both]).sum())
+            low, high = wilson_interval(np.array([correct]), np.array([max(checked, 1)]))
+            accuracy = correct / checked if checked else np.nan
+            if checked:
+                rank, against = float(low[0]), "people's audits" if key == IMPORTED else "known tags and audits"
+            elif key == IMPORTED:
+                rank, against = 1.0, "the reference"
+            else:
+                rank, against = -1.0 - recency * 1e-6, "nothing to measure against"
+            rows.append({"attribute": attribute, "source": key, "label": source_label(key, runs),
+                         "tagged": int(tags.notna().sum()), "checked": checked, "accuracy": accuracy,
+                         "low": float(low[0]) if checked else np.nan, "high": float(high[0]) if checked else np.nan,
+                         "against": against, "right": correct})
+            measured.append((rank, -recency, key))
+        ranked = [key for _, _, key in sorted(measured, reverse=True)]
+        pick = chosen.get(attribute)
+        if pick in ranked:
+            ranked.remove(pick)
+            ranked.insert(0, pick)
+        order[attribute] = ranked
+    table = pd.DataFrame(rows, columns=["attribute", "source", "label", "tagged", "checked", "accuracy", "low", "high",
+                                        "against", "right"])
+    # A run's accuracy over every attribute it tagged that can be checked: what its unchecked attributes are judged by.
+    pooled = table[table["source"] != IMPORTED].groupby("source")[["right", "checked"]].sum()
+    pooled = pooled[pooled["checked"] > 0]
+    run_low, run_high = wilson_interval(pooled["right"].to_numpy(), pooled["checked"].to_numpy())
+    table["run_accuracy"] = table["source"].map(pooled["right"] / pooled["checked"])
+    table["run_high"] = table["source"].map(pd.Series(run_high, index=pooled.index))
+    table["chosen"] = [chosen.get(a) == s for a, s in zip(table["attribute"], table["source"])]
+    table["in_force"] = [order[a][0] == s for a, s in zip(table["attribute"], table["source"])]
+    return SourceRanking(table, order)
+
+
+def untrusted(ranking: SourceRanking, floor: float = TRUST_FLOOR, attributes=None) -> pd.DataFrame:
+    """The attributes (of `attributes`, default all) whose tags in force are too poor to trust, with a `why`: their
+    accuracy's upper 95% end is below `floor`, or, where nothing checks them, that of the run that made them over the
+    attributes it tagged that can be checked (a tagger that gets the checkable ones wrong is not believed on the
+    others)."""
+    table = ranking.table[ranking.table["in_force"]]
+    if attributes is not None:
+        table = table[table["attribute"].isin(list(attributes))]
+    measured = table["checked"].gt(0) & table["high"].lt(floor)
+    by_run = table["checked"].eq(0) & table["run_high"].lt(floor)
+    poor = table[measured | by_run].copy()
+    poor["why"] = [f"{acc:.0%} right, {label}" if checked else
+                   f"unchecked, from {label}, which is {run:.0%} right where it can be checked"
+                   for acc, label, checked, run in zip(poor["accuracy"], poor["label"], poor["checked"],
+                                                      poor["run_accuracy"])]
+    return poor
+
+
+def trust_message(ranking: SourceRanking, floor: float = TRUST_FLOOR, attributes=None) -> str | None:
+    """A plain sentence when some tags in force (of `attributes`, default all) are too poor to trust, with what to
+    do; None when all are fine."""
+    poor = untrusted(ranking, floor, attributes)
+    if poor.empty:
+        return None
+    grouped = poor.groupby("why", sort=False)["attribute"].agg(", ".join)
+    listed = "; ".join(f"{attributes} ({why})" for why, attributes in grouped.items())
+    return (f"These tags are too poor to trust (below {floor:.0%} right against the known tags and audits): {listed}. "
+            f"Slices that use them are flagged and ranked down. To do better, {ADVICE}.")
+
+
+def run_summary(project, run_ids: list[int]) -> list[str]:
+    """One sentence per attribute a run tagged: its accuracy against the ground truth, and whether it is now in force
+    or worse than what stays in force (a warning)."""
+    lines = []
+    runs = tag_store.runs(project)
+    for run_id in run_ids:
+        attributes = list(tag_store.run_attributes(project, run_id))
+        ranking = rank_sources(project, attributes)
+        key = run_key(run_id)
+        for attribute in attributes:
+            mine = ranking.row(attribute, key)
+            force = ranking.in_force(attribute)
+            measured = (f"{mine['accuracy']:.1%} right on {mine['checked']:,} images with known tags or audits"
+                        if mine["checked"] else "not measured (no known tags or audits)")
+            if force == key:
+                lines.append(f"{attribute}: {source_label(key, runs)} {measured}; now in force")
+                continue
+            other = ranking.row(attribute, force)
+            why = "chosen by a person" if other["chosen"] else (
+                f"{other['accuracy']:.1%} right" if other["checked"] else other["against"])
+            if mine["checked"] and not other["chosen"]:
+                lines.append(f"warning: {attribute}: {source_label(key, runs)} {measured}, worse than "
+                             f"{other['label']} ({why}), which stays in force")
+            else:
+                lines.append(f"{attribute}: {source_label(key, runs)} {measured}; {other['label']} ({why}) "
+                             "stays in force")
+    return lines
+
+
+__all__ = ["ADVICE", "AUTO", "IMPORTED", "SourceRanking", "TRUST_FLOOR", "ground_truth", "rank_sources", "run_summary",
+           "source_label", "trust_message", "untrusted"]

@@ -1,0 +1,106 @@
+"""The image detail view: one image large, with its prediction, its tags and where each comes from, its slices, and a
+tag to correct on the spot."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from hibug_core.errors import HibugError
+from hibug_core.markdown import plain
+from hibug_core.slices.search import CLASS
+from hibug_core.store import tag_store
+from hibug_core.tagging.sources import source_label
+from hibug_ui.state import tag_table
+
+
+def sample_tags(project, sample_id: int) -> pd.DataFrame:
+    """Every tag in force of one sample: attribute, tag, where it comes from (a person, imported, a run) and its margin."""
+    table = tag_table(str(project.folder), tag_store.tags_version(project))
+    if sample_id not in table.tags.index:
+        return pd.DataFrame(columns=["attribute", "tag", "source", "margin"])
+    runs = tag_store.runs(project)
+    corrected = table.corrected if table.corrected is not None else pd.DataFrame()
+    rows = []
+    for attribute in table.tags.columns:
+        tag = table.tags.at[sample_id, attribute]
+        if pd.isna(tag):
+            continue
+        by_person = attribute in corrected.columns and bool(corrected.at[sample_id, attribute])
+        source = "a person" if by_person else source_label(table.source.get(attribute, "?"), runs)
+        margin = table.margin.at[sample_id, attribute] if attribute in table.margin.columns else None
+        rows.append({"attribute": attribute, "tag": str(tag), "source": source,
+                     "margin": None if by_person or pd.isna(margin) else float(margin)})
+    known = project.known_tags()
+    for column in known.columns:
+        if sample_id in known.index and pd.notna(known.at[sample_id, column]):
+            rows.append({"attribute": f"known: {column}", "tag": str(known.at[sample_id, column]),
+                         "source": "imported tags", "margin": None})
+    return pd.DataFrame(rows, columns=["attribute", "tag", "source", "margin"])
+
+
+def slices_of(report, sample_id: int) -> list[str]:
+    """The reported error slices that hold the sample (by its tags in force and its label)."""
+    if report is None or report.all_tags is None or sample_id not in report.all_tags.index:
+        return []
+    tags = report.all_tags.loc[sample_id]
+    label = report.samples.at[sample_id, "label"] if report.samples is not None else None
+    held = []
+    for definition, description in zip(report.slices["definition"], report.slices["description"]):
+        if all((label if a == CLASS and a not in tags.index else tags.get(a)) == t for a, t in definition):
+            held.append(description)
+    return held
+
+
+@st.dialog("Image", width="large")
+def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user: str = "anonymous") -> None:
+    row = samples.loc[sample_id]
+    left, right = st.columns([1, 1])
+    with left:
+        try:
+            st.image(str(row["image_path"]), width="stretch")
+        except (OSError, ValueError, TypeError):
+            st.caption("image not available")
+        st.caption(f"{plain(row['sample_key'])} · {row['split']} · {int(row['width'])}×{int(row['height'])} px")
+    with right:
+        if pd.notna(row.get("prediction")):
+            verdict = "right" if row.get("correct") is True else "wrong" if row.get("correct") is False else "unlabelled"
+            confidence = f" ({row['confidence']:.0%} confident)" if pd.notna(row.get("confidence")) else ""
+            st.markdown(f"**label** {plain(row['label'])} · **prediction** {plain(row['prediction'])}{confidence} · "
+                        f"**{verdict}**")
+        else:
+            st.markdown(f"**label** {plain(row['label'])}")
+        held = slices_of(report, sample_id)
+        if held:
+            st.markdown("**In the error slices** " + "; ".join(plain(h) for h in held))
+        tags = sample_tags(project, sample_id)
+        st.dataframe(tags, hide_index=True, width="stretch", column_config={
+            "margin": st.column_config.NumberColumn("margin", format="%.2f",
+                                                    help="how sure the tagger was (empty: set by a person)")})
+        editable = [a for a in tags["attribute"] if not a.startswith("known: ")]
+        if editable:
+            _correct_here(project, sample_id, tags.set_index("attribute")["tag"], editable, user)
+
+
+def _correct_here(project, sample_id: int, current: pd.Series, editable: list[str], user: str) -> None:
+    from hibug_core.store.attribute_versions import load_schema
+
+    schema = load_schema(project)
+    attribute = st.selectbox("Correct a tag", editable, key=f"detail_attribute_{sample_id}")
+    choices = list(schema[attribute].tags) if attribute in schema.names() else [current[attribute]]
+    tag = st.selectbox("to", choices, key=f"detail_tag_{sample_id}_{attribute}",
+                       index=choices.index(current[attribute]) if current[attribute] in choices else 0)
+    # The person's tag as first shown: a teammate's change in between is refused, not overwritten.
+    people = tag_store.corrections(project, attribute).set_index("sample_id")["tag"]
+    seen_key = f"detail_seen_{sample_id}_{attribute}"
+    seen = st.session_state.setdefault(seen_key, people.get(sample_id))
+    if st.button("Save this tag", key=f"detail_save_{sample_id}", type="primary"):
+        try:
+            kind = "confirm" if tag == current[attribute] else "correct"
+            tag_store.correct_tags(project, attribute, [sample_id], tag, kind=kind, author=user,
+                                   seen={sample_id: seen})
+        except HibugError as error:
+            st.error(plain(error))
+            return
+        finally:
+            st.session_state.pop(seen_key, None)
+        st.rerun()
