@@ -175,10 +175,12 @@ def test_hibug_prompts_on_the_demo_slices_and_images_per_prompt(demo_project):
     with Project.open(demo_project) as project:
         report = error_slices(project)
     prompts = hibug_prompts(report, top=3)
+    # both planted bugs: the blue shapes (one prompt per failing class) and the small triangles
     assert prompts["prompt"].tolist() == ["A photo of a blue triangle", "A photo of a blue rectangle",
-                                          "A photo of a blue rectangle", "A photo of a blue triangle"]
-    assert prompts["label"].tolist() == ["triangle", "rectangle", "rectangle", "triangle"]
-    assert prompts["slice"].tolist()[:2] == ["shape = triangle & color = blue", "shape = rectangle & color = blue"]
+                                          "A photo of a small triangle", "A photo of a rectangle at the bottom"]
+    assert prompts["label"].tolist() == ["triangle", "rectangle", "triangle", "rectangle"]
+    assert prompts["weight"].tolist() == [28.0, 27.0, 31.0, 16.0]
+    assert prompts["slice"].tolist()[:3] == ["color = blue", "color = blue", "shape = triangle & size = small"]
     assert images_per_prompt(pd.DataFrame({"weight": [3.0, 1.0]}), 10).tolist() == [8, 2]
 
 

@@ -206,7 +206,7 @@ def test_demo_error_slices_find_the_planted_spurious_correlation(demo_with_true_
     assert len(ids) == blue["count"]
     assert report.evaluation.loc[ids[: int(blue["failures"])], "error"].eq(1).all(), "failures come first"
     assert list(report.sample_ids("color = blue")) == list(ids)
-    assert report.overall_score == pytest.approx(0.8896, abs=1e-4)
+    assert report.overall_score == 0.87875  # 703 of the 800 validation images
 
 
 def test_tag_substitution_predicts_unseen_slices_and_checks_them(demo_with_true_tags):
