@@ -38,6 +38,21 @@ class SliceConfig:
     # the same images named by other attributes): it is listed after the distinct slices. 1: off.
     max_overlap: float = 0.8
 
+    def __post_init__(self):
+        from hibug_core.errors import HibugError
+
+        checks = {"max_depth": 1 <= self.max_depth <= 4, "min_support": self.min_support >= 1,
+                  "gap": 0 <= self.gap <= 1, "threshold": self.threshold is None or 0 <= self.threshold <= 1,
+                  "rank_by": self.rank_by in ("confident_gap", "gap", "size", "sliceline"),
+                  "parent_alpha": 0 < self.parent_alpha <= 1, "sliceline_alpha": 0 <= self.sliceline_alpha <= 1,
+                  "z": self.z > 0, "min_tag_precision": 0 <= self.min_tag_precision <= 1,
+                  "max_overlap": 0 < self.max_overlap <= 1}
+        bad = [name for name, ok in checks.items() if not ok]
+        if bad:
+            raise HibugError("invalid slice settings: " + ", ".join(f"{n} = {getattr(self, n)!r}" for n in bad) +
+                             " (depth 1-4, support >= 1, gap, threshold, precision and alphas in [0, 1], overlap in "
+                             "(0, 1], rank_by one of confident_gap, gap, size, sliceline)")
+
 
 @dataclass
 class TagMatrix:

@@ -13,8 +13,8 @@ from hibug_core.store.tag_store import AUTO, IMPORTED, run_id_of, run_key
 
 # Below this measured accuracy (upper end of its 95% interval), the tags of an attribute are called too poor to trust.
 TRUST_FLOOR = SliceConfig.min_tag_precision
-ADVICE = ("tag them with a CLIP model (`open_clip:<arch>:<checkpoint>`), teach it by example (Tagging → Teach by "
-          "example), or audit its tags (Tagging → Audit)")
+ADVICE = ("tag them with a CLIP model (`open_clip:<arch>:<checkpoint>`), teach them by example (Tagging → Teach by "
+          "example), or audit them (Tagging → Audit)")
 
 
 def ground_truth(project, *, people_only: bool = False) -> pd.DataFrame:
@@ -176,7 +176,9 @@ def run_summary(project, run_ids: list[int]) -> list[str]:
             other = ranking.row(attribute, force)
             why = "chosen by a person" if other["chosen"] else (
                 f"{other['accuracy']:.1%} right" if other["checked"] else other["against"])
-            if mine["checked"] and not other["chosen"]:
+            worse = mine["accuracy"] < 1 if other["source"] == IMPORTED and not other["checked"] else \
+                mine["low"] < other["low"] if other["checked"] else False
+            if mine["checked"] and not other["chosen"] and worse:
                 lines.append(f"warning: {attribute}: {source_label(key, runs)} {measured}, worse than "
                              f"{other['label']} ({why}), which stays in force")
             else:

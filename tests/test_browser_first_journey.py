@@ -1,0 +1,103 @@
+"""A newcomer's first journey in real headless Chromium on a freshly built demo, following the Overview's checklist:
+propose attributes (built-in library, saved as the new version), tag with the default tagger, find the error slices.
+The answer must be right: both planted bugs in the top 5 with their bug types, and per attribute the tags in force are
+the best measured source (the default tagger's poor tags do not replace the imported ones)."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from browser_support import ARTIFACTS, idle, serve
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def fresh_demo(tmp_path_factory):
+    from hibug_core.demo import build_demo
+
+    folder = tmp_path_factory.mktemp("first-journey") / "demo"
+    build_demo(folder).close()
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server(fresh_demo):
+    yield from serve(fresh_demo)
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"first-journey-{name}.png"), full_page=True)
+    assert page.locator("[data-testid='stException']").count() == 0, f"exception on {name}"
+
+
+def follow_checklist(page, server: str, step: str) -> None:
+    """From the Overview, click the checklist's link to `step`."""
+    page.goto(server)
+    page.get_by_text("Confusion matrix").first.wait_for(timeout=90_000)
+    page.get_by_role("link", name=step, exact=True).first.click()
+    idle(page)
+
+
+def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
+    from hibug_core.jobs.store import jobs
+    from hibug_core.slices.report import error_slices
+    from hibug_core.store.attribute_versions import latest_version, load_schema
+    from hibug_core.store.project import Project
+    from hibug_core.tagging.sources import rank_sources
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1300})
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    project = Project.open(fresh_demo)
+
+    # 1. Attributes: propose from the built-in library and save the proposal as the new version
+    follow_checklist(page, server, "Attributes")
+    page.get_by_text("What does the model do?").first.wait_for(timeout=60_000)
+    page.get_by_role("button", name="Propose").click()
+    page.get_by_role("button", name="Save as the new version").wait_for(timeout=60_000)
+    page.get_by_role("button", name="Save as the new version").click()
+    page.get_by_text("version 2 ·").first.wait_for(timeout=60_000)
+    assert latest_version(project) == 2
+    shot(page, "1-attributes")
+
+    # 2. Tags: the Overview's next step; start the default tagger and wait for its summary
+    page.goto(server)
+    page.get_by_role("link", name="Next step: Tags").first.wait_for(timeout=90_000)
+    page.get_by_role("link", name="Next step: Tags").first.click()
+    page.get_by_role("button", name="Start tagging").wait_for(timeout=60_000)
+    page.get_by_role("button", name="Start tagging").click()
+    page.get_by_text("finished. Tagging run(s)").first.wait_for(timeout=1_200_000)
+    assert jobs(project, "tag")[0].status == "done"
+    summary = page.get_by_text("finished. Tagging run(s)").first.inner_text()
+    assert "worse than imported tags (the reference), which stays in force" in summary
+    shot(page, "2-tagging")
+
+    # 3. Error slices: what the page shows first is the spurious correlation, and a warning about poor tags
+    follow_checklist(page, server, "Error slices")
+    page.get_by_text("error slices (score below").first.wait_for(timeout=120_000)
+    assert page.get_by_role("heading", level=3).first.inner_text() == "color = blue"
+    assert page.get_by_text("These tags are too poor to trust").first.is_visible()
+    shot(page, "3-error-slices")
+    assert errors == [], errors
+    page.close()
+
+    # The answer the page shows (default settings): both planted bugs in the top 5 with the right bug type
+    top = error_slices(project).slices.head(5)
+    found = {frozenset(d): t for d, t in zip(top["definition"], top["bug_type"])}
+    assert found.get(frozenset({("color", "blue")})) == "spurious correlation", top["description"].tolist()
+    assert found.get(frozenset({("shape", "triangle"), ("size", "small")})) == "rare case", top["description"].tolist()
+
+    # Per attribute, the tags in force are the best measured source
+    ranking = rank_sources(project, [a.name for a in load_schema(project).attributes])
+    for attribute, rows in ranking.table.groupby("attribute"):
+        in_force = rows[rows["in_force"]].iloc[0]
+        measured = rows[rows["checked"] > 0]
+        if in_force["source"] == "imported":  # the reference: no run may be measured perfect against it
+            assert (measured["accuracy"] < 1).all(), attribute
+        elif len(measured):
+            assert in_force["low"] == measured["low"].max(), attribute
+    assert ranking.in_force("color") == ranking.in_force("size") == "imported"

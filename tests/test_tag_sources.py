@@ -1,0 +1,196 @@
+"""Tag sources: each measured against the true tags, the best (or a person's choice) in force, never replaced
+silently; the precision of a slice's tags; slices that repeat another; the repair verdict; schema diffs."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hibug_core.store import tag_store
+from hibug_core.tagging.run import current_tags
+from hibug_core.tagging.sources import rank_sources, run_summary, trust_message, untrusted
+
+TRUTH = ["red", "green", "blue"] * 4  # colour_project's imported attr:color, by sample in order
+RGB = ("red", "green", "blue")
+
+
+def save_colours(project, said: list[str], *, attribute: str = "color", tags=RGB, also: dict | None = None) -> int:
+    """A finished tagging run that says `said` for every sample (and `also`: more attributes); returns its id."""
+    ids = project.samples().index.to_numpy()
+    columns = {attribute: tags, **{name: values for name, (values, _) in (also or {}).items()}}
+    codes = [[tags.index(t) for t in said]] + [[values.index(t) for t in column] for values, column in
+                                              (also or {}).values()]
+    index = np.array(codes, dtype=np.int16).T
+    ones = np.ones(index.shape, np.float32)
+    tag_store.save_run(project, tag_store.TagResult(ids, columns, index, ones, ones), method="zero-shot",
+                       encoder="test")
+    return int(tag_store.runs(project)["id"].max())
+
+
+def test_sources_are_measured_and_the_best_is_in_force(colour_project):
+    poor = save_colours(colour_project, ["red"] * 12)  # right on 4 of 12
+    good = save_colours(colour_project, TRUTH[:9] + ["red", "red", "red"])  # right on 10 of 12
+    ranking = rank_sources(colour_project, ["color"])
+    table = ranking.table.set_index("source")
+    assert ranking.order["color"] == ["imported", f"run:{good}", f"run:{poor}"]  # the reference first, then by lower bound
+    assert table.loc[f"run:{good}", ["checked", "right"]].tolist() == [12, 10]
+    assert table.loc[f"run:{good}", "accuracy"] == 10 / 12
+    assert table.loc[f"run:{good}", "low"] == pytest.approx(0.5519, abs=1e-4)  # Wilson, 95%
+    assert table.loc[f"run:{poor}", "high"] == pytest.approx(0.6094, abs=1e-4)
+    assert table.loc["imported", "against"] == "the reference" and table.loc["imported", "in_force"]
+    assert current_tags(colour_project).tags["color"].astype(str).tolist() == TRUTH
+
+    # Without the imported tags (the model's own tags only), the better run is in force, not the newest.
+    newest = save_colours(colour_project, ["blue"] * 12)
+    model = current_tags(colour_project, model_only=True)
+    assert model.source["color"] == f"run:{good}" and newest > good
+
+
+def test_the_run_summary_warns_when_a_run_is_worse_than_what_stays(colour_project):
+    good = save_colours(colour_project, TRUTH)
+    poor = save_colours(colour_project, ["green"] * 12)
+    assert run_summary(colour_project, [good, poor]) == [
+        f"color: run #{good} (zero-shot, test) 100.0% right on 12 images with known tags or audits; imported tags "
+        "(the reference) stays in force",  # as good as the reference: no warning
+        f"warning: color: run #{poor} (zero-shot, test) 33.3% right on 12 images with known tags or audits, worse "
+        "than imported tags (the reference), which stays in force"]
+
+
+def test_a_person_chooses_a_source_logged_and_auto_gives_it_back(colour_project):
+    poor = save_colours(colour_project, ["red"] * 12)
+    tag_store.choose_source(colour_project, "color", f"run:{poor}", author="ana")
+    assert current_tags(colour_project).tags["color"].astype(str).tolist() == ["red"] * 12
+    entry = colour_project.audit_log().iloc[-1]
+    assert (entry["action"], entry["actor"], entry["entity"]) == ("choose tag source", "ana", "tags:color")
+    ranking = rank_sources(colour_project, ["color"])
+    assert ranking.table.query("chosen")["source"].tolist() == [f"run:{poor}"]
+    tag_store.choose_source(colour_project, "color", tag_store.AUTO, author="bo")
+    assert tag_store.chosen_sources(colour_project) == {}
+    assert current_tags(colour_project).tags["color"].astype(str).tolist() == TRUTH
+    with pytest.raises(Exception, match="unknown tag source 'best'"):
+        tag_store.choose_source(colour_project, "color", "best")
+
+
+def test_people_audits_measure_the_imported_tags_and_can_dethrone_them(colour_project):
+    run = save_colours(colour_project, TRUTH)
+    ids = colour_project.samples().index.to_numpy()
+    # people say the first three images are blue: the imported red and green of two are wrong, and so are the run's,
+    # which agrees with the imported ones; the imported reference is now measured (1 of 3)
+    tag_store.correct_tags(colour_project, "color", ids[:3], "blue", author="ana")
+    table = rank_sources(colour_project, ["color"]).table.set_index("source")
+    assert table.loc["imported", ["checked", "right", "against"]].tolist() == [3, 1, "people's audits"]
+    assert table.loc[f"run:{run}", ["checked", "right"]].tolist() == [12, 10]
+    assert rank_sources(colour_project, ["color"]).order["color"][0] == f"run:{run}"
+
+
+def test_poor_tags_are_named_with_what_to_do_including_unchecked_ones_of_a_poor_run(colour_project):
+    save_colours(colour_project, ["green", "blue", "red"] * 4, also={"is round": (("yes", "no"), ["yes"] * 12)})
+    tag_store.choose_source(colour_project, "color", f"run:{int(tag_store.runs(colour_project)['id'].max())}")
+    ranking = rank_sources(colour_project, ["color", "is round"])
+    poor = untrusted(ranking)
+    assert poor["attribute"].tolist() == ["color", "is round"]
+    assert poor["why"].tolist() == ["0% right, run #1 (zero-shot, test)",
+                                    "unchecked, from run #1 (zero-shot, test), which is 0% right where it can be "
+                                    "checked"]
+    message = trust_message(ranking)
+    assert message.startswith("These tags are too poor to trust (below 60% right against the known tags and audits): "
+                              "color (0% right, run #1 (zero-shot, test)); is round (unchecked")
+    assert "teach them by example" in message
+    assert trust_message(ranking, attributes=["brightness"]) is None
+
+
+def test_slice_tag_precision_on_seeded_tags():
+    from hibug_core.slices.tag_precision import slice_tag_precision
+
+    rng = np.random.default_rng(0)
+    truth = pd.DataFrame({"color": rng.choice(["red", "blue"], 200), "size": rng.choice(["small", "large"], 200)})
+    tags = truth.copy()
+    flip = rng.random(200) < 0.3  # 30% of the colours wrong
+    tags.loc[flip, "color"] = np.where(tags.loc[flip, "color"] == "red", "blue", "red")
+    tags = tags.astype("category")
+    truth.loc[:49, "size"] = None  # size known on 150 images only
+    frame = slice_tag_precision([(("color", "blue"),), (("color", "blue"), ("size", "small")), (("class", "x"),)],
+                                tags.assign(**{"class": pd.Categorical(["x"] * 200)}), truth, skip={"class"})
+    inside = tags["color"] == "blue"
+    assert frame["tag_checked"].tolist()[0] == int(inside.sum())
+    assert frame["tag_right"].iat[0] == int((inside & (truth["color"] == "blue")).sum())
+    both = inside & (tags["size"] == "small") & truth["size"].notna()
+    assert frame["tag_checked"].iat[1] == int(both.sum())
+    assert frame["tag_right"].iat[1] == int((both & (truth["color"] == "blue") & (truth["size"] == "small")).sum())
+    assert frame["tag_checked_attributes"].tolist() == ["color", "color, size", ""]
+    assert np.isnan(frame["tag_precision"].iat[2])  # only the label: nothing to check
+    assert (frame["tag_precision_low"].iloc[:2] < frame["tag_precision"].iloc[:2]).all()
+
+
+def test_refinements_and_repeats_follow_the_distinct_slices():
+    from hibug_core.slices.redundancy import mark_repeats
+    from hibug_core.slices.search import TagMatrix
+
+    frame = pd.DataFrame({"color": ["blue"] * 6 + ["red"] * 6, "dominant": ["b"] * 6 + ["r"] * 6,
+                          "size": ["small", "large"] * 6}).astype("category")
+    tags = TagMatrix.from_frame(frame)
+    errors = np.array([1, 1, 1, 1, 0, 0, 0, 0, 0, 1, 0, 0], dtype=float)
+    definitions = [(("color", "blue"), ("size", "small")), (("color", "blue"),), (("dominant", "b"),),
+                   (("size", "large"),)]
+    slices = pd.DataFrame({"definition": definitions,
+                           "description": ["color = blue & size = small", "color = blue", "dominant = b",
+                                           "size = large"]})
+    marked = mark_repeats(slices, tags, errors, 0.8)
+    # the refinement goes after its reported parent; "dominant = b" has the same failures as "color = blue"
+    assert marked["description"].tolist() == ["color = blue", "size = large", "color = blue & size = small",
+                                              "dominant = b"]
+    assert marked["repeats"].tolist() == ["", "", "color = blue", "color = blue"]
+    assert mark_repeats(slices, tags, errors, 1.0)["repeats"].tolist() == [""] * 4  # off
+
+
+def test_the_repair_verdict_says_one_seed_is_noise_and_who_won_over_seeds():
+    from hibug_core.repair.loop import repair_verdict
+
+    def changes(seeds, hibug, random):
+        rows = []
+        for seed, h, r in zip(seeds, hibug, random):
+            for method, after in (("hibug", h), ("random", r), ("no new data", 0.90)):
+                rows.append({"method": method, "seed": seed, "slice_id": "overall", "n": 100, "before": 0.88,
+                             "after": after})
+                rows.append({"method": method, "seed": seed, "slice_id": "s1", "n": 20, "before": 0.5,
+                             "after": after - 0.1})
+        return pd.DataFrame(rows)
+
+    one = repair_verdict(changes([0], [0.958], [0.962]))
+    assert one == ("Held-out accuracy 88.0% before; after, hibug 95.8%, random 96.2%, no new data 90.0%. With one "
+                   "seed the difference (-0.4 points) is noise: run 3 or more seeds to tell whether hibug beats random.")
+    won = repair_verdict(changes([0, 1, 2], [0.96, 0.97, 0.965], [0.94, 0.945, 0.95]))
+    assert "On the overall held-out: hibug beat random (+2.0 points, 95% interval +0.8 to +3.2, better on 3 of 3 " \
+           "seeds)." in won
+    tie = repair_verdict(changes([0, 1, 2], [0.96, 0.94, 0.95], [0.95, 0.95, 0.95]))
+    assert "no clear winner between hibug and random" in tie
+
+
+def test_schema_diff_names_added_removed_and_changed_attributes():
+    from hibug_core.attributes import Attribute, AttributeSchema
+    from hibug_core.attributes.diff import schema_diff
+
+    old = AttributeSchema(attributes=(Attribute(name="color", tags=("red", "blue")),
+                                      Attribute(name="size", tags=("small", "large"))))
+    new = AttributeSchema(attributes=(Attribute(name="color", tags=("red", "teal"), enabled=False),
+                                      Attribute(name="is round", kind="binary", tags=("yes", "no"))))
+    assert schema_diff(old, new).values.tolist() == [
+        ["color", "changed", "+teal; −blue; enabled: True → False"],
+        ["size", "removed", "small, large"],
+        ["is round", "added", "yes, no"]]
+    assert schema_diff(new, new).empty
+
+
+def test_map_colours_follow_colour_names():
+    from hibug_ui.plots import value_colour
+
+    assert [value_colour(v) for v in ("blue", "red", "Teal", "grey", "dark green", "circle")] == [
+        "rgb(0,0,255)", "rgb(255,0,0)", "rgb(0,128,128)", "rgb(128,128,128)", "rgb(0,100,0)", None]
+
+
+def test_slice_settings_name_the_bad_field():
+    from hibug_core.errors import HibugError
+    from hibug_core.slices.search import SliceConfig
+
+    with pytest.raises(HibugError, match=r"invalid slice settings: max_depth = 7, min_tag_precision = 1\.5"):
+        SliceConfig(max_depth=7, min_tag_precision=1.5)
