@@ -51,7 +51,14 @@ def slices_of(report, sample_id: int) -> list[str]:
     return held
 
 
-@st.dialog("Image", width="large")
+OPEN_KEY = "detail_open"  # (grid key, sample id) of the image whose detail view is open
+
+
+def _closed() -> None:
+    st.session_state.pop(OPEN_KEY, None)
+
+
+@st.dialog("Image", width="large", on_dismiss=_closed)
 def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user: str = "anonymous") -> None:
     row = samples.loc[sample_id]
     left, right = st.columns([1, 1])
@@ -63,7 +70,8 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
         st.caption(f"{plain(row['sample_key'])} · {row['split']} · {int(row['width'])}×{int(row['height'])} px")
     with right:
         if pd.notna(row.get("prediction")):
-            verdict = "right" if row.get("correct") is True else "wrong" if row.get("correct") is False else "unlabelled"
+            correct = row.get("correct")
+            verdict = "unlabelled" if pd.isna(correct) else "right" if bool(correct) else "wrong"
             confidence = f" ({row['confidence']:.0%} confident)" if pd.notna(row.get("confidence")) else ""
             st.markdown(f"**label** {plain(row['label'])} · **prediction** {plain(row['prediction'])}{confidence} · "
                         f"**{verdict}**")

@@ -7,6 +7,7 @@ import streamlit as st
 from hibug_core.markdown import plain
 from hibug_core.store.project import Project
 from hibug_core.thumbnails import ensure_thumbnail
+from hibug_ui.detail import OPEN_KEY, show_image
 
 
 def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, caption=None, details: str | None = None,
@@ -30,9 +31,10 @@ def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, captio
                 cell.caption(f"{plain(label)} (image not available)")
             if details and cell.button("Details", key=f"{details}_detail_{sample_id}", icon=":material/zoom_in:",
                                        help="The image large, its tags and where they come from, its slices"):
-                from hibug_ui.detail import show_image
-
-                show_image(project, int(sample_id), rows, report, user)
+                st.session_state[OPEN_KEY] = (details, int(sample_id))
+    opened = st.session_state.get(OPEN_KEY)
+    if details and opened and opened[0] == details and opened[1] in rows.index:
+        show_image(project, opened[1], rows, report, user)  # stays open over reruns until dismissed
 
 
 OUTCOMES = {"all": None, "wrong": False, "right": True}

@@ -1,7 +1,8 @@
 """Regenerate the README's screenshots (assets/screenshots/) from the demo project in headless Chromium.
 
-Not a test: it builds the demo, tags it with the offline ConSE encoder, lays out the map, runs a repair, a
-generation and a failure search, then serves the dashboard and photographs each page once its content is drawn.
+Not a test: it builds the demo and follows a newcomer's journey (attributes proposed from the built-in library and
+saved as the new version, tags from the default ConSE encoder), lays out the map, runs a repair, a generation and a
+failure search, then serves the dashboard and photographs each page once its content is drawn.
 Takes a few minutes. Usage: python tests/make_screenshots.py [--dir screenshot-demo]
 """
 from __future__ import annotations
@@ -24,9 +25,15 @@ def prepare(folder: Path) -> None:
     from hibug_core.jobs.kinds import embedding_map, generate, repair, search_failures
     from hibug_core.tagging.run import tag_project
 
+    from hibug_core.attributes.library import library_schema
+    from hibug_core.store.attribute_versions import load_schema, save_schema
+
     project = ensure_demo(folder)
     if project.meta().get("screenshots") == "ready":
         return
+    task = load_schema(project).task
+    save_schema(project, library_schema(task, project.model_classes(project.models()[0]), None), author="screenshots",
+                note="proposed by the built-in library")
     tag_project(project, encoder="conse", author="screenshots")
     repair(project, {"seeds": [0, 1, 2], "author": "screenshots"}, lambda *_: None)
     generate(project, {"images": 48, "author": "screenshots"}, lambda *_: None)
@@ -84,7 +91,7 @@ def photograph(url: str, folder: Path) -> None:
         for name, path, text, tab, images in (
                 ("overview", "", "Confusion matrix", None, True),
                 ("attributes", "Attributes", "History", "Edit", False),
-                ("tagging", "Tagging", "Tagging runs", "Tags by class and correctness", False),
+                ("tagging", "Tagging", "Tagging runs", "Tag sources", False),
                 ("embedding-map", "Embedding_map", "Colour by", None, False),
                 ("error-slices", "Error_slices", "Parent and child slices", None, True),
                 ("repair", "Repair", "Select pool images", "Retrain and compare", False),
@@ -92,6 +99,13 @@ def photograph(url: str, folder: Path) -> None:
             settle(path, text, tab=tab, images=images)
             page.screenshot(path=str(OUT / f"{name}.png"))
             print(f"wrote {OUT / name}.png")
+            if name == "error-slices":  # the image detail view of the slice's first image
+                page.get_by_role("button", name="Details").first.click()
+                page.get_by_role("dialog").get_by_text("Correct a tag").first.wait_for(timeout=60_000)
+                page.wait_for_timeout(1500)
+                page.screenshot(path=str(OUT / "image-detail.png"))
+                print(f"wrote {OUT / 'image-detail'}.png")
+                page.keyboard.press("Escape")
         browser.close()
 
 

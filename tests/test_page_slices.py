@@ -56,3 +56,37 @@ def test_settings_change_the_table_and_are_kept_in_the_url(monkeypatch, demo_pro
     assert at.caption[0].value.endswith("11 error slices (score below 37.9%)")
     assert at.dataframe[0].value["description"].tolist()[:2] == ["shape = rectangle & color = blue",
                                                                   "shape = triangle & color = blue"]
+
+
+def test_grid_filters_and_the_image_detail_view_with_a_correction(monkeypatch, demo_project, tmp_path):
+    import shutil
+
+    from hibug_core.store.project import Project
+    from hibug_core.store.tag_store import corrections
+
+    folder = tmp_path / "demo"
+    shutil.copytree(demo_project, folder)
+    at = open_any(monkeypatch, "pages/4_Error_slices.py", folder, user="ana")
+    assert any(c.value.startswith("images 1–24 of 90") for c in at.caption)  # color = blue
+    at.multiselect(key="slice_filter_class").select("triangle").run()
+    assert any(c.value.startswith("images 1–24 of 35") for c in at.caption)
+    at.segmented_control(key="slice_filter_outcome").set_value("right").run()
+    assert any(c.value.startswith("images 1–7 of 7") for c in at.caption)  # 35 blue triangles, 28 wrong
+    at.selectbox(key="slice_filter_tag").set_value("size = small").run()
+    assert not at.exception
+    shown = [b for b in at.button if b.key and b.key.startswith("slice_detail_")]
+    sample_id = int(shown[0].key.rsplit("_", 1)[1])
+    shown[0].click().run()
+    assert not at.exception
+    tags = next(d.value for d in at.dataframe if "source" in d.value.columns)
+    row = tags.set_index("attribute").loc["color"]
+    assert (row["tag"], row["source"]) == ("blue", "imported tags")
+    assert tags.set_index("attribute").loc["known: size", "tag"] == "small"
+    assert any("**prediction**" in m.value and "**right**" in m.value for m in at.markdown)
+    at.selectbox(key=f"detail_attribute_{sample_id}").set_value("color").run()
+    at.selectbox(key=f"detail_tag_{sample_id}_color").set_value("teal").run()
+    at.button(key=f"detail_save_{sample_id}").click().run()
+    assert not at.exception
+    with Project.open(folder) as project:
+        people = corrections(project, "color")
+    assert people[["sample_id", "tag", "kind", "actor"]].values.tolist() == [[sample_id, "teal", "correct", "ana"]]
