@@ -737,7 +737,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()  # here, so a reader that went away is caught below rather than at exit
+        return code
     except HibugError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

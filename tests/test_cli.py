@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from hibug_core.cli import main
 
 MANIFEST = "image,label,prediction,split\nimages/a.png,cat,cat,val\nimages/b.png,dog,cat,val\nimages/c.png,,dog,pool\n"
@@ -158,3 +160,18 @@ def test_report_repair_and_generate_commands(demo_project, tmp_path, capsys):
     assert len((tmp_path / "selection.csv").read_text().splitlines()) == 21
     assert main(["generate", str(tmp_path / "demo"), "--dry-run", "--top", "1"]) == 0
     assert "A photo of a blue triangle" in capsys.readouterr().out
+
+
+def test_a_reader_that_goes_away_is_not_a_traceback(demo_project):
+    command = (f"{sys.executable} -m hibug_core.cli slices {demo_project} --top 500 --depth 3 --gap 0 | head -c 10; "
+               f"{sys.executable} -m hibug_core.cli info {demo_project} --json | head -1")
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120)
+    assert done.stderr == "" and done.stdout.startswith("shape-cnn ") and done.stdout.endswith("{\n")
+
+
+def test_serve_help_describes_its_arguments(capsys):
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    out = capsys.readouterr().out
+    assert "project folder (see `hibug new`)" in out and "port of the dashboard (default: 8501)" in out
+    assert "0.0.0.0 to share it on the network" in " ".join(out.split())

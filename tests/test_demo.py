@@ -34,7 +34,7 @@ def test_geometry_from_pixels():
 def test_demo_project_has_real_known_bugs(demo_project):
     project = Project.open(demo_project)
     report = json.loads(project.meta()["demo"])
-    assert report["splits"] == {"train": 1378, "val": 888, "test": 800, "pool": 800, "unused": 600}
+    assert report["splits"] == {"train": 1378, "val": 800, "test": 888, "pool": 800, "unused": 600}
     samples = project.samples("shape-cnn")
     tags = project.known_tags()
     assert set(tags.columns) == {"shape", "color", "size", "horizontal position", "vertical position"}
@@ -51,5 +51,9 @@ def test_demo_project_has_real_known_bugs(demo_project):
     # the rare case: small triangles fail far more often than the rest
     assert small_triangles["correct"].astype(float).mean() < 0.85
     assert others["correct"].astype(float).mean() > 0.95
+    # both bugs show where hibug searches: on val, small triangles score far below the rest
+    val = held_out[held_out["split"] == "val"]
+    val_small_triangles = val.index.intersection(small_triangles.index)
+    assert len(val_small_triangles) == 103 and val.loc[val_small_triangles, "correct"].astype(float).mean() < 0.72
     train = samples[samples["split"] == "train"].join(tags)
     assert ((train["size"] == "small") & (train["shape"] == "triangle")).sum() == report["planted_bugs"][1]["train_count"]
