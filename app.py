@@ -10,7 +10,7 @@ from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version
 from hibug_ui.create import create_project_form
 from hibug_ui.state import chosen_folder, current_model, current_project, current_user, load_samples
-from hibug_ui.widgets import image_grid
+from hibug_ui.widgets import as_percent, image_grid, percent_column
 
 # Material icons: drawn by Streamlit's own font, so they show in any browser (emoji need a system emoji font).
 PAGES = [("pages/1_Attributes.py", "Attributes", ":material/label:"),
@@ -106,8 +106,8 @@ def overview() -> None:
     with left:
         st.markdown("**Per class**")
         table = metrics.per_class(samples, split).rename(columns={"score": "accuracy"})
-        st.dataframe(table, column_config={"accuracy": st.column_config.ProgressColumn(
-            "accuracy", format="percent", min_value=0, max_value=1)}, width="stretch")
+        st.dataframe(as_percent(table, "accuracy"), column_config={"accuracy": percent_column("accuracy", progress=True)},
+                     width="stretch")
     with right:
         st.markdown("**Confusion matrix** (rows: label, columns: prediction)")
         matrix = metrics.confusion(samples, split)

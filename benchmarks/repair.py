@@ -84,7 +84,8 @@ def main() -> None:
                                                                          values="after")
     print("\n\nper seed (planted slices):\n")
     print(markdown_table(per_seed.reset_index()))
-    print(f"\nhibug beats random on {sum(wins)} of {len(wins)} planted slices; prompts used for generation:")
+    print(f"\nhibug beats random on {sum(wins)} of {len(wins)} planted slices (means). Paired over seeds: "
+          f"{main_run.verdict()}\nPrompts used for generation:")
     print(prompts[["prompt", "label", "weight"]].to_string(index=False))
     print(f"\n{len(main_run.runs) + len(others.runs) + len(generated.runs)} retrained models in {elapsed:.0f} s")
 

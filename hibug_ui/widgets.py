@@ -107,3 +107,15 @@ def link_to(page: str, label: str, *, icon: str | None = None, query_params: dic
         path = page.rsplit("/", 1)[-1].removesuffix(".py").split("_", 1)[-1]
         query = f"?{urlencode(query_params)}" if query_params else ""
         st.markdown(f"[{plain(label)}](/{path}{query})")
+
+
+def as_percent(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """`columns` (shares in [0, 1]) times 100, for percent_column: one number format (38.9%) on every page."""
+    return frame.assign(**{c: frame[c].astype(float) * 100 for c in columns if c in frame.columns})
+
+
+def percent_column(label: str | None = None, *, progress: bool = False, **options):
+    """The column config of a share made by as_percent: "38.9%", or a bar from 0 to 100% with progress."""
+    if progress:
+        return st.column_config.ProgressColumn(label, format="%.1f%%", min_value=0, max_value=100, **options)
+    return st.column_config.NumberColumn(label, format="%.1f%%", **options)

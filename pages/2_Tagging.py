@@ -16,7 +16,7 @@ from hibug_core.tagging.sources import trust_message
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.state import (current_model, current_project, current_user, load_samples, secret, source_ranking,
                             tag_table)
-from hibug_ui.widgets import image_grid, paged, url_setting
+from hibug_ui.widgets import as_percent, image_grid, paged, percent_column, url_setting
 
 st.set_page_config(page_title="hibug · Tagging", page_icon="🐞", layout="wide")
 project = current_project()
@@ -77,12 +77,12 @@ with sources:
         st.warning(warning, icon=":material/warning:")
     shown = ranking.table.assign(in_force=ranking.table["in_force"].map({True: "✓", False: ""}),
                                  chosen=ranking.table["chosen"].map({True: "by a person", False: ""}))
+    shown = as_percent(shown, "accuracy", "low", "high")
     st.dataframe(shown[["attribute", "label", "in_force", "chosen", "accuracy", "low", "high", "checked", "tagged",
                         "against"]], hide_index=True, width="stretch", key="tag_sources_table", column_config={
         "label": st.column_config.TextColumn("source", width="medium"), "in_force": "in force",
-        "accuracy": st.column_config.ProgressColumn("accuracy", format="percent", min_value=0, max_value=1),
-        "low": st.column_config.NumberColumn("95% low", format="percent"),
-        "high": st.column_config.NumberColumn("95% high", format="percent"),
+        "accuracy": percent_column("accuracy", progress=True), "low": percent_column("95% low"),
+        "high": percent_column("95% high"),
         "checked": st.column_config.NumberColumn("checked", help="images with a true tag to compare with"),
         "against": st.column_config.TextColumn("measured against", width="medium")})
     if not ranking.table.empty:
@@ -139,10 +139,9 @@ with review:
     tag = st.selectbox("Model tag to audit", tags, key="tagging_audit_tag")
     estimate = audit(project, attribute)
     if not estimate.empty:
-        st.dataframe(estimate, hide_index=True, width="stretch", column_config={
-            "precision": st.column_config.ProgressColumn("precision", format="percent", min_value=0, max_value=1),
-            "low": st.column_config.NumberColumn("95% low", format="percent"),
-            "high": st.column_config.NumberColumn("95% high", format="percent")})
+        st.dataframe(as_percent(estimate, "precision", "low", "high"), hide_index=True, width="stretch",
+                     column_config={"precision": percent_column("precision", progress=True),
+                                    "low": percent_column("95% low"), "high": percent_column("95% high")})
     people = tag_store.corrections(project, attribute).set_index("sample_id")["tag"]
     candidates = table.tags.index[(table.tags[attribute].astype(object) == tag) & ~table.tags.index.isin(people.index)]
     st.caption(f"{len(candidates):,} images tagged '{tag}' not reviewed yet; confirm or correct each")

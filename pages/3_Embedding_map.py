@@ -13,7 +13,7 @@ from hibug_core.store.tag_store import tags_version
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.plots import map_figure
 from hibug_ui.state import current_model, current_project, current_user, load_samples, open_project, tag_table
-from hibug_ui.widgets import image_grid, paged, url_setting
+from hibug_ui.widgets import as_percent, image_grid, paged, percent_column, url_setting
 
 st.set_page_config(page_title="hibug · Embedding map", page_icon="🐞", layout="wide")
 project = current_project()
@@ -78,9 +78,8 @@ if chosen:
         if model is not None:
             table = table.assign(outcome=frame["outcome"], label=frame["label"])
         found = over_represented(table, selected)
-        st.dataframe(found.head(20), hide_index=True, width="stretch", column_config={
-            "share": st.column_config.NumberColumn("share", format="percent"),
-            "share_overall": st.column_config.NumberColumn("overall", format="percent"),
+        st.dataframe(as_percent(found.head(20), "share", "share_overall"), hide_index=True, width="stretch",
+                     column_config={"share": percent_column("share"), "share_overall": percent_column("overall"),
             "lift": st.column_config.NumberColumn("lift", format="%.1f×"),
             "p_value": st.column_config.NumberColumn("p", format="%.1e"),
             "q_value": st.column_config.NumberColumn("q", format="%.1e")})

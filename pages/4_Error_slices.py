@@ -10,7 +10,8 @@ from hibug_core.slices.search import SliceConfig
 from hibug_core.store.tag_store import tags_version
 from hibug_core.tagging.sources import ADVICE, trust_message
 from hibug_ui.state import current_project, current_user, required_model, slice_report, source_ranking, tag_table
-from hibug_ui.widgets import grid_filters, image_grid, keep_setting, link_to, paged, url_setting
+from hibug_ui.widgets import (as_percent, grid_filters, image_grid, keep_setting, link_to, paged, percent_column,
+                               url_setting)
 
 st.set_page_config(page_title="hibug · Error slices", page_icon="🐞", layout="wide")
 project = current_project()
@@ -78,25 +79,26 @@ with found:
             tags_right=[f"{p:.0%} of {n:,}" if n else "not checked"
                         for p, n in zip(slices["tag_precision"], slices["tag_checked"])])
         table["part_of"] = slices["repeats"]
-        columns = ["rank", "description", "count", "score", "gap", "interval", "q_value", "bug_type", "tags_right",
-                   "part_of"]
+        table = as_percent(table, "score")
+        columns = ["rank", "description", "count", "score", "interval", "q_value", "bug_type", "tags_right", "part_of"]
         chosen_id = url_setting("slice", None)
         event = st.dataframe(
             table[columns], key="slices_table", on_select="rerun", selection_mode="single-row", hide_index=True,
             width="stretch", height=min(38 + 35 * len(table), 420),
-            column_config={"rank": st.column_config.NumberColumn("#", width=40),
-                           "description": st.column_config.TextColumn("slice", width="large"),
-                           "score": st.column_config.ProgressColumn("score", format="percent", min_value=0, max_value=1),
-                           "gap": st.column_config.NumberColumn("gap", format="percent"),
-                           "q_value": st.column_config.NumberColumn("q", format="%.1e",
+            column_config={"rank": st.column_config.NumberColumn("#", width=36),
+                           "description": st.column_config.TextColumn("slice", width="medium"),
+                           "count": st.column_config.NumberColumn("images", width=60),
+                           "score": percent_column("score", progress=True, width=110),
+                           "interval": st.column_config.TextColumn("95% interval", width=90),
+                           "q_value": st.column_config.NumberColumn("q", format="%.0e", width=60,
                                                                     help="false discovery rate (Benjamini-Hochberg)"),
-                           "bug_type": st.column_config.TextColumn("bug type", width="medium"),
+                           "bug_type": st.column_config.TextColumn("bug type", width=150),
                            "tags_right": st.column_config.TextColumn(
-                               "tags right", help="share of the slice's images whose true tags (imported or audited) "
-                               "match all its tags"),
+                               "tags right", width=95, help="share of the slice's images whose true tags (imported "
+                               "or audited) match all its tags"),
                            "part_of": st.column_config.TextColumn(
-                               "part of", help="a slice above that holds most of its failures (it refines or repeats "
-                               "it), so it is listed after the distinct ones")})
+                               "part of", width="small", help="a slice above that holds most of its failures (it "
+                               "refines or repeats it), so it is listed after the distinct ones")})
         picked = event.selection.rows if event and event.selection else []
         if picked:
             chosen_id = slices["slice_id"].iat[picked[0]]
@@ -151,9 +153,8 @@ with found:
             if related.empty:
                 st.caption("A slice of one condition has no parent, and no reported child.")
             else:
-                st.dataframe(related, hide_index=True, width="stretch", column_config={
-                    "score": st.column_config.NumberColumn("score", format="percent"),
-                    "gap": st.column_config.NumberColumn("gap", format="percent")})
+                st.dataframe(as_percent(related, "score", "gap"), hide_index=True, width="stretch",
+                             column_config={"score": percent_column("score"), "gap": percent_column("gap")})
         st.markdown("**Images** (failures first; caption: label → prediction)")
         rows = grid_filters(report.samples.loc[ids], report.all_tags, key="slice_filter")
         image_grid(project, paged(rows, key=f"slice_page_{chosen_id}"), details="slice", report=report, user=user,

@@ -18,7 +18,7 @@ from hibug_core.slices.search import SliceConfig
 from hibug_core.store.tag_store import tags_version
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.state import current_project, current_user, load_samples, required_model, secret, slice_report
-from hibug_ui.widgets import image_grid, paged
+from hibug_ui.widgets import as_percent, image_grid, paged, percent_column
 
 st.set_page_config(page_title="hibug · Repair", page_icon="🐞", layout="wide")
 project = current_project()
@@ -188,10 +188,10 @@ with retrain:
         st.plotly_chart(figure, width="stretch", key="repair_chart")
         shown = summary.assign(**{"after ± sd": [f"{a:.1%} ± {s:.1%}" if s == s else f"{a:.1%}"
                                                  for a, s in zip(summary["after"], summary["after_sd"])]})
-        st.dataframe(shown[["slice", "planted", "n", "method", "before", "after ± sd", "change", "worse"]],
+        st.dataframe(as_percent(shown[["slice", "planted", "n", "method", "before", "after ± sd", "change", "worse"]],
+                                "before", "change"),
                      hide_index=True, width="stretch",
-                     column_config={"before": st.column_config.NumberColumn(format="percent"),
-                                    "change": st.column_config.NumberColumn(format="percent")})
+                     column_config={"before": percent_column("before"), "change": percent_column("change")})
 
 with search:
     classes = project.model_classes(model) or sorted(load_samples(str(project.folder), model,

@@ -15,7 +15,7 @@ from hibug_core.slices.search import SliceConfig
 from hibug_core.store.tag_store import tags_version
 from hibug_core.store.undo import UNDOABLE, undo
 from hibug_ui.state import current_model, current_project, current_user, load_samples, slice_report
-from hibug_ui.widgets import image_grid, link_to, paged, url_setting
+from hibug_ui.widgets import as_percent, image_grid, link_to, paged, percent_column, url_setting
 
 st.set_page_config(page_title="hibug · Review", page_icon="🐞", layout="wide")
 project = current_project()
@@ -49,9 +49,9 @@ def show_review(board: pd.DataFrame, report=None) -> None:
     """The chosen review: its state, a status and assignee form, and its comment thread."""
     shown = [c for c in ("title", "status", "assignee", "state", "rank", "score", "comments", "updated_by",
                          "updated_at") if c in board.columns]
-    event = st.dataframe(board[shown], key="review_board", on_select="rerun", selection_mode="single-row",
-                         hide_index=True, width="stretch",
-                         column_config={"score": st.column_config.NumberColumn(format="percent"),
+    event = st.dataframe(as_percent(board[shown], "score"), key="review_board", on_select="rerun",
+                         selection_mode="single-row", hide_index=True, width="stretch",
+                         column_config={"score": percent_column("score"),
                                         "updated_by": "changed by", "updated_at": "changed at"})
     picked = event.selection.rows if event and event.selection else []
     chosen_id = int(board["id"].iat[picked[0]]) if picked else url_setting("review", int(board["id"].iat[0]), int)
@@ -142,11 +142,10 @@ with report_tab:
     else:
         top = st.number_input("Slices in the report", min_value=1, max_value=200, value=min(20, max(len(report.slices), 1)))
         table = findings(project, report, top=int(top))
-        st.dataframe(table[REPORT_COLUMNS], hide_index=True, width="stretch",
-                     column_config={"score": st.column_config.NumberColumn(format="percent"),
-                                    "gap": st.column_config.NumberColumn(format="percent"),
-                                    "score_low": st.column_config.NumberColumn("95% low", format="percent"),
-                                    "score_high": st.column_config.NumberColumn("95% high", format="percent"),
+        st.dataframe(as_percent(table[REPORT_COLUMNS], "score", "gap", "score_low", "score_high"), hide_index=True,
+                     width="stretch",
+                     column_config={"score": percent_column("score"), "gap": percent_column("gap"),
+                                    "score_low": percent_column("95% low"), "score_high": percent_column("95% high"),
                                     "q_value": st.column_config.NumberColumn("q", format="%.1e"),
                                     "bug_type": st.column_config.TextColumn("bug type", width="medium"),
                                     "reason": st.column_config.TextColumn("why", width="large")})

@@ -41,7 +41,7 @@ def test_a_tagging_job_starts_from_the_form_and_its_result_shows(monkeypatch, co
     color = sources[sources["attribute"] == "color"]
     assert color[["label", "in_force"]].values.tolist() == [["imported tags", "✓"],
                                                             ["run #2 (zero-shot, tiny-open_clip)", ""]]
-    assert color["accuracy"].iat[1] == 3 / 12
+    assert color["accuracy"].iat[1] == 25.0  # 3 of 12, shown as a percent
     # a person puts the run in force: logged, and the table follows
     at.selectbox(key="source_attribute").set_value("color").run()
     at.selectbox(key="source_choice").set_value("run:2").run()

@@ -205,4 +205,4 @@ def with_slice_state(board: pd.DataFrame, report) -> pd.DataFrame:
             states.append("stale")
         rank.append(ranks[key] + 1 if key in ranks else None)
         score.append(scores.get(key))
-    return board.assign(state=states, rank=rank, score=score)
+    return board.assign(state=states, rank=pd.array(rank, dtype="Int64"), score=score)
