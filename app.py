@@ -9,7 +9,8 @@ from hibug_core.repair.runs import run_count
 from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version
 from hibug_ui.create import create_project_form
-from hibug_ui.state import chosen_folder, current_model, current_project, current_user, load_samples
+from hibug_ui.state import (chosen_folder, current_model, current_project, current_user, load_samples,
+                            source_ranking)
 from hibug_ui.widgets import as_percent, image_grid, percent_column
 
 # Material icons: drawn by Streamlit's own font, so they show in any browser (emoji need a system emoji font).
@@ -54,10 +55,9 @@ def overview() -> None:
     repaired = run_count(project, "retrain")
     trust = None
     if version is not None and not finished.empty:
-        from hibug_core.store.attribute_versions import load_schema
-        from hibug_core.tagging.sources import rank_sources, untrusted
+        from hibug_core.tagging.sources import untrusted
 
-        poor = untrusted(rank_sources(project, [a.name for a in load_schema(project).attributes]))
+        poor = untrusted(source_ranking(str(project.folder), tag_store.tags_version(project)))
         trust = f"{len(poor)} too poor to trust" if len(poor) else "measured, none below the floor"
     tags_detail = (f"{len(finished)} tagging runs · {trust}" if trust else
                    "imported tags only" if sliceable else "not tagged yet")

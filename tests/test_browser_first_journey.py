@@ -73,7 +73,8 @@ def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
     page.get_by_text("finished. Tagging run(s)").first.wait_for(timeout=1_200_000)
     assert jobs(project, "tag")[0].status == "done"
     summary = page.get_by_text("finished. Tagging run(s)").first.inner_text()
-    assert "worse than imported tags (the reference), which stays in force" in summary
+    assert "Worse than what stays in force, so not used: color (run #2 (zero-shot, conse)" in summary
+    assert "size (run #2 (zero-shot, conse)" in summary and "imported tags stays" in summary
     shot(page, "2-tagging")
 
     # 3. Error slices: what the page shows first is the spurious correlation, and a warning about poor tags

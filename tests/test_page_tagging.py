@@ -33,8 +33,11 @@ def test_a_tagging_job_starts_from_the_form_and_its_result_shows(monkeypatch, co
     assert not at.exception
     # the summary says how good the run is against the known colours, and that it did not replace them
     done = next(s.value for s in at.success if "finished" in s.value).replace("\\", "")  # shown as text, escaped
-    assert "Tagging run(s) #1, #2 stored." in done and "warning: color: run #2 (zero-shot, tiny-open_clip)" in done \
-        and "worse than imported tags (the reference), which stays in force." in done
+    assert done == ("Job 1 (tag) finished. Tagging run(s) #1, #2 stored. Worse than what stays in force, so not used: "
+                    "color (run #2 (zero-shot, tiny-open_clip), 25.0% right; imported tags stays). Now in force, not "
+                    "measured (no known tags or audits): " + ", ".join(
+                        ["brightness", "contrast", "saturation", "colourfulness", "sharpness", "noise level",
+                         "resolution", "aspect ratio", "dominant colour", "is round"]) + ".")
     runs = at.dataframe[0].value
     assert set(runs["method"]) == {"measured", "zero-shot"} and "attributes_json" not in runs.columns
     sources = at.tabs[1].dataframe[0].value

@@ -31,11 +31,10 @@ def tag(project, params: dict, progress) -> dict:
 
         runs = tag_project(project, encoder=params.get("encoder", DEFAULT_ENCODER), attributes=attributes,
                            sample_ids=ids, progress=progress, author=params.get("author"))
-    from hibug_core.tagging.sources import run_summary
+    from hibug_core.tagging.sources import run_digest
 
-    lines = run_summary(project, runs)
-    return {"runs": runs, "summary": f"Tagging run(s) {', '.join(f'#{r}' for r in runs)} stored. " + " ".join(
-        line.rstrip(".") + "." for line in lines)}
+    return {"runs": runs,
+            "summary": f"Tagging run(s) {', '.join(f'#{r}' for r in runs)} stored. {run_digest(project, runs)}"}
 
 
 def teach(project, params: dict, progress) -> dict:
@@ -46,12 +45,11 @@ def teach(project, params: dict, progress) -> dict:
     run_id, report = teach_attribute(project, params["attribute"], examples,
                                      encoder=params.get("encoder", DEFAULT_ENCODER), progress=progress,
                                      author=params.get("author"))
-    from hibug_core.tagging.sources import run_summary
+    from hibug_core.tagging.sources import run_digest
 
     return {"run": run_id, "cv_accuracy": report.cv_accuracy, "examples": report.examples,
             "summary": f"Taught '{params['attribute']}' from {sum(report.examples.values())} examples: "
-                       f"cross-validated accuracy {report.cv_accuracy:.1%}. " + " ".join(
-                           line.rstrip(".") + "." for line in run_summary(project, [run_id]))}
+                       f"cross-validated accuracy {report.cv_accuracy:.1%}. {run_digest(project, [run_id])}"}
 
 
 def embedding_map(project, params: dict, progress) -> dict:

@@ -70,8 +70,12 @@ def slice_prompt(definition, label: str, schema: AttributeSchema | None = None, 
 def hibug_prompts(report, schema: AttributeSchema | None = None, *, top: int = 5,
                   min_share: float = 0.2) -> pd.DataFrame:
     """One prompt per (top error slice, class its failures belong to): the class from the slice's condition, else
-    every class with at least `min_share` of the slice's failures. weight = the failures it stands for."""
-    slices = report.slices.head(top)
+    every class with at least `min_share` of the slice's failures. weight = the failures it stands for. Slices that
+    only refine or repeat one above them (report column `repeats`) are left out: their failures are already in it."""
+    slices = report.slices
+    if "repeats" in slices.columns:
+        slices = slices[slices["repeats"] == ""]
+    slices = slices.head(top)
     if slices.empty:
         raise PromptError("no error slices to write prompts for; change the slice settings")
     evaluation = report.evaluation

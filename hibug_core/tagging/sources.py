@@ -156,36 +156,75 @@ def trust_message(ranking: SourceRanking, floor: float = TRUST_FLOOR, attributes
             f"Slices that use them are flagged and ranked down. To do better, {ADVICE}.")
 
 
-def run_summary(project, run_ids: list[int]) -> list[str]:
-    """One sentence per attribute a run tagged: its accuracy against the ground truth, and whether it is now in force
-    or worse than what stays in force (a warning)."""
-    lines = []
+def run_outcomes(project, run_ids: list[int]) -> pd.DataFrame:
+    """Per attribute a run tagged: attribute, run, label, accuracy and checked (against the ground truth), outcome
+    ("in force", "worse": a better source stays in force, "stays": another stays for another reason), and the source
+    that stays in force with why."""
+    rows = []
     runs = tag_store.runs(project)
     for run_id in run_ids:
         attributes = list(tag_store.run_attributes(project, run_id))
         ranking = rank_sources(project, attributes)
         key = run_key(run_id)
         for attribute in attributes:
-            mine = ranking.row(attribute, key)
-            force = ranking.in_force(attribute)
-            measured = (f"{mine['accuracy']:.1%} right on {mine['checked']:,} images with known tags or audits"
-                        if mine["checked"] else "not measured (no known tags or audits)")
-            if force == key:
-                lines.append(f"{attribute}: {source_label(key, runs)} {measured}; now in force")
-                continue
-            other = ranking.row(attribute, force)
-            why = "chosen by a person" if other["chosen"] else (
-                f"{other['accuracy']:.1%} right" if other["checked"] else other["against"])
-            worse = mine["accuracy"] < 1 if other["source"] == IMPORTED and not other["checked"] else \
-                mine["low"] < other["low"] if other["checked"] else False
-            if mine["checked"] and not other["chosen"] and worse:
-                lines.append(f"warning: {attribute}: {source_label(key, runs)} {measured}, worse than "
-                             f"{other['label']} ({why}), which stays in force")
-            else:
-                lines.append(f"{attribute}: {source_label(key, runs)} {measured}; {other['label']} ({why}) "
-                             "stays in force")
+            mine, force = ranking.row(attribute, key), ranking.in_force(attribute)
+            row = {"attribute": attribute, "run": run_id, "label": source_label(key, runs),
+                   "accuracy": mine["accuracy"], "checked": int(mine["checked"]), "outcome": "in force",
+                   "other": None, "why": None}
+            if force != key:
+                other = ranking.row(attribute, force)
+                worse = mine["accuracy"] < 1 if other["source"] == IMPORTED and not other["checked"] else \
+                    mine["low"] < other["low"] if other["checked"] else False
+                row.update(outcome="worse" if mine["checked"] and not other["chosen"] and worse else "stays",
+                           other=other["label"], why="chosen by a person" if other["chosen"] else (
+                               f"{other['accuracy']:.1%} right" if other["checked"] else other["against"]))
+            rows.append(row)
+    return pd.DataFrame(rows, columns=["attribute", "run", "label", "accuracy", "checked", "outcome", "other", "why"])
+
+
+def _measured(row) -> str:
+    return (f"{row.accuracy:.1%} right on {row.checked:,} images with known tags or audits" if row.checked
+            else "not measured (no known tags or audits)")
+
+
+def run_summary(project, run_ids: list[int]) -> list[str]:
+    """One sentence per attribute a run tagged: its accuracy against the ground truth, and whether it is now in force
+    or worse than what stays in force (a warning)."""
+    lines = []
+    for row in run_outcomes(project, run_ids).itertuples():
+        if row.outcome == "in force":
+            lines.append(f"{row.attribute}: {row.label} {_measured(row)}; now in force")
+        elif row.outcome == "worse":
+            lines.append(f"warning: {row.attribute}: {row.label} {_measured(row)}, worse than {row.other} "
+                         f"({row.why}), which stays in force")
+        else:
+            lines.append(f"{row.attribute}: {row.label} {_measured(row)}; {row.other} ({row.why}) stays in force")
     return lines
 
 
-__all__ = ["ADVICE", "AUTO", "IMPORTED", "SourceRanking", "TRUST_FLOOR", "ground_truth", "rank_sources", "run_summary",
+def run_digest(project, run_ids: list[int]) -> str:
+    """run_summary in a few sentences for a person: warnings first, then what is in force, grouped."""
+    outcomes = run_outcomes(project, run_ids)
+    parts = []
+    worse = outcomes[outcomes["outcome"] == "worse"]
+    if len(worse):
+        parts.append("Worse than what stays in force, so not used: " + "; ".join(
+            f"{r.attribute} ({r.label}, {r.accuracy:.1%} right; {r.other} stays)" for r in worse.itertuples()) + ".")
+    measured = outcomes[(outcomes["outcome"] == "in force") & (outcomes["checked"] > 0)]
+    if len(measured):
+        parts.append("Now in force, measured: " + "; ".join(
+            f"{r.attribute} ({r.accuracy:.1%} right)" for r in measured.itertuples()) + ".")
+    unmeasured = outcomes[(outcomes["outcome"] == "in force") & (outcomes["checked"] == 0)]
+    if len(unmeasured):
+        parts.append("Now in force, not measured (no known tags or audits): " +
+                     ", ".join(unmeasured["attribute"]) + ".")
+    stays = outcomes[outcomes["outcome"] == "stays"]
+    if len(stays):
+        parts.append("Kept aside: " + "; ".join(f"{r.attribute} ({r.other}: {r.why})" for r in stays.itertuples())
+                     + ".")
+    return " ".join(parts)
+
+
+__all__ = ["ADVICE", "AUTO", "IMPORTED", "SourceRanking", "TRUST_FLOOR", "ground_truth", "rank_sources", "run_digest",
+           "run_outcomes", "run_summary",
            "source_label", "trust_message", "untrusted"]
