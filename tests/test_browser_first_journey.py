@@ -4,6 +4,7 @@ The answer must be right: both planted bugs in the top 5 with their bug types, a
 the best measured source (the default tagger's poor tags do not replace the imported ones)."""
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -83,6 +84,23 @@ def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
     assert page.get_by_role("heading", level=3).first.inner_text() == "color = blue"
     assert page.get_by_text("These tags are too poor to trust").first.is_visible()
     shot(page, "3-error-slices")
+
+    # The chosen slice survives moving to another page and back
+    grid = page.get_by_test_id("stDataFrame").first
+    grid.locator("canvas").first.wait_for()
+    area = grid.bounding_box()
+    page.mouse.click(area["x"] + 12, area["y"] + 35 + 35 * 3 + 17)  # the row marker of the fourth row
+    page.wait_for_url(re.compile(r"slice="), timeout=30_000)
+    page.wait_for_function("() => document.querySelector('h3') && document.querySelector('h3').innerText !== "
+                           "'color = blue'", timeout=30_000)
+    chosen = page.get_by_role("heading", level=3).first.inner_text()
+    navigation = page.get_by_test_id("stSidebarNav")
+    navigation.get_by_role("link", name="Overview").click()
+    page.get_by_text("Confusion matrix").first.wait_for(timeout=60_000)
+    navigation.get_by_role("link", name="Error slices").click()
+    page.get_by_text("error slices (score below").first.wait_for(timeout=60_000)
+    idle(page)
+    assert page.get_by_role("heading", level=3).first.inner_text() == chosen
     assert errors == [], errors
     page.close()
 

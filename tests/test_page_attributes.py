@@ -86,3 +86,15 @@ def test_table_edits_save_a_version_and_bad_rows_are_named(monkeypatch, colour_p
     assert schema["color"].tags == ("red", "green", "blue", "teal")
     assert "is round" not in schema.names() and schema["background"].group == "background"
     assert schema_history(colour_project)["note"].iat[0] == "teal, a background, no roundness"
+
+
+def test_history_shows_what_changed_between_two_versions(monkeypatch, colour_project):
+    schema = load_schema(colour_project)
+    changed = schema.replace(schema["color"].model_copy(update={"tags": ("red", "green", "teal")}))
+    save_schema(colour_project, changed, author="bo", note="teal")
+    at = open_page(monkeypatch, colour_project)
+    at.selectbox(key="history_version").set_value(2).run()
+    at.selectbox(key="history_compare").set_value(1).run()
+    assert not at.exception
+    diff = at.tabs[2].dataframe[-1].value
+    assert diff.values.tolist() == [["color", "changed", "+teal; −blue"]]
