@@ -194,3 +194,15 @@ def test_slice_settings_name_the_bad_field():
 
     with pytest.raises(HibugError, match=r"invalid slice settings: max_depth = 7, min_tag_precision = 1\.5"):
         SliceConfig(max_depth=7, min_tag_precision=1.5)
+
+
+def test_a_source_choice_is_undone_from_the_audit_log(colour_project):
+    from hibug_core.store.undo import UndoError, undo
+
+    run = save_colours(colour_project, ["red"] * 12)
+    tag_store.choose_source(colour_project, "color", f"run:{run}", author="ana")
+    entry = int(colour_project.audit_log()["id"].iat[-1])
+    assert undo(colour_project, entry, author="bo") == f"'color' back to the tag source 'auto' (entry #{entry} undone)"
+    assert tag_store.chosen_sources(colour_project) == {}
+    with pytest.raises(UndoError, match="was changed after entry"):
+        undo(colour_project, entry)

@@ -9,7 +9,7 @@ from sqlalchemy import text
 from hibug_core.errors import HibugError
 from hibug_core.store.db import read_connection
 
-UNDOABLE = ("correct tag", "confirm tag", "withdraw tag", "save attributes")
+UNDOABLE = ("correct tag", "confirm tag", "withdraw tag", "save attributes", "choose tag source")
 
 
 class UndoError(HibugError):
@@ -20,7 +20,7 @@ def undo(project, entry_id: int, *, author: str | None = None) -> str:
     """Reverse audit entry `entry_id` and say what was done. Tags go back to the corrections they had before (a
     sample without one has its correction withdrawn); attributes go back to the version before, saved as a new one."""
     from hibug_core.store.attribute_versions import load_schema, save_schema
-    from hibug_core.store.tag_store import latest_corrections, correct_tags
+    from hibug_core.store.tag_store import AUTO, chosen_sources, choose_source, correct_tags, latest_corrections
 
     with read_connection(project.engine) as connection:
         row = connection.execute(text("SELECT action, entity, before_json, after_json FROM audit_log WHERE id = :i"),
@@ -29,7 +29,8 @@ def undo(project, entry_id: int, *, author: str | None = None) -> str:
         raise UndoError(f"no audit entry #{entry_id}")
     action, entity, before, after = row[0], row[1], json.loads(row[2] or "null"), json.loads(row[3] or "null")
     if action not in UNDOABLE:
-        raise UndoError(f"entry #{entry_id} ({action}) cannot be undone; only tag corrections and attribute edits can")
+        raise UndoError(f"entry #{entry_id} ({action}) cannot be undone; only tag corrections, tag source choices and "
+                        "attribute edits can")
     if action == "save attributes":
         if before is None:
             raise UndoError(f"entry #{entry_id} saved the first attributes; there is no earlier version to go back to")
@@ -38,6 +39,13 @@ def undo(project, entry_id: int, *, author: str | None = None) -> str:
                               base_version=after["version"])
         return f"attributes back to version {before['version']} (saved as version {version})"
     attribute = entity.split(":", 1)[1]
+    if action == "choose tag source":
+        now = chosen_sources(project).get(attribute, AUTO)
+        if now != after["source"]:
+            raise UndoError(f"the tag source of '{attribute}' was changed after entry #{entry_id} (now '{now}'); "
+                            "undo that change first")
+        choose_source(project, attribute, before["source"], author=author)
+        return f"'{attribute}' back to the tag source '{before['source']}' (entry #{entry_id} undone)"
     samples = [int(s) for s in after["samples"]]
     done_tag = after["tag"]
     by_tag: dict = {}
