@@ -26,7 +26,7 @@ def slice_tag_precision(definitions, tags: pd.DataFrame, truth: pd.DataFrame | N
         known[attribute] = pd.notna(true)
         agree[attribute] = known[attribute] & (tags[attribute].to_numpy(object) == true)
     rows = []
-    for definition in definitions:
+    for definition in definitions if known else ():
         inside = np.ones(len(tags), dtype=bool)
         checked, right, names = inside.copy(), inside.copy(), []
         for attribute, tag in definition:
@@ -39,6 +39,8 @@ def slice_tag_precision(definitions, tags: pd.DataFrame, truth: pd.DataFrame | N
         n = int((inside & checked).sum()) if names else 0
         rows.append({"tag_checked": n, "tag_right": int((inside & checked & right).sum()) if n else 0,
                      "tag_checked_attributes": ", ".join(names)})
+    if not known:  # nothing to check against
+        rows = [{"tag_checked": 0, "tag_right": 0, "tag_checked_attributes": ""} for _ in definitions]
     frame = pd.DataFrame(rows, columns=["tag_checked", "tag_right", "tag_checked_attributes"])
     with np.errstate(invalid="ignore", divide="ignore"):
         frame["tag_precision"] = np.where(frame["tag_checked"] > 0, frame["tag_right"] / frame["tag_checked"], np.nan)

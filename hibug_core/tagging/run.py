@@ -16,7 +16,7 @@ from hibug_core.store.attribute_versions import latest_version, load_schema
 from hibug_core.tagging.measured import MeasuredConfig, measure_project, measured_tags
 from hibug_core.tagging.probe import ProbeConfig, ProbeReport, teach_probe
 from hibug_core.tagging.quality import TagQuality, audit_precision, tag_quality
-from hibug_core.tagging.sources import ground_truth, rank_sources
+from hibug_core.tagging.sources import ground_truth, source_order
 from hibug_core.tagging.zero_shot import ZeroShotConfig, zero_shot_tags
 
 logger = logging.getLogger(__name__)
@@ -105,8 +105,8 @@ def current_tags(project, schema: AttributeSchema | None = None, *, with_correct
     runs only, imported tags left out."""
     schema = schema or load_schema(project)
     names = [a.name for a in schema.attributes]
-    ranking = rank_sources(project, names, model_only=model_only)  # measured on every sample, whatever the subset
-    return tag_store.load_tags(project, {a.name: a.tags for a in schema.attributes}, ranking.order,
+    order = source_order(project, names, model_only=model_only)  # measured on every sample, whatever the subset
+    return tag_store.load_tags(project, {a.name: a.tags for a in schema.attributes}, order,
                                sample_ids=sample_ids, with_corrections=with_corrections)
 
 

@@ -83,7 +83,7 @@ def rank_sources(project, attributes: list[str], *, sample_ids=None, model_only:
     truth, people = ground_truth(project), ground_truth(project, people_only=True)
     chosen = tag_store.chosen_sources(project) if chosen is None else chosen
     cache: dict = {}
-    rows, order = [], {}
+    rows, order, labels = [], {}, {}
     for attribute, keys in _candidates(project, attributes, runs, model_only).items():
         measured = []
         for recency, key in enumerate(keys):
@@ -102,7 +102,9 @@ def rank_sources(project, attributes: list[str], *, sample_ids=None, model_only:
                 rank, against = 1.0, "the reference"
             else:
                 rank, against = -1.0 - recency * 1e-6, "nothing to measure against"
-            rows.append({"attribute": attribute, "source": key, "label": source_label(key, runs),
+            if key not in labels:
+                labels[key] = source_label(key, runs)
+            rows.append({"attribute": attribute, "source": key, "label": labels[key],
                          "tagged": int(tags.notna().sum()), "checked": checked, "accuracy": accuracy,
                          "low": float(low[0]) if checked else np.nan, "high": float(high[0]) if checked else np.nan,
                          "against": against, "right": correct})
@@ -124,6 +126,22 @@ def rank_sources(project, attributes: list[str], *, sample_ids=None, model_only:
     table["chosen"] = [chosen.get(a) == s for a, s in zip(table["attribute"], table["source"])]
     table["in_force"] = [order[a][0] == s for a, s in zip(table["attribute"], table["source"])]
     return SourceRanking(table, order)
+
+
+def source_order(project, attributes: list[str], *, model_only: bool = False) -> dict[str, list[str]]:
+    """rank_sources(...).order, measuring only the attributes with more than one source to choose from."""
+    runs = tag_store.runs(project)
+    runs = runs[runs["status"] == "finished"].sort_values("id", ascending=False) if not runs.empty else runs
+    order = _candidates(project, attributes, runs, model_only)
+    chosen = tag_store.chosen_sources(project)
+    contested = [a for a, keys in order.items() if len(keys) > 1 and chosen.get(a) not in keys]
+    for attribute, keys in order.items():
+        if chosen.get(attribute) in keys:
+            keys.remove(chosen[attribute])
+            keys.insert(0, chosen[attribute])
+    if contested:
+        order.update(rank_sources(project, contested, model_only=model_only, chosen=chosen).order)
+    return order
 
 
 def untrusted(ranking: SourceRanking, floor: float = TRUST_FLOOR, attributes=None) -> pd.DataFrame:
