@@ -39,13 +39,15 @@ def sample_tags(project, sample_id: int) -> pd.DataFrame:
 
 
 def slices_of(report, sample_id: int) -> list[str]:
-    """The reported error slices that hold the sample (by its tags in force and its label)."""
+    """The distinct, trusted error slices that hold the sample (by its tags in force and its label); refinements and
+    slices resting on poor tags are left out."""
     if report is None or report.all_tags is None or sample_id not in report.all_tags.index:
         return []
     tags = report.all_tags.loc[sample_id]
     label = report.samples.at[sample_id, "label"] if report.samples is not None else None
     held = []
-    for definition, description in zip(report.slices["definition"], report.slices["description"]):
+    distinct = report.slices[(report.slices.get("repeats", "") == "") & report.slices.get("trusted", True)]
+    for definition, description in zip(distinct["definition"], distinct["description"]):
         if all((label if a == CLASS and a not in tags.index else tags.get(a)) == t for a, t in definition):
             held.append(description)
     return held
@@ -79,7 +81,8 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
             st.markdown(f"**label** {plain(row['label'])}")
         held = slices_of(report, sample_id)
         if held:
-            st.markdown("**In the error slices** " + "; ".join(plain(h) for h in held))
+            more = f" and {len(held) - 5} more" if len(held) > 5 else ""
+            st.markdown("**In the error slices** " + "; ".join(plain(h) for h in held[:5]) + more)
         tags = sample_tags(project, sample_id)
         st.dataframe(tags, hide_index=True, width="stretch", column_config={
             "margin": st.column_config.NumberColumn("margin", format="%.2f",

@@ -60,7 +60,8 @@ with run:
     st.markdown("**Tagging runs**")
     runs = tag_store.runs(project)
     if not runs.empty:
-        runs = runs.assign(attributes=[", ".join(json.loads(raw)) for raw in runs["attributes_json"]])
+        runs = runs.assign(attributes=[", ".join(json.loads(raw)) for raw in runs["attributes_json"]],
+                           encoder=runs["encoder"].fillna("—"), finished_at=runs["finished_at"].fillna("—"))
         runs = runs[["id", "method", "encoder", "status", "n_samples", "attributes", "author", "created_at",
                      "finished_at"]].sort_values("id", ascending=False)
     st.dataframe(runs, hide_index=True, width="stretch", column_config={

@@ -206,3 +206,11 @@ def test_a_source_choice_is_undone_from_the_audit_log(colour_project):
     assert tag_store.chosen_sources(colour_project) == {}
     with pytest.raises(UndoError, match="was changed after entry"):
         undo(colour_project, entry)
+
+
+def test_a_tag_equal_to_the_label_where_present_is_the_label():
+    from hibug_core.slices.report import label_attributes
+
+    tags = pd.DataFrame({"shape": ["circle", "square", None], "color": ["red", "red", "blue"]})
+    labels = pd.Series(["circle", "square", "square"])  # the third image (generated) has no imported shape
+    assert label_attributes(tags, labels) == ["shape"]

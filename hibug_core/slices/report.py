@@ -155,8 +155,12 @@ def label_attributes(tags: pd.DataFrame, labels: pd.Series) -> list[str]:
     """Attributes that are the label itself (CLASS, or tags equal to the label on every labelled sample)."""
     labels = labels.reindex(tags.index)
     labelled = labels.notna()
-    return [c for c in tags.columns
-            if c == CLASS or (labelled.any() and (tags.loc[labelled, c].astype(object) == labels[labelled]).all())]
+    found = []
+    for c in tags.columns:
+        both = labelled & tags[c].notna()  # images without this tag (e.g. generated ones) do not count against it
+        if c == CLASS or (both.any() and (tags.loc[both, c].astype(object) == labels[both]).all()):
+            found.append(c)
+    return found
 
 
 def evaluation_rows(samples: pd.DataFrame, model: str, split: str) -> pd.DataFrame:
