@@ -76,14 +76,16 @@ with sources:
     warning = trust_message(ranking)
     if warning:
         st.warning(warning, icon=":material/warning:")
-    shown = ranking.table.assign(in_force=ranking.table["in_force"].map({True: "✓", False: ""}),
-                                 chosen=ranking.table["chosen"].map({True: "by a person", False: ""}))
-    shown = as_percent(shown, "accuracy", "low", "high")
-    st.dataframe(shown[["attribute", "label", "in_force", "chosen", "accuracy", "low", "high", "checked", "tagged",
+    table = ranking.table
+    shown = as_percent(table.assign(
+        in_force=table["in_force"].map({True: "✓", False: ""}), chosen=table["chosen"].map({True: "by a person",
+                                                                                            False: ""}),
+        interval=[f"{lo:.1%}–{hi:.1%}" if n else "" for lo, hi, n in zip(table["low"], table["high"], table["checked"])]),
+        "accuracy")
+    st.dataframe(shown[["attribute", "label", "in_force", "chosen", "accuracy", "interval", "checked", "tagged",
                         "against"]], hide_index=True, width="stretch", key="tag_sources_table", column_config={
         "label": st.column_config.TextColumn("source", width="medium"), "in_force": "in force",
-        "accuracy": percent_column("accuracy", progress=True), "low": percent_column("95% low"),
-        "high": percent_column("95% high"),
+        "accuracy": percent_column("accuracy", progress=True), "interval": "95% interval",
         "checked": st.column_config.NumberColumn("checked", help="images with a true tag to compare with"),
         "against": st.column_config.TextColumn("measured against", width="medium")})
     if not ranking.table.empty:
