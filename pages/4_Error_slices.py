@@ -97,8 +97,9 @@ with found:
                                "tags right", width=95, help="share of the slice's images whose true tags (imported "
                                "or audited) match all its tags"),
                            "part_of": st.column_config.TextColumn(
-                               "part of", width="small", help="a slice above that holds most of its failures (it "
-                               "refines or repeats it), so it is listed after the distinct ones")})
+                               "part of", width="small", help="the slice that stands for it: the broader one its "
+                               "failures are spread over, the narrower one that holds most of them, or one with the "
+                               "same failures; listed after the distinct slices")})
         picked = event.selection.rows if event and event.selection else []
         if picked:
             chosen_id = slices["slice_id"].iat[picked[0]]

@@ -136,11 +136,19 @@ def test_refinements_and_repeats_follow_the_distinct_slices():
                            "description": ["color = blue & size = small", "color = blue", "dominant = b",
                                            "size = large"]})
     marked = mark_repeats(slices, tags, errors, 0.8)
-    # the refinement goes after its reported parent; "dominant = b" has the same failures as "color = blue"
+    # the parent's failures are spread (the small blue ones hold half): the parent stands for its refinement;
+    # "dominant = b" has the same failures as "color = blue"
     assert marked["description"].tolist() == ["color = blue", "size = large", "color = blue & size = small",
                                               "dominant = b"]
     assert marked["repeats"].tolist() == ["", "", "color = blue", "color = blue"]
     assert mark_repeats(slices, tags, errors, 1.0)["repeats"].tolist() == [""] * 4  # off
+    # when one refinement holds (nearly) all of its parent's failures, the bug is that narrower slice
+    narrow = np.array([1, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0], dtype=float)  # the blue failures are all small
+    marked = mark_repeats(slices, tags, narrow, 0.8)
+    assert marked["description"].tolist()[:2] == ["color = blue & size = small", "size = large"]
+    assert marked.set_index("description")["repeats"].to_dict() == {
+        "color = blue & size = small": "", "size = large": "", "color = blue": "color = blue & size = small",
+        "dominant = b": "color = blue & size = small"}
 
 
 def test_the_repair_verdict_says_one_seed_is_noise_and_who_won_over_seeds():

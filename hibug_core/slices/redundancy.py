@@ -1,6 +1,9 @@
-"""Slices that tell nothing new on their own: refinements of a reported slice (its conditions plus more), and slices
-whose failures are mostly the failures of one slice ranked above them (often the same images named by other
-attributes). They are listed after the distinct slices, each with the slice it repeats."""
+"""Slices that tell nothing new on their own. Reported slices form families by refinement (a slice and the reported
+slices that add conditions to it); each family is shown by one representative: from its root, go down to the
+refinement that holds most of the failures while it holds at least `max_overlap` of them (the bug is that narrower
+slice), else stop (the failures are spread: the broader slice stands for them). A representative with most of its
+failures inside a distinct slice ranked above it (often the same images named by other attributes) repeats it too.
+The rest are listed after the distinct slices, each with the slice it belongs to."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,33 +13,47 @@ from hibug_core.slices.search import TagMatrix
 
 
 def repeated_slices(definitions, tags: TagMatrix, errors: np.ndarray, max_overlap: float) -> list[int | None]:
-    """For slices in rank order, the position of the slice each repeats (None: it is distinct). A slice repeats a
-    reported ancestor (a slice whose conditions are a subset of its own; the nearest one, best ranked), else the first
-    distinct slice above it that holds at least `max_overlap` of its errors."""
+    """For slices in rank order, the position of the slice each belongs to (None: it is distinct)."""
     errors = np.asarray(errors, dtype=float)
     conditions = [frozenset(d) for d in definitions]
-    of: list[int | None] = [None] * len(definitions)
-    for i, mine in enumerate(conditions):
-        ancestors = [j for j, other in enumerate(conditions) if j != i and other < mine]
-        if ancestors:
-            of[i] = max(ancestors, key=lambda j: (len(conditions[j]), -j))
-    distinct: list[tuple[int, np.ndarray]] = []
-    for i, definition in enumerate(definitions):
-        if of[i] is not None:
-            continue
-        inside = tags.mask(definition)
-        weight = errors[inside].sum()
-        for j, other in distinct:
-            if weight > 0 and errors[inside & other].sum() >= max_overlap * weight:
-                of[i] = j
+    masks = [tags.mask(d) for d in definitions]
+    failures = [errors[m].sum() for m in masks]
+    n = len(definitions)
+    ancestors = [[j for j in range(n) if j != i and conditions[j] < conditions[i]] for i in range(n)]
+    roots = [i for i in range(n) if not ancestors[i]]
+    of: list[int | None] = [None] * n
+    representatives = []
+    for root in roots:
+        family = [i for i in range(n) if i == root or root in ancestors[i]]
+        chosen = root
+        while True:
+            below = [i for i in family if conditions[chosen] < conditions[i]]
+            best = max(below, key=lambda i: (failures[i], -i), default=None)
+            if best is None or failures[best] < max_overlap * failures[chosen]:
                 break
+            chosen = best
+        representatives.append(chosen)
+        for i in family:
+            if i != chosen and of[i] is None:
+                of[i] = chosen
+    distinct: list[int] = []
+    for i in sorted(set(representatives)):
+        of[i] = None
+        holder = next((j for j in distinct if failures[i] > 0 and
+                       errors[masks[i] & masks[j]].sum() >= max_overlap * failures[i]), None)
+        if holder is None:
+            distinct.append(i)
         else:
-            distinct.append((i, inside))
+            of[i] = holder
+    # a slice folded into a representative that itself repeats another belongs to that one
+    for i in range(n):
+        while of[i] is not None and of[of[i]] is not None:
+            of[i] = of[of[i]]
     return of
 
 
 def mark_repeats(slices: pd.DataFrame, tags: TagMatrix, errors: np.ndarray, max_overlap: float) -> pd.DataFrame:
-    """Adds `repeats` (the description of the slice it repeats, or "") and moves those slices after the distinct
+    """Adds `repeats` (the description of the slice it belongs to, or "") and moves those slices after the distinct
     ones, keeping the order within each group. max_overlap >= 1 turns this off."""
     if slices.empty or max_overlap >= 1:
         return slices.assign(repeats="")

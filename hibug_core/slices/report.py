@@ -249,10 +249,11 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     slices["tag_warning"] = [
         "; ".join(f"{a}: {poor[a]}" for a, _ in definition if a in poor) for definition in slices["definition"]]
     slices["trusted"] = ~(slices["tag_precision_high"] < config.min_tag_precision) & (slices["tag_warning"] == "")
-    slices = mark_repeats(slices.sort_values("trusted", ascending=False, kind="stable"), tags, errors,
-                          config.max_overlap)
-    # Trusted distinct slices, then trusted repeats, then untrusted ones.
-    slices = slices.sort_values("trusted", ascending=False, kind="stable").reset_index(drop=True)
+    # Trusted distinct slices, then trusted repeats, then the untrusted ones (grouped among themselves): a slice on
+    # poor tags never stands for trusted ones.
+    trusted = slices["trusted"].to_numpy(bool)
+    slices = pd.concat([mark_repeats(slices[trusted], tags, errors, config.max_overlap),
+                        mark_repeats(slices[~trusted], tags, errors, config.max_overlap)]).reset_index(drop=True)
     slices.index.name = "rank"
     slices.attrs.update(summary, untrusted=int((~slices["trusted"]).sum()), repeats=int((slices["repeats"] != "").sum()))
     classes = rare_classes(train["label"].to_numpy(), evaluation["label"].to_numpy(), errors, diagnosis)
