@@ -26,7 +26,7 @@ class SliceConfig:
     # confident_gap: overall score minus the upper end of the slice's interval, so that a small slice that is worse
     # by chance does not outrank the larger slice it was cut from.
     rank_by: Literal["confident_gap", "gap", "size", "sliceline"] = "confident_gap"
-    parent_alpha: float = 0.2  # false discovery rate of "a child is worse than each parent" (1: plain rule)
+    parent_alpha: float = 0.05  # false discovery rate of "a child is worse than each parent" (1: plain rule)
     sliceline_alpha: float = 0.95  # weight of the error term in the SliceLine score
     z: float = 1.96  # Wilson interval width (95%)
     by_class: bool = True  # also slice by the label (attribute CLASS), e.g. "class = triangle & size = small"
