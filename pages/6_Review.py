@@ -69,8 +69,6 @@ def show_review(board: pd.DataFrame, report=None) -> None:
                    "and its comments are kept.")
     elif state:
         st.caption(f"Now: {state}")
-    if review.target_kind == "slice":
-        show_slice(review, report)
     with st.form(f"review_edit_{review.id}"):
         cells = st.columns(2)
         status = cells[0].selectbox("Status", STATUSES, index=STATUSES.index(review.status))
@@ -85,6 +83,8 @@ def show_review(board: pd.DataFrame, report=None) -> None:
             except StaleReviewError as error:
                 seen[review.id] = error.current.version  # the next save starts from what is shown now
                 st.error(plain(error))
+    if review.target_kind == "slice":
+        show_slice(review, report)
     chosen_images = members(project, review.id)
     if chosen_images:
         st.caption(f"{len(chosen_images):,} images in this selection")
