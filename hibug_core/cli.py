@@ -91,12 +91,12 @@ def cmd_embed(args) -> int:
     return 0
 
 
-def _print_sources(project, attributes: list[str] | None = None) -> None:
+def _print_sources(project) -> None:
     """Every tag source per attribute with its measured accuracy; the one in force marked."""
     from hibug_core.store.attribute_versions import load_schema
     from hibug_core.tagging.sources import rank_sources, trust_message
 
-    names = attributes or [a.name for a in load_schema(project).attributes]
+    names = [a.name for a in load_schema(project).attributes]
     ranking = rank_sources(project, names)
     for attribute, rows in ranking.table.groupby("attribute", sort=False):
         print(f"{attribute}:")

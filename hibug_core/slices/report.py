@@ -242,8 +242,7 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
                         errors, diagnosis, tag_train_masks=tag_masks, train_labels=train["label"].to_numpy())
     summary = dict(slices.attrs)
     truth = ground_truth(project) if check_tags else None
-    precision = slice_tag_precision(slices["definition"], frame, truth if truth is not None and len(truth.columns)
-                                    else None, skip={CLASS}, z=config.z)
+    precision = slice_tag_precision(slices["definition"], frame, truth, skip={CLASS}, z=config.z)
     slices = pd.concat([slices, evidence.set_index(slices.index), precision.set_index(slices.index)], axis=1)
     poor = _poor_attributes(project, frame, tags_source, config) if check_tags else {}
     slices["tag_warning"] = [

@@ -57,6 +57,11 @@ def source_label(source: str, runs: pd.DataFrame) -> str:
     return f"run #{run_id} ({method}{', ' + str(encoder) if isinstance(encoder, str) and encoder else ''})"
 
 
+def _finished_runs(project) -> pd.DataFrame:
+    runs = tag_store.runs(project)
+    return runs[runs["status"] == "finished"].sort_values("id", ascending=False) if not runs.empty else runs
+
+
 def _candidates(project, attributes: list[str], runs: pd.DataFrame, model_only: bool) -> dict[str, list[str]]:
     import json
 
@@ -77,8 +82,7 @@ def rank_sources(project, attributes: list[str], *, sample_ids=None, model_only:
     """Measure every source of `attributes` and order them: a person's choice first, then by the lower end of the
     95% interval of accuracy; imported tags are the reference (measured only against people's audits), sources
     that nothing measures come after the measured ones, newest first. model_only leaves imported tags out."""
-    runs = tag_store.runs(project)
-    runs = runs[runs["status"] == "finished"].sort_values("id", ascending=False) if not runs.empty else runs
+    runs = _finished_runs(project)
     index = project.samples().index if sample_ids is None else pd.Index(np.asarray(sample_ids))
     truth, people = ground_truth(project), ground_truth(project, people_only=True)
     chosen = tag_store.chosen_sources(project) if chosen is None else chosen
@@ -120,7 +124,7 @@ def rank_sources(project, attributes: list[str], *, sample_ids=None, model_only:
     # A run's accuracy over every attribute it tagged that can be checked: what its unchecked attributes are judged by.
     pooled = table[table["source"] != IMPORTED].groupby("source")[["right", "checked"]].sum()
     pooled = pooled[pooled["checked"] > 0]
-    run_low, run_high = wilson_interval(pooled["right"].to_numpy(), pooled["checked"].to_numpy())
+    _, run_high = wilson_interval(pooled["right"].to_numpy(), pooled["checked"].to_numpy())
     table["run_accuracy"] = table["source"].map(pooled["right"] / pooled["checked"])
     table["run_high"] = table["source"].map(pd.Series(run_high, index=pooled.index))
     table["chosen"] = [chosen.get(a) == s for a, s in zip(table["attribute"], table["source"])]
@@ -130,8 +134,7 @@ def rank_sources(project, attributes: list[str], *, sample_ids=None, model_only:
 
 def source_order(project, attributes: list[str], *, model_only: bool = False) -> dict[str, list[str]]:
     """rank_sources(...).order, measuring only the attributes with more than one source to choose from."""
-    runs = tag_store.runs(project)
-    runs = runs[runs["status"] == "finished"].sort_values("id", ascending=False) if not runs.empty else runs
+    runs = _finished_runs(project)
     order = _candidates(project, attributes, runs, model_only)
     chosen = tag_store.chosen_sources(project)
     contested = [a for a, keys in order.items() if len(keys) > 1 and chosen.get(a) not in keys]
