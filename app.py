@@ -5,22 +5,12 @@ import streamlit as st
 
 from hibug_core import metrics
 from hibug_core.markdown import plain
-from hibug_core.repair.runs import run_count
-from hibug_core.store import tag_store
-from hibug_core.store.attribute_versions import latest_version
+from hibug_core.checklist import checklist, next_step
 from hibug_ui.create import create_project_form
+from hibug_ui.navigation import PAGES, STEP_PAGES
 from hibug_ui.state import (chosen_folder, current_model, current_project, current_user, load_samples,
                             source_ranking)
 from hibug_ui.widgets import as_percent, image_grid, percent_column
-
-# Material icons: drawn by Streamlit's own font, so they show in any browser (emoji need a system emoji font).
-PAGES = [("pages/1_Attributes.py", "Attributes", ":material/label:"),
-         ("pages/2_Tagging.py", "Tagging", ":material/sell:"),
-         ("pages/3_Embedding_map.py", "Embedding map", ":material/scatter_plot:"),
-         ("pages/4_Error_slices.py", "Error slices", ":material/bug_report:"),
-         ("pages/5_Repair.py", "Repair", ":material/build:"),
-         ("pages/6_Review.py", "Review", ":material/forum:")]
-
 
 def overview() -> None:
     st.set_page_config(page_title="hibug · Overview", page_icon="🐞", layout="wide")
@@ -35,7 +25,7 @@ def overview() -> None:
     project = current_project(folder)
     current_user()  # the name field in the sidebar
     model = current_model(project)
-    samples = load_samples(str(project.folder), model, project.data_version())
+    samples = load_samples(project, model)
 
     st.title(plain(project.name))
     st.caption(f"{project.folder} · schema v{project.schema_version()}")
@@ -47,45 +37,19 @@ def overview() -> None:
         cell.metric(split, f"{int(counts.get(split, 0)):,}")
 
     st.subheader("Progress")
-    version = latest_version(project)
-    runs = tag_store.runs(project)
-    finished = runs[runs["status"] == "finished"] if not runs.empty else runs
-    maps = project.arrays.names("maps/")
-    sliceable = not finished.empty or not project.known_tags().columns.empty
-    repaired = run_count(project, "retrain")
-    trust = None
-    if version is not None and not finished.empty:
-        from hibug_core.tagging.sources import untrusted
-
-        poor = untrusted(source_ranking(str(project.folder), tag_store.tags_version(project)))
-        trust = f"{len(poor)} too poor to trust" if len(poor) else "measured, none below the floor"
-    tags_detail = (f"{len(finished)} tagging runs · {trust}" if trust else
-                   "imported tags only" if sliceable else "not tagged yet")
-    steps = [
-        ("Attributes", version is not None, f"version {version}" if version else "none yet", "pages/1_Attributes.py",
-         "propose them from the task (built-in library or a language model), then edit"),
-        ("Tags", not finished.empty, tags_detail, "pages/2_Tagging.py",
-         "tag every image (Run), then check how good each source is (Tag sources)"),
-        ("Error slices", sliceable, "ready to search" if sliceable else "needs tags", "pages/4_Error_slices.py",
-         "find, rank and explain where the model fails"),
-        ("Embedding map", bool(maps), "computed" if maps else "optional", "pages/3_Embedding_map.py",
-         "see the images on a map and select groups"),
-        ("Repair", repaired > 0, f"{repaired} comparisons" if repaired else "not repaired yet",
-         "pages/5_Repair.py", "select or generate data for the worst slices, retrain, compare with random"),
-    ]
+    steps = checklist(project, source_ranking(project))
     cells = st.columns(len(steps))
-    required = [step for step in steps if step[0] != "Embedding map"]
-    next_step = next((step for step in required if not step[1]), None)
-    for cell, (name, done, detail, page, _) in zip(cells, steps):
-        cell.page_link(page, label=name,
-                       icon=":material/check_circle:" if done else ":material/radio_button_unchecked:")
-        cell.caption(detail)
-    if next_step is not None:
-        st.page_link(next_step[3], label=f"Next step: {next_step[0]} — {next_step[4]}",
+    for cell, step in zip(cells, steps):
+        cell.page_link(STEP_PAGES[step.name], label=step.name,
+                       icon=":material/check_circle:" if step.done else ":material/radio_button_unchecked:")
+        cell.caption(step.detail)
+    upcoming = next_step(steps)
+    if upcoming is not None:
+        st.page_link(STEP_PAGES[upcoming.name], label=f"Next step: {upcoming.name} — {upcoming.advice}",
                      icon=":material/arrow_forward:")
-    if trust and not trust.startswith("measured"):
-        st.warning("Some tags in force are too poor to trust; slices that use them are flagged and ranked down. "
-                   "See Tagging → Tag sources.", icon=":material/warning:")
+    for step in steps:
+        if step.warning:
+            st.warning(step.warning, icon=":material/warning:")
 
     if model is None:
         st.warning("This project has no model outputs yet; import a manifest with a 'prediction' column.")

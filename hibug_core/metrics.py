@@ -30,3 +30,11 @@ def confusion(samples: pd.DataFrame, split: str | None = None) -> pd.DataFrame:
     classes = sorted(set(rows["label"]) | set(rows["prediction"]))
     table = pd.crosstab(rows["label"], rows["prediction"])
     return table.reindex(index=classes, columns=classes, fill_value=0)
+
+
+OUTCOMES = ("right", "wrong", "no label or prediction")
+
+
+def outcome(samples: pd.DataFrame) -> pd.Series:
+    """Per sample: right, wrong, or no label or prediction (from the 'correct' column)."""
+    return samples["correct"].map({True: OUTCOMES[0], False: OUTCOMES[1]}).fillna(OUTCOMES[2]).astype(object)

@@ -21,7 +21,7 @@ def create_project_form(user: str) -> None:
         base = st.text_input("Folder its image paths are relative to (for an upload)", placeholder="/data/images")
         path = st.text_input("…or the manifest's path on this server", placeholder="/data/images/manifest.csv")
         model_name = st.text_input("Name of the model in the 'prediction' column", value="model")
-        if not st.form_submit_button("Create project", type="primary"):
+        if not st.form_submit_button("Create project", type="primary", key="create_submit"):
             return
     if not folder:
         st.error("Name the new project folder.")

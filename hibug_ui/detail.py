@@ -15,7 +15,7 @@ from hibug_ui.state import tag_table
 
 def sample_tags(project, sample_id: int) -> pd.DataFrame:
     """Every tag in force of one sample: attribute, tag, where it comes from (a person, imported, a run) and its margin."""
-    table = tag_table(str(project.folder), tag_store.tags_version(project))
+    table = tag_table(project)
     if sample_id not in table.tags.index:
         return pd.DataFrame(columns=["attribute", "tag", "source", "margin"])
     runs = tag_store.runs(project)

@@ -6,7 +6,9 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-OUTCOME_COLOURS = {"right": "#2b8a3e", "wrong": "#d9480f", "no label or prediction": "#adb5bd"}
+from hibug_core.metrics import OUTCOMES
+
+OUTCOME_COLOURS = dict(zip(OUTCOMES, ("#2b8a3e", "#d9480f", "#adb5bd")))
 
 
 def value_colour(value) -> str | None:

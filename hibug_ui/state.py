@@ -13,6 +13,7 @@ from streamlit.errors import StreamlitSecretNotFoundError
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
 from hibug_core.store.project import Project
+from hibug_core.store.tag_store import project_state
 
 PROJECT_KEY = "hibug_project"
 MODEL_KEY = "hibug_model"
@@ -44,10 +45,15 @@ def open_project(folder: str) -> Project:
     return Project.open(folder)
 
 
+# Every cached read below is keyed by project_state: the one signal that changes with any stored change.
+def load_samples(project: Project, model: str | None) -> pd.DataFrame:
+    """The sample table of a model."""
+    return _samples(str(project.folder), model, project_state(project))
+
+
 @st.cache_data(show_spinner=False, max_entries=16)
-def load_samples(folder: str, model: str | None, version: int) -> pd.DataFrame:
-    """The sample table of a model; `version` changes whenever the project's data change."""
-    del version
+def _samples(folder: str, model: str | None, state: str) -> pd.DataFrame:
+    del state
     return open_project(folder).samples(model)
 
 
@@ -125,35 +131,46 @@ def current_user() -> str:
     return name.strip() or "anonymous"
 
 
+def slice_report(project: Project, model: str, split: str, config, tags: str = "in force"):
+    """The ranked, diagnosed error slices; recomputed only when the settings or the project change."""
+    return _slice_report(str(project.folder), model, split, config, project_state(project), tags)
+
+
 @st.cache_data(show_spinner="Finding error slices…", max_entries=8)
-def slice_report(folder: str, model: str, split: str, config, tags_state: str, tags: str = "in force"):
-    """The ranked, diagnosed error slices; recomputed only when the settings or the tags in force change."""
+def _slice_report(folder: str, model: str, split: str, config, state: str, tags: str):
     from hibug_core.slices.report import error_slices
 
-    del tags_state
+    del state
     return error_slices(open_project(folder), model, split=split, config=config, tags=tags)
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
-def source_ranking(folder: str, tags_state: str):
+def source_ranking(project: Project):
     """Every tag source of every attribute of the newest schema, measured (tagging.sources.SourceRanking)."""
-    from hibug_core.store.attribute_versions import latest_version, load_schema
+    return _source_ranking(str(project.folder), project_state(project))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _source_ranking(folder: str, state: str):
+    from hibug_core.store.attribute_versions import schema_names
     from hibug_core.tagging.sources import rank_sources
 
-    del tags_state
+    del state
     project = open_project(folder)
-    names = [a.name for a in load_schema(project).attributes] if latest_version(project) is not None else []
-    return rank_sources(project, names)
+    return rank_sources(project, schema_names(project))
+
+
+def tag_table(project: Project):
+    """The tags in force (TagTable)."""
+    return _tag_table(str(project.folder), project_state(project))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def tag_table(folder: str, tags_state: str):
-    """The tags in force (TagTable); reloaded when a run finishes, a tag is corrected or the schema changes."""
+def _tag_table(folder: str, state: str):
     from hibug_core.store.attribute_versions import latest_version
     from hibug_core.store.tag_store import TagTable
     from hibug_core.tagging.run import current_tags
 
-    del tags_state
+    del state
     project = open_project(folder)
     if latest_version(project) is None:  # no attributes yet: no tags, rather than an error on every page
         empty = pd.DataFrame(index=project.samples().index)

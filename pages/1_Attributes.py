@@ -5,10 +5,11 @@ import json
 import streamlit as st
 
 from hibug_core.attributes.diff import schema_diff
-from hibug_core.attributes.library import LIBRARY, choose_task_type, library_schema
 from hibug_core.attributes.schema import AttributeSchema, GROUPS
 from hibug_core.attributes.table import COLUMNS, schema_to_table, table_to_schema
 from hibug_core.errors import HibugError
+from hibug_core.llm.client import LLMConfig
+from hibug_core.operations import ProposeAttributes
 from hibug_core.markdown import plain
 from hibug_core.store.attribute_versions import StaleSchemaError, latest_version, load_schema, save_schema, schema_history
 from hibug_ui.state import current_model, current_project, current_user, secret
@@ -57,35 +58,29 @@ with propose:
                             placeholder="classify the species of birds in photos taken by hikers")
         source = st.radio("Proposed by", ["built-in library", "language model (HiBug2 flow)",
                                            "language model (HiBug flow)"], horizontal=True, key="propose_source")
-        kinds = ["chosen from the task", *LIBRARY]
+        kinds = ["chosen from the task", *ProposeAttributes.choices("library")]
         kind = st.selectbox("Library entry", kinds, key="propose_library")
-        llm_model = st.text_input("LLM model", value="gpt-4o-mini", key="propose_llm_model")
+        llm_model = st.text_input("LLM model", value="", key="propose_llm_model", help=ProposeAttributes.help("llm_model"),
+                                  placeholder=f"{LLMConfig.from_env().model} (the server's setting: HIBUG_LLM_MODEL)")
         llm_url = st.text_input("LLM server URL", value="", key="propose_llm_url",
                                 placeholder="http://localhost:8000/v1 (empty: OpenAI; key from OPENAI_API_KEY or secrets)")
-        if st.form_submit_button("Propose", type="primary"):
-            classes = project.model_classes(model) if model else []
-            try:
-                if source == "built-in library":
-                    chosen = None if kind == kinds[0] else kind
-                    proposal = library_schema(task, classes, chosen)
-                    notes = [f"library entry '{chosen or choose_task_type(task, classes)}' plus the measured attributes"]
-                else:
-                    from hibug_core.attributes.propose import propose_with_llm
-                    from hibug_core.llm.client import LLMConfig
+        if st.form_submit_button("Propose", type="primary", key="propose_submit"):
+            from hibug_core.attributes.propose import propose_for_project
 
-                    config = LLMConfig.from_env(model=llm_model, base_url=llm_url or None)
-                    with st.spinner(f"Asking {config.describe()}…"):
-                        result = propose_with_llm(task, classes or [], config,
-                                                  method="hibug" if "HiBug flow" in source else "hibug2",
-                                                  api_key=secret("OPENAI_API_KEY"))
-                    proposal, notes = result.schema, result.notes
-                st.session_state[DRAFT] = (proposal.to_json(), notes, source)
+            try:
+                op = ProposeAttributes.build(
+                    task=task, library=None if kind == kinds[0] else kind, llm=source != "built-in library",
+                    method="hibug" if "HiBug flow" in source else "hibug2", llm_model=llm_model.strip() or None,
+                    llm_base_url=llm_url.strip() or None)
+                with st.spinner(f"Asking {op.llm_config().describe()}…" if op.llm else "Proposing…"):
+                    result = propose_for_project(project, op, model=model, api_key=secret("OPENAI_API_KEY"))
+                st.session_state[DRAFT] = (result.schema.to_json(), result.notes, result.source)
             except HibugError as error:
-                st.error(str(error))
+                st.error(plain(error))
     draft = st.session_state.get(DRAFT)
     if draft:
         proposal = AttributeSchema.from_json(draft[0])
-        st.markdown(f"**Proposal** ({draft[2]}): {len(proposal.attributes)} attributes")
+        st.markdown(f"**Proposal** ({plain(draft[2])}): {len(proposal.attributes)} attributes")
         for note in draft[1]:
             st.caption(note)
         st.dataframe(schema_to_table(proposal), hide_index=True, width="stretch")
@@ -93,11 +88,7 @@ with propose:
         if left.button("Save as the new version", type="primary", key="propose_save"):
             save(proposal, f"proposed by {draft[2]}")
         if right.button("Add the new ones to the current attributes", key="propose_merge", disabled=version is None):
-            merged = schema
-            for attribute in proposal.attributes:
-                if attribute.name not in schema.names():
-                    merged = merged.replace(attribute)
-            save(merged, f"added attributes proposed by {draft[2]}")
+            save(schema.with_new_from(proposal), f"added attributes proposed by {draft[2]}")
 
 with edit:
     st.caption("One row per attribute. Tags are separated by commas, prompt templates by '|' ({tag} and {label} are "

@@ -6,9 +6,12 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from hibug_core.embeddings.registry import DEFAULT_ENCODER, ENCODER_HELP
+from hibug_core.embeddings.registry import DEFAULT_ENCODER, ENCODERS
+from hibug_core.llm.client import LLMConfig
+from hibug_core.operations import Tag
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
+from hibug_core.metrics import outcome
 from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version, load_schema
 from hibug_core.tagging.run import audit
@@ -36,21 +39,25 @@ run, sources, explore, uncertain, review, teach = st.tabs(["Run", "Tag sources",
                                                            "Uncertain images", "Audit", "Teach by example"])
 with run:
     with st.form("tag_run"):
-        backend = st.radio("Tagger", ["vision-language encoder", "multimodal LLM"], horizontal=True)
-        encoder = st.selectbox("Encoder", [DEFAULT_ENCODER, "tiny-open_clip", "tiny-transformers", "other…"],
-                               help="; ".join(f"{k}: {v}" for k, v in ENCODER_HELP.items()))
-        other = st.text_input("Other encoder", placeholder="open_clip:ViT-B-32:/models/clip.bin or transformers:/models/clip")
-        chosen = st.multiselect("Attributes", names, default=[a.name for a in schema.enabled()])
-        splits = st.multiselect("Splits", ["train", "val", "test", "pool"], default=[],
+        backend = st.radio("Tagger", ["vision-language encoder", "multimodal LLM"], horizontal=True,
+                           key="tag_run_backend")
+        encoder = st.selectbox("Encoder", [*ENCODERS.names(), "other…"], key="tag_run_encoder",
+                               help=ENCODERS.help_text())
+        other = st.text_input("Other encoder", placeholder="open_clip:ViT-B-32:/models/clip.bin or transformers:/models/clip",
+                              key="tag_run_other_encoder")
+        chosen = st.multiselect("Attributes", names, default=[a.name for a in schema.enabled()], key="tag_run_attributes")
+        splits = st.multiselect("Splits", ["train", "val", "test", "pool"], default=[], key="tag_run_splits",
                                 help="Leave empty to tag every image")
-        llm_model = st.text_input("LLM model", value="gpt-4o-mini")
+        llm_model = st.text_input("LLM model", value="", placeholder=f"{LLMConfig.from_env().model} (the server's "
+                                  "setting: HIBUG_LLM_MODEL)", key="tag_run_llm_model", help=Tag.help("llm_model"))
         llm_url = st.text_input("LLM server URL", value="", placeholder="http://localhost:8000/v1 (empty: OpenAI)",
+                                key="tag_run_llm_url",
                                 help="The API key comes from OPENAI_API_KEY or Streamlit secrets, never from here.")
-        if st.form_submit_button("Start tagging", type="primary"):
+        if st.form_submit_button("Start tagging", type="primary", key="tag_run_submit"):
             params = {"attributes": chosen, "splits": splits or None}
             secrets = None
             if backend == "multimodal LLM":
-                params["llm"] = {"model": llm_model, "base_url": llm_url or None}
+                params.update(llm=True, llm_model=llm_model.strip() or None, llm_base_url=llm_url.strip() or None)
                 key = secret("OPENAI_API_KEY")
                 secrets = {"OPENAI_API_KEY": key} if key else None
             else:
@@ -72,7 +79,7 @@ with sources:
     st.caption("Every source of tags per attribute: the imported tags (attr: columns) and each tagging run, measured "
                "against the true tags the project holds (imported ones and people's audits). The one in force is "
                "the best measured, unless a person chose another; people's corrections always win over all of them.")
-    ranking = source_ranking(str(project.folder), tag_store.tags_version(project))
+    ranking = source_ranking(project)
     warning = trust_message(ranking)
     if warning:
         st.warning(warning, icon=":material/warning:")
@@ -101,9 +108,9 @@ with sources:
             st.toast(f"{attribute}: {labels[source]} in force (logged in the audit log)")
             st.rerun()
 
-table = tag_table(str(project.folder), tag_store.tags_version(project))
+table = tag_table(project)
 tagged = [n for n in names if n in table.tags.columns and table.tags[n].notna().any()]
-samples = load_samples(str(project.folder), model, project.data_version())
+samples = load_samples(project, model)
 if not tagged:
     for tab in (explore, uncertain, review, teach):
         tab.info("No tags yet: start a tagging run.")
@@ -114,7 +121,7 @@ with explore:
                              index=tagged.index(url_setting("attribute", tagged[0])) if url_setting("attribute", tagged[0]) in tagged else 0)
     frame = pd.DataFrame({"tag": table.tags[attribute].astype(object)}).join(samples[["label", "split", "correct"]])
     frame = frame[frame["tag"].notna()]
-    frame["outcome"] = frame["correct"].map({True: "right", False: "wrong"}).fillna("no label or prediction")
+    frame["outcome"] = outcome(frame)
     left, right = st.columns(2)
     by_outcome = px.histogram(frame, x="tag", color="outcome", barmode="group", title=f"{attribute}: right and wrong",
                               color_discrete_map={"right": "#2b8a3e", "wrong": "#d9480f"})
@@ -150,26 +157,31 @@ with review:
     st.caption(f"{len(candidates):,} images tagged '{tag}' not reviewed yet; confirm or correct each")
     page = paged(samples.loc[candidates.intersection(samples.index)], key="tagging_audit_page", per_page=12)
 
-    def audit_tag(sample_id: int, value: str, kind: str) -> None:
+    AUDIT_ERROR = "tagging_audit_error"
+
+    def audit_tag(attribute: str, sample_id: int, value: str | None, kind: str) -> None:
+        """A click's callback: it runs before the page does again, even when the image has left the grid since."""
+        value = value if value is not None else st.session_state.get(f"fix_{attribute}_{sample_id}")
+        if value in (None, "…"):
+            return
         try:  # shown unreviewed: refused if a teammate reviewed it meanwhile
             tag_store.correct_tags(project, attribute, [sample_id], value, kind=kind, author=user,
                                    seen={sample_id: None})
         except HibugError as error:
-            st.error(plain(error))
-            return
-        st.rerun()
+            st.session_state[AUDIT_ERROR] = str(error)
 
+    if AUDIT_ERROR in st.session_state:
+        st.error(plain(st.session_state.pop(AUDIT_ERROR)))
     cells = st.columns(6)
     for i, (sample_id, row) in enumerate(page.iterrows()):
         with cells[i % 6]:
             image_grid(project, page.loc[[sample_id]], columns=1, caption=lambda r: f"{r['label']}")
-            if st.button("✓ " + tag, key=f"confirm_{attribute}_{sample_id}"):
-                audit_tag(sample_id, tag, "confirm")
+            st.button("✓ " + tag, key=f"confirm_{attribute}_{sample_id}", on_click=audit_tag,
+                      args=(attribute, int(sample_id), tag, "confirm"))
             other_tags = [t for t in tags if t != tag]
-            fix = st.selectbox("Correct to", ["…"] + other_tags, key=f"fix_{attribute}_{sample_id}",
-                               label_visibility="collapsed")
-            if fix != "…":
-                audit_tag(sample_id, fix, "correct")
+            st.selectbox("Correct to", ["…"] + other_tags, key=f"fix_{attribute}_{sample_id}",
+                         label_visibility="collapsed", on_change=audit_tag,
+                         args=(attribute, int(sample_id), None, "correct"))
 
 with teach:
     st.caption("Mark a few images of each tag; a linear probe on the stored embeddings then tags every image.")

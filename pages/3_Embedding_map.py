@@ -9,7 +9,8 @@ from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
 from hibug_core.review.board import ensure_review, members
 from hibug_core.slices.selection import over_represented
-from hibug_core.store.tag_store import tags_version
+from hibug_core.metrics import outcome
+from hibug_core.store.tag_store import project_state
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.plots import map_figure
 from hibug_ui.state import current_model, current_project, current_user, load_samples, open_project, tag_table
@@ -23,8 +24,8 @@ st.title("Embedding map")
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def map_points(folder: str, encoder: str, method: str, version: int, stored: int):
-    del version, stored
+def map_points(folder: str, encoder: str, method: str, state: str):
+    del state
     return stored_map(open_project(folder), encoder, config=MapConfig(method=method))
 
 
@@ -33,7 +34,7 @@ encoder = cells[0].text_input("Encoder", value=url_setting("encoder", DEFAULT_EN
 method = cells[1].selectbox("Layout", ["umap", "pca"], key="map_method",
                             index=["umap", "pca"].index(url_setting("method", "umap")) if url_setting("method", "umap")
                             in ("umap", "pca") else 0)
-points = map_points(str(project.folder), encoder, method, project.data_version(), len(project.arrays.names("maps/")))
+points = map_points(str(project.folder), encoder, method, project_state(project))
 if points is None:
     st.info(f"No {method.upper()} map of these images with {encoder} yet. Computing it embeds the images that are not "
             "embedded yet, then lays them out (a few minutes for 100,000 images); it runs in the background.")
@@ -43,12 +44,12 @@ if points is None:
     job_status(project, "map", user, key="map_job")
     st.stop()
 
-samples = load_samples(str(project.folder), model, project.data_version())
-tags = tag_table(str(project.folder), tags_version(project)).tags
+samples = load_samples(project, model)
+tags = tag_table(project).tags
 tagged = [c for c in tags.columns if tags[c].notna().any()]
 known = project.known_tags()
 frame = points.join(samples.reindex(columns=["label", "prediction", "split", "correct"]))
-frame["outcome"] = frame["correct"].map({True: "right", False: "wrong"}).fillna("no label or prediction")
+frame["outcome"] = outcome(frame)
 options = ["outcome", "label", "prediction", "split", *tagged, *[f"known: {c}" for c in known.columns]]
 default = url_setting("color", "outcome")
 colour = cells[2].selectbox("Colour by", options, index=options.index(default) if default in options else 0,
@@ -89,7 +90,7 @@ if chosen:
                    caption=lambda r: f"{r['label']} → {r['prediction']}")
     with st.form("map_review_selection", clear_on_submit=True):
         name = st.text_input("Name this selection for the review board", placeholder="e.g. dark triangles, top left")
-        if st.form_submit_button("Put it on the review board"):
+        if st.form_submit_button("Put it on the review board", key="map_review_submit"):
             try:
                 made = ensure_review(project, kind="selection", key=name.strip(), members=chosen, author=user)
                 if set(members(project, made.id)) != set(chosen):

@@ -6,9 +6,9 @@ from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
 from hibug_core.review.board import ensure_review
 from hibug_core.review.views import save_view
-from hibug_core.slices.search import SliceConfig
-from hibug_core.store.tag_store import tags_version
+from hibug_core.operations import FindSlices
 from hibug_core.tagging.sources import ADVICE, trust_message
+from hibug_ui.fields import field_input
 from hibug_ui.state import current_project, current_user, required_model, slice_report, source_ranking, tag_table
 from hibug_ui.widgets import (as_percent, grid_filters, image_grid, keep_setting, link_to, paged, percent_column,
                                url_setting)
@@ -19,37 +19,39 @@ model = required_model(project)
 user = current_user()
 
 st.title("Error slices")
-defaults = SliceConfig()
 RANKINGS = {"confident_gap": "confident gap", "gap": "gap", "size": "size", "sliceline": "SliceLine score"}
 SOURCES = {"in force": "in force (best measured or chosen)", "imported": "imported only", "model": "tagging runs only"}
 with st.form("slices_settings"):
     cells = st.columns([1, 1, 1, 1, 1, 1.4])
-    depth = cells[0].number_input("Depth (attributes per slice)", 1, 4, url_setting("depth", defaults.max_depth, int))
-    support = cells[1].number_input("Minimum size M", 2, 10_000, url_setting("support", defaults.min_support, int))
-    gap = cells[2].number_input("Gap C", 0.0, 1.0, url_setting("gap", defaults.gap, float), step=0.05,
-                                help="An error slice scores below the overall score minus C")
-    rank_by = cells[3].selectbox("Rank by", list(RANKINGS), format_func=RANKINGS.get,
-                                 index=list(RANKINGS).index(url_setting("rank", defaults.rank_by)))
+    depth = field_input(cells[0], FindSlices, "depth", "Depth (attributes per slice)", key="slices_depth",
+                        value=url_setting("depth", FindSlices.default("depth"), int))
+    support = field_input(cells[1], FindSlices, "support", "Minimum size M", key="slices_support",
+                          value=url_setting("support", FindSlices.default("support"), int))
+    gap = field_input(cells[2], FindSlices, "gap", "Gap C", key="slices_gap", step=0.05,
+                      value=url_setting("gap", FindSlices.default("gap"), float),
+                      help="An error slice scores below the overall score minus C")
+    rank_by = field_input(cells[3], FindSlices, "rank_by", "Rank by", key="slices_rank_by", format_func=RANKINGS.get,
+                          value=url_setting("rank", FindSlices.default("rank_by")))
     splits = [s for s in ("val", "test", "train") if project.split_counts().get(s)] or ["val"]
     split = cells[4].selectbox("Split", splits, index=splits.index(url_setting("split", splits[0]))
-                               if url_setting("split", splits[0]) in splits else 0)
-    tag_source = cells[5].selectbox("Tags", list(SOURCES), format_func=SOURCES.get,
-                                    index=list(SOURCES).index(url_setting("tags", "in force"))
-                                    if url_setting("tags", "in force") in SOURCES else 0,
-                                    help="Which tags to slice by; Tagging → Tag sources shows how good each is")
-    by_class = st.checkbox("Slice by the class too", value=url_setting("by_class", "1" if defaults.by_class else "0")
-                           == "1", help="Adds the label as an attribute: finds bugs of one class, such as a rare "
-                           "kind of one class (on by default, as in the planted-bug benchmark)")
-    if st.form_submit_button("Find error slices", type="primary"):
+                               if url_setting("split", splits[0]) in splits else 0, key="slices_split")
+    tag_source = field_input(cells[5], FindSlices, "tags", "Tags", key="slices_tags", format_func=SOURCES.get,
+                             value=url_setting("tags", FindSlices.default("tags")),
+                             help="Which tags to slice by; Tagging → Tag sources shows how good each is")
+    by_class = field_input(st, FindSlices, "by_class", "Slice by the class too", key="slices_by_class",
+                           value=url_setting("by_class", "1" if FindSlices.default("by_class") else "0") == "1",
+                           help="Adds the label as an attribute: finds bugs of one class, such as a rare kind of one "
+                           "class (on by default, as in the planted-bug benchmark)")
+    if st.form_submit_button("Find error slices", type="primary", key="slices_settings_submit"):
         keep_setting(depth=str(depth), support=str(support), gap=str(gap), rank=rank_by, split=split,
                      tags=tag_source, by_class="1" if by_class else "0")
         st.query_params.pop("slice", None)
         st.session_state.pop("kept_slice", None)
 
-config = SliceConfig(max_depth=int(depth), min_support=int(support), gap=float(gap), rank_by=rank_by,
-                     by_class=bool(by_class))
 try:
-    report = slice_report(str(project.folder), model, split, config, tags_version(project), tag_source)
+    config = FindSlices.build(model=model, split=split, depth=depth, support=support, gap=gap, rank_by=rank_by,
+                              tags=tag_source, by_class=by_class).slice_config()
+    report = slice_report(project, model, split, config, tag_source)
 except HibugError as error:
     st.error(str(error))
     st.stop()
@@ -58,7 +60,7 @@ st.caption(f"{model} on {split}: score {report.overall_score:.1%} over {len(repo
            f"{report.enumerated:,} slices enumerated · {len(slices)} error slices (score below "
            f"{slices.attrs['cut']:.1%})")
 if tag_source == "in force":
-    ranking = source_ranking(str(project.folder), tags_version(project))
+    ranking = source_ranking(project)
     warning = trust_message(ranking, attributes=report.all_tags.columns)
     if warning:
         st.warning(plain(warning), icon=":material/warning:")

@@ -9,13 +9,13 @@ import streamlit as st
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
 from hibug_core.repair.generated import GENERATED_SPLIT, generated_images
-from hibug_core.repair.generators import GENERATOR_HELP, SHAPE_RENDERER, missing_weights
-from hibug_core.repair.loop import RepairConfig, repair_verdict
-from hibug_core.repair.prompts import PROMPT_METHODS
+from hibug_core.operations import FailureSearch, Generate, Repair, Select
+from hibug_core.repair.generators import GENERATORS, missing_weights
+from hibug_core.repair.loop import repair_verdict
 from hibug_core.repair.runs import repair_runs
-from hibug_core.repair.selection import METHODS, SelectionConfig, select_pool
+from hibug_core.repair.selection import SELECTION_METHODS, select_pool
 from hibug_core.slices.search import SliceConfig
-from hibug_core.store.tag_store import tags_version
+from hibug_ui.fields import field_input
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.state import current_project, current_user, load_samples, required_model, secret, slice_report
 from hibug_ui.widgets import as_percent, image_grid, paged, percent_column
@@ -29,15 +29,11 @@ st.caption(f"Repairing {model}: new data for its error slices on 'val', judged o
 
 SELECTION_KEY = "repair_selection"
 PROMPTS_KEY = "repair_prompts"
-METHOD_HELP = {"hibug": "HiBug: slices by error rate until they cover β of the failures; budget split by failures",
-               "hibug2": "HiBug2: reported slices by score, filled from the worst down",
-               "uncertainty": "baseline: the least confident pool images", "random": "baseline: a random draw"}
-GENERATORS = {SHAPE_RENDERER: "shape-world renderer (demo stand-in, not a diffusion model)",
-              "diffusers": "diffusers (Stable Diffusion family)", "openai": "OpenAI images API"}
+GENERATOR_KINDS = {e.name: e.spelling for e in GENERATORS if not e.hidden}  # a family is typed with its model
 
 
 def generator_spec(kind: str, name: str) -> str:
-    return SHAPE_RENDERER if kind == SHAPE_RENDERER else f"{kind}:{name.strip()}"
+    return kind if GENERATORS.find(kind) is not None else f"{kind}:{name.strip()}"
 
 
 select, generate, retrain, search = st.tabs(["Select data", "Generate images", "Retrain and compare",
@@ -45,19 +41,18 @@ select, generate, retrain, search = st.tabs(["Select data", "Generate images", "
 with select:
     with st.form("repair_select"):
         cells = st.columns(4)
-        method = cells[0].selectbox("Method", METHODS, help="; ".join(
-            f"{k}: {v}" for k, v in METHOD_HELP.items()))
-        budget = cells[1].number_input("Budget", min_value=0.01, value=0.1, step=0.05,
-                                       help="A share of the training split (below 1) or a number of images")
-        beta = cells[2].number_input("β (hibug)", min_value=0.1, max_value=1.0, value=0.9, step=0.05)
-        seed = cells[3].number_input("Seed", min_value=0, value=0, step=1)
-        if st.form_submit_button("Select pool images", type="primary"):
+        method = field_input(cells[0], Select, "method", "Method", key="repair_select_method",
+                             help=SELECTION_METHODS.help_text())
+        budget = field_input(cells[1], Select, "budget", "Budget", key="repair_select_budget", step=0.05)
+        beta = field_input(cells[2], Select, "beta", "β (hibug)", key="repair_select_beta", step=0.05)
+        seed = field_input(cells[3], Select, "seed", "Seed", key="repair_select_seed", step=1)
+        if st.form_submit_button("Select pool images", type="primary", key="repair_select_submit"):
             try:
-                report = slice_report(str(project.folder), model, "val", SliceConfig(), tags_version(project))
-                st.session_state[SELECTION_KEY] = select_pool(
-                    report, SelectionConfig(method=method, budget=float(budget), beta=float(beta), seed=int(seed)))
+                op = Select.build(method=method, budget=budget, beta=beta, seed=seed, model=model)
+                report = slice_report(project, model, op.split, SliceConfig(by_class=op.by_class))
+                st.session_state[SELECTION_KEY] = select_pool(report, op.selection_config())
             except HibugError as error:
-                st.error(str(error))
+                st.error(plain(error))
     chosen = st.session_state.get(SELECTION_KEY)
     if chosen is None:
         st.info("Choose a method and a budget, then select. The pool's images are ranked for labelling.")
@@ -76,13 +71,13 @@ with select:
         left.download_button("Download CSV", table.to_csv(index=False).encode(), "selection.csv", "text/csv")
         right.download_button("Download Parquet", parquet.getvalue(), "selection.parquet",
                               "application/octet-stream")
-        samples = load_samples(str(project.folder), model, project.data_version())
+        samples = load_samples(project, model)
         rows = samples.loc[paged(chosen, "repair_select_page").index]
         image_grid(project, rows, caption=lambda r: f"{r['prediction']} · {r['confidence']:.2f}"
                    if pd.notna(r.get("confidence")) else str(r.name))
 
 with generate:
-    prompt_method = st.radio("Prompts", PROMPT_METHODS, horizontal=True, format_func={
+    prompt_method = st.radio("Prompts", Generate.choices("prompts"), horizontal=True, format_func={
         "hibug": "HiBug template from the top error slices",
         "backgrounds": "uncommon backgrounds per class (Chegini and Feizi)"}.get)
     if st.button("Write prompts"):
@@ -99,15 +94,16 @@ with generate:
                                 disabled=["slice_id"])
         with st.form("repair_generate"):
             cells = st.columns(4)
-            kind = cells[0].selectbox("Generator", list(GENERATORS), format_func=GENERATORS.get)
+            kind = cells[0].selectbox("Generator", list(GENERATOR_KINDS), format_func=GENERATOR_KINDS.get,
+                                      key="repair_generate_kind")
             name = cells[1].text_input("Model (hub id, folder or API model)", value="",
                                        placeholder="/models/stable-diffusion-2-1 or gpt-image-1")
-            images = cells[2].number_input("Images", min_value=1, value=100, step=10)
-            seed = cells[3].number_input("Seed", min_value=0, value=0, step=1, key="repair_generate_seed")
-            st.caption(" · ".join(f"{k}: {v}" for k, v in GENERATOR_HELP.items()))
-            if st.form_submit_button("Generate", type="primary"):
+            images = field_input(cells[2], Generate, "images", "Images", key="repair_generate_images", step=10)
+            seed = field_input(cells[3], Generate, "seed", "Seed", key="repair_generate_seed", step=1)
+            st.caption(GENERATORS.help_text())
+            if st.form_submit_button("Generate", type="primary", key="repair_generate_submit"):
                 rows = edited.dropna(subset=["prompt", "label"])
-                if kind != SHAPE_RENDERER and not name.strip():
+                if GENERATORS.find(kind) is None and not name.strip():
                     st.error("Name the model: a hub id already downloaded, a local folder, or an API model.")
                 elif kind == "diffusers" and missing_weights(name.strip()):
                     st.error(f"Cannot generate offline: {missing_weights(name.strip())}.")
@@ -115,8 +111,9 @@ with generate:
                     st.error("Write at least one prompt with its class.")
                 else:
                     key = secret("OPENAI_API_KEY") if kind == "openai" else None
-                    params = {"generator": generator_spec(kind, name), "images": int(images), "seed": int(seed),
-                              "prompts": rows.assign(weight=rows["weight"].fillna(1.0)).to_dict("records")}
+                    params = {"model": model, "generator": generator_spec(kind, name), "images": int(images),
+                              "seed": int(seed),
+                              "prompt_rows": rows.assign(weight=rows["weight"].fillna(1.0)).to_dict("records")}
                     if start_job(project, "generate", params, user, {"OPENAI_API_KEY": key} if key else None):
                         st.rerun()
     job_status(project, "generate", user, key="repair_generate")
@@ -127,30 +124,30 @@ with generate:
         run_id = st.selectbox("Generation run", sorted(stored["run_id"].unique(), reverse=True))
         shown = stored[stored["run_id"] == run_id]
         st.caption(f"{len(shown)} images from {shown['generator'].iat[0]}, stored as the split '{GENERATED_SPLIT}'")
-        samples = load_samples(str(project.folder), model, project.data_version())
+        samples = load_samples(project, model)
         rows = samples.loc[paged(shown, "repair_generated_page").index].join(shown[["prompt"]])
         image_grid(project, rows, caption=lambda r: f"{r['label']}: {r['prompt']}")
 
 with retrain:
     with st.form("repair_retrain"):
         cells = st.columns(4)
-        data = cells[0].selectbox("New data", ["selection", "generated"],
-                                  help="Selected pool images (their labels are used) or the generated split")
-        method = cells[1].selectbox("Selection", METHODS, key="repair_retrain_method")
-        baseline = cells[2].selectbox("Baseline", ["random", "uncertainty", "none"])
-        budget = cells[3].number_input("Budget", min_value=0.01, value=0.1, step=0.05, key="repair_retrain_budget")
+        data = field_input(cells[0], Repair, "data", "New data", key="repair_retrain_data")
+        method = field_input(cells[1], Repair, "method", "Selection", key="repair_retrain_method")
+        baseline = field_input(cells[2], Repair, "baseline", "Baseline", key="repair_retrain_baseline")
+        budget = field_input(cells[3], Repair, "budget", "Budget", key="repair_retrain_budget", step=0.05)
         cells = st.columns(4)
-        how = cells[0].selectbox("Retraining", ["fine-tune", "from scratch", "linear head"],
-                                 help="fine-tune and from scratch need the model's network in the project (the "
-                                      "demo has it); a linear head works on frozen features for any model")
-        lam = cells[1].number_input("λ (0: as if added to the training set)", min_value=0.0, value=0.0, step=0.1)
-        seeds = cells[2].number_input("Seeds", min_value=1, max_value=10, value=len(RepairConfig.seeds), step=1,
-                                      help="Each seed retrains every method once; with one seed a difference of a "
-                                           "point is noise")
+        how = field_input(cells[0], Repair, "retrain", "Retraining", key="repair_retrain_how")
+        lam = field_input(cells[1], Repair, "lam", "λ (0: as if added to the training set)", key="repair_retrain_lam",
+                          step=0.1)
+        seeds = cells[2].number_input("Seeds", min_value=1, max_value=10, value=len(Repair.default("seeds")), step=1,
+                                      key="repair_retrain_seeds", help="Each seed retrains every method once; with "
+                                      "one seed a difference of a point is noise")
         splits = [s for s in ("test", "val") if project.split_counts().get(s)] or ["test"]
-        eval_split = cells[3].selectbox("Held-out split", splits)
-        control = st.checkbox("Also retrain with no new data (control)", value=True)
-        if st.form_submit_button("Retrain and compare", type="primary"):
+        eval_split = field_input(cells[3], Repair, "eval_split", "Held-out split", options=splits,
+                                 key="repair_retrain_eval_split")
+        control = field_input(st, Repair, "control", "Also retrain with no new data (control)",
+                              key="repair_retrain_control")
+        if st.form_submit_button("Retrain and compare", type="primary", key="repair_retrain_submit"):
             params = {"model": model, "data": data, "method": method, "baseline": baseline, "budget": float(budget),
                       "retrain": how, "lam": float(lam) or None, "seeds": list(range(int(seeds))),
                       "eval_split": eval_split, "control": control}
@@ -194,23 +191,27 @@ with retrain:
                      column_config={"before": percent_column("before"), "change": percent_column("change")})
 
 with search:
-    classes = project.model_classes(model) or sorted(load_samples(str(project.folder), model,
-                                                                  project.data_version())["label"].dropna().unique())
+    classes = project.model_classes(model) or sorted(load_samples(project, model)["label"].dropna().unique())
     with st.form("repair_search"):
         cells = st.columns(4)
-        label = cells[0].selectbox("Class", classes)
-        kind = cells[1].selectbox("Generator", list(GENERATORS), format_func=GENERATORS.get, key="repair_search_gen")
+        label = cells[0].selectbox("Class", classes, key="repair_search_label")
+        kind = cells[1].selectbox("Generator", list(GENERATOR_KINDS), format_func=GENERATOR_KINDS.get,
+                                  key="repair_search_gen")
         name = cells[2].text_input("Model", value="", key="repair_search_model")
-        captioner = cells[3].selectbox("Captions by", ["renderer", "llm"], format_func={
-            "renderer": "the renderer's scene description (demo)", "llm": "a multimodal LLM"}.get)
+        captioner = field_input(cells[3], FailureSearch, "captioner", "Captions by", key="repair_search_captioner",
+                                format_func={"renderer": "the renderer's scene description (demo)",
+                                             "llm": "a multimodal LLM"}.get)
         cells = st.columns(3)
-        images = cells[0].number_input("Images per caption", min_value=8, value=32, step=8)
-        captions = cells[1].number_input("Failures captioned", min_value=1, value=8, step=1)
-        llm_url = cells[2].text_input("LLM server URL", value="", placeholder="empty: OpenAI")
-        if st.form_submit_button("Search for failures", type="primary"):
+        images = field_input(cells[0], FailureSearch, "images", "Images per caption", key="repair_search_images",
+                             step=8)
+        captions = field_input(cells[1], FailureSearch, "captions", "Failures captioned",
+                               key="repair_search_captions", step=1)
+        llm_url = cells[2].text_input("LLM server URL", value="", placeholder="empty: OpenAI",
+                                      key="repair_search_llm_url")
+        if st.form_submit_button("Search for failures", type="primary", key="repair_search_submit"):
             params = {"label": label, "model": model, "generator": generator_spec(kind, name),
                       "captioner": captioner, "images": int(images), "captions": int(captions),
-                      "llm": {"base_url": llm_url or None}}
+                      "llm_base_url": llm_url or None}
             key = secret("OPENAI_API_KEY")
             if start_job(project, "failure search", params, user, {"OPENAI_API_KEY": key} if key else None):
                 st.rerun()

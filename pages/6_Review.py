@@ -10,9 +10,9 @@ from hibug_core.review.board import (STATUSES, StaleReviewError, add_comment, co
                                      members, reviews, update_review, with_slice_state)
 from hibug_core.review.findings import COLUMNS as REPORT_COLUMNS
 from hibug_core.review.findings import findings, report_csv, report_html, report_markdown
-from hibug_core.review.views import PAGES, save_view, saved_views
+from hibug_core.review.views import save_view, saved_views
+from hibug_ui.navigation import URL_PATHS
 from hibug_core.slices.search import SliceConfig
-from hibug_core.store.tag_store import tags_version
 from hibug_core.store.undo import UNDOABLE, undo
 from hibug_ui.state import current_model, current_project, current_user, load_samples, slice_report
 from hibug_ui.widgets import as_percent, image_grid, link_to, paged, percent_column, url_setting
@@ -22,7 +22,7 @@ project = current_project()
 model = current_model(project)
 user = current_user()
 st.title("Review")
-PAGE_LABELS = {p: p.replace("_", " ") or "Overview" for p in PAGES}
+PAGE_LABELS = {p: p.replace("_", " ") or "Overview" for p in URL_PATHS}
 SEEN_KEY = "review_seen_version"  # {review id: the version this session's form was filled from}
 
 
@@ -73,7 +73,7 @@ def show_review(board: pd.DataFrame, report=None) -> None:
         cells = st.columns(2)
         status = cells[0].selectbox("Status", STATUSES, index=STATUSES.index(review.status))
         assignee = cells[1].text_input("Assignee", value=review.assignee or "", placeholder="nobody")
-        if st.form_submit_button("Save", type="primary"):
+        if st.form_submit_button("Save", type="primary", key="review_status_submit"):
             try:
                 saved = update_review(project, review.id, version=seen[review.id], status=status,
                                       assignee=assignee.strip() or None, author=user)
@@ -88,7 +88,7 @@ def show_review(board: pd.DataFrame, report=None) -> None:
     chosen_images = members(project, review.id)
     if chosen_images:
         st.caption(f"{len(chosen_images):,} images in this selection")
-        rows = load_samples(str(project.folder), model, project.data_version()).reindex(chosen_images).dropna(
+        rows = load_samples(project, model).reindex(chosen_images).dropna(
             subset=["image_path"])
         image_grid(project, paged(rows, key=f"review_members_{review.id}"), columns=8,
                    caption=lambda r: f"{r['label']} → {r['prediction']}" if "prediction" in r else str(r.name))
@@ -100,7 +100,7 @@ def show_review(board: pd.DataFrame, report=None) -> None:
             st.text(comment["body"])
     with st.form(f"review_comment_{review.id}", clear_on_submit=True):
         body = st.text_area("Add a comment", placeholder="Plain text")
-        if st.form_submit_button("Comment"):
+        if st.form_submit_button("Comment", key="review_comment_submit"):
             try:
                 add_comment(project, review.id, body, author=user)
                 st.rerun()
@@ -113,7 +113,7 @@ with board_tab:
     report = None
     if model is not None:
         try:
-            report = slice_report(str(project.folder), model, "val", SliceConfig(), tags_version(project))
+            report = slice_report(project, model, "val", SliceConfig())
         except HibugError as error:
             st.info(f"No error slices to review yet: {plain(error)}")
     if report is not None and len(report.slices) and st.button(f"Put the {len(report.slices)} current error slices "
@@ -177,7 +177,7 @@ with log_tab:
     if len(undoable):
         with st.form("review_undo"):
             entry = st.selectbox("Undo entry", [f"#{i}" for i in undoable["id"]])
-            if st.form_submit_button("Undo"):
+            if st.form_submit_button("Undo", key="review_undo_submit"):
                 try:
                     st.success(plain(undo(project, int(entry.lstrip("#")), author=user)))
                 except HibugError as error:
@@ -193,9 +193,9 @@ with views_tab:
     with st.form("review_save_view"):
         cells = st.columns(3)
         name = cells[0].text_input("Name")
-        page = cells[1].selectbox("Page", PAGES, format_func=PAGE_LABELS.get, key="review_view_page")
+        page = cells[1].selectbox("Page", URL_PATHS, format_func=PAGE_LABELS.get, key="review_view_page")
         query = cells[2].text_input("URL query", placeholder="slice=ab12cd&gap=0.1")
-        if st.form_submit_button("Save view"):
+        if st.form_submit_button("Save view", key="review_view_submit"):
             try:
                 pairs = dict(part.split("=", 1) for part in query.strip("?").split("&") if "=" in part)
                 save_view(project, name, page, pairs, author=user)

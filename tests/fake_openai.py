@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 from PIL import Image
 
-MODES = ("ok", "flaky", "junk", "bad_tag", "http500", "slow")
+MODES = ("ok", "flaky", "junk", "bad_tag", "http500", "slow", "bad_key")
 
 
 def images_of(body: dict) -> list[Image.Image]:
@@ -62,8 +62,13 @@ class FakeOpenAIServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
-                    status, payload = (server.image_reply(body, number) if self.path.endswith("/images/generations")
-                                       else server.reply(body, number))
+                    if server.mode == "bad_key":  # as hosted APIs do: the refused key is echoed back in the message
+                        key = self.headers.get("Authorization", "").split()[-1]
+                        status, payload = 401, {"error": {"message": f"Incorrect API key provided: {key}",
+                                                          "type": "invalid_request_error"}}
+                    else:
+                        status, payload = (server.image_reply(body, number)
+                                           if self.path.endswith("/images/generations") else server.reply(body, number))
                 finally:
                     with server._lock:
                         server.in_flight -= 1

@@ -22,7 +22,7 @@ VIEWPORT = {"width": 1400, "height": 1000}
 
 def prepare(folder: Path) -> None:
     from hibug_core.demo.build import ensure_demo
-    from hibug_core.jobs.kinds import embedding_map, generate, repair, search_failures
+    from hibug_core.jobs.kinds import run_kind
     from hibug_core.tagging.run import tag_project
 
     from hibug_core.attributes.library import library_schema
@@ -35,10 +35,11 @@ def prepare(folder: Path) -> None:
     save_schema(project, library_schema(task, project.model_classes(project.models()[0]), None), author="screenshots",
                 note="proposed by the built-in library")
     tag_project(project, encoder="conse", author="screenshots")
-    repair(project, {"seeds": [0, 1, 2], "author": "screenshots"}, lambda *_: None)
-    generate(project, {"images": 48, "author": "screenshots"}, lambda *_: None)
-    search_failures(project, {"label": "triangle", "captions": 4, "author": "screenshots"}, lambda *_: None)
-    embedding_map(project, {"encoder": "conse", "method": "umap"}, lambda *_: None)  # last: every image is on it
+    quiet = lambda *_: None  # noqa: E731
+    run_kind(project, "repair", {"seeds": [0, 1, 2]}, quiet, author="screenshots")
+    run_kind(project, "generate", {"images": 48}, quiet, author="screenshots")
+    run_kind(project, "failure search", {"label": "triangle", "captions": 4}, quiet, author="screenshots")
+    run_kind(project, "map", {"encoder": "conse", "method": "umap"}, quiet)  # last: every image is on it
     project.set_meta("screenshots", "ready")
     project.close()
 

@@ -23,7 +23,7 @@ def test_overview_of_the_demo(monkeypatch, demo_project):
     assert metrics["Images"] == "3,866"
     assert (metrics["train"], metrics["val"], metrics["test"], metrics["pool"]) == ("1,378", "800", "888", "800")
     assert metrics["val score"] == "87.9%" and metrics["test score"] == "89.0%"
-    assert at.sidebar.selectbox[0].value == "shape-cnn"
+    assert at.sidebar.selectbox(key="hibug_model").value == "shape-cnn"
     assert any("of 97 images" in c.value for c in at.caption)  # val errors
 
 
@@ -76,7 +76,7 @@ def create_from_path(folder, manifest) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60).run()
     by_label(at, "New project folder").set_value(str(folder))
     by_label(at, "…or the manifest's path on this server").set_value(str(manifest))
-    return at.button[0].click().run()
+    return at.button(key="create_submit").click().run()
 
 
 def write_manifest(folder, rows):

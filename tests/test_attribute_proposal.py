@@ -73,7 +73,7 @@ def test_nothing_usable_is_rejected_not_stored():
 
 
 def test_a_dead_server_says_what_to_do():
-    with pytest.raises(ProposalError, match="could not ask fake-llm at http://127.0.0.1:9/v1: .*built-in library"):
+    with pytest.raises(ProposalError, match="could not reach fake-llm at http://127.0.0.1:9/v1: Connection error. Check the server, or use the built-in library"):
         propose_with_llm(TASK, CLASSES, LLMConfig(base_url="http://127.0.0.1:9/v1", model="fake-llm",
                                                   transport_retries=0, timeout_s=2))
 

@@ -153,7 +153,7 @@ def test_report_repair_and_generate_commands(demo_project, tmp_path, capsys):
     assert main(["report", str(demo_project), "--output", str(tmp_path / "findings.txt")]) == 2
     assert ".html, .md or .csv" in capsys.readouterr().err
     shutil.copytree(demo_project, tmp_path / "demo")
-    assert main(["repair", str(tmp_path / "demo"), "--select-only", "--budget", "20",
+    assert main(["select", str(tmp_path / "demo"), "--budget", "20",
                  "--export", str(tmp_path / "selection.csv")]) == 0
     out = capsys.readouterr().out
     assert out.startswith("20 pool images selected by hibug (budget 20, unspent 0)")

@@ -12,14 +12,19 @@ import pytest
 from hibug_core.errors import HibugError
 from hibug_core.jobs import store as job_store
 from hibug_core.jobs.store import JobBusyError, create_job, get_job, jobs_frame, request_cancel
-from hibug_core.jobs.worker import resume, submit
+from hibug_core.jobs.kinds import EXTENSIONS_ENV, load_extensions
+from hibug_core.jobs.worker import main as worker_main, resume, submit
 
 TESTS = str(Path(__file__).resolve().parent)
 
 
 @pytest.fixture(autouse=True)
 def helpers_importable(monkeypatch):
+    """The test kinds are registered here and, through HIBUG_JOB_MODULES, in the worker."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv(EXTENSIONS_ENV, "job_helpers")
+    monkeypatch.syspath_prepend(TESTS)
+    load_extensions()
 
 
 def wait_for(project, job_id, statuses, timeout=120.0):
@@ -39,7 +44,7 @@ def test_an_embedding_job_runs_in_its_own_process_and_stores_its_result(colour_p
     job_id = submit(colour_project, "embed", {"encoder": "tiny-open_clip"}, author="ana")
     job = wait_for(colour_project, job_id, {"done", "failed"})
     assert job.status == "done", job.error
-    assert job.result == {"encoder": "tiny-open_clip", "samples": 12,
+    assert job.result == {"encoder": "tiny-open_clip", "samples": 12, "dimension": 64,
                           "summary": "12 images embedded with tiny-open_clip."}
     assert job.author == "ana" and job.finished_at is not None
     assert len(stored_embeddings(colour_project, "tiny-open_clip").sample_ids) == 12
@@ -48,7 +53,7 @@ def test_an_embedding_job_runs_in_its_own_process_and_stores_its_result(colour_p
 
 
 def test_progress_is_stored_and_a_second_job_of_the_kind_is_refused_until_cancelled(colour_project):
-    job_id = submit(colour_project, "job_helpers:count_slowly", {"steps": 400}, author="ben")
+    job_id = submit(colour_project, "count slowly", {"steps": 400}, author="ben")
     job = wait_for(colour_project, job_id, {"running"})
     deadline = time.time() + 30
     while get_job(colour_project, job_id).done == 0 and time.time() < deadline:
@@ -56,7 +61,7 @@ def test_progress_is_stored_and_a_second_job_of_the_kind_is_refused_until_cancel
     running = get_job(colour_project, job_id)
     assert running.stage == "counting" and 0 < running.done < 400 and running.total == 400
     with pytest.raises(JobBusyError, match=r"already running on this project \(job \d+, started by ben"):
-        submit(colour_project, "job_helpers:count_slowly", {}, author="cleo")
+        submit(colour_project, "count slowly", {}, author="cleo")
     request_cancel(colour_project, job_id, author="cleo")
     job = wait_for(colour_project, job_id, {"cancelled", "done", "failed"}, timeout=30)
     assert job.status == "cancelled" and "resume" in job.message
@@ -70,16 +75,29 @@ def test_progress_is_stored_and_a_second_job_of_the_kind_is_refused_until_cancel
 
 
 def test_a_failing_job_keeps_its_message_and_an_unknown_kind_fails_at_once(colour_project):
-    job_id = submit(colour_project, "job_helpers:fail_clearly", {})
+    job_id = submit(colour_project, "fail clearly", {})
     job = wait_for(colour_project, job_id, {"failed", "done"})
     assert job.status == "failed"
     assert job.error == "the model server at http://127.0.0.1:9 refused the connection; start it and resume"
-    with pytest.raises(HibugError, match="unknown job kind 'umbrella'; known: embed, tag, teach, map"):
+    with pytest.raises(HibugError, match="unknown job kind 'umbrella'; use one of: embed: "):
         submit(colour_project, "umbrella", {})
+    with pytest.raises(HibugError, match=r"^count slowly: steps = 'many': Input should be a valid integer, unable to "
+                                         r"parse string as an integer; pauses: Extra inputs are not permitted$"):
+        submit(colour_project, "count slowly", {"steps": "many", "pauses": 1})
+
+
+def test_the_worker_runs_only_registered_kinds_never_what_a_row_names(colour_project):
+    """A row in the shared jobs table (anyone with database access can write one) names a module:function; the
+    worker refuses it instead of importing and running it."""
+    job_id = create_job(colour_project, "job_helpers:leave_a_mark", {})
+    assert worker_main([str(colour_project.folder), str(job_id)]) == 0
+    job = get_job(colour_project, job_id)
+    assert job.status == "failed" and job.error.startswith("unknown job kind 'job_helpers:leave_a_mark'")
+    assert not (colour_project.folder / "MARK").exists()
 
 
 def test_a_killed_worker_is_seen_as_interrupted_frees_its_kind_and_resumes(colour_project, monkeypatch):
-    job_id = submit(colour_project, "job_helpers:count_slowly", {"steps": 2000}, author="dee")
+    job_id = submit(colour_project, "count slowly", {"steps": 2000}, author="dee")
     wait_for(colour_project, job_id, {"running"})
     while get_job(colour_project, job_id).done == 0:
         time.sleep(0.1)

@@ -38,7 +38,8 @@ def test_a_killed_tagging_worker_keeps_its_answers_and_the_resumed_run_asks_only
                                                                                          monkeypatch):
     tag_store.correct_tags(colour_project, "color", [3], "green", author="ana")  # committed before the run
     with FakeOpenAIServer(delay_s=0.4) as server:
-        params = {"attributes": ["color"], "llm": {"base_url": server.url, "model": "fake-vision", "concurrency": 1}}
+        monkeypatch.setenv("HIBUG_LLM_CONCURRENCY", "1")  # the worker inherits it: one request at a time
+        params = {"attributes": ["color"], "llm": True, "llm_base_url": server.url, "llm_model": "fake-vision"}
         job_id = submit(colour_project, "tag", params, author="ana")
         wait_until(lambda: answered(colour_project) >= 3, what="three committed answers")
         with read_connection(colour_project.engine) as connection:

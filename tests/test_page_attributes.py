@@ -17,20 +17,22 @@ def test_propose_from_the_library_and_save(monkeypatch, colour_project):
     assert not at.exception
     assert at.caption[0].value.startswith("version 1 · 11 attributes")
     at.text_area(key="propose_task").set_value("classify the shape of simple drawings")
-    at.button[0].click().run()  # the form's Propose
+    at.button(key="propose_submit").click().run()
     assert not at.exception
-    assert any(c.value.startswith("library entry 'objects'") for c in at.caption)
+    assert any(m.value.replace("\\", "").startswith("**Proposal** (the built-in 'objects' library (no language model)): ")
+               for m in at.markdown)
     at.button(key="propose_save").click().run()
     assert not at.exception
     assert latest_version(colour_project) == 2
     history = schema_history(colour_project)
-    assert history["note"].iat[0] == "proposed by built-in library" and history["author"].iat[0] == "ana"
+    assert history["note"].iat[0] == "proposed by the built-in 'objects' library (no language model)"
+    assert history["author"].iat[0] == "ana"
     assert "viewpoint" in load_schema(colour_project).names()
 
 
 def test_adding_proposed_attributes_keeps_the_current_ones(monkeypatch, colour_project):
     at = open_page(monkeypatch, colour_project)
-    at.button[0].click().run()
+    at.button(key="propose_submit").click().run()
     at.button(key="propose_merge").click().run()
     names = load_schema(colour_project).names()
     assert names[:2] == ["color", "is round"] and "viewpoint" in names and names.count("brightness") == 1

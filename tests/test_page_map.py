@@ -23,7 +23,7 @@ def test_the_map_is_computed_by_a_background_job(monkeypatch, colour_project):
     assert at.info[0].value.startswith("No PCA map of these images with tiny-open_clip yet")
     at.button(key="map_compute").click().run()
     job = jobs(colour_project, "map")[0]
-    assert job.params == {"encoder": "tiny-open_clip", "method": "pca"}
+    assert job.params == {"encoder": "tiny-open_clip", "method": "pca", "splits": None}  # every parameter, stored
     deadline = time.time() + 120
     while jobs(colour_project, "map")[0].live and time.time() < deadline:
         time.sleep(0.2)

@@ -43,7 +43,7 @@ def test_selection_lists_pool_images_for_the_worst_slices(monkeypatch, demo_proj
     assert not at.exception
     assert at.title[0].value == "Repair"
     labelled(at.selectbox, "Method").set_value("hibug")
-    at.number_input[0].set_value(40.0)
+    at.number_input(key="repair_select_budget").set_value(40.0)
     button(at, "Select pool images").click().run()
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}

@@ -89,7 +89,7 @@ def test_undo_a_tag_correction_from_the_audit_log(monkeypatch, demo_copy):
     with Project.open(demo_copy) as project:
         correct_tags(project, "color", [1, 2], "green", author="bo")
     at = open_page(monkeypatch, demo_copy)
-    at.tabs[2].checkbox[0].check().run()  # only edits that can be undone
+    at.checkbox(key="review_log_undoable").check().run()
     log = at.tabs[2].dataframe[0].value
     assert log["action"].tolist()[0] == "correct tag"  # newest first; the demo's attribute save follows
     labelled(at.button, "Undo").click().run()

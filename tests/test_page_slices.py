@@ -39,7 +39,7 @@ def test_a_link_opens_a_slice_with_its_settings(monkeypatch, demo_project):
     chosen = slice_id((("color", "blue"),))
     at = open_page(monkeypatch, demo_project, slice=chosen, gap="0.3", depth="2")
     assert not at.exception
-    assert at.number_input[0].value == 2 and at.number_input[2].value == 0.3
+    assert at.number_input(key="slices_depth").value == 2 and at.number_input(key="slices_gap").value == 0.3
     assert at.subheader[0].value == "color = blue"
     assert {m.label: m.value for m in at.metric}["Images"] == "90"
     children = at.dataframe[1].value
@@ -48,8 +48,8 @@ def test_a_link_opens_a_slice_with_its_settings(monkeypatch, demo_project):
 
 def test_settings_change_the_table_and_are_kept_in_the_url(monkeypatch, demo_project):
     at = open_page(monkeypatch, demo_project)
-    at.number_input[2].set_value(0.5)
-    at.button[0].click().run()
+    at.number_input(key="slices_gap").set_value(0.5)
+    at.button(key="slices_settings_submit").click().run()
     assert not at.exception
     assert at.query_params["gap"] == "0.5"
     assert at.caption[0].value.endswith("2 error slices (score below 37.9%)")

@@ -21,8 +21,10 @@ def test_a_tagging_job_starts_from_the_form_and_its_result_shows(monkeypatch, co
     assert not at.exception
     sources = at.tabs[1].dataframe[0].value  # before any run, the imported colours are the only source
     assert sources[["attribute", "label", "in_force"]].values.tolist() == [["color", "imported tags", "✓"]]
-    at.selectbox[0].set_value("tiny-open_clip")
-    at.button[0].click().run()  # Start tagging
+    assert at.selectbox(key="tag_run_encoder").options == ["conse", "other…"]  # test-only encoders are not offered
+    at.selectbox(key="tag_run_encoder").set_value("other…")
+    at.text_input(key="tag_run_other_encoder").set_value("tiny-open_clip")  # typed, as any encoder spec can be
+    at.button(key="tag_run_submit").click().run()
     assert not at.exception
     job = jobs(colour_project, "tag")[0]
     assert job.params["encoder"] == "tiny-open_clip" and job.author == "ana"
@@ -90,3 +92,20 @@ def test_teaching_by_example_stores_examples(monkeypatch, colour_project):
     examples = tag_store.corrections(colour_project, "color")
     assert examples["kind"].tolist() == ["example", "example"] and set(examples["tag"]) == {"red"}
     assert any(c.value == "Examples so far: red: 2, green: 0, blue: 0" for c in at.caption)
+
+
+def test_an_audit_click_on_an_image_a_teammate_reviewed_meanwhile_is_refused(monkeypatch, colour_project):
+    """The audit grid shows unreviewed images; the click says so (seen = no correction), and the store refuses it
+    when a teammate reviewed the image in between, instead of silently overwriting their tag."""
+    tag_project(colour_project, encoder="tiny-open_clip")
+    at = open_page(monkeypatch, colour_project)
+    at.selectbox(key="tagging_audit_attribute").set_value("dominant colour").run()
+    at.selectbox(key="tagging_audit_tag").set_value("red").run()
+    confirm = [b for b in at.button if b.key and b.key.startswith("confirm_dominant colour_")][0]
+    sample_id = int(confirm.key.rsplit("_", 1)[1])
+    tag_store.correct_tags(colour_project, "dominant colour", [sample_id], "blue", author="ben")  # meanwhile
+    confirm.click().run()
+    assert not at.exception
+    assert "ben" in at.error[0].value and "blue" in at.error[0].value
+    people = tag_store.corrections(colour_project, "dominant colour")
+    assert people[["sample_id", "tag", "actor"]].values.tolist() == [[sample_id, "blue", "ben"]]

@@ -39,7 +39,7 @@ def test_invalid_replies_are_retried_with_the_reason(colour_project):
         tag_with_llm(colour_project, config(server))
     assert len(server.requests) == 24
     follow_up = server.requests[-1]["messages"][-1]["content"]
-    assert "not valid" in follow_up and "not JSON" in follow_up
+    assert "could not be used" in follow_up and "not JSON" in follow_up
     assert list(current_tags(colour_project).tags["color"].astype(str)) == ["red", "green", "blue"] * 4
 
 

@@ -12,7 +12,8 @@ import pandas as pd
 from hibug_core.attributes.library import COLOURS
 from hibug_core.attributes.propose import FORMAT, ProposalError, ProposalResult, ask_structured, repair
 from hibug_core.attributes.schema import NOT_VISIBLE, AttributeSchema
-from hibug_core.llm.client import LLMConfig, image_data_url, make_client, parse_json_reply
+from hibug_core.llm.client import (LLMAnswerError, LLMConfig, LLMUnavailable, ask, image_data_url, make_client,
+                                   parse_json_reply)
 
 # Candidate values the zero-shot encoder chooses among when there is no multimodal model, by attribute keyword.
 VOCABULARY = {
@@ -80,17 +81,16 @@ def _values_from_llm(paths: list[str], labels: list[str | None], schema: Attribu
                 "examples if it fits, otherwise your own word (or 'not visible').\n" +
                 "\n".join(f'- "{a.name}", e.g. {", ".join(a.tags)}' for a in asked) +
                 f"\nThe image shows a {label}." * bool(label) + "\nAnswer with one JSON object: attribute -> value.")
+        content = [{"type": "text", "text": text}, {"type": "image_url", "image_url": {"url": image_data_url(path)}}]
         try:
-            content = [{"type": "text", "text": text},
-                       {"type": "image_url", "image_url": {"url": image_data_url(path)}}]
-            reply = client.chat.completions.create(model=config.model, temperature=0, response_format={
-                "type": "json_object"}, messages=[{"role": "user", "content": content}])
-            answer = parse_json_reply(reply.choices[0].message.content if reply.choices else None)
-        except ValueError as error:
-            notes.append(f"an answer was skipped: {error}")
+            answer = ask(client, config, [{"role": "user", "content": content}], parse=parse_json_reply,
+                         format_hint="Answer with one JSON object: attribute -> value.",
+                         response_format={"type": "json_object"})
+        except LLMAnswerError as error:
+            notes.append(f"an answer was skipped: {error.problem}")
             continue
-        except Exception as error:  # transport and status errors end the pass
-            raise ProposalError(f"could not ask {config.describe()}: {error}") from None
+        except LLMUnavailable as error:  # the server is down: the pass ends
+            raise ProposalError(f"{error}; nothing was changed") from None
         for attribute in asked:
             value = answer.get(attribute.name)
             if isinstance(value, str) and 0 < len(value.split()) <= 3:

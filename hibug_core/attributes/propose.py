@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from hibug_core.attributes.schema import BINARY_TAGS, NOT_VISIBLE, Attribute, AttributeSchema
 from hibug_core.errors import HibugError
-from hibug_core.llm.client import LLMConfig, ask_json, make_client
+from hibug_core.llm.client import LLMAnswerError, LLMConfig, LLMUnavailable, ask_json, make_client
 
 
 class ProposalError(HibugError):
@@ -36,6 +36,7 @@ class ProposalResult:
     schema: AttributeSchema
     notes: list[str] = field(default_factory=list)  # every repair and rejection, for the person to review
     method: str = "hibug2"
+    source: str = ""  # who proposed it, for the version's note
 
 
 HIBUG_PROMPT = """You help debug an image model. Task: {task}. Classes: {classes}.
@@ -128,9 +129,13 @@ def _formats(template: str) -> bool:
 
 
 def ask_structured(client, config: LLMConfig, messages: list[dict]) -> tuple[Proposal | None, str]:
-    """One structured attribute request with bounded retries; (proposal, last problem)."""
-    return ask_json(client, config, messages, Proposal, name="attributes", format_hint=FORMAT, error=ProposalError,
-                    fallback="use the built-in library (no language model)")
+    """One structured attribute request with bounded retries; (proposal or None, last problem)."""
+    try:
+        return ask_json(client, config, messages, Proposal, name="attributes", format_hint=FORMAT), ""
+    except LLMAnswerError as error:
+        return None, error.problem
+    except LLMUnavailable as error:
+        raise ProposalError(f"{error}. Check the server, or use the built-in library (no language model)") from None
 
 
 def propose_with_llm(task: str, classes: list[str], config: LLMConfig, *, method: str = "hibug2",
@@ -164,3 +169,23 @@ def propose_with_llm(task: str, classes: list[str], config: LLMConfig, *, method
             notes.append(f"self-check gave nothing usable ({problem or 'every attribute rejected'}); kept the first "
                          "proposal")
     return ProposalResult(AttributeSchema(attributes=tuple(attributes), task=task), notes, method)
+
+
+def propose_for_project(project, op, *, model: str | None = None, api_key: str | None = None) -> ProposalResult:
+    """A proposal for a project (a ProposeAttributes operation): the language model's, or the built-in library's
+    entry for the task (chosen from the task and the model's classes unless named) plus the measured attributes.
+    Nothing is stored; the caller saves it as a version."""
+    from hibug_core.attributes.library import choose_task_type, library_schema
+
+    models = project.models()
+    model = model or (models[0] if models else None)
+    classes = (project.model_classes(model) if model else None) or []
+    task = (op.task or "").strip() or project.name
+    if op.llm:
+        config = op.llm_config()
+        result = propose_with_llm(task, classes, config, method=op.method, api_key=api_key)
+        result.source = f"{config.model} ({op.method} flow)"
+        return result
+    kind = op.library or choose_task_type(task, classes)
+    return ProposalResult(library_schema(task, classes, kind), [], "library",
+                          f"the built-in '{kind}' library (no language model)")

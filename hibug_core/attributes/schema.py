@@ -118,6 +118,14 @@ class AttributeSchema(BaseModel):
         kept.insert(position, attribute)
         return self.model_copy(update={"attributes": tuple(kept)})
 
+    def with_new_from(self, other: "AttributeSchema") -> "AttributeSchema":
+        """This schema plus the attributes of `other` it does not have (merging a proposal into people's edits)."""
+        merged = self
+        for attribute in other.attributes:
+            if attribute.name not in self.names():
+                merged = merged.replace(attribute)
+        return merged
+
     def to_json(self) -> str:
         return self.model_dump_json()
 

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import socket
 from typing import Iterator
 
+from hibug_core.cache import process_cache
 
-@functools.lru_cache(maxsize=1)
+
+@process_cache("hub reachable", max_items=1)
 def hub_reachable(timeout_s: float = 3.0) -> bool:
     """True when huggingface.co answers a TCP connect; without this, an offline load retries for a minute."""
     if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):

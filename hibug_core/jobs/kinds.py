@@ -1,133 +1,154 @@
-"""The long work the dashboard runs as background jobs: each takes (project, params, progress) and returns a summary."""
+"""The long work the dashboard runs as background jobs: each kind runs one operation (hibug_core.operations) with a
+progress callback and returns a JSON-able result with a one-line "summary"."""
 from __future__ import annotations
 
-from hibug_core.embeddings.registry import DEFAULT_ENCODER
+import importlib
+import os
+
+from hibug_core.operations import (Embed, EmbeddingMap, FailureSearch, Generate, Operation, Repair, Tag, Teach,
+                                   register_operation)
+from hibug_core.registry import Registry
+
+JOB_KINDS = Registry("job kind")  # name = the operation's kind; build(project, operation, progress, author)
+EXTENSIONS_ENV = "HIBUG_JOB_MODULES"  # comma-separated modules that register more kinds (read by the worker)
 
 
-def embed(project, params: dict, progress) -> dict:
-    """params: encoder, splits (default: all)."""
-    from hibug_core.embeddings.compute import embed_project
+def job_kind(op: type[Operation]):
+    """Decorator: the function runs operation `op` as a background job (op.kind names the job kind)."""
+    def decorate(function):
+        register_operation(op)
+        JOB_KINDS.add(op.kind, op.summary, function)
+        return function
+    return decorate
 
-    encoder = params.get("encoder", DEFAULT_ENCODER)
-    embeddings = embed_project(project, encoder, sample_ids=project.split_ids(params.get("splits")), progress=progress)
-    return {"encoder": encoder, "samples": len(embeddings.sample_ids),
-            "summary": f"{len(embeddings.sample_ids):,} images embedded with {encoder}."}
+
+def load_extensions() -> None:
+    """Import the modules named in HIBUG_JOB_MODULES, which register their own kinds with @job_kind. The jobs table
+    only names a kind: a worker never imports what a row names."""
+    for name in filter(None, (part.strip() for part in os.environ.get(EXTENSIONS_ENV, "").split(","))):
+        importlib.import_module(name)
 
 
-def tag(project, params: dict, progress) -> dict:
-    """params: attributes (default: every enabled one), splits, and either encoder (zero-shot and measured) or
-    llm {base_url, model} (multimodal LLM; the key comes from the worker's environment, never from params)."""
-    ids = project.split_ids(params.get("splits"))
-    attributes = params.get("attributes")
-    if params.get("llm"):
-        from hibug_core.llm.client import LLMConfig
+@job_kind(Embed)
+def embed(project, op: Embed, progress, author: str | None = None) -> dict:
+    from hibug_core.embeddings.compute import EmbedConfig, embed_project
+
+    ids = project.split_ids(op.splits)
+    if op.ray:
+        from hibug_core.embeddings.ray_backend import embed_with_ray
+
+        embeddings = embed_with_ray(project, op.encoder, sample_ids=ids, batch_size=op.batch_size,
+                                    actors=op.ray_actors, address=op.ray_address, progress=progress)
+    else:
+        embeddings = embed_project(project, op.encoder, sample_ids=ids, progress=progress,
+                                   config=EmbedConfig(batch_size=op.batch_size, workers=op.workers))
+    return {"encoder": op.encoder, "samples": len(embeddings.sample_ids),
+            "dimension": int(embeddings.embedding.shape[1]),
+            "summary": f"{len(embeddings.sample_ids):,} images embedded with {op.encoder}."}
+
+
+@job_kind(Tag)
+def tag(project, op: Tag, progress, author: str | None = None) -> dict:
+    """Zero-shot and measured tags with the encoder, or a multimodal LLM (the key comes from the worker's environment,
+    never from the operation)."""
+    from hibug_core.tagging.sources import run_digest
+
+    ids = project.split_ids(op.splits)
+    if op.llm:
         from hibug_core.tagging.mllm import tag_with_llm
 
-        config = LLMConfig.from_env(**params["llm"])
-        runs = [tag_with_llm(project, config, attributes=attributes, sample_ids=ids, progress=progress,
-                             author=params.get("author"))]
+        runs = [tag_with_llm(project, op.llm_config(), attributes=op.attributes, sample_ids=ids, progress=progress,
+                             author=author)]
     else:
         from hibug_core.tagging.run import tag_project
 
-        runs = tag_project(project, encoder=params.get("encoder", DEFAULT_ENCODER), attributes=attributes,
-                           sample_ids=ids, progress=progress, author=params.get("author"))
-    from hibug_core.tagging.sources import run_digest
-
+        runs = tag_project(project, encoder=op.encoder, attributes=op.attributes, model=op.model, sample_ids=ids,
+                           progress=progress, author=author)
     return {"runs": runs,
             "summary": f"Tagging run(s) {', '.join(f'#{r}' for r in runs)} stored. {run_digest(project, runs)}"}
 
 
-def teach(project, params: dict, progress) -> dict:
-    """params: attribute, examples {sample id: tag} (may be empty: teach from the examples already given), encoder."""
+@job_kind(Teach)
+def teach(project, op: Teach, progress, author: str | None = None) -> dict:
     from hibug_core.tagging.run import teach as teach_attribute
-
-    examples = {int(k): v for k, v in (params.get("examples") or {}).items()}
-    run_id, report = teach_attribute(project, params["attribute"], examples,
-                                     encoder=params.get("encoder", DEFAULT_ENCODER), progress=progress,
-                                     author=params.get("author"))
     from hibug_core.tagging.sources import run_digest
 
-    return {"run": run_id, "cv_accuracy": report.cv_accuracy, "examples": report.examples,
-            "summary": f"Taught '{params['attribute']}' from {sum(report.examples.values())} examples: "
+    run_id, report = teach_attribute(project, op.attribute, dict(op.examples), encoder=op.encoder, progress=progress,
+                                     author=author)
+    return {"run": run_id, "cv_accuracy": report.cv_accuracy, "cv_std": report.cv_std, "folds": report.folds,
+            "examples": report.examples,
+            "summary": f"Taught '{op.attribute}' from {sum(report.examples.values())} examples: "
                        f"cross-validated accuracy {report.cv_accuracy:.1%}. {run_digest(project, [run_id])}"}
 
 
-def embedding_map(project, params: dict, progress) -> dict:
-    """params: encoder, splits, method (umap or pca): embeds what is missing, then lays out the 2-D map."""
+@job_kind(EmbeddingMap)
+def embedding_map(project, op: EmbeddingMap, progress, author: str | None = None) -> dict:
     from hibug_core.embeddings.compute import embed_project
     from hibug_core.embeddings.projection import MapConfig, compute_map
 
-    encoder = params.get("encoder", DEFAULT_ENCODER)
-    ids = project.split_ids(params.get("splits"))
-    embed_project(project, encoder, sample_ids=ids, progress=progress)
-    config = MapConfig(method=params.get("method", MapConfig.method))
-    layout = compute_map(project, encoder, sample_ids=ids, config=config, progress=progress)
-    return {"encoder": encoder, "points": len(layout),
-            "summary": f"Map of {len(layout):,} images laid out ({config.method}, {encoder})."}
+    ids = project.split_ids(op.splits)
+    embed_project(project, op.encoder, sample_ids=ids, progress=progress)
+    layout = compute_map(project, op.encoder, sample_ids=ids, config=MapConfig(method=op.method), progress=progress)
+    return {"encoder": op.encoder, "points": len(layout),
+            "summary": f"Map of {len(layout):,} images laid out ({op.method}, {op.encoder})."}
 
 
-def generate(project, params: dict, progress) -> dict:
-    """params: generator, images, seed, steps, and either prompts (rows with prompt, label, slice_id, slice, weight:
-    edited on the page) or method (hibug / backgrounds) with top, encoder and llm {base_url, model}."""
+@job_kind(Generate)
+def generate(project, op: Generate, progress, author: str | None = None) -> dict:
     import pandas as pd
 
     from hibug_core.repair.generated import generate_for_prompts
     from hibug_core.repair.generators import load_generator
     from hibug_core.repair.prompts import build_prompts
 
-    if params.get("prompts"):
-        prompts = pd.DataFrame(params["prompts"])
+    if op.prompt_rows:
+        prompts = pd.DataFrame(op.prompt_rows)
     else:
-        llm = None
-        if params.get("llm"):
-            from hibug_core.llm.client import LLMConfig
-
-            llm = LLMConfig.from_env(**params["llm"])
-        prompts = build_prompts(project, params.get("method", "hibug"), model=params.get("model"),
-                                top=int(params.get("top", 5)), llm=llm, encoder=params.get("encoder", DEFAULT_ENCODER),
-                                progress=progress)
-    generator = load_generator(params.get("generator", "shape-world renderer"), steps=int(params.get("steps", 25)))
-    run_id = generate_for_prompts(project, generator, prompts, int(params.get("images", 100)),
-                                  seed=int(params.get("seed", 0)), author=params.get("author"), progress=progress)
-    images = int(params.get("images", 100))
-    return {"run": run_id, "images": images, "generator": generator.name,
-            "summary": f"{images:,} images generated with {generator.name} for {len(prompts)} prompt(s) "
+        prompts = build_prompts(project, op.prompts, model=op.model, top=op.top,
+                                llm=op.llm_config() if op.llm else None, encoder=op.encoder, progress=progress)
+    generator = load_generator(op.generator, steps=op.steps)
+    run_id = generate_for_prompts(project, generator, prompts, op.images, seed=op.seed, author=author,
+                                  progress=progress)
+    return {"run": run_id, "images": op.images, "generator": generator.name, "prompts": len(prompts),
+            "summary": f"{op.images:,} images generated with {generator.name} for {len(prompts)} prompt(s) "
                        f"(generation run #{run_id}); they are the split 'generated'."}
 
 
-def repair(project, params: dict, progress) -> dict:
-    """params: see hibug_core.repair.loop.repair_config."""
-    from hibug_core.repair.loop import repair_config, run_repair
+@job_kind(Repair)
+def repair(project, op: Repair, progress, author: str | None = None) -> dict:
+    from hibug_core.repair.loop import run_repair
 
-    result = run_repair(project, repair_config(params), author=params.get("author"), progress=progress)
+    result = run_repair(project, op.repair_config(), author=author, progress=progress)
     return {"run": result.run_id, "models": len(result.runs), "summary": result.verdict()}
 
 
-def search_failures(project, params: dict, progress) -> dict:
-    """params: label, model, generator, captioner (renderer / llm), llm {base_url, model}, baseline, images, captions,
-    seed. The table is kept as a repair run of kind "failure search"."""
+@job_kind(FailureSearch)
+def search_failures(project, op: FailureSearch, progress, author: str | None = None) -> dict:
+    """The table is kept as a repair run of kind "failure search"."""
     from hibug_core.repair.failure_search import (FailureSearchConfig, LLMCaptioner, RendererCaption,
                                                   failure_search, network_predictor)
     from hibug_core.repair.generators import load_generator
     from hibug_core.repair.runs import finish_run, start_run
 
-    predict = network_predictor(project, params.get("model") or project.models()[0])
-    generator = load_generator(params.get("generator", "shape-world renderer"), steps=int(params.get("steps", 25)))
-    if params.get("captioner") == "llm":
-        from hibug_core.llm.client import LLMConfig
-
-        captioner = LLMCaptioner(LLMConfig.from_env(**(params.get("llm") or {})))
-    else:
-        captioner = RendererCaption()
-    config = FailureSearchConfig(images_per_caption=int(params.get("images", 32)),
-                                 captions=int(params.get("captions", 8)), seed=int(params.get("seed", 0)))
-    run_id = start_run(project, "failure search", {**params, "generator": generator.name,
-                                                    "captioner": captioner.name}, author=params.get("author"))
-    table = failure_search(generator, predict, captioner, params["label"], baseline_prompt=params.get("baseline"),
-                           config=config, progress=progress)
-    finish_run(project, run_id, {"label": params["label"], "significant": int(table["significant"].sum()),
-                                 "table": table.to_dict("records")}, author=params.get("author"))
+    predict = network_predictor(project, op.model or project.models()[0])
+    generator = load_generator(op.generator, steps=op.steps)
+    captioner = LLMCaptioner(op.llm_config()) if op.captioner == "llm" else RendererCaption()
+    config = FailureSearchConfig(images_per_caption=op.images, captions=op.captions, seed=op.seed)
+    run_id = start_run(project, "failure search", {**op.params(), "generator": generator.name,
+                                                    "captioner": captioner.name}, author=author)
+    table = failure_search(generator, predict, captioner, op.label, baseline_prompt=op.baseline, config=config,
+                           progress=progress)
     significant = int(table["significant"].sum())
+    finish_run(project, run_id, {"label": op.label, "significant": significant, "table": table.to_dict("records")},
+               author=author)
     return {"run": run_id, "captions": len(table), "significant": significant,
             "summary": f"{len(table)} captions of failures tested; {significant} make the model fail significantly "
                        "more often than the baseline prompt."}
+
+
+def run_kind(project, kind: str, params: dict, progress, author: str | None = None) -> dict:
+    """Validate `params` as the kind's operation, then run it (what the worker does with a stored job)."""
+    from hibug_core.operations import operation
+
+    entry = JOB_KINDS.get(kind)
+    return entry.build(project, operation(kind).build(params), progress, author)

@@ -2,7 +2,6 @@
 job's kind with a progress callback that stores progress (throttled), beats a heartbeat and honours cancel."""
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import subprocess
@@ -13,31 +12,21 @@ import traceback
 from pathlib import Path
 
 from hibug_core.errors import HibugError
+from hibug_core.operations import operation
+from hibug_core.jobs.kinds import JOB_KINDS, run_kind
 from hibug_core.jobs.store import (JobCancelled, create_job, finish_job, get_job, mark_running, report_progress)
 
 logger = logging.getLogger(__name__)
 
-# Job kinds by name -> "module:function"; a function takes (project, params, progress) and returns a JSON-able dict.
-KINDS = {
-    "embed": "hibug_core.jobs.kinds:embed",
-    "tag": "hibug_core.jobs.kinds:tag",
-    "teach": "hibug_core.jobs.kinds:teach",
-    "map": "hibug_core.jobs.kinds:embedding_map",
-    "generate": "hibug_core.jobs.kinds:generate",
-    "repair": "hibug_core.jobs.kinds:repair",
-    "failure search": "hibug_core.jobs.kinds:search_failures",
-}
 HEARTBEAT_S = 5.0
 REPORT_EVERY_S = 0.5
 LOG_DIR = "jobs"
 
 
-def _function(kind: str):
-    target = KINDS.get(kind, kind)
-    if ":" not in target:
-        raise HibugError(f"unknown job kind '{kind}'; known: {', '.join(KINDS)} (or 'module:function')")
-    module, name = target.split(":", 1)
-    return getattr(importlib.import_module(module), name)
+def _checked(kind: str, params: dict | None) -> dict:
+    """The parameters of a registered kind, validated as its operation and with every default filled in."""
+    JOB_KINDS.get(kind)  # only registered kinds run; an unknown one fails here, in the caller
+    return operation(kind).build(params or {}).params()
 
 
 def submit(project, kind: str, params: dict | None = None, *, author: str | None = None,
@@ -46,8 +35,8 @@ def submit(project, kind: str, params: dict | None = None, *, author: str | None
 
     secrets: environment variables for the job's process only (an API key from Streamlit secrets); they are never
     stored with the job or written to its log."""
-    _function(kind)  # an unknown kind fails here, in the caller, not in a process nobody watches
-    job_id = create_job(project, kind, params or {}, author=author, resumed_from=resumed_from)
+    params = _checked(kind, params)  # bad parameters fail here, in the caller, not in a process nobody watches
+    job_id = create_job(project, kind, params, author=author, resumed_from=resumed_from)
     log_dir = Path(project.folder) / LOG_DIR
     log_dir.mkdir(exist_ok=True)
     with open(log_dir / f"job-{job_id}.log", "ab") as log:
@@ -103,7 +92,7 @@ def run_job(project, job_id: int) -> None:
     heartbeat = threading.Thread(target=reporter.beat, args=(stop,), daemon=True)
     heartbeat.start()
     try:
-        result = _function(job.kind)(project, {**job.params, "author": job.author}, reporter)
+        result = run_kind(project, job.kind, job.params, reporter, author=job.author)
     except JobCancelled:
         finish_job(project, job_id, "cancelled", message="cancelled; what was stored is kept, resume to finish")
     except HibugError as error:
@@ -118,9 +107,10 @@ def run_job(project, job_id: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import hibug_core  # noqa: F401  (installs the torchvision import hook before any job imports it)
+    from hibug_core.jobs.kinds import load_extensions
     from hibug_core.store.project import Project
 
+    load_extensions()
     folder, job_id = (argv or sys.argv[1:])[:2]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with Project.open(folder) as project:

@@ -4,11 +4,14 @@ from __future__ import annotations
 import base64
 import io
 import json
+import logging
 import os
 import re
 from dataclasses import dataclass, replace
 
-from hibug_core.errors import ModelLoadError
+from hibug_core.errors import HibugError, ModelLoadError
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -26,9 +29,15 @@ class LLMConfig:
 
     @classmethod
     def from_env(cls, **overrides) -> "LLMConfig":
-        """Settings from HIBUG_LLM_BASE_URL / OPENAI_BASE_URL and HIBUG_LLM_MODEL, then `overrides`."""
+        """Settings from HIBUG_LLM_BASE_URL / OPENAI_BASE_URL, HIBUG_LLM_MODEL and HIBUG_LLM_CONCURRENCY, then
+        `overrides`."""
         config = cls(base_url=os.environ.get("HIBUG_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL") or None,
-                     model=os.environ.get("HIBUG_LLM_MODEL", cls.model))
+                     model=os.environ.get("HIBUG_LLM_MODEL") or cls.model)
+        concurrency = os.environ.get("HIBUG_LLM_CONCURRENCY", "").strip()
+        if concurrency:
+            if not concurrency.isdigit() or int(concurrency) < 1:
+                raise ModelLoadError(f"HIBUG_LLM_CONCURRENCY must be a whole number of at least 1, not {concurrency!r}")
+            config = replace(config, concurrency=int(concurrency))
         return replace(config, **{k: v for k, v in overrides.items() if v is not None})
 
     def describe(self) -> str:
@@ -78,36 +87,86 @@ def parse_json_reply(content: str | None) -> dict:
         value = json.loads(text)
     except json.JSONDecodeError as error:
         raise ValueError(f"the reply is not JSON ({error.msg} at character {error.pos}): {text[:80]!r}") from None
+    except RecursionError:
+        raise ValueError("the reply is JSON nested too deeply to read") from None
     if not isinstance(value, dict):
         raise ValueError(f"the reply is JSON but not an object: {text[:80]!r}")
     return value
 
 
-def ask_json(client, config: LLMConfig, messages: list[dict], schema, *, name: str, format_hint: str, error,
-             fallback: str):
-    """A structured request (JSON matching the pydantic model `schema`) with bounded retries, each telling the model
-    what was wrong; (parsed reply or None, last problem). A transport failure raises `error` naming `fallback`."""
-    from pydantic import ValidationError
+class LLMUnavailable(ModelLoadError):
+    """The server could not be reached, refused the key, or does not serve the model: asking again will not help."""
+
+
+class LLMAnswerError(HibugError, ValueError):
+    """No usable answer after every attempt; `problem` says what was wrong with the last one."""
+
+    def __init__(self, config: LLMConfig, problem: str):
+        self.problem = problem
+        super().__init__(f"no valid answer from {config.describe()} after {config.attempts} attempts; last problem: "
+                         f"{problem}")
+
+
+_KEY_LIKE = re.compile(r"\b(sk|key|api)[-_][A-Za-z0-9*_\-]{6,}", re.IGNORECASE)
+
+
+def scrub(message: str, config: LLMConfig, api_key: str | None = None) -> str:
+    """A server's error message without any key in it (some echo a masked key back)."""
+    for secret in (api_key, os.environ.get(config.api_key_env)):
+        if secret:
+            message = message.replace(secret, "[key hidden]")
+    return _KEY_LIKE.sub("[key hidden]", message)
+
+
+def ask(client, config: LLMConfig, messages: list[dict], *, parse, format_hint: str,
+        response_format: dict | None = None):
+    """The one way hibug asks a language model. `parse(content)` returns the value or raises ValueError with what
+    was wrong; an unusable reply (invalid, refused, or a 4xx the model caused) is asked again, telling the model what
+    was wrong, up to config.attempts times, then LLMAnswerError. Unreachable servers, bad keys, unknown models, rate
+    limits and 5xx (after the client's own retries) raise LLMUnavailable. Nothing logged carries the key."""
+    import openai
 
     problem = "no attempt made"
-    for _ in range(config.attempts):
+    for attempt in range(1, config.attempts + 1):
+        logger.debug("asking %s (attempt %d of %d)", config.describe(), attempt, config.attempts)
+        options = {"response_format": response_format} if response_format else {}
+        content = ""
         try:
-            reply = client.chat.completions.create(
-                model=config.model, messages=messages, temperature=0,
-                response_format={"type": "json_schema", "json_schema": {
-                    "name": name, "schema": schema.model_json_schema()}})
-        except Exception as failure:  # openai transport / status errors
-            raise error(f"could not ask {config.describe()}: {failure}. Check the server, or {fallback}.") from None
-        message = reply.choices[0].message if reply.choices else None
-        content = getattr(message, "content", None)
-        if getattr(message, "refusal", None):
-            problem = f"the model refused: {message.refusal}"
+            reply = client.chat.completions.create(model=config.model, messages=messages, temperature=0, **options)
+        except (openai.APIConnectionError, openai.APITimeoutError) as error:
+            raise LLMUnavailable(f"could not reach {config.describe()}: {scrub(str(error), config).rstrip('.')}") \
+                from None
+        except openai.APIStatusError as error:
+            if error.status_code >= 500 or error.status_code in (401, 403, 404, 429):
+                raise LLMUnavailable(f"{config.describe()} answered HTTP {error.status_code}: "
+                                     f"{scrub(str(error.message), config).rstrip('.')}") from None
+            problem = f"HTTP {error.status_code}: {scrub(str(error.message), config)}"
         else:
-            try:
-                return schema.model_validate(parse_json_reply(content)), ""
-            except (ValueError, ValidationError) as failure:
-                problem = str(failure).splitlines()[0] if not isinstance(failure, ValidationError) else \
-                    f"the JSON does not match the format: {failure.errors()[0]['loc']} {failure.errors()[0]['msg']}"
-        messages = [*messages, {"role": "assistant", "content": content or ""},
+            message = reply.choices[0].message if reply.choices else None
+            content = getattr(message, "content", None) or ""
+            if getattr(message, "refusal", None):
+                problem = f"the model refused: {message.refusal}"
+            else:
+                try:
+                    return parse(content)
+                except ValueError as error:
+                    problem = str(error).splitlines()[0] if str(error) else type(error).__name__
+        messages = [*messages, {"role": "assistant", "content": content},
                     {"role": "user", "content": f"That answer could not be used ({problem}). {format_hint}"}]
-    return None, problem
+    logger.info("no valid answer from %s: %s", config.describe(), problem)
+    raise LLMAnswerError(config, problem)
+
+
+def ask_json(client, config: LLMConfig, messages: list[dict], schema, *, name: str, format_hint: str):
+    """ask() for a JSON object matching the pydantic model `schema` (structured outputs where the server has them)."""
+    from pydantic import ValidationError
+
+    def parse(content: str):
+        try:
+            return schema.model_validate(parse_json_reply(content))
+        except ValidationError as failure:
+            first = failure.errors()[0]
+            raise ValueError(f"the JSON does not match the format: {first['loc']} {first['msg']}") from None
+
+    return ask(client, config, messages, parse=parse, format_hint=format_hint, response_format={
+        "type": "json_schema", "json_schema": {"name": name, "schema": schema.model_json_schema()}})

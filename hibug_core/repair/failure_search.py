@@ -69,19 +69,20 @@ class LLMCaptioner:
         self.name = config.describe()
 
     def caption(self, image, prompt: str, seed: int) -> str:
-        from hibug_core.llm.client import image_data_url
+        from hibug_core.llm.client import LLMAnswerError, LLMUnavailable, ask, image_data_url
 
-        url = image_data_url(image)
+        def one_line(content: str) -> str:
+            if not content.strip():
+                raise ValueError("the caption was empty")
+            return " ".join(content.split())
+
+        messages = [{"role": "user", "content": [{"type": "text", "text": CAPTION_REQUEST},
+                                                 {"type": "image_url", "image_url": {"url": image_data_url(image)}}]}]
         try:
-            reply = self.client.chat.completions.create(model=self.config.model, temperature=0, messages=[
-                {"role": "user", "content": [{"type": "text", "text": CAPTION_REQUEST},
-                                             {"type": "image_url", "image_url": {"url": url}}]}])
-        except Exception as error:  # openai transport / status errors
+            return ask(self.client, self.config, messages, parse=one_line, format_hint="Describe the image in a few "
+                       "sentences.")
+        except (LLMAnswerError, LLMUnavailable) as error:
             raise FailureSearchError(f"could not caption with {self.name}: {error}") from None
-        text = (reply.choices[0].message.content or "").strip() if reply.choices else ""
-        if not text:
-            raise FailureSearchError(f"{self.name} returned an empty caption")
-        return " ".join(text.split())
 
 
 def sentences(caption: str) -> list[str]:

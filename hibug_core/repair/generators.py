@@ -14,18 +14,12 @@ import numpy as np
 
 from hibug_core.errors import ModelLoadError
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.registry import Registry, UnknownChoice
 
 logger = logging.getLogger(__name__)
 
 SHAPE_RENDERER = "shape-world renderer"
-GENERATOR_HELP = {
-    SHAPE_RENDERER: "procedural easy-vqa shapes drawn from the prompt's words (the demo's offline stand-in for a "
-                    "diffusion model; not a generative model)",
-    "diffusers:<hub id or folder>": "a Stable Diffusion family pipeline through diffusers (fp16 on GPU, fp32 on CPU); "
-                                    "offline it needs the weights in a local folder or the Hugging Face cache",
-    "openai:<model>": "the OpenAI images API (e.g. openai:gpt-image-1); key from OPENAI_API_KEY or Streamlit secrets",
-    "diffusers:tiny-random": "a tiny random pipeline built from config (tests; draws noise)",
-}
+GENERATORS = Registry("generator")
 
 
 class Generator(Protocol):
@@ -224,15 +218,31 @@ class OpenAIImagesGenerator:
         return images
 
 
+@GENERATORS.register(SHAPE_RENDERER, "procedural easy-vqa shapes drawn from the prompt's words (the demo's offline "
+                     "stand-in for a diffusion model; not a generative model)")
+def _shape_renderer(**_) -> Generator:
+    return ShapeWorldRenderer()
+
+
+@GENERATORS.register("diffusers", "a Stable Diffusion family pipeline through diffusers (fp16 on GPU, fp32 on CPU); "
+                     "offline it needs the weights in a local folder or the Hugging Face cache (diffusers:tiny-random: "
+                     "a tiny random pipeline built from config, for tests)", form="diffusers:<hub id or folder>")
+def _diffusers(model: str, *, steps: int, device: str | None, **_) -> Generator:
+    return DiffusersGenerator(model, device=device, steps=steps)
+
+
+@GENERATORS.register("openai", "the OpenAI images API (e.g. openai:gpt-image-1); key from OPENAI_API_KEY or Streamlit "
+                     "secrets", form="openai:<model>")
+def _openai_images(model: str, *, api_key: str | None, **_) -> Generator:
+    import os
+
+    return OpenAIImagesGenerator(model, base_url=os.environ.get("HIBUG_IMAGES_BASE_URL") or None, api_key=api_key)
+
+
 def load_generator(spec: str, *, api_key: str | None = None, steps: int = 25, device: str | None = None) -> Generator:
     """A generator by name: "shape-world renderer", "diffusers:<hub id or folder>" or "openai:<model>"."""
-    if spec in (SHAPE_RENDERER, "shapes"):
-        return ShapeWorldRenderer()
-    kind, _, name = spec.partition(":")
-    if kind == "diffusers" and name:
-        return DiffusersGenerator(name, device=device, steps=steps)
-    if kind == "openai" and name:
-        import os
-
-        return OpenAIImagesGenerator(name, base_url=os.environ.get("HIBUG_IMAGES_BASE_URL") or None, api_key=api_key)
-    raise ModelLoadError(f"unknown generator '{spec}'; use one of: {', '.join(GENERATOR_HELP)}")
+    try:
+        GENERATORS.get(spec)
+    except UnknownChoice as error:
+        raise ModelLoadError(str(error)) from None
+    return GENERATORS.build(spec, api_key=api_key, steps=steps, device=device)

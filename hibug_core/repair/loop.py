@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 
 GENERATED = "generated"
 CONTROL = "no new data"
-SOURCES = ("selection", GENERATED)
+DATA_SOURCES = ("selection", GENERATED)  # where a repair's new training data come from
 
 
 class RepairError(HibugError):
@@ -205,29 +205,3 @@ def summarise(changes: pd.DataFrame) -> pd.DataFrame:
                           change=("change", "mean"), change_sd=("change", "std"), seeds=("seed", "nunique"),
                           worse=("verdict", lambda v: int((v == "worse").sum())))
     return summary.reset_index()
-
-
-def repair_config(params: dict) -> RepairConfig:
-    """A RepairConfig from plain data (a job's params, the CLI's options): model, method, budget, beta, baseline
-    ("none" for none), control, data, retrain, lam, features, epochs, seeds, split, eval_split, by_class, top,
-    record; what is left out keeps its default."""
-    defaults = RepairConfig()
-    seeds = tuple(int(s) for s in params.get("seeds", defaults.seeds))
-    selection = SelectionConfig(method=params.get("method", defaults.selection.method),
-                                budget=float(params.get("budget", defaults.selection.budget)),
-                                beta=float(params.get("beta", defaults.selection.beta)), seed=seeds[0])
-    fine_tune = defaults.retrain.fine_tune
-    if params.get("epochs"):
-        fine_tune = replace(fine_tune, epochs=int(params["epochs"]))
-    retrain = RetrainConfig(method=params.get("retrain", defaults.retrain.method),
-                            lam=None if params.get("lam") is None else float(params["lam"]),
-                            features=params.get("features", defaults.retrain.features), fine_tune=fine_tune)
-    baseline = params.get("baseline", defaults.baseline)
-    return RepairConfig(model=params.get("model"), data=params.get("data", defaults.data), selection=selection,
-                        baseline=None if baseline in (None, "none") else baseline,
-                        control=bool(params.get("control", defaults.control)), retrain=retrain, seeds=seeds,
-                        slice_split=params.get("split", defaults.slice_split),
-                        eval_split=params.get("eval_split", defaults.eval_split),
-                        slices=replace(defaults.slices, by_class=bool(params.get("by_class", defaults.slices.by_class))),
-                        top_slices=int(params.get("top", defaults.top_slices)),
-                        record_models=bool(params.get("record", defaults.record_models)))

@@ -110,14 +110,18 @@ def uncommon_backgrounds(classes: list[str], *, llm=None, api_key: str | None = 
     """Uncommon backgrounds per class from a language model (an LLMConfig), or the built-in list without one."""
     if llm is None:
         return {c: list(DEFAULT_BACKGROUNDS) for c in classes}
-    from hibug_core.llm.client import ask_json, make_client
+    from hibug_core.llm.client import LLMAnswerError, LLMUnavailable, ask_json, make_client
 
     request = BACKGROUND_REQUEST.format(n=per_class, classes=", ".join(classes))
-    reply, problem = ask_json(make_client(llm, api_key), llm, [{"role": "user", "content": request}], Backgrounds,
-                              name="backgrounds", format_hint=request.splitlines()[-1], error=PromptError,
-                              fallback="leave the language model out to use the built-in backgrounds")
-    if reply is None:
-        raise PromptError(f"{llm.describe()} gave no usable backgrounds ({problem}); nothing was changed")
+    try:
+        reply = ask_json(make_client(llm, api_key), llm, [{"role": "user", "content": request}], Backgrounds,
+                         name="backgrounds", format_hint=request.splitlines()[-1])
+    except LLMAnswerError as error:
+        raise PromptError(f"{llm.describe()} gave no usable backgrounds ({error.problem}); nothing was changed") \
+            from None
+    except LLMUnavailable as error:
+        raise PromptError(f"{error}. Check the server, or leave the language model out to use the built-in "
+                          "backgrounds") from None
     cleaned = {c: [" ".join(p.split()) for p in reply.backgrounds.get(c, []) if p.strip()][:per_class]
                for c in classes}
     missing = [c for c, phrases in cleaned.items() if not phrases]

@@ -10,8 +10,9 @@ import pandas as pd
 from hibug_core.demo.shapes_model import FineTuneConfig
 from hibug_core.errors import HibugError
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.registry import Registry
 
-METHODS = ("fine-tune", "from scratch", "linear head")
+RETRAIN_METHODS = Registry("retraining method")
 NETWORK_DIR = "models"
 
 
@@ -82,12 +83,32 @@ class ImageCache:
         return np.stack([self._pixels[p] for p in paths])
 
 
+@dataclass
+class RetrainInputs:
+    """What every retraining method gets, checked: the training split, the new samples, classes and lambda."""
+
+    project: object
+    config: "RetrainConfig"
+    samples: pd.DataFrame
+    train: pd.DataFrame
+    new: pd.DataFrame
+    held: tuple | None  # (network, classes, train config) of the project's copy of the model
+    classes: list[str]
+    y: np.ndarray
+    y_new: np.ndarray
+    lam: float
+    images: "ImageCache"
+    progress: ProgressCallback
+
+
 def retrain(project, model: str, new_ids, config: RetrainConfig = RetrainConfig(), *, images: ImageCache | None = None,
             progress: ProgressCallback = no_progress) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Retrain `model` on its labelled training split plus the samples `new_ids` (labelled), weighted by lambda; returns
     (sample ids, class probabilities, classes) for every sample in the project."""
-    if config.method not in METHODS:
-        raise RetrainError(f"unknown retraining method '{config.method}'; choose one of {', '.join(METHODS)}")
+    # 1. Check inputs: the method, labels of the new data, a training split, a network where one is needed.
+    if config.method not in RETRAIN_METHODS.names():
+        raise RetrainError(f"unknown retraining method '{config.method}'; choose one of "
+                           f"{', '.join(RETRAIN_METHODS.names())}")
     samples = project.samples()
     train = samples[(samples["split"] == "train") & samples["label"].notna()]
     new = samples.loc[np.asarray(new_ids, dtype=np.int64)]
@@ -98,42 +119,61 @@ def retrain(project, model: str, new_ids, config: RetrainConfig = RetrainConfig(
     if train.empty:
         raise RetrainError("the project has no labelled 'train' split to retrain on")
     held = project_network(project, model)
-    images = images or ImageCache()
-    if config.method != "linear head" or config.features == "model":
-        if held is None:
-            raise RetrainError(f"the project holds no network for '{model}' (looked for {NETWORK_DIR}/{model}.pt); "
-                               "retrain a linear head on stored embeddings instead (features = an encoder)")
-        network, classes, trained_as = held
-    else:
-        classes = sorted(set(train["label"]) | set(new["label"]))
+    if held is None and (config.method != "linear head" or config.features == "model"):
+        raise RetrainError(f"the project holds no network for '{model}' (looked for {NETWORK_DIR}/{model}.pt); "
+                           "retrain a linear head on stored embeddings instead (features = an encoder)")
+    # 2. Map labels to the model's classes.
+    classes = held[1] if held is not None and (config.method != "linear head" or config.features == "model") else \
+        sorted(set(train["label"]) | set(new["label"]))
     index = {c: i for i, c in enumerate(classes)}
     unknown = sorted(set(train["label"]) - set(index) | set(new["label"]) - set(index))
     if unknown:
         raise RetrainError(f"labels {', '.join(map(str, unknown))} are not classes of '{model}' ({', '.join(classes)})")
-    y, y_new = train["label"].map(index).to_numpy(), new["label"].map(index).to_numpy()
-    lam = config.lam if config.lam is not None else len(new) / len(train)
+    # 3. Retrain with the method; predict every sample.
+    inputs = RetrainInputs(project, config, samples, train, new, held, classes, train["label"].map(index).to_numpy(),
+                           new["label"].map(index).to_numpy(),
+                           config.lam if config.lam is not None else len(new) / len(train), images or ImageCache(),
+                           progress)
+    return samples.index.to_numpy(), RETRAIN_METHODS.build(config.method, inputs=inputs), classes
 
-    if config.method != "linear head":
-        from hibug_core.demo.shapes_model import build_network, fine_tune_shape_cnn, predict_probabilities
 
-        schedule = config.fine_tune
-        if config.method == "from scratch":
-            import torch
+@RETRAIN_METHODS.register("fine-tune", "the model's own network trained further on the training split plus the new "
+                          "data weighted by lambda (needs the network in the project)")
+def _fine_tune(*, inputs: RetrainInputs, from_scratch: bool = False) -> np.ndarray:
+    from hibug_core.demo.shapes_model import build_network, fine_tune_shape_cnn, predict_probabilities
 
-            torch.manual_seed(config.seed)
-            network = build_network(len(classes))
-            schedule = replace(schedule, epochs=trained_as.epochs, learning_rate=trained_as.learning_rate)
-        tuned = fine_tune_shape_cnn(network, images(list(train["image_path"])), y, images(list(new["image_path"])),
-                                    y_new, lam, schedule, trained_as.resolution, progress)
-        return samples.index.to_numpy(), predict_probabilities(tuned, images(list(samples["image_path"])),
-                                                               trained_as.resolution), classes
+    network, _, trained_as = inputs.held
+    schedule = inputs.config.fine_tune
+    if from_scratch:
+        import torch
 
-    features = _features(project, samples, config.features, held, images, progress)
-    head = weighted_linear_head(features.loc[train.index].to_numpy(), y, features.loc[new.index].to_numpy(), y_new,
-                                lam, regularisation=config.regularisation, seed=config.seed)
-    probabilities = np.zeros((len(samples), len(classes)))
+        torch.manual_seed(inputs.config.seed)
+        network = build_network(len(inputs.classes))
+        schedule = replace(schedule, epochs=trained_as.epochs, learning_rate=trained_as.learning_rate)
+    images = inputs.images
+    tuned = fine_tune_shape_cnn(network, images(list(inputs.train["image_path"])), inputs.y,
+                                images(list(inputs.new["image_path"])), inputs.y_new, inputs.lam, schedule,
+                                trained_as.resolution, inputs.progress)
+    return predict_probabilities(tuned, images(list(inputs.samples["image_path"])), trained_as.resolution)
+
+
+@RETRAIN_METHODS.register("from scratch", "a new network of the model's architecture, trained as the model was, on "
+                          "the training split plus the new data (needs the network in the project)")
+def _from_scratch(*, inputs: RetrainInputs) -> np.ndarray:
+    return _fine_tune(inputs=inputs, from_scratch=True)
+
+
+@RETRAIN_METHODS.register("linear head", "a linear classifier on frozen features (the network's or an encoder's "
+                          "stored embeddings): works for any model")
+def _linear_head(*, inputs: RetrainInputs) -> np.ndarray:
+    features = _features(inputs.project, inputs.samples, inputs.config.features, inputs.held, inputs.images,
+                         inputs.progress)
+    head = weighted_linear_head(features.loc[inputs.train.index].to_numpy(), inputs.y,
+                                features.loc[inputs.new.index].to_numpy(), inputs.y_new, inputs.lam,
+                                regularisation=inputs.config.regularisation, seed=inputs.config.seed)
+    probabilities = np.zeros((len(inputs.samples), len(inputs.classes)))
     probabilities[:, head.classes_] = head.predict_proba(features.to_numpy())
-    return samples.index.to_numpy(), probabilities, classes
+    return probabilities
 
 
 def _features(project, samples: pd.DataFrame, source: str, held, images: ImageCache,

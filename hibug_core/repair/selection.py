@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.errors import HibugError
+from hibug_core.registry import Registry
 from hibug_core.slices.search import CLASS, describe
 
-METHODS = ("hibug", "hibug2", "random", "uncertainty")
+SELECTION_METHODS = Registry("selection method")
 COLUMNS = ["image_path", "split", "slice_id", "slice", "reason", "confidence", "order"]
 
 
@@ -20,7 +21,7 @@ class SelectionError(HibugError):
 
 @dataclass(frozen=True)
 class SelectionConfig:
-    method: str = "hibug"  # one of METHODS
+    method: str = "hibug"  # a name in SELECTION_METHODS
     budget: float = 0.1  # images to select: a count (>= 1) or a share of the training split (< 1)
     beta: float = 0.9  # hibug: take slices until their failures cover this share of all validation failures
     pool_split: str = "pool"
@@ -85,8 +86,10 @@ def _by_confidence(pool: pd.DataFrame, rows: np.ndarray, seed: int) -> np.ndarra
 
 def select_pool(report, config: SelectionConfig = SelectionConfig(), *, n_train: int | None = None) -> pd.DataFrame:
     """Pool images to label, one row each (index: sample id), with the slice it was chosen for and why."""
-    if config.method not in METHODS:
-        raise SelectionError(f"unknown selection method '{config.method}'; choose one of {', '.join(METHODS)}")
+    # 1. Check inputs: the method, the pool, the budget.
+    if config.method not in SELECTION_METHODS.names(hidden=True):
+        raise SelectionError(f"unknown selection method '{config.method}'; choose one of "
+                             f"{', '.join(SELECTION_METHODS.names())}")
     samples = report.samples
     pool = samples[samples["split"] == config.pool_split]
     if pool.empty:
@@ -95,65 +98,88 @@ def select_pool(report, config: SelectionConfig = SelectionConfig(), *, n_train:
     if n_train is None:
         n_train = int((samples["split"] == "train").sum())
     budget = min(resolve_budget(config.budget, n_train), len(pool))
-    if config.method == "random":
-        chosen = np.random.default_rng(config.seed).choice(len(pool), budget, replace=False)
-        return _frame(pool, chosen, [None] * budget, ["random draw"] * budget, budget)
-    if config.method == "uncertainty":
-        chosen = _by_confidence(pool, np.arange(len(pool)), config.seed)[:budget]
-        return _frame(pool, chosen, [None] * budget, ["lowest confidence in the pool"] * budget, budget)
+    # 2. Select with the method.
+    return SELECTION_METHODS.build(config.method, report=report, pool=pool, budget=budget, config=config)
 
+
+@SELECTION_METHODS.register("random", "baseline: a random draw")
+def _random(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig) -> pd.DataFrame:
+    chosen = np.random.default_rng(config.seed).choice(len(pool), budget, replace=False)
+    return _frame(pool, chosen, [None] * budget, ["random draw"] * budget, budget)
+
+
+@SELECTION_METHODS.register("uncertainty", "baseline: the least confident pool images")
+def _uncertainty(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig) -> pd.DataFrame:
+    chosen = _by_confidence(pool, np.arange(len(pool)), config.seed)[:budget]
+    return _frame(pool, chosen, [None] * budget, ["lowest confidence in the pool"] * budget, budget)
+
+
+@SELECTION_METHODS.register("hibug", "HiBug: every slice worse than the whole by error rate, until they cover β of "
+                            "the validation failures; the budget split by failures, least confident first")
+def _hibug(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig) -> pd.DataFrame:
     errors = report.evaluation["error"].to_numpy()
-    if config.method == "hibug":
-        # Every enumerated slice that is worse than the whole, by error rate (HiBug ranks them all, reported or not).
-        slices = report.every_slice()
-        slices = slices[slices["score"] < report.overall_score]
-        slices = slices.iloc[np.lexsort((-slices["count"].to_numpy(), slices["score"].to_numpy()))]
-    else:
-        slices = report.slices  # ranked by slice score
+    # Every enumerated slice that is worse than the whole, by error rate (HiBug ranks them all, reported or not).
+    slices = report.every_slice()
+    slices = slices[slices["score"] < report.overall_score]
+    slices = slices.iloc[np.lexsort((-slices["count"].to_numpy(), slices["score"].to_numpy()))]
+    _need_slices(slices)
+    covered = np.zeros(len(errors), bool)
+    taken, masks = [], []
+    for i, definition in enumerate(slices["definition"]):
+        taken.append(i)
+        masks.append(report.tags.mask(definition))
+        covered |= masks[-1]
+        if errors[covered].sum() >= config.beta * errors.sum():
+            break
+    failures = np.array([errors[mask].sum() for mask in masks])
+    matches = _pool_rows(report, slices, taken, pool)
+    # Each pool image belongs to the first (worst) taken slice it is in, so quotas never count an image twice.
+    owner = np.full(len(pool), -1)
+    for k, rows in enumerate(matches):
+        owner[rows[owner[rows] < 0]] = k
+    capacity = np.bincount(owner[owner >= 0], minlength=len(taken))
+    quota = apportion(failures, budget, capacity)
+    chosen, slice_rows, reasons = [], [], []
+    for k, i in enumerate(taken):
+        ordered = _by_confidence(pool, np.flatnonzero(owner == k), config.seed)[:quota[k]]
+        chosen += list(ordered)
+        slice_rows += [i] * len(ordered)
+        reasons += [f"hibug: {quota[k]} of the budget for the slice's {failures[k]:.0f} validation failures; "
+                    "least confident first"] * len(ordered)
+    return _frame(pool, np.array(chosen, int), [slices.iloc[i] for i in slice_rows], reasons, budget)
+
+
+@SELECTION_METHODS.register("hibug2", "HiBug2: the reported slices by score, filled from the worst down, least "
+                            "confident first")
+def _hibug2(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig) -> pd.DataFrame:
+    slices = report.slices  # ranked by slice score
+    _need_slices(slices)
+    taken = list(range(len(slices)))
+    matches = _pool_rows(report, slices, taken, pool)
+    chosen, slice_rows, reasons = [], [], []
+    used = np.zeros(len(pool), bool)
+    for i, rows in zip(taken, matches):
+        for r in _by_confidence(pool, rows[~used[rows]], config.seed)[:budget - len(chosen)]:
+            used[r] = True
+            chosen.append(r)
+            slice_rows.append(i)
+            reasons.append(f"hibug2: slice ranked #{i + 1} by score, filled from the worst down; least confident "
+                           "first")
+        if len(chosen) == budget:
+            break
+    return _frame(pool, np.array(chosen, int), [slices.iloc[i] for i in slice_rows], reasons, budget)
+
+
+def _need_slices(slices: pd.DataFrame) -> None:
     if slices.empty:
         raise SelectionError("no error slices to select for; change the slice settings, or use random or "
                              "uncertainty selection")
-    if config.method == "hibug":
-        covered = np.zeros(len(errors), bool)
-        taken, masks = [], []
-        for i, definition in enumerate(slices["definition"]):
-            taken.append(i)
-            masks.append(report.tags.mask(definition))
-            covered |= masks[-1]
-            if errors[covered].sum() >= config.beta * errors.sum():
-                break
-    else:
-        taken = list(range(len(slices)))
-        masks = [report.tags.mask(d) for d in slices["definition"]]
-    failures = np.array([errors[mask].sum() for mask in masks])
+
+
+def _pool_rows(report, slices: pd.DataFrame, taken: list[int], pool: pd.DataFrame) -> list[np.ndarray]:
+    """Per taken slice, the pool rows (positions) it holds."""
     pool_tags = report.all_tags.reindex(pool.index)
-    matches = [np.flatnonzero(_pool_matches(slices["definition"].iat[i], pool_tags, pool)) for i in taken]
-    chosen, slice_rows, reasons = [], [], []
-    if config.method == "hibug":
-        # Each pool image belongs to the first (worst) taken slice it is in, so quotas never count an image twice.
-        owner = np.full(len(pool), -1)
-        for k, rows in enumerate(matches):
-            owner[rows[owner[rows] < 0]] = k
-        capacity = np.bincount(owner[owner >= 0], minlength=len(taken))
-        quota = apportion(failures, budget, capacity)
-        for k, i in enumerate(taken):
-            ordered = _by_confidence(pool, np.flatnonzero(owner == k), config.seed)[:quota[k]]
-            chosen += list(ordered)
-            slice_rows += [i] * len(ordered)
-            reasons += [f"hibug: {quota[k]} of the budget for the slice's {failures[k]:.0f} validation failures; "
-                        "least confident first"] * len(ordered)
-    else:
-        used = np.zeros(len(pool), bool)
-        for i, rows in zip(taken, matches):
-            for r in _by_confidence(pool, rows[~used[rows]], config.seed)[:budget - len(chosen)]:
-                used[r] = True
-                chosen.append(r)
-                slice_rows.append(i)
-                reasons.append(f"hibug2: slice ranked #{i + 1} by score, filled from the worst down; least confident "
-                               "first")
-            if len(chosen) == budget:
-                break
-    return _frame(pool, np.array(chosen, int), [slices.iloc[i] for i in slice_rows], reasons, budget)
+    return [np.flatnonzero(_pool_matches(slices["definition"].iat[i], pool_tags, pool)) for i in taken]
 
 
 def _frame(pool: pd.DataFrame, rows: np.ndarray, slices: list, reasons: list[str], budget: int) -> pd.DataFrame:

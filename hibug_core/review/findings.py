@@ -5,9 +5,11 @@ from __future__ import annotations
 import html
 import json
 from dataclasses import asdict
+from pathlib import Path
 
 import pandas as pd
 
+from hibug_core.errors import HibugError
 from hibug_core.llm.client import image_data_url
 from hibug_core.markdown import plain
 from hibug_core.review.board import comments, reviews
@@ -133,3 +135,25 @@ def report_html(project, report, table: pd.DataFrame, *, thumbnails: int = 12) -
         parts.append("</div>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def write_report(project, output: str | Path, *, model: str | None = None, split: str = "val", top: int = 20):
+    """Find the error slices and write the findings to `output` (.html, .md or .csv, by its suffix); returns
+    (slice report, findings table). A folder that does not exist is refused before any work."""
+    from hibug_core.slices.report import error_slices
+
+    output = Path(output)
+    kind = output.suffix.lower().lstrip(".")
+    if kind not in ("html", "md", "csv"):
+        raise HibugError(f"write the report to a .html, .md or .csv file, not '{output}'")
+    if not output.parent.is_dir():
+        raise HibugError(f"no folder {output.parent} to write the report into; create it or choose another path")
+    report = error_slices(project, model, split=split)
+    table = findings(project, report, top=top)
+    if kind == "html":
+        output.write_text(report_html(project, report, table), encoding="utf-8")
+    elif kind == "md":
+        output.write_text(report_markdown(project, report, table), encoding="utf-8")
+    else:
+        output.write_bytes(report_csv(table))
+    return report, table

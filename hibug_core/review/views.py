@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from urllib.parse import urlencode
 
 import pandas as pd
@@ -11,7 +12,7 @@ from hibug_core.review.board import ReviewError
 from hibug_core.store.audit import default_actor, now, record
 from hibug_core.store.db import read_connection, write_transaction
 
-PAGES = ("", "Attributes", "Tagging", "Embedding_map", "Error_slices", "Repair", "Review")  # URL paths
+PAGE_PATH = re.compile(r"^[A-Za-z0-9_]{0,64}$")  # a page's URL path ("Error_slices"; "" is the front page)
 
 
 def save_view(project, name: str, page: str, query: dict[str, str], *, author: str | None = None) -> int:
@@ -19,8 +20,8 @@ def save_view(project, name: str, page: str, query: dict[str, str], *, author: s
     name = " ".join(name.split())
     if not name:
         raise ReviewError("a view needs a name")
-    if page not in PAGES:
-        raise ReviewError(f"unknown page '{page}'; use one of {', '.join(p or '(overview)' for p in PAGES)}")
+    if not PAGE_PATH.match(page):
+        raise ReviewError(f"'{page}' is not a page of the dashboard: use its URL path, e.g. Error_slices")
     author = author or default_actor()
     query = {str(k): str(v) for k, v in query.items()}
     with write_transaction(project.engine) as connection:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from hibug_core.cache import BoundedCache
 from hibug_core.errors import HibugError
 from hibug_core.slices.diagnosis import DiagnosisConfig, diagnose, rare_classes
 from hibug_core.slices.enumeration import Enumeration, enumerate_slices
@@ -17,8 +18,7 @@ from hibug_core.tagging.sources import ground_truth
 from hibug_core.slices.search import (CLASS, SliceConfig, TagMatrix, describe, parse_definition, score_slices,
                                       slice_id)
 
-_ENUMERATIONS: dict[tuple, Enumeration] = {}
-_MAX_CACHED = 4
+ENUMERATIONS = BoundedCache("slice enumerations", max_items=4)
 
 
 class SliceError(HibugError):
@@ -178,24 +178,18 @@ def enumeration_for(project, tags: TagMatrix, errors: np.ndarray, models: list[s
     codes = np.ascontiguousarray(tags.codes)
     key = (str(project.folder), project.data_version(), split, config.max_depth, config.min_support, tuple(models),
            tuple(tags.attributes), hashlib.blake2b(codes.view(np.uint8), digest_size=16).hexdigest())
-    enumeration = _ENUMERATIONS.get(key)
-    if enumeration is None:
-        enumeration = enumerate_slices(tags.codes, [len(t) for t in tags.tags], errors, max_depth=config.max_depth,
-                                       min_support=config.min_support)
-        if len(_ENUMERATIONS) >= _MAX_CACHED:
-            _ENUMERATIONS.pop(next(iter(_ENUMERATIONS)))
-        _ENUMERATIONS[key] = enumeration
-    return enumeration
+    return ENUMERATIONS.get_or_make(key, lambda: enumerate_slices(
+        tags.codes, [len(t) for t in tags.tags], errors, max_depth=config.max_depth, min_support=config.min_support))
 
 
 def _poor_attributes(project, frame: pd.DataFrame, source: str, config: SliceConfig) -> dict[str, str]:
     """Sliced attributes whose tags in force are too poor to trust (tagging.sources.untrusted), with why."""
-    from hibug_core.store.attribute_versions import latest_version, load_schema
+    from hibug_core.store.attribute_versions import schema_names
     from hibug_core.tagging.sources import rank_sources, untrusted
 
-    if source == "imported" or latest_version(project) is None:
+    if source == "imported":
         return {}
-    names = [a.name for a in load_schema(project).attributes if a.name in frame.columns]
+    names = [name for name in schema_names(project) if name in frame.columns]
     poor = untrusted(rank_sources(project, names, model_only=source == "model"), config.min_tag_precision)
     return dict(zip(poor["attribute"], poor["why"]))
 

@@ -13,6 +13,7 @@ from hibug_core.slices.stats import benjamini_hochberg, wilson_interval, worse_t
 
 
 CLASS = "class"  # pseudo-attribute: the true label
+RANKINGS = ("confident_gap", "gap", "size", "sliceline")  # orders of error slices (SliceConfig.rank_by)
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class SliceConfig:
 
         checks = {"max_depth": 1 <= self.max_depth <= 4, "min_support": self.min_support >= 1,
                   "gap": 0 <= self.gap <= 1, "threshold": self.threshold is None or 0 <= self.threshold <= 1,
-                  "rank_by": self.rank_by in ("confident_gap", "gap", "size", "sliceline"),
+                  "rank_by": self.rank_by in RANKINGS,
                   "parent_alpha": 0 < self.parent_alpha <= 1, "sliceline_alpha": 0 <= self.sliceline_alpha <= 1,
                   "z": self.z > 0, "min_tag_precision": 0 <= self.min_tag_precision <= 1,
                   "max_overlap": 0 < self.max_overlap <= 1}

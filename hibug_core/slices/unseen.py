@@ -107,7 +107,7 @@ Answer with JSON: {{"slices": [{{"class": one class or null, "conditions": [{{"a
 def predict_with_llm(report: SliceReport, schema: AttributeSchema, llm_config, *, classes: list[str], count: int = 10,
                      api_key: str | None = None, config: UnseenConfig = UnseenConfig()) -> pd.DataFrame:
     """Ask a language model for likely failure slices; invalid entries are dropped, each kept one is checked."""
-    from hibug_core.llm.client import make_client, parse_json_reply
+    from hibug_core.llm.client import LLMAnswerError, LLMUnavailable, ask, make_client, parse_json_reply
 
     attributes = [a for a in schema.attributes if a.name in report.tags.attributes]
     prompt = PREDICTION_PROMPT.format(
@@ -117,14 +117,12 @@ def predict_with_llm(report: SliceReport, schema: AttributeSchema, llm_config, *
                          zip(report.slices["description"].head(10), report.slices["score"].head(10))) or "- none")
     client = make_client(llm_config, api_key)
     try:
-        reply = client.chat.completions.create(model=llm_config.model, temperature=0,
-                                               messages=[{"role": "user", "content": prompt}],
-                                               response_format={"type": "json_object"})
-        answer = parse_json_reply(reply.choices[0].message.content if reply.choices else None)
-    except ValueError as error:
-        raise TaggingError(f"the language model's answer could not be used: {error}") from None
-    except Exception as error:  # openai transport and status errors
-        raise TaggingError(f"could not ask {llm_config.describe()}: {error}") from None
+        answer = ask(client, llm_config, [{"role": "user", "content": prompt}], parse=parse_json_reply,
+                     format_hint="Answer with the JSON object described above.", response_format={"type": "json_object"})
+    except LLMAnswerError as error:
+        raise TaggingError(f"the language model's answer could not be used: {error.problem}") from None
+    except LLMUnavailable as error:
+        raise TaggingError(str(error)) from None
     tags_of = {a.name: set(a.tags) for a in attributes}
     rows, seen = [], set()
     for item in answer.get("slices", []) if isinstance(answer.get("slices"), list) else []:

@@ -50,6 +50,11 @@ def latest_version(project) -> int | None:
     return None if value is None else int(value)
 
 
+def schema_names(project) -> list[str]:
+    """The newest schema's attribute names; none before the first version."""
+    return [a.name for a in load_schema(project).attributes] if latest_version(project) is not None else []
+
+
 def load_schema(project, version: int | None = None) -> AttributeSchema:
     """The schema of `version`, or the newest; a clear error when the project has none yet."""
     with read_connection(project.engine) as connection:

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, text
 
+from hibug_core.cache import BoundedCache
 from hibug_core.config import StoreConfig
 from hibug_core.errors import ManifestError, ProjectError, RowIssue
 from hibug_core.store.arrays import ArrayStore
@@ -23,6 +24,7 @@ from hibug_core.store.migrations import LATEST_VERSION, migrate
 logger = logging.getLogger(__name__)
 
 DB_FILE = "hibug.sqlite"
+IMPORT_TABLES = BoundedCache("import tables", max_items=4)  # tables only an import changes (samples, known tags)
 ARRAYS_DIR = "arrays"
 
 
@@ -44,7 +46,7 @@ class Project:
         self.db_url = db_url or f"sqlite:///{self.folder / DB_FILE}"
         self.engine = make_engine(self.db_url, config)
         self.arrays = ArrayStore(self.folder / ARRAYS_DIR)
-        self._import_cache: dict[str, tuple[int | None, pd.DataFrame]] = {}
+        self._identity = uuid.uuid4().hex  # keys this instance's entries in IMPORT_TABLES
 
     # ----- opening and creating -------------------------------------------------------------
     @classmethod
@@ -298,10 +300,7 @@ class Project:
     def _per_import(self, connection: Connection, name: str, read) -> pd.DataFrame:
         """A table that only imports change (samples, known tags), read again only after a new import."""
         newest_import = connection.execute(text("SELECT MAX(id) FROM imports")).scalar()
-        cached = self._import_cache.get(name)
-        if cached is None or cached[0] != newest_import:
-            cached = self._import_cache[name] = (newest_import, read(connection))
-        return cached[1]
+        return IMPORT_TABLES.get_or_make((self._identity, name, newest_import), lambda: read(connection))
 
     @staticmethod
     def _read_known_tags(connection: Connection) -> pd.DataFrame:

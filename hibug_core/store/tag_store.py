@@ -103,11 +103,23 @@ def save_run(project, result: TagResult, *, method: str, encoder: str | None = N
 def tags_version(project) -> str:
     """Changes whenever the tags in force may have: a run finished, a person corrected a tag, the schema changed."""
     with read_connection(project.engine) as connection:
-        run = connection.execute(text("SELECT MAX(id) FROM tag_runs WHERE status = 'finished'")).scalar()
-        correction = connection.execute(text("SELECT MAX(id) FROM tag_corrections")).scalar()
-        schema = connection.execute(text("SELECT MAX(version) FROM attribute_schemas")).scalar()
-        choice = connection.execute(text("SELECT MAX(id) FROM tag_source_choices")).scalar()
+        return _tags_version(project, connection)
+
+
+def _tags_version(project, connection) -> str:
+    run = connection.execute(text("SELECT MAX(id) FROM tag_runs WHERE status = 'finished'")).scalar()
+    correction = connection.execute(text("SELECT MAX(id) FROM tag_corrections")).scalar()
+    schema = connection.execute(text("SELECT MAX(version) FROM attribute_schemas")).scalar()
+    choice = connection.execute(text("SELECT MAX(id) FROM tag_source_choices")).scalar()
     return f"{project.data_version()}.{run or 0}.{correction or 0}.{schema or 0}.{choice or 0}"
+
+
+def project_state(project) -> str:
+    """The one version signal of the dashboard's caches: changes with any stored change (data, tags, schema, a
+    finished job's arrays such as maps)."""
+    with read_connection(project.engine) as connection:
+        finished = connection.execute(text("SELECT MAX(id) FROM jobs WHERE finished_at IS NOT NULL")).scalar()
+        return f"{_tags_version(project, connection)}.{finished or 0}"
 
 
 def runs(project) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from sqlalchemy import bindparam, text
 
 from hibug_core.attributes.schema import Attribute
 from hibug_core.errors import TaggingError
-from hibug_core.llm.client import LLMConfig, image_data_url, make_client, parse_json_reply
+from hibug_core.llm.client import LLMConfig, LLMUnavailable, ask, image_data_url, make_client, parse_json_reply
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version, load_schema
@@ -25,10 +25,6 @@ logger = logging.getLogger(__name__)
 STORE_EVERY_S = 1.0  # answers are committed at least this often (and every 16)
 SYSTEM_PROMPT = ("You label images for a tool that debugs computer-vision models. For every attribute you are given, "
                  "choose exactly one of its tags, written exactly as listed. Answer with one JSON object only.")
-
-
-class ServerDown(Exception):
-    """The server could not be reached or kept failing; carries the readable reason."""
 
 
 def request_text(attributes: list[Attribute], label: str | None) -> str:
@@ -65,33 +61,14 @@ def validate_answer(answer: dict, attributes: list[Attribute]) -> dict[str, str]
 
 
 def ask_image(client, config: LLMConfig, path: str, attributes: list[Attribute], label: str | None) -> dict[str, str]:
-    """One image's tags; invalid replies are retried with the reason, transport failures raise ServerDown."""
-    import openai
-
+    """One image's tags; invalid replies are asked again with the reason (LLMAnswerError after the last attempt),
+    an unreachable server raises LLMUnavailable."""
     messages = [{"role": "system", "content": SYSTEM_PROMPT},
                 {"role": "user", "content": [{"type": "text", "text": request_text(attributes, label)},
                                              {"type": "image_url", "image_url": {"url": image_data_url(path)}}]}]
-    problem = "no attempt made"
-    for _ in range(config.attempts):
-        try:
-            reply = client.chat.completions.create(model=config.model, messages=messages, temperature=0,
-                                                   response_format=response_schema(attributes))
-        except (openai.APIConnectionError, openai.APITimeoutError) as error:
-            raise ServerDown(f"could not reach {config.describe()}: {error}") from error
-        except openai.APIStatusError as error:
-            if error.status_code >= 500 or error.status_code in (401, 403, 404, 429):
-                raise ServerDown(f"{config.describe()} answered HTTP {error.status_code}: {error.message}") from error
-            problem = f"HTTP {error.status_code}: {error.message}"
-            continue
-        content = reply.choices[0].message.content if reply.choices else None
-        try:
-            return validate_answer(parse_json_reply(content), attributes)
-        except ValueError as error:
-            problem = str(error)
-            messages = [*messages, {"role": "assistant", "content": content or ""},
-                        {"role": "user", "content": f"That answer was not valid: {problem}. Answer again with one "
-                                                    "JSON object using only the listed tags."}]
-    raise ValueError(f"no valid answer after {config.attempts} attempts; last problem: {problem}")
+    return ask(client, config, messages, parse=lambda content: validate_answer(parse_json_reply(content), attributes),
+               format_hint="Answer again with one JSON object using only the listed tags.",
+               response_format=response_schema(attributes))
 
 
 def _answers(project, run_id: int) -> pd.DataFrame:
@@ -163,7 +140,7 @@ def tag_with_llm(project, config: LLMConfig = LLMConfig(), *, attributes: list[s
                 try:
                     pending_rows.append((sample_id, future.result(), None))
                     consecutive_down = 0
-                except ServerDown as error:
+                except LLMUnavailable as error:
                     consecutive_down += 1
                     down_reason = str(error)
                     pending_rows.append((sample_id, None, down_reason))  # retried when the run resumes

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hibug_core.attributes.schema import Attribute
+from hibug_core.cache import BoundedCache
 from hibug_core.embeddings.base import Encoder, normalize_rows
 from hibug_core.store.tag_store import TagResult
 
@@ -20,27 +21,26 @@ class ZeroShotConfig:
 
 
 class TextEmbeddings:
-    """Text embeddings per encoder, computed once per distinct prompt (an attribute edit re-encodes only its own)."""
+    """Text embeddings of one encoder, computed once per distinct prompt (an attribute edit re-encodes only its own);
+    kept in the process-wide PROMPTS cache, so a long session's prompts stay bounded."""
 
     def __init__(self, encoder: Encoder):
         self.encoder = encoder
-        self.known: dict[str, np.ndarray] = {}
 
     def __call__(self, prompts: list[str]) -> np.ndarray:
-        new = [p for p in dict.fromkeys(prompts) if p not in self.known]
+        new = [p for p in dict.fromkeys(prompts) if (self.encoder.key, p) not in PROMPTS]
         if new:
-            self.known.update(zip(new, self.encoder.encode_texts(new)))
-        return np.stack([self.known[p] for p in prompts])
+            for prompt, vector in zip(new, self.encoder.encode_texts(new)):
+                PROMPTS.get_or_make((self.encoder.key, prompt), lambda v=vector: v)
+        return np.stack([PROMPTS.get_or_make((self.encoder.key, p), lambda p=p: self.encoder.encode_texts([p])[0])
+                         for p in prompts])
 
 
-_TEXT_CACHES: dict[str, TextEmbeddings] = {}
+PROMPTS = BoundedCache("prompt embeddings", max_items=200_000)
 
 
 def text_embeddings(encoder: Encoder) -> TextEmbeddings:
-    cache = _TEXT_CACHES.get(encoder.key)
-    if cache is None or cache.encoder is not encoder:
-        cache = _TEXT_CACHES[encoder.key] = TextEmbeddings(encoder)
-    return cache
+    return TextEmbeddings(encoder)
 
 
 def tag_classifier(attribute: Attribute, label: str, encode: TextEmbeddings) -> np.ndarray:

@@ -1,0 +1,135 @@
+"""`hibug attributes show | propose | suggest-tags | edit`: the attribute schema, where every change is a version."""
+from __future__ import annotations
+
+import argparse
+
+from hibug_core.cli.command import Command, project_argument
+from hibug_core.errors import HibugError
+from hibug_core.operations import ProposeAttributes, SuggestTags
+
+GROUPS = ("main object", "background", "global")
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    from hibug_core.cli.options import add_operation_options
+
+    actions = parser.add_subparsers(dest="action", required=True)
+    show = actions.add_parser("show", help="print the schema (default: the newest version)")
+    project_argument(show)
+    show.add_argument("--version", type=int, help="an older version")
+    show.add_argument("--history", action="store_true", help="list every version")
+    show.add_argument("--json", action="store_true", help="print the schema as JSON")
+    for name, op in (("propose", ProposeAttributes), ("suggest-tags", SuggestTags)):
+        sub = actions.add_parser(name, help=op.summary, description=op.summary)
+        project_argument(sub)
+        add_operation_options(sub, op)
+    edit = actions.add_parser("edit", help="change one attribute (or add one) and save a new version")
+    project_argument(edit)
+    edit.add_argument("attribute", help="the attribute to change (or to add)")
+    edit.add_argument("--add-tag", action="append", help="add a tag (repeatable)")
+    edit.add_argument("--remove-tag", action="append", help="remove a tag (repeatable)")
+    edit.add_argument("--rename", help="new name")
+    edit.add_argument("--template", action="append", help="prompt template with {tag} and {label} (repeatable)")
+    edit.add_argument("--group", choices=GROUPS)
+    edit.add_argument("--enable", action="store_true")
+    edit.add_argument("--disable", action="store_true")
+    edit.add_argument("--delete", action="store_true")
+
+
+def cmd_attributes(args) -> int:
+    from hibug_core.cli.options import operation_from_args
+    from hibug_core.store.attribute_versions import latest_version, load_schema, save_schema, schema_history
+    from hibug_core.store.project import Project
+
+    with Project.open(args.project) as project:
+        base = latest_version(project)
+        if args.action == "propose":
+            from hibug_core.attributes.propose import propose_for_project
+
+            result = propose_for_project(project, operation_from_args(ProposeAttributes, args))
+            for note in result.notes:
+                print(f"  note: {note}")
+            version = save_schema(project, result.schema, note=f"proposed by {result.source}", base_version=base)
+            print(f"saved version {version}: {len(result.schema.attributes)} attributes proposed by {result.source}")
+            schema = result.schema
+        elif args.action == "suggest-tags":
+            from hibug_core.attributes.from_data import propose_tags_from_data, refine_tags
+
+            op = operation_from_args(SuggestTags, args)
+            config = op.llm_config() if op.llm else None
+            schema = load_schema(project)
+            found = (refine_tags(project, schema, encoder=op.encoder, llm_config=config) if op.refine else
+                     propose_tags_from_data(project, schema, encoder=op.encoder, llm_config=config))
+            for note in found.notes:
+                print(f"  note: {note}")
+            if not found.added:
+                print("no new tags needed; nothing saved")
+                return 0
+            added = "; ".join(f"{a}: {', '.join(t)}" for a, t in found.added.items())
+            version = save_schema(project, found.schema, note=f"tags from the data: {added}", base_version=base)
+            print(f"saved version {version}: added {added}")
+            schema = found.schema
+        elif args.action == "edit":
+            edited, change = _edit_attribute(load_schema(project), args)
+            version = save_schema(project, edited, note=change, base_version=base)
+            print(f"saved version {version}: {change}")
+            schema = edited
+        elif args.history:
+            for row in schema_history(project).itertuples():
+                print(f"v{row.version:<4} {row.created_at}  {row.author:<12} {row.attributes:>3} attributes  {row.note}")
+            return 0
+        else:
+            schema = load_schema(project, args.version)
+    if args.action == "show" and args.json:
+        print(schema.model_dump_json(indent=2))
+        return 0
+    for group in GROUPS:
+        members = [a for a in schema.attributes if a.group == group]
+        if members:
+            print(f"{group}:")
+        for a in members:
+            state = "" if a.enabled else "  (disabled)"
+            print(f"  {a.name:<32} {', '.join(a.tags)}  [{a.source}]{state}")
+    return 0
+
+
+def _edit_attribute(schema, args):
+    from hibug_core.attributes.schema import Attribute
+
+    if args.attribute not in schema.names():
+        if not args.add_tag or len(args.add_tag) < 2:
+            raise HibugError(f"no attribute '{args.attribute}'; to add one, give at least two --add-tag")
+        attribute = Attribute(name=args.attribute, tags=tuple(args.add_tag), group=args.group or "main object",
+                              kind="binary" if args.attribute.startswith("is ") else "descriptive")
+        return schema.replace(attribute), f"added '{args.attribute}'"
+    attribute = schema[args.attribute]
+    if args.delete:
+        kept = tuple(a for a in schema.attributes if a.name != args.attribute)
+        return schema.model_copy(update={"attributes": kept}), f"deleted '{args.attribute}'"
+    tags = [t for t in attribute.tags if t not in (args.remove_tag or [])] + \
+        [t for t in (args.add_tag or []) if t not in attribute.tags]
+    update = {"tags": tuple(tags)}
+    if args.template:
+        update["templates"] = tuple(args.template)
+    if args.enable or args.disable:
+        update["enabled"] = bool(args.enable)
+    if args.group:
+        update["group"] = args.group
+    try:
+        edited = Attribute.model_validate({**attribute.model_dump(), **update,
+                                           "name": args.rename or attribute.name})
+    except ValueError as error:
+        raise HibugError(f"edit of '{args.attribute}' refused: {error}") from None
+    kept = tuple(edited if a.name == attribute.name else a for a in schema.attributes)
+    changes = [f"{k} -> {v}" for k, v in update.items() if getattr(attribute, k) != v]
+    if args.rename:
+        changes.insert(0, f"renamed to '{args.rename}'")
+    return schema.model_copy(update={"attributes": kept}), f"edited '{args.attribute}': " + "; ".join(changes)
+
+
+
+
+COMMANDS = {
+    "attributes": Command("show, propose or edit the attribute schema, or suggest tags from the data (every change "
+                          "is a version)", _arguments, cmd_attributes),
+}

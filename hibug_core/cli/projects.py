@@ -1,0 +1,127 @@
+"""Commands on whole projects: new, import, info, serve and demo."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hibug_core.cli.command import Command, progress_bar, project_argument
+from hibug_core.errors import HibugError
+
+
+def _new_arguments(parser) -> None:
+    parser.add_argument("project", help="project folder")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--manifest", help="CSV or Parquet manifest (see README: manifest format)")
+    source.add_argument("--image-folder", help="root of a <split>/<label>/*.jpg tree")
+    parser.add_argument("--predictions", help="with --image-folder: CSV of model outputs, 'image' relative to root")
+    parser.add_argument("--model-name", default="model", help="name of the model in the 'prediction' column")
+
+
+def _new_with_name(parser) -> None:
+    _new_arguments(parser)
+    parser.add_argument("--name", help="display name of the project (default: the folder name)")
+
+
+def cmd_new(args) -> int:
+    from hibug_core.ingest import load_manifest
+    from hibug_core.ingest.image_folder import load_image_folder
+    from hibug_core.store.project import Project
+
+    report, close = progress_bar()
+    try:
+        if args.image_folder:
+            if not args.predictions:
+                raise HibugError("--image-folder needs --predictions (a CSV with an 'image' column relative to it)")
+            manifest = load_image_folder(args.image_folder, args.predictions, default_model=args.model_name,
+                                         progress=report)
+        else:
+            manifest = load_manifest(args.manifest, default_model=args.model_name, progress=report)
+        if args.command == "import":
+            with Project.open(args.project) as project:
+                project.import_manifest(manifest)
+        else:
+            Project.create_from_manifest(args.project, manifest, name=args.name).close()
+    finally:
+        close()
+    print(f"{'imported' if args.command == 'import' else 'created'} {args.project}: {manifest.n_rows} samples, "
+          f"models: {', '.join(manifest.models)}")
+    if manifest.known_tags:
+        print(f"known attributes: {', '.join(manifest.known_tags)}")
+    if manifest.ignored_columns:
+        print(f"ignored columns (not in the data contract): {', '.join(manifest.ignored_columns)}")
+    return 0
+
+
+def _info_arguments(parser) -> None:
+    parser.add_argument("project")
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def cmd_info(args) -> int:
+    from hibug_core.store.project import Project
+
+    with Project.open(args.project) as project:
+        info = project.describe()
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return 0
+    print(f"project   {info['name']}  ({info['folder']})")
+    print(f"schema    v{info['schema_version']}")
+    print("samples   " + ", ".join(f"{k}: {v}" for k, v in sorted(info["splits"].items())) +
+          f"  (total {sum(info['splits'].values())})")
+    for row in info["scores"]:
+        score = "n/a (unlabelled)" if row["n"] == 0 else f"{row['mean_score']:.4f} over {row['n']}"
+        print(f"model     {row['model']:<20} {row['split']:<6} mean score {score}")
+    return 0
+
+
+def _address_arguments(parser) -> None:
+    parser.add_argument("--port", type=int, default=8501, help="port of the dashboard (default: 8501)")
+    parser.add_argument("--address", default="localhost",
+                        help="address to listen on (default: localhost; 0.0.0.0 to share it on the network)")
+
+
+def _serve_arguments(parser) -> None:
+    project_argument(parser)
+    _address_arguments(parser)
+
+
+def cmd_serve(args) -> int:
+    from hibug_core.store.project import Project
+    from hibug_ui.launch import serve
+
+    Project.open(args.project).close()  # a clear error now beats one in the browser
+    return serve(Path(args.project), args.port, args.address)
+
+
+def _demo_arguments(parser) -> None:
+    parser.add_argument("--dir", default="hibug-demo", help="folder of the demo project (default: ./hibug-demo)")
+    parser.add_argument("--build-only", action="store_true", help="build the demo project, do not serve it")
+    _address_arguments(parser)
+
+
+def cmd_demo(args) -> int:
+    from hibug_core.demo import DemoConfig, ensure_demo
+
+    report, close = progress_bar()
+    try:
+        project = ensure_demo(args.dir, DemoConfig(), progress=report)
+    finally:
+        close()
+    print(f"demo project ready in {project.folder}")
+    project.close()
+    if args.build_only:
+        return 0
+    from hibug_ui.launch import serve
+
+    print(f"opening the dashboard on http://localhost:{args.port}")
+    return serve(Path(args.dir), args.port, args.address)
+
+
+COMMANDS = {
+    "new": Command("create a project from a manifest or an image folder", _new_with_name, cmd_new),
+    "import": Command("add the rows of a manifest to an existing project", _new_arguments, cmd_new),
+    "info": Command("summarise a project", _info_arguments, cmd_info),
+    "serve": Command("open the dashboard on a project", _serve_arguments, cmd_serve),
+    "demo": Command("build the demo project if needed and open the dashboard on it", _demo_arguments, cmd_demo),
+}

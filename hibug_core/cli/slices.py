@@ -1,0 +1,119 @@
+"""Commands that find and report error slices: slices, report, and the planted-bug benchmark (bench)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from hibug_core.cli.command import Command, operation_command, progress_bar
+from hibug_core.errors import HibugError
+from hibug_core.operations import FindSlices, Report
+
+
+def cmd_slices(args) -> int:
+    from hibug_core.cli.options import operation_from_args
+    from hibug_core.slices.report import error_slices
+    from hibug_core.store.attribute_versions import schema_names
+    from hibug_core.store.project import Project
+    from hibug_core.tagging.sources import rank_sources, trust_message
+
+    op = operation_from_args(FindSlices, args)
+    with Project.open(args.project) as project:
+        report = error_slices(project, op.model, split=op.split, config=op.slice_config(), attributes=op.attributes,
+                              tags=op.tags)
+        sliced = [c for c in report.all_tags.columns if c in set(schema_names(project))]
+        message = trust_message(rank_sources(project, sliced)) if op.tags == "in force" and sliced else None
+    slices = report.slices
+    if op.output:
+        table = slices.drop(columns=["definition"])
+        table.index = table.index + 1
+        table.to_json(op.output, orient="records", indent=2) if op.output.endswith(".json") else \
+            table.to_csv(op.output)
+    if message:
+        print(f"warning: {message}")
+    print(f"{report.model} on {report.split}: score {report.overall_score:.1%} over {len(report.evaluation)} samples; "
+          f"{report.enumerated} slices enumerated, {len(slices)} error slices (score below {slices.attrs['cut']:.1%})")
+    for rank, row in slices.head(op.top).iterrows():
+        print(f"{rank + 1:>3}. {row['description']:<50} n={row['count']:<5} score {row['score']:6.1%} "
+              f"[{row['score_low']:.0%}, {row['score_high']:.0%}] q={row['q_value']:.1e}  {row['bug_type']}: "
+              f"{row['reason']}{_precision_note(row)}")
+    rare = report.rare_classes[report.rare_classes["rare"]]
+    if len(rare):
+        print("rare classes in training: " + ", ".join(f"{c} ({n})" for c, n in zip(rare["class"], rare["train_count"])))
+    return 0
+
+
+def _precision_note(row) -> str:
+    if not row["tag_checked"]:
+        return ""
+    note = f" (tags right on {row['tag_precision']:.0%} of {row['tag_checked']:,} checked images)"
+    return note if row["trusted"] else f" UNTRUSTED TAGS{note}"
+
+
+def cmd_report(args) -> int:
+    from hibug_core.cli.options import operation_from_args
+    from hibug_core.review.findings import write_report
+    from hibug_core.store.project import Project
+
+    op = operation_from_args(Report, args)
+    with Project.open(args.project) as project:
+        report, table = write_report(project, op.output, model=op.model, split=op.split, top=op.top)
+    print(f"{len(table)} error slices of {report.model} on {report.split} written to {op.output}")
+    return 0
+
+
+def _bench_arguments(parser) -> None:
+    from hibug_core.cli.command import llm_arguments
+    from hibug_core.slices.search import SliceConfig
+
+    parser.add_argument("--out", default="bench-results", help="folder for results, problem projects and caches")
+    parser.add_argument("--spurious", type=int, default=30, help="spurious-correlation problems")
+    parser.add_argument("--rare", type=int, default=30, help="rare-case problems")
+    parser.add_argument("--quick", action="store_true", help="3 + 3 problems (what CI runs)")
+    parser.add_argument("--taggers", help="comma-separated tag sources: truth, conse, library, taught, llm "
+                        "(default: all but llm; see --llm)")
+    parser.add_argument("--llm", action="store_true", help="add the 'llm' tag source: attributes proposed by a "
+                        "language model (OpenAI-compatible), tagged zero-shot")
+    llm_arguments(parser)
+    parser.add_argument("--encoder", default="conse", help="encoder of the automatic tag sources")
+    parser.add_argument("--top", type=int, default=10, help="Find Attr / Find Tag look at this many top slices")
+    parser.add_argument("--gap", type=float, default=SliceConfig.gap, help="C of the main table (others are reported "
+                        "too)")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def cmd_bench(args) -> int:
+    from dataclasses import replace
+
+    from hibug_core.bench.run import TAGGERS, BenchConfig, run_benchmark
+    from hibug_core.bench.summary import markdown_table, summary_tables, write_results
+
+    defaults = BenchConfig()
+    taggers = tuple(args.taggers.split(",")) if args.taggers else defaults.taggers + (("llm",) if args.llm else ())
+    spurious, rare = (3, 3) if args.quick else (args.spurious, args.rare)
+    llm = None
+    if args.llm:
+        from hibug_core.operations import LLMSettings
+
+        llm = LLMSettings(llm_model=args.llm_model, llm_base_url=args.llm_base_url).llm_config()
+    config = BenchConfig(n_spurious=spurious, n_rare=rare, seed=args.seed, taggers=taggers, top_n=args.top,
+                         slices=replace(defaults.slices, gap=args.gap), encoder=args.encoder, llm=llm,
+                         gaps=tuple(sorted({*defaults.gaps, args.gap})),
+                         parent_alphas=tuple(sorted({*defaults.parent_alphas, defaults.slices.parent_alpha})))
+    report, close = progress_bar()
+    try:
+        result = run_benchmark(args.out, config, progress=report)
+    finally:
+        close()
+    tables = summary_tables(result.rows, result.problems, args.gap, config.slices.parent_alpha)
+    markdown, data = write_results(Path(args.out), result, tables, TAGGERS)
+    print(markdown_table(tables["scores"]))
+    print(f"{int(result.problems['kept'].sum())} problems from {len(result.problems)} candidates in "
+          f"{result.timings['total']:.0f} s; tables in {markdown}, every row in {data}")
+    return 0
+
+
+COMMANDS = {
+    "slices": operation_command(FindSlices, cmd_slices),
+    "report": operation_command(Report, cmd_report),
+    "bench": Command("planted-bug benchmark: does hibug find and explain bugs planted in models?", _bench_arguments,
+                     cmd_bench),
+}

@@ -1,0 +1,101 @@
+"""Commands that embed and tag images: embed, tag, tags (sources per attribute) and teach."""
+from __future__ import annotations
+
+from hibug_core.cli.command import Command, operation_command, project_argument, run_kind_here
+from hibug_core.errors import HibugError
+from hibug_core.operations import Embed, Tag, Teach
+
+
+def cmd_embed(args) -> int:
+    project, result = run_kind_here(Embed, args)
+    project.close()
+    print(f"{result['samples']} samples embedded with {result['encoder']} (dimension {result['dimension']}); stored "
+          "in the project")
+    return 0
+
+
+def cmd_tag(args) -> int:
+    from hibug_core.tagging.sources import run_summary
+
+    project, result = run_kind_here(Tag, args)
+    with project:
+        print(f"tagging runs stored: {', '.join(f'#{r}' for r in result['runs'])}")
+        print("\n".join(run_summary(project, result["runs"])))
+    return 0
+
+
+def _find_sample(samples, value: str) -> int | None:
+    """A sample by its manifest id, its image path, or the end of its image path (e.g. images/cat.jpg)."""
+    for column in ("sample_key", "image_path"):
+        hits = samples.index[samples[column] == value]
+        if len(hits):
+            return int(hits[0])
+    hits = samples.index[samples["image_path"].str.endswith("/" + value.lstrip("./"))]
+    return int(hits[0]) if len(hits) == 1 else None
+
+
+def _teach_examples(parser) -> None:
+    parser.add_argument("--examples", required=True, help="CSV with columns sample (manifest id or image) and tag")
+
+
+def cmd_teach(args) -> int:
+    import pandas as pd
+
+    from hibug_core.store.project import Project
+
+    examples = pd.read_csv(args.examples, dtype=str)
+    if not {"sample", "tag"} <= set(examples.columns):
+        raise HibugError(f"{args.examples} needs the columns 'sample' (the manifest id or image path) and 'tag'")
+    with Project.open(args.project) as project:
+        samples = project.samples()
+        ids = [_find_sample(samples, value) for value in examples["sample"]]
+    unknown = [v for v, i in zip(examples["sample"], ids) if i is None]
+    if unknown:
+        raise HibugError(f"{len(unknown)} example(s) name samples that are not in the project, e.g. {unknown[0]!r}")
+    project, result = run_kind_here(Teach, args, examples=dict(zip(ids, examples["tag"])))
+    project.close()
+    print(f"taught '{args.attribute}' from {sum(result['examples'].values())} examples: cross-validated accuracy "
+          f"{result['cv_accuracy']:.1%} ± {result['cv_std']:.1%} over {result['folds']} folds; run #{result['run']}")
+    return 0
+
+
+def _tags_arguments(parser) -> None:
+    project_argument(parser)
+    parser.add_argument("--choose", action="append", metavar="ATTRIBUTE=SOURCE",
+                        help="put SOURCE in force for ATTRIBUTE: imported, run:<id>, or auto (the best measured one); "
+                        "repeatable")
+
+
+def cmd_tags(args) -> int:
+    from hibug_core.store import tag_store
+    from hibug_core.store.attribute_versions import schema_names
+    from hibug_core.store.project import Project
+    from hibug_core.tagging.sources import rank_sources, trust_message
+
+    with Project.open(args.project) as project:
+        for choice in args.choose or []:
+            attribute, _, source = choice.rpartition("=")
+            if not attribute:
+                raise HibugError(f"--choose takes ATTRIBUTE=SOURCE (SOURCE: auto, imported or run:<id>), not {choice!r}")
+            tag_store.choose_source(project, attribute.strip(), source.strip())
+        ranking = rank_sources(project, schema_names(project))
+    for attribute, rows in ranking.table.groupby("attribute", sort=False):
+        print(f"{attribute}:")
+        for row in rows.itertuples():
+            accuracy = f"{row.accuracy:6.1%} [{row.low:.0%}, {row.high:.0%}] on {row.checked:,}" if row.checked else \
+                f"{'':6} ({row.against})"
+            mark = "in force" + (" (chosen)" if row.chosen else "") if row.in_force else ""
+            print(f"  {row.source:<10} {row.label:<40} {accuracy:<36} {mark}")
+    message = trust_message(ranking)
+    if message:
+        print(message)
+    return 0
+
+
+COMMANDS = {
+    "embed": operation_command(Embed, cmd_embed),
+    "tag": operation_command(Tag, cmd_tag),
+    "tags": Command("show every tag source per attribute with its measured accuracy, and choose the one in force",
+                    _tags_arguments, cmd_tags),
+    "teach": operation_command(Teach, cmd_teach, extra=_teach_examples),
+}

@@ -1,0 +1,377 @@
+"""Every operation hibug runs (embed, tag, teach, map, propose, suggest tags, find slices, select, repair, generate,
+failure search, report): one typed definition each, with its defaults, allowed choices (from the registries) and
+checks. The CLI's options, the pages' forms and the background jobs are built from these, so they cannot drift."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Callable, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from hibug_core.attributes.library import LIBRARY
+from hibug_core.embeddings.projection import MapConfig
+from hibug_core.embeddings.registry import DEFAULT_ENCODER, ENCODERS
+from hibug_core.errors import HibugError
+from hibug_core.registry import Registry
+from hibug_core.repair.generators import GENERATORS, SHAPE_RENDERER
+from hibug_core.repair.loop import DATA_SOURCES, RepairConfig
+from hibug_core.repair.prompts import PROMPT_METHODS
+from hibug_core.repair.retrain import RETRAIN_METHODS, RetrainConfig
+from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig
+from hibug_core.slices.report import TAG_SOURCES
+from hibug_core.slices.search import RANKINGS, SliceConfig
+
+NO_BASELINE = "none"
+
+
+class OperationError(HibugError):
+    """Parameters an operation refuses; the message names the field and what is allowed."""
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """Field metadata: the value must be one of these (a registry's entries, including its families and test-only
+    entries; menus offer `names()`)."""
+
+    choices: Registry | tuple[str, ...] | Callable[[], tuple[str, ...]]
+    extra: tuple[str, ...] = ()
+
+    def names(self) -> list[str]:
+        source = self.choices() if callable(self.choices) and not isinstance(self.choices, Registry) else self.choices
+        base = source.names() if isinstance(source, Registry) else list(source)
+        return base + [e for e in self.extra if e not in base]
+
+    def allows(self, value: str) -> bool:
+        if value in self.extra:
+            return True
+        return value in self.choices if isinstance(self.choices, Registry) else value in self.names()
+
+    def check(self, value):
+        if value is not None and not self.allows(value):
+            raise ValueError(f"not allowed; use one of: {self.describe()}")
+        return value
+
+    def __get_pydantic_core_schema__(self, source, handler):
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_after_validator_function(self.check, handler(source))
+
+    def describe(self) -> str:
+        if isinstance(self.choices, Registry):
+            return self.choices.help_text() + "".join(f"; {e}" for e in self.extra)
+        return ", ".join(self.names())
+
+
+@dataclass(frozen=True)
+class Cli:
+    """Field metadata: how the field appears on the command line (default: --field-name)."""
+
+    flag: str | None = None  # another spelling, e.g. --split for `splits`
+    positional: bool = False
+    comma: bool = False  # a list typed as "a,b,c"
+    repeat: bool = False  # a list typed as --flag a --flag b
+    skip: bool = False  # not a command-line option (e.g. rows edited on a page)
+
+
+class Operation(BaseModel):
+    """Base of every operation: frozen, unknown parameters refused, choices checked when built."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: ClassVar[str]
+    summary: ClassVar[str]
+
+    @classmethod
+    def build(cls, params: dict[str, Any] | None = None, **more):
+        """The operation from plain parameters (a job's, a form's); OperationError naming every bad field."""
+        try:
+            return cls.model_validate({**(params or {}), **more})
+        except ValidationError as error:
+            problems = []
+            for issue in error.errors():
+                where = ".".join(str(part) for part in issue["loc"]) or "parameters"
+                message = issue["msg"].removeprefix("Value error, ")
+                if not issue["loc"]:
+                    problems.append(message)  # a check across fields names its fields itself
+                elif issue["type"] in ("missing", "extra_forbidden"):
+                    problems.append(f"{where}: {message}")
+                else:
+                    problems.append(f"{where} = {issue['input']!r}: {message}")
+            raise OperationError(f"{cls.kind}: " + "; ".join(problems)) from None
+
+    @classmethod
+    def default(cls, name: str):
+        return cls.model_fields[name].get_default(call_default_factory=True)
+
+    @classmethod
+    def choices(cls, name: str) -> list[str]:
+        """The values offered for a field (registry entries meant for users; test-only ones left out)."""
+        rule = next((m for m in cls.model_fields[name].metadata if isinstance(m, OneOf)), None)
+        if rule is None:
+            raise KeyError(f"{cls.__name__}.{name} has no fixed choices")
+        return rule.names()
+
+    @classmethod
+    def help(cls, name: str) -> str:
+        return cls.model_fields[name].description or ""
+
+    def params(self) -> dict[str, Any]:
+        """JSON-able parameters (what a job stores)."""
+        return self.model_dump(mode="json")
+
+
+Encoder = Annotated[str, OneOf(ENCODERS), Field(description="encoder: " + ENCODERS.help_text())]
+Splits = Annotated[list[str] | None, Cli(flag="--split", repeat=True),
+                   Field(description="only these splits (repeatable; default: all)")]
+Attributes = Annotated[list[str] | None, Cli(comma=True),
+                       Field(description="comma-separated attribute names (default: every enabled one)")]
+ModelName = Annotated[str | None, Field(description="model name (default: the project's first)")]
+LLMModel = Annotated[str | None, Field(description="LLM model name (default: HIBUG_LLM_MODEL, else gpt-4o-mini)")]
+LLMBaseURL = Annotated[str | None, Field(description="OpenAI-compatible server URL (default: HIBUG_LLM_BASE_URL); "
+                                                     "the key is read from OPENAI_API_KEY or Streamlit secrets")]
+Seed = Annotated[int, Field(ge=0, description="random seed")]
+
+
+class LLMSettings(BaseModel):
+    """Where the language model is: model name and server; the key never passes through an operation."""
+
+    llm_model: LLMModel = None
+    llm_base_url: LLMBaseURL = None
+
+    def llm_config(self):
+        from hibug_core.llm.client import LLMConfig
+
+        return LLMConfig.from_env(model=self.llm_model or None, base_url=self.llm_base_url or None)
+
+
+# ----- embeddings and tags -----------------------------------------------------------------------------------------
+class Embed(Operation):
+    kind: ClassVar[str] = "embed"
+    summary: ClassVar[str] = "compute and store image embeddings (only images not embedded before)"
+    encoder: Encoder = DEFAULT_ENCODER
+    splits: Splits = None
+    batch_size: int = Field(64, ge=1, description="images per batch")
+    workers: int | None = Field(None, ge=0, description="image decoding processes (default: chosen for this machine)")
+    ray: bool = Field(False, description="run as Ray Data batch inference (needs hibug[cluster])")
+    ray_address: str | None = Field(None, description="Ray cluster address (default: start a local instance)")
+    ray_actors: int = Field(2, ge=1, description="encoder actors (one GPU each when there are GPUs)")
+
+
+class Tag(Operation, LLMSettings):
+    kind: ClassVar[str] = "tag"
+    summary: ClassVar[str] = "tag every image with every enabled attribute, then report tag quality"
+    attributes: Attributes = None
+    splits: Splits = None
+    encoder: Encoder = DEFAULT_ENCODER
+    model: str | None = Field(None, description="model whose predictions name the class of unlabelled images in "
+                                                "prompts (default: the first)")
+    llm: bool = Field(False, description="ask a multimodal LLM (OpenAI-compatible) instead of the encoder")
+
+
+class Teach(Operation):
+    kind: ClassVar[str] = "teach"
+    summary: ClassVar[str] = "teach an attribute by example: a linear probe on stored embeddings"
+    attribute: Annotated[str, Cli(positional=True), Field(min_length=1, description="the attribute to teach")]
+    examples: Annotated[dict[int, str], Cli(skip=True)] = Field(
+        default_factory=dict, description="sample id -> tag (empty: the examples people already gave)")
+    encoder: Encoder = DEFAULT_ENCODER
+
+
+class EmbeddingMap(Operation):
+    kind: ClassVar[str] = "map"
+    summary: ClassVar[str] = "embed what is missing, then lay the images out on a 2-D map"
+    encoder: Encoder = DEFAULT_ENCODER
+    splits: Splits = None
+    method: Annotated[str, OneOf(("umap", "pca"))] = Field(MapConfig.method, description="layout: umap or pca "
+                                                                                         "(instant, less separated)")
+
+
+# ----- attributes --------------------------------------------------------------------------------------------------
+class ProposeAttributes(Operation, LLMSettings):
+    kind: ClassVar[str] = "propose"
+    summary: ClassVar[str] = "propose attributes for the task (a language model, or the built-in library)"
+    task: str | None = Field(None, description="what the model does, e.g. 'classify bird species in photos' "
+                                               "(default: the project's name)")
+    library: Annotated[str | None, OneOf(tuple(LIBRARY))] = Field(
+        None, description="built-in library entry (default: chosen from the task)")
+    llm: bool = Field(False, description="ask a language model (OpenAI-compatible)")
+    method: Annotated[str, OneOf(("hibug2", "hibug"))] = Field("hibug2", description="the language model's flow")
+
+
+class SuggestTags(Operation, LLMSettings):
+    kind: ClassVar[str] = "suggest tags"
+    summary: ClassVar[str] = "suggest tags from representative images (a multimodal LLM, or the encoder's vocabulary)"
+    encoder: Encoder = Field("conse", description="encoder for representative images")
+    refine: bool = Field(False, description="a pass over validation images instead")
+    llm: bool = Field(False, description="ask a multimodal language model")
+
+
+# ----- slices ------------------------------------------------------------------------------------------------------
+class FindSlices(Operation):
+    kind: ClassVar[str] = "slices"
+    summary: ClassVar[str] = "find, rank and explain the error slices of a model"
+    model: ModelName = None
+    split: str = Field("val", min_length=1, description="labelled split to evaluate on")
+    depth: int = Field(SliceConfig.max_depth, ge=1, le=4, description="most (attribute = tag) pairs per slice (1-4)")
+    support: int = Field(SliceConfig.min_support, ge=1, description="minimum samples in a slice (M)")
+    gap: float = Field(SliceConfig.gap, ge=0, le=1, description="error slices score below overall minus this (C)")
+    threshold: float | None = Field(None, ge=0, le=1, description="or below this absolute score")
+    rank_by: Annotated[str, OneOf(RANKINGS)] = Field(SliceConfig.rank_by, description="order of the error slices")
+    attributes: Annotated[list[str] | None, Cli(comma=True)] = Field(
+        None, description="comma-separated attributes to slice by (default: every tagged one); any imported column "
+                          "is also 'known: <name>'")
+    by_class: bool = Field(SliceConfig.by_class, description="slice by the class too")
+    tags: Annotated[str, OneOf(TAG_SOURCES)] = Field(
+        "in force", description="tag source: per attribute the best measured or chosen one (see `hibug tags`), the "
+                                "imported attr: columns only, or tagging runs only")
+    top: int = Field(20, ge=1, description="slices to show")
+    output: str | None = Field(None, description="write every error slice to this .csv or .json file")
+
+    def slice_config(self) -> SliceConfig:
+        return SliceConfig(max_depth=self.depth, min_support=self.support, gap=self.gap, threshold=self.threshold,
+                           rank_by=self.rank_by, by_class=self.by_class)
+
+
+# ----- repair ------------------------------------------------------------------------------------------------------
+Budget = Annotated[float, Field(gt=0, description="images to select: a count, or a share of the training split when "
+                                                  "below 1")]
+Beta = Annotated[float, Field(gt=0, le=1, description="hibug: share of validation failures the slices cover")]
+
+
+class Select(Operation):
+    kind: ClassVar[str] = "select"
+    summary: ClassVar[str] = "select pool images to label for the error slices (no retraining)"
+    model: ModelName = None
+    method: Annotated[str, OneOf(SELECTION_METHODS)] = Field(SelectionConfig.method,
+                                                             description="how pool images are selected")
+    budget: Budget = SelectionConfig.budget
+    beta: Beta = SelectionConfig.beta
+    seed: Seed = 0
+    split: str = Field("val", description="where error slices are found")
+    by_class: bool = Field(SliceConfig.by_class, description="slice by the class too")
+    top: int = Field(10, ge=1, description="slices listed")
+    export: str | None = Field(None, description="write the selection to this .csv or .parquet file")
+
+    def selection_config(self) -> SelectionConfig:
+        return SelectionConfig(method=self.method, budget=self.budget, beta=self.beta, seed=self.seed)
+
+
+class Repair(Operation):
+    kind: ClassVar[str] = "repair"
+    summary: ClassVar[str] = ("select pool images (or use generated ones) for the error slices, retrain, and compare "
+                              "before and after slice by slice against a baseline and a no-new-data control")
+    model: ModelName = None
+    method: Annotated[str, OneOf(SELECTION_METHODS)] = Field(SelectionConfig.method,
+                                                             description="how pool images are selected")
+    baseline: Annotated[str, OneOf(SELECTION_METHODS, extra=(NO_BASELINE,))] = Field(
+        RepairConfig.baseline, description="selection run the same way for comparison")
+    control: bool = Field(RepairConfig.control, description="also retrain with no new data")
+    budget: Budget = SelectionConfig.budget
+    beta: Beta = SelectionConfig.beta
+    data: Annotated[str, OneOf(DATA_SOURCES)] = Field(
+        RepairConfig.data, description="new training data: selected pool images (labelled) or the generated split")
+    retrain: Annotated[str, OneOf(RETRAIN_METHODS)] = Field(RetrainConfig.method, description="how the model is "
+                                                            "retrained: " + RETRAIN_METHODS.help_text())
+    lam: float | None = Field(None, ge=0, description="weight of the new data's mean loss (default: as if simply added)")
+    epochs: int | None = Field(None, ge=1, description="fine-tune: epochs (default: the retraining's own)")
+    features: str = Field(RetrainConfig.features, description="linear head: 'model' (the network's features) or an "
+                                                              "encoder")
+    seeds: Annotated[list[int], Cli(flag="--seeds")] = Field(
+        list(RepairConfig.seeds), min_length=1, description="seeds to repeat over (one seed is noise)")
+    split: str = Field(RepairConfig.slice_split, description="where error slices are found")
+    eval_split: str = Field(RepairConfig.eval_split, description="held-out split for before and after")
+    by_class: bool = Field(SliceConfig.by_class, description="slice by the class too")
+    top: int = Field(RepairConfig.top_slices, ge=1, description="error slices compared (planted ones are added)")
+    record: bool = Field(RepairConfig.record_models, description="store the retrained models' predictions")
+    export: str | None = Field(None, description="write the first seed's selection to this .csv or .parquet file")
+
+    @model_validator(mode="after")
+    def _features_known(self):
+        if self.features != "model" and self.features not in ENCODERS:
+            raise ValueError(f"features = {self.features!r}: use 'model' or an encoder ({ENCODERS.help_text()})")
+        return self
+
+    def repair_config(self) -> RepairConfig:
+        from dataclasses import replace
+
+        return RepairConfig(
+            model=self.model, data=self.data, selection=self.selection_config(),
+            baseline=None if self.baseline == NO_BASELINE else self.baseline, control=self.control,
+            retrain=replace(RetrainConfig(), method=self.retrain, lam=self.lam, features=self.features,
+                            fine_tune=replace(RetrainConfig().fine_tune, **({"epochs": self.epochs} if self.epochs
+                                                                            else {}))),
+            seeds=tuple(self.seeds), slice_split=self.split, eval_split=self.eval_split,
+            slices=SliceConfig(by_class=self.by_class), top_slices=self.top, record_models=self.record)
+
+    def selection_config(self) -> SelectionConfig:
+        return SelectionConfig(method=self.method, budget=self.budget, beta=self.beta, seed=self.seeds[0])
+
+
+class Generate(Operation, LLMSettings):
+    kind: ClassVar[str] = "generate"
+    summary: ClassVar[str] = "generate images for the error slices and store them as the split 'generated'"
+    model: ModelName = None
+    generator: Annotated[str, OneOf(GENERATORS)] = Field(SHAPE_RENDERER, description="generator: " +
+                                                         GENERATORS.help_text())
+    prompts: Annotated[str, OneOf(PROMPT_METHODS)] = Field(
+        "hibug", description="HiBug's slice template, or uncommon backgrounds (Chegini and Feizi)")
+    prompt_rows: Annotated[list[dict] | None, Cli(skip=True)] = Field(
+        None, description="prompts as edited on the page (prompt, label, slice_id, slice, weight); used instead of "
+                          "writing them")
+    images: int = Field(100, ge=1, description="images in all, split over prompts by failures")
+    top: int = Field(5, ge=1, description="hibug prompts: error slices used")
+    llm: bool = Field(False, description="backgrounds: list them with a language model")
+    encoder: Encoder = Field("conse", description="backgrounds: zero-shot encoder")
+    steps: int = Field(25, ge=1, description="diffusers: denoising steps")
+    seed: Seed = 0
+
+
+class FailureSearch(Operation, LLMSettings):
+    kind: ClassVar[str] = "failure search"
+    summary: ClassVar[str] = ("generative failure search: captions of failures that make the model fail significantly "
+                              "more often (Wiles et al.)")
+    label: str = Field(min_length=1, description="class to search")
+    model: Annotated[str | None, Field(description="model (the project must hold its network; default: the first)")] \
+        = None
+    baseline: str | None = Field(None, description="baseline prompt (default: 'A photo of a <label>')")
+    generator: Annotated[str, OneOf(GENERATORS)] = Field(SHAPE_RENDERER, description="generator (see `hibug "
+                                                                                     "generate --help`)")
+    captioner: Annotated[str, OneOf(("renderer", "llm"))] = Field(
+        "renderer", description="'renderer': the shape-world renderer's scene description; 'llm': a multimodal LLM")
+    images: int = Field(32, ge=2, description="images per caption tested")
+    captions: int = Field(8, ge=1, description="failures captioned")
+    steps: int = Field(25, ge=1, description="diffusers: denoising steps")
+    seed: Seed = 0
+
+
+class Report(Operation):
+    kind: ClassVar[str] = "report"
+    summary: ClassVar[str] = ("export the findings (error slices, evidence, thumbnails, reviews) as a self-contained "
+                              "HTML page, Markdown or CSV")
+    output: str = Field(min_length=1, description="findings.html, findings.md or findings.csv")
+    model: ModelName = None
+    split: str = Field("val", description="labelled split the slices are found on")
+    top: int = Field(20, ge=1, description="error slices in the report")
+
+    @model_validator(mode="after")
+    def _known_format(self):
+        if not self.output.lower().endswith((".html", ".md", ".csv")):
+            raise ValueError(f"output = {self.output!r}: write the report to a .html, .md or .csv file")
+        return self
+
+
+OPERATIONS: dict[str, type[Operation]] = {op.kind: op for op in (
+    Embed, Tag, Teach, EmbeddingMap, ProposeAttributes, SuggestTags, FindSlices, Select, Repair, Generate,
+    FailureSearch, Report)}
+
+
+def register_operation(op: type[Operation]) -> None:
+    """Add an operation defined elsewhere (an extension's job kind); a kind names one operation only."""
+    if OPERATIONS.get(op.kind, op) is not op:
+        raise ValueError(f"operation kind '{op.kind}' is defined twice")
+    OPERATIONS[op.kind] = op
+
+
+def operation(kind: str) -> type[Operation]:
+    if kind not in OPERATIONS:
+        raise OperationError(f"unknown operation '{kind}'; known: {', '.join(OPERATIONS)}")
+    return OPERATIONS[kind]
