@@ -8,6 +8,17 @@ class HibugError(Exception):
     """Base class of every error hibug reports to a person."""
 
 
+class ConfigError(HibugError, ValueError):
+    """A configuration refused when built; the message names every bad field and what it must be."""
+
+
+def check_fields(config, rules: dict[str, tuple[bool, str]]) -> None:
+    """Raise ConfigError naming each field whose rule failed: rules = {field: (ok, what it must be)}."""
+    bad = [f"{name} = {getattr(config, name)!r} (must be {must})" for name, (ok, must) in rules.items() if not ok]
+    if bad:
+        raise ConfigError(f"invalid {type(config).__name__}: " + "; ".join(bad))
+
+
 class ProjectError(HibugError):
     """A project folder or store that cannot be opened, created or migrated."""
 

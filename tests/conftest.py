@@ -58,7 +58,7 @@ def colour_project(tmp_path: Path):
     from hibug_core.ingest import load_manifest
     from hibug_core.store.attribute_versions import save_schema
     from hibug_core.store.project import Project
-    from hibug_core.tagging.measured import measured_attributes
+    from hibug_core.attributes.measured import measured_attributes
 
     folder = tmp_path / "data"
     folder.mkdir()

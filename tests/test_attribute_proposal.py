@@ -105,7 +105,7 @@ def test_cli_proposes_with_a_language_model_and_stores_a_version(colour_project,
 def test_representative_images_are_the_samples_nearest_each_cluster_centre():
     import numpy as np
 
-    from hibug_core.attributes.from_data import representative_images
+    from hibug_core.tagging.suggest import representative_images
 
     rng = np.random.default_rng(0)
     centres = np.array([[0, 0], [10, 0], [0, 10]], dtype=float)
@@ -126,7 +126,7 @@ def _two_colour_schema(project):
 
 def test_tags_the_data_need_are_added_from_a_multimodal_model(colour_project, tmp_path, monkeypatch):
     from fake_openai import colour_of, images_of
-    from hibug_core.attributes.from_data import propose_tags_from_data, refine_tags
+    from hibug_core.tagging.suggest import propose_tags_from_data, refine_tags
 
     monkeypatch.setenv("HIBUG_CACHE", str(tmp_path / "cache"))
     schema = _two_colour_schema(colour_project)
@@ -144,7 +144,7 @@ def test_tags_the_data_need_are_added_from_a_multimodal_model(colour_project, tm
 
 
 def test_offline_tag_proposal_scores_a_vocabulary_with_the_encoder(colour_project, tmp_path, monkeypatch):
-    from hibug_core.attributes.from_data import VOCABULARY, propose_tags_from_data
+    from hibug_core.tagging.suggest import VOCABULARY, propose_tags_from_data
 
     monkeypatch.setenv("HIBUG_CACHE", str(tmp_path / "cache"))
     schema = _two_colour_schema(colour_project)
@@ -156,7 +156,7 @@ def test_offline_tag_proposal_scores_a_vocabulary_with_the_encoder(colour_projec
 
 def test_comparative_method_sends_a_right_and_a_wrong_image_of_one_class(colour_project):
     from fake_openai import images_of
-    from hibug_core.attributes.from_data import propose_by_comparison
+    from hibug_core.tagging.suggest import propose_by_comparison
 
     answer = {"attributes": [{"name": "corner sharpness", "kind": "descriptive", "tags": ["sharp", "rounded"],
                               "reason": "rounded corners look like a circle"},

@@ -43,9 +43,11 @@ def dests(parser) -> set[str]:
 
 
 def test_every_operation_builds_with_its_defaults_and_lists_in_one_place():
-    assert list(OPERATIONS) == ["embed", "tag", "teach", "map", "propose", "suggest tags", "slices", "select",
+    built_in = [kind for kind, op in OPERATIONS.items() if op.__module__ == "hibug_core.operations"]  # not tests'
+    assert built_in == ["embed", "tag", "teach", "map", "propose", "suggest tags", "slices", "select",
                                 "repair", "generate", "failure search", "report"]
-    for kind, op in OPERATIONS.items():
+    for kind in built_in:
+        op = OPERATIONS[kind]
         built = op.build(REQUIRED.get(kind, {}))
         assert built.kind == kind and op.summary
         assert op.build(built.params()) == built  # what a job stores builds the same operation again

@@ -14,7 +14,7 @@ from PIL import Image
 
 from fake_openai import FakeOpenAIServer
 from hibug_core.attributes import Attribute, AttributeSchema
-from hibug_core.errors import ModelLoadError
+from hibug_core.errors import ConfigError, ModelLoadError
 from hibug_core.ingest import load_manifest
 from hibug_core.repair.compare import mcnemar_p, slice_changes
 from hibug_core.repair.failure_search import FailureSearchConfig, failure_search, reductions
@@ -126,8 +126,9 @@ def test_baselines_random_and_uncertainty(slice_project, tmp_path):
                                       "confidence", "order"]
     with pytest.raises(SelectionError, match=".csv or .parquet"):
         export_selection(first, tmp_path / "selection.xlsx")
-    with pytest.raises(SelectionError, match="unknown selection method"):
-        select_pool(report, SelectionConfig(method="greedy"))
+    with pytest.raises(ConfigError, match=r"invalid SelectionConfig: method = 'greedy' \(must be one of random, "
+                                          r"uncertainty, hibug, hibug2\)"):
+        SelectionConfig(method="greedy")
 
 
 def test_mcnemar_and_slice_changes_on_a_hand_example():
@@ -409,5 +410,6 @@ def test_retraining_refuses_unlabeled_new_data_and_a_missing_network(slice_proje
         retrain(slice_project, model, samples.index[samples["split"] == "pool"][:4])
     with pytest.raises(RetrainError, match="holds no network.*linear head on stored embeddings"):
         retrain(slice_project, model, samples.index[samples["split"] == "val"][:4])
-    with pytest.raises(RetrainError, match="unknown retraining method"):
+    with pytest.raises(ConfigError, match=r"invalid RetrainConfig: method = 'magic' \(must be one of fine-tune, "
+                                          r"from scratch, linear head\)"):
         retrain(slice_project, model, [], RetrainConfig(method="magic"))

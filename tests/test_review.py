@@ -85,8 +85,8 @@ def test_saved_views_have_links_and_unique_names(colour_project):
     assert views["link"].iat[0] == "/Error_slices?gap=0.2&slice=abc"  # keys sorted: one link per view
     with pytest.raises(ReviewError, match="was saved by ana"):
         save_view(colour_project, "blue  failures", "Repair", {}, author="bo")
-    with pytest.raises(ReviewError, match="unknown page"):
-        save_view(colour_project, "x", "Nowhere", {})
+    with pytest.raises(ReviewError, match="is not a page of the dashboard: use its URL path"):
+        save_view(colour_project, "x", "../../admin?x=", {})
 
 
 def test_a_stale_tag_correction_is_refused_with_the_newer_value(colour_project):

@@ -12,7 +12,7 @@ from hibug_core.slices import enumeration as enumeration_module
 from hibug_core.slices.diagnosis import DiagnosisConfig, diagnose
 from hibug_core.slices.enumeration import enumerate_slices
 from hibug_core.slices.search import SliceConfig, TagMatrix, describe, find_error_slices, parse_definition, slice_id
-from hibug_core.slices.stats import benjamini_hochberg, wilson_interval, worse_than_rest_p_values
+from hibug_core.stats import benjamini_hochberg, wilson_interval, worse_than_rest_p_values
 
 
 def brute_force(codes, n_tags, errors, depth, support):

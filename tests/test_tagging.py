@@ -13,7 +13,8 @@ from hibug_core.embeddings.registry import load_encoder
 from hibug_core.errors import ModelLoadError, ProjectError, TaggingError
 from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version, load_schema, save_schema, schema_history
-from hibug_core.tagging.measured import COLOUR_NAMES, PIXEL_MEASURES, colour_names, measure_pixels
+from hibug_core.attributes.measured import COLOUR_NAMES
+from hibug_core.tagging.measured import PIXEL_MEASURES, colour_names, measure_pixels
 from hibug_core.tagging.run import current_tags, project_tag_quality, tag_project, teach
 from hibug_core.tagging.zero_shot import tag_classifier, text_embeddings, zero_shot_tags
 

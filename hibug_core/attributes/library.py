@@ -116,7 +116,7 @@ def choose_task_type(task: str, classes: list[str] | None = None) -> str:
 def library_schema(task: str, classes: list[str] | None = None, task_type: str | None = None, *,
                    with_measured: bool = True) -> AttributeSchema:
     """A structured schema from the built-in library for the task (plus the measured global attributes)."""
-    from hibug_core.tagging.measured import measured_attributes
+    from hibug_core.attributes.measured import measured_attributes
 
     kind = task_type or choose_task_type(task, classes)
     if kind not in LIBRARY:

@@ -27,7 +27,7 @@ from hibug_core.slices.report import error_slices
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.arrays import ArrayStore
 from hibug_core.store.attribute_versions import save_schema
-from hibug_core.tagging.measured import measured_attributes
+from hibug_core.attributes.measured import measured_attributes
 from hibug_core.tagging.run import tag_project, teach
 
 logger = logging.getLogger(__name__)

@@ -53,7 +53,7 @@ def cmd_attributes(args) -> int:
             print(f"saved version {version}: {len(result.schema.attributes)} attributes proposed by {result.source}")
             schema = result.schema
         elif args.action == "suggest-tags":
-            from hibug_core.attributes.from_data import propose_tags_from_data, refine_tags
+            from hibug_core.tagging.suggest import propose_tags_from_data, refine_tags
 
             op = operation_from_args(SuggestTags, args)
             config = op.llm_config() if op.llm else None

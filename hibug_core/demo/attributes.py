@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from hibug_core.attributes.schema import Attribute, AttributeSchema
 from hibug_core.demo.easyvqa import COLORS, SHAPES
-from hibug_core.tagging.measured import measured_attributes
+from hibug_core.attributes.measured import measured_attributes
 
 TASK = "classify the shape (circle, rectangle or triangle) in small synthetic drawings"
 

@@ -14,7 +14,7 @@ from scipy.stats import fisher_exact
 from hibug_core.errors import HibugError
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.repair.generators import Generator, ShapeWorldRenderer
-from hibug_core.slices.stats import benjamini_hochberg
+from hibug_core.stats import benjamini_hochberg
 
 logger = logging.getLogger(__name__)
 

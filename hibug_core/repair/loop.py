@@ -9,12 +9,12 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from hibug_core.errors import HibugError
+from hibug_core.errors import HibugError, check_fields
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.repair.compare import slice_changes
 from hibug_core.repair.retrain import ImageCache, RetrainConfig, retrain
 from hibug_core.repair.runs import finish_run, start_run
-from hibug_core.repair.selection import SelectionConfig, resolve_budget, select_pool
+from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, resolve_budget, select_pool
 from hibug_core.slices.report import error_slices
 from hibug_core.slices.search import SliceConfig, TagMatrix, slice_id
 
@@ -43,6 +43,14 @@ class RepairConfig:
     slices: SliceConfig = field(default_factory=SliceConfig)
     top_slices: int = 10  # reported slices compared, besides the planted ones
     record_models: bool = True  # store each retrained model's predictions in the project
+
+    def __post_init__(self):
+        check_fields(self, {
+            "data": (self.data in DATA_SOURCES, f"one of {', '.join(DATA_SOURCES)}"),
+            "seeds": (len(self.seeds) > 0, "at least one seed"),
+            "top_slices": (self.top_slices >= 1, "at least 1"),
+            "baseline": (self.baseline is None or self.baseline in SELECTION_METHODS.names(hidden=True),
+                         f"None or one of {', '.join(SELECTION_METHODS.names())}")})
 
 
 @dataclass
@@ -80,15 +88,20 @@ def _new_data(project, report, config: RepairConfig, method: str, seed: int, n_i
     return selection.index.to_numpy(), selection
 
 
-def run_repair(project, config: RepairConfig = RepairConfig(), *, author: str | None = None,
+def run_repair(project, config: RepairConfig | None = None, *, author: str | None = None,
                progress: ProgressCallback = no_progress) -> RepairResult:
-    """Run the loop for every seed and return (and store) the comparison."""
+    """Run the loop for every seed and return (and store) the comparison. The progress callback may cancel between
+    retrained models (by raising); the run then stays unfinished and nothing is recorded as its result."""
+    # 1. Check inputs: the configuration is checked when built; here, a labelled held-out split to compare on.
+    config = config or RepairConfig()
+    progress("finding error slices", 0, 1)
     report = error_slices(project, config.model, split=config.slice_split, config=config.slices)
     model = report.model
     held_tags, held = report.split_matrix(config.eval_split, labelled=True)
     if held.empty:
         raise RepairError(f"no labelled '{config.eval_split}' images to compare before and after on; import a "
                           "held-out split or choose another")
+    # 2. The slices compared: the top reported ones and the planted ones (demo and benchmark problems).
     planted = planted_definitions(project)
     found = [d for d in report.slices["definition"].head(config.top_slices) if slice_id(d) not in
              {slice_id(p) for p in planted}]
@@ -98,6 +111,7 @@ def run_repair(project, config: RepairConfig = RepairConfig(), *, author: str | 
     main = GENERATED if config.data == GENERATED else config.selection.method
     methods = [main] + ([config.baseline] if config.baseline else []) + ([CONTROL] if config.control else [])
     n_train = int(((report.samples["split"] == "train") & report.samples["label"].notna()).sum())
+    # 3. Every seed, every method: new data, retrain, record the model, compare slice by slice.
     run_id = start_run(project, "retrain", {"config": asdict(config)}, author=author)
     images = ImageCache()
     rows, changes, selections = [], [], {}
@@ -131,6 +145,7 @@ def run_repair(project, config: RepairConfig = RepairConfig(), *, author: str | 
             progress("retraining and comparing", len(rows), steps)
             logger.info("repair %s seed %d: %d new images, %.3f -> %.3f", method, seed, len(ids), before.mean(),
                         after.mean())
+    # 4. Summarise over seeds and store the run's result.
     changes = pd.concat(changes, ignore_index=True)
     changes["planted"] = changes["slice_id"].isin({slice_id(d) for d in planted})
     result = RepairResult(run_id, pd.DataFrame(rows), changes, summarise(changes), selections)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.demo.shapes_model import FineTuneConfig
-from hibug_core.errors import HibugError
+from hibug_core.errors import HibugError, check_fields
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import Registry
 
@@ -32,6 +32,12 @@ class RetrainConfig:
     regularisation: float = 1.0  # linear head: inverse L2 strength (scikit-learn's C)
     fine_tune: FineTuneConfig = field(default_factory=FineTuneConfig)
     seed: int = 0
+
+    def __post_init__(self):
+        check_fields(self, {
+            "method": (self.method in RETRAIN_METHODS.names(), f"one of {', '.join(RETRAIN_METHODS.names())}"),
+            "lam": (self.lam is None or self.lam >= 0, "None (as if added) or 0 or more"),
+            "regularisation": (self.regularisation > 0, "above 0")})
 
 
 def project_network(project, model: str):
@@ -101,11 +107,12 @@ class RetrainInputs:
     progress: ProgressCallback
 
 
-def retrain(project, model: str, new_ids, config: RetrainConfig = RetrainConfig(), *, images: ImageCache | None = None,
+def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *, images: ImageCache | None = None,
             progress: ProgressCallback = no_progress) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Retrain `model` on its labelled training split plus the samples `new_ids` (labelled), weighted by lambda; returns
     (sample ids, class probabilities, classes) for every sample in the project."""
     # 1. Check inputs: the method, labels of the new data, a training split, a network where one is needed.
+    config = config or RetrainConfig()
     if config.method not in RETRAIN_METHODS.names():
         raise RetrainError(f"unknown retraining method '{config.method}'; choose one of "
                            f"{', '.join(RETRAIN_METHODS.names())}")

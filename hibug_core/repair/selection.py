@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hibug_core.errors import HibugError
+from hibug_core.errors import HibugError, check_fields
 from hibug_core.registry import Registry
 from hibug_core.slices.search import CLASS, describe
 
@@ -26,6 +26,13 @@ class SelectionConfig:
     beta: float = 0.9  # hibug: take slices until their failures cover this share of all validation failures
     pool_split: str = "pool"
     seed: int = 0  # random selection, and ties in confidence
+
+    def __post_init__(self):
+        check_fields(self, {
+            "method": (self.method in SELECTION_METHODS.names(hidden=True),
+                       f"one of {', '.join(SELECTION_METHODS.names())}"),
+            "budget": (self.budget > 0, "a count of images, or a share of the training split below 1, above 0"),
+            "beta": (0 < self.beta <= 1, "in (0, 1]"), "seed": (self.seed >= 0, "0 or more")})
 
 
 def resolve_budget(budget: float, n_train: int) -> int:
@@ -84,9 +91,10 @@ def _by_confidence(pool: pd.DataFrame, rows: np.ndarray, seed: int) -> np.ndarra
     return rows[np.lexsort((tie, np.nan_to_num(confidence, nan=2.0)))]
 
 
-def select_pool(report, config: SelectionConfig = SelectionConfig(), *, n_train: int | None = None) -> pd.DataFrame:
+def select_pool(report, config: SelectionConfig | None = None, *, n_train: int | None = None) -> pd.DataFrame:
     """Pool images to label, one row each (index: sample id), with the slice it was chosen for and why."""
     # 1. Check inputs: the method, the pool, the budget.
+    config = config or SelectionConfig()
     if config.method not in SELECTION_METHODS.names(hidden=True):
         raise SelectionError(f"unknown selection method '{config.method}'; choose one of "
                              f"{', '.join(SELECTION_METHODS.names())}")

@@ -187,9 +187,9 @@ def _poor_attributes(project, frame: pd.DataFrame, source: str, config: SliceCon
     from hibug_core.store.attribute_versions import schema_names
     from hibug_core.tagging.sources import rank_sources, untrusted
 
-    if source == "imported":
-        return {}
     names = [name for name in schema_names(project) if name in frame.columns]
+    if source == "imported" or not names:
+        return {}
     poor = untrusted(rank_sources(project, names, model_only=source == "model"), config.min_tag_precision)
     return dict(zip(poor["attribute"], poor["why"]))
 
@@ -201,15 +201,20 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     tag_frame). With check_tags, each slice carries the precision of its tags against the true tags the project
     holds (imported or audited), and slices whose tags are measured below config.min_tag_precision are flagged and
     ranked after the others; without it (as a project with no true tags), nothing is checked."""
+    # 1. Check inputs: the model, the tag source, labelled rows of the split (configs are checked when built).
     models = project.models()
     model = model or (models[0] if models else None)
     if model not in models:
         raise SliceError(f"no model '{model}' in this project; known: {', '.join(models)}")
+    if tags not in TAG_SOURCES:
+        raise SliceError(f"unknown tag source '{tags}'; choose one of {', '.join(TAG_SOURCES)}")
     samples = project.samples(model)
     evaluation = evaluation_rows(samples, model, split)
+    # 2. The tags sliced by, in force (or the chosen source), with the class when by_class.
     tags_source = tags
     frame = tag_frame(project, attributes, tags_source, by_class=config.by_class)
     tags = TagMatrix.from_frame(frame.loc[evaluation.index])
+    # 3. Enumerate every slice once per dataset and score this model's.
     # Errors of every model that predicts all these rows (in name order), so other models reuse the enumeration.
     columns, names = [], []
     for name in sorted(models):
@@ -221,6 +226,7 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     enumeration = enumeration_for(project, tags, np.stack(columns, axis=1), names, split, config)
     errors = evaluation["error"].to_numpy()
     slices = score_slices(enumeration, tags, model=names.index(model), config=config)
+    # 4. Diagnose each slice with the training split's evidence (rare case, spurious correlation, ...).
     train = samples[(samples["split"] == "train") & samples["label"].notna()]
     train_tags = frame.reindex(train.index)
     train_tagged = len(train) > 0 and train_tags.notna().any(axis=1).mean() > 0.5
@@ -234,6 +240,7 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
         tag_masks = [train_matrix.mask(part) if part else None for part in tag_parts]
     evidence = diagnose(masks, train_masks, evaluation["label"].to_numpy(), evaluation["prediction"].to_numpy(),
                         errors, diagnosis, tag_train_masks=tag_masks, train_labels=train["label"].to_numpy())
+    # 5. Check the slices' tags against the true tags, flag untrusted ones, group repeats of one bug.
     summary = dict(slices.attrs)
     truth = ground_truth(project) if check_tags else None
     precision = slice_tag_precision(slices["definition"], frame, truth, skip={CLASS}, z=config.z)

@@ -8,8 +8,10 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from hibug_core.errors import check_fields
 from hibug_core.slices.enumeration import Enumeration, enumerate_slices, pack_keys
-from hibug_core.slices.stats import benjamini_hochberg, wilson_interval, worse_than_rest_p_values
+from hibug_core.stats import benjamini_hochberg, wilson_interval, worse_than_rest_p_values
+from hibug_core.tagging.sources import TRUST_FLOOR
 
 
 CLASS = "class"  # pseudo-attribute: the true label
@@ -34,25 +36,22 @@ class SliceConfig:
     # Slices whose tags are measured less precise than this (upper end of the 95% interval, against known or
     # audited tags) are flagged and ranked after the others; also the floor below which an attribute's tags are
     # called too poor to trust.
-    min_tag_precision: float = 0.6
+    min_tag_precision: float = TRUST_FLOOR
     # A slice with at least this share of its failures inside one slice ranked above it repeats that slice (often
     # the same images named by other attributes): it is listed after the distinct slices. 1: off.
     max_overlap: float = 0.8
 
     def __post_init__(self):
-        from hibug_core.errors import HibugError
-
-        checks = {"max_depth": 1 <= self.max_depth <= 4, "min_support": self.min_support >= 1,
-                  "gap": 0 <= self.gap <= 1, "threshold": self.threshold is None or 0 <= self.threshold <= 1,
-                  "rank_by": self.rank_by in RANKINGS,
-                  "parent_alpha": 0 < self.parent_alpha <= 1, "sliceline_alpha": 0 <= self.sliceline_alpha <= 1,
-                  "z": self.z > 0, "min_tag_precision": 0 <= self.min_tag_precision <= 1,
-                  "max_overlap": 0 < self.max_overlap <= 1}
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            raise HibugError("invalid slice settings: " + ", ".join(f"{n} = {getattr(self, n)!r}" for n in bad) +
-                             " (depth 1-4, support >= 1, gap, threshold, precision and alphas in [0, 1], overlap in "
-                             "(0, 1], rank_by one of confident_gap, gap, size, sliceline)")
+        unit = "in [0, 1]"
+        check_fields(self, {
+            "max_depth": (1 <= self.max_depth <= 4, "1 to 4"), "min_support": (self.min_support >= 1, "1 or more"),
+            "gap": (0 <= self.gap <= 1, unit), "threshold": (self.threshold is None or 0 <= self.threshold <= 1,
+                                                             f"None or {unit}"),
+            "rank_by": (self.rank_by in RANKINGS, f"one of {', '.join(RANKINGS)}"),
+            "parent_alpha": (0 < self.parent_alpha <= 1, "in (0, 1]"),
+            "sliceline_alpha": (0 <= self.sliceline_alpha <= 1, unit), "z": (self.z > 0, "above 0"),
+            "min_tag_precision": (0 <= self.min_tag_precision <= 1, unit),
+            "max_overlap": (0 < self.max_overlap <= 1, "in (0, 1]")})
 
 
 @dataclass

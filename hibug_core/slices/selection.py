@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hibug_core.slices.stats import benjamini_hochberg
+from hibug_core.stats import benjamini_hochberg
 
 
 def over_represented(tags: pd.DataFrame, selected: np.ndarray, *, min_count: int = 2) -> pd.DataFrame:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hibug_core.slices.stats import wilson_interval
+from hibug_core.stats import wilson_interval
 
 KNOWN_PREFIX = "known: "  # an attribute named "known: size" is the imported attr:size column itself
 

@@ -2,61 +2,19 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from hibug_core.attributes.measured import COLOUR_NAMES, MeasuredConfig, measure_bins
 from hibug_core.attributes.schema import Attribute
 from hibug_core.embeddings.base import load_rgb
 from hibug_core.embeddings.cache import ContentCache
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.store.tag_store import TagResult
 
-COLOUR_NAMES = ("black", "white", "gray", "red", "orange", "brown", "yellow", "green", "teal", "blue", "purple", "pink")
 PIXEL_MEASURES = ("brightness", "contrast", "saturation", "colourfulness", "sharpness", "noise level", "dominant colour")
 MEASURE_SIZE = 256  # images are measured at most this big, so a 12-megapixel photo costs what a thumbnail does
-
-
-@dataclass(frozen=True)
-class Bins:
-    """Tags of a numeric measure: value < edges[0] -> tags[0], ..., value >= edges[-1] -> tags[-1]."""
-
-    tags: tuple[str, ...]
-    edges: tuple[float, ...]
-
-    def tag(self, values: np.ndarray) -> np.ndarray:
-        return np.searchsorted(np.asarray(self.edges), values, side="right").astype(np.int16)
-
-
-@dataclass(frozen=True)
-class MeasuredConfig:
-    """Thresholds of the measured attributes (values on a 0..1 scale unless said otherwise)."""
-
-    brightness: Bins = Bins(("dark", "medium", "bright"), (0.3, 0.7))  # mean luma
-    contrast: Bins = Bins(("low", "medium", "high"), (0.12, 0.25))  # RMS contrast: std of luma
-    saturation: Bins = Bins(("muted", "moderate", "vivid"), (0.2, 0.5))  # mean HSV saturation
-    colourfulness: Bins = Bins(("low", "medium", "high"), (20.0, 50.0))  # Hasler & Suesstrunk, 0..255 units
-    sharpness: Bins = Bins(("blurry", "soft", "sharp"), (50.0, 300.0))  # variance of the Laplacian, 0..255 units
-    noise_level: Bins = Bins(("clean", "slight noise", "noisy"), (2.0, 6.0))  # Immerkaer sigma, 0..255 units
-    resolution: Bins = Bins(("low", "medium", "high"), (224.0, 768.0))  # shorter side in pixels
-    aspect_ratio: Bins = Bins(("portrait", "square", "landscape"), (0.9, 1.1))  # width / height
-    foreground_distance: float = 0.15  # RGB distance from the border colour that makes a pixel part of the subject
-
-
-def measured_attributes(config: MeasuredConfig = MeasuredConfig()) -> list[Attribute]:
-    bins = _bins(config)
-    attributes = [Attribute(name=name, group="global", tags=b.tags, source="measured",
-                            description=f"measured from pixels; edges {b.edges}") for name, b in bins.items()]
-    attributes.append(Attribute(name="dominant colour", group="global", tags=COLOUR_NAMES, source="measured",
-                                description="most frequent named colour of the subject (pixels unlike the border)"))
-    return attributes
-
-
-def _bins(config: MeasuredConfig) -> dict[str, Bins]:
-    return {"brightness": config.brightness, "contrast": config.contrast, "saturation": config.saturation,
-            "colourfulness": config.colourfulness, "sharpness": config.sharpness, "noise level": config.noise_level,
-            "resolution": config.resolution, "aspect ratio": config.aspect_ratio}
 
 
 def colour_names(rgb: np.ndarray) -> np.ndarray:
@@ -132,7 +90,7 @@ def measure_project(project, *, sample_ids=None, workers: int = 4,
 def measured_tags(measures: pd.DataFrame, attributes: list[Attribute],
                   config: MeasuredConfig = MeasuredConfig()) -> TagResult:
     """Bin the measures into the tags of the measured attributes (score and margin are 1: no model doubt)."""
-    bins = _bins(config)
+    bins = measure_bins(config)
     columns = []
     for attribute in attributes:
         if attribute.name == "dominant colour":

@@ -51,7 +51,7 @@ def tag_quality(model_tags: pd.DataFrame, truth: pd.DataFrame, mapping: dict[str
 def audit_precision(model_tags: pd.Series, people_tags: pd.Series, z: float = 1.96) -> pd.DataFrame:
     """Per model tag, from the images people reviewed (confirmed or corrected): how many, how many they kept, and
     the precision estimate with its Wilson interval (what a tag audit learns before all images are checked)."""
-    from hibug_core.slices.stats import wilson_interval
+    from hibug_core.stats import wilson_interval
 
     both = pd.concat([model_tags.astype(object).rename("model"), people_tags.astype(object).rename("person")],
                      axis=1, join="inner").dropna()

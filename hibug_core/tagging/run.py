@@ -13,7 +13,8 @@ from hibug_core.errors import TaggingError
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version, load_schema
-from hibug_core.tagging.measured import MeasuredConfig, measure_project, measured_tags
+from hibug_core.attributes.measured import MeasuredConfig
+from hibug_core.tagging.measured import measure_project, measured_tags
 from hibug_core.tagging.probe import ProbeConfig, ProbeReport, teach_probe
 from hibug_core.tagging.quality import TagQuality, audit_precision, tag_quality
 from hibug_core.tagging.sources import ground_truth, source_order

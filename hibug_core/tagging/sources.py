@@ -6,13 +6,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hibug_core.slices.search import SliceConfig
-from hibug_core.slices.stats import wilson_interval
+from hibug_core.stats import wilson_interval
 from hibug_core.store import tag_store
 from hibug_core.store.tag_store import AUTO, IMPORTED, run_id_of, run_key
 
 # Below this measured accuracy (upper end of its 95% interval), the tags of an attribute are called too poor to trust.
-TRUST_FLOOR = SliceConfig.min_tag_precision
+TRUST_FLOOR = 0.6
 ADVICE = ("tag them with a CLIP model (`open_clip:<arch>:<checkpoint>`), teach them by example (Tagging → Teach by "
           "example), or audit them (Tagging → Audit)")
 
