@@ -275,7 +275,7 @@ class Repair(Operation):
     epochs: int | None = Field(None, ge=1, description="fine-tune: epochs (default: the retraining's own)")
     features: str = Field(RetrainConfig.features, description="linear head: 'model' (the network's features) or an "
                                                               "encoder")
-    seeds: Annotated[list[int], Cli(flag="--seeds")] = Field(
+    seeds: list[int] = Field(
         list(RepairConfig.seeds), min_length=1, description="seeds to repeat over (one seed is noise)")
     split: str = Field(RepairConfig.slice_split, description="where error slices are found")
     eval_split: str = Field(RepairConfig.eval_split, description="held-out split for before and after")

@@ -8,6 +8,7 @@ import streamlit as st
 from hibug_core.errors import HibugError
 from hibug_core.ingest import load_manifest
 from hibug_core.ingest.manifest import load_uploaded_manifest
+from hibug_core.markdown import plain
 from hibug_core.store.project import Project
 from hibug_ui.state import NEXT_PROJECT_KEY
 
@@ -38,7 +39,7 @@ def create_project_form(user: str) -> None:
                 raise HibugError("upload a manifest or give its path")
             Project.create_from_manifest(folder, manifest, author=user).close()
     except HibugError as error:
-        st.error(str(error))
+        st.error(plain(error))
         return
     st.session_state[NEXT_PROJECT_KEY] = str(Path(folder).resolve())
     st.rerun()

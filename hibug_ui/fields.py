@@ -5,7 +5,6 @@ from __future__ import annotations
 import types
 import typing
 
-import streamlit as st
 from annotated_types import Ge, Gt, Le, Lt
 
 from hibug_core.operations import OneOf, Operation

@@ -23,7 +23,7 @@ def start_job(project, kind: str, params: dict, user: str, secrets: dict | None 
     try:
         return submit(project, kind, params, author=user, secrets=secrets)
     except HibugError as error:
-        st.error(str(error))
+        st.error(plain(error))
         return None
 
 
@@ -64,7 +64,7 @@ def job_status(project, kind: str, user: str, *, key: str) -> None:
             try:
                 resume(project, job.id, author=user)
             except HibugError as error:
-                st.error(str(error))
+                st.error(plain(error))
             st.rerun()
 
     _panel()

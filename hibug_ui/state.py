@@ -83,7 +83,7 @@ def current_project(folder: str | None = None) -> Project:
     try:
         return open_project(str(Path(folder).resolve()))
     except HibugError as error:
-        st.error(str(error))
+        st.error(plain(error))
         st.stop()
 
 

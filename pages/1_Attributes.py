@@ -41,7 +41,7 @@ def save(new: AttributeSchema, note: str) -> None:
     try:
         saved = save_schema(project, new, author=user, note=note, base_version=version)
     except StaleSchemaError as error:
-        st.error(str(error))
+        st.error(plain(error))
         newer = load_schema(project, error.newest)
         st.markdown(f"**Version {error.newest}** (by {plain(error.author)}) has: " + ", ".join(map(plain, newer.names())))
         return

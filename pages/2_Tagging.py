@@ -14,7 +14,7 @@ from hibug_core.markdown import plain
 from hibug_core.metrics import outcome
 from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version, load_schema
-from hibug_core.tagging.run import audit
+from hibug_core.tagging.run import TAGGERS, audit
 from hibug_core.tagging.sources import trust_message
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.state import (current_model, current_project, current_user, load_samples, secret, source_ranking,
@@ -73,6 +73,7 @@ with run:
                      "finished_at"]].sort_values("id", ascending=False)
     st.dataframe(runs, hide_index=True, width="stretch", column_config={
         "id": st.column_config.NumberColumn("run", format="#%d"), "n_samples": "images",
+        "method": st.column_config.TextColumn("method", help=TAGGERS.help_text()),
         "attributes": st.column_config.TextColumn("attributes", width="large")})
 
 with sources:

@@ -9,7 +9,7 @@ from hibug_core.review.views import save_view
 from hibug_core.operations import FindSlices
 from hibug_core.tagging.sources import ADVICE, trust_message
 from hibug_ui.fields import field_input
-from hibug_ui.state import current_project, current_user, required_model, slice_report, source_ranking, tag_table
+from hibug_ui.state import current_project, current_user, required_model, slice_report, source_ranking
 from hibug_ui.widgets import (as_percent, grid_filters, image_grid, keep_setting, link_to, paged, percent_column,
                                url_setting)
 
@@ -53,7 +53,7 @@ try:
                               tags=tag_source, by_class=by_class).slice_config()
     report = slice_report(project, model, split, config, tag_source)
 except HibugError as error:
-    st.error(str(error))
+    st.error(plain(error))
     st.stop()
 slices = report.slices
 st.caption(f"{model} on {split}: score {report.overall_score:.1%} over {len(report.evaluation):,} images · "

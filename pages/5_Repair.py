@@ -86,7 +86,7 @@ with generate:
 
             st.session_state[PROMPTS_KEY] = build_prompts(project, prompt_method, model=model)
         except HibugError as error:
-            st.error(str(error))
+            st.error(plain(error))
     prompts = st.session_state.get(PROMPTS_KEY)
     if prompts is not None:
         edited = st.data_editor(prompts, key="repair_prompts_editor", num_rows="dynamic", width="stretch",

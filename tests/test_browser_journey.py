@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
 
 import pytest
 
+from waiting import wait_until
 from browser_support import ARTIFACTS, idle, serve
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -131,9 +131,7 @@ def test_the_main_journey(page, journey_server, journey_project):
     wait_text(page, "images tagged 'blue' not reviewed yet")
     before = len(corrections(project))
     page.get_by_role("button", name="✓").first.click()
-    deadline = time.time() + 30
-    while len(corrections(project)) == before and time.time() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: len(corrections(project)) > before, 30, what="the confirmed tag", every=0.2)
     assert len(corrections(project)) == before + 1
     assert corrections(project)["kind"].tolist()[-1] == "confirm"
     shot(page, "6-audit")

@@ -40,20 +40,19 @@ def test_demo_project_has_real_known_bugs(demo_project):
     assert set(tags.columns) == {"shape", "color", "size", "horizontal position", "vertical position"}
     assert (tags.loc[samples.index, "shape"] == samples["label"]).all()
     held_out = samples[samples["split"].isin(["val", "test"])].join(tags)
-    accuracy = held_out["correct"].astype(float).mean()
-    assert 0.85 <= accuracy <= 0.93
-    blue_non_circles = held_out[(held_out["color"] == "blue") & (held_out["shape"] != "circle")]
-    small_triangles = held_out[(held_out["size"] == "small") & (held_out["shape"] == "triangle")]
-    others = held_out.drop(blue_non_circles.index.union(small_triangles.index))
-    # the spurious correlation: blue non-circles are mostly called circles
-    assert blue_non_circles["correct"].astype(float).mean() < 0.3
-    assert (blue_non_circles.loc[~blue_non_circles["correct"].astype(bool), "prediction"] == "circle").mean() > 0.9
-    # the rare case: small triangles fail far more often than the rest
-    assert small_triangles["correct"].astype(float).mean() < 0.85
-    assert others["correct"].astype(float).mean() > 0.95
-    # both bugs show where hibug searches: on val, small triangles score far below the rest
-    val = held_out[held_out["split"] == "val"]
-    val_small_triangles = val.index.intersection(small_triangles.index)
-    assert len(val_small_triangles) == 103 and val.loc[val_small_triangles, "correct"].astype(float).mean() < 0.72
+    right = held_out["correct"].astype(bool)
+    assert (len(held_out), int(right.sum())) == (1688, 1493)  # 88.4% on val and test together
+    blue_non_circles = (held_out["color"] == "blue") & (held_out["shape"] != "circle")
+    small_triangles = (held_out["size"] == "small") & (held_out["shape"] == "triangle")
+    others = ~(blue_non_circles | small_triangles)
+    # the spurious correlation: blue non-circles are mostly called circles (every one of their failures is)
+    assert (int(blue_non_circles.sum()), int(right[blue_non_circles].sum())) == (137, 23)
+    assert (held_out.loc[blue_non_circles & ~right, "prediction"] == "circle").sum() == 114
+    # the rare case: small triangles fail far more often than the rest (76.0% against 96.8%)
+    assert (int(small_triangles.sum()), int(right[small_triangles].sum())) == (208, 158)
+    assert (int(others.sum()), int(right[others].sum())) == (1368, 1324)
+    # both bugs show where hibug searches: on val, small triangles score far below the rest (69.9%)
+    val = held_out["split"] == "val"
+    assert (int((val & small_triangles).sum()), int(right[val & small_triangles].sum())) == (103, 72)
     train = samples[samples["split"] == "train"].join(tags)
     assert ((train["size"] == "small") & (train["shape"] == "triangle")).sum() == report["planted_bugs"][1]["train_count"]

@@ -14,6 +14,7 @@ from hibug_core.jobs import store as job_store
 from hibug_core.jobs.store import JobBusyError, create_job, get_job, jobs_frame, request_cancel
 from hibug_core.jobs.kinds import EXTENSIONS_ENV, load_extensions
 from hibug_core.jobs.worker import main as worker_main, resume, submit
+from waiting import wait_until
 
 TESTS = str(Path(__file__).resolve().parent)
 
@@ -28,14 +29,12 @@ def helpers_importable(monkeypatch):
 
 
 def wait_for(project, job_id, statuses, timeout=120.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+    def reached():
         job = get_job(project, job_id)
-        if job.status in statuses:
-            return job
-        time.sleep(0.1)
-    raise AssertionError(f"job {job_id} still {get_job(project, job_id).status} after {timeout} s: "
-                         + (Path(project.folder) / "jobs" / f"job-{job_id}.log").read_text()[-2000:])
+        return job if job.status in statuses else None
+
+    return wait_until(reached, timeout, what=lambda: f"job {job_id} to be {statuses}; its log: " + (
+        Path(project.folder) / "jobs" / f"job-{job_id}.log").read_text()[-2000:])
 
 
 def test_an_embedding_job_runs_in_its_own_process_and_stores_its_result(colour_project):
@@ -54,10 +53,8 @@ def test_an_embedding_job_runs_in_its_own_process_and_stores_its_result(colour_p
 
 def test_progress_is_stored_and_a_second_job_of_the_kind_is_refused_until_cancelled(colour_project):
     job_id = submit(colour_project, "count slowly", {"steps": 400}, author="ben")
-    job = wait_for(colour_project, job_id, {"running"})
-    deadline = time.time() + 30
-    while get_job(colour_project, job_id).done == 0 and time.time() < deadline:
-        time.sleep(0.1)
+    wait_for(colour_project, job_id, {"running"})
+    wait_until(lambda: get_job(colour_project, job_id).done > 0, 30, what="the first progress")
     running = get_job(colour_project, job_id)
     assert running.stage == "counting" and 0 < running.done < 400 and running.total == 400
     with pytest.raises(JobBusyError, match=r"already running on this project \(job \d+, started by ben"):
@@ -99,8 +96,7 @@ def test_the_worker_runs_only_registered_kinds_never_what_a_row_names(colour_pro
 def test_a_killed_worker_is_seen_as_interrupted_frees_its_kind_and_resumes(colour_project, monkeypatch):
     job_id = submit(colour_project, "count slowly", {"steps": 2000}, author="dee")
     wait_for(colour_project, job_id, {"running"})
-    while get_job(colour_project, job_id).done == 0:
-        time.sleep(0.1)
+    wait_until(lambda: get_job(colour_project, job_id).done > 0, 30, what="the first progress")
     with colour_project.engine.connect() as connection:
         pid = connection.exec_driver_sql(f"SELECT pid FROM jobs WHERE id = {job_id}").scalar_one()
     os.kill(pid, signal.SIGKILL)

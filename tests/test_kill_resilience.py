@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import re
 import signal
-import time
 
 import pytest
 
 from fake_openai import FakeOpenAIServer
+from waiting import wait_until
 from hibug_core.jobs import store as job_store
 from hibug_core.jobs.store import get_job, jobs
 from hibug_core.jobs.worker import resume, submit
@@ -25,13 +25,6 @@ def answered(project) -> int:
     with read_connection(project.engine) as connection:
         return int(connection.exec_driver_sql("SELECT COUNT(*) FROM mllm_answers WHERE answer_json IS NOT NULL")
                    .scalar_one())
-
-
-def wait_until(check, timeout: float = 60, what: str = "") -> None:
-    deadline = time.time() + timeout
-    while not check():
-        assert time.time() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def test_a_killed_tagging_worker_keeps_its_answers_and_the_resumed_run_asks_only_the_rest(colour_project,

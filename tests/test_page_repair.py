@@ -3,13 +3,13 @@ with its before/after comparison, and a failure-search job, all on a copy of the
 from __future__ import annotations
 
 import shutil
-import time
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from hibug_core.jobs.store import jobs
 from hibug_core.store.project import Project
+from waiting import wait_until
 from page_support import labelled, open_page as open_any
 
 
@@ -26,9 +26,7 @@ def demo_copy(demo_project, tmp_path):
 
 def wait_for(folder, kind: str, timeout: float = 240) -> dict:
     with Project.open(folder) as project:
-        deadline = time.time() + timeout
-        while jobs(project, kind)[0].live and time.time() < deadline:
-            time.sleep(0.5)
+        wait_until(lambda: not jobs(project, kind)[0].live, timeout, what=f"the {kind} job", every=0.5)
         job = jobs(project, kind)[0]
     assert job.status == "done", (job.status, job.error)
     return job.result

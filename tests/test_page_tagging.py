@@ -2,13 +2,13 @@
 images, one-click audit with the precision estimate, and teaching by example."""
 from __future__ import annotations
 
-import time
 
 from streamlit.testing.v1 import AppTest
 
 from hibug_core.jobs.store import jobs
 from hibug_core.store import tag_store
 from hibug_core.tagging.run import tag_project
+from waiting import wait_until
 from page_support import open_page as open_any
 
 
@@ -28,9 +28,7 @@ def test_a_tagging_job_starts_from_the_form_and_its_result_shows(monkeypatch, co
     assert not at.exception
     job = jobs(colour_project, "tag")[0]
     assert job.params["encoder"] == "tiny-open_clip" and job.author == "ana"
-    deadline = time.time() + 120
-    while jobs(colour_project, "tag")[0].live and time.time() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: not jobs(colour_project, "tag")[0].live, 120, what="the tagging job", every=0.2)
     at.run()
     assert not at.exception
     # the summary says how good the run is against the known colours, and that it did not replace them

@@ -311,8 +311,8 @@ def test_weighted_linear_head_is_the_mean_loss_sum():
     assert np.allclose(head[-1].coef_, plain.coef_, atol=1e-4)
     # Lambda moves the decision towards the new data: contradicting labels win once they weigh enough.
     flipped = 1 - y[:10]
-    assert (weighted_linear_head(x, y, x[:10], flipped, 0.01).predict(x[:10]) == y[:10]).mean() > 0.8
-    assert (weighted_linear_head(x, y, x[:10], flipped, 10.0).predict(x[:10]) == flipped).mean() > 0.8
+    assert (weighted_linear_head(x, y, x[:10], flipped, 0.01).predict(x[:10]) == y[:10]).all()
+    assert (weighted_linear_head(x, y, x[:10], flipped, 10.0).predict(x[:10]) == flipped).all()
 
 
 def test_fine_tuning_leaves_the_original_and_ignores_new_data_at_lambda_zero():
@@ -385,6 +385,17 @@ def test_repair_loop_on_the_demo_records_models_and_compares_slice_by_slice(demo
                                                                                "size = small & shape = triangle"}
         overall = result.changes[result.changes["slice"] == "all held-out images"]
         assert (overall["n"] == 888).all()  # the test split
+        # HiBug's 40 images go to the planted bugs (known tags), random's barely: exact, no training involved.
+        known = project.known_tags()
+        for method, blue, small_triangles in (("hibug", 23, 11), ("random", 2, 5)):
+            tags = known.loc[result.selections[(method, 0)].index]
+            assert (tags["color"] == "blue").sum() == blue
+            assert ((tags["size"] == "small") & (tags["shape"] == "triangle")).sum() == small_triangles
+        # ... and repair the blue bug more than random does, and more than retraining without new data (83.5%,
+        # 72.5% and 67.9% on this seed: margins far above what a machine's float rounding can move).
+        after = result.summary.set_index(["slice", "method"])["after"]
+        assert after["color = blue", "hibug"] - after["color = blue", "random"] > 0.05
+        assert after["color = blue", "hibug"] - after["color = blue", "no new data"] > 0.1
         repaired = project.samples(result.runs["model"].iat[0])
         assert repaired["prediction"].notna().all()
         stored = repair_runs(project, "retrain")
@@ -398,7 +409,7 @@ def test_repair_loop_on_the_demo_records_models_and_compares_slice_by_slice(demo
         test = (samples["split"] == "test").to_numpy()
         predicted = np.asarray(classes)[probabilities.argmax(axis=1)]
         assert probabilities.shape == (len(ids), 3) and np.allclose(probabilities.sum(axis=1), 1)
-        assert (predicted[test] == samples["label"].to_numpy()[test]).mean() > 0.8
+        assert (predicted[test] == samples["label"].to_numpy()[test]).sum() == pytest.approx(817, abs=4)  # of 888
 
 
 def test_retraining_refuses_unlabeled_new_data_and_a_missing_network(slice_project):

@@ -5,7 +5,7 @@ import argparse
 import types
 import typing
 
-from hibug_core.operations import Cli, OneOf, Operation
+from hibug_core.operations import Cli, LLMSettings, OneOf, Operation
 
 
 def _cli(info) -> Cli:
@@ -34,7 +34,9 @@ def _comma_list(kind):
 def option_names(op: type[Operation]) -> dict[str, str]:
     """field -> its option as typed ('--batch-size', or the field name for a positional one); skipped fields left out."""
     names = {}
-    for name, info in op.model_fields.items():
+    shared_last = sorted(op.model_fields, key=lambda name: name in LLMSettings.model_fields)  # --llm-* at the end
+    for name in shared_last:
+        info = op.model_fields[name]
         cli = _cli(info)
         if not cli.skip:
             names[name] = name if cli.positional else (cli.flag or "--" + name.replace("_", "-"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from hibug_core.cli.command import Command, operation_command, progress_bar
-from hibug_core.errors import HibugError
 from hibug_core.operations import FindSlices, Report
 
 

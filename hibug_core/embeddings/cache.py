@@ -7,10 +7,11 @@ import uuid
 import numpy as np
 import pandas as pd
 
+from hibug_core.cache import BoundedCache
 
-# Loaded parts per (arrays folder, cache folder), reused while the set of parts is unchanged.
-_LOADED: dict[tuple[str, str], tuple[tuple[str, ...], pd.Index, dict[str, np.ndarray]]] = {}
-_MAX_LOADED = 4
+
+# Loaded parts per (arrays folder, cache folder, the parts there): a new part is a new key, so never stale.
+LOADED_PARTS = BoundedCache("content cache parts", max_items=4)
 
 
 class ContentCache:
@@ -23,17 +24,14 @@ class ContentCache:
 
     def _load(self) -> tuple[pd.Index, dict[str, np.ndarray]]:
         names = tuple(self.project.arrays.names(self.prefix))
-        memo_key = (str(self.project.arrays.root), self.prefix)
-        loaded = _LOADED.get(memo_key)
-        if loaded is None or loaded[0] != names:
+
+        def load() -> tuple[pd.Index, dict[str, np.ndarray]]:
             parts = [self.project.arrays.load(name) for name in names]
             hashes = pd.Index(np.concatenate([p["hashes"] for p in parts]) if parts else np.array([], dtype=str))
             keys = [k for k in (parts[0] if parts else {}) if k != "hashes"]
-            loaded = (names, hashes, {k: np.concatenate([p[k] for p in parts]) for k in keys})
-            if len(_LOADED) >= _MAX_LOADED:
-                _LOADED.pop(next(iter(_LOADED)))
-            _LOADED[memo_key] = loaded
-        return loaded[1], loaded[2]
+            return hashes, {k: np.concatenate([p[k] for p in parts]) for k in keys}
+
+        return LOADED_PARTS.get_or_make((str(self.project.arrays.root), self.prefix, names), load)
 
     def missing(self, samples: pd.DataFrame) -> tuple[list[str], list[str]]:
         """The distinct contents of `samples` with nothing stored yet (first-seen order), and one image path each."""

@@ -19,6 +19,7 @@ from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version, load_schema
 from hibug_core.store.db import read_connection, write_transaction
+from hibug_core.tagging.choice import chosen_attributes, prompt_labels
 
 logger = logging.getLogger(__name__)
 
@@ -104,8 +105,6 @@ def tag_with_llm(project, config: LLMConfig = LLMConfig(), *, attributes: list[s
                  author: str | None = None) -> int:
     """Tag images with a multimodal LLM; returns the run id. Answers are stored as they arrive; a server that is
     down ends the run with a clear message, keeping every answer and every tag stored before."""
-    from hibug_core.tagging.run import chosen_attributes, prompt_labels
-
     schema = load_schema(project)
     chosen = [a for a in chosen_attributes(schema, attributes) if a.source != "measured"]
     if not chosen:

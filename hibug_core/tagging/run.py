@@ -6,43 +6,23 @@ import logging
 import numpy as np
 import pandas as pd
 
-from hibug_core.attributes.schema import Attribute, AttributeSchema
+from hibug_core.attributes.schema import AttributeSchema
 from hibug_core.embeddings.compute import EmbedConfig, embed_project
 from hibug_core.embeddings.registry import DEFAULT_ENCODER, load_encoder
-from hibug_core.errors import TaggingError
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.registry import Registry
 from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version, load_schema
 from hibug_core.attributes.measured import MeasuredConfig
+from hibug_core.tagging.choice import chosen_attributes, prompt_labels
 from hibug_core.tagging.measured import measure_project, measured_tags
+from hibug_core.tagging.mllm import tag_with_llm
 from hibug_core.tagging.probe import ProbeConfig, ProbeReport, teach_probe
 from hibug_core.tagging.quality import TagQuality, audit_precision, tag_quality
 from hibug_core.tagging.sources import ground_truth, source_order
 from hibug_core.tagging.zero_shot import ZeroShotConfig, zero_shot_tags
 
 logger = logging.getLogger(__name__)
-
-
-def chosen_attributes(schema: AttributeSchema, names: list[str] | None) -> list[Attribute]:
-    if names is None:
-        return schema.enabled()
-    unknown = [n for n in names if n not in schema.names()]
-    if unknown:
-        raise TaggingError(f"unknown attribute(s) {', '.join(unknown)}; the schema has: {', '.join(schema.names())}")
-    return [schema[n] for n in names]
-
-
-def prompt_labels(project, samples: pd.DataFrame, model: str | None) -> np.ndarray:
-    """The class noun of each image for its prompts: its label, else the model's prediction, else None."""
-    labels = samples["label"].astype(object).to_numpy().copy()
-    models = project.models()
-    if model is None and models:
-        model = models[0]
-    if model is not None and pd.isna(samples["label"]).any():
-        predictions = project.samples(model)["prediction"].reindex(samples.index).astype(object).to_numpy()
-        missing = pd.isna(samples["label"]).to_numpy()
-        labels[missing] = predictions[missing]
-    return np.array([None if pd.isna(v) else v for v in labels], dtype=object)
 
 
 def tag_project(project, *, encoder: str = DEFAULT_ENCODER, attributes: list[str] | None = None,
@@ -61,20 +41,42 @@ def tag_project(project, *, encoder: str = DEFAULT_ENCODER, attributes: list[str
     by_measure = [a for a in chosen if a.source == "measured"]
     by_model = [a for a in chosen if a.source != "measured"]
     if by_measure:
-        measures = measure_project(project, sample_ids=samples.index, progress=progress)
-        run_ids.append(tag_store.save_run(project, measured_tags(measures, by_measure, measured), method="measured",
-                                          schema_version=version, author=author))
+        run_ids.append(TAGGERS.build("measured", project=project, attributes=by_measure, samples=samples,
+                                     config=measured, version=version, progress=progress, author=author))
     if by_model:
-        loaded = load_encoder(encoder)
-        embeddings = embed_project(project, loaded, sample_ids=samples.index, config=embed, progress=progress)
-        progress("tagging", 0, len(by_model))
-        result = zero_shot_tags(embeddings.sample_ids, embeddings.embedding, prompt_labels(project, samples, model),
-                                by_model, loaded, zero_shot)
-        progress("tagging", len(by_model), len(by_model))
-        run_ids.append(tag_store.save_run(project, result, method="zero-shot", encoder=loaded.spec,
-                                          schema_version=version, author=author))
+        run_ids.append(TAGGERS.build("zero-shot", project=project, attributes=by_model, samples=samples,
+                                     encoder=encoder, model=model, config=zero_shot, embed=embed, version=version,
+                                     progress=progress, author=author))
     logger.info("tagged %d attributes on %d samples (runs %s)", len(chosen), len(samples), run_ids)
     return run_ids
+
+
+TAGGERS = Registry("tagger")  # how tags are made; a tagging run's method is one of these names
+
+
+@TAGGERS.register("measured", "computed exactly from pixels, no model: brightness, contrast, saturation, "
+                  "colourfulness, sharpness, noise, resolution, aspect ratio, dominant colour")
+def _measured(*, project, attributes, samples, config, version, progress, author) -> int:
+    measures = measure_project(project, sample_ids=samples.index, progress=progress)
+    return tag_store.save_run(project, measured_tags(measures, attributes, config), method="measured",
+                              schema_version=version, author=author)
+
+
+@TAGGERS.register("zero-shot", "a vision-language encoder (CLIP, or the offline ConSE) scores each tag's prompts "
+                  "against each image")
+def _zero_shot(*, project, attributes, samples, encoder, model, config, embed, version, progress, author) -> int:
+    loaded = load_encoder(encoder)
+    embeddings = embed_project(project, loaded, sample_ids=samples.index, config=embed, progress=progress)
+    progress("tagging", 0, len(attributes))
+    result = zero_shot_tags(embeddings.sample_ids, embeddings.embedding, prompt_labels(project, samples, model),
+                            attributes, loaded, config)
+    progress("tagging", len(attributes), len(attributes))
+    return tag_store.save_run(project, result, method="zero-shot", encoder=loaded.spec, schema_version=version,
+                              author=author)
+
+
+TAGGERS.add("mllm", "a multimodal LLM (OpenAI-compatible) answers every attribute of an image as validated JSON",
+            tag_with_llm)
 
 
 def teach(project, attribute: str, examples: dict[int, str] | None = None, *, encoder: str = DEFAULT_ENCODER,
@@ -97,6 +99,9 @@ def teach(project, attribute: str, examples: dict[int, str] | None = None, *, en
     run_id = tag_store.save_run(project, result, method="probe", encoder=embeddings.encoder,
                                 schema_version=latest_version(project), author=author)
     return run_id, report
+
+
+TAGGERS.add("probe", "a linear probe on stored embeddings, taught by people's examples", teach)
 
 
 def current_tags(project, schema: AttributeSchema | None = None, *, with_corrections: bool = True,

@@ -123,7 +123,7 @@ def propose_tags_from_data(project, schema: AttributeSchema, *, encoder: str = "
     multimodal model or, without one, chosen by the zero-shot encoder from a candidate vocabulary."""
     from hibug_core.embeddings.compute import embed_project
     from hibug_core.embeddings.registry import load_encoder
-    from hibug_core.tagging.run import prompt_labels
+    from hibug_core.tagging.choice import prompt_labels
 
     embeddings = embed_project(project, encoder, sample_ids=sample_ids)
     chosen = representative_images(embeddings.sample_ids, embeddings.embedding, k, seed)
