@@ -22,7 +22,7 @@ from hibug_core.repair.generated import generate_for_prompts
 from hibug_core.repair.generators import ShapeWorldRenderer
 from hibug_core.repair.loop import RepairConfig, run_repair
 from hibug_core.repair.prompts import build_prompts
-from hibug_core.repair.retrain import RetrainConfig
+from hibug_core.repair.retrain import RETRAIN_METHODS, RetrainConfig
 from hibug_core.repair.selection import SelectionConfig, resolve_budget
 from hibug_core.store.project import Project
 
@@ -44,7 +44,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--dir", default="repair-bench")
-    parser.add_argument("--retrain", default="fine-tune", choices=["fine-tune", "from scratch", "linear head"])
+    parser.add_argument("--retrain", default="fine-tune", choices=RETRAIN_METHODS.names())
     parser.add_argument("--budget", type=float, default=0.1)
     args = parser.parse_args()
     root = Path(args.dir)
