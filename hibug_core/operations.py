@@ -1,10 +1,10 @@
-"""Every operation hibug runs (embed, tag, teach, map, propose, suggest tags, find slices, select, repair, generate,
-failure search, report): one typed definition each, with its defaults, allowed choices (from the registries) and
+"""Every operation hibug runs (embed, tag, teach, map, predict, propose, suggest tags, find slices, select, repair,
+generate, failure search, report): one typed definition each, with its defaults, allowed choices (from the registries) and
 checks. The CLI's options, the pages' forms and the background jobs are built from these, so they cannot drift."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -12,6 +12,7 @@ from hibug_core.attributes.library import LIBRARY
 from hibug_core.embeddings.projection import MapConfig
 from hibug_core.embeddings.registry import DEFAULT_ENCODER, ENCODERS
 from hibug_core.errors import HibugError
+from hibug_core.models.registry import MODELS
 from hibug_core.registry import Registry
 from hibug_core.repair.generators import GENERATORS, SHAPE_RENDERER
 from hibug_core.repair.loop import DATA_SOURCES, RepairConfig
@@ -33,12 +34,11 @@ class OneOf:
     """Field metadata: the value must be one of these (a registry's entries, including its families and test-only
     entries; menus offer `names()`)."""
 
-    choices: Registry | tuple[str, ...] | Callable[[], tuple[str, ...]]
-    extra: tuple[str, ...] = ()
+    choices: Registry | tuple[str, ...]
+    extra: tuple[str, ...] = ()  # values allowed besides the choices (e.g. "none")
 
     def names(self) -> list[str]:
-        source = self.choices() if callable(self.choices) and not isinstance(self.choices, Registry) else self.choices
-        base = source.names() if isinstance(source, Registry) else list(source)
+        base = self.choices.names() if isinstance(self.choices, Registry) else list(self.choices)
         return base + [e for e in self.extra if e not in base]
 
     def allows(self, value: str) -> bool:
@@ -88,7 +88,7 @@ class Operation(BaseModel):
         except ValidationError as error:
             problems = []
             for issue in error.errors():
-                where = ".".join(str(part) for part in issue["loc"]) or "parameters"
+                where = ".".join(str(part) for part in issue["loc"])
                 message = issue["msg"].removeprefix("Value error, ")
                 if not issue["loc"]:
                     problems.append(message)  # a check across fields names its fields itself
@@ -183,6 +183,17 @@ class EmbeddingMap(Operation):
     splits: Splits = None
     method: Annotated[str, OneOf(("umap", "pca"))] = Field(MapConfig.method, description="layout: umap or pca "
                                                                                          "(instant, less separated)")
+
+
+class Predict(Operation):
+    kind: ClassVar[str] = "predict"
+    summary: ClassVar[str] = ("run your own model over the project's images and record its predictions and features "
+                              "as a model (resumable)")
+    model: Annotated[str, OneOf(MODELS)] = Field(description="the model: " + MODELS.help_text())
+    name: str | None = Field(None, description="name it is recorded under (default: from the spec)")
+    splits: Splits = None
+    batch_size: int = Field(64, ge=1, description="images per batch")
+    workers: int | None = Field(None, ge=0, description="image decoding processes (default: chosen for this machine)")
 
 
 # ----- attributes --------------------------------------------------------------------------------------------------
@@ -360,7 +371,7 @@ class Report(Operation):
 
 
 OPERATIONS: dict[str, type[Operation]] = {op.kind: op for op in (
-    Embed, Tag, Teach, EmbeddingMap, ProposeAttributes, SuggestTags, FindSlices, Select, Repair, Generate,
+    Embed, Tag, Teach, EmbeddingMap, Predict, ProposeAttributes, SuggestTags, FindSlices, Select, Repair, Generate,
     FailureSearch, Report)}
 
 

@@ -223,3 +223,11 @@ def test_a_tag_equal_to_the_label_where_present_is_the_label():
     tags = pd.DataFrame({"shape": ["circle", "square", None], "color": ["red", "red", "blue"]})
     labels = pd.Series(["circle", "square", "square"])  # the third image (generated) has no imported shape
     assert label_attributes(tags, labels) == ["shape"]
+
+
+def test_a_project_without_attributes_has_no_poor_tags_and_no_warning(colour_project):
+    """A project with imported tags only (no schema, as the 100,000-image benchmark's) ranks nothing: the trust
+    check says nothing instead of failing on an empty table."""
+    ranking = rank_sources(colour_project, [])
+    assert ranking.table.empty and untrusted(ranking, attributes=["color"]).empty
+    assert trust_message(ranking, attributes=["color"]) is None

@@ -13,7 +13,7 @@ from hibug_core.errors import HibugError
 # command -> module of this package that defines it (its COMMANDS table holds help, options and handler)
 INDEX = {
     "new": "projects", "import": "projects", "info": "projects", "serve": "projects", "demo": "projects",
-    "embed": "tagging", "tag": "tagging", "tags": "tagging", "teach": "tagging",
+    "embed": "tagging", "predict": "tagging", "tag": "tagging", "tags": "tagging", "teach": "tagging",
     "attributes": "attributes",
     "slices": "slices", "report": "slices", "bench": "slices",
     "select": "repair", "repair": "repair", "generate": "repair", "failure-search": "repair",

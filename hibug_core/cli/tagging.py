@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from hibug_core.cli.command import Command, operation_command, project_argument, run_kind_here
 from hibug_core.errors import HibugError
-from hibug_core.operations import Embed, Tag, Teach
+from hibug_core.operations import Embed, Predict, Tag, Teach
 
 
 def cmd_embed(args) -> int:
@@ -11,6 +11,13 @@ def cmd_embed(args) -> int:
     project.close()
     print(f"{result['samples']} samples embedded with {result['encoder']} (dimension {result['dimension']}); stored "
           "in the project")
+    return 0
+
+
+def cmd_predict(args) -> int:
+    project, result = run_kind_here(Predict, args)
+    project.close()
+    print(result["summary"])
     return 0
 
 
@@ -94,6 +101,7 @@ def cmd_tags(args) -> int:
 
 COMMANDS = {
     "embed": operation_command(Embed, cmd_embed),
+    "predict": operation_command(Predict, cmd_predict),
     "tag": operation_command(Tag, cmd_tag),
     "tags": Command("show every tag source per attribute with its measured accuracy, and choose the one in force",
                     _tags_arguments, cmd_tags),

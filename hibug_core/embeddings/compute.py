@@ -85,7 +85,7 @@ def configure_threads(config: EmbedConfig) -> int:
 
 
 def encode_paths(encoder: Encoder, paths: list[str], on_chunk, config: EmbedConfig = EmbedConfig(),
-                 progress: ProgressCallback = no_progress) -> np.ndarray:
+                 progress: ProgressCallback = no_progress, stage: str = "embedding images") -> np.ndarray:
     """Encode images from files, handing every `config.save_every` images to on_chunk(start, stop, arrays,
     readable) so they are stored as the work is done (nothing else is kept); returns which files could be read."""
     from torch.utils.data import DataLoader
@@ -104,10 +104,10 @@ def encode_paths(encoder: Encoder, paths: list[str], on_chunk, config: EmbedConf
         readable.append(ok.numpy())
         pending_ok.append(ok.numpy())
         done += len(batch)
-        progress("embedding images", done, len(paths))
         if done - pending_start >= config.save_every or done == len(paths):
             on_chunk(pending_start, done, {k: np.concatenate(v) for k, v in pending.items()}, np.concatenate(pending_ok))
             pending, pending_ok, pending_start = {}, [], done
+        progress(stage, done, len(paths))  # after storing: a cancel here keeps the chunk just done
     return np.concatenate(readable) if readable else np.zeros(0, dtype=bool)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 import os
 
-from hibug_core.operations import (Embed, EmbeddingMap, FailureSearch, Generate, Operation, Repair, Tag, Teach,
-                                   register_operation)
+from hibug_core.operations import (Embed, EmbeddingMap, FailureSearch, Generate, Operation, Predict, Repair, Tag,
+                                   Teach, register_operation)
 from hibug_core.registry import Registry
 
 JOB_KINDS = Registry("job kind")  # name = the operation's kind; build(project, operation, progress, author)
@@ -91,6 +91,17 @@ def embedding_map(project, op: EmbeddingMap, progress, author: str | None = None
     layout = compute_map(project, op.encoder, sample_ids=ids, config=MapConfig(method=op.method), progress=progress)
     return {"encoder": op.encoder, "points": len(layout),
             "summary": f"Map of {len(layout):,} images laid out ({op.method}, {op.encoder})."}
+
+
+@job_kind(Predict)
+def predict(project, op: Predict, progress, author: str | None = None) -> dict:
+    from hibug_core.embeddings.compute import EmbedConfig
+    from hibug_core.models.predict import predict_project
+
+    done = predict_project(project, op.model, name=op.name, splits=op.splits, progress=progress, author=author,
+                           config=EmbedConfig(batch_size=op.batch_size, workers=op.workers))
+    return {"model": done.model, "samples": done.samples, "computed": done.computed, "accuracy": done.accuracy,
+            "summary": done.summary()}
 
 
 @job_kind(Generate)

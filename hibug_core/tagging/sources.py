@@ -151,7 +151,7 @@ def untrusted(ranking: SourceRanking, floor: float = TRUST_FLOOR, attributes=Non
     accuracy's upper 95% end is below `floor`, or, where nothing checks them, that of the run that made them over the
     attributes it tagged that can be checked (a tagger that gets the checkable ones wrong is not believed on the
     others)."""
-    table = ranking.table[ranking.table["in_force"]]
+    table = ranking.table[ranking.table["in_force"].astype(bool)]  # an empty column is object-typed: not a mask
     if attributes is not None:
         table = table[table["attribute"].isin(list(attributes))]
     measured = table["checked"].gt(0) & table["high"].lt(floor)

@@ -1,0 +1,131 @@
+"""Running the user's model over a project's images: batched and resumable (outputs stored per image content as they
+come), then recorded as a model of the project with its probabilities and its own penultimate features."""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.embeddings.cache import ContentCache
+from hibug_core.embeddings.compute import EmbedConfig, encode_paths
+from hibug_core.errors import HibugError
+from hibug_core.models.adapter import ModelAdapter
+from hibug_core.models.registry import load_model
+from hibug_core.progress import ProgressCallback, no_progress
+
+logger = logging.getLogger(__name__)
+MODEL_META = "model spec:"  # project meta key prefix: which spec (and weights) made a recorded model
+
+
+class PredictError(HibugError):
+    """A prediction that cannot run as asked (classes that do not match, a name taken, unreadable images)."""
+
+
+@dataclass
+class Prediction:
+    model: str  # the name it is recorded under
+    spec: str
+    samples: int
+    computed: int  # images run now (the rest were stored by an earlier, interrupted run)
+    accuracy: float | None  # on labelled samples
+    extra_classes: list[str]  # model classes no sample is labelled with
+
+    def summary(self) -> str:
+        scored = f"; accuracy {self.accuracy:.1%} on the labelled ones" if self.accuracy is not None else ""
+        extra = (f" The model also predicts {len(self.extra_classes)} class(es) no image is labelled with "
+                 f"(e.g. {self.extra_classes[0]}).") if self.extra_classes else ""
+        return (f"{self.model}: predictions for {self.samples:,} images ({self.computed:,} run now){scored}; stored "
+                f"as a model of the project with its features.{extra}")
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[\s_\-]+", " ", str(name)).strip().lower()
+
+
+def match_classes(model_classes: list[str], labels: list[str], spec: str) -> list[str]:
+    """The model's classes spelt as the project's labels (matched exactly, else ignoring case, spaces, '_' and '-');
+    PredictError when a label has no class, naming both sides so the user can fix the class list."""
+    by_normal = {_normal(label): label for label in labels}
+    mapped = [c if c in labels else by_normal.get(_normal(c), c) for c in model_classes]
+    missing = sorted(set(labels) - set(mapped))
+    if missing:
+        unmatched = [c for c in model_classes if (c if c in labels else by_normal.get(_normal(c))) is None]
+        raise PredictError(f"{spec}: the project's labels {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}"
+                           f" match none of the model's classes (unmatched model classes: "
+                           f"{', '.join(unmatched[:8]) or 'none'}); give the model's class names in the project's "
+                           "spelling (the checkpoint's 'classes' or its classes.txt)")
+    return mapped
+
+
+def default_name(spec: str) -> str:
+    """A readable model name from a spec: the architecture, the folder or the function."""
+    kind, _, rest = spec.partition(":")
+    parts = [p for p in re.split(r"[:/\\]", rest) if p]
+    stem = parts[0] if kind in ("timm", "torchvision") else parts[-1] if parts else kind
+    return re.sub(r"\.(pt|pth|bin|safetensors|ckpt)$", "", stem) or kind
+
+
+def outputs_cache(project, adapter: ModelAdapter) -> ContentCache:
+    """Per image content: probabilities, features and embedding of this model's weights (float32)."""
+    return ContentCache(project, f"models/{adapter.key}", dtype=np.float32)
+
+
+def predict_project(project, spec: str | ModelAdapter, *, name: str | None = None, splits=None,
+                    config: EmbedConfig = EmbedConfig(), progress: ProgressCallback = no_progress,
+                    author: str | None = None) -> Prediction:
+    """Run the model on the project's images (all, or `splits`) and record it as model `name`. Images whose outputs
+    an earlier run stored are not run again, so a killed or cancelled run resumes where it stopped."""
+    # 1. Check inputs: the model loads, its classes match the labels, the name is free.
+    adapter = load_model(spec) if isinstance(spec, str) else spec
+    name = (name or default_name(adapter.spec)).strip()
+    if not name:
+        raise PredictError("give the model a name (--name)")
+    if name in project.models():
+        raise PredictError(f"a model named '{name}' is already in this project; choose another --name")
+    samples = project.samples(sample_ids=project.split_ids(splits))
+    if samples.empty:
+        raise PredictError(f"no images in the split(s) {', '.join(splits or [])}")
+    labels = sorted(samples["label"].dropna().astype(str).unique())
+    classes = match_classes(adapter.classes, labels, adapter.spec)
+    # 2. Run the model on the images with nothing stored yet, storing every chunk as it is done.
+    cache = outputs_cache(project, adapter)
+    todo, paths = cache.missing(samples)
+    if todo:
+        def store(start: int, stop: int, arrays: dict[str, np.ndarray], readable: np.ndarray) -> None:
+            cache.add([h for h, ok in zip(todo[start:stop], readable) if ok], {k: v[readable] for k, v in arrays.items()})
+
+        logger.info("running %s on %d images", adapter.spec, len(todo))
+        readable = encode_paths(adapter, paths, store, config, progress, stage="running the model")
+        unreadable = [p for p, ok in zip(paths, readable) if not ok]
+        if unreadable:
+            raise PredictError(f"{len(unreadable)} image(s) could not be read, e.g. {unreadable[0]}; fix or remove "
+                               "them and run again (the outputs of the others are stored)")
+    # 3. Record the model: predictions, confidence, score against the labels; where its outputs and weights live.
+    progress("recording the predictions", 0, 1)
+    hashes = samples["content_hash"].to_numpy()
+    probabilities = cache.get(hashes, "probabilities")
+    project.add_predictions(name, samples.index.to_numpy(), probabilities, classes, author=author,
+                            note={"spec": adapter.spec, "weights": adapter.key})
+    project.set_meta(MODEL_META + name, json.dumps({"spec": adapter.spec, "weights": adapter.key}), author=author)
+    progress("recording the predictions", 1, 1)
+    predicted = np.asarray(classes, dtype=object)[probabilities.argmax(axis=1)]
+    labelled = samples["label"].notna().to_numpy()
+    accuracy = float((predicted[labelled] == samples["label"].to_numpy()[labelled]).mean()) if labelled.any() else None
+    return Prediction(name, adapter.spec, len(samples), len(todo), accuracy, sorted(set(classes) - set(labels)))
+
+
+def model_outputs(project, model: str, kind: str = "features", sample_ids=None) -> pd.DataFrame:
+    """Stored outputs ("features", "embedding" or "probabilities") of a model recorded by predict_project, one row
+    per sample."""
+    raw = project.meta().get(MODEL_META + model)
+    if raw is None:
+        raise PredictError(f"'{model}' was not run by hibug (imported predictions have no features); run it with "
+                           "`hibug predict`")
+    weights = json.loads(raw)["weights"]
+    samples = project.samples(sample_ids=sample_ids)
+    cache = ContentCache(project, f"models/{weights}", dtype=np.float32)
+    return pd.DataFrame(cache.get(samples["content_hash"].to_numpy(), kind), index=samples.index)

@@ -1,0 +1,188 @@
+"""The user's own model in the loop: timm, torchvision, transformers and python models (tiny, randomly initialised,
+built from config: nothing is downloaded) adapted, run over a project's images, recorded with their features."""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from hibug_core.errors import ModelLoadError
+from hibug_core.models.adapter import classifier_layer
+from hibug_core.models.predict import PredictError, default_name, match_classes, model_outputs, predict_project
+from hibug_core.models.registry import MODELS, load_model
+from hibug_core.store.project import Project
+
+SHAPES = ["circle", "rectangle", "triangle"]
+COLOURS = ["blue", "green", "red"]
+
+
+def save(state, path, classes=None):
+    import torch
+
+    torch.save({"state_dict": state, "classes": classes} if classes else state, path)
+    return path
+
+
+@pytest.fixture
+def timm_checkpoint(tmp_path):
+    import hibug_core  # noqa: F401  (torchvision import hook, needed by timm)
+    import timm
+    import torch
+
+    torch.manual_seed(0)
+    return save(timm.create_model("test_resnet", pretrained=False, num_classes=3).state_dict(),
+                tmp_path / "shapes.pt", SHAPES)
+
+
+@pytest.fixture
+def torchvision_checkpoint(tmp_path):
+    import torch
+    from torchvision import models
+
+    torch.manual_seed(0)
+    path = save(models.get_model("mobilenet_v3_small", weights=None, num_classes=3).state_dict(), tmp_path / "tv.pth")
+    (tmp_path / "tv.pth.classes.txt").write_text("Red\nGreen\nBlue\n")  # another spelling of the labels
+    return path
+
+
+@pytest.fixture
+def transformers_folder(tmp_path):
+    import torch
+    from transformers import ViTConfig, ViTForImageClassification, ViTImageProcessor
+
+    torch.manual_seed(0)
+    config = ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                       intermediate_size=37, num_labels=3, id2label=dict(enumerate(COLOURS)),
+                       label2id={c: i for i, c in enumerate(COLOURS)})
+    folder = tmp_path / "vit-colours"
+    ViTForImageClassification(config).save_pretrained(folder)
+    ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(folder)
+    return folder
+
+
+def colour_model():
+    """A python: spec's function (used as python:test_models:colour_model)."""
+    import torch
+    from torch import nn
+    from torchvision import transforms
+
+    torch.manual_seed(0)
+    network = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3))
+    return network, transforms.Compose([transforms.Resize((16, 16)), transforms.ToTensor()]), COLOURS
+
+
+def test_each_library_loads_with_its_own_preprocessing_and_gives_probabilities_and_features(
+        timm_checkpoint, torchvision_checkpoint, transformers_folder, colour_project):
+    import torch
+
+    image = colour_project.samples()["image_path"].iat[0]
+    from hibug_core.embeddings.base import load_rgb
+
+    expected = {f"timm:test_resnet:{timm_checkpoint}": (SHAPES, 160, 64),
+                f"torchvision:mobilenet_v3_small:{torchvision_checkpoint}": (["Red", "Green", "Blue"], 224, 1024),
+                f"transformers:{transformers_folder}": (COLOURS, 32, 32),
+                "python:test_models:colour_model": (COLOURS, 224, 4)}
+    for spec, (classes, size, width) in expected.items():
+        adapter = load_model(spec)
+        assert adapter.classes == classes and adapter.input_size == size, spec
+        batch = torch.stack([adapter.transform(load_rgb(image))] * 2)
+        out = adapter.encode_images(batch)
+        assert out["probabilities"].shape == (2, 3) and np.allclose(out["probabilities"].sum(axis=1), 1, atol=1e-5)
+        assert out["features"].shape == (2, width), spec
+        assert np.allclose(np.linalg.norm(out["embedding"], axis=1), 1, atol=1e-4)
+        assert load_model(spec) is adapter  # loaded once per process
+
+
+def test_bad_specs_and_checkpoints_say_what_to_fix(tmp_path, timm_checkpoint):
+    import torch
+
+    with pytest.raises(ModelLoadError, match="unknown model 'resnet50'; use one of: timm:<architecture>"):
+        load_model("resnet50")
+    with pytest.raises(ModelLoadError, match="no checkpoint file"):
+        load_model(f"timm:test_resnet:{tmp_path / 'missing.pt'}")
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ModelLoadError, match="is not a readable PyTorch checkpoint"):
+        load_model(f"timm:test_resnet:{tmp_path / 'junk.pt'}")
+    torch.save(torch.load(timm_checkpoint)["state_dict"], tmp_path / "plain.pt")
+    with pytest.raises(ModelLoadError, match=r"no class names .* plain.pt.classes.txt"):
+        load_model(f"timm:test_resnet:{tmp_path / 'plain.pt'}")
+    with pytest.raises(ModelLoadError, match="does not fit this architecture"):
+        load_model(f"timm:test_vit:{timm_checkpoint}")
+    with pytest.raises(ModelLoadError, match="cannot import nothing_here"):
+        load_model("python:test_models:nothing_here")
+    assert MODELS.names() == [] and [e.name for e in MODELS.families()] == ["timm", "torchvision", "transformers",
+                                                                             "python"]
+
+
+def test_classes_are_matched_to_the_labels_or_refused_naming_both_sides():
+    assert match_classes(["Red", "green", "BLUE"], ["blue", "green", "red"], "m") == ["red", "green", "blue"]
+    assert match_classes(["sea_turtle", "cat", "dog"], ["cat", "sea turtle"], "m") == ["sea turtle", "cat", "dog"]
+    with pytest.raises(PredictError, match=r"the project's labels triangle match none of the model's classes "
+                                           r"\(unmatched model classes: square\)"):
+        match_classes(["circle", "rectangle", "square"], SHAPES, "m")
+    assert default_name("timm:resnet50:/models/birds.pth") == "resnet50"
+    assert default_name("transformers:/models/vit-birds") == "vit-birds"
+
+
+def test_predict_records_a_model_with_its_features_and_resumes_after_an_interruption(demo_project, tmp_path,
+                                                                                     timm_checkpoint):
+    folder = tmp_path / "demo"
+    shutil.copytree(demo_project, folder)
+    spec = f"timm:test_resnet:{timm_checkpoint}"
+    with Project.open(folder) as project:
+        calls = []
+
+        def interrupt(stage, done, total):
+            calls.append(done)
+            if done >= 128:
+                raise KeyboardInterrupt  # as a cancel or a kill would stop it
+
+        with pytest.raises(KeyboardInterrupt):
+            predict_project(project, spec, splits=["val"], progress=interrupt,
+                            config=_small_chunks())
+        assert "test_resnet" not in project.models()  # nothing recorded half-way
+        done = predict_project(project, spec, splits=["val"], config=_small_chunks())
+        assert done.model == "test_resnet" and done.samples == 800 and done.computed == 800 - 128
+        samples = project.samples("test_resnet")
+        val = samples[samples["split"] == "val"]
+        assert len(val) == 800 and val["prediction"].isin(SHAPES).all() and val["confidence"].between(0, 1).all()
+        assert samples.loc[samples["split"] != "val", "prediction"].isna().all()
+        features = model_outputs(project, "test_resnet", sample_ids=val.index)
+        assert features.shape == (800, 64)
+        assert done.accuracy == pytest.approx(float(val["correct"].astype(float).mean()))
+        with pytest.raises(PredictError, match="a model named 'test_resnet' is already in this project"):
+            predict_project(project, spec, splits=["val"])
+        with pytest.raises(PredictError, match="imported predictions have no features"):
+            model_outputs(project, "shape-cnn")
+
+
+def _small_chunks():
+    from hibug_core.embeddings.compute import EmbedConfig
+
+    return EmbedConfig(batch_size=64, save_every=64, workers=0)
+
+
+def test_predict_runs_as_a_job_and_from_the_command_line(colour_project, torchvision_checkpoint, capsys):
+    from hibug_core.cli import main
+    from hibug_core.jobs.kinds import run_kind
+
+    result = run_kind(colour_project, "predict", {"model": f"torchvision:mobilenet_v3_small:{torchvision_checkpoint}",
+                                                  "name": "mobile"}, lambda *_: None, author="ana")
+    assert result["model"] == "mobile" and result["samples"] == 12 and result["computed"] == 12
+    assert result["summary"].startswith("mobile: predictions for 12 images (12 run now); accuracy ")
+    assert main(["predict", str(colour_project.folder), "--model", "python:test_models:colour_model"]) == 0
+    assert capsys.readouterr().out.startswith("colour_model: predictions for 12 images (12 run now)")
+    assert {"mobile", "colour_model"} <= set(colour_project.models())
+
+
+def test_the_classifier_layer_is_found_in_each_library(transformers_folder):
+    from torch import nn
+    from torchvision import models
+    from transformers import AutoModelForImageClassification
+
+    assert classifier_layer(models.get_model("resnet18", weights=None, num_classes=5)).out_features == 5
+    assert classifier_layer(models.get_model("mobilenet_v3_small", weights=None, num_classes=5)).in_features == 1024
+    assert classifier_layer(AutoModelForImageClassification.from_pretrained(transformers_folder)).in_features == 32
+    with pytest.raises(ModelLoadError, match="no linear classifier layer"):
+        classifier_layer(nn.Sequential(nn.Conv2d(3, 3, 1)))
