@@ -8,6 +8,7 @@ from hibug_core.markdown import plain
 from hibug_core.checklist import checklist, next_step
 from hibug_ui.create import create_project_form
 from hibug_ui.navigation import PAGES, STEP_PAGES
+from hibug_ui.predict import predict_panel
 from hibug_ui.state import (chosen_folder, current_model, current_project, current_user, load_samples,
                             source_ranking)
 from hibug_ui.widgets import as_percent, image_grid, percent_column
@@ -23,7 +24,7 @@ def overview() -> None:
         create_project_form(current_user())
         st.stop()
     project = current_project(folder)
-    current_user()  # the name field in the sidebar
+    user = current_user()  # the name field in the sidebar
     model = current_model(project)
     samples = load_samples(project, model)
 
@@ -51,8 +52,10 @@ def overview() -> None:
         if step.warning:
             st.warning(step.warning, icon=":material/warning:")
 
+    predict_panel(project, user, expanded=model is None)
     if model is None:
-        st.warning("This project has no model outputs yet; import a manifest with a 'prediction' column.")
+        st.warning("This project has no model outputs yet: run your model on its images (above), or import a "
+                   "manifest with a 'prediction' column.")
         st.stop()
 
     by_split = metrics.score_by(samples, "split")

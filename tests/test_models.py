@@ -41,8 +41,8 @@ def torchvision_checkpoint(tmp_path):
     from torchvision import models
 
     torch.manual_seed(0)
-    path = save(models.get_model("mobilenet_v3_small", weights=None, num_classes=3).state_dict(), tmp_path / "tv.pth")
-    (tmp_path / "tv.pth.classes.txt").write_text("Red\nGreen\nBlue\n")  # another spelling of the labels
+    path = save(models.get_model("mobilenet_v3_small", weights=None, num_classes=2).state_dict(), tmp_path / "tv.pth")
+    (tmp_path / "tv.pth.classes.txt").write_text("Circle\nSquare\n")  # the labels, spelt otherwise
     return path
 
 
@@ -62,14 +62,14 @@ def transformers_folder(tmp_path):
 
 
 def colour_model():
-    """A python: spec's function (used as python:test_models:colour_model)."""
+    """A python: spec's function (used as python:test_models:colour_model): a tiny shape classifier."""
     import torch
     from torch import nn
     from torchvision import transforms
 
     torch.manual_seed(0)
-    network = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3))
-    return network, transforms.Compose([transforms.Resize((16, 16)), transforms.ToTensor()]), COLOURS
+    network = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2))
+    return network, transforms.Compose([transforms.Resize((16, 16)), transforms.ToTensor()]), ["circle", "square"]
 
 
 def test_each_library_loads_with_its_own_preprocessing_and_gives_probabilities_and_features(
@@ -79,16 +79,17 @@ def test_each_library_loads_with_its_own_preprocessing_and_gives_probabilities_a
     image = colour_project.samples()["image_path"].iat[0]
     from hibug_core.embeddings.base import load_rgb
 
-    expected = {f"timm:test_resnet:{timm_checkpoint}": (SHAPES, 160, 64),
-                f"torchvision:mobilenet_v3_small:{torchvision_checkpoint}": (["Red", "Green", "Blue"], 224, 1024),
+    expected = {f"timm:test_resnet:{timm_checkpoint}": (SHAPES, 160, 96),
+                f"torchvision:mobilenet_v3_small:{torchvision_checkpoint}": (["Circle", "Square"], 224, 1024),
                 f"transformers:{transformers_folder}": (COLOURS, 32, 32),
-                "python:test_models:colour_model": (COLOURS, 224, 4)}
+                "python:test_models:colour_model": (["circle", "square"], 224, 4)}
     for spec, (classes, size, width) in expected.items():
         adapter = load_model(spec)
         assert adapter.classes == classes and adapter.input_size == size, spec
         batch = torch.stack([adapter.transform(load_rgb(image))] * 2)
         out = adapter.encode_images(batch)
-        assert out["probabilities"].shape == (2, 3) and np.allclose(out["probabilities"].sum(axis=1), 1, atol=1e-5)
+        assert out["probabilities"].shape == (2, len(classes))
+        assert np.allclose(out["probabilities"].sum(axis=1), 1, atol=1e-5)
         assert out["features"].shape == (2, width), spec
         assert np.allclose(np.linalg.norm(out["embedding"], axis=1), 1, atol=1e-4)
         assert load_model(spec) is adapter  # loaded once per process
@@ -149,7 +150,7 @@ def test_predict_records_a_model_with_its_features_and_resumes_after_an_interrup
         assert len(val) == 800 and val["prediction"].isin(SHAPES).all() and val["confidence"].between(0, 1).all()
         assert samples.loc[samples["split"] != "val", "prediction"].isna().all()
         features = model_outputs(project, "test_resnet", sample_ids=val.index)
-        assert features.shape == (800, 64)
+        assert features.shape == (800, 96)
         assert done.accuracy == pytest.approx(float(val["correct"].astype(float).mean()))
         with pytest.raises(PredictError, match="a model named 'test_resnet' is already in this project"):
             predict_project(project, spec, splits=["val"])
@@ -169,10 +170,11 @@ def test_predict_runs_as_a_job_and_from_the_command_line(colour_project, torchvi
 
     result = run_kind(colour_project, "predict", {"model": f"torchvision:mobilenet_v3_small:{torchvision_checkpoint}",
                                                   "name": "mobile"}, lambda *_: None, author="ana")
-    assert result["model"] == "mobile" and result["samples"] == 12 and result["computed"] == 12
-    assert result["summary"].startswith("mobile: predictions for 12 images (12 run now); accuracy ")
+    # 12 samples, 6 distinct images: each content runs once
+    assert result["model"] == "mobile" and result["samples"] == 12 and result["computed"] == 6
+    assert result["summary"].startswith("mobile: predictions for 12 images (6 run now); accuracy ")
     assert main(["predict", str(colour_project.folder), "--model", "python:test_models:colour_model"]) == 0
-    assert capsys.readouterr().out.startswith("colour_model: predictions for 12 images (12 run now)")
+    assert capsys.readouterr().out.startswith("colour_model: predictions for 12 images (6 run now)")
     assert {"mobile", "colour_model"} <= set(colour_project.models())
 
 
@@ -186,3 +188,28 @@ def test_the_classifier_layer_is_found_in_each_library(transformers_folder):
     assert classifier_layer(AutoModelForImageClassification.from_pretrained(transformers_folder)).in_features == 32
     with pytest.raises(ModelLoadError, match="no linear classifier layer"):
         classifier_layer(nn.Sequential(nn.Conv2d(3, 3, 1)))
+
+
+def test_the_overview_runs_your_model_as_a_background_job(monkeypatch, colour_project):
+    import os
+    from pathlib import Path
+
+    from hibug_core.jobs.store import jobs
+    from page_support import open_page
+    from waiting import wait_until
+
+    tests = str(Path(__file__).resolve().parent)  # the worker process imports the spec's module from here
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")])))
+    at = open_page(monkeypatch, "app.py", colour_project.folder, user="ana", timeout=60)
+    assert not at.exception
+    at.text_input(key="predict_model").set_value("python:test_models:colour_model")
+    at.text_input(key="predict_name").set_value("my net")
+    at.button(key="predict_submit").click().run()
+    assert not at.exception
+    job = wait_until(lambda: (lambda j: j if not j.live else None)(jobs(colour_project, "predict")[0]), 120,
+                     what="the predict job")
+    assert job.status == "done", job.error
+    assert job.params["model"] == "python:test_models:colour_model" and job.author == "ana"
+    assert "my net" in colour_project.models()
+    at.run()
+    assert any("my net: predictions for 12 images (6 run now)" in s.value.replace("\\", "") for s in at.success)

@@ -21,11 +21,11 @@ from fake_openai import FakeOpenAIServer
 from page_support import open_page
 
 REQUIRED = {"teach": {"attribute": "color"}, "failure search": {"label": "triangle"},
-            "report": {"output": "findings.html"}}
+            "report": {"output": "findings.html"}, "predict": {"model": "timm:resnet50:/models/birds.pth"}}
 # CLI options that are not fields: they say how to read or show the operation's input or output
 CLI_EXTRAS = {"teach": {"examples"}, "generate": {"dry_run"}}
 # command -> operation of the commands built from one
-OPERATION_COMMANDS = {"embed": "embed", "tag": "tag", "teach": "teach", "slices": "slices", "report": "report",
+OPERATION_COMMANDS = {"embed": "embed", "predict": "predict", "tag": "tag", "teach": "teach", "slices": "slices", "report": "report",
                       "select": "select", "repair": "repair", "generate": "generate",
                       "failure-search": "failure search"}
 
@@ -44,7 +44,7 @@ def dests(parser) -> set[str]:
 
 def test_every_operation_builds_with_its_defaults_and_lists_in_one_place():
     built_in = [kind for kind, op in OPERATIONS.items() if op.__module__ == "hibug_core.operations"]  # not tests'
-    assert built_in == ["embed", "tag", "teach", "map", "propose", "suggest tags", "slices", "select",
+    assert built_in == ["embed", "tag", "teach", "map", "predict", "propose", "suggest tags", "slices", "select",
                                 "repair", "generate", "failure search", "report"]
     for kind in built_in:
         op = OPERATIONS[kind]
@@ -108,7 +108,8 @@ def test_cli_options_are_the_operations_fields_with_the_same_defaults(command):
     expected = {name for name in option_names(op)} | CLI_EXTRAS.get(op.kind, set())
     assert dests(parser) == expected
     required = {"teach": ["color", "--examples", "e.csv"], "failure-search": ["--label", "triangle"],
-                "report": ["--output", "findings.html"]}.get(command, [])
+                "report": ["--output", "findings.html"],
+                "predict": ["--model", "timm:resnet50:/models/birds.pth"]}.get(command, [])
     args = build_parser().parse_args([command, "PROJECT", *required])
     assert operation_from_args(op, args) == op.build(REQUIRED.get(op.kind, {}))
 
@@ -128,6 +129,8 @@ def test_a_command_imports_only_its_own_module(tmp_path):
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True).stdout
     assert out.strip().splitlines()[-1] == "['hibug_core.cli.command', 'hibug_core.cli.projects']"
     assert set(INDEX.values()) == {"projects", "tagging", "attributes", "slices", "repair"}
+    assert list(INDEX) == ["new", "import", "info", "serve", "demo", "embed", "predict", "tag", "tags", "teach",
+                           "attributes", "slices", "report", "bench", "select", "repair", "generate", "failure-search"]
     for name, module in INDEX.items():
         assert name in commands(module)
 

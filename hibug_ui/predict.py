@@ -1,0 +1,26 @@
+"""The Overview's "run your own model" panel: a predict job from a model spec, its progress and result."""
+from __future__ import annotations
+
+import streamlit as st
+
+from hibug_core.models.registry import MODELS
+from hibug_core.operations import Predict
+from hibug_ui.jobs import job_status, start_job
+
+
+def predict_panel(project, user: str, *, expanded: bool) -> None:
+    with st.expander("Run your own model on these images", expanded=expanded, icon=":material/model_training:"):
+        st.caption("Your network, loaded with its library's own code and preprocessing; its predictions and "
+                   "penultimate features are stored as a model of this project (a stopped run resumes). "
+                   + MODELS.help_text())
+        with st.form("predict_form"):
+            cells = st.columns([3, 1])
+            spec = cells[0].text_input("Model", key="predict_model", help=Predict.help("model"),
+                                       placeholder="timm:resnet50:/models/birds.pth")
+            name = cells[1].text_input("Name", key="predict_name", help=Predict.help("name"),
+                                       placeholder="from the spec")
+            if st.form_submit_button("Run the model", type="primary", key="predict_submit"):
+                if start_job(project, "predict", {"model": spec.strip(), "name": name.strip() or None},
+                             user) is not None:
+                    st.rerun()
+        job_status(project, "predict", user, key="predict_job")
