@@ -115,9 +115,27 @@ def embedding_cache(project, encoder_key: str) -> ContentCache:
     return ContentCache(project, f"embeddings/{encoder_key}")
 
 
+MODEL_PREFIX = "model:"  # "model:<name>": the own features of a model `hibug predict` ran, used as an encoder's
+MODEL_META = "model spec:"  # project meta key prefix: the spec and weights that made a recorded model
+
+
+def model_cache(project, model: str) -> ContentCache:
+    """Per image content, the outputs of a model run by `hibug predict` (probabilities, features, embedding)."""
+    import json
+
+    raw = project.meta().get(MODEL_META + model)
+    if raw is None:
+        raise TaggingError(f"'{model}' was not run by hibug, so it has no features (imported predictions have "
+                           "none); run it with `hibug predict`")
+    return ContentCache(project, f"models/{json.loads(raw)['weights']}", dtype=np.float32)
+
+
 def embed_project(project, encoder: str | Encoder = DEFAULT_ENCODER, *, sample_ids=None,
                   config: EmbedConfig = EmbedConfig(), progress: ProgressCallback = no_progress) -> EmbeddingSet:
-    """Embeddings of the project's samples (all, or `sample_ids`), encoding only contents not stored yet."""
+    """Embeddings of the project's samples (all, or `sample_ids`), encoding only contents not stored yet; a model's
+    own features ("model:<name>") are what `hibug predict` stored."""
+    if isinstance(encoder, str) and encoder.startswith(MODEL_PREFIX):
+        return stored_embeddings(project, encoder, sample_ids)
     encoder = load_encoder(encoder) if isinstance(encoder, str) else encoder
     samples = project.samples(sample_ids=sample_ids)
     cache = embedding_cache(project, encoder.key)
@@ -138,8 +156,11 @@ def embed_project(project, encoder: str | Encoder = DEFAULT_ENCODER, *, sample_i
 
 
 def stored_embeddings(project, encoder: str, sample_ids=None) -> EmbeddingSet:
-    """Embeddings already stored, without loading the encoder; a clear error when some are missing."""
-    return _from_cache(embedding_cache(project, encoder_key(encoder)), encoder, project.samples(sample_ids=sample_ids))
+    """Embeddings already stored, without loading the encoder; a clear error when some are missing. "model:<name>"
+    reads the own features of a model `hibug predict` ran."""
+    cache = model_cache(project, encoder[len(MODEL_PREFIX):]) if encoder.startswith(MODEL_PREFIX) else \
+        embedding_cache(project, encoder_key(encoder))
+    return _from_cache(cache, encoder, project.samples(sample_ids=sample_ids))
 
 
 def _from_cache(cache: ContentCache, spec: str, samples: pd.DataFrame) -> EmbeddingSet:

@@ -56,6 +56,13 @@ def _tiny_transformers(*, spec: str, key: str, device: str | None) -> Encoder:
     return TransformersClipEncoder(str(tiny_transformers_folder()), spec=spec, key=key, device=device)
 
 
+@ENCODERS.register("model", "the own penultimate features of a model `hibug predict` ran (maps, linear heads); "
+                   "computed by predict, not here", form="model:<model name>")
+def _model_features(argument: str, *, spec: str, key: str, device: str | None) -> Encoder:
+    raise ModelLoadError(f"{spec}: a model's features are computed by `hibug predict --name {argument}`, then read "
+                         "from the project; they cannot be computed as an encoder's")
+
+
 def check_encoder(spec: str) -> str:
     """The spec stripped, or UnknownChoice naming the encoders there are (nothing is loaded)."""
     ENCODERS.get(spec)

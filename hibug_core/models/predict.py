@@ -11,14 +11,13 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.embeddings.cache import ContentCache
-from hibug_core.embeddings.compute import EmbedConfig, encode_paths
+from hibug_core.embeddings.compute import MODEL_META, EmbedConfig, encode_paths, model_cache
 from hibug_core.errors import HibugError
 from hibug_core.models.adapter import ModelAdapter
 from hibug_core.models.registry import load_model
 from hibug_core.progress import ProgressCallback, no_progress
 
 logger = logging.getLogger(__name__)
-MODEL_META = "model spec:"  # project meta key prefix: which spec (and weights) made a recorded model
 
 
 class PredictError(HibugError):
@@ -74,10 +73,10 @@ def outputs_cache(project, adapter: ModelAdapter) -> ContentCache:
     return ContentCache(project, f"models/{adapter.key}", dtype=np.float32)
 
 
-def predict_project(project, spec: str | ModelAdapter, *, name: str | None = None, splits=None,
+def predict_project(project, spec: str | ModelAdapter, *, name: str | None = None, splits=None, sample_ids=None,
                     config: EmbedConfig = EmbedConfig(), progress: ProgressCallback = no_progress,
                     author: str | None = None) -> Prediction:
-    """Run the model on the project's images (all, or `splits`) and record it as model `name`. Images whose outputs
+    """Run the model on the project's images (all, `splits`, or `sample_ids`) and record it as model `name`. Images whose outputs
     an earlier run stored are not run again, so a killed or cancelled run resumes where it stopped."""
     # 1. Check inputs: the model loads, its classes match the labels, the name is free.
     adapter = load_model(spec) if isinstance(spec, str) else spec
@@ -86,7 +85,7 @@ def predict_project(project, spec: str | ModelAdapter, *, name: str | None = Non
         raise PredictError("give the model a name (--name)")
     if name in project.models():
         raise PredictError(f"a model named '{name}' is already in this project; choose another --name")
-    samples = project.samples(sample_ids=project.split_ids(splits))
+    samples = project.samples(sample_ids=project.split_ids(splits) if sample_ids is None else sample_ids)
     if samples.empty:
         raise PredictError(f"no images in the split(s) {', '.join(splits or [])}")
     labels = sorted(samples["label"].dropna().astype(str).unique())
@@ -121,11 +120,5 @@ def predict_project(project, spec: str | ModelAdapter, *, name: str | None = Non
 def model_outputs(project, model: str, kind: str = "features", sample_ids=None) -> pd.DataFrame:
     """Stored outputs ("features", "embedding" or "probabilities") of a model recorded by predict_project, one row
     per sample."""
-    raw = project.meta().get(MODEL_META + model)
-    if raw is None:
-        raise PredictError(f"'{model}' was not run by hibug (imported predictions have no features); run it with "
-                           "`hibug predict`")
-    weights = json.loads(raw)["weights"]
     samples = project.samples(sample_ids=sample_ids)
-    cache = ContentCache(project, f"models/{weights}", dtype=np.float32)
-    return pd.DataFrame(cache.get(samples["content_hash"].to_numpy(), kind), index=samples.index)
+    return pd.DataFrame(model_cache(project, model).get(samples["content_hash"].to_numpy(), kind), index=samples.index)

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.demo.shapes_model import FineTuneConfig
+from hibug_core.embeddings.compute import MODEL_META, MODEL_PREFIX
 from hibug_core.errors import HibugError, check_fields
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import Registry
@@ -126,9 +127,13 @@ def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *
     if train.empty:
         raise RetrainError("the project has no labelled 'train' split to retrain on")
     held = project_network(project, model)
+    if held is None and config.method == "linear head" and config.features == "model" and \
+            MODEL_META + model in project.meta():
+        config = replace(config, features=MODEL_PREFIX + model)  # the features `hibug predict` stored for it
     if held is None and (config.method != "linear head" or config.features == "model"):
         raise RetrainError(f"the project holds no network for '{model}' (looked for {NETWORK_DIR}/{model}.pt); "
-                           "retrain a linear head on stored embeddings instead (features = an encoder)")
+                           "retrain a linear head on stored embeddings instead (features = an encoder), or run the "
+                           "model with `hibug predict` so its own features are stored")
     # 2. Map labels to the model's classes.
     classes = held[1] if held is not None and (config.method != "linear head" or config.features == "model") else \
         sorted(set(train["label"]) | set(new["label"]))
