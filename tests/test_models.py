@@ -258,3 +258,66 @@ def test_your_model_goes_through_slices_selection_retraining_and_before_after(de
         # (35% before; about 50% after, for every method, on this seed)
         assert (overall["before"] < 0.4).all() and (overall["after"] > overall["before"] + 0.1).all()
         assert {f"mine · repair {result.run_id} hibug s0"} <= set(project.models())
+
+
+def test_fine_tuning_an_adapted_network_resumes_to_exactly_the_uninterrupted_result(tmp_path, demo_project):
+    import torch
+
+    from hibug_core.models.finetune import TuneConfig, fine_tune
+
+    adapter = load_model("python:test_models:shape_model")
+    before = {k: v.clone() for k, v in adapter.network.state_dict().items()}
+    with Project.open(demo_project) as project:
+        samples = project.samples()
+    index = {c: i for i, c in enumerate(SHAPES)}
+
+    def part(split, n):
+        rows = samples[samples["split"] == split].head(n)
+        return list(rows["image_path"]), rows["label"].map(index).to_numpy()
+
+    (paths, labels), (new_paths, new_labels), (val_paths, val_labels) = part("train", 96), part("pool", 32), \
+        part("val", 64)
+    config = TuneConfig(epochs=3, batch_size=32, learning_rate=1e-3, patience=0)
+    whole = fine_tune(adapter, paths, labels, new_paths, new_labels, 0.5, folder=tmp_path / "a", val_paths=val_paths,
+                      val_labels=val_labels, config=config)
+
+    def stop_after_the_first_epoch(stage, done, total):
+        if done == 1:
+            raise KeyboardInterrupt  # as a kill would, after the epoch's checkpoint
+
+    with pytest.raises(KeyboardInterrupt):
+        fine_tune(adapter, paths, labels, new_paths, new_labels, 0.5, folder=tmp_path / "b", val_paths=val_paths,
+                  val_labels=val_labels, config=config, progress=stop_after_the_first_epoch)
+    resumed = fine_tune(adapter, paths, labels, new_paths, new_labels, 0.5, folder=tmp_path / "b",
+                        val_paths=val_paths, val_labels=val_labels, config=config)
+    assert resumed.val_accuracy == whole.val_accuracy and len(whole.val_accuracy) == 3
+    assert (resumed.epochs_run, resumed.best_epoch) == (whole.epochs_run, whole.best_epoch)
+    for name, value in whole.network.state_dict().items():
+        assert torch.equal(value, resumed.network.state_dict()[name]), name
+    assert all(torch.equal(v, adapter.network.state_dict()[k]) for k, v in before.items())  # the original is kept
+    saved = torch.load(whole.checkpoint, weights_only=True)
+    assert saved["classes"] == SHAPES and saved["spec"] == "python:test_models:shape_model"
+    assert saved["best_epoch"] == whole.best_epoch == 1 + int(np.argmax(whole.val_accuracy))
+
+
+def test_repair_fine_tunes_a_predicted_network_and_keeps_its_checkpoint(demo_project, tmp_path):
+    import torch
+
+    from hibug_core.demo.shapes_model import FineTuneConfig
+    from hibug_core.repair.loop import RepairConfig, run_repair
+    from hibug_core.repair.retrain import RetrainConfig
+    from hibug_core.repair.selection import SelectionConfig
+
+    folder = tmp_path / "demo"
+    shutil.copytree(demo_project, folder)
+    with Project.open(folder) as project:
+        predict_project(project, "python:test_models:shape_model", name="mine")
+        result = run_repair(project, RepairConfig(
+            model="mine", selection=SelectionConfig(budget=40), seeds=(0,), baseline=None, control=False,
+            retrain=RetrainConfig(fine_tune=FineTuneConfig(epochs=1, batch_size=64))))
+        run = result.runs.iloc[0]
+        assert (run["method"], run["new_images"]) == ("hibug", 40)
+        checkpoint = torch.load(run["checkpoint"], weights_only=True)
+        assert checkpoint["classes"] == SHAPES and checkpoint["best_epoch"] == 1
+        repaired = project.samples(run["model"])
+        assert repaired["prediction"].isin(SHAPES).all() and len(repaired) == 3866

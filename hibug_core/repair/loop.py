@@ -126,11 +126,12 @@ def run_repair(project, config: RepairConfig | None = None, *, author: str | Non
                 selections[(method, seed)] = selection
             retrained = replace(config.retrain, seed=seed,
                                 fine_tune=replace(config.retrain.fine_tune, seed=seed))
-            sample_ids, probabilities, classes = retrain(project, model, ids, retrained, images=images)
+            made: dict = {}
+            sample_ids, probabilities, classes = retrain(project, model, ids, retrained, images=images, outputs=made)
             name = f"{model} · repair {run_id} {method} s{seed}"
             if config.record_models:
                 project.add_predictions(name, sample_ids, probabilities, classes, author=author,
-                                        note={"repair_run": run_id, "method": method, "seed": seed})
+                                        note={"repair_run": run_id, "method": method, "seed": seed, **made})
             predicted = pd.Series(np.asarray(classes, dtype=object)[probabilities.argmax(axis=1)], index=sample_ids)
             after = (predicted.reindex(held.index) == held["label"]).to_numpy()
             table = slice_changes(held_tags, before, after, found)
@@ -141,7 +142,8 @@ def run_repair(project, config: RepairConfig | None = None, *, author: str | Non
             table.insert(0, "method", method)
             changes.append(table)
             rows.append({"method": method, "seed": seed, "model": name, "new_images": len(ids),
-                         "before": float(before.mean()), "after": float(after.mean())})
+                         "before": float(before.mean()), "after": float(after.mean()),
+                         "checkpoint": made.get("checkpoint")})
             progress("retraining and comparing", len(rows), steps)
             logger.info("repair %s seed %d: %d new images, %.3f -> %.3f", method, seed, len(ids), before.mean(),
                         after.mean())

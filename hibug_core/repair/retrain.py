@@ -106,12 +106,16 @@ class RetrainInputs:
     lam: float
     images: "ImageCache"
     progress: ProgressCallback
+    adapter: object | None = None  # the adapted network of a model `hibug predict` ran (instead of `held`)
+    outputs: dict | None = None  # filled by the method: e.g. the repaired checkpoint's path
 
 
 def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *, images: ImageCache | None = None,
-            progress: ProgressCallback = no_progress) -> tuple[np.ndarray, np.ndarray, list[str]]:
+            progress: ProgressCallback = no_progress,
+            outputs: dict | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Retrain `model` on its labelled training split plus the samples `new_ids` (labelled), weighted by lambda; returns
-    (sample ids, class probabilities, classes) for every sample in the project."""
+    (sample ids, class probabilities, classes) for every sample in the project. `outputs`, when given, receives what
+    else the method made ("checkpoint": the repaired network's file, for networks `hibug predict` ran)."""
     # 1. Check inputs: the method, labels of the new data, a training split, a network where one is needed.
     config = config or RetrainConfig()
     if config.method not in RETRAIN_METHODS.names():
@@ -127,16 +131,23 @@ def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *
     if train.empty:
         raise RetrainError("the project has no labelled 'train' split to retrain on")
     held = project_network(project, model)
-    if held is None and config.method == "linear head" and config.features == "model" and \
-            MODEL_META + model in project.meta():
-        config = replace(config, features=MODEL_PREFIX + model)  # the features `hibug predict` stored for it
-    if held is None and (config.method != "linear head" or config.features == "model"):
+    recorded = held is None and MODEL_META + model in project.meta()  # a network `hibug predict` ran
+    if recorded and config.method == "linear head" and config.features == "model":
+        config = replace(config, features=MODEL_PREFIX + model)  # the features predict stored for it
+    adapter = _recorded_adapter(project, model) if recorded and config.method != "linear head" else None
+    if held is None and adapter is None and (config.method != "linear head" or config.features == "model"):
         raise RetrainError(f"the project holds no network for '{model}' (looked for {NETWORK_DIR}/{model}.pt); "
                            "retrain a linear head on stored embeddings instead (features = an encoder), or run the "
                            "model with `hibug predict` so its own features are stored")
     # 2. Map labels to the model's classes.
-    classes = held[1] if held is not None and (config.method != "linear head" or config.features == "model") else \
-        sorted(set(train["label"]) | set(new["label"]))
+    if adapter is not None:
+        from hibug_core.models.predict import match_classes
+
+        classes = match_classes(adapter.classes, sorted(samples["label"].dropna().astype(str).unique()), adapter.spec)
+    elif held is not None and (config.method != "linear head" or config.features == "model"):
+        classes = held[1]
+    else:
+        classes = sorted(set(train["label"]) | set(new["label"]))
     index = {c: i for i, c in enumerate(classes)}
     unknown = sorted(set(train["label"]) - set(index) | set(new["label"]) - set(index))
     if unknown:
@@ -145,13 +156,58 @@ def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *
     inputs = RetrainInputs(project, config, samples, train, new, held, classes, train["label"].map(index).to_numpy(),
                            new["label"].map(index).to_numpy(),
                            config.lam if config.lam is not None else len(new) / len(train), images or ImageCache(),
-                           progress)
+                           progress, adapter, outputs if outputs is not None else {})
     return samples.index.to_numpy(), RETRAIN_METHODS.build(config.method, inputs=inputs), classes
 
 
+def _recorded_adapter(project, model: str):
+    """The adapted network of a model `hibug predict` ran, loaded from its spec; RetrainError when its weights
+    changed since (the recorded predictions would not be its)."""
+    import json
+
+    from hibug_core.models.registry import load_model
+
+    recorded = json.loads(project.meta()[MODEL_META + model])
+    adapter = load_model(recorded["spec"])
+    if adapter.key != recorded["weights"]:
+        raise RetrainError(f"the weights behind {recorded['spec']} changed since '{model}' was predicted; run "
+                           "`hibug predict` again under a new name and repair that model")
+    return adapter
+
+
+def _tune_adapted(inputs: RetrainInputs, from_scratch: bool) -> np.ndarray:
+    """Fine-tune (or retrain from scratch) a network `hibug predict` ran; early stopping on the labelled val split."""
+    from hibug_core.embeddings.compute import EmbedConfig, encode_paths
+    from hibug_core.models.adapter import ModelAdapter
+    from hibug_core.models.finetune import TuneConfig, fine_tune
+
+    adapter, config, samples = inputs.adapter, inputs.config, inputs.samples
+    val = samples[(samples["split"] == "val") & samples["label"].notna()]
+    index = {c: i for i, c in enumerate(inputs.classes)}
+    schedule = config.fine_tune
+    tuned = fine_tune(adapter, list(inputs.train["image_path"]), inputs.y, list(inputs.new["image_path"]),
+                      inputs.y_new, inputs.lam, folder=inputs.project.folder / NETWORK_DIR / "tuning",
+                      val_paths=list(val["image_path"]) or None, val_labels=val["label"].map(index).to_numpy(),
+                      config=TuneConfig(epochs=schedule.epochs, batch_size=schedule.batch_size,
+                                        learning_rate=schedule.learning_rate, seed=config.seed,
+                                        from_scratch=from_scratch), progress=inputs.progress)
+    inputs.outputs["checkpoint"] = str(tuned.checkpoint)
+    repaired = ModelAdapter(adapter.spec, tuned.network, adapter.transform, adapter.classes,
+                            input_size=adapter.input_size, device=adapter.device)
+    distinct = samples.drop_duplicates("content_hash")
+    chunks = []
+    encode_paths(repaired, list(distinct["image_path"]), lambda start, stop, arrays, ok: chunks.append(
+        arrays["probabilities"]), EmbedConfig(save_every=1 << 30), inputs.progress, stage="predicting after repair")
+    by_content = pd.DataFrame(np.concatenate(chunks), index=distinct["content_hash"].to_numpy())
+    return by_content.loc[samples["content_hash"].to_numpy()].to_numpy()
+
+
 @RETRAIN_METHODS.register("fine-tune", "the model's own network trained further on the training split plus the new "
-                          "data weighted by lambda (needs the network in the project)")
+                          "data weighted by lambda (the project's network, or one `hibug predict` ran; early "
+                          "stopping on val, a checkpoint per epoch)")
 def _fine_tune(*, inputs: RetrainInputs, from_scratch: bool = False) -> np.ndarray:
+    if inputs.adapter is not None:
+        return _tune_adapted(inputs, from_scratch)
     from hibug_core.demo.shapes_model import build_network, fine_tune_shape_cnn, predict_probabilities
 
     network, _, trained_as = inputs.held

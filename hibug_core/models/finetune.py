@@ -1,0 +1,183 @@
+"""Fine-tuning any adapted network for repair: loss = L(original) + lambda * L(new), every step one batch of each
+(Chegini and Feizi's weighting); early stopping on a validation split; seeded; a checkpoint after every epoch, so
+a killed run resumes; the best network saved as a checkpoint file the user can take away."""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hibug_core.errors import HibugError, check_fields
+from hibug_core.models.adapter import ModelAdapter
+from hibug_core.progress import ProgressCallback, no_progress
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    epochs: int = 10
+    batch_size: int = 32
+    learning_rate: float = 1e-4  # an already trained network moves a little; from scratch wants more
+    weight_decay: float = 0.0
+    patience: int = 3  # epochs without a better validation accuracy before stopping (0: never stop early)
+    from_scratch: bool = False  # re-initialise the weights first (the architecture is kept)
+    seed: int = 0
+    workers: int = 0  # image decoding processes
+
+    def __post_init__(self):
+        check_fields(self, {"epochs": (self.epochs >= 1, "1 or more"), "batch_size": (self.batch_size >= 1, "1 or more"),
+                            "learning_rate": (self.learning_rate > 0, "above 0"),
+                            "patience": (self.patience >= 0, "0 or more")})
+
+
+@dataclass
+class Tuned:
+    network: object  # the best network (by validation accuracy), in eval mode
+    epochs_run: int
+    best_epoch: int
+    val_accuracy: list[float]  # per epoch (empty without a validation split)
+    checkpoint: Path  # the best network as {"state_dict", "classes", "spec"}
+
+
+class TuneError(HibugError):
+    """Fine-tuning that cannot run (no training images, unknown labels)."""
+
+
+def _loader(adapter: ModelAdapter, paths: list[str], labels: np.ndarray, batch_size: int, *, shuffle: bool,
+            seed: int, workers: int):
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    from hibug_core.embeddings.compute import decode
+
+    class Images(Dataset):
+        def __len__(self):
+            return len(paths)
+
+        def __getitem__(self, index):
+            tensor = decode(paths[index], adapter.transform, adapter.input_size)
+            if tensor is None:
+                raise TuneError(f"cannot read {paths[index]}; fix or remove it and run again")
+            return tensor, int(labels[index])
+
+    generator = torch.Generator().manual_seed(seed)
+    loader = DataLoader(Images(), batch_size=batch_size, shuffle=shuffle, generator=generator, num_workers=workers,
+                        drop_last=False)
+    loader.reseed = lambda epoch: generator.manual_seed(seed * 100_003 + epoch)  # each epoch's order, resumable
+    return loader
+
+
+def _fingerprint(adapter: ModelAdapter, paths, labels, new_paths, new_labels, lam: float, config: TuneConfig) -> str:
+    digest = hashlib.blake2b(digest_size=8)
+    digest.update(json.dumps([adapter.key, list(paths), [int(v) for v in labels], list(new_paths),
+                              [int(v) for v in new_labels], lam, asdict(config)]).encode())
+    return digest.hexdigest()
+
+
+def fine_tune(adapter: ModelAdapter, paths: list[str], labels: np.ndarray, new_paths: list[str],
+              new_labels: np.ndarray, lam: float, *, folder: Path, val_paths: list[str] | None = None,
+              val_labels: np.ndarray | None = None, config: TuneConfig = TuneConfig(),
+              progress: ProgressCallback = no_progress) -> Tuned:
+    """A copy of the adapter's network trained further (the adapter's own network is left as it was). Under `folder`,
+    a folder per run (its inputs' fingerprint) holds the per-epoch checkpoint last.pt (resumed when the same run is
+    asked again) and the best network's best.pt."""
+    import torch
+    import torch.nn.functional as F
+
+    # 1. Check inputs.
+    if not len(paths):
+        raise TuneError("no training images to fine-tune on")
+    for name, values in (("training", labels), ("new", new_labels), ("validation", val_labels)):
+        if values is not None and len(values) and (np.min(values) < 0 or np.max(values) >= len(adapter.classes)):
+            raise TuneError(f"{name} labels outside the model's {len(adapter.classes)} classes")
+    fingerprint = _fingerprint(adapter, paths, labels, new_paths, new_labels, lam, config)
+    folder = Path(folder) / fingerprint  # one folder per run: asking for the same run again resumes it
+    folder.mkdir(parents=True, exist_ok=True)
+    last = folder / "last.pt"
+    # 2. Set up: a copy of the network (re-initialised from scratch if asked), seeded data order and optimiser.
+    torch.manual_seed(config.seed)
+    network = copy.deepcopy(adapter.network).to(adapter.device)
+    if config.from_scratch:
+        for module in network.modules():
+            if hasattr(module, "reset_parameters"):
+                module.reset_parameters()
+    optimiser = torch.optim.AdamW(network.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    train = _loader(adapter, paths, labels, config.batch_size, shuffle=True, seed=config.seed, workers=config.workers)
+    extra = lam > 0 and len(new_paths) > 0
+    new = _loader(adapter, new_paths, new_labels, config.batch_size, shuffle=True, seed=config.seed + 1,
+                  workers=config.workers) if extra else None
+    val = _loader(adapter, val_paths, val_labels, 256, shuffle=False, seed=0, workers=config.workers) \
+        if val_paths else None
+    start, scores, best, best_epoch, best_state = 0, [], -1.0, 0, copy.deepcopy(network.state_dict())
+    if last.exists():  # 3. Resume where a killed run stopped.
+        saved = torch.load(last, map_location=adapter.device, weights_only=False)
+        network.load_state_dict(saved["state_dict"])
+        optimiser.load_state_dict(saved["optimiser"])
+        start, scores, best, best_epoch = saved["epoch"], saved["scores"], saved["best"], saved["best_epoch"]
+        best_state = saved["best_state"]
+        torch.set_rng_state(saved["rng"])
+        logger.info("resuming fine-tuning after epoch %d", start)
+    # 4. Train epoch by epoch: one batch of the original data and (with lambda) one of the new data per step.
+    epochs_run = start
+    for epoch in range(start, config.epochs):
+        network.train()
+        train.reseed(epoch)
+        if extra:
+            new.reseed(epoch)
+            new_batches = iter(new)
+        for images, targets in train:
+            loss = F.cross_entropy(_logits(network, images.to(adapter.device)), targets.to(adapter.device))
+            if extra:
+                batch = next(new_batches, None)
+                if batch is None:  # the new data are fewer: start them again
+                    new_batches = iter(new)
+                    batch = next(new_batches)
+                loss = loss + lam * F.cross_entropy(_logits(network, batch[0].to(adapter.device)),
+                                                    batch[1].to(adapter.device))
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+        epochs_run = epoch + 1
+        # 5. Validate; keep the best network; checkpoint the epoch.
+        if val is not None:
+            scores.append(_accuracy(network, val, adapter.device))
+        if val is None or scores[-1] > best:
+            best, best_epoch = (scores[-1] if val is not None else best), epochs_run
+            best_state = copy.deepcopy(network.state_dict())
+        torch.save({"state_dict": network.state_dict(), "optimiser": optimiser.state_dict(), "epoch": epochs_run,
+                    "scores": scores, "best": best, "best_epoch": best_epoch, "best_state": best_state,
+                    "rng": torch.get_rng_state()}, last)
+        progress("fine-tuning", epochs_run, config.epochs)
+        if val is not None and config.patience and epochs_run - best_epoch >= config.patience:
+            logger.info("early stop after epoch %d (best: epoch %d, %.3f)", epochs_run, best_epoch, best)
+            break
+    network.load_state_dict(best_state)
+    network.eval()
+    checkpoint = folder / "best.pt"
+    torch.save({"state_dict": {k: v.cpu() for k, v in best_state.items()}, "classes": adapter.classes,
+                "spec": adapter.spec, "best_epoch": best_epoch, "val_accuracy": scores}, checkpoint)
+    return Tuned(network, epochs_run, best_epoch, scores, checkpoint)
+
+
+def _logits(network, images):
+    output = network(images)
+    return getattr(output, "logits", output)
+
+
+def _accuracy(network, loader, device: str) -> float:
+    import torch
+
+    network.eval()
+    right = total = 0
+    with torch.inference_mode():
+        for images, targets in loader:
+            predicted = _logits(network, images.to(device)).argmax(dim=1).cpu()
+            right += int((predicted == targets).sum())
+            total += len(targets)
+    return right / max(total, 1)
