@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import time
 from pathlib import Path
 
-import hibug_core  # noqa: F401  (the torchvision import hook, before timm)
-from hibug_core.demo import ensure_demo
-from hibug_core.embeddings.base import load_rgb
-from hibug_core.embeddings.compute import EmbedConfig, configure_threads
-from hibug_core.models.predict import predict_project
-from hibug_core.models.registry import load_model
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tagging import forward_rate  # noqa: E402  (the same bare-forward measurement as the encoders')
+
+from hibug_core.demo import ensure_demo  # noqa: E402
+from hibug_core.embeddings.compute import EmbedConfig, configure_threads  # noqa: E402
+from hibug_core.models.predict import predict_project  # noqa: E402
+from hibug_core.models.registry import load_model  # noqa: E402
 
 
 def random_checkpoint(kind: str, architecture: str, classes: list[str], path: Path) -> str:
@@ -35,17 +37,6 @@ def random_checkpoint(kind: str, architecture: str, classes: list[str], path: Pa
         network = models.get_model(architecture, weights=None, num_classes=len(classes))
     torch.save({"state_dict": network.state_dict(), "classes": classes}, path)
     return f"{kind}:{architecture}:{path}"
-
-
-def forward_rate(adapter, paths: list[str], batch_size: int) -> float:
-    import torch
-
-    tensors = torch.stack([adapter.transform(load_rgb(p, adapter.input_size)) for p in paths])
-    adapter.encode_images(tensors[:batch_size])  # warm-up
-    start = time.perf_counter()
-    for i in range(0, len(tensors), batch_size):
-        adapter.encode_images(tensors[i:i + batch_size])
-    return len(tensors) / (time.perf_counter() - start)
 
 
 def main() -> None:
