@@ -3,6 +3,8 @@ generate, failure search, report): one typed definition each, with its defaults,
 checks. The CLI's options, the pages' forms and the background jobs are built from these, so they cannot drift."""
 from __future__ import annotations
 
+import types
+import typing
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
@@ -103,12 +105,27 @@ class Operation(BaseModel):
         return cls.model_fields[name].get_default(call_default_factory=True)
 
     @classmethod
+    def rule(cls, name: str) -> OneOf | None:
+        """The field's allowed values, when it has a fixed set."""
+        return next((m for m in cls.model_fields[name].metadata if isinstance(m, OneOf)), None)
+
+    @classmethod
     def choices(cls, name: str) -> list[str]:
         """The values offered for a field (registry entries meant for users; test-only ones left out)."""
-        rule = next((m for m in cls.model_fields[name].metadata if isinstance(m, OneOf)), None)
+        rule = cls.rule(name)
         if rule is None:
             raise KeyError(f"{cls.__name__}.{name} has no fixed choices")
         return rule.names()
+
+    @classmethod
+    def field_type(cls, name: str) -> tuple[type, bool]:
+        """(the field's scalar type, whether it is a list of them), Optional unwrapped."""
+        annotation = cls.model_fields[name].annotation
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+            annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+        if typing.get_origin(annotation) is list:
+            return typing.get_args(annotation)[0], True
+        return annotation, False
 
     @classmethod
     def help(cls, name: str) -> str:

@@ -2,12 +2,9 @@
 choices, limits and help, so a page's form cannot drift from what the CLI and the job accept."""
 from __future__ import annotations
 
-import types
-import typing
-
 from annotated_types import Ge, Gt, Le, Lt
 
-from hibug_core.operations import OneOf, Operation
+from hibug_core.operations import Operation
 
 
 def _limits(info) -> dict:
@@ -20,12 +17,6 @@ def _limits(info) -> dict:
     return limits
 
 
-def _scalar(annotation):
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
-    return annotation
-
-
 def field_input(container, op: type[Operation], name: str, label: str, *, key: str, value=None, options=None,
                 format_func=None, help: str | None = None, **extra):
     """The widget for `op.name`: a selectbox over its choices (or `options`, which must be among them), a number
@@ -33,13 +24,12 @@ def field_input(container, op: type[Operation], name: str, label: str, *, key: s
     info = op.model_fields[name]
     default = op.default(name) if value is None else value
     help = help if help is not None else info.description
-    rule = next((m for m in info.metadata if isinstance(m, OneOf)), None)
-    if rule is not None or options is not None:
+    if op.rule(name) is not None or options is not None:
         choices = list(options) if options is not None else op.choices(name)
         index = choices.index(default) if default in choices else 0
         return container.selectbox(label, choices, index=index, key=key, help=help,
                                    **({"format_func": format_func} if format_func else {}), **extra)
-    kind = _scalar(info.annotation)
+    kind, _ = op.field_type(name)
     if kind is bool:
         return container.checkbox(label, value=bool(default), key=key, help=help, **extra)
     if kind in (int, float):

@@ -2,27 +2,13 @@
 from __future__ import annotations
 
 import argparse
-import types
-import typing
 
 from hibug_core.operations import Cli, LLMSettings, OneOf, Operation
+from hibug_core.registry import Registry
 
 
 def _cli(info) -> Cli:
     return next((m for m in info.metadata if isinstance(m, Cli)), Cli())
-
-
-def _one_of(info) -> OneOf | None:
-    return next((m for m in info.metadata if isinstance(m, OneOf)), None)
-
-
-def _base_type(annotation):
-    """(scalar type, is a list) of a field's annotation, Optional unwrapped."""
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
-    if typing.get_origin(annotation) is list:
-        return typing.get_args(annotation)[0], True
-    return annotation, False
 
 
 def _comma_list(kind):
@@ -47,8 +33,8 @@ def add_operation_options(parser: argparse.ArgumentParser, op: type[Operation]) 
     """One argparse option per field of `op`: its type, default, choices and help come from the field."""
     for name, flag in option_names(op).items():
         info = op.model_fields[name]
-        cli, rule = _cli(info), _one_of(info)
-        kind, is_list = _base_type(info.annotation)
+        cli, rule = _cli(info), op.rule(name)
+        kind, is_list = op.field_type(name)
         default = op.default(name) if not info.is_required() else None
         help_text = info.description or ""
         if kind is bool:
@@ -56,7 +42,7 @@ def add_operation_options(parser: argparse.ArgumentParser, op: type[Operation]) 
                                 help=f"{help_text} (default: {'on' if default else 'off'})")
             continue
         options: dict = {"help": help_text + (f" (default: {default})" if default not in (None, [], "") else "")}
-        if rule is not None and not isinstance(rule.choices, type(None)) and not _has_families(rule):
+        if rule is not None and not _has_families(rule):
             options["choices"] = rule.names() + ([] if default in rule.names() or default is None else [default])
         if is_list:
             if cli.comma:
@@ -76,8 +62,7 @@ def add_operation_options(parser: argparse.ArgumentParser, op: type[Operation]) 
 
 
 def _has_families(rule: OneOf) -> bool:
-    from hibug_core.registry import Registry
-
+    """Whether a rule also allows what a menu cannot list (typed specs, test-only entries)."""
     return isinstance(rule.choices, Registry) and (bool(rule.choices.families()) or
                                                    any(e.hidden for e in rule.choices))
 

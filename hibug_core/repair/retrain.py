@@ -116,11 +116,9 @@ def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *
     """Retrain `model` on its labelled training split plus the samples `new_ids` (labelled), weighted by lambda; returns
     (sample ids, class probabilities, classes) for every sample in the project. `outputs`, when given, receives what
     else the method made ("checkpoint": the repaired network's file, for networks `hibug predict` ran)."""
-    # 1. Check inputs: the method, labels of the new data, a training split, a network where one is needed.
+    # 1. Check inputs (the method is checked when the config is built): labels of the new data, a training split,
+    # a network where one is needed.
     config = config or RetrainConfig()
-    if config.method not in RETRAIN_METHODS.names():
-        raise RetrainError(f"unknown retraining method '{config.method}'; choose one of "
-                           f"{', '.join(RETRAIN_METHODS.names())}")
     samples = project.samples()
     train = samples[(samples["split"] == "train") & samples["label"].notna()]
     new = samples.loc[np.asarray(new_ids, dtype=np.int64)]

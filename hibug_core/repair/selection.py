@@ -93,11 +93,8 @@ def _by_confidence(pool: pd.DataFrame, rows: np.ndarray, seed: int) -> np.ndarra
 
 def select_pool(report, config: SelectionConfig | None = None, *, n_train: int | None = None) -> pd.DataFrame:
     """Pool images to label, one row each (index: sample id), with the slice it was chosen for and why."""
-    # 1. Check inputs: the method, the pool, the budget.
+    # 1. Check inputs (the method is checked when the config is built): the pool, the budget.
     config = config or SelectionConfig()
-    if config.method not in SELECTION_METHODS.names(hidden=True):
-        raise SelectionError(f"unknown selection method '{config.method}'; choose one of "
-                             f"{', '.join(SELECTION_METHODS.names())}")
     samples = report.samples
     pool = samples[samples["split"] == config.pool_split]
     if pool.empty:

@@ -28,12 +28,11 @@ class TextEmbeddings:
         self.encoder = encoder
 
     def __call__(self, prompts: list[str]) -> np.ndarray:
-        new = [p for p in dict.fromkeys(prompts) if (self.encoder.key, p) not in PROMPTS]
-        if new:
-            for prompt, vector in zip(new, self.encoder.encode_texts(new)):
-                PROMPTS.get_or_make((self.encoder.key, prompt), lambda v=vector: v)
-        return np.stack([PROMPTS.get_or_make((self.encoder.key, p), lambda p=p: self.encoder.encode_texts([p])[0])
-                         for p in prompts])
+        key = self.encoder.key
+        new = [p for p in dict.fromkeys(prompts) if (key, p) not in PROMPTS]
+        encoded = dict(zip(new, self.encoder.encode_texts(new))) if new else {}  # one batch for every new prompt
+        return np.stack([PROMPTS.get_or_make((key, p), lambda p=p: encoded[p] if p in encoded else
+                                             self.encoder.encode_texts([p])[0]) for p in prompts])
 
 
 PROMPTS = BoundedCache("prompt embeddings", max_items=200_000)
