@@ -13,7 +13,7 @@ class IngestConfig:
     allowed_splits: tuple[str, ...] = SPLITS
     default_split: str = "val"
     probability_tolerance: float = 0.01  # |sum(probs) - 1| allowed per row
-    require_model: bool = True  # False for images no model has predicted yet (generated images)
+    require_model: bool = False  # True where a model's output must come with the images
     image_check_size: int = 64  # decode images at most this big when checking they are readable
     workers: int = 8  # threads that read and hash images
     max_issues: int = 200  # stop collecting problems after this many

@@ -100,7 +100,8 @@ def required_model(project: Project) -> str:
     """The model under test, for pages that need model outputs; stops the page with what to do when there is none."""
     model = current_model(project)
     if model is None:
-        st.warning("This project has no model outputs; import a manifest with predictions first.")
+        st.warning("This project has no model outputs yet: run your model on its images (Overview, \"Run your own "
+                   "model on these images\", or `hibug predict`), or import a manifest with predictions.")
         st.stop()
     return model
 

@@ -1,6 +1,7 @@
 """Repair: select pool images for the worst slices, generate images for them, retrain, compare before and after
 slice by slice, and search for new failures with generated images."""
 import io
+from pathlib import Path
 
 import pandas as pd
 import plotly.express as px
@@ -166,6 +167,17 @@ with retrain:
         verdict = repair_verdict(pd.DataFrame(run["result"]["changes"]))
         won = f"{runs['method'].iat[0]} beat" in verdict
         (st.success if won else st.info)(plain(verdict), icon=":material/balance:")
+        checkpoints = runs[runs["checkpoint"].notna()] if "checkpoint" in runs else runs.iloc[0:0]
+        if len(checkpoints):
+            first = Path(checkpoints["checkpoint"].iat[0])
+            st.markdown("**Repaired checkpoints**, one per method and seed (`{\"state_dict\", \"classes\", "
+                        "\"spec\"}`: load it into the same architecture, or run it with `hibug predict`)")
+            st.dataframe(checkpoints[["method", "seed", "model", "checkpoint"]], hide_index=True, width="stretch")
+            if first.is_file():
+                st.download_button(f"Download the {checkpoints['method'].iat[0]} checkpoint (seed "
+                                   f"{checkpoints['seed'].iat[0]})", data=first.read_bytes,
+                                   file_name=f"repaired-{first.parent.name}.pt", mime="application/octet-stream",
+                                   key="repair_checkpoint_download", on_click="ignore")
         overall = summary[summary["slice_id"] == "overall"]
         cells = st.columns(max(len(overall), 1))
         for cell, (_, row) in zip(cells, overall.iterrows()):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from hibug_core.config import IngestConfig
 from hibug_core.errors import ManifestError
 from hibug_core.ingest import load_manifest
 from hibug_core.store.project import Project
@@ -101,8 +102,10 @@ def test_non_utf8_text(image_dir, write_csv):
 def test_structural_problems(image_dir, write_csv):
     assert messages(write_csv("image,prediction\nimages/a.png,cat\n")) == [
         "column 'label': required column is missing (a manifest needs 'image' and 'label')"]
-    assert messages(write_csv("image,label\nimages/a.png,cat\n", name="nopred.csv")) == [
-        "no model output: add a 'prediction' column or 'pred:<model>' columns"]
+    unpredicted = write_csv("image,label\nimages/a.png,cat\n", name="nopred.csv")  # `hibug predict` comes next
+    assert load_manifest(unpredicted).models == {}
+    with pytest.raises(ManifestError, match="no model output: add a 'prediction' column or 'pred:<model>' columns"):
+        load_manifest(unpredicted, config=IngestConfig(require_model=True))
     assert messages(write_csv("image,label,prediction,split\nimages/a.png,cat,cat,val,extra\n", name="f.csv")) == [
         "row 1: expected 4 fields, found 5; check quoting and commas"]
 

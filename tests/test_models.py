@@ -113,6 +113,7 @@ def test_bad_specs_and_checkpoints_say_what_to_fix(tmp_path, timm_checkpoint):
     with pytest.raises(ModelLoadError, match="cannot import nothing_here"):
         load_model("python:test_models:nothing_here")
     assert MODELS.names() == [] and [e.name for e in MODELS.families()] == ["timm", "torchvision", "transformers",
+                                                                             "shape-cnn",
                                                                              "python"]
 
 
@@ -154,8 +155,10 @@ def test_predict_records_a_model_with_its_features_and_resumes_after_an_interrup
         assert done.accuracy == pytest.approx(float(val["correct"].astype(float).mean()))
         with pytest.raises(PredictError, match="a model named 'test_resnet' is already in this project"):
             predict_project(project, spec, splits=["val"])
-        with pytest.raises(HibugError, match="'shape-cnn' was not run by hibug, so it has no features"):
-            model_outputs(project, "shape-cnn")
+        project.add_predictions("imported", val.index, np.full((800, 3), 1 / 3), SHAPES)  # as a manifest brings them
+        with pytest.raises(HibugError, match="'imported' was not run by hibug, so it has no features"):
+            model_outputs(project, "imported")
+        assert model_outputs(project, "shape-cnn").shape == (3866, 32)  # the demo network is run as yours is
         # its features are an encoder's for maps and linear heads: "model:<name>"
         from hibug_core.embeddings.compute import stored_embeddings
         from hibug_core.embeddings.projection import MapConfig, compute_map
@@ -303,7 +306,7 @@ def test_fine_tuning_an_adapted_network_resumes_to_exactly_the_uninterrupted_res
 def test_repair_fine_tunes_a_predicted_network_and_keeps_its_checkpoint(demo_project, tmp_path):
     import torch
 
-    from hibug_core.demo.shapes_model import FineTuneConfig
+    from hibug_core.models.finetune import TuneConfig
     from hibug_core.repair.loop import RepairConfig, run_repair
     from hibug_core.repair.retrain import RetrainConfig
     from hibug_core.repair.selection import SelectionConfig
@@ -314,7 +317,7 @@ def test_repair_fine_tunes_a_predicted_network_and_keeps_its_checkpoint(demo_pro
         predict_project(project, "python:test_models:shape_model", name="mine")
         result = run_repair(project, RepairConfig(
             model="mine", selection=SelectionConfig(budget=40), seeds=(0,), baseline=None, control=False,
-            retrain=RetrainConfig(fine_tune=FineTuneConfig(epochs=1, batch_size=64))))
+            retrain=RetrainConfig(fine_tune=TuneConfig(epochs=1, batch_size=64))))
         run = result.runs.iloc[0]
         assert (run["method"], run["new_images"]) == ("hibug", 40)
         checkpoint = torch.load(run["checkpoint"], weights_only=True)

@@ -315,23 +315,31 @@ def test_weighted_linear_head_is_the_mean_loss_sum():
     assert (weighted_linear_head(x, y, x[:10], flipped, 10.0).predict(x[:10]) == flipped).all()
 
 
-def test_fine_tuning_leaves_the_original_and_ignores_new_data_at_lambda_zero():
+def test_fine_tuning_the_demo_network_leaves_the_original_and_ignores_new_data_at_lambda_zero(demo_project,
+                                                                                                 tmp_path):
+    """The demo CNN is one adapted model: the generic loop fine-tunes a copy, and lambda 0 is no new data at all."""
     import torch
 
-    from hibug_core.demo.shapes_model import FineTuneConfig, build_network, fine_tune_shape_cnn
+    from hibug_core.models.finetune import TuneConfig, fine_tune
+    from hibug_core.repair.retrain import model_network
 
-    torch.manual_seed(0)
-    network = build_network(3)
-    original = [p.detach().clone() for p in network.parameters()]
-    rng = np.random.default_rng(0)
-    images = rng.integers(0, 255, (32, 64, 64, 3), dtype=np.uint8)
-    labels = rng.integers(0, 3, 32)
-    new_images, new_labels = images[:8], (labels[:8] + 1) % 3
-    config = FineTuneConfig(epochs=2, batch_size=16)
-    none = fine_tune_shape_cnn(network, images, labels, new_images[:0], new_labels[:0], 1.0, config)
-    zero = fine_tune_shape_cnn(network, images, labels, new_images, new_labels, 0.0, config)
-    weighted = fine_tune_shape_cnn(network, images, labels, new_images, new_labels, 1.0, config)
-    assert all(torch.equal(a, b) for a, b in zip(original, network.parameters()))
+    with Project.open(demo_project) as project:
+        adapter = model_network(project, "shape-cnn")
+        samples = project.samples()
+    assert adapter.spec == "shape-cnn:models/shape-cnn.pt" and adapter.recipe["epochs"] == 60
+    original = {k: v.clone() for k, v in adapter.network.state_dict().items()}
+    index = {c: i for i, c in enumerate(adapter.classes)}
+    train, new = samples[samples["split"] == "train"].head(32), samples[samples["split"] == "pool"].head(8)
+    paths, labels = list(train["image_path"]), train["label"].map(index).to_numpy()
+    new_paths, flipped = list(new["image_path"]), (new["label"].map(index).to_numpy() + 1) % 3
+    config = TuneConfig(epochs=2, batch_size=16, patience=0)
+
+    def tuned(new_p, new_l, lam, name):
+        return fine_tune(adapter, paths, labels, new_p, new_l, lam, folder=tmp_path / name, config=config).network
+
+    none, zero, weighted = tuned([], flipped[:0], 1.0, "none"), tuned(new_paths, flipped, 0.0, "zero"), \
+        tuned(new_paths, flipped, 1.0, "weighted")
+    assert all(torch.equal(v, adapter.network.state_dict()[k]) for k, v in original.items())
     assert all(torch.equal(a, b) for a, b in zip(none.parameters(), zero.parameters()))
     assert not all(torch.equal(a, b) for a, b in zip(none.parameters(), weighted.parameters()))
 
@@ -368,7 +376,7 @@ def test_failure_search_keeps_captions_that_fail_more_and_refines_them():
 
 @pytest.mark.slow
 def test_repair_loop_on_the_demo_records_models_and_compares_slice_by_slice(demo_project, tmp_path):
-    from hibug_core.demo.shapes_model import FineTuneConfig
+    from hibug_core.models.finetune import TuneConfig
     from hibug_core.repair.loop import RepairConfig, run_repair
     from hibug_core.repair.retrain import RetrainConfig
 
@@ -376,7 +384,7 @@ def test_repair_loop_on_the_demo_records_models_and_compares_slice_by_slice(demo
     shutil.copytree(demo_project, folder)
     with Project.open(folder) as project:
         config = RepairConfig(selection=SelectionConfig(budget=40), seeds=(0,),
-                              retrain=RetrainConfig(fine_tune=FineTuneConfig(epochs=1)))
+                              retrain=RetrainConfig(fine_tune=TuneConfig(epochs=1)))
         result = run_repair(project, config, author="ana")
         assert result.runs["method"].tolist() == ["hibug", "random", "no new data"]
         assert result.runs["new_images"].tolist() == [40, 40, 0]
@@ -419,7 +427,8 @@ def test_retraining_refuses_unlabeled_new_data_and_a_missing_network(slice_proje
     model = slice_project.models()[0]
     with pytest.raises(RetrainError, match="4 of the new samples have no label.*import the labels"):
         retrain(slice_project, model, samples.index[samples["split"] == "pool"][:4])
-    with pytest.raises(RetrainError, match="holds no network.*linear head on stored embeddings"):
+    with pytest.raises(RetrainError, match=r"hibug cannot run 'model' \(imported predictions\): run your network "
+                       r"with .hibug predict.*linear head on stored embeddings"):
         retrain(slice_project, model, samples.index[samples["split"] == "val"][:4])
     with pytest.raises(ConfigError, match=r"invalid RetrainConfig: method = 'magic' \(must be one of fine-tune, "
                                           r"from scratch, linear head\)"):

@@ -13,7 +13,14 @@ def _new_arguments(parser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--manifest", help="CSV or Parquet manifest (see README: manifest format)")
     source.add_argument("--image-folder", help="root of a <split>/<label>/*.jpg tree")
+    source.add_argument("--hf-dataset", help="a Hugging Face `datasets` dataset: a folder saved with save_to_disk, a "
+                        "folder load_dataset reads, or a hub id in the cache")
     parser.add_argument("--predictions", help="with --image-folder: CSV of model outputs, 'image' relative to root")
+    parser.add_argument("--image-column", default="image", help="with --hf-dataset: the image column")
+    parser.add_argument("--label-column", default="label", help="with --hf-dataset: the label column")
+    parser.add_argument("--split-column", help="with --hf-dataset: a column of splits (default: the dataset's splits)")
+    parser.add_argument("--images-dir", help="with --hf-dataset: where its images are written as files (default: "
+                        "PROJECT-images beside the project)")
     parser.add_argument("--model-name", default="model", help="name of the model in the 'prediction' column")
 
 
@@ -34,6 +41,13 @@ def cmd_new(args) -> int:
                 raise HibugError("--image-folder needs --predictions (a CSV with an 'image' column relative to it)")
             manifest = load_image_folder(args.image_folder, args.predictions, default_model=args.model_name,
                                          progress=report)
+        elif args.hf_dataset:
+            from hibug_core.ingest.hf_dataset import load_hf_dataset
+
+            project = Path(args.project).expanduser().resolve()
+            manifest = load_hf_dataset(args.hf_dataset, args.images_dir or project.with_name(project.name + "-images"),
+                                       image_column=args.image_column, label_column=args.label_column,
+                                       split_column=args.split_column, default_model=args.model_name, progress=report)
         else:
             manifest = load_manifest(args.manifest, default_model=args.model_name, progress=report)
         if args.command == "import":
@@ -44,7 +58,7 @@ def cmd_new(args) -> int:
     finally:
         close()
     print(f"{'imported' if args.command == 'import' else 'created'} {args.project}: {manifest.n_rows} samples, "
-          f"models: {', '.join(manifest.models)}")
+          f"models: {', '.join(manifest.models) or 'none yet (run yours: hibug predict PROJECT --model SPEC)'}")
     if manifest.known_tags:
         print(f"known attributes: {', '.join(manifest.known_tags)}")
     if manifest.ignored_columns:

@@ -11,13 +11,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from hibug_core.demo.attributes import demo_attribute_schema
 from hibug_core.demo.easyvqa import ATTRIBUTES, SHAPES, load_shape_world
-from hibug_core.demo.shapes_model import (TrainConfig, load_checkpoint, predict_probabilities, save_checkpoint,
-                                          train_shape_cnn)
+from hibug_core.demo.shapes_model import TrainConfig, load_checkpoint, save_checkpoint, train_shape_cnn
 from hibug_core.errors import ProjectError
 from hibug_core.ingest import load_manifest
+from hibug_core.models.predict import predict_project
+from hibug_core.models.registry import load_model
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.store.attribute_versions import save_schema
 from hibug_core.store.project import DB_FILE, Project
@@ -27,6 +29,7 @@ logger = logging.getLogger(__name__)
 ASSET_CHECKPOINT = Path(__file__).resolve().parents[2] / "assets" / "demo_shape_cnn.pt"
 MODEL_NAME = "shape-cnn"
 PROJECT_CHECKPOINT = Path("models") / "shape-cnn.pt"  # inside the project: the model repair fine-tunes
+MODEL_SPEC = f"shape-cnn:{PROJECT_CHECKPOINT.as_posix()}"  # relative: read under the project folder
 
 
 @dataclass(frozen=True)
@@ -123,9 +126,6 @@ def build_demo(folder: str | Path, config: DemoConfig = DemoConfig(), *, progres
         if save_trained_checkpoint and checkpoint is not None:
             save_checkpoint(checkpoint, network, classes, config.train, fingerprint)
     kept = split != "unused"
-    probabilities = predict_probabilities(network, pixels, config.train.resolution)
-    predictions = np.array(classes)[probabilities.argmax(axis=1)]
-    correct = predictions == shapes
 
     staging = folder.with_name(f".{folder.name}.building-{uuid.uuid4().hex[:8]}")
     try:
@@ -135,16 +135,20 @@ def build_demo(folder: str | Path, config: DemoConfig = DemoConfig(), *, progres
         manifest = data / "manifest.csv"
         with open(manifest, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
-            writer.writerow(["id", "image", "label", "split", "prediction", *[f"prob:{c}" for c in classes],
-                             *[f"attr:{a}" for a in ATTRIBUTES]])
+            writer.writerow(["id", "image", "label", "split", *[f"attr:{a}" for a in ATTRIBUTES]])
             for i in np.flatnonzero(kept):
                 relative = f"images/{split[i]}/{ids[i]}.png"
                 shutil.copyfile(images[i].path, data / relative)
-                writer.writerow([ids[i], relative, shapes[i], split[i], predictions[i],
-                                 *[f"{p:.6f}" for p in probabilities[i]], *[known[i][a] for a in ATTRIBUTES]])
+                writer.writerow([ids[i], relative, shapes[i], split[i], *[known[i][a] for a in ATTRIBUTES]])
         project = Project.create(staging, name="easy-vqa shapes demo")
-        project.import_manifest(load_manifest(manifest, default_model=MODEL_NAME, progress=progress),
-                                author="hibug demo")
+        project.import_manifest(load_manifest(manifest, progress=progress), author="hibug demo")
+        # The demo network is run as any adapted model is (hibug predict): predictions, probabilities, features.
+        save_checkpoint(staging / PROJECT_CHECKPOINT, network, classes, config.train, fingerprint)
+        predict_project(project, load_model(MODEL_SPEC, root=staging), name=MODEL_NAME, author="hibug demo",
+                        progress=progress)
+        predicted = project.samples(MODEL_NAME)
+        by_id = pd.Series(predicted["correct"].to_numpy(bool), index=predicted["image_path"].map(lambda p: Path(p).stem))
+        correct = by_id.reindex(ids, fill_value=False).to_numpy(bool)  # unused images are never read below
         evaluated = kept & ((split == "val") | (split == "test"))
         report = {
             "model": MODEL_NAME,
@@ -159,7 +163,6 @@ def build_demo(folder: str | Path, config: DemoConfig = DemoConfig(), *, progres
             ],
         }
         project.set_meta("demo", json.dumps(report))
-        save_checkpoint(staging / PROJECT_CHECKPOINT, network, classes, config.train, fingerprint)
         save_schema(project, demo_attribute_schema(), author="hibug demo",
                     note="the shape world's attributes (ground truth imported) and the measured ones")
         project.close()

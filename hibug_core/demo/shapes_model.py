@@ -44,52 +44,20 @@ def train_shape_cnn(images: np.ndarray, labels: np.ndarray, n_classes: int, conf
 
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
-    return _train(build_network(n_classes), images, labels, None, None, 0.0, epochs=config.epochs,
+    return _train(build_network(n_classes), images, labels, epochs=config.epochs,
                   batch_size=config.batch_size, learning_rate=config.learning_rate, resolution=config.resolution,
                   rng=rng, progress=progress, stage="training the demo model")
 
 
-@dataclass(frozen=True)
-class FineTuneConfig:
-    epochs: int = 15
-    batch_size: int = 64
-    learning_rate: float = 1e-3
-    seed: int = 0
-
-
-def fine_tune_shape_cnn(network, images: np.ndarray, labels: np.ndarray, new_images: np.ndarray,
-                        new_labels: np.ndarray, lam: float, config: FineTuneConfig = FineTuneConfig(),
-                        resolution: int = TrainConfig.resolution, progress: ProgressCallback = no_progress):
-    """A copy of `network` trained further on loss = L(original) + lam * L(new): every step takes one batch of each
-    (Chegini and Feizi's weighting); the original network is left as it was."""
-    import copy
-
-    import torch
-
-    torch.manual_seed(config.seed)
-    rng = np.random.default_rng(config.seed)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a network this small trains about twice as fast on one thread as on two
-    try:
-        return _train(copy.deepcopy(network), images, labels, new_images, new_labels, lam, epochs=config.epochs,
-                      batch_size=config.batch_size, learning_rate=config.learning_rate, resolution=resolution,
-                      rng=rng, progress=progress, stage="fine-tuning")
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _train(network, images, labels, new_images, new_labels, lam: float, *, epochs: int, batch_size: int,
-           learning_rate: float, resolution: int, rng, progress: ProgressCallback, stage: str):
-    """The one training loop: Adam over shuffled batches of (images, labels); with new data and lam > 0, every step
-    adds lam times the loss of a batch drawn from it."""
+def _train(network, images, labels, *, epochs: int, batch_size: int, learning_rate: float, resolution: int, rng,
+           progress: ProgressCallback, stage: str):
+    """Adam over shuffled batches of (images, labels), the demo model's own training (repair fine-tunes it with the
+    loop every adapted network uses, hibug_core.models.finetune)."""
     import torch
     import torch.nn.functional as F
 
     optimiser = torch.optim.Adam(network.parameters(), lr=learning_rate)
     inputs, targets = _prepare(images, resolution), torch.from_numpy(labels.astype(np.int64))
-    extra = new_labels is not None and len(new_labels) > 0 and lam > 0
-    if extra:
-        new_inputs, new_targets = _prepare(new_images, resolution), torch.from_numpy(new_labels.astype(np.int64))
     order = np.arange(len(labels))
     network.train()
     for epoch in range(epochs):
@@ -97,28 +65,12 @@ def _train(network, images, labels, new_images, new_labels, lam: float, *, epoch
         for start in range(0, len(order), batch_size):
             index = torch.from_numpy(order[start : start + batch_size])
             loss = F.cross_entropy(network(inputs[index]), targets[index])
-            if extra:
-                pick = torch.from_numpy(rng.choice(len(new_labels), min(batch_size, len(new_labels)), replace=False))
-                loss = loss + lam * F.cross_entropy(network(new_inputs[pick]), new_targets[pick])
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
         progress(stage, epoch + 1, epochs)
     network.eval()
     return network
-
-
-def network_features(network, images: np.ndarray, resolution: int = TrainConfig.resolution,
-                     batch_size: int = 512) -> np.ndarray:
-    """The network's penultimate features (input to its last linear layer): frozen features for a linear head."""
-    import torch
-
-    body = network[:-1]
-    outputs = []
-    with torch.no_grad():
-        for start in range(0, len(images), batch_size):
-            outputs.append(body(_prepare(images[start : start + batch_size], resolution)).numpy())
-    return np.concatenate(outputs).astype(np.float32)
 
 
 def read_images(paths, size: int = 64) -> np.ndarray:
@@ -152,17 +104,6 @@ def save_checkpoint(path: Path, network, classes: list[str], config: TrainConfig
                 "training_fingerprint": training_fingerprint}, path)
 
 
-def load_network(path: Path):
-    """(network, classes, train config) from a checkpoint, whatever data it was trained on."""
-    import torch
-
-    stored = torch.load(path, map_location="cpu", weights_only=True)
-    network = build_network(len(stored["classes"]))
-    network.load_state_dict(stored["state_dict"])
-    network.eval()
-    return network, list(stored["classes"]), TrainConfig(**stored["config"])
-
-
 def load_checkpoint(path: Path, classes: list[str], config: TrainConfig, training_fingerprint: str):
     """The stored network if it was trained on exactly this data and config, else None."""
     import torch
@@ -177,3 +118,30 @@ def load_checkpoint(path: Path, classes: list[str], config: TrainConfig, trainin
     network.load_state_dict(stored["state_dict"])
     network.eval()
     return network
+
+
+class ShapeCnnTransform:
+    """PIL image -> the demo network's input: 64 x 64 RGB (as read_images), scaled to [0, 1], then downsampled to
+    the network's resolution (nearest, as in training). Picklable, so loader workers can run it."""
+
+    def __init__(self, resolution: int = TrainConfig.resolution, size: int = 64):
+        self.resolution, self.size = resolution, size
+
+    def __call__(self, image):
+        from PIL import Image
+
+        image = image.convert("RGB")
+        if image.size != (self.size, self.size):
+            image = image.resize((self.size, self.size), Image.BILINEAR)
+        return _prepare(np.array(image)[None], self.resolution)[0]
+
+
+def shape_cnn_parts(state: dict, classes: list[str], extra: dict):
+    """(network, transform, recipe) of a demo-network checkpoint: the recipe is how it was trained (epochs, batch
+    size, learning rate), for retraining it from scratch the same way, and the threads it trains fastest on."""
+    trained_as = TrainConfig(**extra["config"]) if "config" in extra else TrainConfig()
+    network = build_network(len(classes))
+    network.load_state_dict(state)
+    recipe = {"epochs": trained_as.epochs, "batch_size": trained_as.batch_size,
+              "learning_rate": trained_as.learning_rate, "threads": 1}
+    return network, ShapeCnnTransform(trained_as.resolution), recipe

@@ -41,11 +41,19 @@ class LLMConfig:
         return replace(config, **{k: v for k, v in overrides.items() if v is not None})
 
     def describe(self) -> str:
-        return f"{self.model} at {self.base_url or 'api.openai.com'}"
+        from hibug_core.llm.local import is_local
+
+        return f"{self.model} in process" if is_local(self.model) else \
+            f"{self.model} at {self.base_url or 'api.openai.com'}"
 
 
 def make_client(config: LLMConfig, api_key: str | None = None):
-    """An openai.OpenAI client; the key comes from the argument (e.g. Streamlit secrets) or the environment."""
+    """An openai.OpenAI client; the key comes from the argument (e.g. Streamlit secrets) or the environment. A model
+    named "transformers:<folder or hub id>" runs in this process instead (no server, no key)."""
+    from hibug_core.llm.local import LocalClient, is_local, load_vlm
+
+    if is_local(config.model):
+        return LocalClient(load_vlm(config.model))
     try:
         import openai
     except ImportError as error:

@@ -22,13 +22,14 @@ class ModelAdapter:
     logit_scale = 1.0
 
     def __init__(self, spec: str, network, transform: Callable, classes: list[str], *, input_size: int = 224,
-                 device: str | None = None, head=None):
+                 device: str | None = None, head=None, recipe: dict | None = None):
         import torch
 
         if not classes:
             raise ModelLoadError(f"{spec}: the model has no class names; give them with the checkpoint (a 'classes' "
                                  "entry, or a classes.txt file beside it, one name per line)")
         self.spec, self.transform, self.classes, self.input_size = spec, transform, list(classes), input_size
+        self.recipe = dict(recipe or {})  # how the network was trained (epochs, batch_size, learning_rate), if known
         self.device = pick_device(device)
         self.network = network.eval().to(self.device)
         self.head = head if head is not None else classifier_layer(network, spec)

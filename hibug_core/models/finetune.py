@@ -3,6 +3,7 @@
 a killed run resumes; the best network saved as a checkpoint file the user can take away."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -19,11 +20,14 @@ from hibug_core.progress import ProgressCallback, no_progress
 logger = logging.getLogger(__name__)
 
 
+FINE_TUNE_RATE = 1e-4  # an already trained network moves a little (a network's own recipe may say otherwise)
+
+
 @dataclass(frozen=True)
 class TuneConfig:
-    epochs: int = 10
-    batch_size: int = 32
-    learning_rate: float = 1e-4  # an already trained network moves a little; from scratch wants more
+    epochs: int = 15
+    batch_size: int = 64
+    learning_rate: float | None = None  # None: the network's recipe (how it was trained), else FINE_TUNE_RATE
     weight_decay: float = 0.0
     patience: int = 3  # epochs without a better validation accuracy before stopping (0: never stop early)
     from_scratch: bool = False  # re-initialise the weights first (the architecture is kept)
@@ -32,7 +36,8 @@ class TuneConfig:
 
     def __post_init__(self):
         check_fields(self, {"epochs": (self.epochs >= 1, "1 or more"), "batch_size": (self.batch_size >= 1, "1 or more"),
-                            "learning_rate": (self.learning_rate > 0, "above 0"),
+                            "learning_rate": (self.learning_rate is None or self.learning_rate > 0,
+                                              "above 0, or None (the network's own)"),
                             "patience": (self.patience >= 0, "0 or more")})
 
 
@@ -49,22 +54,54 @@ class TuneError(HibugError):
     """Fine-tuning that cannot run (no training images, unknown labels)."""
 
 
+class DecodedImages:
+    """Images as a network's preprocessing makes them, decoded once and kept in memory up to `limit_mb` (training
+    has no random augmentation, so every epoch would decode the same tensors again). One per run of repairs."""
+
+    def __init__(self, limit_mb: int = 2048):
+        self.limit, self.used, self._tensors = limit_mb << 20, 0, {}
+
+    def __call__(self, adapter: ModelAdapter, path: str):
+        from hibug_core.embeddings.compute import decode
+
+        key = (adapter.spec, path)
+        tensor = self._tensors.get(key)
+        if tensor is None:
+            tensor = decode(path, adapter.transform, adapter.input_size)
+            if tensor is None:
+                raise TuneError(f"cannot read {path}; fix or remove it and run again")
+            size = tensor.element_size() * tensor.nelement()
+            if self.used + size <= self.limit:
+                self._tensors[key], self.used = tensor, self.used + size
+        return tensor
+
+
+@contextlib.contextmanager
+def recipe_threads(adapter: ModelAdapter):
+    """Within the block, torch uses the threads the network's recipe asks for (a network as small as the demo's
+    trains several times faster on one thread than on two, far more so on a busy machine)."""
+    import torch
+
+    threads, before = adapter.recipe.get("threads"), torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _loader(adapter: ModelAdapter, paths: list[str], labels: np.ndarray, batch_size: int, *, shuffle: bool,
-            seed: int, workers: int):
+            seed: int, workers: int, images: DecodedImages):
     import torch
     from torch.utils.data import DataLoader, Dataset
-
-    from hibug_core.embeddings.compute import decode
 
     class Images(Dataset):
         def __len__(self):
             return len(paths)
 
         def __getitem__(self, index):
-            tensor = decode(paths[index], adapter.transform, adapter.input_size)
-            if tensor is None:
-                raise TuneError(f"cannot read {paths[index]}; fix or remove it and run again")
-            return tensor, int(labels[index])
+            return images(adapter, paths[index]), int(labels[index])
 
     generator = torch.Generator().manual_seed(seed)
     loader = DataLoader(Images(), batch_size=batch_size, shuffle=shuffle, generator=generator, num_workers=workers,
@@ -83,10 +120,17 @@ def _fingerprint(adapter: ModelAdapter, paths, labels, new_paths, new_labels, la
 def fine_tune(adapter: ModelAdapter, paths: list[str], labels: np.ndarray, new_paths: list[str],
               new_labels: np.ndarray, lam: float, *, folder: Path, val_paths: list[str] | None = None,
               val_labels: np.ndarray | None = None, config: TuneConfig = TuneConfig(),
-              progress: ProgressCallback = no_progress) -> Tuned:
+              images: DecodedImages | None = None, progress: ProgressCallback = no_progress) -> Tuned:
     """A copy of the adapter's network trained further (the adapter's own network is left as it was). Under `folder`,
     a folder per run (its inputs' fingerprint) holds the per-epoch checkpoint last.pt (resumed when the same run is
     asked again) and the best network's best.pt."""
+    with recipe_threads(adapter):
+        return _fine_tune(adapter, paths, labels, new_paths, new_labels, lam, folder=folder, val_paths=val_paths,
+                          val_labels=val_labels, config=config, images=images, progress=progress)
+
+
+def _fine_tune(adapter: ModelAdapter, paths, labels, new_paths, new_labels, lam: float, *, folder, val_paths,
+               val_labels, config: TuneConfig, images, progress) -> Tuned:
     import torch
     import torch.nn.functional as F
 
@@ -101,19 +145,21 @@ def fine_tune(adapter: ModelAdapter, paths: list[str], labels: np.ndarray, new_p
     folder.mkdir(parents=True, exist_ok=True)
     last = folder / "last.pt"
     # 2. Set up: a copy of the network (re-initialised from scratch if asked), seeded data order and optimiser.
+    images = images if images is not None else DecodedImages()
+    rate = config.learning_rate or adapter.recipe.get("learning_rate", FINE_TUNE_RATE)
     torch.manual_seed(config.seed)
     network = copy.deepcopy(adapter.network).to(adapter.device)
     if config.from_scratch:
         for module in network.modules():
             if hasattr(module, "reset_parameters"):
                 module.reset_parameters()
-    optimiser = torch.optim.AdamW(network.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
-    train = _loader(adapter, paths, labels, config.batch_size, shuffle=True, seed=config.seed, workers=config.workers)
+    optimiser = torch.optim.AdamW(network.parameters(), lr=rate, weight_decay=config.weight_decay)
+    loader = dict(workers=config.workers, images=images)
+    train = _loader(adapter, paths, labels, config.batch_size, shuffle=True, seed=config.seed, **loader)
     extra = lam > 0 and len(new_paths) > 0
     new = _loader(adapter, new_paths, new_labels, config.batch_size, shuffle=True, seed=config.seed + 1,
-                  workers=config.workers) if extra else None
-    val = _loader(adapter, val_paths, val_labels, 256, shuffle=False, seed=0, workers=config.workers) \
-        if val_paths else None
+                  **loader) if extra else None
+    val = _loader(adapter, val_paths, val_labels, 256, shuffle=False, seed=0, **loader) if val_paths else None
     start, scores, best, best_epoch, best_state = 0, [], -1.0, 0, copy.deepcopy(network.state_dict())
     if last.exists():  # 3. Resume where a killed run stopped.
         saved = torch.load(last, map_location=adapter.device, weights_only=False)
@@ -161,7 +207,8 @@ def fine_tune(adapter: ModelAdapter, paths: list[str], labels: np.ndarray, new_p
     network.eval()
     checkpoint = folder / "best.pt"
     torch.save({"state_dict": {k: v.cpu() for k, v in best_state.items()}, "classes": adapter.classes,
-                "spec": adapter.spec, "best_epoch": best_epoch, "val_accuracy": scores}, checkpoint)
+                "spec": adapter.spec, "best_epoch": best_epoch, "val_accuracy": scores, "recipe": adapter.recipe},
+               checkpoint)
     return Tuned(network, epochs_run, best_epoch, scores, checkpoint)
 
 
@@ -181,3 +228,17 @@ def _accuracy(network, loader, device: str) -> float:
             right += int((predicted == targets).sum())
             total += len(targets)
     return right / max(total, 1)
+
+
+def predict_paths(adapter: ModelAdapter, network, paths: list[str], images: DecodedImages,
+                  batch_size: int = 256) -> np.ndarray:
+    """Class probabilities of `network` (the adapter's architecture, e.g. a repaired copy) for image files."""
+    import torch
+
+    network.eval()
+    outputs = []
+    with torch.inference_mode(), recipe_threads(adapter):
+        for start in range(0, len(paths), batch_size):
+            batch = torch.stack([images(adapter, p) for p in paths[start : start + batch_size]])
+            outputs.append(torch.softmax(_logits(network, batch.to(adapter.device)).float(), dim=1).cpu().numpy())
+    return np.concatenate(outputs) if outputs else np.zeros((0, len(adapter.classes)), np.float32)

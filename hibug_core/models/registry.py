@@ -122,6 +122,19 @@ def _transformers(argument: str, *, spec: str, device: str | None) -> ModelAdapt
                         input_size=int(size.get("height") or size.get("shortest_edge") or 224), device=device)
 
 
+@MODELS.register("shape-cnn", "the demo's small shape CNN (hibug's own architecture) with its weights, e.g. "
+                 "shape-cnn:models/shape-cnn.pt", form="shape-cnn:<checkpoint path>")
+def _shape_cnn(argument: str, *, spec: str, device: str | None) -> ModelAdapter:
+    from hibug_core.demo.shapes_model import shape_cnn_parts
+
+    state, classes, extra = read_checkpoint(argument, spec)
+    try:
+        network, transform, recipe = shape_cnn_parts(state, classes, extra)
+    except RuntimeError as error:
+        raise ModelLoadError(f"{spec}: not a shape-cnn checkpoint ({str(error).splitlines()[0][:200]})") from None
+    return ModelAdapter(spec, network, transform, classes, input_size=64, device=device, recipe=recipe)
+
+
 @MODELS.register("python", "your own code: python:<module>:<function> returns a ModelAdapter, or (network, "
                  "transform, class names)", form="python:<module>:<function>")
 def _python(argument: str, *, spec: str, device: str | None) -> ModelAdapter:
@@ -142,14 +155,25 @@ def _python(argument: str, *, spec: str, device: str | None) -> ModelAdapter:
     return ModelAdapter(spec, network, transform, list(classes), device=device)
 
 
-def load_model(spec: str, device: str | None = None) -> ModelAdapter:
-    """The adapted model named by `spec`, loaded once per process (a clear error for unknown specs and files)."""
+def load_model(spec: str, device: str | None = None, *, root: Path | None = None) -> ModelAdapter:
+    """The adapted model named by `spec`, loaded once per process (a clear error for unknown specs and files).
+    Relative file paths in the spec are read under `root` when they exist there (a project keeps its own networks
+    under models/, so the project folder can move); the adapter keeps the spec as written."""
     spec = spec.strip()
     try:
         MODELS.get(spec)
     except UnknownChoice as error:
         raise ModelLoadError(str(error)) from None
-    return _loaded(spec, device, _files_stamp(spec))
+    located = _located(spec, root)
+    return _loaded(spec, located, device, _files_stamp(located))
+
+
+def _located(spec: str, root: Path | None) -> str:
+    if root is None:
+        return spec
+    parts = spec.split(":")
+    return ":".join([parts[0]] + [str(Path(root) / p) if p and not Path(p).expanduser().is_absolute()
+                                  and (Path(root) / p).exists() else p for p in parts[1:]])
 
 
 def _files_stamp(spec: str) -> tuple:
@@ -164,5 +188,5 @@ def _files_stamp(spec: str) -> tuple:
 
 
 @process_cache("models", max_items=2)
-def _loaded(spec: str, device: str | None, stamp: tuple) -> ModelAdapter:
-    return MODELS.build(spec, spec=spec, device=device)
+def _loaded(spec: str, located: str, device: str | None, stamp: tuple) -> ModelAdapter:
+    return MODELS.build(located, spec=spec, device=device)

@@ -169,18 +169,18 @@ def failure_search(generator: Generator, predict: Callable[[list], list[str]], c
 
 
 def network_predictor(project, model: str) -> Callable[[list], list[str]]:
-    """predict(images) -> class names with the project's own copy of `model` (the demo CNN)."""
-    from hibug_core.demo.shapes_model import predict_probabilities
-    from hibug_core.repair.retrain import project_network
+    """predict(images) -> class names with the network behind `model` (one `hibug predict` ran, or the demo CNN)."""
+    import torch
 
-    held = project_network(project, model)
-    if held is None:
-        raise FailureSearchError(f"the project holds no network for '{model}', so new images cannot be classified; "
-                                 "failure search needs the model itself (the demo's shape-cnn has one)")
-    network, classes, trained_as = held
+    from hibug_core.repair.retrain import model_network
+
+    adapter = model_network(project, model)
+    if adapter is None:
+        raise FailureSearchError(f"hibug cannot run '{model}' (imported predictions), so new images cannot be "
+                                 "classified; run your network with `hibug predict --model SPEC` and search that model")
 
     def predict(images: list) -> list[str]:
-        pixels = np.stack([np.asarray(image.convert("RGB").resize((64, 64))) for image in images])
-        return [classes[i] for i in predict_probabilities(network, pixels, trained_as.resolution).argmax(axis=1)]
+        batch = torch.stack([adapter.transform(image.convert("RGB")) for image in images])
+        return [adapter.classes[i] for i in adapter.encode_images(batch)["probabilities"].argmax(axis=1)]
 
     return predict

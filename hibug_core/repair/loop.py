@@ -12,7 +12,8 @@ import pandas as pd
 from hibug_core.errors import HibugError, check_fields
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.repair.compare import slice_changes
-from hibug_core.repair.retrain import ImageCache, RetrainConfig, retrain
+from hibug_core.models.finetune import DecodedImages
+from hibug_core.repair.retrain import RetrainConfig, retrain
 from hibug_core.repair.runs import finish_run, start_run
 from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, resolve_budget, select_pool
 from hibug_core.slices.report import error_slices
@@ -113,7 +114,7 @@ def run_repair(project, config: RepairConfig | None = None, *, author: str | Non
     n_train = int(((report.samples["split"] == "train") & report.samples["label"].notna()).sum())
     # 3. Every seed, every method: new data, retrain, record the model, compare slice by slice.
     run_id = start_run(project, "retrain", {"config": asdict(config)}, author=author)
-    images = ImageCache()
+    images = DecodedImages()
     rows, changes, selections = [], [], {}
     steps = len(methods) * len(config.seeds)
     for seed in config.seeds:

@@ -1,5 +1,6 @@
 """Retraining with new data weighted by lambda (loss = L(original) + lambda * L(new)): a linear head on frozen
-features for any model, fine-tuning for a network the project holds (the demo CNN)."""
+features for any model, fine-tuning (or retraining from scratch) for a network hibug can run: one `hibug predict`
+ran, or the project's own copy (the demo CNN) -- every network through the same adapter and training loop."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -7,14 +8,15 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from hibug_core.demo.shapes_model import FineTuneConfig
 from hibug_core.embeddings.compute import MODEL_META, MODEL_PREFIX
 from hibug_core.errors import HibugError, check_fields
+from hibug_core.models.finetune import DecodedImages, TuneConfig
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import Registry
 
 RETRAIN_METHODS = Registry("retraining method")
 NETWORK_DIR = "models"
+SCRATCH_RATE = 1e-3  # training from scratch, when the network's own recipe is unknown
 
 
 class RetrainError(HibugError):
@@ -31,7 +33,7 @@ class RetrainConfig:
     lam: float | None = None
     features: str = "model"  # linear head: "model" (the network's penultimate layer) or an encoder (stored embeddings)
     regularisation: float = 1.0  # linear head: inverse L2 strength (scikit-learn's C)
-    fine_tune: FineTuneConfig = field(default_factory=FineTuneConfig)
+    fine_tune: TuneConfig = field(default_factory=TuneConfig)
     seed: int = 0
 
     def __post_init__(self):
@@ -41,17 +43,24 @@ class RetrainConfig:
             "regularisation": (self.regularisation > 0, "above 0")})
 
 
-def project_network(project, model: str):
-    """(network, classes, train config) of the project's copy of `model`, or None when it holds no network for it."""
-    from hibug_core.demo.build import ASSET_CHECKPOINT, MODEL_NAME
-    from hibug_core.demo.shapes_model import load_network
+def model_network(project, model: str):
+    """The adapted network behind `model`, or None for imported predictions: the spec `hibug predict` (or the demo
+    build) recorded, loaded with relative paths under the project folder; RetrainError when its weights changed
+    since (the recorded predictions would not be its)."""
+    import json
 
-    path = project.folder / NETWORK_DIR / f"{model}.pt"
-    if not path.exists() and model == MODEL_NAME and "demo" in project.meta():
-        path = ASSET_CHECKPOINT  # a demo built before projects kept their own copy
-    if not path.exists():
-        return None
-    return load_network(path)
+    from hibug_core.models.registry import load_model
+
+    recorded = project.meta().get(MODEL_META + model)
+    if recorded is None:
+        own = project.folder / NETWORK_DIR / f"{model}.pt"  # a demo built before it recorded its network's spec
+        return load_model(f"shape-cnn:{NETWORK_DIR}/{model}.pt", root=project.folder) if own.exists() else None
+    recorded = json.loads(recorded)
+    adapter = load_model(recorded["spec"], root=project.folder)
+    if adapter.key != recorded["weights"]:
+        raise RetrainError(f"the weights behind {recorded['spec']} changed since '{model}' was predicted; run "
+                           "`hibug predict` again under a new name and repair that model")
+    return adapter
 
 
 def weighted_linear_head(features: np.ndarray, labels: np.ndarray, new_features: np.ndarray, new_labels: np.ndarray,
@@ -72,24 +81,6 @@ def weighted_linear_head(features: np.ndarray, labels: np.ndarray, new_features:
     return head
 
 
-class ImageCache:
-    """Pixels of the project's images as the network reads them, loaded once per run of repairs."""
-
-    def __init__(self, size: int = 64):
-        self.size = size
-        self._pixels: dict[str, np.ndarray] = {}
-
-    def __call__(self, paths) -> np.ndarray:
-        from hibug_core.demo.shapes_model import read_images
-
-        missing = [p for p in dict.fromkeys(paths) if p not in self._pixels]
-        for path, pixels in zip(missing, read_images(missing, self.size)):
-            self._pixels[path] = pixels
-        if not len(paths):
-            return np.zeros((0, self.size, self.size, 3), np.uint8)
-        return np.stack([self._pixels[p] for p in paths])
-
-
 @dataclass
 class RetrainInputs:
     """What every retraining method gets, checked: the training split, the new samples, classes and lambda."""
@@ -99,18 +90,18 @@ class RetrainInputs:
     samples: pd.DataFrame
     train: pd.DataFrame
     new: pd.DataFrame
-    held: tuple | None  # (network, classes, train config) of the project's copy of the model
+    adapter: object | None  # the model's adapted network (None: imported predictions, a linear head only)
     classes: list[str]
     y: np.ndarray
     y_new: np.ndarray
     lam: float
-    images: "ImageCache"
+    images: DecodedImages
     progress: ProgressCallback
-    adapter: object | None = None  # the adapted network of a model `hibug predict` ran (instead of `held`)
-    outputs: dict | None = None  # filled by the method: e.g. the repaired checkpoint's path
+    outputs: dict  # filled by the method: e.g. the repaired checkpoint's path
 
 
-def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *, images: ImageCache | None = None,
+def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *,
+            images: DecodedImages | None = None,
             progress: ProgressCallback = no_progress,
             outputs: dict | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Retrain `model` on its labelled training split plus the samples `new_ids` (labelled), weighted by lambda; returns
@@ -128,22 +119,21 @@ def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *
                            "the selection, label it, and import the labels with a manifest before retraining")
     if train.empty:
         raise RetrainError("the project has no labelled 'train' split to retrain on")
-    held = project_network(project, model)
-    recorded = held is None and MODEL_META + model in project.meta()  # a network `hibug predict` ran
-    if recorded and config.method == "linear head" and config.features == "model":
-        config = replace(config, features=MODEL_PREFIX + model)  # the features predict stored for it
-    adapter = _recorded_adapter(project, model) if recorded and config.method != "linear head" else None
-    if held is None and adapter is None and (config.method != "linear head" or config.features == "model"):
-        raise RetrainError(f"the project holds no network for '{model}' (looked for {NETWORK_DIR}/{model}.pt); "
-                           "retrain a linear head on stored embeddings instead (features = an encoder), or run the "
-                           "model with `hibug predict` so its own features are stored")
+    adapter = model_network(project, model) if config.method != "linear head" else None
+    if config.method == "linear head" and config.features == "model":
+        if MODEL_META + model not in project.meta():  # its own features are stored when it is recorded
+            raise RetrainError(f"'{model}' has no stored features (imported predictions, or a demo built by an older "
+                               "hibug); retrain a linear head on an encoder's embeddings (features = an encoder), or "
+                               "run the model with `hibug predict` so its own features are stored")
+        config = replace(config, features=MODEL_PREFIX + model)
+    if adapter is None and config.method != "linear head":
+        raise RetrainError(f"hibug cannot run '{model}' (imported predictions): run your network with `hibug predict "
+                           "--model SPEC` to repair it, or retrain a linear head on stored embeddings")
     # 2. Map labels to the model's classes.
     if adapter is not None:
         from hibug_core.models.predict import match_classes
 
         classes = match_classes(adapter.classes, sorted(samples["label"].dropna().astype(str).unique()), adapter.spec)
-    elif held is not None and (config.method != "linear head" or config.features == "model"):
-        classes = held[1]
     else:
         classes = sorted(set(train["label"]) | set(new["label"]))
     index = {c: i for i, c in enumerate(classes)}
@@ -151,80 +141,44 @@ def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *
     if unknown:
         raise RetrainError(f"labels {', '.join(map(str, unknown))} are not classes of '{model}' ({', '.join(classes)})")
     # 3. Retrain with the method; predict every sample.
-    inputs = RetrainInputs(project, config, samples, train, new, held, classes, train["label"].map(index).to_numpy(),
+    inputs = RetrainInputs(project, config, samples, train, new, adapter, classes, train["label"].map(index).to_numpy(),
                            new["label"].map(index).to_numpy(),
-                           config.lam if config.lam is not None else len(new) / len(train), images or ImageCache(),
-                           progress, adapter, outputs if outputs is not None else {})
+                           config.lam if config.lam is not None else len(new) / len(train),
+                           images if images is not None else DecodedImages(), progress,
+                           outputs if outputs is not None else {})
     return samples.index.to_numpy(), RETRAIN_METHODS.build(config.method, inputs=inputs), classes
 
 
-def _recorded_adapter(project, model: str):
-    """The adapted network of a model `hibug predict` ran, loaded from its spec; RetrainError when its weights
-    changed since (the recorded predictions would not be its)."""
-    import json
-
-    from hibug_core.models.registry import load_model
-
-    recorded = json.loads(project.meta()[MODEL_META + model])
-    adapter = load_model(recorded["spec"])
-    if adapter.key != recorded["weights"]:
-        raise RetrainError(f"the weights behind {recorded['spec']} changed since '{model}' was predicted; run "
-                           "`hibug predict` again under a new name and repair that model")
-    return adapter
-
-
-def _tune_adapted(inputs: RetrainInputs, from_scratch: bool) -> np.ndarray:
-    """Fine-tune (or retrain from scratch) a network `hibug predict` ran; early stopping on the labelled val split."""
-    from hibug_core.embeddings.compute import EmbedConfig, encode_paths
-    from hibug_core.models.adapter import ModelAdapter
-    from hibug_core.models.finetune import TuneConfig, fine_tune
+@RETRAIN_METHODS.register("fine-tune", "the model's own network (one `hibug predict` ran, or the demo CNN) trained "
+                          "further on the training split plus the new data weighted by lambda (early stopping on val, "
+                          "a checkpoint per epoch)")
+def _fine_tune(*, inputs: RetrainInputs, from_scratch: bool = False) -> np.ndarray:
+    from hibug_core.models.finetune import fine_tune, predict_paths
 
     adapter, config, samples = inputs.adapter, inputs.config, inputs.samples
     val = samples[(samples["split"] == "val") & samples["label"].notna()]
     index = {c: i for i, c in enumerate(inputs.classes)}
-    schedule = config.fine_tune
+    schedule = replace(config.fine_tune, seed=config.seed)
+    if from_scratch:  # as the network was trained, where its recipe is known
+        recipe = adapter.recipe
+        schedule = replace(schedule, from_scratch=True, epochs=recipe.get("epochs", schedule.epochs),
+                           batch_size=recipe.get("batch_size", schedule.batch_size),
+                           learning_rate=schedule.learning_rate or recipe.get("learning_rate", SCRATCH_RATE))
     tuned = fine_tune(adapter, list(inputs.train["image_path"]), inputs.y, list(inputs.new["image_path"]),
                       inputs.y_new, inputs.lam, folder=inputs.project.folder / NETWORK_DIR / "tuning",
                       val_paths=list(val["image_path"]) or None, val_labels=val["label"].map(index).to_numpy(),
-                      config=TuneConfig(epochs=schedule.epochs, batch_size=schedule.batch_size,
-                                        learning_rate=schedule.learning_rate, seed=config.seed,
-                                        from_scratch=from_scratch), progress=inputs.progress)
+                      config=schedule, images=inputs.images, progress=inputs.progress)
     inputs.outputs["checkpoint"] = str(tuned.checkpoint)
-    repaired = ModelAdapter(adapter.spec, tuned.network, adapter.transform, adapter.classes,
-                            input_size=adapter.input_size, device=adapter.device)
+    inputs.progress("predicting after repair", 0, 1)
     distinct = samples.drop_duplicates("content_hash")
-    chunks = []
-    encode_paths(repaired, list(distinct["image_path"]), lambda start, stop, arrays, ok: chunks.append(
-        arrays["probabilities"]), EmbedConfig(save_every=1 << 30), inputs.progress, stage="predicting after repair")
-    by_content = pd.DataFrame(np.concatenate(chunks), index=distinct["content_hash"].to_numpy())
+    probabilities = predict_paths(adapter, tuned.network, list(distinct["image_path"]), inputs.images)
+    by_content = pd.DataFrame(probabilities, index=distinct["content_hash"].to_numpy())
+    inputs.progress("predicting after repair", 1, 1)
     return by_content.loc[samples["content_hash"].to_numpy()].to_numpy()
 
 
-@RETRAIN_METHODS.register("fine-tune", "the model's own network trained further on the training split plus the new "
-                          "data weighted by lambda (the project's network, or one `hibug predict` ran; early "
-                          "stopping on val, a checkpoint per epoch)")
-def _fine_tune(*, inputs: RetrainInputs, from_scratch: bool = False) -> np.ndarray:
-    if inputs.adapter is not None:
-        return _tune_adapted(inputs, from_scratch)
-    from hibug_core.demo.shapes_model import build_network, fine_tune_shape_cnn, predict_probabilities
-
-    network, _, trained_as = inputs.held
-    schedule = inputs.config.fine_tune
-    if from_scratch:
-        import torch
-
-        torch.manual_seed(inputs.config.seed)
-        network = build_network(len(inputs.classes))
-        schedule = replace(schedule, epochs=trained_as.epochs, learning_rate=trained_as.learning_rate)
-    images = inputs.images
-    tuned = fine_tune_shape_cnn(network, images(list(inputs.train["image_path"])), inputs.y,
-                                images(list(inputs.new["image_path"])), inputs.y_new, inputs.lam, schedule,
-                                trained_as.resolution, inputs.progress)
-    return predict_probabilities(tuned, images(list(inputs.samples["image_path"])), trained_as.resolution)
-
-
-@RETRAIN_METHODS.register("from scratch", "a new network of the model's architecture, trained as the model was, on "
-                          "the training split plus the new data (needs the network in the project)")
+@RETRAIN_METHODS.register("from scratch", "a new network of the model's architecture on the training split plus the "
+                          "new data, trained as the model was where its recipe is known (the demo CNN's is)")
 def _from_scratch(*, inputs: RetrainInputs) -> np.ndarray:
     return _fine_tune(inputs=inputs, from_scratch=True)
 
@@ -232,8 +186,7 @@ def _from_scratch(*, inputs: RetrainInputs) -> np.ndarray:
 @RETRAIN_METHODS.register("linear head", "a linear classifier on frozen features (the network's or an encoder's "
                           "stored embeddings): works for any model")
 def _linear_head(*, inputs: RetrainInputs) -> np.ndarray:
-    features = _features(inputs.project, inputs.samples, inputs.config.features, inputs.held, inputs.images,
-                         inputs.progress)
+    features = _features(inputs.project, inputs.samples, inputs.config.features, inputs.progress)
     head = weighted_linear_head(features.loc[inputs.train.index].to_numpy(), inputs.y,
                                 features.loc[inputs.new.index].to_numpy(), inputs.y_new, inputs.lam,
                                 regularisation=inputs.config.regularisation, seed=inputs.config.seed)
@@ -242,16 +195,9 @@ def _linear_head(*, inputs: RetrainInputs) -> np.ndarray:
     return probabilities
 
 
-def _features(project, samples: pd.DataFrame, source: str, held, images: ImageCache,
-              progress: ProgressCallback) -> pd.DataFrame:
-    """Frozen features of every sample: the held network's penultimate layer, or an encoder's stored embeddings."""
-    if source == "model":
-        from hibug_core.demo.shapes_model import network_features
+def _features(project, samples: pd.DataFrame, source: str, progress: ProgressCallback) -> pd.DataFrame:
+    """Frozen features of every sample: an encoder's stored embeddings, or model:<name>'s own stored features."""
+    from hibug_core.embeddings.compute import embed_project
 
-        network, _, trained_as = held
-        values = network_features(network, images(list(samples["image_path"])), trained_as.resolution)
-    else:
-        from hibug_core.embeddings.compute import embed_project
-
-        values = embed_project(project, source, progress=progress).for_probe()
+    values = embed_project(project, source, progress=progress).for_probe()
     return pd.DataFrame(np.asarray(values, dtype=np.float32), index=samples.index)
