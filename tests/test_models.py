@@ -3,6 +3,7 @@ built from config: nothing is downloaded) adapted, run over a project's images, 
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -324,3 +325,81 @@ def test_repair_fine_tunes_a_predicted_network_and_keeps_its_checkpoint(demo_pro
         assert checkpoint["classes"] == SHAPES and checkpoint["best_epoch"] == 1
         repaired = project.samples(run["model"])
         assert repaired["prediction"].isin(SHAPES).all() and len(repaired) == 3866
+
+
+@pytest.fixture(scope="module")
+def small_demo(demo_project, tmp_path_factory):
+    """48 images of each split of the demo (seeded), brought as a team would: a manifest without predictions, the
+    attribute schema saved; a fresh copy per use."""
+    import pandas as pd
+
+    from hibug_core.demo.attributes import demo_attribute_schema
+    from hibug_core.ingest import load_manifest
+    from hibug_core.store.attribute_versions import save_schema
+
+    data = demo_project / "data"
+    rows = pd.read_csv(data / "manifest.csv").groupby("split").sample(48, random_state=0)
+    rows["image"] = [str(data / p) for p in rows["image"]]
+    root = tmp_path_factory.mktemp("small-demo")
+    rows.to_csv(root / "manifest.csv", index=False)
+    with Project.create_from_manifest(root / "project", load_manifest(root / "manifest.csv")) as project:
+        save_schema(project, demo_attribute_schema(), author="ana")
+    return root / "project"
+
+
+def _shape_checkpoint(library: str, folder):
+    import torch
+
+    torch.manual_seed(0)
+    if library == "timm":
+        import timm
+
+        return f"timm:test_resnet:{save(timm.create_model('test_resnet', num_classes=3).state_dict(), folder / 'r.pt', SHAPES)}"
+    if library == "torchvision":
+        from torchvision import models
+
+        state = models.get_model("mobilenet_v3_small", weights=None, num_classes=3).state_dict()
+        return f"torchvision:mobilenet_v3_small:{save(state, folder / 'm.pt', SHAPES)}"
+    from transformers import ViTConfig, ViTForImageClassification, ViTImageProcessor
+
+    config = ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                       intermediate_size=37, num_labels=3, id2label=dict(enumerate(SHAPES)),
+                       label2id={c: i for i, c in enumerate(SHAPES)})
+    ViTForImageClassification(config).save_pretrained(folder / "vit")
+    ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(folder / "vit")
+    return f"transformers:{folder / 'vit'}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("library, features", [("timm", 96), ("torchvision", 1024), ("transformers", 32)])
+def test_each_library_goes_from_predict_to_a_reproducible_fine_tuned_repair(library, features, small_demo,
+                                                                           tmp_path):
+    """predict -> error slices -> selection -> fine-tune (lambda-weighted, early stopping on val) -> before/after
+    per slice, for a random timm, torchvision and transformers network; the same seed gives the same network."""
+    from hibug_core.models.finetune import TuneConfig
+    from hibug_core.repair.loop import RepairConfig, run_repair
+    from hibug_core.repair.retrain import RetrainConfig
+    from hibug_core.repair.selection import SelectionConfig
+    from hibug_core.slices.report import error_slices
+
+    shutil.copytree(small_demo, tmp_path / "project")
+    spec = _shape_checkpoint(library, tmp_path)
+    with Project.open(tmp_path / "project") as project:
+        done = predict_project(project, spec, name="mine")
+        assert (done.samples, done.computed) == (192, 192)
+        assert model_outputs(project, "mine").shape == (192, features)
+        report = error_slices(project, "mine")
+        assert len(report.evaluation) == 48 and not report.slices.empty
+        config = RepairConfig(model="mine", selection=SelectionConfig(budget=8), seeds=(0,), control=False,
+                              retrain=RetrainConfig(fine_tune=TuneConfig(epochs=2, batch_size=16, patience=1)))
+        first = run_repair(project, config)
+        assert first.runs["method"].tolist() == ["hibug", "random"] and first.runs["new_images"].tolist() == [8, 8]
+        overall = first.summary[first.summary["slice"] == "all held-out images"]
+        assert (overall["n"] == 48).all()
+        checkpoints = [Path(p) for p in first.runs["checkpoint"]]
+        assert all(p.is_file() and p.parent.parent.name == "tuning" for p in checkpoints)
+        shutil.rmtree(project.folder / "models" / "tuning")  # nothing to resume: trained again from the start
+        second = run_repair(project, config)
+        assert second.runs["after"].tolist() == first.runs["after"].tolist()
+        for one, two in zip(first.runs["model"], second.runs["model"]):
+            assert project.samples(one)["confidence"].equals(project.samples(two)["confidence"])

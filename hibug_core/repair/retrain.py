@@ -1,6 +1,6 @@
 """Retraining with new data weighted by lambda (loss = L(original) + lambda * L(new)): a linear head on frozen
 features for any model, fine-tuning (or retraining from scratch) for a network hibug can run: one `hibug predict`
-ran, or the project's own copy (the demo CNN) -- every network through the same adapter and training loop."""
+ran (the demo CNN is run that way when the demo is built) -- every network through the same adapter and loop."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -25,8 +25,8 @@ class RetrainError(HibugError):
 
 @dataclass(frozen=True)
 class RetrainConfig:
-    # fine-tune: the held network, further; from scratch: a new network of its architecture, trained as it was;
-    # linear head: on frozen features, for any model.
+    # fine-tune: the model's own network (one hibug can run), further; from scratch: a new network of its
+    # architecture, trained as it was where its recipe is known; linear head: on frozen features, for any model.
     method: str = "fine-tune"
     # Weight of the new data's mean loss against the original data's. None: n_new / n_original, as if the new images
     # were simply added to the training set (HiBug); Chegini and Feizi tune it (1.0 weighs both sets equally).
