@@ -1,11 +1,14 @@
-"""Benchmark: does repair with hibug's selection fix the demo's planted bugs better than random selection?
+"""Benchmark: which selection repairs the demo's planted bugs best, at several budgets?
 
 On a fresh copy of the demo project (the small CNN with a planted spurious correlation, blue -> circle, and a
-planted rare case, small triangles), for each seed: select 10% of the training split's size from the pool with each
-method, label it (the pool's labels stand in for an annotator), fine-tune the model on training + selected data, and
-measure every planted and top error slice on the held-out test split. Also: the same with no new data (control),
-and with images from the shape-world renderer for the top slices' HiBug prompts. Prints mean ± sd over seeds.
-Usage: python benchmarks/repair.py [--seeds 0 1 2 3 4] [--dir repair-bench] [--retrain fine-tune]
+planted rare case, small triangles), for each budget and seed: select that share of the training split's size from
+the pool with every selection method (hibug's, HiBug2's, expected failures, and the baselines random, uncertainty,
+margin, Coreset and BADGE), label it (the pool's labels stand in for an annotator), fine-tune the model on training
++ selected data, and measure the planted slices and the whole held-out test split. Also: the same with no new data
+(control), and with as many images from the shape-world renderer for the top slices' HiBug prompts.
+Prints mean ± sd over seeds per budget, and per slice the paired difference (over seeds) between each of hibug's
+methods and the best baseline on that slice, with its 95% t-interval.
+Usage: python benchmarks/repair.py [--seeds 0 1 2 3 4] [--budgets 0.05 0.1 0.2] [--methods ...] [--dir repair-bench]
 """
 from __future__ import annotations
 
@@ -14,24 +17,30 @@ import shutil
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from hibug_core.bench.summary import markdown_table
 from hibug_core.demo.build import ensure_demo
 from hibug_core.repair.generated import generate_for_prompts
 from hibug_core.repair.generators import ShapeWorldRenderer
-from hibug_core.repair.loop import RepairConfig, run_repair
+from hibug_core.repair.loop import CONTROL, GENERATED, RepairConfig, run_repair
 from hibug_core.repair.prompts import build_prompts
 from hibug_core.repair.retrain import RETRAIN_METHODS, RetrainConfig
-from hibug_core.repair.selection import SelectionConfig, resolve_budget
+from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, resolve_budget
 from hibug_core.store.project import Project
+
+BASELINES = ["random", "uncertainty", "margin", "coreset", "badge"]
+OURS = ["expected failures", "hibug", "hibug2"]
+KEPT = {"all held-out images": "all held-out images", "color = blue": "color = blue (planted)",
+        "size = small & shape = triangle": "small triangles (planted)"}
 
 
 def table(summary: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
-    rows = summary[summary["planted"] | (summary["slice"] == "all held-out images")]
+    rows = summary[summary["slice"].isin(KEPT) & (summary["planted"] | (summary["slice_id"] == "overall"))]
     out = []
     for (slice_name, n, before), group in rows.groupby(["slice", "n", "before"], sort=False):
-        row = {"slice": slice_name, "test images": n, "before": f"{before:.1%}"}
+        row = {"slice": KEPT[slice_name], "test images": n, "before": f"{before:.1%}"}
         for method in methods:
             hit = group[group["method"] == method]
             if len(hit):
@@ -40,54 +49,72 @@ def table(summary: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def paired(changes: pd.DataFrame, summary: pd.DataFrame, ours: list[str]) -> pd.DataFrame:
+    """Per kept slice and method of ours: the best baseline there (highest mean), and the paired difference over
+    seeds (mean, 95% t-interval, seeds won)."""
+    from scipy import stats
+
+    out = []
+    for slice_name in KEPT:
+        kept = changes[(changes["slice"] == slice_name) & (changes["planted"] | (changes["slice_id"] == "overall"))]
+        means = summary[(summary["slice"] == slice_name) & summary["method"].isin(BASELINES)]
+        if means.empty:
+            continue
+        best = means.sort_values("after", ascending=False)["method"].iat[0]
+        by_seed = kept.pivot_table(index="seed", columns="method", values="after")
+        for method in ours:
+            if method not in by_seed:
+                continue
+            values = (by_seed[method] - by_seed[best]).dropna().to_numpy()
+            half = float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))) \
+                if len(values) > 1 else np.nan
+            mean = float(values.mean())
+            verdict = "better" if mean - half > 0 else "worse" if mean + half < 0 else "no clear difference"
+            out.append({"slice": KEPT[slice_name], "method": method, "best baseline": best,
+                        "difference": f"{mean:+.1%}", "95% interval": f"{mean - half:+.1%} to {mean + half:+.1%}",
+                        "seeds won": f"{int((values > 0).sum())} of {len(values)}", "verdict": verdict})
+    return pd.DataFrame(out)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--budgets", type=float, nargs="+", default=[0.05, 0.1, 0.2])
+    parser.add_argument("--methods", nargs="+", default=OURS + BASELINES, choices=SELECTION_METHODS.names())
+    parser.add_argument("--no-generated", action="store_true", help="skip the renderer's images")
     parser.add_argument("--dir", default="repair-bench")
     parser.add_argument("--retrain", default="fine-tune", choices=RETRAIN_METHODS.names())
-    parser.add_argument("--budget", type=float, default=0.1)
     args = parser.parse_args()
     root = Path(args.dir)
-    demo = ensure_demo(root / "demo")
-    demo.close()
-    work = root / "work"
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(root / "demo", work)
-    project = Project.open(work)
+    ensure_demo(root / "demo").close()
     retrain = RetrainConfig(method=args.retrain)
     seeds = tuple(args.seeds)
-    n_train = int((project.samples()["split"] == "train").sum())
-    budget = resolve_budget(args.budget, n_train)
-    started = time.perf_counter()
-    main_run = run_repair(project, RepairConfig(selection=SelectionConfig(method="hibug", budget=args.budget),
-                                                baseline="random", control=True, retrain=retrain, seeds=seeds))
-    others = run_repair(project, RepairConfig(selection=SelectionConfig(method="hibug2", budget=args.budget),
-                                              baseline="uncertainty", control=False, retrain=retrain, seeds=seeds))
-    prompts = build_prompts(project, "hibug")
-    generate_for_prompts(project, ShapeWorldRenderer(), prompts, budget, seed=0)
-    generated = run_repair(project, RepairConfig(data="generated", baseline=None, control=False, retrain=retrain,
-                                                 seeds=seeds))
-    elapsed = time.perf_counter() - started
-    summary = pd.concat([main_run.summary, others.summary, generated.summary], ignore_index=True)
-    methods = ["hibug", "random", "hibug2", "uncertainty", "generated", "no new data"]
-    print(f"Demo repair, {args.retrain}, budget {budget} images ({args.budget:g} of {n_train} training images), "
-          f"accuracy on the test split after repair, mean ± sd over seeds {list(seeds)}:\n")
-    print(markdown_table(table(summary, methods)))
-    planted = summary[summary["planted"]]
-    wins = []
-    for slice_name, group in planted.groupby("slice"):
-        hibug = group.loc[group["method"] == "hibug", "after"].iat[0]
-        random = group.loc[group["method"] == "random", "after"].iat[0]
-        wins.append(hibug > random)
-        print(f"\n{slice_name}: hibug {hibug:.1%} vs random {random:.1%} ({hibug - random:+.1%})", end="")
-    per_seed = main_run.changes[main_run.changes["planted"]].pivot_table(index=["slice", "seed"], columns="method",
-                                                                         values="after")
-    print("\n\nper seed (planted slices):\n")
-    print(markdown_table(per_seed.reset_index()))
-    print(f"\nhibug beats random on {sum(wins)} of {len(wins)} planted slices (means). Paired over seeds: "
-          f"{main_run.verdict()}\nPrompts used for generation:")
-    print(prompts[["prompt", "label", "weight"]].to_string(index=False))
-    print(f"\n{len(main_run.runs) + len(others.runs) + len(generated.runs)} retrained models in {elapsed:.0f} s")
+    started, models = time.perf_counter(), 0
+    for budget_share in args.budgets:
+        work = root / "work"
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(root / "demo", work)
+        with Project.open(work) as project:
+            n_train = int((project.samples()["split"] == "train").sum())
+            budget = resolve_budget(budget_share, n_train)
+            runs = [run_repair(project, RepairConfig(selection=SelectionConfig(method=method, budget=budget_share),
+                                                     baseline=None, control=(k == 0), retrain=retrain, seeds=seeds,
+                                                     record_models=False))
+                    for k, method in enumerate(args.methods)]
+            if not args.no_generated:
+                generate_for_prompts(project, ShapeWorldRenderer(), build_prompts(project, "hibug"), budget, seed=0)
+                runs.append(run_repair(project, RepairConfig(data=GENERATED, baseline=None, control=False,
+                                                             retrain=retrain, seeds=seeds, record_models=False)))
+        models += sum(len(r.runs) for r in runs)
+        summary = pd.concat([r.summary for r in runs], ignore_index=True)
+        changes = pd.concat([r.changes for r in runs], ignore_index=True)
+        shown = [m for m in args.methods + [GENERATED, CONTROL] if m in set(summary["method"])]
+        print(f"\n### Budget {budget_share:g} of the training split ({budget} of {n_train} images), {args.retrain}; "
+              f"accuracy on the test split after repair, mean ± sd over seeds {list(seeds)}\n")
+        print(markdown_table(table(summary, shown)))
+        print("\nPaired over seeds against the best baseline on each slice:\n")
+        print(markdown_table(paired(changes, summary, [m for m in OURS if m in args.methods])))
+    print(f"\n{models} retrained models in {time.perf_counter() - started:.0f} s")
 
 
 if __name__ == "__main__":

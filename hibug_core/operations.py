@@ -8,7 +8,7 @@ import typing
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hibug_core.attributes.library import LIBRARY
 from hibug_core.embeddings.projection import MapConfig
@@ -265,6 +265,17 @@ Budget = Annotated[float, Field(gt=0, description="images to select: a count, or
 Beta = Annotated[float, Field(gt=0, le=1, description="hibug: share of validation failures the slices cover")]
 
 
+def _known_features(value: str) -> str:
+    if value != "model" and value not in ENCODERS:
+        raise ValueError(f"use 'model' or an encoder ({ENCODERS.help_text()})")
+    return value
+
+
+Features = Annotated[str, AfterValidator(_known_features), Field(
+    description="features for the linear head and for the selections that spread out (coreset, BADGE, expected "
+                "failures): 'model' (the network's own) or an encoder's stored embeddings")]
+
+
 class Select(Operation):
     kind: ClassVar[str] = "select"
     summary: ClassVar[str] = "select pool images to label for the error slices (no retraining)"
@@ -277,10 +288,12 @@ class Select(Operation):
     split: str = Field("val", description="where error slices are found")
     by_class: bool = Field(SliceConfig.by_class, description="slice by the class too")
     top: int = Field(10, ge=1, description="slices listed")
+    features: Features = SelectionConfig.features
     export: str | None = Field(None, description="write the selection to this .csv or .parquet file")
 
     def selection_config(self) -> SelectionConfig:
-        return SelectionConfig(method=self.method, budget=self.budget, beta=self.beta, seed=self.seed)
+        return SelectionConfig(method=self.method, budget=self.budget, beta=self.beta, seed=self.seed,
+                               features=self.features)
 
 
 class Repair(Operation):
@@ -301,8 +314,7 @@ class Repair(Operation):
                                                             "retrained: " + RETRAIN_METHODS.help_text())
     lam: float | None = Field(None, ge=0, description="weight of the new data's mean loss (default: as if simply added)")
     epochs: int | None = Field(None, ge=1, description="fine-tune: epochs (default: the retraining's own)")
-    features: str = Field(RetrainConfig.features, description="linear head: 'model' (the network's features) or an "
-                                                              "encoder")
+    features: Features = RetrainConfig.features
     seeds: list[int] = Field(
         list(RepairConfig.seeds), min_length=1, description="seeds to repeat over (one seed is noise)")
     split: str = Field(RepairConfig.slice_split, description="where error slices are found")
@@ -311,12 +323,6 @@ class Repair(Operation):
     top: int = Field(RepairConfig.top_slices, ge=1, description="error slices compared (planted ones are added)")
     record: bool = Field(RepairConfig.record_models, description="store the retrained models' predictions")
     export: str | None = Field(None, description="write the first seed's selection to this .csv or .parquet file")
-
-    @model_validator(mode="after")
-    def _features_known(self):
-        if self.features != "model" and self.features not in ENCODERS:
-            raise ValueError(f"features = {self.features!r}: use 'model' or an encoder ({ENCODERS.help_text()})")
-        return self
 
     def repair_config(self) -> RepairConfig:
         from dataclasses import replace
@@ -331,7 +337,8 @@ class Repair(Operation):
             slices=SliceConfig(by_class=self.by_class), top_slices=self.top, record_models=self.record)
 
     def selection_config(self) -> SelectionConfig:
-        return SelectionConfig(method=self.method, budget=self.budget, beta=self.beta, seed=self.seeds[0])
+        return SelectionConfig(method=self.method, budget=self.budget, beta=self.beta, seed=self.seeds[0],
+                               features=self.features)
 
 
 class Generate(Operation, LLMSettings):

@@ -51,7 +51,7 @@ with select:
             try:
                 op = Select.build(method=method, budget=budget, beta=beta, seed=seed, model=model)
                 report = slice_report(project, model, op.split, SliceConfig(by_class=op.by_class))
-                st.session_state[SELECTION_KEY] = select_pool(report, op.selection_config())
+                st.session_state[SELECTION_KEY] = select_pool(report, op.selection_config(), project=project)
             except HibugError as error:
                 st.error(plain(error))
     chosen = st.session_state.get(SELECTION_KEY)

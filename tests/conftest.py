@@ -122,3 +122,36 @@ def store_url(request, tmp_path):
     with admin.connect() as connection:
         connection.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
     admin.dispose()
+
+
+SLICE_VAL = [("blue", "circle", 5, 5), ("blue", "square", 5, 3), ("red", "circle", 15, 1), ("red", "square", 15, 1)]
+SLICE_POOL = [("blue", "circle", (0.9, 0.2, 0.5)), ("blue", "square", (0.4, 0.8, 0.6)),
+        ("red", "circle", (0.95, 0.3, 0.7, 0.1)), ("red", "square", (0.35, 0.45, 0.55, 0.65))]
+
+
+@pytest.fixture
+def slice_project(tmp_path: Path):
+    """40 validation images whose failures sit in blue (8 of 10) and red circles (1 of 15), and 14 pool images with
+    known confidences; one tiny image file serves them all."""
+    import pandas as pd
+
+    from hibug_core.ingest import load_manifest
+    from hibug_core.store.project import Project
+
+    Image.new("RGB", (8, 8), (200, 200, 200)).save(tmp_path / "x.png")
+    rows = []
+    for colour, shape, n, failures in SLICE_VAL:
+        for i in range(n):
+            rows.append({"id": f"v-{colour}-{shape}-{i}", "image": "x.png", "label": "a", "split": "val",
+                         "prediction": "b" if i < failures else "a", "confidence": 0.5,
+                         "attr:color": colour, "attr:shape": shape})
+    for colour, shape, confidences in SLICE_POOL:
+        for i, c in enumerate(confidences):
+            rows.append({"id": f"p-{colour}-{shape}-{i}", "image": "x.png", "label": "", "split": "pool",
+                         "prediction": "a", "confidence": c, "attr:color": colour, "attr:shape": shape})
+    rows.append({"id": "t-0", "image": "x.png", "label": "a", "split": "train", "prediction": "a", "confidence": 0.9,
+                 "attr:color": "red", "attr:shape": "square"})
+    pd.DataFrame(rows).to_csv(tmp_path / "manifest.csv", index=False)
+    project = Project.create_from_manifest(tmp_path / "project", load_manifest(tmp_path / "manifest.csv"))
+    yield project
+    project.close()

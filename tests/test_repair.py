@@ -10,12 +10,10 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-from PIL import Image
 
 from fake_openai import FakeOpenAIServer
 from hibug_core.attributes import Attribute, AttributeSchema
 from hibug_core.errors import ConfigError, ModelLoadError
-from hibug_core.ingest import load_manifest
 from hibug_core.repair.compare import mcnemar_p, slice_changes
 from hibug_core.repair.failure_search import FailureSearchConfig, failure_search, reductions
 from hibug_core.repair.generated import generate_for_prompts, generated_images
@@ -31,34 +29,6 @@ from hibug_core.slices.search import SliceConfig, TagMatrix, slice_id
 from hibug_core.store.project import Project
 
 # Validation: (colour, shape, images, failures); pool: (colour, shape, confidences).
-VAL = [("blue", "circle", 5, 5), ("blue", "square", 5, 3), ("red", "circle", 15, 1), ("red", "square", 15, 1)]
-POOL = [("blue", "circle", (0.9, 0.2, 0.5)), ("blue", "square", (0.4, 0.8, 0.6)),
-        ("red", "circle", (0.95, 0.3, 0.7, 0.1)), ("red", "square", (0.35, 0.45, 0.55, 0.65))]
-
-
-@pytest.fixture
-def slice_project(tmp_path: Path):
-    """40 validation images whose failures sit in blue (8 of 10) and red circles (1 of 15), and 14 pool images with
-    known confidences; one tiny image file serves them all."""
-    Image.new("RGB", (8, 8), (200, 200, 200)).save(tmp_path / "x.png")
-    rows = []
-    for colour, shape, n, failures in VAL:
-        for i in range(n):
-            rows.append({"id": f"v-{colour}-{shape}-{i}", "image": "x.png", "label": "a", "split": "val",
-                         "prediction": "b" if i < failures else "a", "confidence": 0.5,
-                         "attr:color": colour, "attr:shape": shape})
-    for colour, shape, confidences in POOL:
-        for i, c in enumerate(confidences):
-            rows.append({"id": f"p-{colour}-{shape}-{i}", "image": "x.png", "label": "", "split": "pool",
-                         "prediction": "a", "confidence": c, "attr:color": colour, "attr:shape": shape})
-    rows.append({"id": "t-0", "image": "x.png", "label": "a", "split": "train", "prediction": "a", "confidence": 0.9,
-                 "attr:color": "red", "attr:shape": "square"})
-    pd.DataFrame(rows).to_csv(tmp_path / "manifest.csv", index=False)
-    project = Project.create_from_manifest(tmp_path / "project", load_manifest(tmp_path / "manifest.csv"))
-    yield project
-    project.close()
-
-
 def _pool_names(project, selection: pd.DataFrame) -> list[str]:
     return list(project.samples(sample_ids=selection.index)["sample_key"])
 
@@ -127,7 +97,7 @@ def test_baselines_random_and_uncertainty(slice_project, tmp_path):
     with pytest.raises(SelectionError, match=".csv or .parquet"):
         export_selection(first, tmp_path / "selection.xlsx")
     with pytest.raises(ConfigError, match=r"invalid SelectionConfig: method = 'greedy' \(must be one of random, "
-                                          r"uncertainty, hibug, hibug2\)"):
+                                          r"uncertainty, hibug, hibug2, margin, coreset, badge, expected failures\)"):
         SelectionConfig(method="greedy")
 
 

@@ -16,7 +16,7 @@ def cmd_select(args) -> int:
     op = operation_from_args(Select, args)
     with Project.open(args.project) as project:
         report = error_slices(project, op.model, split=op.split, config=SliceConfig(by_class=op.by_class))
-        chosen = select_pool(report, op.selection_config())
+        chosen = select_pool(report, op.selection_config(), project=project)
     print(f"{len(chosen)} pool images selected by {op.method} (budget {chosen.attrs['budget']}, "
           f"unspent {chosen.attrs['unspent']})")
     print(chosen["slice"].fillna("(no slice)").value_counts().head(op.top).to_string())

@@ -85,7 +85,8 @@ def _new_data(project, report, config: RepairConfig, method: str, seed: int, n_i
                               "`hibug generate`)")
         return ids, None
     budget = n_images if n_images is not None else config.selection.budget
-    selection = select_pool(report, replace(config.selection, method=method, budget=budget, seed=seed))
+    selection = select_pool(report, replace(config.selection, method=method, budget=budget, seed=seed),
+                            project=project)
     return selection.index.to_numpy(), selection
 
 

@@ -8,6 +8,10 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.errors import HibugError, check_fields
+from hibug_core.repair import pool_outputs
+from hibug_core.repair.active_learning import badge, k_center_greedy, smallest_margins
+from hibug_core.repair.expected_failures import failure_chance, spread_out
+from hibug_core.repair.pool_outputs import normalised
 from hibug_core.registry import Registry
 from hibug_core.slices.search import CLASS, describe
 
@@ -26,6 +30,7 @@ class SelectionConfig:
     beta: float = 0.9  # hibug: take slices until their failures cover this share of all validation failures
     pool_split: str = "pool"
     seed: int = 0  # random selection, and ties in confidence
+    features: str = "model"  # coreset, BADGE, diversity: the model's own features, or an encoder's embeddings
 
     def __post_init__(self):
         check_fields(self, {
@@ -91,8 +96,10 @@ def _by_confidence(pool: pd.DataFrame, rows: np.ndarray, seed: int) -> np.ndarra
     return rows[np.lexsort((tie, np.nan_to_num(confidence, nan=2.0)))]
 
 
-def select_pool(report, config: SelectionConfig | None = None, *, n_train: int | None = None) -> pd.DataFrame:
-    """Pool images to label, one row each (index: sample id), with the slice it was chosen for and why."""
+def select_pool(report, config: SelectionConfig | None = None, *, n_train: int | None = None,
+                project=None) -> pd.DataFrame:
+    """Pool images to label, one row each (index: sample id), with the slice it was chosen for and why. Methods that
+    read the model's stored probabilities or features (margin, coreset, BADGE, expected failures) need `project`."""
     # 1. Check inputs (the method is checked when the config is built): the pool, the budget.
     config = config or SelectionConfig()
     samples = report.samples
@@ -104,38 +111,32 @@ def select_pool(report, config: SelectionConfig | None = None, *, n_train: int |
         n_train = int((samples["split"] == "train").sum())
     budget = min(resolve_budget(config.budget, n_train), len(pool))
     # 2. Select with the method.
-    return SELECTION_METHODS.build(config.method, report=report, pool=pool, budget=budget, config=config)
+    return SELECTION_METHODS.build(config.method, report=report, pool=pool, budget=budget, config=config,
+                                   project=project)
 
 
 @SELECTION_METHODS.register("random", "baseline: a random draw")
-def _random(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig) -> pd.DataFrame:
+def _random(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig,
+            project=None) -> pd.DataFrame:
     chosen = np.random.default_rng(config.seed).choice(len(pool), budget, replace=False)
-    return _frame(pool, chosen, [None] * budget, ["random draw"] * budget, budget)
+    return frame(pool, chosen, [None] * budget, ["random draw"] * budget, budget)
 
 
 @SELECTION_METHODS.register("uncertainty", "baseline: the least confident pool images")
-def _uncertainty(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig) -> pd.DataFrame:
+def _uncertainty(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig,
+                 project=None) -> pd.DataFrame:
     chosen = _by_confidence(pool, np.arange(len(pool)), config.seed)[:budget]
-    return _frame(pool, chosen, [None] * budget, ["lowest confidence in the pool"] * budget, budget)
+    return frame(pool, chosen, [None] * budget, ["lowest confidence in the pool"] * budget, budget)
 
 
 @SELECTION_METHODS.register("hibug", "HiBug: every slice worse than the whole by error rate, until they cover β of "
                             "the validation failures; the budget split by failures, least confident first")
-def _hibug(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig) -> pd.DataFrame:
+def _hibug(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig,
+           project=None) -> pd.DataFrame:
     errors = report.evaluation["error"].to_numpy()
-    # Every enumerated slice that is worse than the whole, by error rate (HiBug ranks them all, reported or not).
-    slices = report.every_slice()
-    slices = slices[slices["score"] < report.overall_score]
-    slices = slices.iloc[np.lexsort((-slices["count"].to_numpy(), slices["score"].to_numpy()))]
-    _need_slices(slices)
-    covered = np.zeros(len(errors), bool)
-    taken, masks = [], []
-    for i, definition in enumerate(slices["definition"]):
-        taken.append(i)
-        masks.append(report.tags.mask(definition))
-        covered |= masks[-1]
-        if errors[covered].sum() >= config.beta * errors.sum():
-            break
+    slices = taken_slices(report, config.beta)
+    taken = list(range(len(slices)))
+    masks = [report.tags.mask(d) for d in slices["definition"]]
     failures = np.array([errors[mask].sum() for mask in masks])
     matches = _pool_rows(report, slices, taken, pool)
     # Each pool image belongs to the first (worst) taken slice it is in, so quotas never count an image twice.
@@ -151,12 +152,13 @@ def _hibug(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig) 
         slice_rows += [i] * len(ordered)
         reasons += [f"hibug: {quota[k]} of the budget for the slice's {failures[k]:.0f} validation failures; "
                     "least confident first"] * len(ordered)
-    return _frame(pool, np.array(chosen, int), [slices.iloc[i] for i in slice_rows], reasons, budget)
+    return frame(pool, np.array(chosen, int), [slices.iloc[i] for i in slice_rows], reasons, budget)
 
 
 @SELECTION_METHODS.register("hibug2", "HiBug2: the reported slices by score, filled from the worst down, least "
                             "confident first")
-def _hibug2(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig) -> pd.DataFrame:
+def _hibug2(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig,
+            project=None) -> pd.DataFrame:
     slices = report.slices  # ranked by slice score
     _need_slices(slices)
     taken = list(range(len(slices)))
@@ -172,7 +174,28 @@ def _hibug2(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig)
                            "first")
         if len(chosen) == budget:
             break
-    return _frame(pool, np.array(chosen, int), [slices.iloc[i] for i in slice_rows], reasons, budget)
+    return frame(pool, np.array(chosen, int), [slices.iloc[i] for i in slice_rows], reasons, budget)
+
+
+def _labelled_train(report) -> pd.Index:
+    samples = report.samples
+    return samples.index[(samples["split"] == "train") & samples["label"].notna()]
+
+
+def taken_slices(report, beta: float) -> pd.DataFrame:
+    """HiBug's slices: every enumerated slice worse than the whole (HiBug ranks them all, reported or not), worst
+    error rate first, until together they cover beta of the validation failures."""
+    errors = report.evaluation["error"].to_numpy()
+    slices = report.every_slice()
+    slices = slices[slices["score"] < report.overall_score]
+    slices = slices.iloc[np.lexsort((-slices["count"].to_numpy(), slices["score"].to_numpy()))]
+    _need_slices(slices)
+    covered = np.zeros(len(errors), bool)
+    for taken, definition in enumerate(slices["definition"], start=1):
+        covered |= report.tags.mask(definition)
+        if errors[covered].sum() >= beta * errors.sum():
+            break
+    return slices.iloc[:taken].reset_index(drop=True)
 
 
 def _need_slices(slices: pd.DataFrame) -> None:
@@ -187,7 +210,7 @@ def _pool_rows(report, slices: pd.DataFrame, taken: list[int], pool: pd.DataFram
     return [np.flatnonzero(_pool_matches(slices["definition"].iat[i], pool_tags, pool)) for i in taken]
 
 
-def _frame(pool: pd.DataFrame, rows: np.ndarray, slices: list, reasons: list[str], budget: int) -> pd.DataFrame:
+def frame(pool: pd.DataFrame, rows: np.ndarray, slices: list, reasons: list[str], budget: int) -> pd.DataFrame:
     """The selection table; attrs: budget, unspent (when the slices' pool images run out)."""
     frame = pd.DataFrame({
         "image_path": pool["image_path"].to_numpy()[rows],
@@ -214,3 +237,49 @@ def export_selection(selection: pd.DataFrame, path: str | Path) -> Path:
     else:
         raise SelectionError(f"export to .csv or .parquet, not '{path.suffix or path.name}'")
     return path
+
+
+@SELECTION_METHODS.register("margin", "baseline: the pool images with the smallest margin between the model's two "
+                            "most probable classes")
+def _margin(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig, project=None) -> pd.DataFrame:
+    chosen = smallest_margins(pool_outputs.probabilities(project, report.model, pool.index), budget, config.seed)
+    return frame(pool, chosen, [None] * len(chosen), ["smallest margin in the pool"] * len(chosen), budget)
+
+
+@SELECTION_METHODS.register("coreset", "baseline (the one HiBug compares with): k-center greedy on the model's "
+                            "features, farthest from the training split and from each other")
+def _coreset(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig, project=None) -> pd.DataFrame:
+    points, labelled = (normalised(pool_outputs.features(project, report.model, ids, config.features))
+                        for ids in (pool.index, _labelled_train(report)))
+    chosen = k_center_greedy(points, labelled, budget)
+    return frame(pool, chosen, [None] * len(chosen), ["coreset: farthest from what is labelled"] * len(chosen),
+                 budget)
+
+
+@SELECTION_METHODS.register("badge", "baseline: BADGE, k-means++ seeding on gradient embeddings (uncertain and "
+                            "diverse at once)")
+def _badge(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig, project=None) -> pd.DataFrame:
+    chosen = badge(pool_outputs.probabilities(project, report.model, pool.index),
+                   pool_outputs.features(project, report.model, pool.index, config.features), budget, config.seed)
+    return frame(pool, chosen, [None] * len(chosen), ["BADGE: k-means++ on gradient embeddings"] * len(chosen),
+                 budget)
+
+
+@SELECTION_METHODS.register("expected failures", "hibug's slices and the model's margin, learned on val, give each "
+                            "pool image a chance of failing; the most expected failures, spread out by the model's "
+                            "features")
+def _expected_failures(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig,
+                       project=None) -> pd.DataFrame:
+    slices = taken_slices(report, config.beta)
+    pool_masks = [np.zeros(len(pool), bool) for _ in range(len(slices))]
+    for mask, rows in zip(pool_masks, _pool_rows(report, slices, list(range(len(slices))), pool)):
+        mask[rows] = True
+    chance, owner = failure_chance(report, slices, pool, pool_masks, project)
+    try:
+        features, labelled = (pool_outputs.features(project, report.model, ids, config.features)
+                              for ids in (pool.index, _labelled_train(report)))
+    except pool_outputs.PoolOutputsError:
+        features = labelled = None  # no stored features: by expected failures alone
+    chosen = spread_out(chance, features, budget, labelled)
+    reasons = [f"expected failures: chance {chance[i]:.2f} of failing" for i in chosen]
+    return frame(pool, chosen, [slices.iloc[owner[i]] if owner[i] >= 0 else None for i in chosen], reasons, budget)
