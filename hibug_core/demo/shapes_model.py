@@ -73,18 +73,6 @@ def _train(network, images, labels, *, epochs: int, batch_size: int, learning_ra
     return network
 
 
-def read_images(paths, size: int = 64) -> np.ndarray:
-    """Images as uint8 RGB arrays (N, size, size, 3), the network's input format."""
-    from PIL import Image
-
-    def one(path):
-        with Image.open(path) as image:
-            image = image.convert("RGB")
-            return np.asarray(image if image.size == (size, size) else image.resize((size, size), Image.BILINEAR))
-
-    return np.stack([one(p) for p in paths]) if len(paths) else np.zeros((0, size, size, 3), np.uint8)
-
-
 def predict_probabilities(network, images: np.ndarray, resolution: int, batch_size: int = 512) -> np.ndarray:
     import torch
 
@@ -121,8 +109,8 @@ def load_checkpoint(path: Path, classes: list[str], config: TrainConfig, trainin
 
 
 class ShapeCnnTransform:
-    """PIL image -> the demo network's input: 64 x 64 RGB (as read_images), scaled to [0, 1], then downsampled to
-    the network's resolution (nearest, as in training). Picklable, so loader workers can run it."""
+    """PIL image -> the demo network's input: 64 x 64 RGB (the shape world's pixels), scaled to [0, 1], then
+    downsampled to the network's resolution (nearest, as in training). Picklable, so loader workers can run it."""
 
     def __init__(self, resolution: int = TrainConfig.resolution, size: int = 64):
         self.resolution, self.size = resolution, size

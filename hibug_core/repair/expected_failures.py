@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hibug_core.embeddings.base import normalize_rows
 from hibug_core.repair import pool_outputs
 from hibug_core.repair.active_learning import squared_distances
-from hibug_core.repair.pool_outputs import margins, normalised
+from hibug_core.repair.pool_outputs import margins
 
 SHRINK = 10.0  # pseudo-images at the overall error rate added to every slice's rate (empirical Bayes)
 
@@ -52,7 +53,8 @@ def failure_chance(report, slices: pd.DataFrame, pool: pd.DataFrame, pool_masks:
     outside = (rest.sum() + SHRINK * overall) / (len(rest) + SHRINK)
     val_rate, _ = slice_rates(val_masks, failures, counts, overall, outside, own_error=errors)
     pool_rate, owner = slice_rates(pool_masks, failures, counts, overall, outside)
-    val_margin, pool_margin = (_margins(project, report, ids) for ids in (evaluation.index, pool.index))
+    both = _margins(project, report, evaluation.index.append(pool.index))  # the stored probabilities read once
+    val_margin, pool_margin = both[:len(evaluation)], both[len(evaluation):]
     x_val = np.column_stack([_logit(val_rate), val_margin])
     x_pool = np.column_stack([_logit(pool_rate), pool_margin])
     if len(np.unique(errors)) < 2:
@@ -75,13 +77,13 @@ def spread_out(chance: np.ndarray, features: np.ndarray | None, budget: int,
     wait while far ones do not."""
     if features is None:
         return np.argsort(-chance, kind="stable")[:budget]
-    points = normalised(features)
+    points = normalize_rows(features)
     rng = np.random.default_rng(0)
     sample = points[rng.choice(len(points), min(256, len(points)), replace=False)]
     typical = np.sqrt(np.median(((sample[:, None, :] - sample[None, :, :]) ** 2).sum(-1))) or 1.0
     reach = np.ones(len(points))
     if labelled is not None and len(labelled):
-        reach = np.minimum(reach, np.sqrt(squared_distances(points, normalised(labelled))) / typical)
+        reach = np.minimum(reach, np.sqrt(squared_distances(points, normalize_rows(labelled))) / typical)
     chosen = []
     for _ in range(min(budget, len(points))):
         pick = int(np.argmax(chance * reach))

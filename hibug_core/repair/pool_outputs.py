@@ -8,11 +8,6 @@ import pandas as pd
 from hibug_core.errors import HibugError
 
 
-def normalised(values: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(values, axis=1, keepdims=True)
-    return values / np.where(norms > 0, norms, 1.0)
-
-
 def margins(probabilities: np.ndarray) -> np.ndarray:
     """Top-1 minus top-2 probability: small means the model hesitates between two classes."""
     top = np.sort(probabilities, axis=1)

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hibug_core.embeddings.base import normalize_rows
 from hibug_core.errors import HibugError, check_fields
 from hibug_core.repair import pool_outputs
 from hibug_core.repair.active_learning import badge, k_center_greedy, smallest_margins
 from hibug_core.repair.expected_failures import failure_chance, spread_out
-from hibug_core.repair.pool_outputs import normalised
 from hibug_core.registry import Registry
 from hibug_core.slices.search import CLASS, describe
 
@@ -249,7 +249,7 @@ def _margin(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig,
 @SELECTION_METHODS.register("coreset", "baseline (the one HiBug compares with): k-center greedy on the model's "
                             "features, farthest from the training split and from each other")
 def _coreset(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig, project=None) -> pd.DataFrame:
-    points, labelled = (normalised(pool_outputs.features(project, report.model, ids, config.features))
+    points, labelled = (normalize_rows(pool_outputs.features(project, report.model, ids, config.features))
                         for ids in (pool.index, _labelled_train(report)))
     chosen = k_center_greedy(points, labelled, budget)
     return frame(pool, chosen, [None] * len(chosen), ["coreset: farthest from what is labelled"] * len(chosen),
