@@ -1,14 +1,16 @@
-"""Benchmark: which selection repairs the demo's planted bugs best, at several budgets?
+"""Benchmark: which selection repairs planted bugs best, at several budgets?
 
-On a fresh copy of the demo project (the small CNN with a planted spurious correlation, blue -> circle, and a
-planted rare case, small triangles), for each budget and seed: select that share of the training split's size from
+On each problem (the demo: the small CNN with a planted spurious correlation, blue -> circle, and a planted rare
+case, small triangles; and the same network trained with other bugs planted, below), on a fresh copy per budget,
+for each seed: select that share of the training split's size from
 the pool with every selection method (hibug's, HiBug2's, expected failures, and the baselines random, uncertainty,
 margin, Coreset and BADGE), label it (the pool's labels stand in for an annotator), fine-tune the model on training
 + selected data, and measure the planted slices and the whole held-out test split. Also: the same with no new data
 (control), and with as many images from the shape-world renderer for the top slices' HiBug prompts.
 Prints mean ± sd over seeds per budget, and per slice the paired difference (over seeds) between each of hibug's
 methods and the best baseline on that slice, with its 95% t-interval.
-Usage: python benchmarks/repair.py [--seeds 0 1 2 3 4] [--budgets 0.05 0.1 0.2] [--methods ...] [--dir repair-bench]
+Usage: python benchmarks/repair.py [--problems demo red green] [--seeds 0 1 2 3 4] [--budgets 0.05 0.1 0.2]
+       [--methods ...] [--dir repair-bench]
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.bench.summary import markdown_table
-from hibug_core.demo.build import ensure_demo
+from hibug_core.demo.build import DemoConfig, ensure_demo
 from hibug_core.repair.generated import generate_for_prompts
 from hibug_core.repair.generators import ShapeWorldRenderer
 from hibug_core.repair.loop import CONTROL, GENERATED, RepairConfig, run_repair
@@ -32,15 +34,25 @@ from hibug_core.store.project import Project
 
 BASELINES = ["random", "uncertainty", "margin", "coreset", "badge"]
 OURS = ["expected failures", "hibug", "hibug2"]
-KEPT = {"all held-out images": "all held-out images", "color = blue": "color = blue (planted)",
-        "size = small & shape = triangle": "small triangles (planted)"}
+PROBLEMS = {  # the demo, and the same network and splits with other bugs planted (each shows in its model)
+    "demo": DemoConfig(),
+    "red": DemoConfig(spurious_color="red", spurious_shape="rectangle", rare_size="large", rare_shape="circle"),
+    "green": DemoConfig(spurious_color="green", spurious_shape="triangle", rare_size="small",
+                        rare_shape="rectangle"),
+}
+
+
+def kept(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the whole held-out split and of the planted slices, named for the table."""
+    rows = frame[frame["planted"] | (frame["slice_id"] == "overall")].copy()
+    rows["shown"] = np.where(rows["slice_id"] == "overall", "all held-out images", rows["slice"] + " (planted)")
+    return rows
 
 
 def table(summary: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
-    rows = summary[summary["slice"].isin(KEPT) & (summary["planted"] | (summary["slice_id"] == "overall"))]
     out = []
-    for (slice_name, n, before), group in rows.groupby(["slice", "n", "before"], sort=False):
-        row = {"slice": KEPT[slice_name], "test images": n, "before": f"{before:.1%}"}
+    for (slice_name, n, before), group in kept(summary).groupby(["shown", "n", "before"], sort=False):
+        row = {"slice": slice_name, "test images": n, "before": f"{before:.1%}"}
         for method in methods:
             hit = group[group["method"] == method]
             if len(hit):
@@ -55,13 +67,13 @@ def paired(changes: pd.DataFrame, summary: pd.DataFrame, ours: list[str]) -> pd.
     from scipy import stats
 
     out = []
-    for slice_name in KEPT:
-        kept = changes[(changes["slice"] == slice_name) & (changes["planted"] | (changes["slice_id"] == "overall"))]
-        means = summary[(summary["slice"] == slice_name) & summary["method"].isin(BASELINES)]
+    changes, summary = kept(changes), kept(summary)
+    for slice_name in summary["shown"].unique():
+        means = summary[(summary["shown"] == slice_name) & summary["method"].isin(BASELINES)]
         if means.empty:
             continue
         best = means.sort_values("after", ascending=False)["method"].iat[0]
-        by_seed = kept.pivot_table(index="seed", columns="method", values="after")
+        by_seed = changes[changes["shown"] == slice_name].pivot_table(index="seed", columns="method", values="after")
         for method in ours:
             if method not in by_seed:
                 continue
@@ -70,7 +82,7 @@ def paired(changes: pd.DataFrame, summary: pd.DataFrame, ours: list[str]) -> pd.
                 if len(values) > 1 else np.nan
             mean = float(values.mean())
             verdict = "better" if mean - half > 0 else "worse" if mean + half < 0 else "no clear difference"
-            out.append({"slice": KEPT[slice_name], "method": method, "best baseline": best,
+            out.append({"slice": slice_name, "method": method, "best baseline": best,
                         "difference": f"{mean:+.1%}", "95% interval": f"{mean - half:+.1%} to {mean + half:+.1%}",
                         "seeds won": f"{int((values > 0).sum())} of {len(values)}", "verdict": verdict})
     return pd.DataFrame(out)
@@ -78,6 +90,7 @@ def paired(changes: pd.DataFrame, summary: pd.DataFrame, ours: list[str]) -> pd.
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--budgets", type=float, nargs="+", default=[0.05, 0.1, 0.2])
     parser.add_argument("--methods", nargs="+", default=OURS + BASELINES, choices=SELECTION_METHODS.names())
@@ -86,36 +99,44 @@ def main() -> None:
     parser.add_argument("--retrain", default="fine-tune", choices=RETRAIN_METHODS.names())
     args = parser.parse_args()
     root = Path(args.dir)
-    ensure_demo(root / "demo").close()
     retrain = RetrainConfig(method=args.retrain)
     seeds = tuple(args.seeds)
-    started, models = time.perf_counter(), 0
-    for budget_share in args.budgets:
-        work = root / "work"
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.copytree(root / "demo", work)
-        with Project.open(work) as project:
-            n_train = int((project.samples()["split"] == "train").sum())
-            budget = resolve_budget(budget_share, n_train)
-            runs = [run_repair(project, RepairConfig(selection=SelectionConfig(method=method, budget=budget_share),
-                                                     baseline=None, control=(k == 0), retrain=retrain, seeds=seeds,
-                                                     record_models=False))
-                    for k, method in enumerate(args.methods)]
-            if not args.no_generated:
-                generate_for_prompts(project, ShapeWorldRenderer(), build_prompts(project, "hibug"), budget, seed=0)
-                runs.append(run_repair(project, RepairConfig(data=GENERATED, baseline=None, control=False,
-                                                             retrain=retrain, seeds=seeds, record_models=False)))
-        models += sum(len(r.runs) for r in runs)
-        summary = pd.concat([r.summary for r in runs], ignore_index=True)
-        changes = pd.concat([r.changes for r in runs], ignore_index=True)
-        shown = [m for m in args.methods + [GENERATED, CONTROL] if m in set(summary["method"])]
-        print(f"\n### Budget {budget_share:g} of the training split ({budget} of {n_train} images), {args.retrain}; "
-              f"accuracy on the test split after repair, mean ± sd over seeds {list(seeds)}\n")
-        print(markdown_table(table(summary, shown)))
-        print("\nPaired over seeds against the best baseline on each slice:\n")
-        print(markdown_table(paired(changes, summary, [m for m in OURS if m in args.methods])))
+    started, models, verdicts = time.perf_counter(), 0, []
+    for problem in args.problems:
+        ensure_demo(root / problem, PROBLEMS[problem]).close()
+        for budget_share in args.budgets:
+            work = root / "work"
+            shutil.rmtree(work, ignore_errors=True)
+            shutil.copytree(root / problem, work)
+            with Project.open(work) as project:
+                n_train = int((project.samples()["split"] == "train").sum())
+                budget = resolve_budget(budget_share, n_train)
+                runs = [run_repair(project, RepairConfig(selection=SelectionConfig(method=method, budget=budget_share),
+                                                         baseline=None, control=(k == 0), retrain=retrain,
+                                                         seeds=seeds, record_models=False))
+                        for k, method in enumerate(args.methods)]
+                if not args.no_generated:
+                    generate_for_prompts(project, ShapeWorldRenderer(), build_prompts(project, "hibug"), budget,
+                                         seed=0)
+                    runs.append(run_repair(project, RepairConfig(data=GENERATED, baseline=None, control=False,
+                                                                 retrain=retrain, seeds=seeds, record_models=False)))
+            models += sum(len(r.runs) for r in runs)
+            summary = pd.concat([r.summary for r in runs], ignore_index=True)
+            changes = pd.concat([r.changes for r in runs], ignore_index=True)
+            shown = [m for m in args.methods + [GENERATED, CONTROL] if m in set(summary["method"])]
+            print(f"\n### {problem}: budget {budget_share:g} of the training split ({budget} of {n_train} images), "
+                  f"{args.retrain}; accuracy on the test split after repair, mean ± sd over seeds {list(seeds)}\n",
+                  flush=True)
+            print(markdown_table(table(summary, shown)))
+            verdict = paired(changes, summary, [m for m in OURS if m in args.methods])
+            print("\nPaired over seeds against the best baseline on each slice:\n")
+            print(markdown_table(verdict), flush=True)
+            verdicts.append(verdict.assign(problem=problem, budget=budget_share))
+    if verdicts:
+        tally = pd.concat(verdicts).groupby(["method", "verdict"]).size().unstack(fill_value=0)
+        print("\n### Verdicts against the best baseline, over every problem, budget and kept slice\n")
+        print(markdown_table(tally.reset_index()))
     print(f"\n{models} retrained models in {time.perf_counter() - started:.0f} s")
-
 
 if __name__ == "__main__":
     main()

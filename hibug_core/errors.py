@@ -19,6 +19,15 @@ def check_fields(config, rules: dict[str, tuple[bool, str]]) -> None:
         raise ConfigError(f"invalid {type(config).__name__}: " + "; ".join(bad))
 
 
+class SchemaError(HibugError, ValueError):
+    """An attribute schema (or one attribute) refused when built or edited; nothing was stored."""
+
+
+def validation_reasons(error) -> str:
+    """A pydantic ValidationError's reasons as one line, without pydantic's prefixes."""
+    return "; ".join(issue["msg"].removeprefix("Value error, ") for issue in error.errors())
+
+
 class ProjectError(HibugError):
     """A project folder or store that cannot be opened, created or migrated."""
 

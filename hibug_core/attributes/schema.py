@@ -2,19 +2,55 @@
 from __future__ import annotations
 
 import re
+import string
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from hibug_core.errors import SchemaError, validation_reasons
 
 GROUPS = ("main object", "background", "global")
 NOT_VISIBLE = "not visible"
 BINARY_TAGS = ("yes", "no")
+PLACEHOLDERS = ("label", "tag", "attribute", "phrase")  # what a prompt template may name, and nothing else
+# Caps: a schema is read by people and sent to models on every tagging call, so a runaway LLM or paste is refused.
+MAX_ATTRIBUTES, MAX_TAGS, MAX_TEMPLATES = 200, 50, 20
+MAX_NAME, MAX_TEMPLATE, MAX_DESCRIPTION = 100, 300, 2000
+
+
+def _validated(cls, data: dict):
+    try:
+        return cls.model_validate(data)
+    except ValidationError as error:
+        raise SchemaError(validation_reasons(error)) from None
+
+
+def _short(value: str, limit: int, what: str) -> str:
+    if len(value) > limit:
+        raise ValueError(f"{what} {value[:40]!r}... is {len(value):,} characters long; at most {limit} are allowed")
+    return value
+
+
+def template_problem(template: str) -> str | None:
+    """Why a prompt template cannot be filled in safely, or None: only bare {label}, {tag}, {attribute} and
+    {phrase} are allowed (no attribute access, indexing, conversions or formats)."""
+    try:
+        fields = [f for _, f, spec, conversion in string.Formatter().parse(template) if f is not None
+                  for f in [(f, spec, conversion)]]
+    except ValueError as error:
+        return f"template {template!r} is not a valid format string ({error}); write braces as {{{{ and }}}}"
+    for name, spec, conversion in fields:
+        if name not in PLACEHOLDERS or spec or conversion:
+            shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+            return (f"template {template!r} uses {shown}; only "
+                    + ", ".join("{" + p + "}" for p in PLACEHOLDERS) + " can be filled in")
+    return None
 
 
 class Attribute(BaseModel):
     """One visual attribute. Binary attributes are named "is ..." and take the tags yes / no."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, revalidate_instances="always")  # a model_copy'd one is checked in a schema
 
     name: str
     group: Literal["main object", "background", "global"] = "main object"
@@ -34,7 +70,7 @@ class Attribute(BaseModel):
         value = " ".join(value.split())
         if not value:
             raise ValueError("an attribute needs a name")
-        return value
+        return _short(value, MAX_NAME, "the attribute name")
 
     @field_validator("tags")
     @classmethod
@@ -42,6 +78,10 @@ class Attribute(BaseModel):
         cleaned = tuple(" ".join(t.split()) for t in value)
         if any(not t for t in cleaned):
             raise ValueError("tags cannot be empty")
+        if len(cleaned) > MAX_TAGS:
+            raise ValueError(f"{len(cleaned)} tags; an attribute can have at most {MAX_TAGS}")
+        for tag in cleaned:
+            _short(tag, MAX_NAME, "the tag")
         lowered = [t.lower() for t in cleaned]
         duplicates = sorted({t for t in lowered if lowered.count(t) > 1})
         if duplicates:
@@ -49,6 +89,28 @@ class Attribute(BaseModel):
         if len(cleaned) < 2:
             raise ValueError("an attribute needs at least two tags")
         return cleaned
+
+    @field_validator("templates")
+    @classmethod
+    def _templates(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(value) > MAX_TEMPLATES:
+            raise ValueError(f"{len(value)} templates; at most {MAX_TEMPLATES} are allowed")
+        for template in value:
+            _short(template, MAX_TEMPLATE, "the template")
+            problem = template_problem(template)
+            if problem:
+                raise ValueError(problem)
+        return value
+
+    @field_validator("description")
+    @classmethod
+    def _description(cls, value: str) -> str:
+        return _short(value, MAX_DESCRIPTION, "the description")
+
+    def edited(self, **changes) -> "Attribute":
+        """A copy with `changes`, validated like a new one (SchemaError naming what is wrong; pydantic's
+        model_copy would not check)."""
+        return _validated(type(self), {**self.model_dump(), **changes})
 
     @model_validator(mode="after")
     def _binary(self) -> "Attribute":
@@ -93,6 +155,8 @@ class AttributeSchema(BaseModel):
     @field_validator("attributes")
     @classmethod
     def _unique(cls, value: tuple[Attribute, ...]) -> tuple[Attribute, ...]:
+        if len(value) > MAX_ATTRIBUTES:
+            raise ValueError(f"{len(value)} attributes; a schema can have at most {MAX_ATTRIBUTES}")
         names = [a.name.lower() for a in value]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
@@ -111,12 +175,25 @@ class AttributeSchema(BaseModel):
     def enabled(self) -> list[Attribute]:
         return [a for a in self.attributes if a.enabled]
 
-    def replace(self, attribute: Attribute) -> "AttributeSchema":
-        """A new schema with `attribute` replacing the one of the same name, or added at the end."""
-        kept = [a for a in self.attributes if a.name != attribute.name]
-        position = next((i for i, a in enumerate(self.attributes) if a.name == attribute.name), len(kept))
+    def edited(self, **changes) -> "AttributeSchema":
+        """A copy with `changes`, validated like a new schema (SchemaError naming what is wrong)."""
+        return _validated(type(self), {**self.model_dump(), **changes})
+
+    def validated(self) -> "AttributeSchema":
+        """This schema checked again (one built by model_copy or by hand skips pydantic's checks)."""
+        return self.edited()
+
+    def replace(self, attribute: Attribute, *, name: str | None = None) -> "AttributeSchema":
+        """A new, validated schema with `attribute` in place of the one named `name` (default: its own name), or
+        added at the end."""
+        name = name or attribute.name
+        kept = [a for a in self.attributes if a.name != name]
+        position = next((i for i, a in enumerate(self.attributes) if a.name == name), len(kept))
         kept.insert(position, attribute)
-        return self.model_copy(update={"attributes": tuple(kept)})
+        return self.edited(attributes=tuple(kept))
+
+    def without(self, name: str) -> "AttributeSchema":
+        return self.edited(attributes=tuple(a for a in self.attributes if a.name != name))
 
     def with_new_from(self, other: "AttributeSchema") -> "AttributeSchema":
         """This schema plus the attributes of `other` it does not have (merging a proposal into people's edits)."""
@@ -131,4 +208,8 @@ class AttributeSchema(BaseModel):
 
     @classmethod
     def from_json(cls, raw: str) -> "AttributeSchema":
-        return cls.model_validate_json(raw)
+        """The schema stored as `raw`; SchemaError naming what is wrong when it does not validate."""
+        try:
+            return cls.model_validate_json(raw)
+        except ValidationError as error:
+            raise SchemaError(validation_reasons(error)) from None

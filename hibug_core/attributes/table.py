@@ -6,6 +6,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from hibug_core.attributes.schema import Attribute, AttributeSchema
+from hibug_core.errors import validation_reasons
 
 COLUMNS = ["name", "group", "kind", "tags", "templates", "enabled", "source", "description"]
 TAG_SEPARATOR, TEMPLATE_SEPARATOR = ", ", " | "
@@ -48,11 +49,10 @@ def table_to_schema(table: pd.DataFrame, previous: AttributeSchema) -> tuple[Att
                 source=row.get("source") or "manual",
                 description=str(row.get("description") or ""), tag_prompts=old.tag_prompts if old else {}))
         except ValidationError as error:
-            reasons = "; ".join(e["msg"].removeprefix("Value error, ") for e in error.errors())
-            problems.append(f"row {number} ('{name}'): {reasons}")
+            problems.append(f"row {number} ('{name}'): {validation_reasons(error)}")
     if problems:
         return None, problems
     try:
         return AttributeSchema(attributes=tuple(attributes), task=previous.task), []
     except ValidationError as error:
-        return None, ["; ".join(e["msg"].removeprefix("Value error, ") for e in error.errors())]
+        return None, [validation_reasons(error)]

@@ -82,7 +82,7 @@ def tagger_schema(tagger: str, config: BenchConfig) -> AttributeSchema:
                              "--llm-model; the key in OPENAI_API_KEY)")
         proposed = propose_with_llm(TASK, list(SHAPES), config.llm).schema
         extra = tuple(a for a in measured_attributes() if a.name not in proposed.names())
-        return proposed.model_copy(update={"attributes": (*proposed.attributes, *extra)})
+        return proposed.edited(attributes=(*proposed.attributes, *extra))
     return demo_attribute_schema()
 
 

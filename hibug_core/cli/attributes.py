@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from hibug_core.cli.command import Command, project_argument
-from hibug_core.errors import HibugError
+from hibug_core.errors import HibugError, SchemaError, validation_reasons
 from hibug_core.operations import ProposeAttributes, SuggestTags
 
 GROUPS = ("main object", "background", "global")
@@ -94,18 +94,31 @@ def cmd_attributes(args) -> int:
 
 
 def _edit_attribute(schema, args):
+    """The edited schema and what changed; SchemaError (nothing stored) when the edit would make it invalid."""
+    try:
+        return _edited(schema, args)
+    except SchemaError as error:
+        raise SchemaError(f"edit of '{args.attribute[:60]}' refused, nothing saved: {error}") from None
+
+
+def _edited(schema, args):
+    from pydantic import ValidationError
+
     from hibug_core.attributes.schema import Attribute
 
     if args.attribute not in schema.names():
         if not args.add_tag or len(args.add_tag) < 2:
-            raise HibugError(f"no attribute '{args.attribute}'; to add one, give at least two --add-tag")
-        attribute = Attribute(name=args.attribute, tags=tuple(args.add_tag), group=args.group or "main object",
-                              kind="binary" if args.attribute.startswith("is ") else "descriptive")
+            raise HibugError(f"no attribute '{args.attribute[:60]}'; to add one, give at least two --add-tag")
+        try:
+            attribute = Attribute(name=args.attribute, tags=tuple(args.add_tag), group=args.group or "main object",
+                                  kind="binary" if args.attribute.startswith("is ") else "descriptive",
+                                  templates=tuple(args.template or ()))
+        except ValidationError as error:
+            raise SchemaError(validation_reasons(error)) from None
         return schema.replace(attribute), f"added '{args.attribute}'"
     attribute = schema[args.attribute]
     if args.delete:
-        kept = tuple(a for a in schema.attributes if a.name != args.attribute)
-        return schema.model_copy(update={"attributes": kept}), f"deleted '{args.attribute}'"
+        return schema.without(args.attribute), f"deleted '{args.attribute}'"
     tags = [t for t in attribute.tags if t not in (args.remove_tag or [])] + \
         [t for t in (args.add_tag or []) if t not in attribute.tags]
     update = {"tags": tuple(tags)}
@@ -115,16 +128,12 @@ def _edit_attribute(schema, args):
         update["enabled"] = bool(args.enable)
     if args.group:
         update["group"] = args.group
-    try:
-        edited = Attribute.model_validate({**attribute.model_dump(), **update,
-                                           "name": args.rename or attribute.name})
-    except ValueError as error:
-        raise HibugError(f"edit of '{args.attribute}' refused: {error}") from None
-    kept = tuple(edited if a.name == attribute.name else a for a in schema.attributes)
+    edited = attribute.edited(**update, name=args.rename or attribute.name)
+    result = schema.replace(edited, name=attribute.name)
     changes = [f"{k} -> {v}" for k, v in update.items() if getattr(attribute, k) != v]
     if args.rename:
         changes.insert(0, f"renamed to '{args.rename}'")
-    return schema.model_copy(update={"attributes": kept}), f"edited '{args.attribute}': " + "; ".join(changes)
+    return result, f"edited '{args.attribute}': " + "; ".join(changes)
 
 
 

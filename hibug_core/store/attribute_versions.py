@@ -1,11 +1,13 @@
 """Versioned attribute schemas: every edit stores a whole new version with its author, time and note."""
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 from sqlalchemy import text
 
 from hibug_core.attributes.schema import AttributeSchema
-from hibug_core.errors import ProjectError
+from hibug_core.errors import ProjectError, SchemaError
 from hibug_core.store.audit import default_actor, now, record
 from hibug_core.store.db import read_connection, write_transaction
 
@@ -28,6 +30,7 @@ def save_schema(project, schema: AttributeSchema, *, author: str | None = None, 
     StaleSchemaError if another version was saved in between, so no edit is lost silently.
     """
     author = author or default_actor()
+    schema = schema.validated()  # SchemaError before anything is stored, however the schema was built
     with write_transaction(project.engine) as connection:
         before = connection.execute(text("SELECT MAX(version) FROM attribute_schemas")).scalar()
         if base_version is not False and before != base_version:
@@ -69,7 +72,13 @@ def load_schema(project, version: int | None = None) -> AttributeSchema:
             raise ProjectError("this project has no attributes yet; propose or add some first "
                                "(Attributes page, or `hibug attributes propose`)")
         raise ProjectError(f"no attribute schema version {version} in this project")
-    return AttributeSchema.from_json(raw)
+    try:
+        return AttributeSchema.from_json(raw)
+    except SchemaError as error:
+        which = f"version {version}" if version is not None else "the newest version"
+        raise ProjectError(f"the attributes stored as {which} are not valid ({error}); it was saved by an older "
+                           "hibug. Save a corrected schema on the Attributes page or with `hibug attributes edit`"
+                           ", or see the versions with `hibug attributes show --history`") from None
 
 
 def schema_history(project) -> pd.DataFrame:
@@ -78,7 +87,7 @@ def schema_history(project) -> pd.DataFrame:
         frame = pd.read_sql_query(
             text("SELECT version, author, created_at, note, schema_json FROM attribute_schemas ORDER BY version DESC"),
             connection)
-    frame["attributes"] = [len(AttributeSchema.from_json(raw).attributes) for raw in frame["schema_json"]]
+    frame["attributes"] = [len(json.loads(raw).get("attributes", [])) for raw in frame["schema_json"]]
     return frame.drop(columns=["schema_json"])
 
 

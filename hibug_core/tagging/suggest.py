@@ -11,7 +11,7 @@ import pandas as pd
 
 from hibug_core.attributes.library import COLOURS
 from hibug_core.attributes.propose import FORMAT, ProposalError, ProposalResult, ask_structured, repair
-from hibug_core.attributes.schema import NOT_VISIBLE, AttributeSchema
+from hibug_core.attributes.schema import MAX_DESCRIPTION, MAX_NAME, MAX_TAGS, NOT_VISIBLE, AttributeSchema
 from hibug_core.llm.client import (LLMAnswerError, LLMConfig, LLMUnavailable, ask, image_data_url, make_client,
                                    parse_json_reply)
 
@@ -63,9 +63,9 @@ def _merge(schema: AttributeSchema, seen: dict[str, Counter], min_count: int) ->
             continue
         known = {t.lower() for t in attribute.tags}
         new = [value for value, n in counts.most_common() if n >= min_count and value.lower() not in known
-               and value != NOT_VISIBLE]
+               and value != NOT_VISIBLE and len(value) <= MAX_NAME][:max(0, MAX_TAGS - len(attribute.tags))]
         if new:
-            result.schema = result.schema.replace(attribute.model_copy(update={"tags": (*attribute.tags, *new)}))
+            result.schema = result.schema.replace(attribute.edited(tags=(*attribute.tags, *new)))
             result.added[attribute.name] = new
     return result
 
@@ -185,8 +185,8 @@ def propose_by_comparison(project, model: str, config: LLMConfig, *, pairs: int 
         notes += repair_notes
         for attribute in found:
             if attribute.name not in {a.name for a in attributes}:
-                attributes.append(attribute.model_copy(update={"description": f"tells a right from a wrong "
-                                                                                f"'{label}': {attribute.description}"}))
+                described = f"tells a right from a wrong '{label}': {attribute.description}"
+                attributes.append(attribute.edited(description=described[:MAX_DESCRIPTION]))
     if not attributes:
         raise ProposalError("the comparisons gave no usable attribute" + (f": {'; '.join(notes)}" if notes else
                                                                            " (no class has both right and wrong predictions)"))
