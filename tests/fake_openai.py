@@ -15,7 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 from PIL import Image
 
-MODES = ("ok", "flaky", "junk", "bad_tag", "http500", "slow", "bad_key")
+MODES = ("ok", "flaky", "junk", "deep", "huge", "bad_tag", "http500", "slow", "bad_key")
+DEEP = '{"color": ' + "[" * 100_000 + "]" * 100_000 + "}"  # JSON nested 100,000 deep
 
 
 def images_of(body: dict) -> list[Image.Image]:
@@ -130,6 +131,10 @@ class FakeOpenAIServer:
         retried = any(m["role"] == "assistant" for m in body["messages"])
         if self.mode == "junk" or (self.mode == "flaky" and not retried):
             content = "Sure! The shape looks red-ish, I think {maybe"
+        elif self.mode == "deep":
+            content = DEEP
+        elif self.mode == "huge":
+            content = json.dumps({**answer, "color": "red" * 400_000})  # a 1.2 MB tag
         elif self.mode == "bad_tag":
             content = json.dumps({**answer, "color": "ultraviolet"})
         else:

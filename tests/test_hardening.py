@@ -76,3 +76,58 @@ def test_runaway_schemas_are_capped(colour_project):
         AttributeSchema(attributes=many)
     with pytest.raises(SchemaError, match="60 tags; an attribute can have at most 50"):
         many[0].edited(tags=tuple(f"t{i}" for i in range(60)))
+
+
+def _llm(server, **overrides):
+    from hibug_core.llm.client import LLMConfig
+
+    return LLMConfig(base_url=server.url, **{**dict(model="fake-vision", timeout_s=1.0, transport_retries=0,
+                                                   concurrency=3, abort_after=2), **overrides})
+
+
+@pytest.mark.parametrize("mode, problem", [("deep", "the reply is JSON nested too deeply to read"),
+                                           ("huge", "... (1,200,0")])
+def test_deep_or_huge_llm_replies_end_the_run_with_a_short_message(colour_project, mode, problem):
+    from fake_openai import DEEP, FakeOpenAIServer
+
+    from hibug_core.attributes.propose import ProposalError, propose_with_llm
+    from hibug_core.errors import TaggingError
+    from hibug_core.store import tag_store
+    from hibug_core.tagging.mllm import tag_with_llm
+
+    with FakeOpenAIServer(mode=mode) as server:
+        server.text_reply = DEEP if mode == "deep" else json.dumps({"attributes": [{"name": "x" * 2 ** 20, "tags": ["a", "b"]}]})
+        with pytest.raises(TaggingError) as raised:
+            tag_with_llm(colour_project, _llm(server))
+        if mode == "deep":
+            with pytest.raises(ProposalError, match="nested too deeply"):
+                propose_with_llm("shapes", ["circle"], _llm(server))
+        else:
+            with pytest.raises(ProposalError, match="whose name is 1,048,576 characters long .at most 100."):
+                propose_with_llm("shapes", ["circle"], _llm(server))
+    assert problem in str(raised.value) and len(str(raised.value)) < 1000
+    assert tag_store.runs(colour_project)["status"].tolist() == ["failed"]
+
+
+def test_a_silent_server_is_reported_while_waiting(colour_project, monkeypatch):
+    from fake_openai import FakeOpenAIServer
+
+    from hibug_core.errors import TaggingError
+    from hibug_core.tagging import mllm
+
+    monkeypatch.setattr(mllm, "HEARTBEAT_S", 0.2)
+    seen = []
+    with FakeOpenAIServer(delay_s=3.0) as server, pytest.raises(TaggingError, match="timed out"):
+        mllm.tag_with_llm(colour_project, _llm(server, timeout_s=1.5), progress=lambda s, d, t: seen.append(s))
+    waiting = [s for s in seen if "no answer for" in s]
+    assert waiting and "(a request is given up after 2 s)" in waiting[0]
+
+
+def test_a_proposal_of_a_thousand_attributes_keeps_the_cap(colour_project):
+    from hibug_core.attributes.propose import Proposal, repair
+    from hibug_core.attributes.schema import MAX_ATTRIBUTES
+
+    proposal = Proposal.model_validate({"attributes": [{"name": f"a{i}", "tags": ["x", "y"]} for i in range(1000)]})
+    attributes, notes = repair(proposal)
+    assert len(attributes) == MAX_ATTRIBUTES
+    assert notes == [f"kept the first {MAX_ATTRIBUTES} attributes (the most a schema holds); 800 more were not read"]

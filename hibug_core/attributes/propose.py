@@ -3,13 +3,13 @@ repair or reject every answer, bounded retries and a self-check pass; nothing un
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
-from hibug_core.attributes.schema import BINARY_TAGS, NOT_VISIBLE, Attribute, AttributeSchema
+from hibug_core.attributes.schema import (BINARY_TAGS, MAX_ATTRIBUTES, MAX_NAME, NOT_VISIBLE, Attribute,
+                                         AttributeSchema, template_problem)
 from hibug_core.errors import HibugError
 from hibug_core.llm.client import LLMAnswerError, LLMConfig, LLMUnavailable, ask_json, make_client
 
@@ -76,10 +76,17 @@ def _clean(text: str) -> str:
 def repair(proposal: Proposal, source: str = "llm") -> tuple[list[Attribute], list[str]]:
     """Apply the schema's rules to a model's proposal: fix what can be fixed, reject the rest; notes say which."""
     attributes, notes, seen = [], [], set()
-    for item in proposal.attributes:
+    for position, item in enumerate(proposal.attributes):
+        if len(attributes) == MAX_ATTRIBUTES:
+            notes.append(f"kept the first {MAX_ATTRIBUTES} attributes (the most a schema holds); "
+                         f"{len(proposal.attributes) - position} more were not read")
+            break
         name = _clean(item.name).lower()
         if not name:
             notes.append("rejected an attribute without a name")
+            continue
+        if len(name) > MAX_NAME:
+            notes.append(f"rejected an attribute whose name is {len(name):,} characters long (at most {MAX_NAME})")
             continue
         tags, duplicates = [], []
         for tag in (_clean(t).lower() for t in item.tags):
@@ -112,7 +119,7 @@ def repair(proposal: Proposal, source: str = "llm") -> tuple[list[Attribute], li
         dropped = [t for t in templates if kind == "descriptive" and "{tag}" not in t]
         if dropped:
             notes.append(f"'{name}': dropped templates without {{tag}}: {'; '.join(dropped)}")
-        templates = [t for t in templates if t not in dropped and _formats(t)]
+        templates = [t for t in templates if t not in dropped and template_problem(t) is None]
         try:
             attributes.append(Attribute(name=name, group=item.group, kind=kind, tags=tuple(tags),
                                         templates=tuple(templates), source=source, description=_clean(item.reason)))
@@ -120,12 +127,6 @@ def repair(proposal: Proposal, source: str = "llm") -> tuple[list[Attribute], li
         except ValidationError as error:
             notes.append(f"rejected '{name}': {error.errors()[0]['msg']}")
     return attributes, notes
-
-
-def _formats(template: str) -> bool:
-    """Only {tag}, {label} and {attribute} placeholders (a stray brace would break prompt filling)."""
-    return set(re.findall(r"{([^{}]*)}", template)) <= {"tag", "label", "attribute"} and \
-        template.count("{") == template.count("}")
 
 
 def ask_structured(client, config: LLMConfig, messages: list[dict]) -> tuple[Proposal | None, str]:

@@ -40,6 +40,10 @@ class LLMConfig:
             config = replace(config, concurrency=int(concurrency))
         return replace(config, **{k: v for k, v in overrides.items() if v is not None})
 
+    def longest_wait_s(self) -> float:
+        """How long one request can take before it is given up (the client's own retries included)."""
+        return self.timeout_s * (self.transport_retries + 1)
+
     def describe(self) -> str:
         from hibug_core.llm.local import is_local
 
@@ -110,6 +114,8 @@ class LLMAnswerError(HibugError, ValueError):
     """No usable answer after every attempt; `problem` says what was wrong with the last one."""
 
     def __init__(self, config: LLMConfig, problem: str):
+        if len(problem) > 300:  # a runaway reply is not echoed whole into logs, runs and pages
+            problem = f"{problem[:300]}... ({len(problem):,} characters)"
         self.problem = problem
         super().__init__(f"no valid answer from {config.describe()} after {config.attempts} attempts; last problem: "
                          f"{problem}")

@@ -24,6 +24,7 @@ from hibug_core.tagging.choice import chosen_attributes, prompt_labels
 logger = logging.getLogger(__name__)
 
 STORE_EVERY_S = 1.0  # answers are committed at least this often (and every 16)
+HEARTBEAT_S = 5.0  # while no answer comes, progress says how long it has been waiting
 SYSTEM_PROMPT = ("You label images for a tool that debugs computer-vision models. For every attribute you are given, "
                  "choose exactly one of its tags, written exactly as listed. Answer with one JSON object only.")
 
@@ -132,8 +133,14 @@ def tag_with_llm(project, config: LLMConfig = LLMConfig(), *, attributes: list[s
                                     labels[sample_id])] = sample_id
 
         fill()
+        waiting_since = time.monotonic()
         while running:
-            completed, _ = wait(running, return_when=FIRST_COMPLETED)
+            completed, _ = wait(running, timeout=HEARTBEAT_S, return_when=FIRST_COMPLETED)
+            if not completed:  # a silent server: say so while waiting, not minutes of nothing
+                progress(f"asking the multimodal model: no answer for {time.monotonic() - waiting_since:.0f} s "
+                         f"(a request is given up after {config.longest_wait_s():.0f} s)", finished, len(samples))
+                continue
+            waiting_since = time.monotonic()
             for future in completed:
                 sample_id = running.pop(future)
                 try:
