@@ -9,7 +9,7 @@ from hibug_core.checklist import checklist, next_step
 from hibug_ui.create import create_project_form
 from hibug_ui.navigation import PAGES, STEP_PAGES
 from hibug_ui.predict import predict_panel
-from hibug_ui.state import (chosen_folder, current_model, current_project, current_user, load_samples,
+from hibug_ui.state import (chosen_folder, shown_as_messages, current_model, current_project, current_user, load_samples,
                             source_ranking)
 from hibug_ui.widgets import as_percent, image_grid, percent_column
 
@@ -94,5 +94,7 @@ def overview() -> None:
     image_grid(project, shown, caption=lambda r: f"{r['label']} → {r['prediction']}")
 
 
-st.navigation([st.Page(overview, title="Overview", icon=":material/home:", default=True),
-               *(st.Page(path, title=title, icon=icon) for path, title, icon in PAGES)]).run()
+page = st.navigation([st.Page(overview, title="Overview", icon=":material/home:", default=True),
+                      *(st.Page(path, title=title, icon=icon) for path, title, icon in PAGES)])
+with shown_as_messages():
+    page.run()

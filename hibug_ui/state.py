@@ -1,6 +1,7 @@
 """Which project and model the dashboard shows, and cached access to their data."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -81,10 +82,31 @@ def current_project(folder: str | None = None) -> Project:
         st.error(f"Folder not found: {folder}. Check the path in the sidebar.")
         st.stop()
     try:
-        return open_project(str(Path(folder).resolve()))
+        project = open_project(str(Path(folder).resolve()))
     except HibugError as error:
         st.error(plain(error))
         st.stop()
+    if project.read_only:
+        st.info("This project is open read-only (its folder cannot be written): you can look at everything, "
+                "but edits, tagging and jobs are refused. Copy it somewhere writable to change it.",
+                icon=":material/lock:")
+    return project
+
+
+@contextlib.contextmanager
+def shown_as_messages():
+    """Around a page: hibug's own errors, and a database that fails while in use, are shown as messages that say
+    what to do, never as tracebacks."""
+    from sqlalchemy.exc import DatabaseError
+
+    try:
+        yield
+    except HibugError as error:
+        st.error(plain(error))
+    except DatabaseError as error:
+        st.error(plain(f"The project's database failed while reading or writing ({error.orig or error}). Nothing "
+                       "half-written was kept. If this repeats, the database may be damaged: restore the project "
+                       "folder from a backup."))
 
 
 def current_model(project: Project) -> str | None:

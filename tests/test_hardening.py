@@ -131,3 +131,103 @@ def test_a_proposal_of_a_thousand_attributes_keeps_the_cap(colour_project):
     attributes, notes = repair(proposal)
     assert len(attributes) == MAX_ATTRIBUTES
     assert notes == [f"kept the first {MAX_ATTRIBUTES} attributes (the most a schema holds); 800 more were not read"]
+
+
+def _damaged(tmp_path, colour_project, how: str):
+    import hashlib
+    import sqlite3
+
+    folder = tmp_path / how
+    folder.mkdir()
+    database = folder / "hibug.sqlite"
+    if how == "empty":
+        database.write_bytes(b"")
+    elif how == "junk":
+        database.write_text("<html>not a database</html>")
+    elif how == "folder":
+        database.mkdir()
+    elif how == "truncated":
+        colour_project.close()
+        whole = (colour_project.folder / "hibug.sqlite").read_bytes()
+        database.write_bytes(whole[: len(whole) // 2])
+    elif how == "foreign":
+        with sqlite3.connect(database) as connection:
+            connection.execute("CREATE TABLE invoices (id INTEGER)")
+    before = hashlib.sha256(database.read_bytes()).hexdigest() if database.is_file() else None
+    return folder, database, before
+
+
+@pytest.mark.parametrize("how, message", [
+    ("empty", "is empty (0 bytes): the project's database is lost"),
+    ("junk", "is not a SQLite database (it starts with b'<html>not a data')"),
+    ("folder", "is a folder, not a database"),
+    ("truncated", "is cut short"),
+    ("foreign", "is a database but not a hibug project (its tables: invoices)"),
+])
+def test_a_broken_database_is_named_and_never_written(tmp_path, colour_project, monkeypatch, capsys, how, message):
+    import hashlib
+
+    from page_support import open_page
+
+    folder, database, before = _damaged(tmp_path, colour_project, how)
+    for command in (["info", str(folder)], ["attributes", "show", str(folder)], ["slices", str(folder)]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err
+    after = hashlib.sha256(database.read_bytes()).hexdigest() if database.is_file() else None
+    assert after == before, "opening a broken database must not write to it"
+    assert sorted(p.name for p in folder.iterdir()) == ["hibug.sqlite"]
+    at = open_page(monkeypatch, "app.py", folder)
+    assert not at.exception and message in at.error[0].value.replace("\\", "")
+
+
+def test_a_project_path_that_is_a_file_is_named(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("x")
+    assert main(["info", str(tmp_path / "notes.txt")]) == 2
+    assert "notes.txt is a file; give the folder of a hibug project" in capsys.readouterr().err
+
+
+def test_a_read_only_project_opens_and_refuses_edits_with_a_message(colour_project, capsys):
+    import hashlib
+
+    from hibug_core.errors import ProjectError
+    from hibug_core.store.project import Project
+
+    folder = colour_project.folder
+    colour_project.close()
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir() if p.is_file()}
+    with Project.open(folder, read_only=True) as project:
+        assert project.read_only and len(project.samples()) == 12
+        with pytest.raises(ProjectError, match="open read-only"):
+            project.set_meta("name", "changed")
+    after = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir() if p.is_file()}
+    assert after["hibug.sqlite"] == before["hibug.sqlite"]
+    assert set(after) <= {"hibug.sqlite", "hibug.sqlite-wal", "hibug.sqlite-shm"}  # SQLite's own bookkeeping
+    assert (folder / "hibug.sqlite-wal").stat().st_size == 0 if "hibug.sqlite-wal" in after else True
+
+
+def test_a_project_on_a_read_only_mount_opens_read_only(colour_project, tmp_path, capsys):
+    import os
+    import subprocess
+
+    folder = colour_project.folder
+    colour_project.close()
+    mount = tmp_path / "mounted"
+    mount.mkdir()
+    os.chmod(folder, 0o555)
+    target = folder
+    if os.access(folder, os.W_OK):  # root ignores permissions: a read-only bind mount, where the machine allows it
+        made = subprocess.run(["mount", "--bind", "-o", "ro", str(folder), str(mount)], capture_output=True)
+        if made.returncode != 0:
+            pytest.skip("no way to make a read-only folder here (root, and mounting is not allowed)")
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(mount)], check=True)
+        target = mount
+    try:
+        assert main(["info", str(target)]) == 0
+        assert "samples   pool: 2, val: 10" in capsys.readouterr().out
+        assert main(["attributes", "edit", str(target), "color", "--add-tag", "pink"]) == 2
+        assert "open read-only" in capsys.readouterr().err
+    finally:
+        if target == mount:
+            subprocess.run(["umount", str(mount)], check=True)
+        os.chmod(folder, 0o755)

@@ -2,11 +2,23 @@
 from __future__ import annotations
 
 import contextlib
+import os
+from pathlib import Path
 from typing import Iterator
 
 from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.exc import OperationalError
 
 from hibug_core.config import StoreConfig
+from hibug_core.errors import ProjectError
+
+
+def sqlite_url(path: Path, *, read_only: bool = False) -> str:
+    """The URL of a SQLite file; read-only opens never write (on a read-only mount, not even WAL's shared memory)."""
+    if not read_only:
+        return f"sqlite:///{path}"
+    immutable = "&immutable=1" if not os.access(path.parent, os.W_OK) else ""
+    return f"sqlite:///file:{path}?mode=ro{immutable}&uri=true"
 
 
 def make_engine(url: str, config: StoreConfig = StoreConfig()) -> Engine:
@@ -14,13 +26,15 @@ def make_engine(url: str, config: StoreConfig = StoreConfig()) -> Engine:
     if not url.startswith("sqlite"):
         return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": config.busy_timeout_ms / 1000})
+    read_only = "mode=ro" in url
 
     @event.listens_for(engine, "connect")
     def _configure(dbapi_connection, _record):
         # Hand transaction control to SQLAlchemy (pysqlite's own handling skips DDL).
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
+        if not read_only:
+            cursor.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
         cursor.execute(f"PRAGMA busy_timeout={int(config.busy_timeout_ms)}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
@@ -43,12 +57,21 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
     """One atomic write: everything inside commits together or not at all. Writers to a project take turns (on
     SQLite through BEGIN IMMEDIATE, on PostgreSQL through a transaction-scoped advisory lock), so a check made inside
     (a version, a newest row) still holds when the write lands."""
-    with engine.connect() as connection:
-        connection.execution_options(hibug_write=True)
-        with connection.begin():
-            if connection.dialect.name == "postgresql":
-                connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
-            yield connection
+    if "mode=ro" in str(engine.url):
+        raise ProjectError("this project is open read-only (its folder cannot be written, or only reading was "
+                           "asked for); nothing was changed. Copy it somewhere writable to edit it")
+    try:
+        with engine.connect() as connection:
+            connection.execution_options(hibug_write=True)
+            with connection.begin():
+                if connection.dialect.name == "postgresql":
+                    connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
+                yield connection
+    except OperationalError as error:
+        if "readonly" in str(error.orig):
+            raise ProjectError(f"the project's database cannot be written ({error.orig}); nothing was changed. "
+                               "Check the folder's permissions, or copy it somewhere writable") from None
+        raise
 
 
 @contextlib.contextmanager

@@ -18,7 +18,8 @@ from hibug_core.config import StoreConfig
 from hibug_core.errors import ManifestError, ProjectError, RowIssue
 from hibug_core.store.arrays import ArrayStore
 from hibug_core.store.audit import default_actor, now, record as record_audit
-from hibug_core.store.db import make_engine, read_connection, write_transaction
+from hibug_core.store.db import make_engine, read_connection, sqlite_url, write_transaction
+from hibug_core.store.integrity import check_sqlite_file, pending_migrations
 from hibug_core.store.migrations import LATEST_VERSION, migrate
 
 logger = logging.getLogger(__name__)
@@ -40,23 +41,52 @@ class ImportSummary:
 class Project:
     """Open with Project.open(folder); create with Project.create(folder) or Project.create_from_manifest()."""
 
-    def __init__(self, folder: Path, *, db_url: str | None = None, config: StoreConfig = StoreConfig()):
+    def __init__(self, folder: Path, *, db_url: str | None = None, config: StoreConfig = StoreConfig(),
+                 read_only: bool = False):
         self.folder = Path(folder).resolve()
         self.config = config
-        self.db_url = db_url or f"sqlite:///{self.folder / DB_FILE}"
+        self.read_only = read_only
+        self.db_url = db_url or sqlite_url(self.folder / DB_FILE, read_only=read_only)
         self.engine = make_engine(self.db_url, config)
         self.arrays = ArrayStore(self.folder / ARRAYS_DIR)
         self._identity = uuid.uuid4().hex  # keys this instance's entries in IMPORT_TABLES
 
     # ----- opening and creating -------------------------------------------------------------
     @classmethod
-    def open(cls, folder: str | Path, *, db_url: str | None = None) -> "Project":
+    def open(cls, folder: str | Path, *, db_url: str | None = None, read_only: bool | None = None) -> "Project":
+        """Open a project; nothing is written unless its database needs upgrading. read_only: True never writes
+        (edits are refused with a message), None (default) is read-only when the folder cannot be written."""
         folder = Path(folder)
-        if db_url is None and not (folder / DB_FILE).exists():
-            raise ProjectError(f"{folder} is not a hibug project (no {DB_FILE}); create one with `hibug new`")
-        project = cls(folder, db_url=db_url)
-        migrate(project.engine)
-        project.arrays.remove_leftovers()
+        database = folder / DB_FILE
+        if not folder.is_dir():
+            raise ProjectError(f"{folder} is {'a file' if folder.exists() else 'not there'}; give the folder of a "
+                               "hibug project (made by `hibug new` or `hibug demo`)")
+        if db_url is None:
+            if not database.exists():
+                raise ProjectError(f"{folder} is not a hibug project (no {DB_FILE}); create one with `hibug new`")
+            check_sqlite_file(database)
+            if read_only is None:
+                read_only = not (os.access(folder, os.W_OK) and os.access(database, os.W_OK))
+            probe = make_engine(sqlite_url(database.resolve(), read_only=True))  # looked at before any write
+            try:
+                pending = pending_migrations(probe)
+            finally:
+                probe.dispose()
+        project = cls(folder, db_url=db_url, read_only=bool(read_only))
+        try:
+            if db_url is not None:
+                pending = pending_migrations(project.engine)
+            if pending and project.read_only:
+                raise ProjectError(f"{folder} was made by an older hibug and needs upgrading (schema versions "
+                                   f"{sorted(pending)}), which cannot be done read-only; open it once where it "
+                                   "can be written")
+            if pending:
+                migrate(project.engine)
+            if not project.read_only:
+                project.arrays.remove_leftovers()
+        except BaseException:
+            project.close()
+            raise
         return project
 
     @classmethod
