@@ -41,7 +41,7 @@ def cmd_attributes(args) -> int:
     from hibug_core.store.attribute_versions import latest_version, load_schema, save_schema, schema_history
     from hibug_core.store.project import Project
 
-    with Project.open(args.project) as project:
+    with Project.open(args.project, read_only=True if args.action == "show" else None) as project:
         base = latest_version(project)
         if args.action == "propose":
             from hibug_core.attributes.propose import propose_for_project

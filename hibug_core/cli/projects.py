@@ -74,7 +74,7 @@ def _info_arguments(parser) -> None:
 def cmd_info(args) -> int:
     from hibug_core.store.project import Project
 
-    with Project.open(args.project) as project:
+    with Project.open(args.project, read_only=True) as project:
         info = project.describe()
     if args.json:
         print(json.dumps(info, indent=2, default=str))

@@ -15,7 +15,7 @@ def cmd_slices(args) -> int:
     from hibug_core.tagging.sources import rank_sources, trust_message
 
     op = operation_from_args(FindSlices, args)
-    with Project.open(args.project) as project:
+    with Project.open(args.project, read_only=True) as project:
         report = error_slices(project, op.model, split=op.split, config=op.slice_config(), attributes=op.attributes,
                               tags=op.tags)
         sliced = [c for c in report.all_tags.columns if c in set(schema_names(project))]
@@ -53,7 +53,7 @@ def cmd_report(args) -> int:
     from hibug_core.store.project import Project
 
     op = operation_from_args(Report, args)
-    with Project.open(args.project) as project:
+    with Project.open(args.project, read_only=True) as project:
         report, table = write_report(project, op.output, model=op.model, split=op.split, top=op.top)
     print(f"{len(table)} error slices of {report.model} on {report.split} written to {op.output}")
     return 0

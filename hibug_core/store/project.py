@@ -61,25 +61,32 @@ class Project:
         if not folder.is_dir():
             raise ProjectError(f"{folder} is {'a file' if folder.exists() else 'not there'}; give the folder of a "
                                "hibug project (made by `hibug new` or `hibug demo`)")
+        writable = True
         if db_url is None:
             if not database.exists():
                 raise ProjectError(f"{folder} is not a hibug project (no {DB_FILE}); create one with `hibug new`")
             check_sqlite_file(database)
-            if read_only is None:
-                read_only = not (os.access(folder, os.W_OK) and os.access(database, os.W_OK))
+            writable = os.access(folder, os.W_OK) and os.access(database, os.W_OK)
             probe = make_engine(sqlite_url(database.resolve(), read_only=True))  # looked at before any write
             try:
                 pending = pending_migrations(probe)
             finally:
                 probe.dispose()
-        project = cls(folder, db_url=db_url, read_only=bool(read_only))
+            if pending and writable:  # an older project is upgraded first, even when only reading is asked
+                upgrade = make_engine(sqlite_url(database.resolve()))
+                try:
+                    migrate(upgrade)
+                finally:
+                    upgrade.dispose()
+                pending = set()
+        project = cls(folder, db_url=db_url, read_only=not writable if read_only is None else read_only)
         try:
             if db_url is not None:
                 pending = pending_migrations(project.engine)
             if pending and project.read_only:
                 raise ProjectError(f"{folder} was made by an older hibug and needs upgrading (schema versions "
-                                   f"{sorted(pending)}), which cannot be done read-only; open it once where it "
-                                   "can be written")
+                                   f"{sorted(pending)}), which cannot be done where it cannot be written; open it "
+                                   "once where it can be")
             if pending:
                 migrate(project.engine)
             if not project.read_only:
