@@ -231,3 +231,34 @@ def test_a_project_on_a_read_only_mount_opens_read_only(colour_project, tmp_path
         if target == mount:
             subprocess.run(["umount", str(mount)], check=True)
         os.chmod(folder, 0o755)
+
+
+@pytest.mark.parametrize("header, expected", [
+    ("image,label,prediction,attr:color,attr:color ",
+     "column 'attr:color': the column appears 2 times ('attr:color', 'attr:color ', spaces around names do not "
+     "count); remove or rename all but one"),
+    ("image,label,prediction,attr:a:b,attr: a:b ",
+     "column 'attr: a:b': attribute 'a:b' is also given by column 'attr:a:b'; keep one of them"),
+    ("image,label, label,prediction", "column 'label': the column appears 2 times ('label', ' label'"),
+    ("image,label,image ,prediction", "column 'image': the column appears 2 times"),
+    ("image,label,prediction,prob:a,prob: a ", "column 'prob: a': class 'a' is also given by column 'prob:a'"),
+    ("image,label,prediction,attr:x,attr:x", "column 'attr:x': the column appears 2 times"),
+])
+def test_headers_that_clash_once_spaces_are_removed_are_named(image_dir, write_csv, tmp_path, header, expected):
+    from hibug_core.errors import ManifestError
+    from hibug_core.ingest import load_manifest
+
+    cells = header.count(",") + 1
+    rows = [header] + [",".join([f"images/{n}.png", "a", "b"] + ["red"] * (cells - 3)) for n in "ab"]
+    with pytest.raises(ManifestError) as raised:
+        load_manifest(write_csv("\n".join(rows) + "\n"))
+    assert len(raised.value.messages) == 1 and raised.value.messages[0].startswith(expected)
+
+
+def test_a_tsv_manifest_is_read_with_tabs(image_dir, write_csv):
+    from hibug_core.ingest import load_manifest
+
+    text = "image\tlabel\tprediction\tattr:color\nimages/a.png\tcat\tcat\tred\nimages/b.png\tdog\tcat\tblue\n"
+    manifest = load_manifest(write_csv(text, name="manifest.tsv"))
+    assert manifest.samples["label"].tolist() == ["cat", "dog"]
+    assert manifest.known_tags["color"] == ["red", "blue"]

@@ -107,6 +107,7 @@ def plan_columns(columns: list[str], default_model: str = DEFAULT_MODEL,
         if column in ("image", "label", "id", "split", "prediction") or column.startswith("pred:"):
             continue
         kind, _, rest = column.partition(":")
+        kind, rest = kind.strip(), rest.strip()
         if kind in ("confidence", "score") and kind == column:
             if "prediction" not in present:
                 issues.append(RowIssue(None, column, f"no 'prediction' column for it; name it '{kind}:<model>'"))
@@ -118,15 +119,25 @@ def plan_columns(columns: list[str], default_model: str = DEFAULT_MODEL,
             else:
                 setattr(models[rest], kind, column)
         elif kind == "prob" and rest:
-            owner, _, class_name = rest.partition(":")
+            owner, _, class_name = (part.strip() for part in rest.partition(":"))
             if class_name and owner in models and owner != default_model:
-                models[owner].probabilities[class_name] = column
+                target, class_name = models[owner].probabilities, class_name
             elif "prediction" in present:
-                models[default_model].probabilities[rest] = column
+                target, class_name = models[default_model].probabilities, rest
+            else:
+                target = None
+            if target is not None and class_name in target:
+                issues.append(RowIssue(None, column, f"class '{class_name}' is also given by column "
+                                       f"'{target[class_name]}'; keep one of them"))
+            elif target is not None:
+                target[class_name] = column
             else:
                 issues.append(RowIssue(None, column, "no model for these probabilities; name it 'prob:<model>:<class>'"))
         elif kind == "attr" and rest:
-            attributes[rest.strip()] = column
+            if rest in attributes:
+                issues.append(RowIssue(None, column, f"attribute '{rest}' is also given by column "
+                                       f"'{attributes[rest]}'; keep one of them"))
+            attributes[rest] = column
         else:
             ignored.append(column)
     if issues:

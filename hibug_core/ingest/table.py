@@ -27,9 +27,9 @@ def _bad_utf8_issue(raw: bytes, error: UnicodeDecodeError, header: list[str]) ->
     return RowIssue(line_number - 1, column, fix)
 
 
-def _field_count_issues(text: str, cap: int = 20) -> list[RowIssue]:
+def _field_count_issues(text: str, delimiter: str, cap: int = 20) -> list[RowIssue]:
     """Rows whose number of fields differs from the header's (pandas would shift or pad them silently)."""
-    reader = csv.reader(io.StringIO(text))
+    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
     expected = len(next(reader, []))
     issues = []
     for row_number, fields in enumerate(reader, start=1):
@@ -39,6 +39,23 @@ def _field_count_issues(text: str, cap: int = 20) -> list[RowIssue]:
             if len(issues) >= cap:
                 break
     return issues
+
+
+def header_issues(columns: list[str]) -> list[RowIssue]:
+    """Column names that clash once the spaces around them are removed (pandas would rename or mix them)."""
+    seen: dict[str, list[str]] = {}
+    for column in columns:
+        seen.setdefault(str(column).strip(), []).append(str(column))
+    return [RowIssue(None, name, f"the column appears {len(raw)} times ({', '.join(repr(r) for r in raw)}, spaces "
+                     "around names do not count); remove or rename all but one")
+            for name, raw in seen.items() if len(raw) > 1]
+
+
+def _delimiter(path: Path, header_line: str) -> str:
+    """Tab for .tsv, and for a .csv/.txt whose header has tabs and no commas; comma otherwise."""
+    if path.suffix.lower() == ".tsv" or ("\t" in header_line and "," not in header_line):
+        return "\t"
+    return ","
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
@@ -52,11 +69,13 @@ def _read_csv(path: Path) -> pd.DataFrame:
         raise ManifestError(str(path), [_bad_utf8_issue(raw, error, [h.strip() for h in header])]) from None
     if not text.strip():
         raise ManifestError(str(path), [RowIssue(None, None, "the file is empty; a manifest needs a header row")])
-    issues = _field_count_issues(text)
+    delimiter = _delimiter(path, text.split("\n", 1)[0])
+    header = next(csv.reader(io.StringIO(text), delimiter=delimiter), [])
+    issues = header_issues(header) or _field_count_issues(text, delimiter)
     if issues:
         raise ManifestError(str(path), issues)
     try:
-        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, index_col=False)
+        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, index_col=False, sep=delimiter)
     except pd.errors.ParserError as error:
         match = _TOKENIZE.search(str(error))
         if match:
@@ -110,5 +129,8 @@ def read_table(path: Path) -> pd.DataFrame:
         raise ManifestError(
             str(path), [RowIssue(None, None, f"unsupported manifest type '{suffix}'; use .csv or .parquet")]
         )
+    issues = header_issues(list(frame.columns))
+    if issues:
+        raise ManifestError(str(path), issues)
     frame.columns = [str(c).strip() for c in frame.columns]
     return frame.apply(lambda column: column.astype(str).str.strip())
