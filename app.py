@@ -8,6 +8,7 @@ from hibug_core.markdown import plain
 from hibug_core.checklist import checklist, next_step
 from hibug_ui.create import create_project_form
 from hibug_ui.navigation import PAGES, STEP_PAGES
+from hibug_ui.plots import literal_values
 from hibug_ui.predict import predict_panel
 from hibug_ui.state import (chosen_folder, shown_as_messages, current_model, current_project, current_user, load_samples,
                             source_ranking)
@@ -78,6 +79,7 @@ def overview() -> None:
     with right:
         st.markdown("**Confusion matrix** (rows: label, columns: prediction)")
         matrix = metrics.confusion(samples, split)
+        matrix.index, matrix.columns = literal_values(matrix.index.to_series()), literal_values(matrix.columns.to_series())
         figure = px.imshow(matrix, text_auto=True, color_continuous_scale="Oranges", aspect="auto",
                            labels={"x": "prediction", "y": "label", "color": "images"})
         figure.update_layout(margin=dict(l=0, r=0, t=10, b=0), height=320)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-_ANYWHERE = re.compile(r"([\\`*_{}\[\]()<>~$|:])")
+_ANYWHERE = re.compile(r"([\\`*_{}\[\]()<>~$|:&!])")  # & keeps entities literal
 _LINE_START = re.compile(r"^(\s*)([#+\-=]|\d+(?=[.)]))", re.MULTILINE)  # headings, list items, setext underlines
 
 

@@ -49,7 +49,7 @@ def map_figure(frame: pd.DataFrame, colour: str) -> go.Figure:
         figure.add_trace(go.Scattergl(
             x=x[where], y=y[where], mode="markers", name=str(value), legendgroup=str(value),
             showlegend=str(value) not in in_legend, customdata=ids[where],
-            hovertemplate=f"{_hover_safe(text)}<br>#%{{customdata}} · click for the image<extra></extra>",
+            hovertemplate=f"{plotly_literal(text)}<br>#%{{customdata}} · click for the image<extra></extra>",
             marker=dict(size=5 if by_name else 4, opacity=0.8 if by_name else 0.7, color=fill,
                         line=dict(width=0.5, color="#495057") if by_name else None)))
         in_legend.add(str(value))
@@ -60,7 +60,13 @@ def map_figure(frame: pd.DataFrame, colour: str) -> go.Figure:
     return figure
 
 
-def _hover_safe(text: str) -> str:
-    """Class names as literal hover text: no plotly template fields, no markup."""
-    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("%", "&#37;")
+def plotly_literal(text) -> str:
+    """People's text (class names, tags, attribute names) as literal plotly text, in labels, ticks, titles and hover
+    templates: no markup (plotly draws <a href>, <b>, entities), no template fields."""
+    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("%", "&#37;")
             .replace("{", "&#123;").replace("}", "&#125;"))
+
+
+def literal_values(values: pd.Series) -> pd.Series:
+    """plotly_literal of every non-missing value of a column to plot."""
+    return values.map(lambda v: v if pd.isna(v) else plotly_literal(v))

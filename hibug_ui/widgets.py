@@ -26,7 +26,7 @@ def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, captio
                     raise FileNotFoundError("outside the project's data roots")
                 path = ensure_thumbnail(project.folder, row["image_path"], row["content_hash"],
                                         original_size=(int(row["width"]), int(row["height"])))
-                cell.image(str(path), caption=label, width="stretch")
+                cell.image(str(path), caption=plain(label), width="stretch")
             except (OSError, ValueError):  # missing, unreadable, or refused: the grid goes on
                 cell.caption(f"{plain(label)} (image not available)")
             if details and cell.button("Details", key=f"{details}_detail_{sample_id}", icon=":material/zoom_in:",

@@ -17,6 +17,7 @@ from hibug_core.store.attribute_versions import latest_version, load_schema
 from hibug_core.tagging.run import TAGGERS, audit
 from hibug_core.tagging.sources import trust_message
 from hibug_ui.jobs import job_status, start_job
+from hibug_ui.plots import literal_values, plotly_literal
 from hibug_ui.state import (current_model, current_project, current_user, load_samples, secret, source_ranking,
                             tag_table)
 from hibug_ui.widgets import as_percent, image_grid, paged, percent_column, url_setting
@@ -123,12 +124,13 @@ with explore:
     frame = pd.DataFrame({"tag": table.tags[attribute].astype(object)}).join(samples[["label", "split", "correct"]])
     frame = frame[frame["tag"].notna()]
     frame["outcome"] = outcome(frame)
+    frame["tag"], frame["label"] = literal_values(frame["tag"]), literal_values(frame["label"])
     left, right = st.columns(2)
-    by_outcome = px.histogram(frame, x="tag", color="outcome", barmode="group", title=f"{attribute}: right and wrong",
+    by_outcome = px.histogram(frame, x="tag", color="outcome", barmode="group", title=f"{plotly_literal(attribute)}: right and wrong",
                               color_discrete_map={"right": "#2b8a3e", "wrong": "#d9480f"})
     left.plotly_chart(by_outcome, width="stretch", key="tagging_hist_outcome")
     by_class = px.histogram(frame[frame["label"].notna()], x="tag", color="label", barmode="group",
-                            title=f"{attribute} by class")
+                            title=f"{plotly_literal(attribute)} by class")
     right.plotly_chart(by_class, width="stretch", key="tagging_hist_class")
     wrong = frame.groupby("tag", observed=True)["correct"].agg(lambda c: 1 - c.dropna().astype(float).mean())
     st.caption("Error rate per tag: " + ", ".join(f"{t} {e:.0%}" for t, e in wrong.dropna().items()))

@@ -9,6 +9,7 @@ from hibug_core.review.views import save_view
 from hibug_core.operations import FindSlices
 from hibug_core.tagging.sources import ADVICE, trust_message
 from hibug_ui.fields import field_input
+from hibug_ui.plots import literal_values
 from hibug_ui.state import current_project, current_user, required_model, slice_report, source_ranking
 from hibug_ui.widgets import (as_percent, grid_filters, image_grid, keep_setting, link_to, paged, percent_column,
                                url_setting)
@@ -147,6 +148,7 @@ with found:
         evaluated = report.evaluation.loc[ids]
         with left:
             counts = evaluated["prediction"].value_counts().rename_axis("prediction").reset_index(name="images")
+            counts["prediction"] = literal_values(counts["prediction"])
             figure = px.bar(counts, x="prediction", y="images", title="Predictions in the slice")
             figure.update_layout(height=260, margin=dict(l=0, r=0, t=40, b=0))
             st.plotly_chart(figure, width="stretch", key="slice_predictions")

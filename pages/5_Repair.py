@@ -18,6 +18,7 @@ from hibug_core.repair.selection import SELECTION_METHODS, select_pool
 from hibug_core.slices.search import SliceConfig
 from hibug_ui.fields import field_input
 from hibug_ui.jobs import job_status, start_job
+from hibug_ui.plots import literal_values
 from hibug_ui.state import current_project, current_user, load_samples, required_model, secret, slice_report
 from hibug_ui.widgets import as_percent, image_grid, paged, percent_column
 
@@ -188,7 +189,7 @@ with retrain:
                 f"{r['slice']} with {r['method']} ({r['change']:+.1%}, {r['worse']} of {r['seeds']} seeds)"
                 for _, r in worse.iterrows()))
         chart = summary[summary["slice_id"] != "overall"].assign(
-            label=lambda f: f["slice"] + f["planted"].map({True: " (planted)", False: ""}))
+            label=lambda f: literal_values(f["slice"] + f["planted"].map({True: " (planted)", False: ""})))
         figure = px.bar(chart, x="after", y="label", color="method", barmode="group", orientation="h",
                         error_x="after_sd", title="Accuracy after repair on the held-out split (before: grey marks)")
         figure.add_scatter(x=chart["before"], y=chart["label"], mode="markers", name="before",
