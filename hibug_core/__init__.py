@@ -1,7 +1,12 @@
 """hibug_core: find, explain and repair the error slices of computer-vision models (HiBug, HiBug2)."""
+import warnings
+
 from hibug_core.torch_compat import install_import_hook as _install_import_hook
 
 _install_import_hook()
+# Pillow warns about images above 89 Mpx and refuses them above 179 Mpx; hibug reads what Pillow reads, silently,
+# and names the refused ones (ingest.images).
+warnings.filterwarnings("ignore", message=r"Image size \(\d+ pixels\) exceeds limit")
 
 __version__ = "0.1.0"
 

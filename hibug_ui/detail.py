@@ -66,8 +66,8 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
     left, right = st.columns([1, 1])
     with left:
         try:
-            st.image(str(row["image_path"]), width="stretch")
-        except (OSError, ValueError, TypeError):
+            st.image(str(project.served_image(row["image_path"])), width="stretch")
+        except (OSError, ValueError, TypeError, HibugError):
             st.caption("image not available")
         st.caption(f"{plain(row['sample_key'])} · {row['split']} · {int(row['width'])}×{int(row['height'])} px")
     with right:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
 from hibug_core.store.project import Project
 from hibug_core.thumbnails import ensure_thumbnail
@@ -22,12 +23,10 @@ def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, captio
         for cell, (sample_id, row) in zip(cells, rows.iloc[start : start + columns].iterrows()):
             label = caption(row) if caption else str(sample_id)
             try:
-                if not row["image_path"]:
-                    raise FileNotFoundError("outside the project's data roots")
-                path = ensure_thumbnail(project.folder, row["image_path"], row["content_hash"],
+                path = ensure_thumbnail(project.folder, project.served_image(row["image_path"]), row["content_hash"],
                                         original_size=(int(row["width"]), int(row["height"])))
                 cell.image(str(path), caption=plain(label), width="stretch")
-            except (OSError, ValueError):  # missing, unreadable, or refused: the grid goes on
+            except (OSError, ValueError, HibugError):  # missing, unreadable, or refused: the grid goes on
                 cell.caption(f"{plain(label)} (image not available)")
             if details and cell.button("Details", key=f"{details}_detail_{sample_id}", icon=":material/zoom_in:",
                                        help="The image large, its tags and where they come from, its slices"):

@@ -262,3 +262,90 @@ def test_a_tsv_manifest_is_read_with_tabs(image_dir, write_csv):
     manifest = load_manifest(write_csv(text, name="manifest.tsv"))
     assert manifest.samples["label"].tolist() == ["cat", "dog"]
     assert manifest.known_tags["color"] == ["red", "blue"]
+
+
+def _image(path, colour=(200, 40, 40), size=(16, 16)):
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", size, colour).save(path)
+    return path
+
+
+def test_a_link_made_inside_a_data_root_after_import_is_never_served(tmp_path, monkeypatch):
+    from page_support import open_page
+
+    from hibug_core.errors import ProjectError
+    from hibug_core.ingest import load_manifest
+    from hibug_core.store.project import Project
+
+    for name in "ab":
+        _image(tmp_path / "data" / f"{name}.png")
+    secret = _image(tmp_path / "private" / "secret.png", (0, 0, 255))
+    (tmp_path / "data" / "manifest.csv").write_text("image,label,prediction\na.png,x,y\nb.png,y,y\n")
+    with Project.create_from_manifest(tmp_path / "p", load_manifest(tmp_path / "data" / "manifest.csv")) as project:
+        (tmp_path / "data" / "a.png").unlink()
+        (tmp_path / "data" / "a.png").symlink_to(secret)
+        paths = project.samples()["image_path"]
+        assert project.served_image(paths.iat[1]).name == "b.png"
+        with pytest.raises(ProjectError, match="leads outside the project's image folders"):
+            project.served_image(paths.iat[0])
+    at = open_page(monkeypatch, "app.py", tmp_path / "p")
+    assert not at.exception
+    assert [c.value for c in at.caption if "not available" in c.value] == ["x → y (image not available)"]
+
+
+def test_a_link_out_of_its_folder_is_refused_at_import(tmp_path):
+    from hibug_core.errors import ManifestError
+    from hibug_core.ingest import load_manifest
+
+    _image(tmp_path / "data" / "a.png")
+    (tmp_path / "data" / "b.png").symlink_to(_image(tmp_path / "elsewhere" / "b.png"))
+    (tmp_path / "data" / "manifest.csv").write_text("image,label,prediction\na.png,x,x\nb.png,y,x\n")
+    with pytest.raises(ManifestError) as raised:
+        load_manifest(tmp_path / "data" / "manifest.csv")
+    assert raised.value.messages == [f"row 2, column 'image': is a link to {tmp_path}/elsewhere/b.png, outside the "
+                                     "image's folder; copy the file there instead: b.png"]
+
+
+def test_images_in_distant_folders_get_their_own_data_roots(tmp_path):
+    from sqlalchemy import text as sql
+
+    from hibug_core.ingest import load_manifest
+    from hibug_core.store.project import Project, data_roots
+
+    _image(tmp_path / "x" / "a.png")
+    _image(tmp_path / "x" / "inner" / "c.png")
+    _image(tmp_path / "y" / "deep" / "b.png")
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("image,label,prediction\nx/a.png,p,p\nx/inner/c.png,p,p\ny/deep/b.png,q,p\n")
+    with Project.create_from_manifest(tmp_path / "p", load_manifest(manifest)) as project:
+        with project.engine.connect() as connection:
+            roots = sorted(connection.execute(sql("SELECT path FROM data_roots")).scalars())
+        assert roots == [str(tmp_path / "x"), str(tmp_path / "y" / "deep")]
+        assert [p.name for p in map(project.served_image, project.samples()["image_path"])] == ["a.png", "c.png",
+                                                                                                "b.png"]
+    assert data_roots([tmp_path / "a", tmp_path / "a-b", tmp_path / "a" / "c"]) == {
+        tmp_path / "a": tmp_path / "a", tmp_path / "a-b": tmp_path / "a-b", tmp_path / "a" / "c": tmp_path / "a"}
+
+
+def test_huge_images_are_named_too_large_and_large_ones_read_without_a_warning(tmp_path):
+    import subprocess
+    import sys
+
+    from PIL import Image
+
+    from hibug_core.errors import ManifestError
+    from hibug_core.ingest import load_manifest
+
+    Image.new("1", (13400, 13400)).save(tmp_path / "huge.png")  # 179.6 Mpx: above what Pillow reads
+    Image.new("1", (12000, 12000)).save(tmp_path / "large.png")  # 144 Mpx: Pillow would warn
+    (tmp_path / "m.csv").write_text("image,label,prediction\nhuge.png,x,x\nlarge.png,x,x\n")
+    with pytest.raises(ManifestError) as raised:
+        load_manifest(tmp_path / "m.csv")
+    assert raised.value.messages == ["row 1, column 'image': image too large (179,560,000 pixels, more than the "
+                                     "178,956,970 hibug reads); downscale it: huge.png"]
+    (tmp_path / "m.csv").write_text("image,label,prediction\nlarge.png,x,x\n")
+    run = subprocess.run([sys.executable, "-W", "default", "-m", "hibug_core.cli", "new", str(tmp_path / "p"),
+                          "--manifest", str(tmp_path / "m.csv")], capture_output=True, text=True)
+    assert run.returncode == 0 and "Warning" not in run.stderr, run.stderr

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +27,28 @@ def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+MAX_PIXELS = 2 * Image.MAX_IMAGE_PIXELS  # Pillow's refusal; below it hibug reads without Pillow's warning (see __init__)
+
+
+def _link_out_of_folder(path: Path) -> str | None:
+    """Where a symbolic link leads when that is outside the image's own folder (the dashboard would serve it)."""
+    if not path.is_symlink():
+        return None
+    real = os.path.realpath(path)
+    return None if real.startswith(os.path.realpath(path.parent) + os.sep) else real
+
+
+def _too_large(error: Exception) -> str:
+    found = re.search(r"\((\d+) pixels\)", str(error))
+    size = f"{int(found.group(1)):,} pixels, " if found else ""
+    return f"image too large ({size}more than the {MAX_PIXELS:,} hibug reads); downscale it"
+
+
 def inspect_image(path: Path, check_size: int = 64) -> ImageInfo:
     """Read, hash and decode one image (at reduced size where the format allows); raise ValueError if unusable."""
+    outside = _link_out_of_folder(path)
+    if outside:
+        raise ValueError(f"is a link to {outside}, outside the image's folder; copy the file there instead")
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -46,7 +68,9 @@ def inspect_image(path: Path, check_size: int = 64) -> ImageInfo:
             image.load()
     except UnidentifiedImageError:
         raise ValueError("not an image, or a format Pillow cannot read") from None
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+    except Image.DecompressionBombError as error:
+        raise ValueError(_too_large(error)) from None
+    except (OSError, SyntaxError, ValueError):
         raise ValueError("corrupt or truncated image data") from None
     return ImageInfo(content_hash(data), int(width), int(height))
 

@@ -119,10 +119,10 @@ def report_html(project, report, table: pd.DataFrame, *, thumbnails: int = 12) -
             wrong = bool(report.evaluation.at[sample_id, "error"] > 0.5)
             caption = f"{item['label']} → {item['prediction']}"
             try:
-                source = image_data_url(item["image_path"], THUMBNAIL_SIDE)
+                source = image_data_url(project.served_image(item["image_path"]), THUMBNAIL_SIDE)
                 images.append(f"<img class='{'wrong' if wrong else 'right'}' src='{source}' "
                               f"title='{e(caption, quote=True)}' alt='{e(caption, quote=True)}'>")
-            except OSError:
+            except (OSError, HibugError):
                 images.append(f"<small>missing image {e(str(item['image_path']))}</small>")
         parts.append("<div class='grid'>" + "".join(images) + "</div><small>failures first, orange border: "
                      "wrong</small>")

@@ -29,6 +29,18 @@ IMPORT_TABLES = BoundedCache("import tables", max_items=4)  # tables only an imp
 ARRAYS_DIR = "arrays"
 
 
+def data_roots(folders: list[Path]) -> dict[Path, Path]:
+    """Each image folder's data root: the folder itself, or the outermost of the image folders that holds it. Never a
+    common ancestor that holds no image of its own (images under /data/a and /mnt/b must not make / a data root)."""
+    root_of: dict[Path, Path] = {}
+    current: Path | None = None
+    for folder in sorted(set(folders), key=lambda f: f.parts):
+        if current is None or not folder.is_relative_to(current):
+            current = folder
+        root_of[folder] = current
+    return root_of
+
+
 @dataclass(frozen=True)
 class ImportSummary:
     import_id: int
@@ -155,7 +167,7 @@ class Project:
         author = author or default_actor()
         samples = manifest.samples
         paths = [Path(p) for p in samples["image_path"]]
-        root = Path(os.path.commonpath([str(p.parent) for p in paths]))
+        root_of = data_roots([p.parent for p in paths])
         staged = []
         try:
             with write_transaction(self.engine) as connection:
@@ -172,11 +184,12 @@ class Project:
                     text("INSERT INTO imports (source, kind, n_rows, author, created_at) VALUES (:s, :k, :n, :a, :t)"),
                     {"s": manifest.source, "k": kind, "n": manifest.n_rows, "a": author, "t": now()})
                 import_id = int(connection.execute(text("SELECT MAX(id) FROM imports")).scalar_one())
-                root_id = self._root_id(connection, root)
+                root_ids = {root: self._root_id(connection, root) for root in set(root_of.values())}
                 connection.execute(
                     text("INSERT INTO samples (sample_key, root_id, path, content_hash, width, height, label, split, "
                          "import_id) VALUES (:k, :r, :p, :h, :w, :ht, :l, :s, :i)"),
-                    [{"k": k, "r": root_id, "p": p.relative_to(root).as_posix(), "h": h, "w": int(w), "ht": int(ht),
+                    [{"k": k, "r": root_ids[root_of[p.parent]], "p": p.relative_to(root_of[p.parent]).as_posix(),
+                      "h": h, "w": int(w), "ht": int(ht),
                       "l": None if pd.isna(l) else l, "s": s, "i": import_id}
                      for k, p, h, w, ht, l, s in zip(samples["sample_key"], paths, samples["content_hash"],
                                                      samples["width"], samples["height"], samples["label"],
@@ -381,6 +394,16 @@ class Project:
     def audit_log(self) -> pd.DataFrame:
         with read_connection(self.engine) as connection:
             return pd.read_sql_query(text("SELECT * FROM audit_log ORDER BY id"), connection)
+
+    def served_image(self, image_path) -> Path:
+        """`image_path` (from samples()) as the file to show or send, after following links: ProjectError when it
+        leads out of the project's data roots (a link made inside a data root after import)."""
+        real = Path(os.path.realpath(image_path))
+        with read_connection(self.engine) as connection:
+            roots = [Path(os.path.realpath(root)) for root in self._roots(connection).values()]
+        if not image_path or not any(real.is_relative_to(root) for root in roots):
+            raise ProjectError(f"{image_path} leads outside the project's image folders (to {real}); not shown")
+        return real
 
     def image_path(self, sample_id: int) -> Path:
         """The image file of a sample; always inside one of the project's data roots."""
