@@ -349,3 +349,41 @@ def test_huge_images_are_named_too_large_and_large_ones_read_without_a_warning(t
     run = subprocess.run([sys.executable, "-W", "default", "-m", "hibug_core.cli", "new", str(tmp_path / "p"),
                           "--manifest", str(tmp_path / "m.csv")], capture_output=True, text=True)
     assert run.returncode == 0 and "Warning" not in run.stderr, run.stderr
+
+
+def _cut_short(path):
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def test_a_damaged_embeddings_file_is_set_aside_and_computed_again(colour_project, capsys):
+    from hibug_core.embeddings.cache import LOADED_PARTS
+    from hibug_core.embeddings.compute import stored_embeddings
+
+    folder = str(colour_project.folder)
+    assert main(["embed", folder, "--encoder", "tiny-open_clip"]) == 0
+    parts = sorted((colour_project.folder / "arrays").rglob("part-*.npz"))
+    assert len(parts) == 1
+    _cut_short(parts[0])
+    LOADED_PARTS.clear()  # as a new process finds it
+    assert main(["embed", folder, "--encoder", "tiny-open_clip"]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    assert parts[0].with_name(parts[0].name + ".damaged").exists()
+    assert stored_embeddings(colour_project, "tiny-open_clip").embedding.shape[0] == 12
+
+
+def test_a_damaged_tags_file_sets_its_run_aside_and_tagging_again_repairs_it(colour_project, capsys):
+    from hibug_core.store import tag_store
+    from hibug_core.tagging.run import current_tags
+
+    folder = str(colour_project.folder)
+    assert main(["tag", folder, "--encoder", "tiny-open_clip", "--attributes", "color"]) == 0
+    run_file = next((colour_project.folder / "arrays" / "tags").glob("run-*.npz"))
+    _cut_short(run_file)
+    assert main(["slices", folder, "--depth", "1"]) == 2  # read-only: said, nothing changed
+    assert "could not be read" in capsys.readouterr().err and run_file.exists()
+    assert main(["tag", folder, "--encoder", "tiny-open_clip", "--attributes", "color"]) == 0
+    runs = tag_store.runs(colour_project)
+    assert runs["status"].tolist() == ["failed", "finished"] and "tag again to replace them" in runs["message"].iat[0]
+    assert main(["slices", folder, "--depth", "1"]) == 0
+    assert current_tags(colour_project).tags["color"].notna().all()

@@ -14,6 +14,7 @@ from hibug_core.embeddings.compute import stored_embeddings
 from hibug_core.embeddings.registry import encoder_key
 from hibug_core.errors import TaggingError
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.store.arrays import DamagedArraysError
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +86,12 @@ def stored_map(project, encoder: str, *, sample_ids=None, config: MapConfig = Ma
     name = _name(encoder, distinct, config)
     if not project.arrays.exists(name):
         return None
-    arrays = project.arrays.load(name)
+    try:
+        arrays = project.arrays.load(name)
+    except DamagedArraysError:  # computed again, as if it had never been
+        if not project.read_only:
+            project.arrays.set_aside(name)
+        return None
     return _per_sample(samples.index.to_numpy(), hashes, arrays["hashes"], arrays["xy"])
 
 

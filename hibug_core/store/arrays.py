@@ -1,10 +1,12 @@
 """Bulk arrays of a project (probabilities, embeddings, score matrices) as .npz files beside the database."""
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
 import uuid
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +14,16 @@ import numpy as np
 
 from hibug_core.errors import ProjectError
 
+logger = logging.getLogger(__name__)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
+
+
+class DamagedArraysError(ProjectError):
+    """A stored array file that cannot be read (cut short, overwritten); `path` names it."""
+
+    def __init__(self, path: Path, reason: str):
+        self.path = path
+        super().__init__(f"{path} is damaged ({reason})")
 
 
 @dataclass
@@ -58,8 +69,19 @@ class ArrayStore:
         path = self.path(name)
         if not path.exists():
             raise ProjectError(f"no stored arrays named {name!r} in {self.root}")
-        with np.load(path, allow_pickle=False) as data:
-            return {key: data[key] for key in data.files}
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                return {key: data[key] for key in data.files}
+        except (zipfile.BadZipFile, EOFError, ValueError, OSError, KeyError) as error:
+            raise DamagedArraysError(path, str(error) or type(error).__name__) from None
+
+    def set_aside(self, name: str) -> Path:
+        """Move a damaged file out of the store's reach (kept beside it as .damaged, for a person to look at)."""
+        path = self.path(name)
+        aside = path.with_name(path.name + ".damaged")
+        os.replace(path, aside)
+        logger.warning("set aside the damaged %s as %s", path, aside.name)
+        return aside
 
     def exists(self, name: str) -> bool:
         return self.path(name).exists()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -9,8 +10,11 @@ import pandas as pd
 from sqlalchemy import text
 
 from hibug_core.errors import ProjectError, TaggingError
+from hibug_core.store.arrays import DamagedArraysError
 from hibug_core.store.audit import default_actor, now, record
 from hibug_core.store.db import read_connection, write_transaction
+
+logger = logging.getLogger(__name__)
 
 CORRECTION_KINDS = ("correct", "confirm", "example", "withdraw")
 
@@ -136,7 +140,23 @@ def run_attributes(project, run_id: int) -> dict[str, tuple[str, ...]]:
 
 
 def load_run(project, run_id: int) -> TagResult:
-    arrays = project.arrays.load(f"tags/run-{run_id}")
+    """A finished run's tags. When its file is damaged, the run is marked failed with the reason and the file set
+    aside, and it reads as no tags (the tags in force fall back to earlier sources); on a read-only project, where
+    that cannot be done, TaggingError says so."""
+    try:
+        arrays = project.arrays.load(f"tags/run-{run_id}")
+    except DamagedArraysError as error:
+        message = (f"the tags of run #{run_id} could not be read ({error}); the run is set aside and the tags in "
+                   "force come from earlier sources: tag again to replace them")
+        if project.read_only:
+            raise TaggingError(message + " (this project is open read-only: open it writable once)") from None
+        project.arrays.set_aside(f"tags/run-{run_id}")
+        fail_run(project, run_id, message)
+        logger.warning(message)
+        attributes = run_attributes(project, run_id)
+        nothing = np.zeros((0, len(attributes)), dtype=np.float32)
+        return TagResult(np.zeros(0, dtype=np.int64), attributes, np.zeros((0, len(attributes)), dtype=np.int16),
+                         nothing, nothing)
     return TagResult(arrays["sample_ids"], run_attributes(project, run_id), arrays["tag_index"], arrays["score"],
                      arrays["margin"])
 
