@@ -387,3 +387,67 @@ def test_a_damaged_tags_file_sets_its_run_aside_and_tagging_again_repairs_it(col
     assert runs["status"].tolist() == ["failed", "finished"] and "tag again to replace them" in runs["message"].iat[0]
     assert main(["slices", folder, "--depth", "1"]) == 0
     assert current_tags(colour_project).tags["color"].notna().all()
+
+
+def _manifest_of(tmp_path, n: int = 6):
+    for i in range(n):
+        _image(tmp_path / "data" / f"{i}.png", (i * 20 % 255, 90, 160))
+    path = tmp_path / "data" / "manifest.csv"
+    path.write_text("image,label,prediction\n" + "".join(f"{i}.png,a,{'ab'[i % 2]}\n" for i in range(n)))
+    return path
+
+
+def test_a_killed_hibug_new_leaves_nothing_that_the_next_one_does_not_remove(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    manifest = _manifest_of(tmp_path, 400)
+    target = tmp_path / "p"
+    process = subprocess.Popen([sys.executable, "-m", "hibug_core.cli", "new", str(target), "--manifest",
+                                str(manifest)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while not list(tmp_path.glob(".p.creating-*")) and time.time() < deadline and process.poll() is None:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    if target.exists():
+        pytest.skip("the import finished before it could be killed")
+    assert list(tmp_path.glob(".p.creating-*")), "the killed run's staging folder is what this test is about"
+    assert main(["new", str(target), "--manifest", str(manifest)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "p"]
+
+
+def test_two_hibug_new_on_one_folder_end_with_one_project_and_a_message(tmp_path, monkeypatch, capsys):
+    from hibug_core.store.project import Project
+
+    manifest = _manifest_of(tmp_path)
+    real_import = Project.import_manifest
+
+    def racing(self, *args, **kwargs):  # the other `hibug new` finishes while this one imports
+        (tmp_path / "p").mkdir(exist_ok=True)
+        (tmp_path / "p" / "hibug.sqlite").write_bytes(b"the other one")
+        return real_import(self, *args, **kwargs)
+
+    monkeypatch.setattr(Project, "import_manifest", racing)
+    assert main(["new", str(tmp_path / "p"), "--manifest", str(manifest)]) == 2
+    assert "was filled by another process while this one was being built" in capsys.readouterr().err
+    assert (tmp_path / "p" / "hibug.sqlite").read_bytes() == b"the other one"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "p"]
+
+
+def test_teach_with_a_missing_or_non_utf8_examples_file_says_what_to_fix(colour_project, tmp_path, capsys):
+    folder = str(colour_project.folder)
+    assert main(["teach", folder, "color", "--examples", str(tmp_path / "none.csv")]) == 2
+    assert "none.csv: 1 problem found" in capsys.readouterr().err
+    (tmp_path / "latin.csv").write_bytes("sample,tag\n0.png,r\xe9d\n".encode("latin-1"))
+    assert main(["teach", folder, "color", "--examples", str(tmp_path / "latin.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "row 1, column 'tag': text is not valid UTF-8 (byte 0xe9); save the file as UTF-8" in err
+    assert "Traceback" not in err
+
+
+def test_report_into_a_missing_folder_says_so(demo_project, tmp_path, capsys):
+    assert main(["report", str(demo_project), "--output", str(tmp_path / "missing" / "r.md")]) == 2
+    assert "no folder" in capsys.readouterr().err

@@ -96,7 +96,7 @@ def test_repeated_images_are_fine_with_an_id_column(image_dir, write_csv):
 def test_non_utf8_text(image_dir, write_csv):
     text = (HEADER + "images/a.png,cat,cat,val\nimages/b.png,caf\xe9,cat,val\n").encode("latin-1")
     path = write_csv(text, encoding=None)
-    assert messages(path) == ["row 2, column 'label': text is not valid UTF-8 (byte 0xe9); save the manifest as UTF-8"]
+    assert messages(path) == ["row 2, column 'label': text is not valid UTF-8 (byte 0xe9); save the file as UTF-8"]
 
 
 def test_structural_problems(image_dir, write_csv):

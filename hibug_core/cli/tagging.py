@@ -46,11 +46,10 @@ def _teach_examples(parser) -> None:
 
 
 def cmd_teach(args) -> int:
-    import pandas as pd
-
+    from hibug_core.ingest.table import read_table
     from hibug_core.store.project import Project
 
-    examples = pd.read_csv(args.examples, dtype=str)
+    examples = read_table(args.examples)  # the manifest's reader: a missing or non-UTF-8 file is named, row and byte
     if not {"sample", "tag"} <= set(examples.columns):
         raise HibugError(f"{args.examples} needs the columns 'sample' (the manifest id or image path) and 'tag'")
     with Project.open(args.project) as project:

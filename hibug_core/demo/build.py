@@ -6,7 +6,6 @@ import hashlib
 import json
 import logging
 import shutil
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from hibug_core.models.registry import load_model
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.store.attribute_versions import save_schema
 from hibug_core.store.project import DB_FILE, Project
+from hibug_core.store.staging import staged_folder
 
 logger = logging.getLogger(__name__)
 
@@ -127,8 +127,7 @@ def build_demo(folder: str | Path, config: DemoConfig = DemoConfig(), *, progres
             save_checkpoint(checkpoint, network, classes, config.train, fingerprint)
     kept = split != "unused"
 
-    staging = folder.with_name(f".{folder.name}.building-{uuid.uuid4().hex[:8]}")
-    try:
+    with staged_folder(folder, "building") as staging:
         data = staging / "data"
         for split_name in ("train", "val", "test", "pool"):
             (data / "images" / split_name).mkdir(parents=True, exist_ok=True)
@@ -166,10 +165,6 @@ def build_demo(folder: str | Path, config: DemoConfig = DemoConfig(), *, progres
         save_schema(project, demo_attribute_schema(), author="hibug demo",
                     note="the shape world's attributes (ground truth imported) and the measured ones")
         project.close()
-        staging.rename(folder)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     logger.info("demo built in %s: %s", folder, report["accuracy"])
     return Project.open(folder)
 

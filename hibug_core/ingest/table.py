@@ -17,7 +17,7 @@ _TOKENIZE = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 def _bad_utf8_issue(raw: bytes, error: UnicodeDecodeError, header: list[str]) -> RowIssue:
     line_number = raw.count(b"\n", 0, error.start) + 1
     byte = raw[error.start : error.start + 1].hex()
-    fix = f"text is not valid UTF-8 (byte 0x{byte}); save the manifest as UTF-8"
+    fix = f"text is not valid UTF-8 (byte 0x{byte}); save the file as UTF-8"
     if line_number == 1:
         return RowIssue(None, None, f"header: {fix}")
     line_start = raw.rfind(b"\n", 0, error.start) + 1
@@ -119,7 +119,7 @@ def read_table(path: Path) -> pd.DataFrame:
     """The manifest as a DataFrame of stripped strings ('' for empty cells), one row per data row."""
     path = Path(path)
     if not path.exists():
-        raise ManifestError(str(path), [RowIssue(None, None, "manifest file not found")])
+        raise ManifestError(str(path), [RowIssue(None, None, "file not found")])
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
         frame = _read_parquet(path)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from hibug_core.store.audit import default_actor, now, record as record_audit
 from hibug_core.store.db import make_engine, read_connection, sqlite_url, write_transaction
 from hibug_core.store.integrity import check_sqlite_file, pending_migrations
 from hibug_core.store.migrations import LATEST_VERSION, migrate
+from hibug_core.store.staging import staged_folder
 
 logger = logging.getLogger(__name__)
 
@@ -128,17 +128,12 @@ class Project:
         folder = Path(folder).resolve()
         if folder.exists() and any(folder.iterdir()):
             raise ProjectError(f"{folder} exists and is not empty; choose a new folder for the project")
-        staging = folder.with_name(f".{folder.name}.creating-{uuid.uuid4().hex[:8]}")
-        try:
+        with staged_folder(folder, "creating") as staging:
             project = cls.create(staging, name=name or folder.name)
-            project.import_manifest(manifest, author=author)
-            project.close()
-            if folder.exists():
-                folder.rmdir()
-            staging.rename(folder)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+            try:
+                project.import_manifest(manifest, author=author)
+            finally:
+                project.close()
         return cls.open(folder)
 
     def close(self) -> None:
