@@ -1,6 +1,7 @@
 """Exceptions of hibug_core: each one says what went wrong and what to fix."""
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 
 
@@ -75,3 +76,17 @@ class ManifestError(HibugError):
     @property
     def messages(self) -> list[str]:
         return [str(issue) for issue in self.issues]
+
+
+def environment_failure(error: Exception) -> str | None:
+    """What to tell a person about a failure of the machine rather than of hibug (a full disk, a database that
+    fails underneath), without SQL or parameters; None for anything else (a bug: its traceback is wanted)."""
+    from sqlalchemy.exc import DatabaseError
+
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        return (f"the disk is full ({error.filename or error.strerror}); free some space and run again. Nothing "
+                "half-written was kept.")
+    if isinstance(error, DatabaseError):
+        return (f"the project's database failed ({error.orig}); nothing half-written was kept. If this repeats, the "
+                "database may be damaged: restore the project folder from a backup")
+    return None

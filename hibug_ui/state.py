@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitSecretNotFoundError
 
-from hibug_core.errors import HibugError
+from hibug_core.errors import HibugError, environment_failure
 from hibug_core.markdown import plain
 from hibug_core.store.project import Project
 from hibug_core.store.tag_store import project_state
@@ -97,16 +97,15 @@ def current_project(folder: str | None = None) -> Project:
 def shown_as_messages():
     """Around a page: hibug's own errors, and a database that fails while in use, are shown as messages that say
     what to do, never as tracebacks."""
-    from sqlalchemy.exc import DatabaseError
-
     try:
         yield
     except HibugError as error:
         st.error(plain(error))
-    except DatabaseError as error:
-        st.error(plain(f"The project's database failed while reading or writing ({error.orig or error}). Nothing "
-                       "half-written was kept. If this repeats, the database may be damaged: restore the project "
-                       "folder from a backup."))
+    except Exception as error:
+        message = environment_failure(error)
+        if message is None:
+            raise
+        st.error(plain(message[0].upper() + message[1:]))
 
 
 def current_model(project: Project) -> str | None:

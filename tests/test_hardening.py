@@ -451,3 +451,78 @@ def test_teach_with_a_missing_or_non_utf8_examples_file_says_what_to_fix(colour_
 def test_report_into_a_missing_folder_says_so(demo_project, tmp_path, capsys):
     assert main(["report", str(demo_project), "--output", str(tmp_path / "missing" / "r.md")]) == 2
     assert "no folder" in capsys.readouterr().err
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 600 kB tmpfs: a real full disk, where this machine lets tests mount one."""
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(disk)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip("mounting a small tmpfs is not allowed here; the injected faults below cover the same paths")
+    yield disk
+    subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_hibug_new_on_a_full_disk_says_so_and_leaves_nothing(tmp_path, small_disk, capsys):
+    manifest = _manifest_of(tmp_path, 3000)
+    assert main(["new", str(small_disk / "p"), "--manifest", str(manifest)]) == 2
+    err = capsys.readouterr().err
+    assert "the disk holding the project is full" in err or "the disk is full" in err
+    assert "Traceback" not in err and "[parameters:" not in err and "INSERT" not in err
+    assert list(small_disk.iterdir()) == []
+
+
+def test_an_import_that_fills_the_database_changes_nothing(colour_project, tmp_path, monkeypatch, capsys):
+    """SQLite's own 'database or disk is full', made by capping the pages the database may use."""
+    from sqlalchemy import event
+
+    from hibug_core.store import project as project_module
+
+    before = colour_project.describe()["splits"]
+    colour_project.close()
+    made = project_module.make_engine
+
+    def capped(url, config=project_module.StoreConfig()):
+        engine = made(url, config)
+
+        @event.listens_for(engine, "connect")
+        def _cap(connection, _):
+            pages = connection.execute("PRAGMA page_count").fetchone()[0]
+            connection.execute(f"PRAGMA max_page_count = {pages + 2}")
+        return engine
+
+    monkeypatch.setattr(project_module, "make_engine", capped)
+    manifest = _manifest_of(tmp_path / "more", 2000)
+    assert main(["import", str(colour_project.folder), "--manifest", str(manifest)]) == 2
+    err = capsys.readouterr().err
+    assert "the disk holding the project is full (database or disk is full); nothing was changed" in err
+    assert "[parameters:" not in err
+    monkeypatch.undo()
+    with project_module.Project.open(colour_project.folder) as project:
+        assert project.describe()["splits"] == before
+
+
+def test_tagging_onto_a_full_disk_keeps_the_tags_before(colour_project, monkeypatch, capsys):
+    import errno
+
+    import numpy as np
+
+    from hibug_core.store import arrays, tag_store
+
+    def full(handle, **_):
+        handle.write(b"PK\x03\x04 half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    assert main(["tag", str(colour_project.folder), "--encoder", "tiny-open_clip", "--attributes", "color"]) == 0
+    monkeypatch.setattr(arrays.np, "savez", full)
+    assert main(["tag", str(colour_project.folder), "--encoder", "tiny-open_clip", "--attributes", "color"]) == 2
+    err = capsys.readouterr().err
+    assert "is full; nothing was kept of tags/run-2" in err and "Traceback" not in err
+    monkeypatch.setattr(arrays.np, "savez", np.savez)
+    assert list((colour_project.folder / "arrays").rglob("*.tmp")) == []
+    runs = tag_store.runs(colour_project)
+    assert runs["status"].tolist()[0] == "finished"

@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 
-from hibug_core.errors import HibugError
+from hibug_core.errors import HibugError, environment_failure
 
 # command -> module of this package that defines it (its COMMANDS table holds help, options and handler)
 INDEX = {
@@ -64,3 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (`hibug info --json | head`): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as error:
+        message = environment_failure(error)
+        if message is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        return 2

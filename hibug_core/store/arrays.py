@@ -1,6 +1,7 @@
 """Bulk arrays of a project (probabilities, embeddings, score matrices) as .npz files beside the database."""
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -56,10 +57,17 @@ class ArrayStore:
         final = self.path(name)
         final.parent.mkdir(parents=True, exist_ok=True)
         temporary = final.with_name(f".{final.stem}.{uuid.uuid4().hex}.tmp")
-        with open(temporary, "wb") as handle:
-            np.savez(handle, **arrays)
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            with open(temporary, "wb") as handle:
+                np.savez(handle, **arrays)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except BaseException as error:
+            temporary.unlink(missing_ok=True)
+            if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+                raise ProjectError(f"the disk holding {self.root} is full; nothing was kept of {name}. Free some "
+                                   "space and run again") from None
+            raise
         return StagedArrays(temporary, final)
 
     def save(self, name: str, **arrays: np.ndarray) -> Path:

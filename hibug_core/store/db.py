@@ -71,6 +71,9 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
         if "readonly" in str(error.orig):
             raise ProjectError(f"the project's database cannot be written ({error.orig}); nothing was changed. "
                                "Check the folder's permissions, or copy it somewhere writable") from None
+        if "full" in str(error.orig):
+            raise ProjectError(f"the disk holding the project is full ({error.orig}); nothing was changed. Free "
+                               "some space and run again") from None
         raise
 
 
