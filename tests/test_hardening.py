@@ -526,3 +526,12 @@ def test_tagging_onto_a_full_disk_keeps_the_tags_before(colour_project, monkeypa
     assert list((colour_project.folder / "arrays").rglob("*.tmp")) == []
     runs = tag_store.runs(colour_project)
     assert runs["status"].tolist()[0] == "finished"
+
+
+def test_embedding_stores_its_work_every_few_seconds_not_only_every_4096_images(colour_project):
+    from hibug_core.embeddings.compute import EmbedConfig, embed_project
+
+    embed_project(colour_project, "tiny-open_clip", config=EmbedConfig(batch_size=2, workers=0, save_every_s=0.0))
+    parts = list((colour_project.folder / "arrays" / "embeddings").rglob("part-*.npz"))
+    assert len(parts) == 3, "6 distinct images in batches of 2: one part per batch when each takes longer"
+    assert EmbedConfig().save_every_s <= 5.0

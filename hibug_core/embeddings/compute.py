@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +25,8 @@ class EmbedConfig:
     batch_size: int = 64
     workers: int | None = None  # decoding processes; default: 1 on small machines, up to 4
     torch_threads: int | None = None  # default: every core
-    save_every: int = 4096  # images per stored part, so an interrupted run keeps its work
+    save_every: int = 4096  # images per stored part at most, so an interrupted run keeps its work...
+    save_every_s: float = 5.0  # ...and a part at least this often, so a slow encoder's run keeps it too
 
 
 @dataclass
@@ -86,8 +88,9 @@ def configure_threads(config: EmbedConfig) -> int:
 
 def encode_paths(encoder: Encoder, paths: list[str], on_chunk, config: EmbedConfig = EmbedConfig(),
                  progress: ProgressCallback = no_progress, stage: str = "embedding images") -> np.ndarray:
-    """Encode images from files, handing every `config.save_every` images to on_chunk(start, stop, arrays,
-    readable) so they are stored as the work is done (nothing else is kept); returns which files could be read."""
+    """Encode images from files, handing every `config.save_every` images (or what `config.save_every_s` seconds
+    encoded, if fewer) to on_chunk(start, stop, arrays, readable) so they are stored as the work is done (nothing
+    else is kept); returns which files could be read."""
     from torch.utils.data import DataLoader
 
     workers = configure_threads(config)
@@ -98,15 +101,17 @@ def encode_paths(encoder: Encoder, paths: list[str], on_chunk, config: EmbedConf
     pending: dict[str, list[np.ndarray]] = {}
     pending_ok: list[np.ndarray] = []
     pending_start = done = 0
+    saved_at = time.monotonic()
     for batch, ok in loader:
         for kind, values in encoder.encode_images(batch).items():
             pending.setdefault(kind, []).append(values)
         readable.append(ok.numpy())
         pending_ok.append(ok.numpy())
         done += len(batch)
-        if done - pending_start >= config.save_every or done == len(paths):
+        if (done - pending_start >= config.save_every or done == len(paths)
+                or time.monotonic() - saved_at >= config.save_every_s):
             on_chunk(pending_start, done, {k: np.concatenate(v) for k, v in pending.items()}, np.concatenate(pending_ok))
-            pending, pending_ok, pending_start = {}, [], done
+            pending, pending_ok, pending_start, saved_at = {}, [], done, time.monotonic()
         progress(stage, done, len(paths))  # after storing: a cancel here keeps the chunk just done
     return np.concatenate(readable) if readable else np.zeros(0, dtype=bool)
 
