@@ -12,6 +12,7 @@ import pandas as pd
 from hibug_core.errors import ManifestError, RowIssue
 
 _TOKENIZE = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+csv.field_size_limit(2 ** 31 - 1)  # a cell as long as the file allows (the default, 128 kB, fails with a traceback)
 
 
 def _bad_utf8_issue(raw: bytes, error: UnicodeDecodeError, header: list[str]) -> RowIssue:
@@ -29,15 +30,18 @@ def _bad_utf8_issue(raw: bytes, error: UnicodeDecodeError, header: list[str]) ->
 
 def _field_count_issues(text: str, delimiter: str, cap: int = 20) -> list[RowIssue]:
     """Rows whose number of fields differs from the header's (pandas would shift or pad them silently)."""
-    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
-    expected = len(next(reader, []))
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     issues = []
-    for row_number, fields in enumerate(reader, start=1):
-        if fields and len(fields) != expected:
-            issues.append(RowIssue(row_number, None, f"expected {expected} fields, found {len(fields)}; "
-                                   "check quoting and commas"))
-            if len(issues) >= cap:
-                break
+    try:
+        expected = len(next(reader, []))
+        for row_number, fields in enumerate(reader, start=1):
+            if fields and len(fields) != expected:
+                issues.append(RowIssue(row_number, None, f"expected {expected} fields, found {len(fields)}; "
+                                       "check quoting and commas"))
+                if len(issues) >= cap:
+                    break
+    except csv.Error as error:
+        issues.append(RowIssue(reader.line_num or None, None, f"not readable as CSV ({error}); check quoting"))
     return issues
 
 
@@ -70,7 +74,10 @@ def _read_csv(path: Path) -> pd.DataFrame:
     if not text.strip():
         raise ManifestError(str(path), [RowIssue(None, None, "the file is empty; a manifest needs a header row")])
     delimiter = _delimiter(path, text.split("\n", 1)[0])
-    header = next(csv.reader(io.StringIO(text), delimiter=delimiter), [])
+    try:
+        header = next(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter), [])
+    except csv.Error as error:
+        raise ManifestError(str(path), [RowIssue(None, None, f"header: not readable as CSV ({error})")]) from None
     issues = header_issues(header) or _field_count_issues(text, delimiter)
     if issues:
         raise ManifestError(str(path), issues)
