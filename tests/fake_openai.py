@@ -15,7 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 from PIL import Image
 
-MODES = ("ok", "flaky", "junk", "deep", "huge", "bad_tag", "http500", "slow", "bad_key")
+MODES = ("ok", "flaky", "junk", "deep", "huge", "truncated", "empty", "refusal", "wrong_types", "bad_tag",
+         "http500", "slow", "bad_key")
 DEEP = '{"color": ' + "[" * 100_000 + "]" * 100_000 + "}"  # JSON nested 100,000 deep
 
 
@@ -135,6 +136,16 @@ class FakeOpenAIServer:
             content = DEEP
         elif self.mode == "huge":
             content = json.dumps({**answer, "color": "red" * 400_000})  # a 1.2 MB tag
+        elif self.mode == "truncated":
+            content = json.dumps(answer)[:-3]
+        elif self.mode == "empty":
+            content = ""
+        elif self.mode == "wrong_types":
+            content = json.dumps({name: [1, 2] for name in answer})
+        elif self.mode == "refusal":
+            completion = self._completion(body, number, None)
+            completion["choices"][0]["message"]["refusal"] = "I can't help with that."
+            return 200, completion
         elif self.mode == "bad_tag":
             content = json.dumps({**answer, "color": "ultraviolet"})
         else:

@@ -228,3 +228,229 @@ def test_fuzzed_parquet_manifests_load_or_are_refused_with_messages(fuzz_folder)
         _loads_or_names_the_problem(path)
 
     check()
+
+
+# ----- SIGKILL at random points of import, embed, tag and repair ---------------------------------------------------
+def _hibug(*args: str) -> list[str]:
+    return [sys.executable, "-m", "hibug_core.cli", *args]
+
+
+def _killed_at_random(command: list[str], rng: random.Random, window_s: float) -> bool:
+    """Start `command`; once its work has begun (its first progress line), SIGKILL it after a random delay of up to
+    window_s. Returns whether the kill landed (False: it had finished by then)."""
+    import threading
+
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    started = threading.Event()
+
+    def watch() -> None:
+        while process.stderr.read(1):
+            started.set()
+    threading.Thread(target=watch, daemon=True).start()
+    started.wait(timeout=120)
+    time.sleep(rng.uniform(0.0, window_s))
+    if process.poll() is not None:
+        return False
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    return True
+
+
+def _kill_or_skip(command: list[str], seed: int, window_s: float) -> None:
+    if not _killed_at_random(command, random.Random(seed), window_s):
+        pytest.skip("the command finished before the kill (it is fast on this machine)")
+
+
+def _sound(folder: Path) -> None:
+    with sqlite3.connect(folder / "hibug.sqlite") as connection:
+        assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+@pytest.fixture(scope="module")
+def many_images(tmp_path_factory):
+    """A project of 300 distinct images with the colour as known truth (an attribute schema included), and a
+    manifest of 1,500 more."""
+    from hibug_core.attributes import Attribute, AttributeSchema
+    from hibug_core.ingest import load_manifest
+    from hibug_core.store.attribute_versions import save_schema
+    from hibug_core.store.project import Project
+
+    root = tmp_path_factory.mktemp("kills")
+    for folder, n, offset in (("first", 300, 0), ("more", 1500, 300)):
+        (root / folder).mkdir()
+        lines = ["image,label,prediction,attr:color"]
+        for i in range(n):
+            k = i + offset
+            colour = ("red", "green", "blue")[k % 3]
+            Image.new("RGB", (20, 20), ((k * 7) % 256, (k * 13) % 256, (k * 29) % 256)).save(root / folder / f"{k}.png")
+            lines.append(f"{k}.png,{'ab'[k % 2]},a,{colour}")
+        (root / folder / "m.csv").write_text("\n".join(lines) + "\n")
+    with Project.create_from_manifest(root / "project", load_manifest(root / "first" / "m.csv")) as project:
+        save_schema(project, AttributeSchema(attributes=(Attribute(name="color", tags=("red", "green", "blue")),)))
+    return root
+
+
+KILL_SEEDS = (0, 1)
+
+
+@pytest.mark.parametrize("seed", KILL_SEEDS)
+def test_a_killed_import_lands_whole_or_not_at_all_and_runs_again(many_images, tmp_path, seed):
+    import shutil
+
+    target = shutil.copytree(many_images / "project", tmp_path / "project")
+    command = _hibug("import", str(target), "--manifest", str(many_images / "more" / "m.csv"))
+    _kill_or_skip(command, seed, 0.3)
+    _sound(target)
+    assert _count(target) in (300, 1800), "an import is all or nothing"
+    if _count(target) == 300:
+        assert subprocess.run(command, capture_output=True).returncode == 0
+    assert _count(target) == 1800
+    assert not list(target.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("seed", KILL_SEEDS)
+def test_a_killed_embedding_keeps_its_parts_and_the_rerun_finishes(many_images, tmp_path, seed):
+    import shutil
+
+    from hibug_core.embeddings.compute import stored_embeddings
+    from hibug_core.store.project import Project
+
+    target = shutil.copytree(many_images / "project", tmp_path / "project")
+    command = _hibug("embed", str(target), "--encoder", "tiny-open_clip")
+    _kill_or_skip(command, seed, 1.0)
+    _sound(target)
+    run = subprocess.run(command, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    with Project.open(target) as project:
+        assert stored_embeddings(project, "tiny-open_clip").embedding.shape[0] == 300
+    assert not list(target.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("seed", KILL_SEEDS)
+def test_a_killed_tagging_run_leaves_the_tags_before_and_the_rerun_finishes(many_images, tmp_path, seed):
+    import shutil
+
+    from hibug_core.store import tag_store
+    from hibug_core.store.project import Project
+    from hibug_core.tagging.run import current_tags
+
+    target = shutil.copytree(many_images / "project", tmp_path / "project")
+    command = _hibug("tag", str(target), "--encoder", "tiny-open_clip", "--attributes", "color")
+    _kill_or_skip(command, seed, 1.0)
+    _sound(target)
+    run = subprocess.run(command, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    with Project.open(target) as project:
+        runs = tag_store.runs(project)
+        assert runs["status"].iat[-1] == "finished"
+        assert current_tags(project).tags["color"].notna().sum() == 300
+
+
+@pytest.mark.parametrize("seed", KILL_SEEDS)
+def test_a_killed_repair_keeps_the_project_sound_and_the_rerun_finishes(demo_project, tmp_path, seed):
+    import shutil
+
+    target = shutil.copytree(demo_project, tmp_path / "demo")
+    command = _hibug("repair", str(target), "--budget", "0.05", "--seeds", "0", "--epochs", "2", "--no-control",
+                     "--baseline", "none")
+    _kill_or_skip(command, seed, 3.0)
+    _sound(target)
+    run = subprocess.run(command, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr
+
+
+# ----- concurrent writers ------------------------------------------------------------------------------------------
+def test_concurrent_attribute_edits_lose_nothing_and_refuse_with_a_message(many_images, tmp_path):
+    """Two people's scripts editing one project at once: each edit lands whole or is refused as stale (never a lost
+    edit, never a traceback), and the versions are exactly the edits that landed."""
+    import shutil
+
+    from hibug_core.store.attribute_versions import load_schema, schema_history
+    from hibug_core.store.project import Project
+
+    target = shutil.copytree(many_images / "project", tmp_path / "project")
+    script = ("import sys\nfrom hibug_core.cli import main\n"
+              "codes = [main(['attributes', 'edit', sys.argv[1], 'color', '--add-tag', f'{sys.argv[2]}{i}'])"
+              " for i in range(8)]\nprint('codes:', *codes)")
+    writers = [subprocess.Popen([sys.executable, "-c", script, str(target), name], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for name in ("ann", "bob")]
+    results = [writer.communicate(timeout=300) for writer in writers]
+    landed = []
+    for (out, err), name in zip(results, ("ann", "bob")):
+        assert "Traceback" not in err
+        codes = next(line for line in out.splitlines() if line.startswith("codes:")).split()[1:]
+        assert set(codes) <= {"0", "2"} and len(codes) == 8
+        landed += [f"{name}{i}" for i, code in enumerate(codes) if code == "0"]
+        assert err.count("changed since you started editing") == codes.count("2")
+    with Project.open(target) as project:
+        assert set(load_schema(project)["color"].tags) == {"red", "green", "blue", *landed}
+        assert len(schema_history(project)) == 1 + len(landed)
+
+
+# ----- language-model replies --------------------------------------------------------------------------------------
+TAG_REPLIES = ("junk", "deep", "huge", "truncated", "empty", "refusal", "wrong_types", "bad_tag", "http500", "slow")
+
+
+@pytest.mark.parametrize("mode", TAG_REPLIES)
+def test_a_bad_tagging_reply_fails_the_run_with_a_short_message_and_a_good_server_finishes_it(colour_project, mode):
+    from fake_openai import FakeOpenAIServer
+
+    from hibug_core.errors import HibugError
+    from hibug_core.llm.client import LLMConfig
+    from hibug_core.store import tag_store
+    from hibug_core.tagging.mllm import tag_with_llm
+    from hibug_core.tagging.run import current_tags
+
+    settings = dict(model="fake-vision", timeout_s=0.5, transport_retries=0, concurrency=3, abort_after=2)
+    before = current_tags(colour_project).tags.copy()
+    with FakeOpenAIServer(mode=mode) as server, pytest.raises(HibugError) as raised:
+        tag_with_llm(colour_project, LLMConfig(base_url=server.url, **settings))
+    assert len(str(raised.value)) < 1500
+    assert current_tags(colour_project).tags.equals(before), "a failed run changes no tag in force"
+    assert tag_store.runs(colour_project)["status"].tolist() == ["failed"]
+    with FakeOpenAIServer() as server:
+        tag_with_llm(colour_project, LLMConfig(base_url=server.url, **settings))
+    assert tag_store.runs(colour_project)["status"].iat[-1] == "finished"
+
+
+PROPOSAL_REPLIES = {
+    "junk": ["Sure! Here are some attributes: colour, size"] * 3,
+    "truncated JSON": ['{"attributes": [{"name": "colour", "tags": ["red", "bl'] * 3,
+    "deep JSON": ['{"attributes": ' + "[" * 100_000 + "]" * 100_000 + "}"] * 3,
+    "wrong types": ['{"attributes": "colour"}'] * 3,
+    "empty": [""] * 3,
+    "refusal": [{"refusal": "I can't help with that."}] * 3,
+    "a 1 MB name": [json.dumps({"attributes": [{"name": "x" * 2 ** 20, "tags": ["a", "b"]}]})] * 3,
+}
+
+
+@pytest.mark.parametrize("reply", list(PROPOSAL_REPLIES))
+def test_a_bad_proposal_reply_stores_nothing_and_says_why(colour_project, reply, capsys):
+    from fake_openai import FakeOpenAIServer
+
+    from hibug_core.store.attribute_versions import latest_version
+
+    before = latest_version(colour_project)
+    with FakeOpenAIServer() as server:
+        server.text_replies = list(PROPOSAL_REPLIES[reply]) * 2
+        code = main(["attributes", "propose", str(colour_project.folder), "--task", "shapes", "--llm-model", "x",
+                     "--llm-base-url", server.url, "--llm", "--method", "hibug2"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err) < 1500, err
+    assert latest_version(colour_project) == before
+
+
+def test_a_proposal_of_a_thousand_attributes_is_capped_and_stored(colour_project, capsys):
+    from fake_openai import FakeOpenAIServer
+
+    from hibug_core.attributes.schema import MAX_ATTRIBUTES
+    from hibug_core.store.attribute_versions import load_schema
+
+    many = json.dumps({"attributes": [{"name": f"attribute {i}", "tags": ["a", "b"]} for i in range(1000)]})
+    with FakeOpenAIServer() as server:
+        server.text_replies = [many] * 6
+        code = main(["attributes", "propose", str(colour_project.folder), "--task", "shapes", "--llm-model", "x",
+                     "--llm-base-url", server.url, "--llm", "--method", "hibug"])
+    assert code == 0, capsys.readouterr().err
+    assert len(load_schema(colour_project).attributes) <= MAX_ATTRIBUTES
