@@ -156,7 +156,7 @@ def test_report_repair_and_generate_commands(demo_project, tmp_path, capsys):
     assert main(["select", str(tmp_path / "demo"), "--budget", "20",
                  "--export", str(tmp_path / "selection.csv")]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("20 pool images selected by hibug (budget 20, unspent 0)")
+    assert out.startswith("20 pool images selected by expected failures (budget 20, unspent 0)")
     assert len((tmp_path / "selection.csv").read_text().splitlines()) == 21
     assert main(["generate", str(tmp_path / "demo"), "--dry-run", "--top", "1"]) == 0
     assert "A photo of a blue triangle" in capsys.readouterr().out

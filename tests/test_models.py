@@ -254,14 +254,14 @@ def test_your_model_goes_through_slices_selection_retraining_and_before_after(de
         assert report.model == "mine" and len(report.evaluation) == 800 and not report.slices.empty
         result = run_repair(project, RepairConfig(model="mine", selection=SelectionConfig(budget=40), seeds=(0,),
                                                   retrain=RetrainConfig(method="linear head")))
-        assert result.runs["method"].tolist() == ["hibug", "random", "no new data"]
+        assert result.runs["method"].tolist() == [SelectionConfig().method, "random", "no new data"]
         assert result.runs["new_images"].tolist() == [40, 40, 0]
         overall = result.summary[result.summary["slice"] == "all held-out images"].set_index("method")
         assert (overall["n"] == 888).all()
         # a linear head on the random network's own features learns the shapes better than the network guesses
         # (35% before; about 50% after, for every method, on this seed)
         assert (overall["before"] < 0.4).all() and (overall["after"] > overall["before"] + 0.1).all()
-        assert {f"mine · repair {result.run_id} hibug s0"} <= set(project.models())
+        assert {f"mine · repair {result.run_id} {SelectionConfig().method} s0"} <= set(project.models())
 
 
 def test_fine_tuning_an_adapted_network_resumes_to_exactly_the_uninterrupted_result(tmp_path, demo_project):
@@ -320,7 +320,7 @@ def test_repair_fine_tunes_a_predicted_network_and_keeps_its_checkpoint(demo_pro
             model="mine", selection=SelectionConfig(budget=40), seeds=(0,), baseline=None, control=False,
             retrain=RetrainConfig(fine_tune=TuneConfig(epochs=1, batch_size=64))))
         run = result.runs.iloc[0]
-        assert (run["method"], run["new_images"]) == ("hibug", 40)
+        assert (run["method"], run["new_images"]) == (SelectionConfig().method, 40)
         checkpoint = torch.load(run["checkpoint"], weights_only=True)
         assert checkpoint["classes"] == SHAPES and checkpoint["best_epoch"] == 1
         repaired = project.samples(run["model"])
@@ -393,7 +393,8 @@ def test_each_library_goes_from_predict_to_a_reproducible_fine_tuned_repair(libr
         config = RepairConfig(model="mine", selection=SelectionConfig(budget=8), seeds=(0,), control=False,
                               retrain=RetrainConfig(fine_tune=TuneConfig(epochs=2, batch_size=16, patience=1)))
         first = run_repair(project, config)
-        assert first.runs["method"].tolist() == ["hibug", "random"] and first.runs["new_images"].tolist() == [8, 8]
+        assert first.runs["method"].tolist() == [SelectionConfig().method, "random"]
+        assert first.runs["new_images"].tolist() == [8, 8]
         overall = first.summary[first.summary["slice"] == "all held-out images"]
         assert (overall["n"] == 48).all()
         checkpoints = [Path(p) for p in first.runs["checkpoint"]]

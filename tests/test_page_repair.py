@@ -85,17 +85,17 @@ def test_a_repair_job_shows_before_and_after_slice_by_slice(monkeypatch, demo_co
         job = jobs(project, "repair")[0]
     assert job.params["budget"] == 30.0 and job.params["seeds"] == [0, 1, 2] and job.author == "ana"
     result = wait_for(demo_copy, "repair")
-    assert result["models"] == 9  # hibug, random, no new data, over 3 seeds by default
-    assert result["summary"].startswith("Held-out accuracy 89.0% before; after, hibug ")
+    assert result["models"] == 9  # expected failures, random, no new data, over 3 seeds by default
+    assert result["summary"].startswith("Held-out accuracy 89.0% before; after, expected failures ")
     at = open_page(monkeypatch, demo_copy)
     assert not at.exception
-    assert {m.label for m in at.metric} >= {"hibug", "random", "no new data"}
+    assert {m.label for m in at.metric} >= {"expected failures", "random", "no new data"}
     shown = [e.value.replace("\\", "") for e in (*at.info, *at.success)]  # the verdict, shown as escaped text
     verdict = next(v for v in shown if v.startswith("Held-out accuracy 89.0% before"))
     assert "On the overall held-out: " in verdict and "of 3 seeds)." in verdict
     summary = at.dataframe[-1].value
     assert {"color = blue", "size = small & shape = triangle"} <= set(summary["slice"])
-    assert set(summary["method"]) == {"hibug", "random", "no new data"}
+    assert set(summary["method"]) == {"expected failures", "random", "no new data"}
 
 
 @pytest.mark.slow

@@ -353,7 +353,7 @@ def test_repair_loop_on_the_demo_records_models_and_compares_slice_by_slice(demo
     folder = tmp_path / "demo"
     shutil.copytree(demo_project, folder)
     with Project.open(folder) as project:
-        config = RepairConfig(selection=SelectionConfig(budget=40), seeds=(0,),
+        config = RepairConfig(selection=SelectionConfig(method="hibug", budget=40), seeds=(0,),
                               retrain=RetrainConfig(fine_tune=TuneConfig(epochs=1)))
         result = run_repair(project, config, author="ana")
         assert result.runs["method"].tolist() == ["hibug", "random", "no new data"]

@@ -25,7 +25,7 @@ class SelectionError(HibugError):
 
 @dataclass(frozen=True)
 class SelectionConfig:
-    method: str = "hibug"  # a name in SELECTION_METHODS
+    method: str = "expected failures"  # a name in SELECTION_METHODS; the default won benchmarks/repair.py (README)
     budget: float = 0.1  # images to select: a count (>= 1) or a share of the training split (< 1)
     beta: float = 0.9  # hibug: take slices until their failures cover this share of all validation failures
     pool_split: str = "pool"
