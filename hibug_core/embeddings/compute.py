@@ -124,6 +124,12 @@ MODEL_PREFIX = "model:"  # "model:<name>": the own features of a model `hibug pr
 MODEL_META = "model spec:"  # project meta key prefix: the spec and weights that made a recorded model
 
 
+def own_features(project, model: str) -> str | None:
+    """The encoder name ("model:<name>") of a model's own stored features, or None when it has none (imported
+    predictions)."""
+    return MODEL_PREFIX + model if MODEL_META + model in project.meta() else None
+
+
 def model_cache(project, model: str) -> ContentCache:
     """Per image content, the outputs of a model run by `hibug predict` (probabilities, features, embedding)."""
     import json

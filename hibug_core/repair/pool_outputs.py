@@ -35,13 +35,13 @@ def probabilities(project, model: str, ids: pd.Index) -> np.ndarray:
 def features(project, model: str, ids: pd.Index, source: str = "model") -> np.ndarray:
     """Features of `ids`: the model's own (recorded by `hibug predict`) for source "model", else an encoder's
     stored embeddings."""
-    from hibug_core.embeddings.compute import MODEL_META, MODEL_PREFIX, stored_embeddings
+    from hibug_core.embeddings.compute import own_features, stored_embeddings
 
     if project is None:
         raise PoolOutputsError("this selection method reads stored features; pass the project")
     if source == "model":
-        if MODEL_META + model not in project.meta():
+        source = own_features(project, model)
+        if source is None:
             raise PoolOutputsError(f"'{model}' has no stored features (imported predictions); run it with `hibug "
                                    "predict`, or choose an encoder's embeddings for the selection's features")
-        source = MODEL_PREFIX + model
     return np.asarray(stored_embeddings(project, source, ids).for_probe(), dtype=np.float32)

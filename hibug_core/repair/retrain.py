@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from hibug_core.embeddings.compute import MODEL_META, MODEL_PREFIX
+from hibug_core.embeddings.compute import MODEL_META, own_features
 from hibug_core.errors import HibugError, check_fields
 from hibug_core.models.finetune import DecodedImages, TuneConfig
 from hibug_core.progress import ProgressCallback, no_progress
@@ -121,11 +121,12 @@ def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *
         raise RetrainError("the project has no labelled 'train' split to retrain on")
     adapter = model_network(project, model) if config.method != "linear head" else None
     if config.method == "linear head" and config.features == "model":
-        if MODEL_META + model not in project.meta():  # its own features are stored when it is recorded
+        encoder = own_features(project, model)
+        if encoder is None:
             raise RetrainError(f"'{model}' has no stored features (imported predictions, or a demo built by an older "
                                "hibug); retrain a linear head on an encoder's embeddings (features = an encoder), or "
                                "run the model with `hibug predict` so its own features are stored")
-        config = replace(config, features=MODEL_PREFIX + model)
+        config = replace(config, features=encoder)
     if adapter is None and config.method != "linear head":
         raise RetrainError(f"hibug cannot run '{model}' (imported predictions): run your network with `hibug predict "
                            "--model SPEC` to repair it, or retrain a linear head on stored embeddings")
