@@ -79,7 +79,7 @@ def current_project(folder: str | None = None) -> Project:
                 "Create one from a manifest on the Overview page or with `hibug new <folder> --manifest manifest.csv`.")
         st.stop()
     if not Path(folder).exists():
-        st.error(f"Folder not found: {folder}. Check the path in the sidebar.")
+        st.error(plain(f"Folder not found: {folder}. Check the path in the sidebar."))
         st.stop()
     try:
         project = open_project(str(Path(folder).resolve()))

@@ -107,7 +107,7 @@ with sources:
         source = cells[1].selectbox("Put in force", options, format_func=labels.get, key="source_choice")
         if cells[2].button("Apply", key="source_apply", type="primary"):
             tag_store.choose_source(project, attribute, source, author=user)
-            st.toast(f"{attribute}: {labels[source]} in force (logged in the audit log)")
+            st.toast(plain(f"{attribute}: {labels[source]} in force (logged in the audit log)"))
             st.rerun()
 
 table = tag_table(project)

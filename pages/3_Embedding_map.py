@@ -36,7 +36,7 @@ method = cells[1].selectbox("Layout", ["umap", "pca"], key="map_method",
                             in ("umap", "pca") else 0)
 points = map_points(str(project.folder), encoder, method, project_state(project))
 if points is None:
-    st.info(f"No {method.upper()} map of these images with {encoder} yet. Computing it embeds the images that are not "
+    st.info(f"No {method.upper()} map of these images with {plain(encoder)} yet. Computing it embeds the images that are not "
             "embedded yet, then lays them out (a few minutes for 100,000 images); it runs in the background.")
     if st.button("Compute the map", type="primary", key="map_compute"):
         if start_job(project, "map", {"encoder": encoder, "method": method}, user) is not None:

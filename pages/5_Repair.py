@@ -108,7 +108,7 @@ with generate:
                 if GENERATORS.find(kind) is None and not name.strip():
                     st.error("Name the model: a hub id already downloaded, a local folder, or an API model.")
                 elif kind == "diffusers" and missing_weights(name.strip()):
-                    st.error(f"Cannot generate offline: {missing_weights(name.strip())}.")
+                    st.error(plain(f"Cannot generate offline: {missing_weights(name.strip())}."))
                 elif rows.empty:
                     st.error("Write at least one prompt with its class.")
                 else:
