@@ -46,6 +46,7 @@ def test_predict_with_your_model_then_repair_it_from_the_pages(browser, own_serv
     import torch
 
     from hibug_core.jobs.store import jobs
+    from hibug_core.repair.selection import SelectionConfig
     from hibug_core.store.project import Project
 
     page = browser.new_page(viewport={"width": 1500, "height": 1400})
@@ -71,7 +72,7 @@ def test_predict_with_your_model_then_repair_it_from_the_pages(browser, own_serv
     page.get_by_role("button", name="Retrain and compare").click()
     page.get_by_text("Accuracy after repair on the held-out split").wait_for(timeout=300_000)
     page.get_by_text("Repaired checkpoints").wait_for(timeout=30_000)
-    download = page.get_by_role("button", name="Download the hibug checkpoint (seed 0)")
+    download = page.get_by_role("button", name=f"Download the {SelectionConfig().method} checkpoint (seed 0)")
     assert download.is_visible()
     shot(page, "2-repaired")
     with page.expect_download() as downloading:
