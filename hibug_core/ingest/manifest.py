@@ -178,6 +178,13 @@ def _numbers(frame: pd.DataFrame, column: str, issues: _Issues, *, low: float, h
     return values
 
 
+def _none_where_empty(values: pd.Series) -> np.ndarray:
+    """Text cells as an object array with None for empty cells."""
+    array = values.to_numpy(object).copy()
+    array[array == ""] = None
+    return array
+
+
 def _resolve(base_dir: Path, image: str) -> Path:
     path = Path(image).expanduser()
     return Path(os.path.normpath(path if path.is_absolute() else base_dir / path))
@@ -231,8 +238,11 @@ def validate_manifest(
     example_label = present_labels.iat[0] if len(present_labels) else None
 
     keys_column = plan.key or plan.image
-    resolved = [_resolve(base_dir, t) if t else None for t in images]
-    keys = frame[keys_column] if plan.key else pd.Series([str(p) if p else "" for p in resolved], dtype=object)
+    # Paths are worked out once per distinct image (a million rows often show a few thousand images).
+    image_codes, distinct_images = pd.factorize(images.to_numpy(object))
+    distinct_paths = [_resolve(base_dir, t) if t else None for t in distinct_images]
+    path_text = np.array([str(p) if p else "" for p in distinct_paths], dtype=object)[image_codes]
+    keys = frame[keys_column] if plan.key else pd.Series(path_text, dtype=object)
     if plan.key:
         for i in np.flatnonzero((keys == "").to_numpy()):
             issues.add(i, plan.key, "empty id")
@@ -292,32 +302,29 @@ def validate_manifest(
 
     if not issues.full:
         infos, problems = inspect_images(
-            [p for p in resolved if p is not None], workers=config.workers,
+            [p for p in distinct_paths if p is not None], workers=config.workers,
             check_size=config.image_check_size, progress=progress)
-        reported: set[Path] = set()
-        for i, path in enumerate(resolved):
-            if path is None or path not in problems or path in reported:
-                continue
-            reported.add(path)
-            problem = problems[path]
-            detail = f" (looked for {path})" if problem == "file not found" else ""
-            issues.add(i, plan.image, f"{problem}: {images.iat[i]}{detail}")
+        _, first_rows = np.unique(image_codes, return_index=True)  # the first row of each distinct image
+        for code, path in enumerate(distinct_paths):
+            if path is not None and path in problems:
+                problem = problems[path]
+                detail = f" (looked for {path})" if problem == "file not found" else ""
+                issues.add(int(first_rows[code]), plan.image, f"{problem}: {distinct_images[code]}{detail}")
     if issues.items:
         position = {column: i for i, column in enumerate(frame.columns)}
         raise ManifestError(source, sorted(issues.items, key=lambda x: (x.row or 0, position.get(x.column, len(position)))))
 
+    info = [infos[p] for p in distinct_paths]
     samples = pd.DataFrame({
-        "sample_key": keys.tolist(),
-        "image_path": [str(p) for p in resolved],
-        "label": pd.Series([t if t else None for t in labels], dtype=object),
-        "split": splits.tolist(),
-        "content_hash": [infos[p].content_hash for p in resolved],
-        "width": [infos[p].width for p in resolved],
-        "height": [infos[p].height for p in resolved],
+        "sample_key": keys.to_numpy(object),
+        "image_path": path_text,
+        "label": pd.Series(_none_where_empty(labels), dtype=object),
+        "split": splits.to_numpy(object),
+        "content_hash": np.array([i.content_hash for i in info], dtype=object)[image_codes],
+        "width": np.array([i.width for i in info], dtype=np.int64)[image_codes],
+        "height": np.array([i.height for i in info], dtype=np.int64)[image_codes],
     })
-    known_tags = {
-        name: [t if t else None for t in frame[column]] for name, column in plan.attributes.items()
-    }
+    known_tags = {name: _none_where_empty(frame[column]).tolist() for name, column in plan.attributes.items()}
     return ValidatedManifest(source, samples, models, known_tags, plan.ignored, keys_column)
 
 

@@ -17,7 +17,7 @@ from hibug_core.config import StoreConfig
 from hibug_core.errors import ManifestError, ProjectError, RowIssue
 from hibug_core.store.arrays import ArrayStore
 from hibug_core.store.audit import default_actor, now, record as record_audit
-from hibug_core.store.db import make_engine, read_connection, sqlite_url, write_transaction
+from hibug_core.store.db import insert_rows, make_engine, nullable, read_connection, sqlite_url, write_transaction
 from hibug_core.store.integrity import check_sqlite_file, pending_migrations
 from hibug_core.store.migrations import LATEST_VERSION, migrate
 from hibug_core.store.staging import staged_folder
@@ -161,37 +161,41 @@ class Project:
         also(connection, {sample key: id}) writes what belongs with the rows inside the same transaction."""
         author = author or default_actor()
         samples = manifest.samples
-        paths = [Path(p) for p in samples["image_path"]]
-        root_of = data_roots([p.parent for p in paths])
+        keys = samples["sample_key"].to_numpy(object)
+        # Data roots and relative paths once per distinct image.
+        path_codes, distinct_text = pd.factorize(samples["image_path"].to_numpy(object))
+        distinct = [Path(p) for p in distinct_text]
+        root_of = data_roots([p.parent for p in distinct])
+        roots = [root_of[p.parent] for p in distinct]
+        relative = np.array([p.relative_to(r).as_posix() for p, r in zip(distinct, roots)], dtype=object)
         staged = []
         try:
             with write_transaction(self.engine) as connection:
-                existing = {
-                    row[0]: row[1] for row in connection.execute(text("SELECT sample_key, import_id FROM samples"))
-                }
-                clashes = [i for i, key in enumerate(samples["sample_key"]) if key in existing]
-                if clashes:
-                    issues = [RowIssue(i + 1, manifest.key_column,
-                                       f"'{samples['sample_key'].iat[i]}' is already in the project "
-                                       f"(import #{existing[samples['sample_key'].iat[i]]})") for i in clashes[:20]]
+                existing = pd.read_sql_query(text("SELECT sample_key, import_id FROM samples"), connection,
+                                             index_col="sample_key")["import_id"]
+                clashes = np.flatnonzero(pd.Index(existing.index).get_indexer(keys) >= 0) if len(existing) else []
+                if len(clashes):
+                    issues = [RowIssue(int(i) + 1, manifest.key_column,
+                                       f"'{keys[i]}' is already in the project (import #{existing[keys[i]]})")
+                              for i in clashes[:20]]
                     raise ManifestError(manifest.source, issues)
                 connection.execute(
                     text("INSERT INTO imports (source, kind, n_rows, author, created_at) VALUES (:s, :k, :n, :a, :t)"),
                     {"s": manifest.source, "k": kind, "n": manifest.n_rows, "a": author, "t": now()})
                 import_id = int(connection.execute(text("SELECT MAX(id) FROM imports")).scalar_one())
-                root_ids = {root: self._root_id(connection, root) for root in set(root_of.values())}
-                connection.execute(
-                    text("INSERT INTO samples (sample_key, root_id, path, content_hash, width, height, label, split, "
-                         "import_id) VALUES (:k, :r, :p, :h, :w, :ht, :l, :s, :i)"),
-                    [{"k": k, "r": root_ids[root_of[p.parent]], "p": p.relative_to(root_of[p.parent]).as_posix(),
-                      "h": h, "w": int(w), "ht": int(ht),
-                      "l": None if pd.isna(l) else l, "s": s, "i": import_id}
-                     for k, p, h, w, ht, l, s in zip(samples["sample_key"], paths, samples["content_hash"],
-                                                     samples["width"], samples["height"], samples["label"],
-                                                     samples["split"])])
-                id_of = dict(connection.execute(
-                    text("SELECT sample_key, id FROM samples WHERE import_id = :i"), {"i": import_id}).all())
-                sample_ids = np.array([id_of[k] for k in samples["sample_key"]], dtype=np.int64)
+                root_ids = {root: self._root_id(connection, root) for root in set(roots)}
+                label = samples["label"].to_numpy(object, copy=True)
+                label[pd.isna(label)] = None
+                insert_rows(connection, "samples", ("sample_key", "root_id", "path", "content_hash", "width", "height",
+                                                    "label", "split", "import_id"),
+                            list(zip(keys.tolist(), np.array([root_ids[r] for r in roots])[path_codes].tolist(),
+                                     relative[path_codes].tolist(), samples["content_hash"].tolist(),
+                                     samples["width"].astype(int).tolist(), samples["height"].astype(int).tolist(),
+                                     label.tolist(), samples["split"].tolist(), [import_id] * len(keys))))
+                inserted = pd.read_sql_query(text("SELECT sample_key, id FROM samples WHERE import_id = :i"),
+                                             connection, params={"i": import_id}, index_col="sample_key")["id"]
+                sample_ids = inserted.reindex(keys).to_numpy(np.int64)
+                id_of = inserted.to_dict() if also is not None else {}
                 for name, outputs in manifest.models.items():
                     model_id = self._model_id(connection, name, outputs.classes)
                     _insert_predictions(connection, model_id, sample_ids, outputs.prediction, outputs.confidence,
@@ -201,9 +205,11 @@ class Project:
                             f"probabilities/{_safe(name)}/import-{import_id}", sample_ids=sample_ids,
                             probabilities=outputs.probabilities, classes=np.array(outputs.classes, dtype=str)))
                 for attribute, tags in manifest.known_tags.items():
-                    connection.execute(
-                        text("INSERT INTO known_tags (attribute, sample_id, tag) VALUES (:a, :s, :t)"),
-                        [{"a": attribute, "s": int(s), "t": t} for s, t in zip(sample_ids, tags) if t is not None])
+                    tags = np.asarray(tags, dtype=object)
+                    given = tags != None  # noqa: E711 (elementwise)
+                    insert_rows(connection, "known_tags", ("attribute", "sample_id", "tag"),
+                                list(zip([attribute] * int(given.sum()), sample_ids[given].tolist(),
+                                         tags[given].tolist())))
                 if also is not None:
                     also(connection, id_of)
                 record_audit(connection, author, "import", f"import:{import_id}", None,
@@ -429,11 +435,10 @@ class Project:
 
 def _insert_predictions(connection: Connection, model_id: int, sample_ids, predictions, confidence, score) -> None:
     """One model's outputs on samples; a NaN confidence or score is stored as unknown."""
-    connection.execute(
-        text("INSERT INTO predictions (model_id, sample_id, prediction, confidence, score) "
-             "VALUES (:m, :s, :p, :c, :sc)"),
-        [{"m": model_id, "s": int(s), "p": p, "c": None if np.isnan(c) else float(c),
-          "sc": None if np.isnan(sc) else float(sc)} for s, p, c, sc in zip(sample_ids, predictions, confidence, score)])
+    sample_ids = np.asarray(sample_ids, dtype=np.int64)
+    insert_rows(connection, "predictions", ("model_id", "sample_id", "prediction", "confidence", "score"),
+                list(zip([int(model_id)] * len(sample_ids), sample_ids.tolist(), list(predictions),
+                         nullable(confidence), nullable(score))))
 
 
 def _safe(name: str) -> str:
