@@ -74,6 +74,11 @@ def _is_number(text: str) -> bool:
     return bool(_NUMBER.match(text))
 
 
+def _are_numbers(values: pd.Series) -> np.ndarray:
+    """_is_number of every cell at once (a vectorised regular expression)."""
+    return values.astype(str).str.fullmatch(_NUMBER.pattern.strip("^$")).to_numpy(bool)
+
+
 def _canonical_number(text: str) -> str:
     value = float(text)
     return str(int(value)) if value.is_integer() else repr(value)
@@ -232,7 +237,7 @@ def validate_manifest(
     for i in np.flatnonzero(labelled & (labels == "").to_numpy()):
         issues.add(i, plan.label, "empty label; only rows of split 'pool' may be unlabelled")
     present_labels = labels[labels != ""]
-    numeric_labels = len(present_labels) > 0 and bool(present_labels.map(_is_number).all())
+    numeric_labels = len(present_labels) > 0 and bool(_are_numbers(present_labels).all())
     if numeric_labels:
         labels = labels.map(lambda t: _canonical_number(t) if t else t)
     example_label = present_labels.iat[0] if len(present_labels) else None
@@ -263,7 +268,7 @@ def validate_manifest(
         predictions = frame[columns.prediction]
         for i in np.flatnonzero((predictions == "").to_numpy()):
             issues.add(i, columns.prediction, "empty prediction")
-        is_number = predictions.map(_is_number).to_numpy()
+        is_number = _are_numbers(predictions)
         if example_label is not None and numeric_labels:
             for i in np.flatnonzero(~is_number & (predictions != "").to_numpy()):
                 issues.add(i, columns.prediction, f"'{predictions.iat[i]}' is text but the labels are numbers "
