@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from sqlalchemy import text
 
@@ -123,3 +124,18 @@ def test_a_stored_path_that_leaves_its_data_root_is_never_served(image_dir, writ
     assert paths[0].endswith("a.png") and paths[1] == ""
     with pytest.raises(ProjectError, match="leaves its data root"):
         project.image_path(2)
+
+
+def test_per_split_scores_are_kept_by_writers_and_backfilled_for_older_projects(image_dir, write_csv, tmp_path):
+    path = write_csv("image,label,prediction,split\nimages/a.png,cat,cat,val\nimages/b.png,dog,cat,val\n"
+                     "images/c.png,cat,cat,test\nimages/d.png,,dog,pool\n")
+    with Project.create_from_manifest(tmp_path / "p", load_manifest(path)) as project:
+        expected = [("model", "pool", 0, None), ("model", "test", 1, 1.0), ("model", "val", 2, 0.5)]
+        scores = project.model_scores()
+        assert [(m, s, int(n), None if pd.isna(v) else v) for m, s, n, v in scores.itertuples(index=False)] == expected
+        with project.engine.begin() as connection:  # as a project made before migration 8 was
+            connection.execute(text("DROP TABLE model_split_scores"))
+            connection.execute(text("DELETE FROM schema_migrations WHERE version = 8"))
+    with Project.open(tmp_path / "p") as project:
+        scores = project.model_scores()
+        assert [(m, s, int(n), None if pd.isna(v) else v) for m, s, n, v in scores.itertuples(index=False)] == expected

@@ -111,6 +111,14 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "which tag source is in force per attribute, chosen by a person",
               ("""CREATE TABLE tag_source_choices (
                   id {auto_id}, attribute TEXT NOT NULL, source TEXT NOT NULL, actor TEXT NOT NULL, at TEXT NOT NULL)""",)),
+    Migration(8, "per model and split, the count and sum of scores (kept by the writers of predictions, read by "
+                 "hibug info and the Overview without scanning every prediction)",
+              ("""CREATE TABLE model_split_scores (
+                  model_id INTEGER NOT NULL REFERENCES models(id), split TEXT NOT NULL, n INTEGER NOT NULL,
+                  score_sum DOUBLE PRECISION, PRIMARY KEY (model_id, split))""",
+               """INSERT INTO model_split_scores (model_id, split, n, score_sum)
+                  SELECT p.model_id, s.split, COUNT(p.score), SUM(p.score) FROM predictions p
+                  JOIN samples s ON s.id = p.sample_id GROUP BY p.model_id, s.split""")),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -390,9 +390,9 @@ class Project:
         """Mean score and sample count per model and split (labelled samples only)."""
         with read_connection(self.engine) as connection:
             return pd.read_sql_query(
-                text("SELECT m.name AS model, s.split, COUNT(p.score) AS n, AVG(p.score) AS mean_score "
-                     "FROM predictions p JOIN models m ON m.id = p.model_id JOIN samples s ON s.id = p.sample_id "
-                     "GROUP BY m.name, s.split ORDER BY m.name, s.split"), connection)
+                text("SELECT m.name AS model, x.split, x.n, x.score_sum / NULLIF(x.n, 0) AS mean_score "
+                     "FROM model_split_scores x JOIN models m ON m.id = x.model_id ORDER BY m.name, x.split"),
+                connection)
 
     def imports(self) -> pd.DataFrame:
         with read_connection(self.engine) as connection:
@@ -461,6 +461,12 @@ def _insert_predictions(connection: Connection, model_id: int, sample_ids, predi
     insert_rows(connection, "predictions", ("model_id", "sample_id", "prediction", "confidence", "score"),
                 list(zip([int(model_id)] * len(sample_ids), sample_ids.tolist(), list(predictions),
                          nullable(confidence), nullable(score))))
+    # The per-split aggregate `hibug info` reads, brought up to date in the same transaction.
+    connection.execute(text("DELETE FROM model_split_scores WHERE model_id = :m"), {"m": int(model_id)})
+    connection.execute(text("INSERT INTO model_split_scores (model_id, split, n, score_sum) "
+                            "SELECT p.model_id, s.split, COUNT(p.score), SUM(p.score) FROM predictions p "
+                            "JOIN samples s ON s.id = p.sample_id WHERE p.model_id = :m GROUP BY p.model_id, s.split"),
+                       {"m": int(model_id)})
 
 
 def _safe(name: str) -> str:
