@@ -1,7 +1,8 @@
-"""Benchmark: `hibug new` on a 100,000-row manifest and `hibug info` on the result.
+"""Benchmark: `hibug new` on a large manifest (100,000 rows by default; --rows 1000000) and `hibug info` on it.
 
-Prints wall times against the targets (new < 60 s, info < 2 s) and against a peer measured in the same run:
-pandas.read_csv + DataFrame.to_sql into SQLite, which stores the raw table with no validation at all.
+Prints wall times against the targets (100,000 rows: new < 60 s, info < 2 s; 1,000,000 rows: new < 30 s and within
+3x of the peer, info < 1 s) and against a peer measured in the same run: pandas.read_csv + DataFrame.to_sql into
+SQLite, which stores the raw table with no validation, no keys and no indexes at all.
 Usage: python benchmarks/ingest.py [--rows 100000] [--images 2000] [--dir /tmp/hibug-bench]
 """
 from __future__ import annotations
@@ -80,11 +81,15 @@ def main() -> None:
     new_s = timed([*hibug, "new", str(folder / "project"), "--manifest", str(manifest)])
     info_s = min(timed([*hibug, "info", str(folder / "project")]) for _ in range(3))
     peer_s = peer_seconds(manifest, folder / "peer.sqlite")
+    million = args.rows >= 1_000_000
+    new_target, info_target = (30, 1) if million else (60, 2)
+    ratio = new_s / peer_s
+    ratio_verdict = f" (target <= 3x: {'PASS' if ratio <= 3 else 'FAIL'})" if million else ""
     print(f"rows={args.rows} distinct images={args.images}")
-    print(f"hibug new : {new_s:6.2f} s  (target < 60 s: {'PASS' if new_s < 60 else 'FAIL'}); "
-          f"{new_s / peer_s:.1f}x the time of read_csv+to_sql without validation ({peer_s:.2f} s)")
-    print(f"hibug info: {info_s:6.2f} s  (target < 2 s: {'PASS' if info_s < 2 else 'FAIL'}; best of 3, "
-          "including interpreter start)")
+    print(f"hibug new : {new_s:6.2f} s  (target < {new_target} s: {'PASS' if new_s < new_target else 'FAIL'}); "
+          f"{ratio:.1f}x the time of read_csv+to_sql without validation ({peer_s:.2f} s){ratio_verdict}")
+    print(f"hibug info: {info_s:6.2f} s  (target < {info_target} s: {'PASS' if info_s < info_target else 'FAIL'}; "
+          "best of 3, including interpreter start)")
 
 
 if __name__ == "__main__":
