@@ -17,7 +17,8 @@ from hibug_core.config import StoreConfig
 from hibug_core.errors import ManifestError, ProjectError, RowIssue
 from hibug_core.store.arrays import ArrayStore
 from hibug_core.store.audit import default_actor, now, record as record_audit
-from hibug_core.store.db import insert_rows, make_engine, nullable, read_connection, sqlite_url, write_transaction
+from hibug_core.store.db import (insert_rows, make_engine, nullable, read_columns, read_connection, sqlite_url,
+                                 write_transaction)
 from hibug_core.store.integrity import check_sqlite_file, pending_migrations
 from hibug_core.store.migrations import LATEST_VERSION, migrate
 from hibug_core.store.staging import staged_folder
@@ -308,18 +309,16 @@ class Project:
 
     def _read_samples(self, connection: Connection) -> pd.DataFrame:
         roots = self._roots(connection)
-        frame = pd.read_sql_query(
-            text("SELECT id, sample_key, root_id, path, content_hash, width, height, label, split "
-                 "FROM samples ORDER BY id"), connection, index_col="id")
-        root_text = {i: str(p) for i, p in roots.items()}
-        joined = [os.path.normpath(f"{root_text[r]}/{p}") for r, p in zip(frame["root_id"], frame["path"])]
-        # A stored path that leaves its data root (e.g. "../" written into a shared database) is never served.
-        inside = [j.startswith(root_text[r].rstrip("/") + "/") for j, r in zip(joined, frame["root_id"])]
-        if not all(inside):
-            logger.warning("%d sample path(s) leave their data root and are not served, e.g. sample %s",
-                           inside.count(False), frame.index[inside.index(False)])
-        frame["image_path"] = [j if ok else "" for j, ok in zip(joined, inside)]
-        return frame.drop(columns=["root_id", "path"])
+        columns = read_columns(connection, "SELECT id, sample_key, root_id, path, content_hash, width, height, label, "
+                                           "split FROM samples ORDER BY id")
+        frame = pd.DataFrame({name: columns[name] for name in ("sample_key", "content_hash", "label", "split")},
+                             index=pd.Index(columns["id"].astype(np.int64), name="id"))
+        frame["width"] = columns["width"].astype(np.int64)
+        frame["height"] = columns["height"].astype(np.int64)
+        frame = frame[["sample_key", "content_hash", "width", "height", "label", "split"]]
+        frame["image_path"] = _joined_paths({i: str(p) for i, p in roots.items()}, columns["root_id"],
+                                            columns["path"], frame.index)
+        return frame
 
     def samples(self, model: str | None = None, *, sample_ids=None) -> pd.DataFrame:
         """One row per sample (index: sample id; all, or `sample_ids` in that order) with its image path, label,
@@ -364,10 +363,8 @@ class Project:
         columns = {}
         attributes = [row[0] for row in connection.execute(text("SELECT DISTINCT attribute FROM known_tags"))]
         for attribute in sorted(attributes):
-            rows = connection.execute(text("SELECT sample_id, tag FROM known_tags WHERE attribute = :a"),
-                                      {"a": attribute}).all()
-            ids, tags = zip(*rows)
-            columns[attribute] = pd.Series(np.array(tags, dtype=object), index=np.array(ids, dtype=np.int64))
+            rows = read_columns(connection, "SELECT sample_id, tag FROM known_tags WHERE attribute = ?", (attribute,))
+            columns[attribute] = pd.Series(rows["tag"], index=rows["sample_id"].astype(np.int64), dtype=object)
         frame = pd.DataFrame(columns)
         frame.index.name = "sample_id"
         return frame.sort_index()
@@ -437,6 +434,23 @@ class Project:
             "scores": scores.to_dict(orient="records"),
             "imports": len(self.imports()),
         }
+
+
+def _joined_paths(root_text: dict[int, str], root_ids: np.ndarray, paths: np.ndarray, ids: pd.Index) -> np.ndarray:
+    """Each sample's image path (its data root joined with its stored path); "" for a stored path that leaves its
+    data root (e.g. "../" written into a shared database), which is never served. Only the paths that could leave
+    (absolute, or with a "." or ".." part, or doubled slashes) are normalised one by one."""
+    root_of = pd.Series(root_text)
+    joined = (root_of.reindex(root_ids.astype(np.int64)).to_numpy(object) + "/" + paths.astype(object)).astype(object)
+    odd = pd.Series(paths, dtype=object).str.contains(r"(?:^|/)\.{1,2}(?:/|$)|^/|//", regex=True).to_numpy(bool)
+    for row in np.flatnonzero(odd):
+        normal = os.path.normpath(joined[row])
+        root = root_text[int(root_ids[row])].rstrip("/") + "/"
+        joined[row] = normal if normal.startswith(root) else ""
+    if (joined == "").any():
+        logger.warning("%d sample path(s) leave their data root and are not served, e.g. sample %s",
+                       int((joined == "").sum()), ids[int(np.argmax(joined == ""))])
+    return joined
 
 
 def _inserted_ids(connection: Connection, import_id: int, keys: np.ndarray) -> np.ndarray:
