@@ -160,17 +160,27 @@ class LLMSettings(BaseModel):
         return LLMConfig.from_env(model=self.llm_model or None, base_url=self.llm_base_url or None)
 
 
+class RaySettings(BaseModel):
+    """Running an encoder or a model as Ray Data batch inference on a cluster instead of in this process."""
+
+    ray: bool = Field(False, description="run as Ray Data batch inference (needs hibug[cluster])")
+    ray_address: str | None = Field(None, description="Ray cluster address (default: start a local instance)")
+    ray_actors: int = Field(2, ge=1, description="actors running the model (one GPU each when there are GPUs)")
+
+    def ray_options(self, batch_size: int):
+        from hibug_core.embeddings.ray_backend import RayOptions
+
+        return RayOptions(address=self.ray_address, actors=self.ray_actors, batch_size=batch_size)
+
+
 # ----- embeddings and tags -----------------------------------------------------------------------------------------
-class Embed(Operation):
+class Embed(Operation, RaySettings):
     kind: ClassVar[str] = "embed"
     summary: ClassVar[str] = "compute and store image embeddings (only images not embedded before)"
     encoder: Encoder = DEFAULT_ENCODER
     splits: Splits = None
     batch_size: int = Field(64, ge=1, description="images per batch")
     workers: int | None = Field(None, ge=0, description="image decoding processes (default: chosen for this machine)")
-    ray: bool = Field(False, description="run as Ray Data batch inference (needs hibug[cluster])")
-    ray_address: str | None = Field(None, description="Ray cluster address (default: start a local instance)")
-    ray_actors: int = Field(2, ge=1, description="encoder actors (one GPU each when there are GPUs)")
 
 
 class Tag(Operation, LLMSettings):
@@ -202,7 +212,7 @@ class EmbeddingMap(Operation):
                                                                                          "(instant, less separated)")
 
 
-class Predict(Operation):
+class Predict(Operation, RaySettings):
     kind: ClassVar[str] = "predict"
     summary: ClassVar[str] = ("run your own model over the project's images and record its predictions and features "
                               "as a model (resumable)")

@@ -1,11 +1,13 @@
-"""Embedding on a cluster: Ray Data batch inference (map_batches over an actor pool, one GPU per actor when there
-are GPUs); results land in the same per-content cache as local embedding."""
+"""Inference on a cluster: Ray Data batch inference (map_batches over an actor pool, one GPU per actor when there
+are GPUs) for encoders and for the user's own models; results land in the same per-content caches as local runs."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 
+from hibug_core.embeddings.cache import ContentCache
 from hibug_core.embeddings.compute import EmbeddingSet, _from_cache, embedding_cache
 from hibug_core.embeddings.registry import DEFAULT_ENCODER, encoder_key
 from hibug_core.errors import ModelLoadError, TaggingError
@@ -14,14 +16,33 @@ from hibug_core.progress import ProgressCallback, no_progress
 logger = logging.getLogger(__name__)
 
 
-class EncoderActor:
-    """Loads the encoder once per actor; turns a batch of paths into embeddings (unreadable files flagged)."""
+@dataclass(frozen=True)
+class RayOptions:
+    """Where and how wide: the cluster (None: a local instance), actors, GPUs per actor (None: 1 where there are
+    GPUs), images per batch and per stored part."""
 
-    def __init__(self, spec: str):
+    address: str | None = None
+    actors: int = 2
+    gpus_per_actor: float | None = None
+    batch_size: int = 64
+    save_every: int = 4096
+
+
+class EncodingActor:
+    """Loads the encoder (kind "encoder") or the user's model (kind "model", resolved under `root`) once per actor;
+    turns a batch of paths into its outputs (unreadable files flagged)."""
+
+    def __init__(self, spec: str, kind: str = "encoder", root: str | None = None):
         import hibug_core  # noqa: F401  (installs the torchvision import hook in the worker process)
-        from hibug_core.embeddings.registry import load_encoder
 
-        self.encoder = load_encoder(spec)
+        if kind == "model":
+            from hibug_core.models.registry import load_model
+
+            self.encoder = load_model(spec, root=root)
+        else:
+            from hibug_core.embeddings.registry import load_encoder
+
+            self.encoder = load_encoder(spec)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import torch
@@ -33,45 +54,58 @@ class EncoderActor:
         ok = [t is not None for t in decoded]
         output: dict[str, np.ndarray] = {"hash": batch["hash"], "ok": np.array(ok)}
         if tensors:
-            encoded = self.encoder.encode_images(torch.stack(tensors))
+            with torch.inference_mode():
+                encoded = self.encoder.encode_images(torch.stack(tensors))
             for kind, values in encoded.items():
+                values = np.asarray(values)
                 full = np.zeros((len(ok), values.shape[1]), dtype=np.float32)
                 full[np.array(ok)] = values
                 output[kind] = full
         return output
 
 
-def embed_with_ray(project, encoder: str = DEFAULT_ENCODER, *, sample_ids=None, batch_size: int = 64,
-                   actors: int = 2, gpus_per_actor: float | None = None, address: str | None = None,
-                   save_every: int = 4096, progress: ProgressCallback = no_progress) -> EmbeddingSet:
-    """Like embed_project, with the encoding spread over a Ray cluster (`address`; default: a local instance)."""
+def run_on_ray(spec: str, kind: str, hashes: list[str], paths: list[str], cache: ContentCache, *,
+               options: RayOptions = RayOptions(), root: str | None = None, progress: ProgressCallback = no_progress,
+               stage: str = "running on Ray") -> list[str]:
+    """Run `spec` over the images (one path per content hash) on Ray, storing each returned part in `cache` as it
+    comes; returns the paths that could not be read."""
     try:
         import ray
     except ImportError as error:
         raise ModelLoadError("the Ray backend needs ray: `pip install 'hibug[cluster]'`") from error
+    if not ray.is_initialized():
+        ray.init(address=options.address, include_dashboard=False, log_to_driver=False)
+    gpus = options.gpus_per_actor
+    if gpus is None:
+        gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
+    path_of = dict(zip(hashes, paths))
+    dataset = ray.data.from_items([{"hash": h, "path": p} for h, p in zip(hashes, paths)])
+    encoded = dataset.map_batches(EncodingActor, fn_constructor_kwargs={"spec": spec, "kind": kind, "root": root},
+                                  batch_size=options.batch_size, batch_format="numpy",
+                                  compute=ray.data.ActorPoolStrategy(size=options.actors), num_gpus=gpus)
+    done, unreadable = 0, []
+    for batch in encoded.iter_batches(batch_size=options.save_every, batch_format="numpy"):
+        ok = batch["ok"].astype(bool)
+        unreadable += [path_of[str(h)] for h in batch["hash"][~ok]]
+        if ok.any():
+            cache.add([str(h) for h in batch["hash"][ok]],
+                      {k: v[ok] for k, v in batch.items() if k not in ("hash", "ok")})
+        done += len(ok)
+        progress(stage, done, len(hashes))
+    logger.info("ran %s on %d images on Ray", spec, done)
+    return unreadable
+
+
+def embed_with_ray(project, encoder: str = DEFAULT_ENCODER, *, sample_ids=None, options: RayOptions = RayOptions(),
+                   progress: ProgressCallback = no_progress) -> EmbeddingSet:
+    """Like embed_project, with the encoding spread over a Ray cluster."""
     samples = project.samples(sample_ids=sample_ids)
     cache = embedding_cache(project, encoder_key(encoder))
     todo, paths = cache.missing(samples)
     if todo:
-        if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
-        if gpus_per_actor is None:
-            gpus_per_actor = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
-        dataset = ray.data.from_items([{"hash": h, "path": p} for h, p in zip(todo, paths)])
-        encoded = dataset.map_batches(EncoderActor, fn_constructor_kwargs={"spec": encoder}, batch_size=batch_size,
-                                      batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=actors),
-                                      num_gpus=gpus_per_actor)
-        done, unreadable = 0, []
-        for batch in encoded.iter_batches(batch_size=save_every, batch_format="numpy"):
-            ok = batch["ok"].astype(bool)
-            unreadable += [str(h) for h in batch["hash"][~ok]]
-            kinds = {k: v[ok] for k, v in batch.items() if k not in ("hash", "ok")}
-            if ok.any():
-                cache.add([str(h) for h in batch["hash"][ok]], kinds)
-            done += len(ok)
-            progress("embedding images on Ray", done, len(todo))
-        logger.info("embedded %d images on Ray with %s", done, encoder)
+        unreadable = run_on_ray(encoder, "encoder", todo, paths, cache, options=options, progress=progress,
+                                stage="embedding images on Ray")
         if unreadable:
-            raise TaggingError(f"{len(unreadable)} image(s) could not be read (content {unreadable[0]}); fix or remove "
+            raise TaggingError(f"{len(unreadable)} image(s) could not be read (e.g. {unreadable[0]}); fix or remove "
                                "them and run again (the other embeddings are stored)")
     return _from_cache(cache, encoder, samples)

@@ -37,8 +37,8 @@ def embed(project, op: Embed, progress, author: str | None = None) -> dict:
     if op.ray:
         from hibug_core.embeddings.ray_backend import embed_with_ray
 
-        embeddings = embed_with_ray(project, op.encoder, sample_ids=ids, batch_size=op.batch_size,
-                                    actors=op.ray_actors, address=op.ray_address, progress=progress)
+        embeddings = embed_with_ray(project, op.encoder, sample_ids=ids, options=op.ray_options(op.batch_size),
+                                    progress=progress)
     else:
         embeddings = embed_project(project, op.encoder, sample_ids=ids, progress=progress,
                                    config=EmbedConfig(batch_size=op.batch_size, workers=op.workers))
@@ -99,7 +99,8 @@ def predict(project, op: Predict, progress, author: str | None = None) -> dict:
     from hibug_core.models.predict import predict_project
 
     done = predict_project(project, op.model, name=op.name, splits=op.splits, progress=progress, author=author,
-                           config=EmbedConfig(batch_size=op.batch_size, workers=op.workers))
+                           config=EmbedConfig(batch_size=op.batch_size, workers=op.workers),
+                           ray=op.ray_options(op.batch_size) if op.ray else None)
     return {"model": done.model, "samples": done.samples, "computed": done.computed, "accuracy": done.accuracy,
             "summary": done.summary()}
 

@@ -14,7 +14,7 @@ from hibug_core.embeddings.cache import ContentCache
 from hibug_core.embeddings.compute import MODEL_META, EmbedConfig, encode_paths, model_cache
 from hibug_core.errors import HibugError
 from hibug_core.models.adapter import ModelAdapter
-from hibug_core.models.registry import load_model
+from hibug_core.models.registry import absolute_spec, load_model
 from hibug_core.progress import ProgressCallback, no_progress
 
 logger = logging.getLogger(__name__)
@@ -75,9 +75,11 @@ def outputs_cache(project, adapter: ModelAdapter) -> ContentCache:
 
 def predict_project(project, spec: str | ModelAdapter, *, name: str | None = None, splits=None, sample_ids=None,
                     config: EmbedConfig = EmbedConfig(), progress: ProgressCallback = no_progress,
-                    author: str | None = None) -> Prediction:
-    """Run the model on the project's images (all, `splits`, or `sample_ids`) and record it as model `name`. Images whose outputs
-    an earlier run stored are not run again, so a killed or cancelled run resumes where it stopped."""
+                    author: str | None = None, ray=None) -> Prediction:
+    """Run the model on the project's images (all, `splits`, or `sample_ids`) and record it as model `name`. Images
+    whose outputs an earlier run stored are not run again, so a killed or cancelled run resumes where it stopped.
+    ray: RayOptions to run it as Ray Data batch inference on a cluster (each actor loads the model from its spec,
+    resolved under the project folder), into the same cache."""
     # 1. Check inputs: the model loads, its classes match the labels, the name is free.
     adapter = load_model(spec) if isinstance(spec, str) else spec
     name = (name or default_name(adapter.spec)).strip()
@@ -98,8 +100,14 @@ def predict_project(project, spec: str | ModelAdapter, *, name: str | None = Non
             cache.add([h for h, ok in zip(todo[start:stop], readable) if ok], {k: v[readable] for k, v in arrays.items()})
 
         logger.info("running %s on %d images", adapter.spec, len(todo))
-        readable = encode_paths(adapter, paths, store, config, progress, stage="running the model")
-        unreadable = [p for p, ok in zip(paths, readable) if not ok]
+        if ray is not None:
+            from hibug_core.embeddings.ray_backend import run_on_ray
+
+            unreadable = run_on_ray(absolute_spec(adapter.spec, project.folder), "model", todo, paths, cache,
+                                    options=ray, progress=progress, stage="running the model on Ray")
+        else:
+            readable = encode_paths(adapter, paths, store, config, progress, stage="running the model")
+            unreadable = [p for p, ok in zip(paths, readable) if not ok]
         if unreadable:
             raise PredictError(f"{len(unreadable)} image(s) could not be read, e.g. {unreadable[0]}; fix or remove "
                                "them and run again (the outputs of the others are stored)")

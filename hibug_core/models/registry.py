@@ -176,6 +176,14 @@ def _located(spec: str, root: Path | None) -> str:
                                   and (Path(root) / p).exists() else p for p in parts[1:]])
 
 
+def absolute_spec(spec: str, root: Path | None = None) -> str:
+    """The spec with every file it names as an absolute path (under `root` where it is there, else from the current
+    folder), for a process that starts elsewhere (a Ray worker)."""
+    located = _located(spec.strip(), root).split(":")
+    return ":".join([located[0]] + [str(Path(p).expanduser().resolve()) if p and Path(p).expanduser().exists() else p
+                                    for p in located[1:]])
+
+
 def _files_stamp(spec: str) -> tuple:
     """Size and time of the files a spec names, so a checkpoint rewritten in place is loaded again."""
     stamps = []
