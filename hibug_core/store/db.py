@@ -39,7 +39,6 @@ def make_engine(url: str, config: StoreConfig = StoreConfig()) -> Engine:
         cursor.execute(f"PRAGMA busy_timeout={int(config.busy_timeout_ms)}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA cache_size=-131072")  # up to 128 MB of pages: big imports insert into B-trees out of order
         cursor.close()
 
     @event.listens_for(engine, "begin")
