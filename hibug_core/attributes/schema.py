@@ -35,8 +35,8 @@ def template_problem(template: str) -> str | None:
     """Why a prompt template cannot be filled in safely, or None: only bare {label}, {tag}, {attribute} and
     {phrase} are allowed (no attribute access, indexing, conversions or formats)."""
     try:
-        fields = [f for _, f, spec, conversion in string.Formatter().parse(template) if f is not None
-                  for f in [(f, spec, conversion)]]
+        fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(template)
+                  if name is not None]
     except ValueError as error:
         return f"template {template!r} is not a valid format string ({error}); write braces as {{{{ and }}}}"
     for name, spec, conversion in fields:
