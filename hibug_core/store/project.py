@@ -62,7 +62,7 @@ class Project:
         self.read_only = read_only
         self.db_url = db_url or sqlite_url(self.folder / DB_FILE, read_only=read_only)
         self.engine = make_engine(self.db_url, config)
-        self.arrays = ArrayStore(self.folder / ARRAYS_DIR)
+        self.arrays = ArrayStore(self.folder / ARRAYS_DIR, read_only=read_only)
         self._identity = uuid.uuid4().hex  # keys this instance's entries in IMPORT_TABLES
 
     # ----- opening and creating -------------------------------------------------------------
@@ -311,11 +311,10 @@ class Project:
         roots = self._roots(connection)
         columns = read_columns(connection, "SELECT id, sample_key, root_id, path, content_hash, width, height, label, "
                                            "split FROM samples ORDER BY id")
-        frame = pd.DataFrame({name: columns[name] for name in ("sample_key", "content_hash", "label", "split")},
+        frame = pd.DataFrame({"sample_key": columns["sample_key"], "content_hash": columns["content_hash"],
+                              "width": columns["width"].astype(np.int64), "height": columns["height"].astype(np.int64),
+                              "label": columns["label"], "split": columns["split"]},
                              index=pd.Index(columns["id"].astype(np.int64), name="id"))
-        frame["width"] = columns["width"].astype(np.int64)
-        frame["height"] = columns["height"].astype(np.int64)
-        frame = frame[["sample_key", "content_hash", "width", "height", "label", "split"]]
         frame["image_path"] = _joined_paths({i: str(p) for i, p in roots.items()}, columns["root_id"],
                                             columns["path"], frame.index)
         return frame
