@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.cache import BoundedCache
-from hibug_core.store.arrays import DamagedArraysError
 
 
 # Loaded parts per (arrays folder, cache folder, the parts there): a new part is a new key, so never stale.
@@ -27,22 +26,12 @@ class ContentCache:
         names = tuple(self.project.arrays.names(self.prefix))
 
         def load() -> tuple[pd.Index, dict[str, np.ndarray]]:
-            parts = [part for part in map(self._part, names) if part is not None]
+            parts = [part for part in map(self.project.arrays.load_recomputable, names) if part is not None]
             hashes = pd.Index(np.concatenate([p["hashes"] for p in parts]) if parts else np.array([], dtype=str))
             keys = [k for k in (parts[0] if parts else {}) if k != "hashes"]
             return hashes, {k: np.concatenate([p[k] for p in parts]) for k in keys}
 
         return LOADED_PARTS.get_or_make((str(self.project.arrays.root), self.prefix, names), load)
-
-    def _part(self, name: str) -> dict[str, np.ndarray] | None:
-        """One stored part; a damaged one is set aside (when the project can be written) so its images are computed
-        again by the next run, and read as nothing meanwhile."""
-        try:
-            return self.project.arrays.load(name)
-        except DamagedArraysError:
-            if not self.project.read_only:
-                self.project.arrays.set_aside(name)
-            return None
 
     def missing(self, samples: pd.DataFrame) -> tuple[list[str], list[str]]:
         """The distinct contents of `samples` with nothing stored yet (first-seen order), and one image path each."""

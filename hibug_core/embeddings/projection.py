@@ -14,7 +14,6 @@ from hibug_core.embeddings.compute import stored_embeddings
 from hibug_core.embeddings.registry import encoder_key
 from hibug_core.errors import TaggingError
 from hibug_core.progress import ProgressCallback, no_progress
-from hibug_core.store.arrays import DamagedArraysError
 
 logger = logging.getLogger(__name__)
 
@@ -86,11 +85,8 @@ def stored_map(project, encoder: str, *, sample_ids=None, config: MapConfig = Ma
     name = _name(encoder, distinct, config)
     if not project.arrays.exists(name):
         return None
-    try:
-        arrays = project.arrays.load(name)
-    except DamagedArraysError:  # computed again, as if it had never been
-        if not project.read_only:
-            project.arrays.set_aside(name)
+    arrays = project.arrays.load_recomputable(name)  # a damaged map is computed again, as if it had never been
+    if arrays is None:
         return None
     return _per_sample(samples.index.to_numpy(), hashes, arrays["hashes"], arrays["xy"])
 

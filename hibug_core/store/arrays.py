@@ -45,8 +45,9 @@ class StagedArrays:
 class ArrayStore:
     """Named groups of numpy arrays; writes are atomic, reads never see a half-written file."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, *, read_only: bool = False):
         self.root = Path(root)
+        self.read_only = read_only
 
     def path(self, name: str) -> Path:
         if not _NAME.match(name) or ".." in name.split("/"):
@@ -82,6 +83,16 @@ class ArrayStore:
                 return {key: data[key] for key in data.files}
         except (zipfile.BadZipFile, EOFError, ValueError, OSError, KeyError) as error:
             raise DamagedArraysError(path, str(error) or type(error).__name__) from None
+
+    def load_recomputable(self, name: str) -> dict[str, np.ndarray] | None:
+        """load() of a file whatever made it can make again (a cache part, a map): None when it is damaged, and the
+        file set aside (where the store can be written) so the next run makes it again."""
+        try:
+            return self.load(name)
+        except DamagedArraysError:
+            if not self.read_only:
+                self.set_aside(name)
+            return None
 
     def set_aside(self, name: str) -> Path:
         """Move a damaged file out of the store's reach (kept beside it as .damaged, for a person to look at)."""
