@@ -43,19 +43,45 @@ class TaggingError(HibugError):
 
 @dataclass(frozen=True)
 class RowIssue:
-    """One problem in one cell of a manifest; row is 1-based over data rows (the header is not counted)."""
+    """One problem in one cell of a manifest; row is 1-based over data rows (the header is not counted). In a JSON
+    file (COCO) `unit` names the array ("annotations") and `row` is the record's 0-based position in it, `column` its
+    field."""
 
     row: int | None
     column: str | None
     message: str
+    unit: str = "row"
 
     def __str__(self) -> str:
         where = []
-        if self.row is not None:
-            where.append(f"row {self.row}")
-        if self.column is not None:
-            where.append(f"column '{self.column}'")
+        if self.unit == "row":
+            if self.row is not None:
+                where.append(f"row {self.row}")
+            if self.column is not None:
+                where.append(f"column '{self.column}'")
+        else:
+            where.append(self.unit if self.row is None else f"{self.unit}[{self.row}]")
+            if self.column is not None:
+                where.append(f"field '{self.column}'")
         return f"{', '.join(where)}: {self.message}" if where else self.message
+
+
+class Issues:
+    """Collects the problems of one file up to a cap (the rest are not looked for)."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self.items: list[RowIssue] = []
+
+    def add(self, row_index: int | None, column: str | None, message: str, *, unit: str = "row") -> None:
+        """row_index: 0-based (a manifest row is reported 1-based, a JSON record by its index)."""
+        if len(self.items) < self.cap:
+            row = None if row_index is None else row_index + (unit == "row")
+            self.items.append(RowIssue(row, column, message, unit))
+
+    @property
+    def full(self) -> bool:
+        return len(self.items) >= self.cap
 
 
 class ManifestError(HibugError):

@@ -92,3 +92,22 @@ def test_concurrent_writers_one_wins_each_version_and_no_comment_is_lost(project
     assert len(thread_comments) == 40 and thread_comments["body"].is_unique
     log = project.audit_log()
     assert (log["action"] == "comment").sum() == 40 and (log["action"] == "update review").sum() == 1
+
+
+def test_objects_import_and_read_the_same_on_both_stores(store_url, tmp_path):
+    from test_objects import _tide_case, _write
+
+    from hibug_core.objects.importer import load_coco
+
+    truth_file, results = _write(tmp_path / "data", *(_tide_case()[:1]), {"m": _tide_case()[1]})
+    made = Project.create(tmp_path / "objects", db_url=store_url)
+    try:
+        made.import_manifest(load_coco(truth_file, results), author="ana")
+        objects = made.objects("m")
+        assert made.task == "detection" and len(objects) == 9
+        assert objects["error_type"].tolist() == ["", "classification", "missed", "localization", "duplicate",
+                                                  "classification", "localization", "background", "both"]
+        assert objects["box_w"].tolist()[:4] == [40.0, 40.0, 20.0, 30.0]
+        assert made.object_evaluation("m")["per_class"]["class"].tolist() == ["cat", "dog"]
+    finally:
+        made.close()

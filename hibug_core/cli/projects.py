@@ -15,12 +15,22 @@ def _new_arguments(parser) -> None:
     source.add_argument("--image-folder", help="root of a <split>/<label>/*.jpg tree")
     source.add_argument("--hf-dataset", help="a Hugging Face `datasets` dataset: a folder saved with save_to_disk, a "
                         "folder load_dataset reads, or a hub id in the cache")
+    source.add_argument("--coco", metavar="INSTANCES_JSON", help="COCO ground truth (boxes, optional keypoints and "
+                        "iscrowd): one sample per object (see README: Objects)")
+    parser.add_argument("--results", nargs="+", default=[], metavar="[MODEL=]RESULTS_JSON",
+                        help="with --coco: one COCO results file per model (named by its file, or MODEL=)")
+    parser.add_argument("--split", default="val", help="with --coco: the split of its images (default: val)")
+    parser.add_argument("--iou-threshold", type=float, default=0.5, help="with --coco: IoU (OKS for keypoints) at "
+                        "which a detection finds its object (default: 0.5)")
+    parser.add_argument("--keypoint-sigmas", help="with --coco: OKS sigmas, comma-separated, one per keypoint "
+                        "(default: COCO's for its 17 person keypoints)")
     parser.add_argument("--predictions", help="with --image-folder: CSV of model outputs, 'image' relative to root")
     parser.add_argument("--image-column", default="image", help="with --hf-dataset: the image column")
     parser.add_argument("--label-column", default="label", help="with --hf-dataset: the label column")
     parser.add_argument("--split-column", help="with --hf-dataset: a column of splits (default: the dataset's splits)")
     parser.add_argument("--images-dir", help="with --hf-dataset: where its images are written as files (default: "
-                        "PROJECT-images beside the project)")
+                        "PROJECT-images beside the project); with --coco: where its file_names are (default: the "
+                        "ground truth's folder)")
     parser.add_argument("--model-name", default="model", help="name of the model in the 'prediction' column")
 
 
@@ -48,6 +58,8 @@ def cmd_new(args) -> int:
             manifest = load_hf_dataset(args.hf_dataset, args.images_dir or project.with_name(project.name + "-images"),
                                        image_column=args.image_column, label_column=args.label_column,
                                        split_column=args.split_column, default_model=args.model_name, progress=report)
+        elif args.coco:
+            manifest = _load_coco(args, report)
         else:
             manifest = load_manifest(args.manifest, default_model=args.model_name, progress=report)
         if args.command == "import":
@@ -64,6 +76,28 @@ def cmd_new(args) -> int:
     if manifest.ignored_columns:
         print(f"ignored columns (not in the data contract): {', '.join(manifest.ignored_columns)}")
     return 0
+
+
+def _load_coco(args, report):
+    from hibug_core.objects.importer import load_coco
+    from hibug_core.objects.matching import MatchConfig
+
+    if not args.results:
+        raise HibugError("--coco needs --results: one COCO results file per model ([MODEL=]results.json)")
+    results = {}
+    for item in args.results:
+        name, _, path = item.rpartition("=")
+        name = name or Path(path).stem
+        if name in results:
+            raise HibugError(f"two results files are named '{name}'; name them: MODEL=results.json")
+        results[name] = path
+    try:
+        sigmas = tuple(float(v) for v in args.keypoint_sigmas.split(",")) if args.keypoint_sigmas else None
+    except ValueError:
+        raise HibugError(f"--keypoint-sigmas: '{args.keypoint_sigmas}' is not comma-separated numbers") from None
+    config = MatchConfig(iou_threshold=args.iou_threshold, keypoint_sigmas=sigmas)
+    return load_coco(args.coco, results, images_dir=args.images_dir, split=args.split, match_config=config,
+                     progress=report)
 
 
 def _info_arguments(parser) -> None:
@@ -86,6 +120,9 @@ def cmd_info(args) -> int:
     for row in info["scores"]:
         score = "n/a (unlabelled)" if row["n"] == 0 else f"{row['mean_score']:.4f} over {row['n']}"
         print(f"model     {row['model']:<20} {row['split']:<6} mean score {score}")
+    for model, summary in info.get("coco", {}).items():
+        print(f"COCO      {model:<20} " + "  ".join(f"{name} {value:.3f}" for name, value in summary.items()
+                                                   if name in ("AP", "AP50", "AP75", "AR100", "AR")))
     return 0
 
 

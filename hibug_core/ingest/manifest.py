@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.config import IngestConfig
-from hibug_core.errors import ManifestError, RowIssue
+from hibug_core.errors import Issues, ManifestError, RowIssue
 from hibug_core.ingest.images import inspect_images
 from hibug_core.ingest.table import read_table
 from hibug_core.progress import ProgressCallback, no_progress
@@ -64,6 +64,8 @@ class ValidatedManifest:
     known_tags: dict[str, list[str | None]]
     ignored_columns: list[str]
     key_column: str = "image"
+    objects: pd.DataFrame | None = None  # objects only (hibug_core.objects): image_key, object_kind, owner, box_*
+    object_evaluations: dict = field(default_factory=dict)  # model -> hibug_core.objects.importer.ObjectEvaluation
 
     @property
     def n_rows(self) -> int:
@@ -151,23 +153,7 @@ def plan_columns(columns: list[str], default_model: str = DEFAULT_MODEL,
                       "split" if "split" in present else None, models, attributes, ignored), []
 
 
-class _Issues:
-    """Collects row issues up to a cap."""
-
-    def __init__(self, cap: int):
-        self.cap = cap
-        self.items: list[RowIssue] = []
-
-    def add(self, row_index: int | None, column: str | None, message: str) -> None:
-        if len(self.items) < self.cap:
-            self.items.append(RowIssue(None if row_index is None else row_index + 1, column, message))
-
-    @property
-    def full(self) -> bool:
-        return len(self.items) >= self.cap
-
-
-def _numbers(frame: pd.DataFrame, column: str, issues: _Issues, *, low: float, high: float,
+def _numbers(frame: pd.DataFrame, column: str, issues: Issues, *, low: float, high: float,
              required: np.ndarray | None = None) -> np.ndarray:
     text = frame[column]
     values = pd.to_numeric(text.where(text != ""), errors="coerce").to_numpy(dtype=float)
@@ -211,7 +197,7 @@ def validate_manifest(
     if len(frame) == 0:
         raise ManifestError(source, [RowIssue(None, None, "the manifest has a header but no rows")])
     frame = frame.reset_index(drop=True)
-    issues = _Issues(config.max_issues)
+    issues = Issues(config.max_issues)
     n = len(frame)
 
     images = frame[plan.image]

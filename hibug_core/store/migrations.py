@@ -101,6 +101,20 @@ V5_STATEMENTS = (
         created_at TEXT NOT NULL)""",
 )
 
+V9_STATEMENTS = (
+    *(f"ALTER TABLE samples ADD COLUMN {column}" for column in (
+        "image_key TEXT", "object_kind TEXT", "owner TEXT", "box_x DOUBLE PRECISION", "box_y DOUBLE PRECISION",
+        "box_w DOUBLE PRECISION", "box_h DOUBLE PRECISION", "keypoints_json TEXT")),
+    """CREATE TABLE object_outcomes (
+        model_id INTEGER NOT NULL REFERENCES models(id), sample_id INTEGER NOT NULL REFERENCES samples(id),
+        outcome TEXT NOT NULL, error_type TEXT, iou DOUBLE PRECISION, predicted_class TEXT, pred_x DOUBLE PRECISION,
+        pred_y DOUBLE PRECISION, pred_w DOUBLE PRECISION, pred_h DOUBLE PRECISION, nearest_label TEXT,
+        PRIMARY KEY (model_id, sample_id))""",
+    """CREATE TABLE object_evaluations (
+        model_id INTEGER PRIMARY KEY REFERENCES models(id), settings_json TEXT NOT NULL, summary_json TEXT NOT NULL,
+        per_class_json TEXT NOT NULL, created_at TEXT NOT NULL)""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "samples, predictions, known tags, imports, audit log", V1_STATEMENTS),
     Migration(2, "attribute schema versions, tag runs, tag corrections, multimodal-LLM answers", V2_STATEMENTS),
@@ -119,6 +133,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                """INSERT INTO model_split_scores (model_id, split, n, score_sum)
                   SELECT p.model_id, s.split, COUNT(p.score), SUM(p.score) FROM predictions p
                   JOIN samples s ON s.id = p.sample_id GROUP BY p.model_id, s.split""")),
+    Migration(9, "objects: a sample may be a box in an image (ground-truth object or a model's false positive), with "
+                 "each model's outcome and TIDE error type per object and its COCO evaluation", V9_STATEMENTS),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -193,20 +193,27 @@ class Project:
                     connection.exec_driver_sql(f"DROP INDEX {index}")
                 label = samples["label"].to_numpy(object, copy=True)
                 label[pd.isna(label)] = None
+                object_columns = _object_columns(manifest.objects)
                 insert_rows(connection, "samples", ("sample_key", "root_id", "path", "content_hash", "width", "height",
-                                                    "label", "split", "import_id"),
+                                                    "label", "split", "import_id", *object_columns),
                             list(zip(keys.tolist(), np.array([root_ids[r] for r in roots])[path_codes].tolist(),
                                      relative[path_codes].tolist(), samples["content_hash"].tolist(),
                                      samples["width"].astype(int).tolist(), samples["height"].astype(int).tolist(),
-                                     label.tolist(), samples["split"].tolist(), [import_id] * len(keys))))
+                                     label.tolist(), samples["split"].tolist(), [import_id] * len(keys),
+                                     *object_columns.values())))
                 for index, definition in rebuilt.items():
                     connection.exec_driver_sql(f"CREATE INDEX {index} ON {definition}")
                 sample_ids = _inserted_ids(connection, import_id, keys)
                 id_of = dict(zip(keys.tolist(), sample_ids.tolist())) if also is not None else {}
                 for name, outputs in manifest.models.items():
                     model_id = self._model_id(connection, name, outputs.classes)
-                    _insert_predictions(connection, model_id, sample_ids, outputs.prediction, outputs.confidence,
-                                        outputs.score)
+                    predicted = np.array([p is not None for p in outputs.prediction], dtype=bool)  # objects: a
+                    # false positive of one model has no prediction of another
+                    _insert_predictions(connection, model_id, sample_ids[predicted],
+                                        np.asarray(outputs.prediction, dtype=object)[predicted],
+                                        outputs.confidence[predicted], outputs.score[predicted])
+                    if name in manifest.object_evaluations:
+                        _insert_object_evaluation(connection, model_id, sample_ids, manifest.object_evaluations[name])
                     if outputs.probabilities is not None:
                         staged.append(self.arrays.stage(
                             f"probabilities/{_safe(name)}/import-{import_id}", sample_ids=sample_ids,
@@ -217,6 +224,8 @@ class Project:
                     insert_rows(connection, "known_tags", ("attribute", "sample_id", "tag"),
                                 list(zip([attribute] * int(given.sum()), sample_ids[given].tolist(),
                                          tags[given].tolist())))
+                if manifest.objects is not None:
+                    _set_task(connection, "pose" if manifest.objects["keypoints_json"].notna().any() else "detection")
                 if also is not None:
                     also(connection, id_of)
                 record_audit(connection, author, "import", f"import:{import_id}", None,
@@ -339,6 +348,38 @@ class Project:
             frame["correct"] = correct
         return frame
 
+    @property
+    def task(self) -> str:
+        """"classification" (one sample per image), "detection" or "pose" (one sample per object)."""
+        return self.meta().get("task", "classification")
+
+    def objects(self, model: str | None = None) -> pd.DataFrame:
+        """Object samples (index: sample id) with their image, kind (ground-truth object, or a model's false positive)
+        and box; for a model also its outcome, TIDE error type, IoU and predicted box (None where it has none)."""
+        with read_connection(self.engine) as connection:
+            frame = pd.read_sql_query(
+                text(f"SELECT id, {', '.join(OBJECT_COLUMNS)} FROM samples WHERE object_kind IS NOT NULL ORDER BY id"),
+                connection, index_col="id")
+            if model is not None:
+                outcomes = pd.read_sql_query(
+                    text("SELECT o.sample_id AS id, o.outcome, o.error_type, o.iou, o.predicted_class, o.pred_x, "
+                         "o.pred_y, o.pred_w, o.pred_h, o.nearest_label FROM object_outcomes o JOIN models m "
+                         "ON m.id = o.model_id WHERE m.name = :m"), connection, params={"m": model}, index_col="id")
+                frame = frame.join(outcomes, how="left")
+        return frame
+
+    def object_evaluation(self, model: str) -> dict | None:
+        """A model's COCO evaluation as imported: settings, summary (COCO's 12 numbers) and per_class (AP per class);
+        None for a model without one (an image classifier)."""
+        with read_connection(self.engine) as connection:
+            row = connection.execute(
+                text("SELECT e.settings_json, e.summary_json, e.per_class_json FROM object_evaluations e "
+                     "JOIN models m ON m.id = e.model_id WHERE m.name = :m"), {"m": model}).first()
+        if row is None:
+            return None
+        return {"settings": json.loads(row[0]), "summary": json.loads(row[1]),
+                "per_class": pd.DataFrame(json.loads(row[2]))}
+
     def split_ids(self, splits: list[str] | None) -> pd.Index | None:
         """Ids of the samples in `splits` (None: no choice, every sample)."""
         if not splits:
@@ -432,7 +473,15 @@ class Project:
             "models": self.models(),
             "scores": scores.to_dict(orient="records"),
             "imports": len(self.imports()),
+            "task": self.task,
+            **({"coco": self._coco_summaries()} if self.task != "classification" else {}),
         }
+
+    def _coco_summaries(self) -> dict[str, dict[str, float]]:
+        with read_connection(self.engine) as connection:
+            rows = connection.execute(text("SELECT m.name, e.summary_json FROM object_evaluations e JOIN models m "
+                                           "ON m.id = e.model_id ORDER BY m.id")).all()
+        return {name: json.loads(summary) for name, summary in rows}
 
 
 def _joined_paths(root_text: dict[int, str], root_ids: np.ndarray, paths: np.ndarray, ids: pd.Index) -> np.ndarray:
@@ -466,6 +515,42 @@ def _inserted_ids(connection: Connection, import_id: int, keys: np.ndarray) -> n
     inserted = pd.read_sql_query(text("SELECT sample_key, id FROM samples WHERE import_id = :i"), connection,
                                  params={"i": import_id}, index_col="sample_key")["id"]
     return inserted.reindex(keys).to_numpy(np.int64)
+
+
+OBJECT_COLUMNS = ("image_key", "object_kind", "owner", "box_x", "box_y", "box_w", "box_h", "keypoints_json")
+
+
+def _object_columns(objects: pd.DataFrame | None) -> dict[str, list]:
+    """An object manifest's box, image and kind columns as Python values for the samples insert ({} for images)."""
+    if objects is None:
+        return {}
+    return {c: nullable(objects[c]) if objects[c].dtype.kind == "f" else
+            [None if v is None or v != v else v for v in objects[c].tolist()] for c in OBJECT_COLUMNS}
+
+
+def _set_task(connection: Connection, task: str) -> None:
+    before = connection.execute(text("SELECT value FROM project_meta WHERE key = 'task'")).scalar()
+    if before is None:
+        connection.execute(text("INSERT INTO project_meta (key, value) VALUES ('task', :v)"), {"v": task})
+    elif before != task:
+        raise ProjectError(f"this project holds {before} samples; objects of a {task} task go in a project of their "
+                           "own")
+
+
+def _insert_object_evaluation(connection: Connection, model_id: int, sample_ids: np.ndarray, evaluation) -> None:
+    """One model's outcome per object sample and its COCO summary (hibug_core.objects.importer.ObjectEvaluation)."""
+    outcomes = evaluation.outcomes
+    columns = ("outcome", "error_type", "iou", "predicted_class", "pred_x", "pred_y", "pred_w", "pred_h",
+               "nearest_label")
+    values = [nullable(outcomes[c]) if outcomes[c].dtype.kind == "f" else
+              [None if v is None or v != v else v for v in outcomes[c].tolist()] for c in columns]
+    insert_rows(connection, "object_outcomes", ("model_id", "sample_id", *columns),
+                list(zip([int(model_id)] * len(outcomes), sample_ids[outcomes["row"].to_numpy()].tolist(), *values)))
+    connection.execute(
+        text("INSERT INTO object_evaluations (model_id, settings_json, summary_json, per_class_json, created_at) "
+             "VALUES (:m, :s, :y, :c, :t)"),
+        {"m": int(model_id), "s": json.dumps(evaluation.settings), "y": json.dumps(evaluation.summary),
+         "c": evaluation.per_class.to_json(orient="records"), "t": now()})
 
 
 def _insert_predictions(connection: Connection, model_id: int, sample_ids, predictions, confidence, score) -> None:

@@ -1,0 +1,329 @@
+"""Reading COCO ground truth and results files; every bad record is named by file, record index and field."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.errors import Issues, ManifestError, RowIssue
+
+BACKGROUND = "(background)"  # the label of a false positive: no object of any class is there
+MISSED = "(missed)"  # the prediction of a ground-truth object no detection found
+RESERVED_NAMES = (BACKGROUND, MISSED)
+MAX_ISSUES = 200
+
+
+@dataclass
+class CocoGroundTruth:
+    """A validated COCO instances file: `dataset` is what faster-coco-eval reads (records as given, defaults filled)."""
+
+    source: str
+    dataset: dict
+    images: pd.DataFrame  # index: image id; file_name, width, height, record
+    categories: dict[int, str]  # id -> name
+    keypoints: dict[int, list[str]]  # category id -> keypoint names (pose)
+    annotations: pd.DataFrame  # id, image_id, category_id, x, y, w, h, area, iscrowd, keypoints, record
+
+    @property
+    def has_keypoints(self) -> bool:
+        return bool(self.keypoints) and bool(self.annotations["keypoints"].notna().any())
+
+
+@dataclass
+class CocoResults:
+    """A validated COCO results file of one model: detection i is record i (its COCO id is i + 1)."""
+
+    source: str
+    model: str
+    records: list[dict]
+    detections: pd.DataFrame  # image_id, category_id, x, y, w, h, score, keypoints, record
+
+
+def read_json(path: Path) -> object:
+    """A JSON file, or ManifestError saying what is wrong with it."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ManifestError(str(path), [RowIssue(None, None, "file not found")]) from None
+    except IsADirectoryError:
+        raise ManifestError(str(path), [RowIssue(None, None, "is a folder, not a JSON file")]) from None
+    except OSError as error:
+        raise ManifestError(str(path), [RowIssue(None, None, f"cannot read the file ({error.strerror})")]) from None
+    if not raw.strip():
+        raise ManifestError(str(path), [RowIssue(None, None, "the file is empty")])
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError as error:
+        raise ManifestError(str(path), [RowIssue(None, None, f"not UTF-8 text (byte {error.start}); save it as "
+                                                             "UTF-8")]) from None
+    except json.JSONDecodeError as error:
+        raise ManifestError(str(path), [RowIssue(None, None, f"not valid JSON: {error.msg} at line {error.lineno}, "
+                                                             f"column {error.colno}")]) from None
+    except RecursionError:
+        raise ManifestError(str(path), [RowIssue(None, None, "not readable: nested too deeply")]) from None
+
+
+def _integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_box(record: dict, index: int, unit: str, issues: Issues, *, positive: bool) -> list[float] | None:
+    box = record.get("bbox")
+    if not isinstance(box, list) or len(box) != 4 or not all(_number(v) for v in box):
+        issues.add(index, "bbox", f"must be [x, y, width, height], four numbers in pixels; found {_short(box)}",
+                   unit=unit)
+        return None
+    if (box[2] <= 0 or box[3] <= 0) if positive else (box[2] < 0 or box[3] < 0):
+        issues.add(index, "bbox", f"width and height must be {'positive' if positive else '0 or more'}; found "
+                                  f"{box[2]:g} x {box[3]:g}", unit=unit)
+        return None
+    return [float(v) for v in box]
+
+
+def _check_keypoints(record: dict, index: int, unit: str, names: list[str], issues: Issues, *,
+                     visibility: bool) -> list[float] | None:
+    points = record.get("keypoints")
+    if points is None:
+        return None
+    expected = 3 * len(names)
+    if not isinstance(points, list) or len(points) != expected or not all(_number(v) for v in points):
+        issues.add(index, "keypoints", f"must be {expected} numbers (x, y, v for each of {len(names)} keypoints); "
+                                       f"found {_short(points)}", unit=unit)
+        return None
+    if visibility and any(points[i] not in (0, 1, 2) for i in range(2, expected, 3)):
+        issues.add(index, "keypoints", "every third number is a visibility flag: 0, 1 or 2", unit=unit)
+        return None
+    return [float(v) for v in points]
+
+
+def _short(value) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _records(document: dict, key: str, issues: Issues) -> list:
+    records = document.get(key)
+    if not isinstance(records, list):
+        issues.add(None, None, f"a COCO instances file needs a '{key}' list; found {_short(records)}", unit=key)
+        return []
+    return records
+
+
+def read_ground_truth(path: str | Path) -> CocoGroundTruth:
+    """Read and check a COCO instances file (images, categories, annotations with boxes, optional keypoints and
+    iscrowd); raise ManifestError naming every bad record."""
+    path = Path(path).resolve()
+    document = read_json(path)
+    if not isinstance(document, dict):
+        raise ManifestError(str(path), [RowIssue(None, None, "a COCO instances file is a JSON object with 'images', "
+                                                             "'annotations' and 'categories'")])
+    issues = Issues(MAX_ISSUES)
+    images_in, categories_in, annotations_in = (_records(document, key, issues)
+                                                for key in ("images", "categories", "annotations"))
+    categories: dict[int, str] = {}
+    keypoints: dict[int, list[str]] = {}
+    category_records = []
+    for i, record in enumerate(categories_in):
+        if not isinstance(record, dict):
+            issues.add(i, None, "must be an object with 'id' and 'name'", unit="categories")
+            continue
+        cid, name = record.get("id"), record.get("name")
+        if not _integer(cid):
+            issues.add(i, "id", f"must be an integer; found {_short(cid)}", unit="categories")
+        elif cid in categories:
+            issues.add(i, "id", f"{cid} is given twice", unit="categories")
+        elif not isinstance(name, str) or not name.strip():
+            issues.add(i, "name", f"must be a non-empty text; found {_short(name)}", unit="categories")
+        elif name in RESERVED_NAMES:
+            issues.add(i, "name", f"{name} is how hibug names the missing object; rename the category", unit="categories")
+        elif name in categories.values():
+            issues.add(i, "name", f"'{name}' is the name of another category too", unit="categories")
+        else:
+            categories[cid] = name
+            names = record.get("keypoints")
+            if names is not None:
+                if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+                    issues.add(i, "keypoints", "must be a list of keypoint names", unit="categories")
+                else:
+                    keypoints[cid] = names
+            category_records.append({"id": cid, "name": name, **({"keypoints": names} if names else {})})
+
+    image_rows, image_records = {}, []
+    for i, record in enumerate(images_in):
+        if not isinstance(record, dict):
+            issues.add(i, None, "must be an object with 'id' and 'file_name'", unit="images")
+            continue
+        iid, file_name = record.get("id"), record.get("file_name")
+        width, height = record.get("width"), record.get("height")
+        if not _integer(iid):
+            issues.add(i, "id", f"must be an integer; found {_short(iid)}", unit="images")
+        elif iid in image_rows:
+            issues.add(i, "id", f"{iid} is given twice (also images[{image_rows[iid]['record']}])", unit="images")
+        elif not isinstance(file_name, str) or not file_name.strip():
+            issues.add(i, "file_name", f"must be a non-empty path; found {_short(file_name)}", unit="images")
+        elif any(v is not None and not (_integer(v) and v > 0) for v in (width, height)):
+            issues.add(i, "width" if not (_integer(width) and width > 0) else "height",
+                       "must be a positive whole number of pixels", unit="images")
+        else:
+            image_rows[iid] = {"file_name": file_name, "width": width, "height": height, "record": i}
+            image_records.append({"id": iid, "file_name": file_name, "width": width, "height": height})
+
+    rows, annotation_records, seen_ids = [], [], {}
+    for i, record in enumerate(annotations_in):
+        if issues.full:
+            break
+        if not isinstance(record, dict):
+            issues.add(i, None, "must be an object with 'id', 'image_id', 'category_id' and 'bbox'", unit="annotations")
+            continue
+        aid, iid, cid = record.get("id"), record.get("image_id"), record.get("category_id")
+        crowd = record.get("iscrowd", 0)
+        if not _integer(aid):
+            issues.add(i, "id", f"must be an integer; found {_short(aid)}", unit="annotations")
+            continue
+        if aid in seen_ids:
+            issues.add(i, "id", f"{aid} is given twice (also annotations[{seen_ids[aid]}])", unit="annotations")
+            continue
+        seen_ids[aid] = i
+        if iid not in image_rows:
+            issues.add(i, "image_id", f"{_short(iid)} is not the id of an image in 'images'", unit="annotations")
+            continue
+        if cid not in categories:
+            issues.add(i, "category_id", f"{_short(cid)} is not the id of a category in 'categories'",
+                       unit="annotations")
+            continue
+        if crowd not in (0, 1) or isinstance(crowd, float):
+            issues.add(i, "iscrowd", f"must be 0 or 1; found {_short(crowd)}", unit="annotations")
+            continue
+        box = _check_box(record, i, "annotations", issues, positive=True)
+        if box is None:
+            continue
+        area = record.get("area", box[2] * box[3])
+        if not _number(area) or area < 0:
+            issues.add(i, "area", f"must be a number of square pixels, 0 or more; found {_short(area)}",
+                       unit="annotations")
+            continue
+        image = image_rows[iid]
+        if image["width"] and (box[0] >= image["width"] or box[1] >= image["height"] or box[0] + box[2] <= 0
+                               or box[1] + box[3] <= 0):
+            issues.add(i, "bbox", f"{_short(record['bbox'])} lies outside its image ({image['width']} x "
+                                  f"{image['height']}); boxes are [x, y, width, height] in pixels", unit="annotations")
+            continue
+        points = None
+        if cid in keypoints and "keypoints" in record:
+            points = _check_keypoints(record, i, "annotations", keypoints[cid], issues, visibility=True)
+            if points is None:
+                continue
+        elif "keypoints" in record and record["keypoints"]:
+            issues.add(i, "keypoints", f"category {categories[cid]!r} names no keypoints; add its 'keypoints' list",
+                       unit="annotations")
+            continue
+        clean = {"id": aid, "image_id": iid, "category_id": cid, "bbox": box, "area": float(area),
+                 "iscrowd": int(crowd)}
+        if points is not None:
+            clean["keypoints"] = points
+            clean["num_keypoints"] = int(sum(1 for v in points[2::3] if v > 0))
+        annotation_records.append(clean)
+        rows.append((aid, iid, cid, *box, float(area), int(crowd), points, i))
+    if not issues.items and rows and image_rows:
+        _check_not_normalised(rows, image_rows, issues)
+    if issues.items:
+        raise ManifestError(str(path), issues.items)
+    if not image_rows:
+        raise ManifestError(str(path), [RowIssue(None, None, "no images", unit="images")])
+    annotations = pd.DataFrame(rows, columns=["id", "image_id", "category_id", "x", "y", "w", "h", "area", "iscrowd",
+                                              "keypoints", "record"])
+    images = pd.DataFrame.from_dict(image_rows, orient="index")
+    images.index.name = "image_id"
+    dataset = {"images": image_records, "categories": category_records, "annotations": annotation_records}
+    return CocoGroundTruth(str(path), dataset, images, categories, keypoints, annotations)
+
+
+def _check_not_normalised(rows: list, image_rows: dict, issues: Issues) -> None:
+    """Boxes given as fractions of the image (YOLO's habit) instead of pixels: every box within 1 x 1."""
+    sizes = [(image_rows[r[1]]["width"] or 0) for r in rows]
+    if max(r[3] + r[5] for r in rows) <= 1.0 and max(r[4] + r[6] for r in rows) <= 1.0 and max(sizes) > 2:
+        issues.add(None, "bbox", "every box lies within 1 x 1: they look like fractions of the image; COCO boxes are "
+                                 "[x, y, width, height] in pixels", unit="annotations")
+
+
+def read_results(path: str | Path, ground_truth: CocoGroundTruth, *, model: str | None = None) -> CocoResults:
+    """Read and check a COCO results file (a list of {image_id, category_id, bbox, score[, keypoints]}) against its
+    ground truth; raise ManifestError naming every bad record."""
+    path = Path(path).resolve()
+    model = model or path.stem
+    document = read_json(path)
+    if isinstance(document, dict) and isinstance(document.get("annotations"), list):
+        document = document["annotations"]
+    if not isinstance(document, list):
+        raise ManifestError(str(path), [RowIssue(None, None, "a COCO results file is a JSON list of detections "
+                                                             "{image_id, category_id, bbox, score}")])
+    issues = Issues(MAX_ISSUES)
+    images = ground_truth.images
+    rows, records = [], []
+    for i, record in enumerate(document):
+        if issues.full:
+            break
+        if not isinstance(record, dict):
+            issues.add(i, None, "must be an object with 'image_id', 'category_id', 'bbox' and 'score'", unit="results")
+            continue
+        iid, cid, score = record.get("image_id"), record.get("category_id"), record.get("score")
+        if iid not in images.index or isinstance(iid, bool):
+            issues.add(i, "image_id", f"{_short(iid)} is not the id of an image in {Path(ground_truth.source).name}",
+                       unit="results")
+            continue
+        if cid not in ground_truth.categories or isinstance(cid, bool):
+            issues.add(i, "category_id", f"{_short(cid)} is not the id of a category in "
+                                         f"{Path(ground_truth.source).name}", unit="results")
+            continue
+        if not _number(score):
+            issues.add(i, "score", f"must be a number (the detection's confidence); found {_short(score)}",
+                       unit="results")
+            continue
+        names = ground_truth.keypoints.get(cid)
+        points = None
+        if names and "keypoints" in record:
+            points = _check_keypoints(record, i, "results", names, issues, visibility=False)
+            if points is None:
+                continue
+        box = _check_box(record, i, "results", issues, positive=False) if "bbox" in record or points is None else None
+        if box is None and points is None:
+            continue
+        if box is None:  # a pose result without a box: the keypoints' extent, as pycocotools computes it
+            xs, ys = points[0::3], points[1::3]
+            box = [min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)]
+        clean = {"image_id": iid, "category_id": cid, "bbox": box, "score": float(score)}
+        if points is not None:
+            clean["keypoints"] = points
+        records.append(clean)
+        rows.append((iid, cid, *box, float(score), points, i))
+    if issues.items:
+        raise ManifestError(str(path), issues.items)
+    detections = pd.DataFrame(rows, columns=["image_id", "category_id", "x", "y", "w", "h", "score", "keypoints",
+                                             "record"])
+    return CocoResults(str(path), model, records, detections)
+
+
+def image_sizes_issues(ground_truth: CocoGroundTruth, measured: dict[int, tuple[int, int]]) -> list[RowIssue]:
+    """Images whose file is not the size the ground truth says (boxes are in the recorded size's pixels)."""
+    issues = []
+    for iid, (width, height) in measured.items():
+        row = ground_truth.images.loc[iid]
+        if row["width"] and (int(row["width"]), int(row["height"])) != (width, height):
+            issues.append(RowIssue(int(row["record"]), "width", f"the file {row['file_name']} is {width} x {height} "
+                                   f"pixels, the record says {int(row['width'])} x {int(row['height'])}",
+                                   unit="images"))
+    return issues
+
+
+def boxes(frame: pd.DataFrame) -> np.ndarray:
+    """The [x, y, w, h] columns of an annotations or detections frame as an (n, 4) float array."""
+    return frame[["x", "y", "w", "h"]].to_numpy(np.float64)

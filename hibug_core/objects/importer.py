@@ -1,0 +1,164 @@
+"""COCO ground truth + model results as a validated manifest of objects: every ground-truth object and every false
+positive is a sample, with its box, its image, its outcome per model and its measured geometry."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.config import IngestConfig
+from hibug_core.errors import ManifestError, RowIssue
+from hibug_core.ingest.images import inspect_images
+from hibug_core.ingest.manifest import ModelOutputs, ValidatedManifest
+from hibug_core.objects.coco import (BACKGROUND, MISSED, CocoGroundTruth, CocoResults, image_sizes_issues,
+                                     read_ground_truth, read_results)
+from hibug_core.objects.geometry import GeometryConfig, measure_objects
+from hibug_core.objects.matching import FALSE_POSITIVE, MatchConfig, Matches, match
+from hibug_core.progress import ProgressCallback, no_progress
+
+OBJECT_KIND, DETECTION_KIND = "object", "detection"  # a ground-truth object; a detection that found none
+
+
+@dataclass
+class ObjectEvaluation:
+    """One model's matching, written with the samples: outcomes per sample row, COCO's summary, AP per class."""
+
+    outcomes: pd.DataFrame  # row (manifest row), outcome, error_type, iou, predicted_class, pred_x..pred_h, ...
+    summary: dict[str, float]
+    per_class: pd.DataFrame
+    settings: dict
+
+
+def model_names(results: list[str | Path] | dict[str, str | Path]) -> dict[str, Path]:
+    """Results files by model name: given as {name: path}, or paths named by their file's stem."""
+    if isinstance(results, dict):
+        return {str(name): Path(path) for name, path in results.items()}
+    named: dict[str, Path] = {}
+    for path in map(Path, results):
+        name = path.stem
+        if name in named:
+            raise ManifestError(str(path), [RowIssue(None, None, f"another results file is also named '{name}'; give "
+                                                                 "each model a name (NAME=results.json)")])
+        named[name] = path
+    return named
+
+
+def load_coco(ground_truth: str | Path, results: list[str | Path] | dict[str, str | Path], *,
+              images_dir: str | Path | None = None, split: str = "val", match_config: MatchConfig = MatchConfig(),
+              geometry: GeometryConfig = GeometryConfig(), config: IngestConfig = IngestConfig(),
+              progress: ProgressCallback = no_progress) -> ValidatedManifest:
+    """Read, check and match a COCO instances file and one results file per model, ready for import.
+    Images are found under `images_dir` (default: the ground truth's folder) by their file_name."""
+    # 1. Check the inputs: the split, the files and every record in them.
+    if split not in config.allowed_splits:
+        raise ManifestError(str(ground_truth), [RowIssue(None, None, f"unknown split '{split}'; use one of "
+                                                                     f"{', '.join(config.allowed_splits)}")])
+    named = model_names(results)
+    progress("reading the ground truth", 0, 1 + len(named))
+    truth = read_ground_truth(ground_truth)
+    found: list[CocoResults] = []
+    for done, (name, path) in enumerate(named.items(), start=1):
+        found.append(read_results(path, truth, model=name))
+        progress("reading results", done, 1 + len(named))
+    # 2. The images: each distinct file read, hashed and its size checked once.
+    folder = Path(images_dir).resolve() if images_dir else Path(truth.source).parent
+    used = sorted(set(truth.annotations["image_id"]).union(*(set(r.detections["image_id"]) for r in found)))
+    paths = {iid: Path(folder, truth.images.at[iid, "file_name"]).resolve() for iid in used}
+    infos, problems = inspect_images(list(paths.values()), workers=config.workers,
+                                     check_size=config.image_check_size, progress=progress)
+    issues = [RowIssue(int(truth.images.at[iid, "record"]), "file_name",
+                       f"{problems[path]}: {truth.images.at[iid, 'file_name']}"
+                       + (f" (looked for {path})" if problems[path] == "file not found" else ""), unit="images")
+              for iid, path in paths.items() if path in problems]
+    issues += image_sizes_issues(truth, {iid: (infos[p].width, infos[p].height) for iid, p in paths.items()
+                                         if p in infos})
+    if issues:
+        raise ManifestError(truth.source, issues[:config.max_issues])
+    # 3. Matching, model by model.
+    matches = []
+    for done, result in enumerate(found, start=1):
+        matches.append(match(truth, result, match_config))
+        progress("matching detections", done, len(found))
+    # 4. The samples: ground-truth objects, then each model's false positives.
+    return _manifest(truth, found, matches, paths, infos, split, geometry)
+
+
+def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Matches], paths: dict, infos: dict,
+              split: str, geometry: GeometryConfig) -> ValidatedManifest:
+    names = truth.categories
+    objects = truth.annotations[truth.annotations["iscrowd"] == 0].reset_index(drop=True)
+    parts = [pd.DataFrame({
+        "image_id": objects["image_id"].to_numpy(), "kind": OBJECT_KIND, "owner": None,
+        "source_id": objects["id"].to_numpy(), "label": [names[c] for c in objects["category_id"]],
+        "x": objects["x"].to_numpy(), "y": objects["y"].to_numpy(), "w": objects["w"].to_numpy(),
+        "h": objects["h"].to_numpy(), "area": objects["area"].to_numpy(), "keypoints": objects["keypoints"].to_numpy(),
+    })]
+    for result, matched in zip(found, matches):
+        false = np.flatnonzero(matched.detections["outcome"].to_numpy() == FALSE_POSITIVE)
+        detections = result.detections.iloc[false]
+        parts.append(pd.DataFrame({
+            "image_id": detections["image_id"].to_numpy(), "kind": DETECTION_KIND, "owner": result.model,
+            "source_id": false, "label": BACKGROUND, "x": detections["x"].to_numpy(),
+            "y": detections["y"].to_numpy(), "w": detections["w"].to_numpy(), "h": detections["h"].to_numpy(),
+            "area": (detections["w"] * detections["h"]).to_numpy(), "keypoints": detections["keypoints"].to_numpy()}))
+    rows = pd.concat(parts, ignore_index=True)
+    n = len(rows)
+    file_names = truth.images["file_name"].reindex(rows["image_id"]).to_numpy(object)
+    image_paths = np.array([str(paths[i]) for i in rows["image_id"]], dtype=object)
+    info = [infos[paths[i]] for i in rows["image_id"]]
+    keys = np.where(rows["kind"] == OBJECT_KIND,
+                    [f"{f}#object-{s}" for f, s in zip(file_names, rows["source_id"])],
+                    [f"{f}#{o}-detection-{s}" for f, o, s in zip(file_names, rows["owner"], rows["source_id"])])
+    samples = pd.DataFrame({
+        "sample_key": keys.astype(object), "image_path": image_paths, "label": rows["label"].to_numpy(object),
+        "split": split, "content_hash": [i.content_hash for i in info],
+        "width": np.array([i.width for i in info], dtype=np.int64),
+        "height": np.array([i.height for i in info], dtype=np.int64),
+    })
+    object_columns = pd.DataFrame({
+        "image_key": file_names, "object_kind": rows["kind"].to_numpy(object), "owner": rows["owner"].to_numpy(object),
+        "box_x": rows["x"].to_numpy(float), "box_y": rows["y"].to_numpy(float), "box_w": rows["w"].to_numpy(float),
+        "box_h": rows["h"].to_numpy(float),
+        "keypoints_json": [None if p is None else json.dumps(p) for p in rows["keypoints"]],
+    })
+    models, evaluations = {}, {}
+    is_object = (rows["kind"] == OBJECT_KIND).to_numpy()
+    object_rows = np.flatnonzero(is_object)
+    for result, matched in zip(found, matches):
+        prediction = np.full(n, None, dtype=object)
+        confidence, score = np.full(n, np.nan), np.full(n, np.nan)
+        outcome = matched.objects.reindex(rows.loc[is_object, "source_id"].to_numpy())
+        prediction[object_rows] = np.where(outcome["outcome"] == "true positive", outcome["predicted_class"], MISSED)
+        confidence[object_rows] = np.where(outcome["outcome"] == "true positive", outcome["confidence"], np.nan)
+        score[object_rows] = outcome["score"].to_numpy()
+        mine = np.flatnonzero((rows["kind"] == DETECTION_KIND).to_numpy() & (rows["owner"] == result.model).to_numpy())
+        records = rows["source_id"].to_numpy()[mine]
+        detections = result.detections.iloc[records]
+        prediction[mine] = [names[c] for c in detections["category_id"]]
+        confidence[mine] = detections["score"].to_numpy()
+        score[mine] = 0.0
+        models[result.model] = ModelOutputs(prediction.tolist(), confidence, score)
+        detail = matched.detections.iloc[records]
+        outcomes = pd.concat([
+            pd.DataFrame({"row": object_rows, "outcome": outcome["outcome"].to_numpy(object),
+                          "error_type": outcome["error_type"].to_numpy(object), "iou": outcome["iou"].to_numpy(),
+                          "predicted_class": outcome["predicted_class"].to_numpy(object),
+                          "pred_x": outcome["pred_x"].to_numpy(), "pred_y": outcome["pred_y"].to_numpy(),
+                          "pred_w": outcome["pred_w"].to_numpy(), "pred_h": outcome["pred_h"].to_numpy(),
+                          "nearest_label": None}),
+            pd.DataFrame({"row": mine, "outcome": FALSE_POSITIVE, "error_type": detail["error_type"].to_numpy(object),
+                          "iou": detail["iou"].to_numpy(), "predicted_class": prediction[mine],
+                          "pred_x": detections["x"].to_numpy(), "pred_y": detections["y"].to_numpy(),
+                          "pred_w": detections["w"].to_numpy(), "pred_h": detections["h"].to_numpy(),
+                          "nearest_label": detail["nearest_label"].replace("", None).to_numpy(object)}),
+        ], ignore_index=True)
+        evaluations[result.model] = ObjectEvaluation(outcomes, matched.summary, matched.per_class, matched.settings)
+    measured = measure_objects(rows[["x", "y", "w", "h"]].to_numpy(), rows["area"].to_numpy(),
+                               rows["image_id"].to_numpy(), samples[["width", "height"]].to_numpy(),
+                               np.where(is_object, rows["source_id"], -1), objects[["id", "image_id", "x", "y", "w", "h"]],
+                               geometry)
+    known_tags = {name: measured[name].tolist() for name in measured.columns}
+    return ValidatedManifest(truth.source, samples, models, known_tags, [], "image", object_columns, evaluations)

@@ -1,0 +1,307 @@
+"""Matching a model's detections to ground-truth objects with faster-coco-eval (COCO's greedy matching), TIDE's
+error type of every miss and false positive, and COCO's AP summary."""
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.errors import ConfigError, check_fields
+from hibug_core.objects.coco import CocoGroundTruth, CocoResults, boxes
+
+TRUE_POSITIVE, FALSE_POSITIVE, MISSED_OUTCOME = "true positive", "false positive", "missed"
+IGNORED_CROWD, IGNORED_BEYOND = "ignored (crowd)", "ignored (beyond the detections per image COCO evaluates)"
+ERROR_TYPES = ("classification", "localization", "both", "duplicate", "background", "missed")  # TIDE's six
+SUMMARY_NAMES = ("AP", "AP50", "AP75", "AP small", "AP medium", "AP large",
+                 "AR1", "AR10", "AR100", "AR small", "AR medium", "AR large")
+# COCO's keypoint sigmas for its 17 person keypoints (pycocotools' defaults).
+COCO_PERSON_SIGMAS = (.26, .25, .25, .35, .35, .79, .79, .72, .72, .62, .62, 1.07, 1.07, .87, .87, .89, .89)
+
+
+@dataclass(frozen=True)
+class MatchConfig:
+    """How detections are matched to objects and how an object's score is given."""
+
+    iou_threshold: float = 0.5  # a detection of the right class overlapping this much finds its object (IoU or OKS)
+    background_iou: float = 0.1  # TIDE's background threshold: below it a detection overlaps nothing
+    max_detections: int = 100  # per image and class, the highest-scoring ones (COCO's maxDets)
+    score: str = "iou"  # an object's score: "iou" (its match's IoU or OKS, 0 when missed) or "hit" (1 or 0)
+    keypoint_sigmas: tuple[float, ...] | None = None  # OKS sigmas; None: COCO's for 17 person keypoints
+    keypoints: bool | None = None  # match by OKS; None: when the ground truth and the results have keypoints
+
+    def __post_init__(self):
+        check_fields(self, {
+            "iou_threshold": (0 < self.iou_threshold < 1, "between 0 and 1"),
+            "background_iou": (0 <= self.background_iou < self.iou_threshold, "0 or more, below iou_threshold"),
+            "max_detections": (self.max_detections >= 1, "1 or more"),
+            "score": (self.score in ("iou", "hit"), "'iou' or 'hit'"),
+            "keypoint_sigmas": (self.keypoint_sigmas is None or (len(self.keypoint_sigmas) > 0 and all(
+                s > 0 for s in self.keypoint_sigmas)), "None, or positive numbers, one per keypoint")})
+
+
+@dataclass
+class Matches:
+    """One model's detections against the ground truth."""
+
+    model: str
+    objects: pd.DataFrame  # per non-crowd ground-truth annotation id: outcome, error_type, iou, detection, ...
+    detections: pd.DataFrame  # per detection record: outcome, error_type, iou, object, nearest_label
+    summary: dict[str, float]  # COCO's 12 numbers (AP at IoU .50:.95, ...), as pycocotools prints them
+    per_class: pd.DataFrame  # per class: AP, AP50, objects, detections
+    iou_type: str = "bbox"
+    settings: dict = field(default_factory=dict)
+
+
+def _coco_pair(ground_truth: CocoGroundTruth, results: CocoResults):
+    from faster_coco_eval import COCO
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt = COCO(copy.deepcopy(ground_truth.dataset), print_function=lambda *a: None)
+        dt = gt.loadRes(copy.deepcopy(results.records)) if results.records else None
+    return gt, dt
+
+
+def _evaluator(gt, dt, iou_type: str, sigmas, *, thresholds=None, max_detections: int | None = None):
+    from faster_coco_eval import COCOeval_faster
+
+    evaluator = COCOeval_faster(gt, dt, iou_type, print_function=lambda *a: None, separate_eval=True,
+                                extra_calc=thresholds is not None)
+    if sigmas is not None:
+        evaluator.params.kpt_oks_sigmas = np.asarray(sigmas, dtype=np.float64)
+    if thresholds is not None:
+        evaluator.params.iouThrs = np.asarray(thresholds, dtype=np.float64)
+        evaluator.params.areaRng, evaluator.params.areaRngLbl = [evaluator.params.areaRng[0]], ["all"]
+        evaluator.params.maxDets = [max_detections]
+    with contextlib.redirect_stdout(io.StringIO()):
+        evaluator.evaluate()
+        evaluator.accumulate()
+    return evaluator
+
+
+def _iou_type(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConfig) -> str:
+    has_points = ground_truth.has_keypoints and bool(results.detections["keypoints"].notna().any())
+    use = has_points if config.keypoints is None else config.keypoints
+    if use and not has_points:
+        raise ConfigError("keypoint matching was asked for, but the ground truth or the results carry no keypoints")
+    return "keypoints" if use else "bbox"
+
+
+def _sigmas(ground_truth: CocoGroundTruth, config: MatchConfig) -> tuple[float, ...]:
+    counts = {len(names) for names in ground_truth.keypoints.values()}
+    if len(counts) != 1:
+        raise ConfigError(f"the categories name different numbers of keypoints ({sorted(counts)}); match them "
+                          "separately")
+    count = counts.pop()
+    sigmas = config.keypoint_sigmas or (COCO_PERSON_SIGMAS if count == 17 else None)
+    if sigmas is None:
+        raise ConfigError(f"keypoint_sigmas: give one OKS sigma per keypoint ({count}); COCO's defaults are for its 17 "
+                          "person keypoints only")
+    if len(sigmas) != count:
+        raise ConfigError(f"keypoint_sigmas: {len(sigmas)} given, the categories have {count} keypoints")
+    return tuple(sigmas)
+
+
+def summarize(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConfig = MatchConfig()
+              ) -> tuple[dict[str, float], pd.DataFrame]:
+    """COCO's summary (the 12 numbers pycocotools prints) and AP per class, for checking against your evaluation."""
+    iou_type = _iou_type(ground_truth, results, config)
+    sigmas = _sigmas(ground_truth, config) if iou_type == "keypoints" else None
+    return _summary(*_coco_pair(ground_truth, results), iou_type, sigmas, ground_truth, results)
+
+
+def _summary(gt, dt, iou_type, sigmas, ground_truth, results):
+    categories = sorted(ground_truth.categories)
+    objects = ground_truth.annotations[ground_truth.annotations["iscrowd"] == 0]
+    per_class = pd.DataFrame({"class": [ground_truth.categories[c] for c in categories],
+                              "objects": objects["category_id"].value_counts().reindex(categories, fill_value=0).values,
+                              "detections": results.detections["category_id"].value_counts()
+                              .reindex(categories, fill_value=0).values})
+    if dt is None:
+        names = SUMMARY_NAMES if iou_type == "bbox" else _keypoint_names()
+        return {name: -1.0 for name in names}, per_class.assign(AP=np.nan, AP50=np.nan)
+    evaluator = _evaluator(gt, dt, iou_type, sigmas)
+    with contextlib.redirect_stdout(io.StringIO()):
+        evaluator.summarize()
+    names = SUMMARY_NAMES if iou_type == "bbox" else _keypoint_names()
+    summary = {name: float(value) for name, value in zip(names, evaluator.stats)}
+    precision = np.asarray(evaluator.eval["precision"])  # [thresholds, recall, classes, areas, max dets]
+    ap, ap50 = [], []
+    order = list(evaluator.params.catIds)
+    for category in categories:
+        k = order.index(category)
+        values = precision[:, :, k, 0, -1]
+        ap.append(float(values[values > -1].mean()) if (values > -1).any() else np.nan)
+        first = values[0]
+        ap50.append(float(first[first > -1].mean()) if (first > -1).any() else np.nan)
+    return summary, per_class.assign(AP=ap, AP50=ap50)
+
+
+def _keypoint_names() -> tuple[str, ...]:
+    return ("AP", "AP50", "AP75", "AP medium", "AP large", "AR", "AR50", "AR75", "AR medium", "AR large")
+
+
+def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConfig = MatchConfig()) -> Matches:
+    """Every non-crowd object found or missed and every detection a true or false positive at the IoU threshold
+    (COCO's greedy matching by confidence, crowd regions absorbing detections), with TIDE's error types."""
+    # 1. The library's view of both files, and its summary.
+    iou_type = _iou_type(ground_truth, results, config)
+    sigmas = _sigmas(ground_truth, config) if iou_type == "keypoints" else None
+    gt, dt = _coco_pair(ground_truth, results)
+    summary, per_class = _summary(gt, dt, iou_type, sigmas, ground_truth, results)
+    # 2. COCO's matching at the one threshold asked for.
+    matched: dict[int, tuple[int, float]] = {}  # detection record -> (annotation id, IoU or OKS)
+    if dt is not None:
+        evaluator = _evaluator(gt, dt, iou_type, sigmas, thresholds=[config.iou_threshold],
+                               max_detections=config.max_detections)
+        for pair, value in evaluator.eval["matched"].items():
+            detection_id, annotation_id = (int(part) for part in pair.split("_", 1))
+            matched[detection_id - 1] = (annotation_id, float(value))
+    # 3. Outcomes and TIDE's error types, image by image.
+    objects, detections = _outcomes(ground_truth, results, matched, config,
+                                    evaluator if iou_type == "keypoints" and dt is not None else None)
+    settings = {"iou_threshold": config.iou_threshold, "background_iou": config.background_iou,
+                "max_detections": config.max_detections, "score": config.score, "iou_type": iou_type,
+                **({"keypoint_sigmas": list(sigmas)} if sigmas else {})}
+    return Matches(results.model, objects, detections, summary, per_class, iou_type, settings)
+
+
+def _beyond_limit(detections: pd.DataFrame, limit: int) -> np.ndarray:
+    """Detections COCO does not evaluate: below the `limit` highest-scoring of their image and class (stable order)."""
+    order = detections.sort_values("score", ascending=False, kind="mergesort")
+    rank = order.groupby(["image_id", "category_id"], sort=False).cumcount()
+    return (rank >= limit).reindex(detections.index).to_numpy(bool)
+
+
+def _box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of every box in a (n, 4) against b (m, 4), xywh, by the library's own routine."""
+    from faster_coco_eval.core import mask
+
+    if len(a) == 0 or len(b) == 0:
+        return np.zeros((len(a), len(b)))
+    return np.asarray(mask.iou(a.tolist(), b.tolist(), [0] * len(b)), dtype=np.float64).reshape(len(a), len(b))
+
+
+def _library_oks(evaluator, image_id: int, category_id: int) -> pd.DataFrame:
+    """OKS of an image's detections of one class (rows: detection record) against its objects of that class
+    (columns: annotation id), as the evaluator computes them for its matching."""
+    values = np.asarray(evaluator.computeOks(image_id, category_id), dtype=np.float64)
+    objects = evaluator.gt_dataset.get(image_id, category_id)
+    found = evaluator.dt_dataset.get(image_id, category_id)
+    order = np.argsort([-d["score"] for d in found], kind="mergesort")[:evaluator.params.maxDets[-1]]
+    if values.size == 0:
+        return pd.DataFrame()
+    return pd.DataFrame(values.reshape(len(order), len(objects)), index=[found[i]["id"] - 1 for i in order],
+                        columns=[o["id"] for o in objects])
+
+
+def _outcomes(ground_truth: CocoGroundTruth, results: CocoResults, matched: dict[int, tuple[int, float]],
+              config: MatchConfig, keypoint_evaluator=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per object and per detection: outcome, TIDE error type, overlap, the detection or object it goes with.
+    keypoint_evaluator: the matching evaluator of a keypoint task (same-class overlap is then its OKS)."""
+    annotations = ground_truth.annotations
+    crowd_ids = set(annotations.loc[annotations["iscrowd"] == 1, "id"].tolist())
+    objects = annotations[annotations["iscrowd"] == 0]
+    detections = results.detections
+    n_det = len(detections)
+    det_outcome = np.full(n_det, FALSE_POSITIVE, dtype=object)
+    det_error = np.full(n_det, "", dtype=object)
+    det_object = np.full(n_det, -1, dtype=np.int64)
+    det_iou = np.zeros(n_det)
+    nearest_label = np.full(n_det, "", dtype=object)
+    beyond = _beyond_limit(detections, config.max_detections) if n_det else np.zeros(0, bool)
+    det_outcome[beyond] = IGNORED_BEYOND
+    for record, (annotation_id, value) in matched.items():
+        if annotation_id in crowd_ids:
+            det_outcome[record] = IGNORED_CROWD
+        else:
+            det_outcome[record], det_object[record], det_iou[record] = TRUE_POSITIVE, annotation_id, value
+
+    obj_index = {aid: i for i, aid in enumerate(objects["id"].tolist())}
+    n_obj = len(objects)
+    obj_detection = np.full(n_obj, -1, dtype=np.int64)
+    obj_iou = np.zeros(n_obj)
+    obj_error = np.full(n_obj, "", dtype=object)
+    for record in np.flatnonzero(det_outcome == TRUE_POSITIVE):
+        i = obj_index[int(det_object[record])]
+        obj_detection[i], obj_iou[i] = record, det_iou[record]
+
+    names = ground_truth.categories
+    t, t_b = config.iou_threshold, config.background_iou
+    obj_boxes, det_boxes = boxes(objects), boxes(detections)
+    obj_class = objects["category_id"].to_numpy()
+    det_class = detections["category_id"].to_numpy()
+    det_score = detections["score"].to_numpy()
+    obj_by_image = pd.Series(np.arange(n_obj)).groupby(objects["image_id"].to_numpy()).apply(np.asarray).to_dict()
+    unmatched = det_outcome == FALSE_POSITIVE
+    fp_by_image = (pd.Series(np.flatnonzero(unmatched)).groupby(detections["image_id"].to_numpy()[unmatched])
+                   .apply(np.asarray).to_dict()) if unmatched.any() else {}
+    explained_by = np.full(n_obj, -1, dtype=np.int64)  # TIDE: a miss covered by a classification/localization error
+    for image_id, fps in fp_by_image.items():
+        fps = fps[np.argsort(-det_score[fps], kind="mergesort")]
+        members = obj_by_image.get(image_id, np.zeros(0, np.int64))
+        if len(members) == 0:
+            det_error[fps] = "background"
+            continue
+        overlap = _box_iou(det_boxes[fps], obj_boxes[members])
+        same_class = det_class[fps][:, None] == obj_class[members][None, :]
+        same_overlap = overlap
+        if keypoint_evaluator is not None:
+            same_overlap = np.zeros_like(overlap)
+            member_ids = objects["id"].to_numpy()[members]
+            for category in np.unique(det_class[fps]):
+                oks = _library_oks(keypoint_evaluator, int(image_id), int(category))
+                if not oks.empty:
+                    same_overlap += oks.reindex(index=fps, columns=member_ids).fillna(0.0).to_numpy()
+        same = np.where(same_class, same_overlap, 0.0)
+        other = np.where(same_class, 0.0, overlap)
+        for row, record in enumerate(fps):
+            best_same, best_other = same[row].max(), other[row].max()
+            target = None
+            if best_same >= t:
+                det_error[record], target = "duplicate", int(same[row].argmax())
+            elif best_other >= t:
+                det_error[record], target = "classification", int(other[row].argmax())
+            elif best_same >= t_b:
+                det_error[record], target = "localization", int(same[row].argmax())
+            elif best_other >= t_b:
+                det_error[record], target = "both", int(other[row].argmax())
+            else:
+                det_error[record] = "background"
+            nearest = int(overlap[row].argmax())
+            nearest_label[record] = names[int(obj_class[members[nearest]])]
+            det_iou[record] = overlap[row, nearest] if target is None else (
+                same[row, target] if det_error[record] in ("duplicate", "localization") else other[row, target])
+            if target is not None:
+                det_object[record] = int(objects["id"].iat[members[target]])
+                i = members[target]
+                if det_error[record] != "duplicate" and obj_detection[i] < 0 and explained_by[i] < 0:
+                    explained_by[i] = record  # the highest-scoring error that covers the missed object
+    found = obj_detection >= 0
+    obj_error[~found] = "missed"
+    explained = ~found & (explained_by >= 0)
+    obj_error[explained] = det_error[explained_by[explained]]
+    shown_detection = np.where(found, obj_detection, explained_by)
+    obj_iou[explained] = det_iou[explained_by[explained]]
+    score = np.where(found, obj_iou if config.score == "iou" else 1.0, 0.0)
+
+    def detection_column(values, empty):
+        out = np.full(n_obj, empty, dtype=object)
+        out[shown_detection >= 0] = values[shown_detection[shown_detection >= 0]]
+        return out
+
+    objects_out = pd.DataFrame({
+        "outcome": np.where(found, TRUE_POSITIVE, MISSED_OUTCOME), "error_type": obj_error, "iou": obj_iou,
+        "score": score, "detection": shown_detection,
+        "predicted_class": detection_column(np.array([names[int(c)] for c in det_class], dtype=object), None),
+        "confidence": detection_column(det_score.astype(object), None).astype(float),
+    }, index=pd.Index(objects["id"].to_numpy(), name="annotation_id"))
+    for column, k in zip(("pred_x", "pred_y", "pred_w", "pred_h"), range(4)):
+        objects_out[column] = detection_column(det_boxes[:, k].astype(object), None).astype(float)
+    detections_out = pd.DataFrame({"outcome": det_outcome, "error_type": det_error, "iou": det_iou,
+                                   "object": det_object, "nearest_label": nearest_label},
+                                  index=pd.Index(np.arange(n_det), name="record"))
+    return objects_out, detections_out

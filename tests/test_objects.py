@@ -1,0 +1,340 @@
+"""Objects: COCO import with named errors, matching and AP equal to pycocotools, TIDE error types, geometry."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from hibug_core.errors import ConfigError, ManifestError
+from hibug_core.objects.coco import BACKGROUND, MISSED, read_ground_truth, read_results
+from hibug_core.objects.geometry import measure_objects
+from hibug_core.objects.importer import load_coco
+from hibug_core.objects.matching import MatchConfig, match
+from hibug_core.store.project import Project
+
+CATEGORIES = [{"id": 1, "name": "cat"}, {"id": 2, "name": "dog"}]
+
+
+def _write_images(folder: Path, images: list[dict]) -> None:
+    for image in images:
+        if not image["file_name"] or min(image["width"], image["height"]) < 1:
+            continue  # a bad record under test
+        path = folder / image["file_name"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (image["width"], image["height"]), (image["id"] * 40 % 255, 90, 30)).save(path)
+
+
+def _write(folder: Path, ground_truth: dict, results: dict[str, list]) -> tuple[Path, dict[str, Path]]:
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_images(folder, ground_truth["images"])
+    (folder / "instances.json").write_text(json.dumps(ground_truth))
+    paths = {}
+    for name, detections in results.items():
+        paths[name] = folder / f"{name}.json"
+        paths[name].write_text(json.dumps(detections))
+    return folder / "instances.json", paths
+
+
+def _tide_case() -> tuple[dict, list]:
+    """One 200 x 100 image where every outcome and TIDE error type happens once (worked out by hand below)."""
+    annotations = [
+        {"id": 1, "image_id": 1, "category_id": 1, "bbox": [10, 10, 40, 40], "area": 1600, "iscrowd": 0},
+        {"id": 2, "image_id": 1, "category_id": 2, "bbox": [100, 10, 40, 40], "area": 1600, "iscrowd": 0},
+        {"id": 3, "image_id": 1, "category_id": 1, "bbox": [10, 60, 20, 20], "area": 400, "iscrowd": 0},
+        {"id": 4, "image_id": 1, "category_id": 1, "bbox": [150, 50, 50, 50], "area": 2500, "iscrowd": 1},
+        {"id": 5, "image_id": 1, "category_id": 2, "bbox": [60, 10, 30, 30], "area": 900, "iscrowd": 0},
+    ]
+    detections = [
+        {"image_id": 1, "category_id": 1, "bbox": [10, 10, 40, 40], "score": 0.9},  # 0: finds cat 1 (IoU 1)
+        {"image_id": 1, "category_id": 1, "bbox": [12, 10, 40, 40], "score": 0.8},  # 1: cat 1 again: duplicate
+        {"image_id": 1, "category_id": 1, "bbox": [100, 10, 40, 40], "score": 0.7},  # 2: on dog 2: classification
+        {"image_id": 1, "category_id": 2, "bbox": [75, 10, 30, 30], "score": 0.6},  # 3: dog 5 at IoU 1/3: localization
+        {"image_id": 1, "category_id": 1, "bbox": [160, 60, 20, 20], "score": 0.5},  # 4: inside the crowd: ignored
+        {"image_id": 1, "category_id": 1, "bbox": [180, 5, 15, 15], "score": 0.4},  # 5: on nothing: background
+        {"image_id": 1, "category_id": 2, "bbox": [25, 30, 30, 30], "score": 0.3},  # 6: a dog on cat 1 (IoU .25): both
+    ]
+    truth = {"images": [{"id": 1, "file_name": "images/one.png", "width": 200, "height": 100}],
+             "categories": [dict(c) for c in CATEGORIES], "annotations": annotations}
+    return truth, detections
+
+
+def _random_case(seed: int, n_images: int = 24, keypoints: int = 0) -> tuple[dict, list]:
+    """Seeded objects (some crowd) and detections that find some, shift some, confuse some and invent some."""
+    rng = np.random.default_rng(seed)
+    categories = [{"id": c, "name": name} for c, name in ((1, "circle"), (3, "square"), (7, "triangle"))]
+    if keypoints:
+        categories = [{"id": 1, "name": "shape", "keypoints": [f"corner {k}" for k in range(keypoints)]}]
+    images, annotations, detections = [], [], []
+    for image_id in range(1, n_images + 1):
+        width, height = int(rng.integers(120, 320)), int(rng.integers(100, 240))
+        images.append({"id": image_id, "file_name": f"images/{image_id}.png", "width": width, "height": height})
+        for _ in range(int(rng.integers(1, 7))):
+            w, h = rng.uniform(8, width / 2), rng.uniform(8, height / 2)
+            x, y = rng.uniform(0, width - w), rng.uniform(0, height - h)
+            category = int(rng.choice([c["id"] for c in categories]))
+            record = {"id": len(annotations) + 1, "image_id": image_id, "category_id": category,
+                      "bbox": [x, y, w, h], "area": w * h, "iscrowd": int(rng.random() < 0.05)}
+            if keypoints:
+                points = np.column_stack([rng.uniform(x, x + w, keypoints), rng.uniform(y, y + h, keypoints),
+                                          rng.choice([0, 2, 2, 2], keypoints)])
+                record["keypoints"] = points.ravel().tolist()
+                record["num_keypoints"] = int((points[:, 2] > 0).sum())
+            annotations.append(record)
+            if rng.random() < 0.8:
+                jitter = rng.normal(0, 0.15, 4) * [w, h, w, h]
+                found = {"image_id": image_id, "score": float(rng.random()),
+                         "category_id": category if rng.random() < 0.85 else int(rng.choice(
+                             [c["id"] for c in categories])),
+                         "bbox": [x + jitter[0], y + jitter[1], max(1.0, w + jitter[2]), max(1.0, h + jitter[3])]}
+                if keypoints:
+                    moved = np.asarray(record["keypoints"], float).reshape(-1, 3)
+                    moved[:, :2] += rng.normal(0, 0.05 * np.sqrt(w * h), (keypoints, 2))
+                    moved[:, 2] = 1
+                    found["keypoints"] = moved.ravel().tolist()
+                detections.append(found)
+        for _ in range(int(rng.integers(0, 3))):
+            found = {"image_id": image_id, "category_id": int(rng.choice([c["id"] for c in categories])),
+                     "bbox": [float(rng.uniform(0, width - 20)), float(rng.uniform(0, height - 20)), 20.0, 20.0],
+                     "score": float(rng.random())}
+            if keypoints:
+                found["keypoints"] = np.column_stack([rng.uniform(0, width, keypoints),
+                                                      rng.uniform(0, height, keypoints),
+                                                      np.ones(keypoints)]).ravel().tolist()
+            detections.append(found)
+    return {"images": images, "categories": categories, "annotations": annotations}, detections
+
+
+def _pycocotools_stats(ground_truth: Path, results: Path, iou_type: str, sigmas=None) -> np.ndarray:
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        truth = COCO(str(ground_truth))
+        found = truth.loadRes(str(results))
+        evaluation = COCOeval(truth, found, iou_type)
+        if sigmas is not None:
+            evaluation.params.kpt_oks_sigmas = np.asarray(sigmas)
+        evaluation.evaluate()
+        evaluation.accumulate()
+        evaluation.summarize()
+    return evaluation.stats
+
+
+# ----- matching -------------------------------------------------------------------------------------------------
+def test_every_outcome_and_tide_error_type_on_a_hand_worked_image(tmp_path):
+    truth_file, results = _write(tmp_path, *(_tide_case()[:1]), {"m": _tide_case()[1]})
+    truth = read_ground_truth(truth_file)
+    matched = match(truth, read_results(results["m"], truth))
+    detections = matched.detections
+    assert detections["outcome"].tolist() == ["true positive", "false positive", "false positive", "false positive",
+                                              "ignored (crowd)", "false positive", "false positive"]
+    assert detections["error_type"].tolist() == ["", "duplicate", "classification", "localization", "", "background",
+                                                 "both"]
+    assert detections["object"].tolist() == [1, 1, 2, 5, -1, -1, 1]
+    assert detections["iou"].round(4).tolist() == [1.0, round(1520 / 1680, 4), 1.0, round(450 / 1350, 4), 0.0, 0.0,
+                                                   0.25]
+    objects = matched.objects  # the crowd region (4) is no object to find
+    assert objects.index.tolist() == [1, 2, 3, 5]
+    assert objects["outcome"].tolist() == ["true positive", "missed", "missed", "missed"]
+    assert objects["error_type"].tolist() == ["", "classification", "missed", "localization"]
+    assert objects["predicted_class"].fillna("-").tolist() == ["cat", "cat", "-", "dog"]
+    assert objects["score"].tolist() == [1.0, 0.0, 0.0, 0.0]
+    hits = match(truth, read_results(results["m"], truth), MatchConfig(score="hit"))
+    assert hits.objects["score"].tolist() == [1.0, 0.0, 0.0, 0.0]
+    looser = match(truth, read_results(results["m"], truth), MatchConfig(iou_threshold=0.3))
+    assert looser.objects.loc[5, "outcome"] == "true positive"  # IoU 1/3 finds it at 0.3
+    assert looser.objects.loc[5, "score"] == pytest.approx(1 / 3)
+
+
+def test_detections_beyond_the_per_image_limit_are_not_evaluated(tmp_path):
+    truth = {"images": [{"id": 1, "file_name": "a.png", "width": 100, "height": 100}],
+             "categories": [dict(c) for c in CATEGORIES],
+             "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 50, 50], "iscrowd": 0}]}
+    found = [{"image_id": 1, "category_id": 1, "bbox": [0, 0, 50, 50], "score": s} for s in (0.2, 0.9, 0.5)]
+    truth_file, results = _write(tmp_path, truth, {"m": found})
+    truth = read_ground_truth(truth_file)
+    matched = match(truth, read_results(results["m"], truth), MatchConfig(max_detections=2))
+    assert matched.detections["outcome"].tolist() == [
+        "ignored (beyond the detections per image COCO evaluates)", "true positive", "false positive"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ap_equals_pycocotools_summary_on_the_same_files(tmp_path, seed):
+    truth_file, results = _write(tmp_path, *(_random_case(seed)[:1]), {"m": _random_case(seed)[1]})
+    truth = read_ground_truth(truth_file)
+    ours = match(truth, read_results(results["m"], truth))
+    reference = _pycocotools_stats(truth_file, results["m"], "bbox")
+    assert list(ours.summary.values()) == pytest.approx(reference.tolist(), abs=1e-12)
+    assert 0.05 < ours.summary["AP50"] < 0.95  # a set where matching decides something
+    # AP per class, as pycocotools' precision array gives it.
+    assert ours.per_class["class"].tolist() == ["circle", "square", "triangle"]
+    assert ours.per_class["AP"].mean() == pytest.approx(ours.summary["AP"], abs=1e-12)
+
+
+def test_keypoints_match_by_oks_with_settable_sigmas_and_equal_pycocotools(tmp_path):
+    truth_json, found = _random_case(5, keypoints=4)
+    truth_file, results = _write(tmp_path, truth_json, {"pose": found})
+    truth = read_ground_truth(truth_file)
+    with pytest.raises(ConfigError, match="keypoint_sigmas: give one OKS sigma per keypoint \\(4\\)"):
+        match(truth, read_results(results["pose"], truth))
+    sigmas = (0.05, 0.05, 0.08, 0.08)
+    ours = match(truth, read_results(results["pose"], truth), MatchConfig(keypoint_sigmas=sigmas))
+    assert ours.iou_type == "keypoints" and ours.settings["keypoint_sigmas"] == list(sigmas)
+    reference = _pycocotools_stats(truth_file, results["pose"], "keypoints", sigmas)
+    assert list(ours.summary.values()) == pytest.approx(reference.tolist(), abs=1e-12)
+    found_objects = ours.objects[ours.objects["outcome"] == "true positive"]
+    assert len(found_objects) > 10 and (found_objects["iou"] >= 0.5).all()  # an OKS at the threshold or above
+
+
+# ----- measured geometry ----------------------------------------------------------------------------------------
+def test_geometry_tags_are_measured_exactly_from_boxes():
+    others = pd.DataFrame({"id": [1, 2, 3], "image_id": [1, 1, 2], "x": [0, 20, 50], "y": [0, 0, 50],
+                           "w": [40, 40, 10], "h": [40, 40, 10]})
+    boxes = np.array([[0, 0, 40, 40], [20, 0, 40, 40], [50, 50, 10, 10], [60, 20, 100, 20]], float)
+    tags = measure_objects(boxes, boxes[:, 2] * boxes[:, 3], np.array([1, 1, 2, 2]),
+                           np.array([[100, 100], [100, 100], [200, 100], [200, 100]]), np.array([1, 2, 3, -1]), others)
+    assert tags["object size"].tolist() == ["medium", "medium", "small", "medium"]  # 1600, 1600, 100, 2000 px
+    assert tags["object aspect ratio"].tolist() == ["square", "square", "square", "wide"]
+    assert tags["is truncated"].tolist() == ["yes", "yes", "no", "no"]
+    assert tags["occlusion"].tolist() == ["heavy", "heavy", "none", "none"]  # objects 1 and 2 cover half of each other
+    assert tags["crowding"].tolist() == ["few", "few", "alone", "alone"]
+    assert tags["horizontal position"].tolist() == ["left", "centre", "left", "centre"]  # centres .2, .4, .275, .55
+    assert tags["vertical position"].tolist() == ["top", "top", "middle", "top"]
+
+
+# ----- import into a project ------------------------------------------------------------------------------------
+def test_coco_import_makes_one_sample_per_object_and_per_false_positive(tmp_path):
+    truth_json, found = _tide_case()
+    other = [dict(found[0], score=0.95)]  # a second model that finds cat 1 only
+    truth_file, results = _write(tmp_path / "data", truth_json, {"m": found, "other": other})
+    manifest = load_coco(truth_file, results)
+    project = Project.create_from_manifest(tmp_path / "project", manifest)
+    samples = project.samples("m")
+    assert project.task == "detection" and len(samples) == 4 + 5  # 4 objects, 5 false positives of m, 0 of other
+    objects = project.objects("m")
+    assert objects["object_kind"].value_counts().to_dict() == {"object": 4, "detection": 5}
+    false = samples[objects["object_kind"] == "detection"]
+    assert (false["label"] == BACKGROUND).all() and (false["score"] == 0).all() and not false["correct"].any()
+    truth = samples[objects["object_kind"] == "object"]
+    assert truth["label"].tolist() == ["cat", "dog", "cat", "dog"]
+    assert truth["prediction"].tolist() == ["cat", MISSED, MISSED, MISSED]
+    assert truth["correct"].tolist() == [True, False, False, False]
+    assert objects.loc[truth.index, "error_type"].tolist() == ["", "classification", "missed", "localization"]
+    assert objects.loc[false.index, "error_type"].tolist() == ["duplicate", "classification", "localization",
+                                                               "background", "both"]
+    assert objects.loc[truth.index[0], ["box_x", "box_y", "box_w", "box_h"]].tolist() == [10, 10, 40, 40]
+    # The other model has no prediction on m's false positives: they do not count for it.
+    assert project.samples("other")["prediction"].notna().sum() == 4
+    assert project.model_scores().set_index("model").loc["other", "mean_score"] == pytest.approx(1 / 4)
+    evaluation = project.object_evaluation("m")
+    assert evaluation["settings"]["iou_threshold"] == 0.5 and set(evaluation["summary"]) >= {"AP", "AP50"}
+    assert evaluation["per_class"]["class"].tolist() == ["cat", "dog"]
+    assert project.known_tags().loc[truth.index[0], "object size"] == "medium"
+    assert project.describe()["coco"]["m"]["AP"] == pytest.approx(evaluation["summary"]["AP"])
+    project.close()
+
+
+BAD_RECORDS = [
+    ("annotations", 0, "bbox", [10, 10, -4, 5], "annotations[0], field 'bbox': width and height must be positive"),
+    ("annotations", 1, "bbox", [1, 2, 3], "annotations[1], field 'bbox': must be [x, y, width, height]"),
+    ("annotations", 0, "image_id", 99, "annotations[0], field 'image_id': 99 is not the id of an image"),
+    ("annotations", 2, "category_id", 5, "annotations[2], field 'category_id': 5 is not the id of a category"),
+    ("annotations", 1, "iscrowd", 2, "annotations[1], field 'iscrowd': must be 0 or 1"),
+    ("annotations", 1, "id", 1, "annotations[1], field 'id': 1 is given twice (also annotations[0])"),
+    ("annotations", 0, "bbox", [500, 10, 5, 5], "annotations[0], field 'bbox': [500, 10, 5, 5] lies outside its image"),
+    ("images", 0, "file_name", "", "images[0], field 'file_name': must be a non-empty path"),
+    ("images", 0, "width", -3, "images[0], field 'width': must be a positive whole number of pixels"),
+    ("categories", 1, "name", "(background)", "categories[1], field 'name': (background) is how hibug names"),
+    ("categories", 1, "id", 1, "categories[1], field 'id': 1 is given twice"),
+]
+
+
+@pytest.mark.parametrize("array,index,field,value,message", BAD_RECORDS)
+def test_every_bad_ground_truth_record_is_named_and_nothing_is_imported(tmp_path, array, index, field, value, message):
+    truth_json, found = _tide_case()
+    truth_json[array][index][field] = value
+    truth_file, results = _write(tmp_path / "data", truth_json, {"m": found})
+    with pytest.raises(ManifestError) as error:
+        load_coco(truth_file, results)
+    assert message in str(error.value) and "instances.json" in str(error.value)
+    assert "nothing was imported" in str(error.value)
+
+
+BAD_RESULTS = [
+    (0, "score", "high", "results[0], field 'score': must be a number"),
+    (3, "bbox", None, "results[3], field 'bbox': must be [x, y, width, height]"),
+    (2, "image_id", 7, "results[2], field 'image_id': 7 is not the id of an image in instances.json"),
+    (6, "category_id", "dog", "results[6], field 'category_id': 'dog' is not the id of a category"),
+]
+
+
+@pytest.mark.parametrize("index,field,value,message", BAD_RESULTS)
+def test_every_bad_result_record_is_named(tmp_path, index, field, value, message):
+    truth_json, found = _tide_case()
+    found[index][field] = value
+    truth_file, results = _write(tmp_path / "data", truth_json, {"m": found})
+    with pytest.raises(ManifestError) as error:
+        load_coco(truth_file, results)
+    assert message in str(error.value) and "m.json" in str(error.value)
+
+
+def test_files_that_are_not_coco_are_named(tmp_path):
+    truth_json, found = _tide_case()
+    truth_file, results = _write(tmp_path / "data", truth_json, {"m": found})
+    results["m"].write_text('[{"image_id": 1,')
+    with pytest.raises(ManifestError, match="m.json: 1 problem found.*\n  not valid JSON: Expecting"):
+        load_coco(truth_file, results)
+    truth_file.write_text(json.dumps({"images": []}))
+    with pytest.raises(ManifestError, match="a COCO instances file needs a 'annotations' list"):
+        load_coco(truth_file, results)
+    truth_json["annotations"] = [dict(a, bbox=[a["bbox"][0] / 200, a["bbox"][1] / 100, a["bbox"][2] / 200,
+                                               a["bbox"][3] / 100]) for a in truth_json["annotations"]]
+    truth_file.write_text(json.dumps(truth_json))
+    with pytest.raises(ManifestError, match="they look like fractions of the image"):
+        load_coco(truth_file, results)
+
+
+def test_missing_or_wrongly_sized_images_are_named(tmp_path):
+    truth_json, found = _tide_case()
+    truth_file, results = _write(tmp_path / "data", truth_json, {"m": found})
+    Image.new("RGB", (100, 100)).save(tmp_path / "data" / "images" / "one.png")
+    with pytest.raises(ManifestError, match=r"images\[0\], field 'width': the file images/one.png is 100 x 100 "
+                                            r"pixels, the record says 200 x 100"):
+        load_coco(truth_file, results)
+    (tmp_path / "data" / "images" / "one.png").unlink()
+    with pytest.raises(ManifestError, match=r"images\[0\], field 'file_name': file not found: images/one.png"):
+        load_coco(truth_file, results)
+
+
+def test_a_failed_coco_import_into_a_project_changes_nothing(tmp_path):
+    truth_json, found = _tide_case()
+    truth_file, results = _write(tmp_path / "data", truth_json, {"m": found})
+    project = Project.create_from_manifest(tmp_path / "project", load_coco(truth_file, results))
+    before = project.samples("m")
+    with pytest.raises(ManifestError, match="already in the project"):
+        project.import_manifest(load_coco(truth_file, results))
+    assert project.samples("m").equals(before) and len(project.imports()) == 1
+    project.close()
+
+
+def test_cli_new_from_coco(tmp_path):
+    truth_json, found = _tide_case()
+    truth_file, results = _write(tmp_path / "data", truth_json, {"m": found})
+    run = subprocess.run([sys.executable, "-m", "hibug_core.cli", "new", str(tmp_path / "p"), "--coco",
+                          str(truth_file), "--results", f"detector={results['m']}"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "9 samples, models: detector" in run.stdout and "object size" in run.stdout
+    info = subprocess.run([sys.executable, "-m", "hibug_core.cli", "info", str(tmp_path / "p")], capture_output=True,
+                          text=True)
+    assert "COCO      detector             AP " in info.stdout
+    bad = subprocess.run([sys.executable, "-m", "hibug_core.cli", "new", str(tmp_path / "q"), "--coco",
+                          str(truth_file)], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--coco needs --results" in bad.stderr and not (tmp_path / "q").exists()
