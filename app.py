@@ -8,6 +8,7 @@ from hibug_core.markdown import plain
 from hibug_core.checklist import checklist, next_step
 from hibug_ui.create import create_project_form
 from hibug_ui.navigation import PAGES, STEP_PAGES
+from hibug_ui.objects_overview import object_overview
 from hibug_ui.plots import literal_values
 from hibug_ui.predict import predict_panel
 from hibug_ui.state import (chosen_folder, shown_as_messages, current_model, current_project, current_user, load_samples,
@@ -34,7 +35,9 @@ def overview() -> None:
 
     counts = samples["split"].value_counts()
     cells = st.columns(5)
-    cells[0].metric("Images", f"{len(samples):,}")
+    objects = project.task != "classification"
+    cells[0].metric("Objects" if objects else "Images", f"{len(samples):,}",
+                    help="ground-truth objects and false positives, each a sample" if objects else None)
     for cell, split in zip(cells[1:], ("train", "val", "test", "pool")):
         cell.metric(split, f"{int(counts.get(split, 0)):,}")
 
@@ -70,6 +73,23 @@ def overview() -> None:
 
     split_options = [s for s in ("val", "test", "train", "pool") if s in by_split.index] or ["val"]
     split = st.radio("Split", split_options, horizontal=True, key="overview_split")
+    if objects:
+        object_overview(project, model, samples, split)
+    else:
+        classifier_overview(samples, split)
+
+    st.subheader("Sample images")
+    choice = st.segmented_control("Show", ["errors", "all"], default="errors", key="overview_show")
+    rows = samples[samples["split"] == split]
+    if choice == "errors":
+        rows = rows[rows["correct"] == False]  # noqa: E712 (pandas nullable boolean)
+    count = st.slider("How many", 8, 64, 24, step=8, key="overview_count")
+    shown = rows.sample(n=min(count, len(rows)), random_state=0) if len(rows) else rows
+    st.caption(f"{len(shown)} of {len(rows):,} {'objects' if objects else 'images'} · caption: label → prediction")
+    image_grid(project, shown, caption=lambda r: f"{r['label']} → {r['prediction']}")
+
+
+def classifier_overview(samples, split: str) -> None:
     left, right = st.columns([2, 3])
     with left:
         st.markdown("**Per class**")
@@ -84,16 +104,6 @@ def overview() -> None:
                            labels={"x": "prediction", "y": "label", "color": "images"})
         figure.update_layout(margin=dict(l=0, r=0, t=10, b=0), height=320)
         st.plotly_chart(figure, width="stretch", key="overview_confusion")
-
-    st.subheader("Sample images")
-    choice = st.segmented_control("Show", ["errors", "all"], default="errors", key="overview_show")
-    rows = samples[samples["split"] == split]
-    if choice == "errors":
-        rows = rows[rows["correct"] == False]  # noqa: E712 (pandas nullable boolean)
-    count = st.slider("How many", 8, 64, 24, step=8, key="overview_count")
-    shown = rows.sample(n=min(count, len(rows)), random_state=0) if len(rows) else rows
-    st.caption(f"{len(shown)} of {len(rows):,} images · caption: label → prediction")
-    image_grid(project, shown, caption=lambda r: f"{r['label']} → {r['prediction']}")
 
 
 page = st.navigation([st.Page(overview, title="Overview", icon=":material/home:", default=True),

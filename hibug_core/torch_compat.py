@@ -10,7 +10,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entered: find_spec inside it runs the import hook, which calls back
 _state: dict[str, object] = {"done": False, "fallback": False, "library": None}
 
 # Ops that torchvision registers fake kernels for unconditionally at import time; every other
@@ -84,6 +84,17 @@ def ensure_torchvision_ops() -> bool:
         _state["library"] = library  # the registration lives as long as this object
         _state["fallback"] = True
         return True
+
+
+def allow_fallback_nms() -> None:
+    """Let torchvision.ops.nms (and batched_nms, which detectors call) run on the fallback kernel: torchvision checks
+    that its compiled library loaded before every op. Call after importing torchvision; nothing changes where the
+    compiled ops loaded. Other compiled ops (roi_align, ...) still fail, with "no such operator"."""
+    if not _state["fallback"]:
+        return
+    import torchvision.extension
+
+    torchvision.extension._has_ops = lambda: True
 
 
 class _TorchvisionImportHook(importlib.abc.MetaPathFinder):

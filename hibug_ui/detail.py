@@ -7,6 +7,7 @@ import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
+from hibug_core.objects.crops import ensure_object_picture, picture_of
 from hibug_core.slices.search import CLASS
 from hibug_core.store import tag_store
 from hibug_core.tagging.sources import source_label
@@ -66,11 +67,19 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
     left, right = st.columns([1, 1])
     with left:
         try:
-            st.image(str(project.served_image(row["image_path"])), width="stretch")
+            image = project.served_image(row["image_path"])
+            if pd.notna(row.get("box_x")):  # an object: its whole image with its boxes
+                image = ensure_object_picture(project.folder, image, row["content_hash"], picture_of(row), size=512,
+                                              whole=True)
+            st.image(str(image), width="stretch")
         except (OSError, ValueError, TypeError, HibugError):
             st.caption("image not available")
         st.caption(f"{plain(row['sample_key'])} · {row['split']} · {int(row['width'])}×{int(row['height'])} px")
     with right:
+        if pd.notna(row.get("outcome")):
+            error = f" ({plain(row['error_type'])} error)" if row.get("error_type") not in (None, "", "missed") else ""
+            iou = f" · IoU {row['iou']:.2f}" if pd.notna(row.get("iou")) and row["iou"] > 0 else ""
+            st.markdown(f"**{plain(row['outcome'])}**{error}{iou}")
         if pd.notna(row.get("prediction")):
             correct = row.get("correct")
             verdict = "unlabelled" if pd.isna(correct) else "right" if bool(correct) else "wrong"

@@ -55,7 +55,11 @@ def load_samples(project: Project, model: str | None) -> pd.DataFrame:
 @st.cache_data(show_spinner=False, max_entries=16)
 def _samples(folder: str, model: str | None, state: str) -> pd.DataFrame:
     del state
-    return open_project(folder).samples(model)
+    project = open_project(folder)
+    frame = project.samples(model)
+    if project.task != "classification":  # objects: their boxes, and the model's outcome on each
+        frame = frame.join(project.objects(model))
+    return frame
 
 
 def default_project_folder() -> str:

@@ -6,6 +6,7 @@ import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
+from hibug_core.objects.crops import LEGEND, ensure_object_picture, picture_of
 from hibug_core.store.project import Project
 from hibug_core.thumbnails import ensure_thumbnail
 from hibug_ui.detail import OPEN_KEY, show_image
@@ -18,13 +19,14 @@ def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, captio
     if rows.empty:
         st.caption("No images to show.")
         return
+    if "box_x" in rows and rows["box_x"].notna().any():
+        st.caption(f"Objects, each with some of its surroundings; {LEGEND}. Details opens the whole image.")
     for start in range(0, len(rows), columns):
         cells = st.columns(columns)
         for cell, (sample_id, row) in zip(cells, rows.iloc[start : start + columns].iterrows()):
             label = caption(row) if caption else str(sample_id)
             try:
-                path = ensure_thumbnail(project.folder, project.served_image(row["image_path"]), row["content_hash"],
-                                        original_size=(int(row["width"]), int(row["height"])))
+                path = _picture(project, row)
                 cell.image(str(path), caption=plain(label), width="stretch")
             except (OSError, ValueError, HibugError):  # missing, unreadable, or refused: the grid goes on
                 cell.caption(f"{plain(label)} (image not available)")
@@ -34,6 +36,15 @@ def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, captio
     opened = st.session_state.get(OPEN_KEY)
     if details and opened and opened[0] == details and opened[1] in rows.index:
         show_image(project, opened[1], rows, report, user)  # stays open over reruns until dismissed
+
+
+def _picture(project: Project, row: pd.Series):
+    """An image's thumbnail, or for an object its crop with the true and predicted boxes drawn."""
+    image = project.served_image(row["image_path"])
+    if pd.notna(row.get("box_x")):
+        return ensure_object_picture(project.folder, image, row["content_hash"], picture_of(row))
+    return ensure_thumbnail(project.folder, image, row["content_hash"],
+                            original_size=(int(row["width"]), int(row["height"])))
 
 
 OUTCOMES = {"all": None, "wrong": False, "right": True}

@@ -53,13 +53,13 @@ def _tide_case() -> tuple[dict, list]:
         {"id": 5, "image_id": 1, "category_id": 2, "bbox": [60, 10, 30, 30], "area": 900, "iscrowd": 0},
     ]
     detections = [
-        {"image_id": 1, "category_id": 1, "bbox": [10, 10, 40, 40], "score": 0.9},  # 0: finds cat 1 (IoU 1)
-        {"image_id": 1, "category_id": 1, "bbox": [12, 10, 40, 40], "score": 0.8},  # 1: cat 1 again: duplicate
-        {"image_id": 1, "category_id": 1, "bbox": [100, 10, 40, 40], "score": 0.7},  # 2: on dog 2: classification
-        {"image_id": 1, "category_id": 2, "bbox": [75, 10, 30, 30], "score": 0.6},  # 3: dog 5 at IoU 1/3: localization
-        {"image_id": 1, "category_id": 1, "bbox": [160, 60, 20, 20], "score": 0.5},  # 4: inside the crowd: ignored
-        {"image_id": 1, "category_id": 1, "bbox": [180, 5, 15, 15], "score": 0.4},  # 5: on nothing: background
-        {"image_id": 1, "category_id": 2, "bbox": [25, 30, 30, 30], "score": 0.3},  # 6: a dog on cat 1 (IoU .25): both
+        {"image_id": 1, "category_id": 1, "bbox": [10, 10, 40, 40], "score": 0.95},  # 0: finds cat 1 (IoU 1)
+        {"image_id": 1, "category_id": 1, "bbox": [12, 10, 40, 40], "score": 0.9},  # 1: cat 1 again: duplicate
+        {"image_id": 1, "category_id": 1, "bbox": [100, 10, 40, 40], "score": 0.85},  # 2: on dog 2: classification
+        {"image_id": 1, "category_id": 2, "bbox": [75, 10, 30, 30], "score": 0.8},  # 3: dog 5 at IoU 1/3: localization
+        {"image_id": 1, "category_id": 1, "bbox": [160, 60, 20, 20], "score": 0.75},  # 4: inside the crowd: ignored
+        {"image_id": 1, "category_id": 1, "bbox": [180, 5, 15, 15], "score": 0.7},  # 5: on nothing: background
+        {"image_id": 1, "category_id": 2, "bbox": [25, 30, 30, 30], "score": 0.65},  # 6: a dog on cat 1 (IoU .25): both
     ]
     truth = {"images": [{"id": 1, "file_name": "images/one.png", "width": 200, "height": 100}],
              "categories": [dict(c) for c in CATEGORIES], "annotations": annotations}
@@ -154,11 +154,22 @@ def test_every_outcome_and_tide_error_type_on_a_hand_worked_image(tmp_path):
     assert looser.objects.loc[5, "score"] == pytest.approx(1 / 3)
 
 
+def test_detections_below_the_confidence_threshold_find_nothing_but_count_for_ap(tmp_path):
+    truth_file, results = _write(tmp_path, *(_tide_case()[:1]), {"m": _tide_case()[1]})
+    truth = read_ground_truth(truth_file)
+    everything = match(truth, read_results(results["m"], truth), MatchConfig(confidence_threshold=0.0))
+    strict = match(truth, read_results(results["m"], truth), MatchConfig(confidence_threshold=0.82))
+    assert strict.detections["outcome"].tolist() == ["true positive", "false positive", "false positive"] + [
+        "below the confidence threshold"] * 4
+    assert strict.objects["error_type"].tolist() == ["", "classification", "missed", "missed"]  # 5 is missed now
+    assert strict.summary == everything.summary  # AP ranks every detection whatever the operating point
+
+
 def test_detections_beyond_the_per_image_limit_are_not_evaluated(tmp_path):
     truth = {"images": [{"id": 1, "file_name": "a.png", "width": 100, "height": 100}],
              "categories": [dict(c) for c in CATEGORIES],
              "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 50, 50], "iscrowd": 0}]}
-    found = [{"image_id": 1, "category_id": 1, "bbox": [0, 0, 50, 50], "score": s} for s in (0.2, 0.9, 0.5)]
+    found = [{"image_id": 1, "category_id": 1, "bbox": [0, 0, 50, 50], "score": s} for s in (0.6, 0.9, 0.7)]
     truth_file, results = _write(tmp_path, truth, {"m": found})
     truth = read_ground_truth(truth_file)
     matched = match(truth, read_results(results["m"], truth), MatchConfig(max_detections=2))
@@ -213,7 +224,7 @@ def test_geometry_tags_are_measured_exactly_from_boxes():
 # ----- import into a project ------------------------------------------------------------------------------------
 def test_coco_import_makes_one_sample_per_object_and_per_false_positive(tmp_path):
     truth_json, found = _tide_case()
-    other = [dict(found[0], score=0.95)]  # a second model that finds cat 1 only
+    other = [dict(found[0], score=0.99)]  # a second model that finds cat 1 only
     truth_file, results = _write(tmp_path / "data", truth_json, {"m": found, "other": other})
     manifest = load_coco(truth_file, results)
     project = Project.create_from_manifest(tmp_path / "project", manifest)
@@ -238,7 +249,8 @@ def test_coco_import_makes_one_sample_per_object_and_per_false_positive(tmp_path
     assert evaluation["settings"]["iou_threshold"] == 0.5 and set(evaluation["summary"]) >= {"AP", "AP50"}
     assert evaluation["per_class"]["class"].tolist() == ["cat", "dog"]
     assert project.known_tags().loc[truth.index[0], "object size"] == "medium"
-    assert project.describe()["coco"]["m"]["AP"] == pytest.approx(evaluation["summary"]["AP"])
+    assert project.describe()["coco"]["m (val)"]["AP"] == pytest.approx(evaluation["summary"]["AP"])
+    assert project.object_evaluation("m", "test") is None and evaluation["splits"] == ["val"]
     project.close()
 
 
@@ -334,7 +346,84 @@ def test_cli_new_from_coco(tmp_path):
     assert "9 samples, models: detector" in run.stdout and "object size" in run.stdout
     info = subprocess.run([sys.executable, "-m", "hibug_core.cli", "info", str(tmp_path / "p")], capture_output=True,
                           text=True)
-    assert "COCO      detector             AP " in info.stdout
+    assert "COCO      detector (val)       AP " in info.stdout
     bad = subprocess.run([sys.executable, "-m", "hibug_core.cli", "new", str(tmp_path / "q"), "--coco",
                           str(truth_file)], capture_output=True, text=True)
     assert bad.returncode != 0 and "--coco needs --results" in bad.stderr and not (tmp_path / "q").exists()
+
+
+# ----- the per-row object manifest ------------------------------------------------------------------------------
+def _manifest_case(folder: Path) -> Path:
+    """The hand-worked image as a per-row manifest: each object paired with a detection where one overlaps it, the
+    other detections on rows of their own (the crowd region, which a manifest cannot express, left out)."""
+    truth_json, found = _tide_case()
+    _write_images(folder, truth_json["images"])
+    rows = ["image,box,label,split,attr:color,pred_box,prediction,confidence"]
+    objects = {a["id"]: a for a in truth_json["annotations"] if not a["iscrowd"]}
+    pairs = {1: 0, 2: 2, 5: 3}  # object id -> detection index written on its row
+    for aid, annotation in objects.items():
+        d = found[pairs[aid]] if aid in pairs else None
+        box = " ".join(str(v) for v in annotation["bbox"])
+        predicted = (f"\"[{', '.join(str(v) for v in d['bbox'])}]\",{CATEGORIES[d['category_id'] - 1]['name']},"
+                     f"{d['score']}") if d else ",,"
+        rows.append(f"images/one.png,{box},{CATEGORIES[annotation['category_id'] - 1]['name']},val,tan,{predicted}")
+    for index in (1, 5, 6):  # detections that pair with no object of their own
+        d = found[index]
+        rows.append(f"images/one.png,,,val,,{','.join(str(v) for v in d['bbox'])},"
+                    f"{CATEGORIES[d['category_id'] - 1]['name']},{d['score']}".replace(
+                        f",{','.join(str(v) for v in d['bbox'])},", f",\"{','.join(str(v) for v in d['bbox'])}\","))
+    path = folder / "objects.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_the_object_manifest_gives_the_same_objects_as_coco(tmp_path):
+    from hibug_core.ingest import load_manifest
+
+    manifest = load_manifest(_manifest_case(tmp_path / "rows"))  # found to be objects by its 'box' column
+    project = Project.create_from_manifest(tmp_path / "project", manifest)
+    objects = project.objects("model")
+    assert project.task == "detection" and len(objects) == 4 + 5
+    kinds = objects["object_kind"]
+    assert objects.loc[kinds == "object", "error_type"].tolist() == ["", "classification", "missed", "localization"]
+    assert sorted(objects.loc[kinds == "detection", "error_type"]) == ["background", "both", "classification",
+                                                                       "duplicate", "localization"]
+    assert project.known_tags()["color"].dropna().tolist() == ["tan"] * 4  # attr: columns tag the objects
+    project.close()
+
+
+OBJECT_MANIFEST_ERRORS = [
+    ("10 10 40", "row 1, column 'box': '10 10 40' is not x y width height in pixels"),
+    ("10 10 0 40", "row 1, column 'box': '10 10 0 40' is not x y width height"),
+]
+
+
+@pytest.mark.parametrize("box,message", OBJECT_MANIFEST_ERRORS)
+def test_object_manifest_cells_are_named_by_row_and_column(tmp_path, box, message):
+    from hibug_core.ingest import load_manifest
+
+    path = _manifest_case(tmp_path)
+    lines = path.read_text().splitlines()
+    lines[1] = lines[1].replace("10 10 40 40", box, 1)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ManifestError) as error:
+        load_manifest(path)
+    assert message in str(error.value)
+
+
+def test_object_manifest_structure_and_values_are_checked(tmp_path):
+    from hibug_core.ingest import load_manifest
+
+    path = _manifest_case(tmp_path)
+    text = path.read_text()
+    path.write_text(text.replace(",confidence\n", ",score\n", 1))
+    with pytest.raises(ManifestError, match="model 'model' has a 'pred_box' column but no 'confidence' column"):
+        load_manifest(path)
+    lines = text.splitlines()
+    lines[2] = lines[2].replace(",val,", ",train,")
+    lines[1] = lines[1].replace(",0.95", ",sure")
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ManifestError) as error:
+        load_manifest(path)
+    assert "row 2, column 'split': image 'images/one.png' is given several splits" in str(error.value)
+    assert "column 'confidence': 'sure' is not a number" in str(error.value)

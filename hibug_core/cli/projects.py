@@ -146,17 +146,25 @@ def cmd_serve(args) -> int:
 
 
 def _demo_arguments(parser) -> None:
-    parser.add_argument("--dir", default="hibug-demo", help="folder of the demo project (default: ./hibug-demo)")
+    parser.add_argument("--task", choices=("classification", "detection"), default="classification",
+                        help="classification: easy-vqa shapes and a CNN (default); detection: scenes of shapes and a "
+                        "detector (FCOS), one sample per object")
+    parser.add_argument("--dir", help="folder of the demo project (default: ./hibug-demo, or ./hibug-detection-demo "
+                        "for --task detection)")
     parser.add_argument("--build-only", action="store_true", help="build the demo project, do not serve it")
     _address_arguments(parser)
 
 
 def cmd_demo(args) -> int:
     from hibug_core.demo import DemoConfig, ensure_demo
+    from hibug_core.demo.detection import DetectionDemoConfig, ensure_detection_demo
 
+    detection = args.task == "detection"
+    args.dir = args.dir or ("hibug-detection-demo" if detection else "hibug-demo")
     report, close = progress_bar()
     try:
-        project = ensure_demo(args.dir, DemoConfig(), progress=report)
+        project = (ensure_detection_demo(args.dir, DetectionDemoConfig(), progress=report) if detection
+                   else ensure_demo(args.dir, DemoConfig(), progress=report))
     finally:
         close()
     print(f"demo project ready in {project.folder}")

@@ -190,7 +190,13 @@ def validate_manifest(
     config: IngestConfig = IngestConfig(),
     progress: ProgressCallback = no_progress,
 ) -> ValidatedManifest:
-    """Check every row and column of a manifest table; raise ManifestError listing every problem found."""
+    """Check every row and column of a manifest table; raise ManifestError listing every problem found. A manifest of
+    objects (with 'box' or 'pred_box' columns) is checked and matched by hibug_core.objects.manifest."""
+    from hibug_core.objects.manifest import is_object_manifest, validate_object_manifest
+
+    if is_object_manifest(list(frame.columns)):
+        return validate_object_manifest(frame, source=source, base_dir=base_dir, default_model=default_model,
+                                        config=config, progress=progress)
     plan, structural = plan_columns(list(frame.columns), default_model, config.require_model)
     if plan is None:
         raise ManifestError(source, structural)

@@ -26,7 +26,7 @@ class CocoGroundTruth:
     images: pd.DataFrame  # index: image id; file_name, width, height, record
     categories: dict[int, str]  # id -> name
     keypoints: dict[int, list[str]]  # category id -> keypoint names (pose)
-    annotations: pd.DataFrame  # id, image_id, category_id, x, y, w, h, area, iscrowd, keypoints, record
+    annotations: pd.DataFrame  # id, image_id, category_id, x, y, w, h, area, iscrowd, keypoints, attributes, record
 
     @property
     def has_keypoints(self) -> bool:
@@ -122,7 +122,12 @@ def read_ground_truth(path: str | Path) -> CocoGroundTruth:
     """Read and check a COCO instances file (images, categories, annotations with boxes, optional keypoints and
     iscrowd); raise ManifestError naming every bad record."""
     path = Path(path).resolve()
-    document = read_json(path)
+    return parse_ground_truth(read_json(path), str(path))
+
+
+def parse_ground_truth(document, source: str) -> CocoGroundTruth:
+    """read_ground_truth of a document already read; `source` names it in messages and resolves its images."""
+    path = Path(source)
     if not isinstance(document, dict):
         raise ManifestError(str(path), [RowIssue(None, None, "a COCO instances file is a JSON object with 'images', "
                                                              "'annotations' and 'categories'")])
@@ -226,13 +231,19 @@ def read_ground_truth(path: str | Path) -> CocoGroundTruth:
             issues.add(i, "keypoints", f"category {categories[cid]!r} names no keypoints; add its 'keypoints' list",
                        unit="annotations")
             continue
+        tags = record.get("attributes") or {}
+        if not isinstance(tags, dict) or not all(isinstance(k, str) and k.strip() and isinstance(v, (str, bool, int))
+                                                 for k, v in tags.items()):
+            issues.add(i, "attributes", "must map attribute names to tags (text, yes/no or whole numbers); found "
+                                        f"{_short(tags)}", unit="annotations")
+            continue
         clean = {"id": aid, "image_id": iid, "category_id": cid, "bbox": box, "area": float(area),
                  "iscrowd": int(crowd)}
         if points is not None:
             clean["keypoints"] = points
             clean["num_keypoints"] = int(sum(1 for v in points[2::3] if v > 0))
         annotation_records.append(clean)
-        rows.append((aid, iid, cid, *box, float(area), int(crowd), points, i))
+        rows.append((aid, iid, cid, *box, float(area), int(crowd), points, _tag_texts(tags), i))
     if not issues.items and rows and image_rows:
         _check_not_normalised(rows, image_rows, issues)
     if issues.items:
@@ -240,16 +251,22 @@ def read_ground_truth(path: str | Path) -> CocoGroundTruth:
     if not image_rows:
         raise ManifestError(str(path), [RowIssue(None, None, "no images", unit="images")])
     annotations = pd.DataFrame(rows, columns=["id", "image_id", "category_id", "x", "y", "w", "h", "area", "iscrowd",
-                                              "keypoints", "record"])
+                                              "keypoints", "attributes", "record"])
     images = pd.DataFrame.from_dict(image_rows, orient="index")
     images.index.name = "image_id"
     dataset = {"images": image_records, "categories": category_records, "annotations": annotation_records}
     return CocoGroundTruth(str(path), dataset, images, categories, keypoints, annotations)
 
 
+def _tag_texts(tags: dict) -> dict[str, str]:
+    """An annotation's own attributes (CVAT writes them into COCO) as tags: yes/no for true/false."""
+    return {name.strip(): ("yes" if value else "no") if isinstance(value, bool) else str(value).strip()
+            for name, value in tags.items()}
+
+
 def _check_not_normalised(rows: list, image_rows: dict, issues: Issues) -> None:
     """Boxes given as fractions of the image (YOLO's habit) instead of pixels: every box within 1 x 1."""
-    sizes = [(image_rows[r[1]]["width"] or 0) for r in rows]
+    sizes = [(image_rows[r[1]]["width"] or 0) for r in rows]  # r: the annotation row tuple built above
     if max(r[3] + r[5] for r in rows) <= 1.0 and max(r[4] + r[6] for r in rows) <= 1.0 and max(sizes) > 2:
         issues.add(None, "bbox", "every box lies within 1 x 1: they look like fractions of the image; COCO boxes are "
                                  "[x, y, width, height] in pixels", unit="annotations")
@@ -259,8 +276,12 @@ def read_results(path: str | Path, ground_truth: CocoGroundTruth, *, model: str 
     """Read and check a COCO results file (a list of {image_id, category_id, bbox, score[, keypoints]}) against its
     ground truth; raise ManifestError naming every bad record."""
     path = Path(path).resolve()
-    model = model or path.stem
-    document = read_json(path)
+    return parse_results(read_json(path), ground_truth, str(path), model=model or path.stem)
+
+
+def parse_results(document, ground_truth: CocoGroundTruth, source: str, *, model: str) -> CocoResults:
+    """read_results of a document already read."""
+    path = Path(source)
     if isinstance(document, dict) and isinstance(document.get("annotations"), list):
         document = document["annotations"]
     if not isinstance(document, list):

@@ -63,8 +63,18 @@ def load_coco(ground_truth: str | Path, results: list[str | Path] | dict[str, st
     for done, (name, path) in enumerate(named.items(), start=1):
         found.append(read_results(path, truth, model=name))
         progress("reading results", done, 1 + len(named))
-    # 2. The images: each distinct file read, hashed and its size checked once.
+    # 2.-4. The images, the matching and the samples.
     folder = Path(images_dir).resolve() if images_dir else Path(truth.source).parent
+    return objects_manifest(truth, found, folder, {iid: split for iid in truth.images.index}, match_config=match_config,
+                            geometry=geometry, config=config, progress=progress)
+
+
+def objects_manifest(truth: CocoGroundTruth, found: list[CocoResults], folder: Path, splits: dict[int, str], *,
+                     match_config: MatchConfig = MatchConfig(), geometry: GeometryConfig = GeometryConfig(),
+                     config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress
+                     ) -> ValidatedManifest:
+    """Checked ground truth and results as a manifest of objects: images under `folder`, `splits` per image id."""
+    # 1. The images: each distinct file read, hashed and its size checked once.
     used = sorted(set(truth.annotations["image_id"]).union(*(set(r.detections["image_id"]) for r in found)))
     paths = {iid: Path(folder, truth.images.at[iid, "file_name"]).resolve() for iid in used}
     infos, problems = inspect_images(list(paths.values()), workers=config.workers,
@@ -77,17 +87,22 @@ def load_coco(ground_truth: str | Path, results: list[str | Path] | dict[str, st
                                          if p in infos})
     if issues:
         raise ManifestError(truth.source, issues[:config.max_issues])
-    # 3. Matching, model by model.
+    # 2. Matching, model by model.
     matches = []
     for done, result in enumerate(found, start=1):
         matches.append(match(truth, result, match_config))
         progress("matching detections", done, len(found))
-    # 4. The samples: ground-truth objects, then each model's false positives.
-    return _manifest(truth, found, matches, paths, infos, split, geometry)
+    # 3. The samples: ground-truth objects, then each model's false positives.
+    return _manifest(truth, found, matches, paths, infos, splits, geometry)
+
+
+def object_rows_of(rows: pd.DataFrame) -> np.ndarray:
+    """Positions of the ground-truth objects among the sample rows (they come first, in annotation order)."""
+    return np.flatnonzero((rows["kind"] == OBJECT_KIND).to_numpy())
 
 
 def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Matches], paths: dict, infos: dict,
-              split: str, geometry: GeometryConfig) -> ValidatedManifest:
+              splits: dict[int, str], geometry: GeometryConfig) -> ValidatedManifest:
     names = truth.categories
     objects = truth.annotations[truth.annotations["iscrowd"] == 0].reset_index(drop=True)
     parts = [pd.DataFrame({
@@ -114,7 +129,7 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
                     [f"{f}#{o}-detection-{s}" for f, o, s in zip(file_names, rows["owner"], rows["source_id"])])
     samples = pd.DataFrame({
         "sample_key": keys.astype(object), "image_path": image_paths, "label": rows["label"].to_numpy(object),
-        "split": split, "content_hash": [i.content_hash for i in info],
+        "split": rows["image_id"].map(splits).to_numpy(object), "content_hash": [i.content_hash for i in info],
         "width": np.array([i.width for i in info], dtype=np.int64),
         "height": np.array([i.height for i in info], dtype=np.int64),
     })
@@ -127,6 +142,7 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
     models, evaluations = {}, {}
     is_object = (rows["kind"] == OBJECT_KIND).to_numpy()
     object_rows = np.flatnonzero(is_object)
+    goes_with = np.where(is_object, rows["source_id"], -1)  # per row, the object that does not occlude it: itself
     for result, matched in zip(found, matches):
         prediction = np.full(n, None, dtype=object)
         confidence, score = np.full(n, np.nan), np.full(n, np.nan)
@@ -142,6 +158,7 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
         score[mine] = 0.0
         models[result.model] = ModelOutputs(prediction.tolist(), confidence, score)
         detail = matched.detections.iloc[records]
+        goes_with[mine] = detail["object"].to_numpy()  # the object a false positive duplicates or misplaces
         outcomes = pd.concat([
             pd.DataFrame({"row": object_rows, "outcome": outcome["outcome"].to_numpy(object),
                           "error_type": outcome["error_type"].to_numpy(object), "iou": outcome["iou"].to_numpy(),
@@ -158,7 +175,15 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
         evaluations[result.model] = ObjectEvaluation(outcomes, matched.summary, matched.per_class, matched.settings)
     measured = measure_objects(rows[["x", "y", "w", "h"]].to_numpy(), rows["area"].to_numpy(),
                                rows["image_id"].to_numpy(), samples[["width", "height"]].to_numpy(),
-                               np.where(is_object, rows["source_id"], -1), objects[["id", "image_id", "x", "y", "w", "h"]],
+                               goes_with, objects[["id", "image_id", "x", "y", "w", "h"]],
                                geometry)
     known_tags = {name: measured[name].tolist() for name in measured.columns}
+    given = pd.DataFrame(list(objects["attributes"]), index=object_rows_of(rows)) if len(objects) else pd.DataFrame()
+    for name in given.columns:  # the annotations' own attributes (CVAT's); a false positive has none
+        if name in known_tags:
+            raise ManifestError(truth.source, [RowIssue(None, "attributes", f"'{name}' is also a measured attribute; "
+                                                                            "rename it", unit="annotations")])
+        values = np.full(n, None, dtype=object)
+        values[given.index.to_numpy()] = given[name].where(given[name].notna(), None).to_numpy(object)
+        known_tags[name] = values.tolist()
     return ValidatedManifest(truth.source, samples, models, known_tags, [], "image", object_columns, evaluations)

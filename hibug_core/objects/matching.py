@@ -15,6 +15,7 @@ from hibug_core.objects.coco import CocoGroundTruth, CocoResults, boxes
 
 TRUE_POSITIVE, FALSE_POSITIVE, MISSED_OUTCOME = "true positive", "false positive", "missed"
 IGNORED_CROWD, IGNORED_BEYOND = "ignored (crowd)", "ignored (beyond the detections per image COCO evaluates)"
+BELOW_THRESHOLD = "below the confidence threshold"
 ERROR_TYPES = ("classification", "localization", "both", "duplicate", "background", "missed")  # TIDE's six
 SUMMARY_NAMES = ("AP", "AP50", "AP75", "AP small", "AP medium", "AP large",
                  "AR1", "AR10", "AR100", "AR small", "AR medium", "AR large")
@@ -29,6 +30,8 @@ class MatchConfig:
     iou_threshold: float = 0.5  # a detection of the right class overlapping this much finds its object (IoU or OKS)
     background_iou: float = 0.1  # TIDE's background threshold: below it a detection overlaps nothing
     max_detections: int = 100  # per image and class, the highest-scoring ones (COCO's maxDets)
+    confidence_threshold: float = 0.5  # the operating point: weaker detections find nothing and are no false
+    # positives (COCO's AP, a summary over every threshold, still uses them all)
     score: str = "iou"  # an object's score: "iou" (its match's IoU or OKS, 0 when missed) or "hit" (1 or 0)
     keypoint_sigmas: tuple[float, ...] | None = None  # OKS sigmas; None: COCO's for 17 person keypoints
     keypoints: bool | None = None  # match by OKS; None: when the ground truth and the results have keypoints
@@ -38,6 +41,7 @@ class MatchConfig:
             "iou_threshold": (0 < self.iou_threshold < 1, "between 0 and 1"),
             "background_iou": (0 <= self.background_iou < self.iou_threshold, "0 or more, below iou_threshold"),
             "max_detections": (self.max_detections >= 1, "1 or more"),
+            "confidence_threshold": (0 <= self.confidence_threshold < 1, "in [0, 1)"),
             "score": (self.score in ("iou", "hit"), "'iou' or 'hit'"),
             "keypoint_sigmas": (self.keypoint_sigmas is None or (len(self.keypoint_sigmas) > 0 and all(
                 s > 0 for s in self.keypoint_sigmas)), "None, or positive numbers, one per keypoint")})
@@ -154,17 +158,22 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
     summary, per_class = _summary(gt, dt, iou_type, sigmas, ground_truth, results)
     # 2. COCO's matching at the one threshold asked for.
     matched: dict[int, tuple[int, float]] = {}  # detection record -> (annotation id, IoU or OKS)
-    if dt is not None:
-        evaluator = _evaluator(gt, dt, iou_type, sigmas, thresholds=[config.iou_threshold],
+    kept = np.flatnonzero(results.detections["score"].to_numpy() >= config.confidence_threshold)
+    evaluator = None
+    if len(kept):
+        with contextlib.redirect_stdout(io.StringIO()):
+            operating = gt.loadRes(copy.deepcopy([results.records[i] for i in kept]))
+        evaluator = _evaluator(gt, operating, iou_type, sigmas, thresholds=[config.iou_threshold],
                                max_detections=config.max_detections)
         for pair, value in evaluator.eval["matched"].items():
             detection_id, annotation_id = (int(part) for part in pair.split("_", 1))
-            matched[detection_id - 1] = (annotation_id, float(value))
+            matched[int(kept[detection_id - 1])] = (annotation_id, float(value))
     # 3. Outcomes and TIDE's error types, image by image.
-    objects, detections = _outcomes(ground_truth, results, matched, config,
-                                    evaluator if iou_type == "keypoints" and dt is not None else None)
+    objects, detections = _outcomes(ground_truth, results, matched, kept, config,
+                                    evaluator if iou_type == "keypoints" else None)
     settings = {"iou_threshold": config.iou_threshold, "background_iou": config.background_iou,
-                "max_detections": config.max_detections, "score": config.score, "iou_type": iou_type,
+                "max_detections": config.max_detections, "confidence_threshold": config.confidence_threshold,
+                "score": config.score, "iou_type": iou_type,
                 **({"keypoint_sigmas": list(sigmas)} if sigmas else {})}
     return Matches(results.model, objects, detections, summary, per_class, iou_type, settings)
 
@@ -185,7 +194,7 @@ def _box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray(mask.iou(a.tolist(), b.tolist(), [0] * len(b)), dtype=np.float64).reshape(len(a), len(b))
 
 
-def _library_oks(evaluator, image_id: int, category_id: int) -> pd.DataFrame:
+def _library_oks(evaluator, image_id: int, category_id: int, kept: np.ndarray) -> pd.DataFrame:
     """OKS of an image's detections of one class (rows: detection record) against its objects of that class
     (columns: annotation id), as the evaluator computes them for its matching."""
     values = np.asarray(evaluator.computeOks(image_id, category_id), dtype=np.float64)
@@ -194,12 +203,12 @@ def _library_oks(evaluator, image_id: int, category_id: int) -> pd.DataFrame:
     order = np.argsort([-d["score"] for d in found], kind="mergesort")[:evaluator.params.maxDets[-1]]
     if values.size == 0:
         return pd.DataFrame()
-    return pd.DataFrame(values.reshape(len(order), len(objects)), index=[found[i]["id"] - 1 for i in order],
+    return pd.DataFrame(values.reshape(len(order), len(objects)), index=[kept[found[i]["id"] - 1] for i in order],
                         columns=[o["id"] for o in objects])
 
 
 def _outcomes(ground_truth: CocoGroundTruth, results: CocoResults, matched: dict[int, tuple[int, float]],
-              config: MatchConfig, keypoint_evaluator=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+              kept: np.ndarray, config: MatchConfig, keypoint_evaluator=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per object and per detection: outcome, TIDE error type, overlap, the detection or object it goes with.
     keypoint_evaluator: the matching evaluator of a keypoint task (same-class overlap is then its OKS)."""
     annotations = ground_truth.annotations
@@ -212,7 +221,10 @@ def _outcomes(ground_truth: CocoGroundTruth, results: CocoResults, matched: dict
     det_object = np.full(n_det, -1, dtype=np.int64)
     det_iou = np.zeros(n_det)
     nearest_label = np.full(n_det, "", dtype=object)
-    beyond = _beyond_limit(detections, config.max_detections) if n_det else np.zeros(0, bool)
+    det_outcome[:] = BELOW_THRESHOLD
+    det_outcome[kept] = FALSE_POSITIVE
+    beyond = np.zeros(n_det, bool)
+    beyond[kept] = _beyond_limit(detections.iloc[kept], config.max_detections) if len(kept) else []
     det_outcome[beyond] = IGNORED_BEYOND
     for record, (annotation_id, value) in matched.items():
         if annotation_id in crowd_ids:
@@ -253,7 +265,7 @@ def _outcomes(ground_truth: CocoGroundTruth, results: CocoResults, matched: dict
             same_overlap = np.zeros_like(overlap)
             member_ids = objects["id"].to_numpy()[members]
             for category in np.unique(det_class[fps]):
-                oks = _library_oks(keypoint_evaluator, int(image_id), int(category))
+                oks = _library_oks(keypoint_evaluator, int(image_id), int(category), kept)
                 if not oks.empty:
                     same_overlap += oks.reindex(index=fps, columns=member_ids).fillna(0.0).to_numpy()
         same = np.where(same_class, same_overlap, 0.0)

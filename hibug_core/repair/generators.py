@@ -41,7 +41,7 @@ def generate_images(generator: Generator, prompts: list[str], seeds: list[int], 
 
 
 # ----- the shape world, drawn ----------------------------------------------------------------------------------
-_COLOURS = {"black": (0, 0, 0), "blue": (0, 0, 255), "brown": (165, 42, 42), "gray": (128, 128, 128),
+COLOURS = {"black": (0, 0, 0), "blue": (0, 0, 255), "brown": (165, 42, 42), "gray": (128, 128, 128),
             "green": (0, 255, 0), "red": (255, 0, 0), "teal": (0, 128, 128), "yellow": (255, 255, 0)}
 _SHAPE_WORDS = {"circle": "circle", "circles": "circle", "rectangle": "rectangle", "rectangles": "rectangle",
                 "square": "rectangle", "triangle": "triangle", "triangles": "triangle"}
@@ -60,7 +60,7 @@ def scene_from_prompt(prompt: str, seed: int) -> dict[str, str]:
         return named[0] if named else choices[rng.integers(len(choices))]
 
     return {"shape": pick(_SHAPE_WORDS, ("circle", "rectangle", "triangle")),
-            "color": pick({c: c for c in _COLOURS}, tuple(_COLOURS)),
+            "color": pick({c: c for c in COLOURS}, tuple(COLOURS)),
             "size": pick({s: s for s in _SIDES}, tuple(_SIDES)),
             "horizontal position": ("left", "center", "right")[pick(_HORIZONTAL, (0, 1, 2))],
             "vertical position": ("top", "middle", "bottom")[pick(_VERTICAL, (0, 1, 2))]}
@@ -83,7 +83,7 @@ def render_scene(scene: dict[str, str], seed: int, size: int = 64):
     cy = float(np.clip(rng.uniform(third * row + 2, third * (row + 1) - 2), side / 2, size - side / 2))
     box = (round(cx - side / 2), round(cy - side / 2), round(cx - side / 2) + side - 1, round(cy - side / 2) + side - 1)
     draw = ImageDraw.Draw(image)
-    colour = _COLOURS[scene["color"]]
+    colour = COLOURS[scene["color"]]
     if scene["shape"] == "circle":
         draw.ellipse(box, fill=colour)
     elif scene["shape"] == "rectangle":

@@ -111,8 +111,9 @@ V9_STATEMENTS = (
         pred_y DOUBLE PRECISION, pred_w DOUBLE PRECISION, pred_h DOUBLE PRECISION, nearest_label TEXT,
         PRIMARY KEY (model_id, sample_id))""",
     """CREATE TABLE object_evaluations (
-        model_id INTEGER PRIMARY KEY REFERENCES models(id), settings_json TEXT NOT NULL, summary_json TEXT NOT NULL,
-        per_class_json TEXT NOT NULL, created_at TEXT NOT NULL)""",
+        model_id INTEGER NOT NULL REFERENCES models(id), import_id INTEGER NOT NULL REFERENCES imports(id),
+        splits TEXT NOT NULL, settings_json TEXT NOT NULL, summary_json TEXT NOT NULL, per_class_json TEXT NOT NULL,
+        created_at TEXT NOT NULL, PRIMARY KEY (model_id, import_id))""",
 )
 
 MIGRATIONS: tuple[Migration, ...] = (

@@ -213,7 +213,8 @@ class Project:
                                         np.asarray(outputs.prediction, dtype=object)[predicted],
                                         outputs.confidence[predicted], outputs.score[predicted])
                     if name in manifest.object_evaluations:
-                        _insert_object_evaluation(connection, model_id, sample_ids, manifest.object_evaluations[name])
+                        _insert_object_evaluation(connection, model_id, import_id, sample_ids,
+                                                  sorted(set(samples["split"])), manifest.object_evaluations[name])
                     if outputs.probabilities is not None:
                         staged.append(self.arrays.stage(
                             f"probabilities/{_safe(name)}/import-{import_id}", sample_ids=sample_ids,
@@ -368,17 +369,20 @@ class Project:
                 frame = frame.join(outcomes, how="left")
         return frame
 
-    def object_evaluation(self, model: str) -> dict | None:
-        """A model's COCO evaluation as imported: settings, summary (COCO's 12 numbers) and per_class (AP per class);
-        None for a model without one (an image classifier)."""
+    def object_evaluation(self, model: str, split: str | None = None) -> dict | None:
+        """A model's COCO evaluation of one import's ground truth (the newest one holding `split`, or of any split):
+        import_id, splits, settings, summary (COCO's 12 numbers) and per_class (AP per class); None for a model
+        without one (an image classifier)."""
         with read_connection(self.engine) as connection:
-            row = connection.execute(
-                text("SELECT e.settings_json, e.summary_json, e.per_class_json FROM object_evaluations e "
-                     "JOIN models m ON m.id = e.model_id WHERE m.name = :m"), {"m": model}).first()
+            rows = connection.execute(
+                text("SELECT e.import_id, e.splits, e.settings_json, e.summary_json, e.per_class_json FROM "
+                     "object_evaluations e JOIN models m ON m.id = e.model_id WHERE m.name = :m "
+                     "ORDER BY e.import_id DESC"), {"m": model}).all()
+        row = next((r for r in rows if split is None or split in r[1].split(",")), None)
         if row is None:
             return None
-        return {"settings": json.loads(row[0]), "summary": json.loads(row[1]),
-                "per_class": pd.DataFrame(json.loads(row[2]))}
+        return {"import_id": int(row[0]), "splits": row[1].split(","), "settings": json.loads(row[2]),
+                "summary": json.loads(row[3]), "per_class": pd.DataFrame(json.loads(row[4]))}
 
     def split_ids(self, splits: list[str] | None) -> pd.Index | None:
         """Ids of the samples in `splits` (None: no choice, every sample)."""
@@ -479,9 +483,9 @@ class Project:
 
     def _coco_summaries(self) -> dict[str, dict[str, float]]:
         with read_connection(self.engine) as connection:
-            rows = connection.execute(text("SELECT m.name, e.summary_json FROM object_evaluations e JOIN models m "
-                                           "ON m.id = e.model_id ORDER BY m.id")).all()
-        return {name: json.loads(summary) for name, summary in rows}
+            rows = connection.execute(text("SELECT m.name, e.splits, e.summary_json FROM object_evaluations e JOIN "
+                                           "models m ON m.id = e.model_id ORDER BY m.id, e.import_id")).all()
+        return {f"{name} ({splits})": json.loads(summary) for name, splits, summary in rows}
 
 
 def _joined_paths(root_text: dict[int, str], root_ids: np.ndarray, paths: np.ndarray, ids: pd.Index) -> np.ndarray:
@@ -537,8 +541,10 @@ def _set_task(connection: Connection, task: str) -> None:
                            "own")
 
 
-def _insert_object_evaluation(connection: Connection, model_id: int, sample_ids: np.ndarray, evaluation) -> None:
-    """One model's outcome per object sample and its COCO summary (hibug_core.objects.importer.ObjectEvaluation)."""
+def _insert_object_evaluation(connection: Connection, model_id: int, import_id: int, sample_ids: np.ndarray,
+                              splits: list[str], evaluation) -> None:
+    """One model's outcome per object sample and its COCO summary over one import's ground truth
+    (hibug_core.objects.importer.ObjectEvaluation)."""
     outcomes = evaluation.outcomes
     columns = ("outcome", "error_type", "iou", "predicted_class", "pred_x", "pred_y", "pred_w", "pred_h",
                "nearest_label")
@@ -547,9 +553,10 @@ def _insert_object_evaluation(connection: Connection, model_id: int, sample_ids:
     insert_rows(connection, "object_outcomes", ("model_id", "sample_id", *columns),
                 list(zip([int(model_id)] * len(outcomes), sample_ids[outcomes["row"].to_numpy()].tolist(), *values)))
     connection.execute(
-        text("INSERT INTO object_evaluations (model_id, settings_json, summary_json, per_class_json, created_at) "
-             "VALUES (:m, :s, :y, :c, :t)"),
-        {"m": int(model_id), "s": json.dumps(evaluation.settings), "y": json.dumps(evaluation.summary),
+        text("INSERT INTO object_evaluations (model_id, import_id, splits, settings_json, summary_json, per_class_json, "
+             "created_at) VALUES (:m, :i, :p, :s, :y, :c, :t)"),
+        {"m": int(model_id), "i": int(import_id), "p": ",".join(splits), "s": json.dumps(evaluation.settings),
+         "y": json.dumps(evaluation.summary),
          "c": evaluation.per_class.to_json(orient="records"), "t": now()})
 
 

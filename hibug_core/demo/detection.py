@@ -1,0 +1,171 @@
+"""Building the detection demo offline: scenes of shapes, a real detector (FCOS) trained here with planted bugs in its
+training annotations, and its results imported as COCO files: one sample per object."""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.attributes.schema import Attribute, AttributeSchema
+from hibug_core.demo.build import PlantedBug
+from hibug_core.demo.detector import (DetectorConfig, detect, load_detector, save_detector, train_detector,
+                                      training_fingerprint)
+from hibug_core.demo.scenes import SCENE_COLOURS, SCENE_SHAPES, SceneConfig, render_scenes
+from hibug_core.errors import ProjectError
+from hibug_core.objects.geometry import geometry_attributes
+from hibug_core.objects.importer import load_coco
+from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.store.attribute_versions import save_schema
+from hibug_core.store.project import DB_FILE, Project
+from hibug_core.store.staging import staged_folder
+
+logger = logging.getLogger(__name__)
+
+ASSET_DETECTOR = Path(__file__).resolve().parents[2] / "assets" / "demo_detector.pt"
+DETECTOR_NAME = "shape-fcos"
+SIZES = ("small", "medium", "large")
+TASK = "detect circles, rectangles and triangles in scenes of several flat shapes"
+
+
+@dataclass(frozen=True)
+class DetectionDemoConfig:
+    seed: int = 0
+    train_scenes: int = 2400
+    val_scenes: int = 600
+    test_scenes: int = 600
+    small_below: int = 14  # an object's longer side below this many pixels is small; from 26 large
+    large_from: int = 26
+    missed_colour: str = "blue"  # bug 1: small objects of this colour are left unannotated in training...
+    keep_missed: float = 0.05  # ...but for this share
+    truncated_shrink: float = 0.5  # bug 2: a border-cut object's training box covers this share of it (centred)
+    pair_colour: str = "green"  # bug 3, a conjunction: objects of this colour and shape are left unannotated...
+    pair_shape: str = "triangle"
+    keep_pair: float = 0.05  # ...but for this share
+    scenes: SceneConfig = field(default_factory=SceneConfig)
+    detector: DetectorConfig = field(default_factory=DetectorConfig)
+
+    def planted_bugs(self) -> list[PlantedBug]:
+        return [
+            PlantedBug("missing annotations", {"color": self.missed_colour, "size": "small"},
+                       f"small {self.missed_colour} objects left unannotated in training (but {self.keep_missed:.0%})"),
+            PlantedBug("bad boxes", {"is truncated": "yes"},
+                       f"boxes of objects cut by the border annotated at {self.truncated_shrink:.0%} of their size"),
+            PlantedBug("missing annotations (a conjunction)", {"color": self.pair_colour, "class": self.pair_shape},
+                       f"{self.pair_colour} {self.pair_shape}s left unannotated in training (but {self.keep_pair:.0%}); "
+                       f"other {self.pair_colour} objects and other {self.pair_shape}s are kept"),
+        ]
+
+
+def _size(side: np.ndarray, config: DetectionDemoConfig) -> np.ndarray:
+    return np.asarray(SIZES, dtype=object)[np.searchsorted([config.small_below, config.large_from], side,
+                                                           side="right")]
+
+
+def training_annotations(objects: pd.DataFrame, config: DetectionDemoConfig) -> pd.DataFrame:
+    """What the detector is trained on: the true objects with the planted bugs put into their annotations."""
+    rng = np.random.default_rng(config.seed + 17)
+    draw = rng.random(len(objects))
+    small = _size(objects["side"].to_numpy(), config) == "small"
+    missed = small & (objects["color"] == config.missed_colour).to_numpy() & (draw >= config.keep_missed)
+    pair = ((objects["color"] == config.pair_colour) & (objects["shape"] == config.pair_shape)).to_numpy()
+    kept = objects[~(missed | (pair & (draw >= config.keep_pair)))].copy()
+    cut = kept["truncated"].to_numpy(bool)
+    for axis, length in (("x", "w"), ("y", "h")):
+        shrink = kept.loc[cut, length] * (1 - config.truncated_shrink)
+        kept.loc[cut, axis] += shrink / 2
+        kept.loc[cut, length] -= shrink
+    return kept
+
+
+def _coco_files(folder: Path, split: str, images: list, objects: pd.DataFrame, detections: list[list[dict]] | None,
+                config: DetectionDemoConfig) -> tuple[Path, Path | None]:
+    """Write a split's images, its COCO ground truth (with each object's colour and size as attributes) and the
+    detector's COCO results."""
+    (folder / "images" / split).mkdir(parents=True, exist_ok=True)
+    records = []
+    for index, image in enumerate(images):
+        name = f"images/{split}/{index:05d}.png"
+        image.save(folder / name)
+        records.append({"id": index + 1, "file_name": name, "width": image.width, "height": image.height})
+    categories = [{"id": i + 1, "name": shape} for i, shape in enumerate(SCENE_SHAPES)]
+    sizes = _size(objects["side"].to_numpy(), config)
+    annotations = [{"id": k + 1, "image_id": int(row.scene) + 1, "category_id": SCENE_SHAPES.index(row.kind) + 1,
+                    "bbox": [row.x, row.y, row.w, row.h], "area": row.w * row.h, "iscrowd": 0,
+                    "attributes": {"color": row.color, "size": sizes[k]}}
+                   for k, row in enumerate(objects.rename(columns={"shape": "kind"}).itertuples())]
+    truth = folder / f"instances_{split}.json"
+    truth.write_text(json.dumps({"images": records, "categories": categories, "annotations": annotations}))
+    if detections is None:
+        return truth, None
+    results = folder / f"{DETECTOR_NAME}_{split}.json"
+    results.write_text(json.dumps([{"image_id": index + 1, "category_id": SCENE_SHAPES.index(d["category"]) + 1,
+                                    "bbox": d["bbox"], "score": d["score"]}
+                                   for index, found in enumerate(detections) for d in found]))
+    return truth, results
+
+
+def detection_attribute_schema() -> AttributeSchema:
+    shape_world = [
+        Attribute(name="color", tags=SCENE_COLOURS, templates=("a {tag} {label}", "a {tag} shape")),
+        Attribute(name="size", tags=SIZES, templates=("a {tag} {label}", "a {tag} shape")),
+    ]
+    return AttributeSchema(attributes=(*shape_world, *geometry_attributes()), task=TASK)
+
+
+def build_detection_demo(folder: str | Path, config: DetectionDemoConfig = DetectionDemoConfig(), *,
+                         progress: ProgressCallback = no_progress, checkpoint: Path | None = ASSET_DETECTOR,
+                         save_trained_checkpoint: bool = False) -> Project:
+    """Build the detection demo project in `folder` (which must not exist yet); nothing is left behind on failure."""
+    # 1. Check the folder.
+    folder = Path(folder).resolve()
+    if folder.exists() and any(folder.iterdir()):
+        raise ProjectError(f"{folder} exists and is not empty; choose another folder for the demo")
+    # 2. The scenes of every split (seeded), and the annotations the detector learns from.
+    counts = {"train": config.train_scenes, "val": config.val_scenes, "test": config.test_scenes}
+    scenes = {split: render_scenes(n, config.seed * 10 + k, config.scenes) for k, (split, n) in enumerate(counts.items())}
+    taught = training_annotations(scenes["train"][1], config)
+    grouped = {scene: (group[["x", "y", "w", "h"]].to_numpy(), group["shape"].tolist())
+               for scene, group in taught.groupby("scene")}
+    teach = [grouped.get(i, (np.zeros((0, 4)), [])) for i in range(config.train_scenes)]
+    classes = list(SCENE_SHAPES)
+    # 3. The detector: the stored one if it was trained on exactly these annotations, else trained now.
+    fingerprint = training_fingerprint(teach, classes, config.detector)
+    model = load_detector(checkpoint, classes, config.detector, fingerprint) if checkpoint else None
+    if model is None:
+        logger.info("training the demo detector (%d scenes)", config.train_scenes)
+        model = train_detector(scenes["train"][0], teach, classes, config.detector, progress)
+        if save_trained_checkpoint and checkpoint is not None:
+            save_detector(checkpoint, model, classes, config.detector, fingerprint)
+    # 4. Its detections, the COCO files and the project, built in a staging folder.
+    with staged_folder(folder, "building") as staging:
+        data = staging / "data"
+        project = Project.create(staging, name="shape scenes detection demo")
+        report = {"model": DETECTOR_NAME, "config": asdict(config), "planted_bugs": [asdict(b) for b in
+                                                                                   config.planted_bugs()]}
+        for split, (images, objects) in scenes.items():
+            found = detect(model, images, classes, progress=progress)
+            truth, results = _coco_files(data, split, images, objects, found, config)
+            manifest = load_coco(truth, {DETECTOR_NAME: results}, split=split, progress=progress)
+            project.import_manifest(manifest, author="hibug demo", kind="coco")
+            report[split] = {"scenes": len(images), "objects": len(objects),
+                             "AP": manifest.object_evaluations[DETECTOR_NAME].summary["AP"],
+                             "AP50": manifest.object_evaluations[DETECTOR_NAME].summary["AP50"]}
+        project.set_meta("demo", json.dumps(report))
+        save_schema(project, detection_attribute_schema(), author="hibug demo",
+                    note="the scenes' attributes (imported with the objects) and the measured geometry")
+        project.close()
+    logger.info("detection demo built in %s: %s", folder, {s: report[s] for s in counts})
+    return Project.open(folder)
+
+
+def ensure_detection_demo(folder: str | Path, config: DetectionDemoConfig = DetectionDemoConfig(), *,
+                          progress: ProgressCallback = no_progress) -> Project:
+    """Open the detection demo in `folder`, building it first if it is not there."""
+    folder = Path(folder)
+    if (folder / DB_FILE).exists():
+        return Project.open(folder)
+    return build_detection_demo(folder, config, progress=progress)

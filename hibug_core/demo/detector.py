@@ -1,0 +1,179 @@
+"""The detection demo's model under test: torchvision's FCOS (a one-stage, anchor-free detector) on a small CNN
+backbone with a feature pyramid, trained from scratch here on CPU in a few minutes."""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hibug_core.errors import check_fields
+from hibug_core.progress import ProgressCallback, no_progress
+
+
+@dataclass(frozen=True)
+class DetectorConfig:
+    image_size: int = 96  # the scenes' side; FCOS is told not to resize
+    width: int = 24  # channels of the backbone's first stage (doubling at each of the next two)
+    pyramid_channels: int = 64  # channels of every feature-pyramid level (the head's GroupNorm needs multiples of 32)
+    head_convs: int = 2  # convolutions in each of FCOS's heads (torchvision's default is 4)
+    epochs: int = 8
+    batch_size: int = 32
+    learning_rate: float = 2e-3  # peak of a one-cycle schedule (AdamW)
+    score_threshold: float = 0.2  # detections kept above this confidence
+    seed: int = 0
+
+    def __post_init__(self):
+        check_fields(self, {"image_size": (self.image_size >= 32, "32 or more"), "width": (self.width >= 4, "4 or more"),
+                            "pyramid_channels": (self.pyramid_channels % 32 == 0 and self.pyramid_channels > 0,
+                                                 "a positive multiple of 32"),
+                            "epochs": (self.epochs >= 1, "1 or more"), "batch_size": (self.batch_size >= 1, "1 or more"),
+                            "score_threshold": (0 <= self.score_threshold < 1, "in [0, 1)")})
+
+
+def build_detector(classes: list[str], config: DetectorConfig = DetectorConfig()):
+    """An untrained FCOS for `classes` (labels 1..len(classes)) on a three-level pyramid at strides 8, 16 and 32."""
+    import torch
+    from torch import nn
+
+    import hibug_core.torch_compat as compat
+    from torchvision.models.detection import FCOS
+    from torchvision.models.detection.fcos import FCOSHead
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+    from torchvision.ops import FeaturePyramidNetwork
+
+    compat.allow_fallback_nms()
+
+    def stage(inputs: int, outputs: int) -> nn.Module:
+        return nn.Sequential(nn.Conv2d(inputs, outputs, 3, 2, 1, bias=False), nn.BatchNorm2d(outputs),
+                             nn.ReLU(inplace=True), nn.Conv2d(outputs, outputs, 3, 1, 1, bias=False),
+                             nn.BatchNorm2d(outputs), nn.ReLU(inplace=True))
+
+    class PyramidBackbone(nn.Module):
+        def __init__(self, width: int, channels: int):
+            super().__init__()
+            self.stem = nn.Sequential(stage(3, width // 2), stage(width // 2, width))  # stride 4
+            self.stride8, self.stride16 = stage(width, 2 * width), stage(2 * width, 4 * width)
+            self.stride32 = stage(4 * width, 4 * width)
+            self.pyramid = FeaturePyramidNetwork([2 * width, 4 * width, 4 * width], channels)
+            self.out_channels = channels
+
+        def forward(self, images: torch.Tensor):
+            eight = self.stride8(self.stem(images))
+            sixteen = self.stride16(eight)
+            return self.pyramid(OrderedDict([("0", eight), ("1", sixteen), ("2", self.stride32(sixteen))]))
+
+    torch.manual_seed(config.seed)
+    anchors = AnchorGenerator(sizes=((8,), (16,), (32,)), aspect_ratios=((1.0,),) * 3)
+    return FCOS(PyramidBackbone(config.width, config.pyramid_channels), num_classes=len(classes) + 1,
+                min_size=config.image_size, max_size=config.image_size, image_mean=[0.5] * 3, image_std=[0.25] * 3,
+                anchor_generator=anchors, head=FCOSHead(config.pyramid_channels, 1, len(classes) + 1, config.head_convs),
+                score_thresh=config.score_threshold, nms_thresh=0.5,
+                detections_per_img=30, topk_candidates=100)
+
+
+def _tensor(images: list):
+    import torch
+
+    return torch.from_numpy(np.stack([np.asarray(i.convert("RGB")) for i in images])).permute(0, 3, 1, 2).float() / 255
+
+
+def _targets(objects_by_image: list, classes: list[str]) -> list[dict]:
+    """Per image, FCOS's targets from its boxes (x, y, w, h rows) and class names."""
+    import torch
+
+    targets = []
+    for boxes, names in objects_by_image:
+        corners = torch.tensor(np.asarray(boxes, dtype=np.float32).reshape(-1, 4))
+        corners[:, 2:] += corners[:, :2]
+        targets.append({"boxes": corners, "labels": torch.tensor([classes.index(n) + 1 for n in names],
+                                                                  dtype=torch.int64)})
+    return targets
+
+
+def train_detector(images: list, objects_by_image: list, classes: list[str], config: DetectorConfig = DetectorConfig(),
+                   progress: ProgressCallback = no_progress):
+    """Train from scratch on PIL images and, per image, (boxes (n, 4) x/y/w/h in pixels, class names); seeded."""
+    import torch
+
+    # 1. Check the inputs.
+    if len(images) != len(objects_by_image) or not images:
+        raise ValueError("give one (boxes, classes) pair per training image, and at least one image")
+    # 2. The model, its data and its schedule.
+    model = build_detector(classes, config)
+    inputs, targets = _tensor(images), _targets(objects_by_image, classes)
+    steps_per_epoch = max(1, len(images) // config.batch_size)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=1e-4)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, config.learning_rate,
+                                                   total_steps=config.epochs * steps_per_epoch)
+    rng = np.random.default_rng(config.seed)
+    # 3. Epochs of shuffled batches, progress after each step (a job cancels by raising from it).
+    model.train()
+    total = config.epochs * steps_per_epoch
+    for epoch in range(config.epochs):
+        order = rng.permutation(len(images))
+        for step in range(steps_per_epoch):
+            batch = order[step * config.batch_size:(step + 1) * config.batch_size]
+            losses = model(list(inputs[batch]), [targets[i] for i in batch])
+            loss = sum(losses.values())
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            schedule.step()
+            progress("training the demo detector", epoch * steps_per_epoch + step + 1, total)
+    model.eval()
+    return model
+
+
+def detect(model, images: list, classes: list[str], *, batch_size: int = 64,
+           progress: ProgressCallback = no_progress) -> list[list[dict]]:
+    """Per image, its detections as {category (class name), bbox [x, y, w, h], score}."""
+    import torch
+
+    found = []
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, len(images), batch_size):
+            for output in model(list(_tensor(images[start:start + batch_size]))):
+                boxes = output["boxes"].numpy().astype(float)
+                found.append([{"category": classes[int(label) - 1],
+                               "bbox": [round(b[0], 2), round(b[1], 2), round(b[2] - b[0], 2), round(b[3] - b[1], 2)],
+                               "score": round(float(score), 5)}
+                              for b, label, score in zip(boxes, output["labels"].tolist(), output["scores"].tolist())])
+            progress("detecting objects", min(start + batch_size, len(images)), len(images))
+    return found
+
+
+def training_fingerprint(objects_by_image: list, classes: list[str], config: DetectorConfig) -> str:
+    """What a stored detector was trained on: its annotations, classes and settings."""
+    text = json.dumps([[np.round(np.asarray(b, float), 2).tolist(), list(n)] for b, n in objects_by_image])
+    return hashlib.sha256(json.dumps([text, classes, asdict(config)]).encode()).hexdigest()[:16]
+
+
+def save_detector(path: Path, model, classes: list[str], config: DetectorConfig, fingerprint: str) -> None:
+    """The weights in half precision (the asset stays small) with what they were trained on."""
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()}
+    torch.save({"state_dict": state, "classes": classes, "config": asdict(config),
+                "training_fingerprint": fingerprint}, path)
+
+
+def load_detector(path: Path, classes: list[str], config: DetectorConfig, fingerprint: str):
+    """The stored detector if it was trained on exactly this data and settings, else None."""
+    import torch
+
+    if not Path(path).exists():
+        return None
+    stored = torch.load(path, map_location="cpu", weights_only=True)
+    if (stored.get("classes") != classes or stored.get("config") != asdict(config)
+            or stored.get("training_fingerprint") != fingerprint):
+        return None
+    model = build_detector(classes, config)
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in stored["state_dict"].items()})
+    model.eval()
+    return model

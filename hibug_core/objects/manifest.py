@@ -1,0 +1,168 @@
+"""The per-row object manifest, for teams with their own format: one row per object (and per unmatched detection),
+read into the same COCO matching as COCO files; every bad cell is named by row and column."""
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.config import IngestConfig
+from hibug_core.errors import Issues, ManifestError, RowIssue
+from hibug_core.ingest.manifest import DEFAULT_MODEL
+from hibug_core.ingest.table import read_table
+from hibug_core.objects.coco import RESERVED_NAMES, parse_ground_truth, parse_results
+from hibug_core.objects.geometry import GeometryConfig
+from hibug_core.objects.importer import objects_manifest
+from hibug_core.objects.matching import MatchConfig
+from hibug_core.progress import ProgressCallback, no_progress
+
+_NUMBERS = re.compile(r"[\s,;\[\]()]+")
+
+
+def is_object_manifest(columns: list[str]) -> bool:
+    """A manifest with a 'box' or 'pred_box' column is one of objects."""
+    return any(c == "box" or c == "pred_box" or c.startswith("pred_box:") for c in columns)
+
+
+def _box(text: str) -> list[float] | None:
+    """'x y w h', 'x,y,w,h' or '[x, y, w, h]' as four finite numbers; None if it is not that."""
+    parts = [p for p in _NUMBERS.split(text.strip()) if p]
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        return None
+    return values if len(values) == 4 and all(math.isfinite(v) for v in values) else None
+
+
+def _model_columns(columns: list[str], default_model: str, issues: Issues) -> dict[str, dict[str, str | None]]:
+    """Per model, its pred_box, prediction and confidence columns."""
+    models: dict[str, dict[str, str | None]] = {}
+    if "pred_box" in columns:
+        models[default_model] = {"box": "pred_box", "prediction": "prediction" if "prediction" in columns else None,
+                                 "confidence": "confidence" if "confidence" in columns else None}
+    for column in columns:
+        if column.startswith("pred_box:"):
+            name = column.split(":", 1)[1].strip()
+            models[name] = {"box": column, "prediction": f"pred:{name}" if f"pred:{name}" in columns else None,
+                            "confidence": f"confidence:{name}" if f"confidence:{name}" in columns else None}
+    for name, plan in models.items():
+        suffix = "" if plan["box"] == "pred_box" else f":{name}"
+        for role, column in (("prediction", "prediction" if not suffix else f"pred{suffix}"),
+                             ("confidence", f"confidence{suffix}")):
+            if plan[role] is None:
+                issues.add(None, column, f"model '{name}' has a '{plan['box']}' column but no '{column}' column")
+    return models
+
+
+def load_object_manifest(path: str | Path, **options):
+    """Read a per-row object manifest (CSV or Parquet; see the README's "Objects"); options as
+    validate_object_manifest's."""
+    path = Path(path).resolve()
+    return validate_object_manifest(read_table(path), source=str(path), base_dir=path.parent, **options)
+
+
+def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path, default_model: str = DEFAULT_MODEL,
+                             match_config: MatchConfig = MatchConfig(), geometry: GeometryConfig = GeometryConfig(),
+                             config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress):
+    """Check every row and column of an object manifest, match each model's detections by COCO's rules and return
+    the validated manifest of objects (image paths relative to `base_dir`)."""
+    frame = frame.reset_index(drop=True)
+    # 1. Structure: which columns play which role.
+    issues = Issues(config.max_issues)
+    columns = list(frame.columns)
+    if "image" not in columns:
+        issues.add(None, "image", "required column is missing")
+    if "box" in columns and "label" not in columns:
+        issues.add(None, "label", "required with 'box': the class of each object")
+    models = _model_columns(columns, default_model, issues)
+    if "box" not in columns and not models:
+        issues.add(None, "box", "an object manifest needs 'box' (x y w h of each object) and per model 'pred_box'")
+    if issues.items:
+        raise ManifestError(source, issues.items)
+    # 2. Every cell: images, splits, boxes, classes, confidences.
+    n = len(frame)
+    has_box = (frame["box"] != "").to_numpy() if "box" in columns else np.zeros(n, bool)
+    boxes: dict[int, list[float]] = {}
+    for i in np.flatnonzero(has_box):
+        box = _box(frame.at[i, "box"])
+        if box is None or box[2] <= 0 or box[3] <= 0:
+            issues.add(i, "box", f"'{frame.at[i, 'box']}' is not x y width height in pixels, width and height "
+                                 "positive")
+        else:
+            boxes[i] = box
+        if frame.at[i, "label"] == "":
+            issues.add(i, "label", "empty label; every object needs its class")
+        elif frame.at[i, "label"] in RESERVED_NAMES:
+            issues.add(i, "label", f"{frame.at[i, 'label']} is how hibug names the missing object; rename the class")
+    for i in np.flatnonzero((frame["image"] == "").to_numpy()):
+        issues.add(i, "image", "empty image path")
+    split_of_row = frame["split"].str.lower() if "split" in columns else pd.Series([config.default_split] * n)
+    for i in np.flatnonzero(~split_of_row.isin(config.allowed_splits).to_numpy()):
+        guess = next(iter(difflib.get_close_matches(split_of_row.iat[i], config.allowed_splits, n=1)), None)
+        issues.add(i, "split", f"unknown split '{frame.at[i, 'split']}'; use one of "
+                               f"{', '.join(config.allowed_splits)}" + (f" (did you mean '{guess}'?)" if guess else ""))
+    detections: dict[str, dict[int, tuple[list[float], str, float]]] = {}
+    for name, plan in models.items():
+        mine = {}
+        for i in np.flatnonzero((frame[plan["box"]] != "").to_numpy()):
+            box = _box(frame.at[i, plan["box"]])
+            label, confidence = frame.at[i, plan["prediction"]], frame.at[i, plan["confidence"]]
+            try:
+                score = float(confidence)
+            except ValueError:
+                score = math.nan
+            if box is None or box[2] < 0 or box[3] < 0:
+                issues.add(i, plan["box"], f"'{frame.at[i, plan['box']]}' is not x y width height in pixels")
+            elif label == "":
+                issues.add(i, plan["prediction"], "empty prediction for a predicted box")
+            elif not math.isfinite(score):
+                issues.add(i, plan["confidence"], f"'{confidence}' is not a number (the detection's confidence)")
+            else:
+                mine[i] = (box, label, score)
+        detections[name] = mine
+    images = frame["image"]
+    split_by_image = pd.DataFrame({"image": images, "split": split_of_row}).groupby("image")["split"].unique()
+    for image, found in split_by_image.items():
+        if len(found) > 1 and image:
+            row = int(np.flatnonzero(((images == image) & (split_of_row != found[0])).to_numpy())[0])
+            issues.add(row, "split", f"image '{image}' is given several splits ({', '.join(found)}); an image's objects "
+                                     "share one split")
+    if issues.items:
+        raise ManifestError(source, issues.items)
+    # 3. The same objects and detections as COCO documents, so one matching serves both formats.
+    codes, distinct = pd.factorize(images.to_numpy(object))
+    labels = sorted(set(frame.loc[list(boxes), "label"]) | {d[1] for m in detections.values() for d in m.values()})
+    category = {label: k + 1 for k, label in enumerate(labels)}
+    truth_rows = sorted(boxes)
+    document = {"images": [{"id": k + 1, "file_name": image} for k, image in enumerate(distinct)],
+                "categories": [{"id": k, "name": label} for label, k in category.items()],
+                "annotations": [{"id": j + 1, "image_id": int(codes[i]) + 1, "category_id": category[frame.at[i, "label"]],
+                                 "bbox": boxes[i], "iscrowd": 0,
+                                 "attributes": {c.split(":", 1)[1].strip(): frame.at[i, c] for c in columns
+                                                if c.startswith("attr:") and frame.at[i, c] != ""}}
+                                for j, i in enumerate(truth_rows)]}
+    truth = _translated(lambda: parse_ground_truth(document, source), source, {"annotations": truth_rows})
+    found = []
+    for name, mine in detections.items():
+        rows = sorted(mine)
+        records = [{"image_id": int(codes[i]) + 1, "category_id": category[mine[i][1]], "bbox": mine[i][0],
+                    "score": mine[i][2]} for i in rows]
+        found.append(_translated(lambda: parse_results(records, truth, source, model=name), source, {"results": rows}))
+    split_of_image = {k + 1: split_by_image[image][0] for k, image in enumerate(distinct)}
+    # 4. Images, matching, samples.
+    return objects_manifest(truth, found, Path(base_dir), split_of_image, match_config=match_config,
+                            geometry=geometry, config=config, progress=progress)
+
+
+def _translated(parse, source: str, rows_of: dict[str, list[int]]):
+    """Run a COCO parse of records built from manifest rows; its record-level problems are told as row problems."""
+    try:
+        return parse()
+    except ManifestError as error:
+        issues = [RowIssue(rows_of[i.unit][i.row] + 1, "box" if i.column == "bbox" else i.column, i.message)
+                  if i.unit in rows_of and i.row is not None else i for i in error.issues]
+        raise ManifestError(source, issues) from None

@@ -1,0 +1,73 @@
+"""The Overview's part for detectors and pose models: COCO's AP as imported, AP per class, TIDE's error types and the
+object confusion matrix whose cells open their objects."""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+
+from hibug_core.markdown import plain
+from hibug_core.objects.summary import confusion_members, error_breakdown, object_confusion
+from hibug_ui.plots import literal_values
+from hibug_ui.widgets import image_grid
+
+HEADLINE = {"AP": "AP at IoU .50:.95, COCO's main number", "AP50": "AP at IoU .50", "AP75": "AP at IoU .75",
+            "AR100": "recall with up to 100 detections per image", "AR": "recall at OKS .50:.95"}
+
+
+def object_overview(project, model: str, samples: pd.DataFrame, split: str) -> None:
+    evaluation = project.object_evaluation(model, split)
+    if evaluation is None:
+        st.info(f"{plain(model)} has no COCO evaluation on the {split} split (it was not imported with a results "
+                "file).")
+        return
+    settings = evaluation["settings"]
+    overlap = "OKS" if settings.get("iou_type") == "keypoints" else "IoU"
+    st.markdown(f"**COCO evaluation** of import #{evaluation['import_id']} ({', '.join(evaluation['splits'])}; "
+                f"faster-coco-eval, equal to pycocotools); an object is found at {overlap} "
+                f"{settings['iou_threshold']:.2f} or more")
+    shown = [name for name in HEADLINE if name in evaluation["summary"]]
+    for cell, name in zip(st.columns(len(shown)), shown):
+        value = evaluation["summary"][name]
+        cell.metric(name, "n/a" if value < 0 else f"{value:.3f}", help=HEADLINE[name])
+    evaluated = samples[(samples["split"] == split) & samples["outcome"].notna()]
+    left, right = st.columns([2, 3])
+    with left:
+        st.markdown("**AP per class**")
+        st.dataframe(evaluation["per_class"], hide_index=True, width="stretch",
+                     column_config={"AP": st.column_config.NumberColumn(format="%.3f"),
+                                    "AP50": st.column_config.NumberColumn(format="%.3f")})
+        st.markdown("**Errors by type** (TIDE)")
+        breakdown = error_breakdown(evaluated)
+        figure = px.bar(breakdown.reset_index().melt(id_vars="error type", var_name="what", value_name="count"),
+                        x="error type", y="count", color="what", barmode="stack",
+                        color_discrete_map={"missed objects": "#ea8c00", "false positives": "#dc2626"})
+        figure.update_layout(margin=dict(l=0, r=0, t=10, b=0), height=260, legend_title_text="")
+        st.plotly_chart(figure, width="stretch", key="overview_error_types")
+    with right:
+        _confusion(project, evaluated)
+
+
+def _confusion(project, evaluated: pd.DataFrame) -> None:
+    st.markdown("**Confusion matrix** (rows: true class, columns: predicted; select a cell to see its objects)")
+    matrix = object_confusion(evaluated)
+    if matrix.empty:
+        st.caption("No objects in this split.")
+        return
+    shown = matrix.copy()
+    shown.index = literal_values(shown.index.to_series())
+    shown.columns = literal_values(shown.columns.to_series())
+    event = st.dataframe(shown, width="stretch", on_select="rerun", selection_mode="single-cell",
+                         key="overview_object_confusion")
+    st.caption("(background): false positives on no object; (missed): objects no detection found. A false positive "
+               "on an object of another class counts in that object's row.")
+    cells = event.selection.get("cells", []) if event is not None else []
+    if not cells:
+        return
+    row, column = cells[0]
+    true, predicted = matrix.index[row], matrix.columns[list(shown.columns).index(column)]
+    members = confusion_members(evaluated)
+    chosen = evaluated.loc[members.index[(members["true"] == true) & (members["predicted"] == predicted)]]
+    st.markdown(f"**{len(chosen):,} objects**: true {plain(true)}, predicted {plain(predicted)}")
+    image_grid(project, chosen.head(24), caption=lambda r: f"{r['outcome']}"
+               + (f" ({r['error_type']})" if r["error_type"] else ""), details="overview_confusion")
