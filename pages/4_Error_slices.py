@@ -10,13 +10,15 @@ from hibug_core.operations import FindSlices
 from hibug_core.tagging.sources import ADVICE, trust_message
 from hibug_ui.fields import field_input
 from hibug_ui.plots import literal_values
-from hibug_ui.state import current_project, current_user, required_model, slice_report, source_ranking
+from hibug_core.objects.summary import error_breakdown
+from hibug_ui.state import current_project, current_user, load_samples, required_model, slice_report, source_ranking
 from hibug_ui.widgets import (as_percent, grid_filters, image_grid, keep_setting, link_to, paged, percent_column,
                                url_setting)
 
 st.set_page_config(page_title="hibug · Error slices", page_icon="🐞", layout="wide")
 project = current_project()
 model = required_model(project)
+objects = project.task != "classification"
 user = current_user()
 
 st.title("Error slices")
@@ -146,10 +148,15 @@ with found:
         left, right = st.columns([2, 3])
         ids = report.sample_ids(chosen_id)
         evaluated = report.evaluation.loc[ids]
+        shown = load_samples(project, model).loc[ids]  # objects: with their boxes and outcomes
         with left:
-            counts = evaluated["prediction"].value_counts().rename_axis("prediction").reset_index(name="images")
-            counts["prediction"] = literal_values(counts["prediction"])
-            figure = px.bar(counts, x="prediction", y="images", title="Predictions in the slice")
+            if objects:  # a detector's failures by TIDE's error type
+                counts = error_breakdown(shown).sum(axis=1).rename_axis("error type").reset_index(name="objects")
+                figure = px.bar(counts, x="error type", y="objects", title="Its failures by error type (TIDE)")
+            else:
+                counts = evaluated["prediction"].value_counts().rename_axis("prediction").reset_index(name="images")
+                counts["prediction"] = literal_values(counts["prediction"])
+                figure = px.bar(counts, x="prediction", y="images", title="Predictions in the slice")
             figure.update_layout(height=260, margin=dict(l=0, r=0, t=40, b=0))
             st.plotly_chart(figure, width="stretch", key="slice_predictions")
         with right:
@@ -161,7 +168,7 @@ with found:
                 st.dataframe(as_percent(related, "score", "gap"), hide_index=True, width="stretch",
                              column_config={"score": percent_column("score"), "gap": percent_column("gap")})
         st.markdown("**Images** (failures first; caption: label → prediction)")
-        rows = grid_filters(report.samples.loc[ids], report.all_tags, key="slice_filter")
+        rows = grid_filters(shown, report.all_tags, key="slice_filter")
         image_grid(project, paged(rows, key=f"slice_page_{chosen_id}"), details="slice", report=report, user=user,
                    caption=lambda r: f"{r['label']} → {r['prediction']}")
 

@@ -48,6 +48,16 @@ def demo_project(tmp_path_factory) -> Path:
 COLOURS = {"red": (220, 30, 30), "green": (30, 200, 40), "blue": (30, 40, 220)}
 
 
+@pytest.fixture(scope="session")
+def detection_demo(tmp_path_factory) -> Path:
+    """The detection demo project, built once per test session from the shipped detector."""
+    from hibug_core.demo.detection import build_detection_demo
+
+    folder = tmp_path_factory.mktemp("detection") / "hibug-detection-demo"
+    build_detection_demo(folder).close()
+    return folder
+
+
 @pytest.fixture
 def colour_project(tmp_path: Path):
     """A 12-image project of red, green and blue circles and squares on white, with the colour as known truth,

@@ -47,3 +47,12 @@ def error_breakdown(samples: pd.DataFrame) -> pd.DataFrame:
     counts.columns = ["missed objects", "false positives"]
     counts.index.name = "error type"
     return counts
+
+
+def error_mix(error_types) -> str:
+    """The TIDE error types of some failures as text, most frequent first: "missed 80%, localization 15%, ..."."""
+    counts = pd.Series(error_types, dtype=object).replace("", "wrong score").value_counts()
+    if counts.empty:
+        return "no failures"
+    shares = counts / counts.sum()
+    return ", ".join(f"{kind} {share:.0%}" for kind, share in shares.head(3).items())

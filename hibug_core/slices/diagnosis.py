@@ -8,7 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hibug_core.objects.summary import error_mix
+
 BUG_TYPES = ("spurious correlation", "rare case", "distribution shift", "hard case")
+NOT_CLASSES = ("(missed)", "(background)")  # objects: no detection, no object; never a shortcut's class
 
 
 @dataclass(frozen=True)
@@ -28,13 +31,14 @@ class DiagnosisConfig:
 def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] | None, labels: np.ndarray,
              predictions: np.ndarray, errors: np.ndarray, config: DiagnosisConfig = DiagnosisConfig(), *,
              tag_train_masks: list[np.ndarray | None] | None = None,
-             train_labels: np.ndarray | None = None) -> pd.DataFrame:
+             train_labels: np.ndarray | None = None, error_types: np.ndarray | None = None) -> pd.DataFrame:
     """One row of evidence and a bug type per slice (given as boolean masks over the evaluation rows).
 
     train_masks: the same slices over the training rows (None when the training split has no tags).
     tag_train_masks: the training rows with each slice's tags, its class conditions left out (None for a slice of
     class conditions only), with train_labels: evidence that a tag goes with a class in training, which tells a
     spurious correlation (the model learnt the tag as a shortcut) from a rare case (the combination is just rare).
+    error_types: objects' TIDE error type per evaluation row; a slice's failures are then described by their mix.
     """
     n_eval = len(labels)
     n_train = len(train_masks[0]) if train_masks else 0
@@ -57,7 +61,8 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
         # A shortcut learnt from training (its tags go with the class its failures are predicted as) comes first:
         # the combinations it fails on are often rare in training too, but rarity is not why it fails. Rarity comes
         # before the prediction rule: a combination never seen in training is mostly predicted as one class too.
-        if (associated is not None and associated == failure_top and failed.sum() >= config.min_failures
+        if (associated is not None and associated == failure_top and associated not in NOT_CLASSES
+                and failed.sum() >= config.min_failures
                 and association_share >= config.association and failure_share > config.shortcut):
             bug, reason = "spurious correlation", (f"in training, {association_share:.0%} of the images with its tags "
                                                    f"are '{associated}', and {failure_share:.0%} of its failures are "
@@ -65,15 +70,18 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
         elif train_masks and train_share < config.rare_share:
             bug, reason = "rare case", (f"{train_count} training images ({train_share:.2%} of training, "
                                         f"under {config.rare_share:.0%})")
-        elif top_prediction is not None and top_prediction != top_label and prediction_share >= config.alpha:
+        elif (top_prediction is not None and top_prediction != top_label and prediction_share >= config.alpha
+              and top_prediction not in NOT_CLASSES):
             bug, reason = "spurious correlation", (f"{prediction_share:.0%} of its images are predicted "
                                                    f"'{top_prediction}', though most are '{top_label}'")
         elif train_masks and eval_share >= config.shift_ratio * max(train_share, 1e-12):
             bug, reason = "distribution shift", (f"{eval_share:.1%} of evaluation images but {train_share:.1%} of "
                                                  f"training images")
-        elif failed.sum() >= config.min_failures and failure_share >= config.alpha:
+        elif failed.sum() >= config.min_failures and failure_share >= config.alpha and failure_top not in NOT_CLASSES:
             bug, reason = "spurious correlation", (f"{failure_share:.0%} of its failures are predicted "
                                                    f"'{failure_top}'")
+        elif error_types is not None:
+            bug, reason = "hard case", f"common in training; its failures: {error_mix(error_types[mask][failed])}"
         else:
             bug, reason = "hard case", "common in training, no dominant wrong prediction"
         rows.append({"bug_type": bug, "reason": reason, "train_count": train_count, "train_share": train_share,

@@ -1,0 +1,43 @@
+"""The dashboard on the detection demo under AppTest: the Overview's COCO evaluation, error types and confusion
+matrix whose cells open their objects, and an error slice of objects with its error-type mix and crops."""
+from __future__ import annotations
+
+from page_support import open_page
+
+
+def test_overview_shows_coco_ap_error_types_and_the_confusion_of_objects(monkeypatch, detection_demo):
+    at = open_page(monkeypatch, "app.py", detection_demo)
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    # the 12,667 ground-truth objects of the three splits and the detector's false positives (at confidence >= 0.5)
+    assert 12_667 < int(metrics["Objects"].replace(",", "")) < 15_000
+    assert float(metrics["AP50"]) > 0.6 and float(metrics["AP"]) > 0.4
+    assert any("COCO evaluation** of import #2 (val" in m.value for m in at.markdown)
+    per_class, confusion = at.dataframe[0].value, at.dataframe[1].value
+    assert per_class["class"].tolist() == ["circle", "rectangle", "triangle"]
+    assert list(confusion.index) == ["circle", "rectangle", "triangle", "(background)"]
+    assert list(confusion.columns) == ["circle", "rectangle", "triangle", "(missed)"]
+    assert confusion.to_numpy()[:3].sum() == 2096  # every ground-truth object of val, once
+    # Selecting a cell lists its objects: the missed triangles.
+    at.session_state["overview_object_confusion"] = {"selection": {"rows": [], "columns": [],
+                                                                   "cells": [[2, "(missed)"]]}}
+    at.run()
+    assert not at.exception
+    missed_triangles = int(confusion.loc["triangle", "(missed)"])
+    assert any(m.value.startswith(f"**{missed_triangles:,} objects**: true triangle, predicted \\(missed\\)")
+               for m in at.markdown)
+    assert any("the true box" in c.value for c in at.caption)  # the crops' legend
+
+
+def test_an_error_slice_of_objects_shows_its_error_types_and_crops(monkeypatch, detection_demo):
+    from hibug_core.slices.search import slice_id
+
+    chosen = slice_id((("color", "green"), ("class", "triangle")))
+    at = open_page(monkeypatch, "pages/4_Error_slices.py", detection_demo, slice=chosen)
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert "color = green & class = triangle" in table["description"].tolist()  # the planted conjunction
+    assert at.subheader[0].value == "color = green \\& class = triangle"  # Markdown-escaped
+    assert "its failures\\: missed 99%" in at.markdown[0].value  # the planted bug: green triangles missed
+    assert any("the true box" in c.value for c in at.caption)
+    assert len(at.get("image")) == 24  # the first page of its objects, as crops with their boxes
