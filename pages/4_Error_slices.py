@@ -139,7 +139,7 @@ with found:
             st.caption("Its tags are not checked: no true tags (imported or audited) for its attributes. Audit them "
                        "on the Tagging page to know how far to trust it.")
         cells = st.columns(5)
-        cells[0].metric("Images", f"{row['count']:,}")
+        cells[0].metric("Objects" if objects else "Images", f"{row['count']:,}")
         cells[1].metric("Score", f"{row['score']:.1%}", f"{-row['gap']:.1%} vs overall")
         cells[2].metric("Share of evaluation", f"{row['eval_share']:.1%}")
         cells[3].metric("Share of training", "–" if row["train_count"] is None or row["train_count"] != row["train_count"]
@@ -167,7 +167,7 @@ with found:
             else:
                 st.dataframe(as_percent(related, "score", "gap"), hide_index=True, width="stretch",
                              column_config={"score": percent_column("score"), "gap": percent_column("gap")})
-        st.markdown("**Images** (failures first; caption: label → prediction)")
+        st.markdown(f"**{'Objects' if objects else 'Images'}** (failures first; caption: label → prediction)")
         rows = grid_filters(shown, report.all_tags, key="slice_filter")
         image_grid(project, paged(rows, key=f"slice_page_{chosen_id}"), details="slice", report=report, user=user,
                    caption=lambda r: f"{r['label']} → {r['prediction']}")
