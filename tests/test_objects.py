@@ -427,3 +427,42 @@ def test_object_manifest_structure_and_values_are_checked(tmp_path):
         load_manifest(path)
     assert "row 2, column 'split': image 'images/one.png' is given several splits" in str(error.value)
     assert "column 'confidence': 'sure' is not a number" in str(error.value)
+
+
+# ----- what encoders see of objects -----------------------------------------------------------------------------
+def test_objects_are_embedded_as_crops_and_tagged_by_group(tmp_path):
+    from hibug_core.attributes import Attribute, AttributeSchema
+    from hibug_core.embeddings.compute import embed_project
+    from hibug_core.objects.views import crop_key, object_views
+    from hibug_core.store.attribute_versions import save_schema
+    from hibug_core.store.tag_store import runs
+    from hibug_core.tagging.run import current_tags, tag_project
+
+    from PIL import ImageDraw
+
+    truth_json, found = _tide_case()
+    truth_file, results = _write(tmp_path / "data", truth_json, {"m": found})
+    image = Image.new("RGB", (200, 100), (230, 230, 230))
+    for k, annotation in enumerate(truth_json["annotations"]):  # the objects drawn, so crops differ from the image
+        x, y, w, h = annotation["bbox"]
+        ImageDraw.Draw(image).rectangle((x, y, x + w - 1, y + h - 1), fill=(200 - 40 * k, 40 * k, 90))
+    image.save(tmp_path / "data" / "images" / "one.png")
+    project = Project.create_from_manifest(tmp_path / "project", load_coco(truth_file, results))
+    samples, objects = project.samples(), project.objects()
+    views = object_views(samples, objects)
+    first = views.iloc[0]
+    assert first["crop"] == (0, 0, 64, 64)  # cat 1 at (10, 10, 40, 40) with a 12-pixel margin, kept inside the image
+    assert first["content_hash"] == crop_key(samples["content_hash"].iat[0], (0, 0, 64, 64))
+    crops = embed_project(project, "tiny-open_clip")
+    whole = embed_project(project, "tiny-open_clip", crops=False)
+    # nine boxes, seven regions (a duplicate and a confused detection sit on their objects' boxes); one image
+    assert len(set(crops.hashes)) == 7 and len(set(whole.hashes)) == 1
+    assert not np.allclose(crops.embedding[0], whole.embedding[0])
+    save_schema(project, AttributeSchema(attributes=(
+        Attribute(name="fur", tags=("striped", "plain")),
+        Attribute(name="room", group="background", tags=("kitchen", "garden")))), author="test")
+    tag_project(project, encoder="tiny-open_clip")
+    tags = current_tags(project).tags
+    assert tags["room"].nunique() == 1  # judged on the one whole image: the same for all its objects
+    assert set(tags["fur"].dropna()) <= {"striped", "plain"} and len(runs(project)) == 1
+    project.close()

@@ -13,6 +13,7 @@ from hibug_core.embeddings.base import Encoder, load_rgb
 from hibug_core.embeddings.cache import ContentCache
 from hibug_core.embeddings.registry import DEFAULT_ENCODER, encoder_key, load_encoder
 from hibug_core.errors import TaggingError
+from hibug_core.objects.views import crops_of, object_views
 from hibug_core.progress import ProgressCallback, no_progress
 
 logger = logging.getLogger(__name__)
@@ -44,10 +45,12 @@ class EmbeddingSet:
         return self.cache.get(self.hashes, "features") if "features" in self.cache.kinds() else self.embedding
 
 
-def decode(path: str, transform, size_hint: int):
-    """The encoder's input tensor of one image file, or None (logged) when the file cannot be read."""
+def decode(path: str, transform, size_hint: int, crop=None):
+    """The encoder's input tensor of one image file (or of its region `crop`: left, top, right, bottom), or None
+    (logged) when the file cannot be read."""
     try:
-        return transform(load_rgb(path, size_hint))
+        image = load_rgb(path, None if crop is not None else size_hint)
+        return transform(image.crop(tuple(crop)) if crop is not None else image)
     except (OSError, ValueError) as error:
         logger.warning("cannot read %s: %s", path, error)
         return None
@@ -56,8 +59,9 @@ def decode(path: str, transform, size_hint: int):
 class _ImageFiles:
     """Map-style dataset: index -> (transformed image tensor, ok flag); unreadable files become zeros."""
 
-    def __init__(self, paths: list[str], transform, size_hint: int):
+    def __init__(self, paths: list[str], transform, size_hint: int, crops: list | None = None):
         self.paths, self.transform, self.size_hint = paths, transform, size_hint
+        self.crops = crops or [None] * len(paths)
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -65,7 +69,7 @@ class _ImageFiles:
     def __getitem__(self, index: int):
         import torch
 
-        tensor = decode(self.paths[index], self.transform, self.size_hint)
+        tensor = decode(self.paths[index], self.transform, self.size_hint, self.crops[index])
         if tensor is None:
             return torch.zeros(self.transform(_blank(self.size_hint)).shape), False
         return tensor, True
@@ -87,14 +91,15 @@ def configure_threads(config: EmbedConfig) -> int:
 
 
 def encode_paths(encoder: Encoder, paths: list[str], on_chunk, config: EmbedConfig = EmbedConfig(),
-                 progress: ProgressCallback = no_progress, stage: str = "embedding images") -> np.ndarray:
-    """Encode images from files, handing every `config.save_every` images (or what `config.save_every_s` seconds
-    encoded, if fewer) to on_chunk(start, stop, arrays, readable) so they are stored as the work is done (nothing
-    else is kept); returns which files could be read."""
+                 progress: ProgressCallback = no_progress, stage: str = "embedding images",
+                 crops: list | None = None) -> np.ndarray:
+    """Encode images from files (or their regions `crops`, one per path), handing every `config.save_every` images
+    (or what `config.save_every_s` seconds encoded, if fewer) to on_chunk(start, stop, arrays, readable) so they are
+    stored as the work is done (nothing else is kept); returns which files could be read."""
     from torch.utils.data import DataLoader
 
     workers = configure_threads(config)
-    loader = DataLoader(_ImageFiles(paths, encoder.transform, encoder.input_size), batch_size=config.batch_size,
+    loader = DataLoader(_ImageFiles(paths, encoder.transform, encoder.input_size, crops), batch_size=config.batch_size,
                         num_workers=workers, shuffle=False, persistent_workers=False,
                         prefetch_factor=4 if workers else None)
     readable: list[np.ndarray] = []
@@ -142,15 +147,19 @@ def model_cache(project, model: str) -> ContentCache:
 
 
 def embed_project(project, encoder: str | Encoder = DEFAULT_ENCODER, *, sample_ids=None,
-                  config: EmbedConfig = EmbedConfig(), progress: ProgressCallback = no_progress) -> EmbeddingSet:
+                  config: EmbedConfig = EmbedConfig(), progress: ProgressCallback = no_progress,
+                  crops: bool = True) -> EmbeddingSet:
     """Embeddings of the project's samples (all, or `sample_ids`), encoding only contents not stored yet; a model's
-    own features ("model:<name>") are what `hibug predict` stored."""
+    own features ("model:<name>") are what `hibug predict` stored. Object samples are seen as their crops (with a
+    context margin), or with crops=False as their whole images; each view is cached once."""
     if isinstance(encoder, str) and encoder.startswith(MODEL_PREFIX):
         return stored_embeddings(project, encoder, sample_ids)
     encoder = load_encoder(encoder) if isinstance(encoder, str) else encoder
-    samples = project.samples(sample_ids=sample_ids)
+    samples = _views(project, project.samples(sample_ids=sample_ids), crops)
     cache = embedding_cache(project, encoder.key)
     todo, paths = cache.missing(samples)
+    regions = crops_of(samples.drop_duplicates("content_hash").set_index("content_hash").loc[todo].reset_index()) \
+        if todo and "crop" in samples else None
     if todo:
 
         def store(start: int, stop: int, arrays: dict[str, np.ndarray], readable: np.ndarray) -> None:
@@ -158,7 +167,7 @@ def embed_project(project, encoder: str | Encoder = DEFAULT_ENCODER, *, sample_i
             cache.add([h for h, ok in zip(todo[start:stop], readable) if ok], {k: v[readable] for k, v in arrays.items()})
 
         logger.info("embedding %d new images with %s", len(todo), encoder.spec)
-        readable = encode_paths(encoder, paths, store, config, progress)
+        readable = encode_paths(encoder, paths, store, config, progress, crops=regions)
         unreadable = [p for p, ok in zip(paths, readable) if not ok]
         if unreadable:
             raise TaggingError(f"{len(unreadable)} image(s) could not be read, e.g. {unreadable[0]}; "
@@ -166,12 +175,21 @@ def embed_project(project, encoder: str | Encoder = DEFAULT_ENCODER, *, sample_i
     return _from_cache(cache, encoder.spec, samples)
 
 
-def stored_embeddings(project, encoder: str, sample_ids=None) -> EmbeddingSet:
+def stored_embeddings(project, encoder: str, sample_ids=None, *, crops: bool = True) -> EmbeddingSet:
     """Embeddings already stored, without loading the encoder; a clear error when some are missing. "model:<name>"
     reads the own features of a model `hibug predict` ran."""
-    cache = model_cache(project, encoder[len(MODEL_PREFIX):]) if encoder.startswith(MODEL_PREFIX) else \
-        embedding_cache(project, encoder_key(encoder))
-    return _from_cache(cache, encoder, project.samples(sample_ids=sample_ids))
+    if encoder.startswith(MODEL_PREFIX):
+        return _from_cache(model_cache(project, encoder[len(MODEL_PREFIX):]), encoder,
+                           project.samples(sample_ids=sample_ids))
+    return _from_cache(embedding_cache(project, encoder_key(encoder)), encoder,
+                       _views(project, project.samples(sample_ids=sample_ids), crops))
+
+
+def _views(project, samples: pd.DataFrame, crops: bool) -> pd.DataFrame:
+    """The samples as an encoder sees them: object samples as their crops when `crops` (hibug_core.objects.views)."""
+    if not crops or project.task == "classification":
+        return samples
+    return object_views(samples, project.objects())
 
 
 def _from_cache(cache: ContentCache, spec: str, samples: pd.DataFrame) -> EmbeddingSet:

@@ -9,6 +9,7 @@ import pandas as pd
 from hibug_core.attributes.schema import AttributeSchema
 from hibug_core.embeddings.compute import EmbedConfig, embed_project
 from hibug_core.embeddings.registry import DEFAULT_ENCODER, load_encoder
+from hibug_core.objects.views import whole_image_group
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import Registry
 from hibug_core.store import tag_store
@@ -66,11 +67,22 @@ def _measured(*, project, attributes, samples, config, version, progress, author
                   "against each image")
 def _zero_shot(*, project, attributes, samples, encoder, model, config, embed, version, progress, author) -> int:
     loaded = load_encoder(encoder)
-    embeddings = embed_project(project, loaded, sample_ids=samples.index, config=embed, progress=progress)
-    progress("tagging", 0, len(attributes))
-    result = zero_shot_tags(embeddings.sample_ids, embeddings.embedding, prompt_labels(project, samples, model),
-                            attributes, loaded, config)
-    progress("tagging", len(attributes), len(attributes))
+    labels = prompt_labels(project, samples, model)
+    # Objects: main-object attributes are judged on each object's crop, the others on its whole image.
+    views = {True: attributes} if project.task == "classification" else {
+        crop: [a for a in attributes if whole_image_group(a.group) != crop] for crop in (True, False)}
+    parts = []
+    for crop, chosen in views.items():
+        if not chosen:
+            continue
+        embeddings = embed_project(project, loaded, sample_ids=samples.index, config=embed, progress=progress,
+                                   crops=crop)
+        progress("tagging", 0, len(chosen))
+        parts.append(zero_shot_tags(embeddings.sample_ids, embeddings.embedding, labels, chosen, loaded, config))
+        progress("tagging", len(chosen), len(chosen))
+    result = parts[0] if len(parts) == 1 else tag_store.TagResult(
+        parts[0].sample_ids, {**parts[0].attributes, **parts[1].attributes},
+        *(np.concatenate([getattr(p, name) for p in parts], axis=1) for name in ("tag_index", "score", "margin")))
     return tag_store.save_run(project, result, method="zero-shot", encoder=loaded.spec, schema_version=version,
                               author=author)
 

@@ -1,0 +1,47 @@
+"""What an encoder sees of an object sample: its crop with a context margin (for main-object attributes) or its whole
+image (background and global attributes). A crop is cached under its own key: image content, box and margin."""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.objects.crops import crop_region
+
+CONTEXT_MARGIN = 0.3  # of the box's longer side, added around it on every side (at least 6 pixels)
+
+
+def crop_key(content_hash: str, region: tuple[int, int, int, int]) -> str:
+    """The cache key of a crop of an image: its content hash and the region, hashed to the length of a content hash."""
+    return hashlib.blake2b(f"{content_hash}|crop|{region}".encode(), digest_size=16).hexdigest()
+
+
+def object_views(samples: pd.DataFrame, objects: pd.DataFrame, margin: float = CONTEXT_MARGIN) -> pd.DataFrame:
+    """`samples` (image_path, content_hash, width, height) as encoder views of their objects' crops: content_hash is
+    the crop's key and `crop` the region (left, top, right, bottom) to cut; samples without a box keep their image."""
+    views = samples[["image_path", "content_hash", "width", "height"]].copy()
+    views["crop"] = None
+    boxed = objects.reindex(views.index)
+    has_box = boxed["box_x"].notna().to_numpy()
+    regions = [crop_region((b[0], b[1], b[2], b[3]), None, (int(w), int(h)), margin)
+               for b, w, h in zip(boxed.loc[has_box, ["box_x", "box_y", "box_w", "box_h"]].to_numpy(),
+                                  views.loc[has_box, "width"], views.loc[has_box, "height"])]
+    views.loc[has_box, "crop"] = pd.Series(regions, index=views.index[has_box], dtype=object)
+    views.loc[has_box, "content_hash"] = [crop_key(h, r) for h, r in zip(views.loc[has_box, "content_hash"], regions)]
+    return views
+
+
+def whole_image_group(group: str) -> bool:
+    """Background and global attributes are judged on the whole image, main-object ones on the object's crop."""
+    return group != "main object"
+
+
+def crops_of(views: pd.DataFrame) -> list | None:
+    """The crop regions of views in order (None where a view is a whole image), or None when nothing is cropped."""
+    crops = views["crop"].tolist() if "crop" in views else []
+    return crops if any(c is not None for c in crops) else None
+
+
+def has_boxes(objects: pd.DataFrame) -> bool:
+    return not objects.empty and bool(np.isfinite(objects["box_x"].to_numpy(float)).any())
