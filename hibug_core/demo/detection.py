@@ -48,6 +48,11 @@ class DetectionDemoConfig:
     scenes: SceneConfig = field(default_factory=SceneConfig)
     detector: DetectorConfig = field(default_factory=DetectorConfig)
 
+    def object_bugs(self) -> tuple:
+        return (ObjectBug("missing", (("color", self.missed_colour), ("size", "small")), self.keep_missed),
+                ObjectBug("bad boxes", (("is truncated", "yes"),), self.truncated_shrink),
+                ObjectBug("missing", (("color", self.pair_colour), ("class", self.pair_shape)), self.keep_pair))
+
     def planted_bugs(self) -> list[PlantedBug]:
         return [
             PlantedBug("missing annotations", {"color": self.missed_colour, "size": "small"},
@@ -65,23 +70,56 @@ def _size(side: np.ndarray, config: DetectionDemoConfig) -> np.ndarray:
                                                            side="right")]
 
 
-def training_annotations(objects: pd.DataFrame, config: DetectionDemoConfig) -> pd.DataFrame:
-    """What the detector is trained on: the true objects with the planted bugs put into their annotations."""
-    rng = np.random.default_rng(config.seed + 17)
-    draw = rng.random(len(objects))
-    small = _size(objects["side"].to_numpy(), config) == "small"
-    missed = small & (objects["color"] == config.missed_colour).to_numpy() & (draw >= config.keep_missed)
-    pair = ((objects["color"] == config.pair_colour) & (objects["shape"] == config.pair_shape)).to_numpy()
-    kept = objects[~(missed | (pair & (draw >= config.keep_pair)))].copy()
-    cut = kept["truncated"].to_numpy(bool)
-    for axis, length in (("x", "w"), ("y", "h")):
-        shrink = kept.loc[cut, length] * (1 - config.truncated_shrink)
-        kept.loc[cut, axis] += shrink / 2
-        kept.loc[cut, length] -= shrink
+@dataclass(frozen=True)
+class ObjectBug:
+    """A bug planted in a detector's training annotations, on the objects with all of `conditions`."""
+
+    kind: str  # "missing": left unannotated; "bad boxes": boxes shrunk around their centre
+    conditions: tuple[tuple[str, str], ...]  # (attribute, tag) over color, size, class, is truncated
+    strength: float  # missing: the share still annotated; bad boxes: the share of the box kept
+
+    def describe(self) -> str:
+        where = " & ".join(f"{a} = {t}" for a, t in self.conditions)
+        if self.kind == "missing":
+            return f"{where}: left unannotated ({self.strength:.0%} kept)"
+        return f"{where}: boxes annotated at {self.strength:.0%} of their size"
+
+
+def object_tags(objects: pd.DataFrame, config: DetectionDemoConfig = DetectionDemoConfig()) -> pd.DataFrame:
+    """The scenes' objects' true tags by attribute name, as the project holds them."""
+    return pd.DataFrame({"color": objects["color"].to_numpy(object), "size": _size(objects["side"].to_numpy(), config),
+                         "class": objects["shape"].to_numpy(object),
+                         "is truncated": np.where(objects["truncated"].to_numpy(bool), "yes", "no").astype(object)},
+                        index=objects.index)
+
+
+def plant_bugs(objects: pd.DataFrame, bugs, config: DetectionDemoConfig, seed: int) -> pd.DataFrame:
+    """What a detector is trained on: the true objects with `bugs` put into their annotations (one seeded draw per
+    object decides, for every missing-annotation bug, whether it stays)."""
+    draw = np.random.default_rng(seed).random(len(objects))
+    tags = object_tags(objects, config)
+    has = [np.logical_and.reduce([(tags[a] == t).to_numpy() for a, t in bug.conditions]) for bug in bugs]
+    dropped = np.zeros(len(objects), bool)
+    for bug, members in zip(bugs, has):
+        if bug.kind == "missing":
+            dropped |= members & (draw >= bug.strength)
+    kept = objects[~dropped].copy()
+    for bug, members in zip(bugs, has):
+        if bug.kind == "bad boxes":
+            shrunk = members[~dropped]
+            for axis, length in (("x", "w"), ("y", "h")):
+                cut = kept.loc[shrunk, length] * (1 - bug.strength)
+                kept.loc[shrunk, axis] += cut / 2
+                kept.loc[shrunk, length] -= cut
     return kept
 
 
-def _coco_files(folder: Path, split: str, images: list, objects: pd.DataFrame, detections: list[list[dict]] | None,
+def training_annotations(objects: pd.DataFrame, config: DetectionDemoConfig) -> pd.DataFrame:
+    """What the demo's detector is trained on: the true objects with its planted bugs in their annotations."""
+    return plant_bugs(objects, config.object_bugs(), config, config.seed + 17)
+
+
+def write_coco_split(folder: Path, split: str, images: list, objects: pd.DataFrame, detections: list[list[dict]] | None,
                 config: DetectionDemoConfig) -> tuple[Path, Path | None]:
     """Write a split's images, its COCO ground truth (with each object's colour and size as attributes) and the
     detector's COCO results."""
@@ -92,7 +130,7 @@ def _coco_files(folder: Path, split: str, images: list, objects: pd.DataFrame, d
         image.save(folder / name)
         records.append({"id": index + 1, "file_name": name, "width": image.width, "height": image.height})
     categories = [{"id": i + 1, "name": shape} for i, shape in enumerate(SCENE_SHAPES)]
-    sizes = _size(objects["side"].to_numpy(), config)
+    sizes = object_tags(objects, config)["size"].to_numpy()
     annotations = [{"id": k + 1, "image_id": int(row.scene) + 1, "category_id": SCENE_SHAPES.index(row.kind) + 1,
                     "bbox": [row.x, row.y, row.w, row.h], "area": row.w * row.h, "iscrowd": 0,
                     "attributes": {"color": row.color, "size": sizes[k]}}
@@ -148,7 +186,7 @@ def build_detection_demo(folder: str | Path, config: DetectionDemoConfig = Detec
                                                                                    config.planted_bugs()]}
         for split, (images, objects) in scenes.items():
             found = detect(model, images, classes, progress=progress)
-            truth, results = _coco_files(data, split, images, objects, found, config)
+            truth, results = write_coco_split(data, split, images, objects, found, config)
             manifest = load_coco(truth, {DETECTOR_NAME: results}, split=split, progress=progress)
             project.import_manifest(manifest, author="hibug demo", kind="coco")
             report[split] = {"scenes": len(images), "objects": len(objects),

@@ -10,6 +10,7 @@ from hibug_core.attributes.measured import COLOUR_NAMES, MeasuredConfig, measure
 from hibug_core.attributes.schema import Attribute
 from hibug_core.embeddings.base import load_rgb
 from hibug_core.embeddings.cache import ContentCache
+from hibug_core.objects.views import crops_of, object_views
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.store.tag_store import TagResult
 
@@ -56,9 +57,10 @@ def measure_pixels(rgb: np.ndarray, foreground_distance: float = MeasuredConfig.
                      noise, dominant], dtype=np.float32)
 
 
-def _measure_file(path: str) -> np.ndarray:
+def _measure_file(path: str, crop=None) -> np.ndarray:
     try:
-        image = load_rgb(path, MEASURE_SIZE)
+        image = load_rgb(path, None if crop is not None else MEASURE_SIZE)
+        image = image.crop(tuple(crop)) if crop is not None else image
     except (OSError, ValueError):
         return np.full(len(PIXEL_MEASURES), np.nan, dtype=np.float32)
     image.thumbnail((MEASURE_SIZE, MEASURE_SIZE))
@@ -67,14 +69,19 @@ def _measure_file(path: str) -> np.ndarray:
 
 def measure_project(project, *, sample_ids=None, workers: int = 4,
                     progress: ProgressCallback = no_progress) -> pd.DataFrame:
-    """Numeric measures per sample (index: sample id), computed once per image content and stored."""
+    """Numeric measures per sample (index: sample id), computed once per image content and stored. An object is
+    measured on its crop (its own colour, brightness, ...), cached by image content and region."""
     samples = project.samples(sample_ids=sample_ids)
+    if project.task != "classification":
+        samples = object_views(samples, project.objects())
     cache = ContentCache(project, "measures/v1", dtype=np.float32)
     todo, paths = cache.missing(samples)
     if todo:
         values = []
+        regions = crops_of(samples.drop_duplicates("content_hash").set_index("content_hash").loc[todo]) or \
+            [None] * len(todo)
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            for done, row in enumerate(pool.map(_measure_file, paths, chunksize=16), 1):
+            for done, row in enumerate(pool.map(_measure_file, paths, regions, chunksize=16), 1):
                 values.append(row)
                 if done % 256 == 0 or done == len(todo):
                     progress("measuring images", done, len(todo))

@@ -1,0 +1,163 @@
+"""The planted-bug benchmark for objects: a real detector (the detection demo's FCOS) trained per problem with bugs
+planted in its training annotations (missed objects, bad boxes; single attributes and conjunctions), its error
+slices scored by Find Attr, Find Tag and Precision@10 against the planted slices, with true and automatic tags."""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.attributes.measured import COLOUR_NAMES, measured_attributes
+from hibug_core.attributes.schema import AttributeSchema
+from hibug_core.bench.scoring import attribute_matches
+from hibug_core.demo.detection import (DETECTOR_NAME, SIZES, DetectionDemoConfig, ObjectBug, plant_bugs,
+                                       write_coco_split)
+from hibug_core.demo.detector import DetectorConfig, detect, train_detector
+from hibug_core.demo.scenes import SCENE_COLOURS, SCENE_SHAPES, render_scenes
+from hibug_core.objects.geometry import geometry_attributes
+from hibug_core.objects.importer import load_coco
+from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.slices.report import error_slices
+from hibug_core.slices.search import CLASS
+from hibug_core.store.attribute_versions import save_schema
+from hibug_core.store.project import Project
+from hibug_core.tagging.run import tag_project
+
+logger = logging.getLogger(__name__)
+
+GEOMETRY = ("object size", "object aspect ratio", "is truncated", "occlusion", "crowding", "horizontal position",
+            "vertical position")
+TAGGERS = {"truth": ["color", "size", *GEOMETRY],  # the scenes' true tags (imported), the measured geometry
+           "automatic": ["dominant colour", *GEOMETRY]}  # the object's colour measured from its crop's pixels
+VOCABULARY = {"color": list(SCENE_COLOURS), "size": list(SIZES), "dominant colour": list(COLOUR_NAMES),
+              "object size": ["small", "medium", "large"], "is truncated": ["yes", "no"], CLASS: list(SCENE_SHAPES)}
+
+
+@dataclass(frozen=True)
+class ObjectProblem:
+    id: str
+    bugs: tuple[ObjectBug, ...]
+    seed: int
+
+
+@dataclass(frozen=True)
+class ObjectBenchConfig:
+    problems: int = 6
+    train_scenes: int = 1600
+    val_scenes: int = 600
+    top_n: int = 10  # Find Attr / Find Tag / Precision at this many reported slices
+    detector: DetectorConfig = field(default_factory=lambda: DetectorConfig(epochs=6))
+    seed: int = 0
+
+
+def object_problems(count: int, seed: int = 0) -> list[ObjectProblem]:
+    """Problems of three planted bugs each, on distinct colours: a missing-annotation bug on one colour, a missing-
+    annotation bug on a conjunction (a colour and a class), bad boxes on a conjunction (a class and large size)."""
+    rng = np.random.default_rng(seed)
+    problems = []
+    for k in range(count):
+        single, pair = rng.choice(SCENE_COLOURS, 2, replace=False)
+        shape, boxed = rng.choice(SCENE_SHAPES, 2, replace=False)
+        keep = float(rng.choice([0.0, 0.1]))
+        bugs = (ObjectBug("missing", (("color", str(single)),), keep),
+                ObjectBug("missing", (("color", str(pair)), ("class", str(shape))), keep),
+                ObjectBug("bad boxes", (("class", str(boxed)), ("size", "large")), float(rng.choice([0.5, 0.6]))))
+        problems.append(ObjectProblem(f"p{k}", bugs, seed * 100 + k))
+    return problems
+
+
+def _names(attribute: str, truth_name: str) -> bool:
+    """Whether a reported attribute stands for a planted one (the class; the same name, or half its tags)."""
+    if truth_name == "class":
+        return attribute == CLASS
+    return attribute_matches(attribute, VOCABULARY.get(attribute, []), truth_name, VOCABULARY.get(truth_name, []))
+
+
+def _finds(definition, bug: ObjectBug) -> tuple[bool, bool]:
+    """(the slice names every planted attribute, the slice names every planted condition: attribute and tag)."""
+    has_attribute = all(any(_names(a, name) for a, _ in definition) for name, _ in bug.conditions)
+    has_tag = all(any(_names(a, name) and t.lower() == tag.lower() for a, t in definition)
+                  for name, tag in bug.conditions)
+    return has_attribute, has_tag
+
+
+def score(slices: pd.DataFrame, problem: ObjectProblem, top_n: int) -> tuple[list[dict], float]:
+    """Per planted bug: found by attribute / by tag in the top `top_n` reported slices and the first rank; and
+    Precision@top_n: the share of the top slices that name every condition of some planted bug."""
+    top = list(slices["definition"])[:top_n]
+    rows = []
+    for bug in problem.bugs:
+        judged = [_finds(d, bug) for d in top]
+        first = next((rank for rank, (_, tag) in enumerate(judged, 1) if tag), None)
+        rows.append({"bug": bug.describe(), "kind": bug.kind, "conjunction": len(bug.conditions) > 1,
+                     "find_attr": any(a for a, _ in judged), "find_tag": any(t for _, t in judged), "rank": first})
+    hits = sum(any(_finds(d, bug)[1] for bug in problem.bugs) for d in top)
+    return rows, hits / top_n
+
+
+def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
+                progress: ProgressCallback = no_progress) -> list[dict]:
+    """Train the problem's detector, import its validation results as objects, find and score its error slices with
+    each tag source."""
+    demo = DetectionDemoConfig(seed=config.seed, detector=config.detector)
+    train_images, train_objects = render_scenes(config.train_scenes, problem.seed, demo.scenes)
+    taught = plant_bugs(train_objects, problem.bugs, demo, problem.seed + 17)
+    grouped = {s: (g[["x", "y", "w", "h"]].to_numpy(), g["shape"].tolist()) for s, g in taught.groupby("scene")}
+    teach = [grouped.get(i, (np.zeros((0, 4)), [])) for i in range(config.train_scenes)]
+    start = time.perf_counter()
+    model = train_detector(train_images, teach, list(SCENE_SHAPES), config.detector, progress)
+    trained_s = time.perf_counter() - start
+    images, objects = render_scenes(config.val_scenes, config.seed * 100 + 99, demo.scenes)  # one validation set
+    truth, results = write_coco_split(folder / "data", "val", images, objects,
+                                      detect(model, images, list(SCENE_SHAPES)), demo)
+    manifest = load_coco(truth, {DETECTOR_NAME: results})
+    project = Project.create_from_manifest(folder / "project", manifest)
+    try:
+        schema = AttributeSchema(attributes=(*measured_attributes(), *geometry_attributes()), task="detect shapes")
+        save_schema(project, schema, author="benchmark")
+        tag_project(project, attributes=["dominant colour"], progress=progress)  # measured on each object's crop
+        rows = []
+        for tagger, attributes in TAGGERS.items():
+            report = error_slices(project, DETECTOR_NAME, split="val", attributes=attributes,
+                                  tags="imported" if tagger == "truth" else "in force", check_tags=False)
+            shown = report.slices[report.slices["repeats"] == ""] if "repeats" in report.slices else report.slices
+            found, precision = score(shown, problem, config.top_n)
+            for row in found:
+                rows.append({"problem": problem.id, "tagger": tagger, **row, f"precision@{config.top_n}": precision,
+                             "AP50": manifest.object_evaluations[DETECTOR_NAME].summary["AP50"],
+                             "train_s": round(trained_s, 1)})
+        return rows
+    finally:
+        project.close()
+
+
+def run_object_benchmark(folder: str | Path, config: ObjectBenchConfig = ObjectBenchConfig(), *,
+                         progress: ProgressCallback = no_progress) -> pd.DataFrame:
+    """Every problem, one detector each; one row per (problem, planted bug, tagger)."""
+    folder = Path(folder)
+    rows = []
+    for problem in object_problems(config.problems, config.seed):
+        logger.info("object benchmark: %s: %s", problem.id, "; ".join(b.describe() for b in problem.bugs))
+        rows += run_problem(folder / problem.id, problem, config, progress)
+    return pd.DataFrame(rows)
+
+
+def summary(rows: pd.DataFrame, top_n: int = 10) -> pd.DataFrame:
+    """Find Attr, Find Tag (share of planted bugs) and mean Precision@top_n per tagger, and per kind of bug."""
+    column = f"precision@{top_n}"
+    per_problem = rows.drop_duplicates(["problem", "tagger"]).groupby("tagger")[column].mean()
+    table = rows.groupby("tagger")[["find_attr", "find_tag"]].mean().join(per_problem)
+    table["bugs"] = rows.groupby("tagger").size()
+    kinds = rows.assign(what=np.where(rows["conjunction"], "conjunction ", "single ") + rows["kind"])
+    by_kind = kinds.pivot_table(index="tagger", columns="what", values="find_tag", aggfunc="mean")
+    return table.join(by_kind.add_prefix("find_tag: "))
+
+
+def quick(config: ObjectBenchConfig) -> ObjectBenchConfig:
+    """A small run for tests: two problems, few scenes, one epoch."""
+    return replace(config, problems=2, train_scenes=64, val_scenes=40,
+                   detector=replace(config.detector, epochs=1, batch_size=16))

@@ -1,0 +1,60 @@
+"""The planted-bug benchmark for objects: problems, scoring against planted slices, and a quick run end to end."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from hibug_core.bench.objects import ObjectBenchConfig, ObjectProblem, object_problems, quick, run_object_benchmark, \
+    score, summary
+from hibug_core.demo.detection import DetectionDemoConfig, ObjectBug, plant_bugs
+from hibug_core.demo.scenes import render_scenes
+from hibug_core.slices.search import CLASS
+
+
+def test_problems_are_seeded_with_three_bugs_on_distinct_colours():
+    problems = object_problems(4, seed=0)
+    assert problems == object_problems(4, seed=0) and len(problems) == 4
+    for problem in problems:
+        single, pair, boxes = problem.bugs
+        assert (single.kind, pair.kind, boxes.kind) == ("missing", "missing", "bad boxes")
+        assert len(single.conditions) == 1 and len(pair.conditions) == 2 and boxes.conditions[1] == ("size", "large")
+        assert single.conditions[0][1] != pair.conditions[0][1]
+
+
+def test_planting_drops_or_shrinks_exactly_the_planted_objects():
+    _, objects = render_scenes(300, 4)
+    bugs = (ObjectBug("missing", (("color", "red"),), 0.0),
+            ObjectBug("bad boxes", (("class", "circle"), ("size", "large")), 0.5))
+    taught = plant_bugs(objects, bugs, DetectionDemoConfig(), seed=1)
+    red = objects["color"] == "red"
+    assert len(taught) == len(objects) - red.sum() and not (taught["color"] == "red").any()
+    large_circles = (taught["shape"] == "circle") & (taught["side"] >= 26)
+    assert (taught.loc[large_circles, "w"] == objects.loc[taught.index[large_circles], "w"] / 2).all()
+    untouched = taught.index[~large_circles]
+    assert taught.loc[untouched, ["x", "y", "w", "h"]].equals(objects.loc[untouched, ["x", "y", "w", "h"]])
+
+
+def test_scoring_against_the_planted_slices():
+    problem = ObjectProblem("p", (ObjectBug("missing", (("color", "teal"),), 0.0),
+                                  ObjectBug("missing", (("color", "red"), ("class", "triangle")), 0.0)), 0)
+    slices = pd.DataFrame({"definition": [
+        ((CLASS, "(background)"),),
+        (("color", "red"),),  # one half of the conjunction: the attribute, not the whole bug
+        (("dominant colour", "teal"), ("object size", "small")),  # a measured colour stands for color
+        ((CLASS, "triangle"), ("color", "red")),  # the conjunction, in any order
+    ]})
+    found, precision = score(slices, problem, top_n=10)
+    assert [(r["find_attr"], r["find_tag"], r["rank"]) for r in found] == [(True, True, 3), (True, True, 4)]
+    assert precision == pytest.approx(2 / 10)
+    found, precision = score(slices.head(2), problem, top_n=10)
+    # "color = red" names the colour attribute (Find Attr for teal) but neither bug whole
+    assert [(r["find_attr"], r["find_tag"]) for r in found] == [(True, False), (False, False)]
+    assert precision == 0.0
+
+
+def test_a_quick_object_benchmark_runs_end_to_end(tmp_path):
+    rows = run_object_benchmark(tmp_path, quick(ObjectBenchConfig()))
+    assert len(rows) == 2 * 3 * 2  # problems x planted bugs x taggers
+    assert set(rows["tagger"]) == {"truth", "automatic"} and rows["precision@10"].between(0, 1).all()
+    table = summary(rows)
+    assert list(table.index) == ["automatic", "truth"] and (table["bugs"] == 6).all()
