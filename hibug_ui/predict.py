@@ -9,6 +9,8 @@ from hibug_ui.jobs import job_status, start_job
 
 
 def predict_panel(project, user: str, *, expanded: bool) -> None:
+    if project.task != "classification":  # objects: a detector's results come as COCO files (hibug new --coco)
+        return
     with st.expander("Run your own model on these images", expanded=expanded, icon=":material/model_training:"):
         st.caption("Your network, loaded with its library's own code and preprocessing; its predictions and "
                    "penultimate features are stored as a model of this project (a stopped run resumes). "

@@ -466,3 +466,28 @@ def test_objects_are_embedded_as_crops_and_tagged_by_group(tmp_path):
     assert tags["room"].nunique() == 1  # judged on the one whole image: the same for all its objects
     assert set(tags["fur"].dropna()) <= {"striped", "plain"} and len(runs(project)) == 1
     project.close()
+
+
+def test_running_a_classifier_on_objects_is_refused_with_what_to_do(tmp_path):
+    from hibug_core.models.predict import PredictError, predict_project
+
+    truth_file, results = _write(tmp_path / "data", *(_tide_case()[:1]), {"m": _tide_case()[1]})
+    project = Project.create_from_manifest(tmp_path / "project", load_coco(truth_file, results))
+    with pytest.raises(PredictError, match="import its results as a COCO results file"):
+        predict_project(project, "shape-cnn:nothing.pt")
+    assert project.models() == ["m"]
+    project.close()
+
+
+def test_the_map_shows_objects_by_their_crops(tmp_path):
+    from hibug_core.embeddings.compute import embed_project
+    from hibug_core.embeddings.projection import MapConfig, compute_map, stored_map
+
+    truth_file, results = _write(tmp_path / "data", *(_tide_case()[:1]), {"m": _tide_case()[1]})
+    project = Project.create_from_manifest(tmp_path / "project", load_coco(truth_file, results))
+    embed_project(project, "tiny-open_clip")
+    config = MapConfig(method="pca")
+    layout = compute_map(project, "tiny-open_clip", config=config)
+    assert len(layout) == 9 and layout.index.tolist() == project.samples().index.tolist()
+    assert stored_map(project, "tiny-open_clip", config=config).equals(layout)  # found again, not recomputed
+    project.close()

@@ -155,7 +155,7 @@ def embed_project(project, encoder: str | Encoder = DEFAULT_ENCODER, *, sample_i
     if isinstance(encoder, str) and encoder.startswith(MODEL_PREFIX):
         return stored_embeddings(project, encoder, sample_ids)
     encoder = load_encoder(encoder) if isinstance(encoder, str) else encoder
-    samples = _views(project, project.samples(sample_ids=sample_ids), crops)
+    samples = encoder_views(project, project.samples(sample_ids=sample_ids), crops)
     cache = embedding_cache(project, encoder.key)
     todo, paths = cache.missing(samples)
     regions = crops_of(samples.drop_duplicates("content_hash").set_index("content_hash").loc[todo].reset_index()) \
@@ -182,10 +182,10 @@ def stored_embeddings(project, encoder: str, sample_ids=None, *, crops: bool = T
         return _from_cache(model_cache(project, encoder[len(MODEL_PREFIX):]), encoder,
                            project.samples(sample_ids=sample_ids))
     return _from_cache(embedding_cache(project, encoder_key(encoder)), encoder,
-                       _views(project, project.samples(sample_ids=sample_ids), crops))
+                       encoder_views(project, project.samples(sample_ids=sample_ids), crops))
 
 
-def _views(project, samples: pd.DataFrame, crops: bool) -> pd.DataFrame:
+def encoder_views(project, samples: pd.DataFrame, crops: bool) -> pd.DataFrame:
     """The samples as an encoder sees them: object samples as their crops when `crops` (hibug_core.objects.views)."""
     if not crops or project.task == "classification":
         return samples

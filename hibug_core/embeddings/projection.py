@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from hibug_core.embeddings.compute import stored_embeddings
+from hibug_core.embeddings.compute import encoder_views, stored_embeddings
 from hibug_core.embeddings.registry import encoder_key
 from hibug_core.errors import TaggingError
 from hibug_core.progress import ProgressCallback, no_progress
@@ -78,8 +78,9 @@ def compute_map(project, encoder: str, *, sample_ids=None, config: MapConfig = M
 
 
 def stored_map(project, encoder: str, *, sample_ids=None, config: MapConfig = MapConfig()) -> pd.DataFrame | None:
-    """The stored map of these samples' images, or None when it has not been computed for exactly them."""
-    samples = project.samples(sample_ids=sample_ids)
+    """The stored map of these samples' images (objects: their crops), or None when it has not been computed for
+    exactly them."""
+    samples = encoder_views(project, project.samples(sample_ids=sample_ids), crops=True)
     hashes = samples["content_hash"].to_numpy()
     distinct = np.unique(hashes)
     name = _name(encoder, distinct, config)
