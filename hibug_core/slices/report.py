@@ -10,6 +10,7 @@ import pandas as pd
 
 from hibug_core.cache import BoundedCache
 from hibug_core.errors import HibugError
+from hibug_core.objects.coco import BACKGROUND
 from hibug_core.slices.diagnosis import DiagnosisConfig, diagnose, rare_classes
 from hibug_core.slices.enumeration import Enumeration, enumerate_slices
 from hibug_core.slices.redundancy import mark_repeats
@@ -147,7 +148,9 @@ def tag_frame(project, attributes: list[str] | None, source: str = "in force", *
     if tags.columns.empty:
         raise SliceError("no attribute has tags yet; tag the images first (Tagging page or `hibug tag`)")
     if by_class and not label_attributes(tags, samples["label"]):
-        tags[CLASS] = samples["label"].reindex(tags.index).astype("category")
+        # A false positive has no true class: "class = (background)" would only say that false positives fail.
+        classes = samples["label"].where(samples["label"] != BACKGROUND)
+        tags[CLASS] = classes.reindex(tags.index).astype("category")
     return tags
 
 
