@@ -491,3 +491,40 @@ def test_the_map_shows_objects_by_their_crops(tmp_path):
     assert len(layout) == 9 and layout.index.tolist() == project.samples().index.tolist()
     assert stored_map(project, "tiny-open_clip", config=config).equals(layout)  # found again, not recomputed
     project.close()
+
+
+def test_a_multimodal_llm_sees_each_object_outlined_in_its_crop_and_its_whole_image(tmp_path):
+    from PIL import ImageDraw
+
+    from fake_openai import FakeOpenAIServer, images_of
+    from hibug_core.attributes import Attribute, AttributeSchema
+    from hibug_core.llm.client import LLMConfig
+    from hibug_core.store.attribute_versions import save_schema
+    from hibug_core.tagging.mllm import OBJECT_VIEWS, tag_with_llm
+    from hibug_core.tagging.run import current_tags
+
+    truth_json, found = _tide_case()
+    truth_file, results = _write(tmp_path / "data", truth_json, {"m": found})
+    image = Image.new("RGB", (200, 100), (250, 250, 250))
+    colours = {1: (220, 0, 0), 2: (0, 200, 0), 3: (220, 0, 0), 5: (0, 200, 0)}
+    for annotation in truth_json["annotations"]:
+        if annotation["id"] in colours:
+            x, y, w, h = annotation["bbox"]
+            ImageDraw.Draw(image).rectangle((x, y, x + w - 1, y + h - 1), fill=colours[annotation["id"]])
+    image.save(tmp_path / "data" / "images" / "one.png")
+    project = Project.create_from_manifest(tmp_path / "project", load_coco(truth_file, results))
+    save_schema(project, AttributeSchema(attributes=(Attribute(name="color", tags=("red", "green", "blue")),)),
+                author="test")
+    objects = project.objects()
+    truth_ids = objects.index[objects["object_kind"] == "object"]
+    with FakeOpenAIServer() as server:
+        tag_with_llm(project, LLMConfig(base_url=server.url, model="fake-vision", timeout_s=2.0, transport_retries=0),
+                     sample_ids=truth_ids)
+    assert len(server.requests) == 4
+    request = server.requests[0]
+    assert OBJECT_VIEWS in request["messages"][1]["content"][0]["text"]
+    crop, whole = images_of(request)
+    assert crop.size == (320, 320) and whole.size == (512, 256)  # the object's surroundings; its whole image
+    assert current_tags(project, sample_ids=truth_ids).tags["color"].astype(str).tolist() == [
+        "red", "green", "red", "green"]  # each object's own colour, from its crop
+    project.close()

@@ -29,8 +29,15 @@ SYSTEM_PROMPT = ("You label images for a tool that debugs computer-vision models
                  "choose exactly one of its tags, written exactly as listed. Answer with one JSON object only.")
 
 
-def request_text(attributes: list[Attribute], label: str | None) -> str:
-    lines = [f"The image shows a {label}." if label else "Look at the image.",
+OBJECT_VIEWS = ("The first image is one object, outlined in blue, with some of its surroundings; the second is its "
+                "whole image with the same outline. Judge the object's own attributes on it, the background and the "
+                "scene on the whole image.")
+
+
+def request_text(attributes: list[Attribute], label: str | None, *, an_object: bool = False) -> str:
+    shown = f"The outlined object is a {label}." if an_object and label else \
+        f"The image shows a {label}." if label else "Look at the image."
+    lines = [*([OBJECT_VIEWS] if an_object else []), shown,
              "Give the tag of each attribute as a JSON object mapping attribute name to tag:"]
     lines += [f'- "{a.name}": one of {json.dumps(list(a.tags))}' for a in attributes]
     return "\n".join(lines)
@@ -62,12 +69,30 @@ def validate_answer(answer: dict, attributes: list[Attribute]) -> dict[str, str]
     return tags
 
 
-def ask_image(client, config: LLMConfig, path: str, attributes: list[Attribute], label: str | None) -> dict[str, str]:
-    """One image's tags; invalid replies are asked again with the reason (LLMAnswerError after the last attempt),
-    an unreachable server raises LLMUnavailable."""
+def _views(path: str, box) -> list[str]:
+    """The images a sample is shown as: its image, or for an object (box: x, y, w, h) its outlined crop and its whole
+    image with the outline (hibug_core.objects.crops)."""
+    if box is None:
+        return [image_data_url(path)]
+    from PIL import Image
+
+    from hibug_core.objects.crops import ObjectPicture, render_picture
+
+    picture = ObjectPicture(tuple(box), None, "near miss")
+    with Image.open(path) as image:
+        return [image_data_url(render_picture(image, picture, size=320)),
+                image_data_url(render_picture(image, picture, size=512, whole=True))]
+
+
+def ask_image(client, config: LLMConfig, path: str, attributes: list[Attribute], label: str | None,
+              box=None) -> dict[str, str]:
+    """One image's (or with `box`, one object's) tags; invalid replies are asked again with the reason
+    (LLMAnswerError after the last attempt), an unreachable server raises LLMUnavailable."""
+    images = [{"type": "image_url", "image_url": {"url": url}} for url in _views(path, box)]
     messages = [{"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": [{"type": "text", "text": request_text(attributes, label)},
-                                             {"type": "image_url", "image_url": {"url": image_data_url(path)}}]}]
+                {"role": "user", "content": [{"type": "text", "text": request_text(attributes, label,
+                                                                                   an_object=box is not None)},
+                                             *images]}]
     return ask(client, config, messages, parse=lambda content: validate_answer(parse_json_reply(content), attributes),
                format_hint="Answer again with one JSON object using only the listed tags.",
                response_format=response_schema(attributes))
@@ -112,6 +137,11 @@ def tag_with_llm(project, config: LLMConfig = LLMConfig(), *, attributes: list[s
         raise TaggingError("no attribute to ask the model about (measured attributes are computed from pixels)")
     samples = project.samples(sample_ids=sample_ids)
     labels = dict(zip(samples.index, prompt_labels(project, samples, None)))
+    boxes = {}  # objects are shown as their outlined crop and their whole image
+    if project.task != "classification":
+        objects = project.objects().reindex(samples.index)
+        boxes = {i: tuple(b) for i, b in zip(objects.index, objects[["box_x", "box_y", "box_w", "box_h"]].to_numpy())
+                 if np.isfinite(b).all()}
     client = make_client(config, api_key)
     run_id = resumable_run(project, config.model, chosen) if resume else None
     if run_id is None:
@@ -130,7 +160,7 @@ def tag_with_llm(project, config: LLMConfig = LLMConfig(), *, attributes: list[s
         def fill() -> None:  # keep `concurrency` requests in flight
             for sample_id in itertools.islice(queue, config.concurrency - len(running)):
                 running[pool.submit(ask_image, client, config, samples.at[sample_id, "image_path"], chosen,
-                                    labels[sample_id])] = sample_id
+                                    labels[sample_id], boxes.get(sample_id))] = sample_id
 
         fill()
         waiting_since = time.monotonic()
