@@ -528,3 +528,26 @@ def test_a_multimodal_llm_sees_each_object_outlined_in_its_crop_and_its_whole_im
     assert current_tags(project, sample_ids=truth_ids).tags["color"].astype(str).tolist() == [
         "red", "green", "red", "green"]  # each object's own colour, from its crop
     project.close()
+
+
+def test_attribute_proposal_knows_the_project_is_one_of_objects(tmp_path):
+    from fake_openai import FakeOpenAIServer
+    from hibug_core.attributes.propose import propose_for_project
+    from hibug_core.operations import ProposeAttributes
+
+    truth_file, results = _write(tmp_path / "data", *(_tide_case()[:1]), {"m": _tide_case()[1]})
+    project = Project.create_from_manifest(tmp_path / "project", load_coco(truth_file, results))
+    library = propose_for_project(project, ProposeAttributes(task="pets at home"))  # the words say nothing of boxes
+    assert "the built-in 'detection' library" in library.source
+    assert {"is occluded", "is truncated by the image border"} <= set(library.schema.names())
+    reply = {"attributes": [{"name": "fur", "tags": ["striped", "plain"]}, {"name": "room", "group": "background",
+                                                                             "tags": ["kitchen", "garden"]}]}
+    with FakeOpenAIServer() as server:
+        server.text_replies = [json.dumps(reply), json.dumps(reply)]
+        proposal = propose_for_project(project, ProposeAttributes(task="pets at home", llm=True,
+                                                                  llm_base_url=server.url, llm_model="fake-llm"))
+    prompt = server.requests[0]["messages"][0]["content"]
+    assert "hard instances: occlusion, small size, truncation by the image border" in prompt
+    assert "Classes: cat, dog" in prompt and "(background)" not in prompt  # the objects' classes, not hibug's names
+    assert proposal.schema.names() == ["fur", "room"] and "detection" in proposal.source
+    project.close()

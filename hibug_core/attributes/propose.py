@@ -12,6 +12,7 @@ from hibug_core.attributes.schema import (BINARY_TAGS, MAX_ATTRIBUTES, MAX_NAME,
                                          AttributeSchema, template_problem)
 from hibug_core.errors import HibugError
 from hibug_core.llm.client import LLMAnswerError, LLMConfig, LLMUnavailable, ask_json, make_client
+from hibug_core.objects.coco import RESERVED_NAMES
 
 
 class ProposalError(HibugError):
@@ -181,12 +182,16 @@ def propose_for_project(project, op, *, model: str | None = None, api_key: str |
     models = project.models()
     model = model or (models[0] if models else None)
     classes = (project.model_classes(model) if model else None) or []
+    task_type = project.task  # objects: the detection or pose prompts and library, whatever the task's words
+    if task_type != "classification" and not classes:
+        classes = sorted(set(project.samples()["label"].dropna()) - set(RESERVED_NAMES))
     task = (op.task or "").strip() or project.name
     if op.llm:
         config = op.llm_config()
-        result = propose_with_llm(task, classes, config, method=op.method, api_key=api_key)
-        result.source = f"{config.model} ({op.method} flow)"
+        result = propose_with_llm(task, classes, config, method=op.method, task_type=task_type, api_key=api_key)
+        for_objects = f", {task_type}" if task_type != "classification" else ""
+        result.source = f"{config.model} ({op.method} flow{for_objects})"
         return result
-    kind = op.library or choose_task_type(task, classes)
+    kind = op.library or (task_type if task_type != "classification" else choose_task_type(task, classes))
     return ProposalResult(library_schema(task, classes, kind), [], "library",
                           f"the built-in '{kind}' library (no language model)")
