@@ -35,10 +35,15 @@ class ContentCache:
 
     def missing(self, samples: pd.DataFrame) -> tuple[list[str], list[str]]:
         """The distinct contents of `samples` with nothing stored yet (first-seen order), and one image path each."""
+        todo = self.missing_rows(samples)
+        return todo["content_hash"].tolist(), todo["image_path"].tolist()
+
+    def missing_rows(self, samples: pd.DataFrame) -> pd.DataFrame:
+        """The first row of each distinct content of `samples` with nothing stored yet (first-seen order), with all
+        its columns (an object view's `crop` too)."""
         stored, _ = self._load()
         first = samples.drop_duplicates("content_hash")
-        todo = first[~first["content_hash"].isin(stored)] if len(stored) else first
-        return todo["content_hash"].tolist(), todo["image_path"].tolist()
+        return first[~first["content_hash"].isin(stored)] if len(stored) else first
 
     def add(self, hashes: list[str], arrays: dict[str, np.ndarray]) -> None:
         """Store one part (embeddings in float16: half the size, cosine similarities kept to about 1e-3)."""

@@ -157,9 +157,8 @@ def embed_project(project, encoder: str | Encoder = DEFAULT_ENCODER, *, sample_i
     encoder = load_encoder(encoder) if isinstance(encoder, str) else encoder
     samples = encoder_views(project, project.samples(sample_ids=sample_ids), crops)
     cache = embedding_cache(project, encoder.key)
-    todo, paths = cache.missing(samples)
-    regions = crops_of(samples.drop_duplicates("content_hash").set_index("content_hash").loc[todo].reset_index()) \
-        if todo and "crop" in samples else None
+    missing = cache.missing_rows(samples)
+    todo, paths, regions = missing["content_hash"].tolist(), missing["image_path"].tolist(), crops_of(missing)
     if todo:
 
         def store(start: int, stop: int, arrays: dict[str, np.ndarray], readable: np.ndarray) -> None:

@@ -468,6 +468,7 @@ class Project:
     def describe(self) -> dict:
         """Everything `hibug info` prints, from aggregate queries only (fast on large projects)."""
         scores = self.model_scores()
+        task = self.task
         return {
             "name": self.name,
             "folder": str(self.folder),
@@ -477,8 +478,8 @@ class Project:
             "models": self.models(),
             "scores": scores.to_dict(orient="records"),
             "imports": len(self.imports()),
-            "task": self.task,
-            **({"coco": self._coco_summaries()} if self.task != "classification" else {}),
+            "task": task,
+            **({"coco": self._coco_summaries()} if task != "classification" else {}),
         }
 
     def _coco_summaries(self) -> dict[str, dict[str, float]]:

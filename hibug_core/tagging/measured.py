@@ -10,7 +10,8 @@ from hibug_core.attributes.measured import COLOUR_NAMES, MeasuredConfig, measure
 from hibug_core.attributes.schema import Attribute
 from hibug_core.embeddings.base import load_rgb
 from hibug_core.embeddings.cache import ContentCache
-from hibug_core.objects.views import crops_of, object_views
+from hibug_core.embeddings.compute import encoder_views
+from hibug_core.objects.views import crops_of
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.store.tag_store import TagResult
 
@@ -71,15 +72,13 @@ def measure_project(project, *, sample_ids=None, workers: int = 4,
                     progress: ProgressCallback = no_progress) -> pd.DataFrame:
     """Numeric measures per sample (index: sample id), computed once per image content and stored. An object is
     measured on its crop (its own colour, brightness, ...), cached by image content and region."""
-    samples = project.samples(sample_ids=sample_ids)
-    if project.task != "classification":
-        samples = object_views(samples, project.objects())
+    samples = encoder_views(project, project.samples(sample_ids=sample_ids), crops=True)
     cache = ContentCache(project, "measures/v1", dtype=np.float32)
-    todo, paths = cache.missing(samples)
+    missing = cache.missing_rows(samples)
+    todo, paths = missing["content_hash"].tolist(), missing["image_path"].tolist()
     if todo:
         values = []
-        regions = crops_of(samples.drop_duplicates("content_hash").set_index("content_hash").loc[todo]) or \
-            [None] * len(todo)
+        regions = crops_of(missing) or [None] * len(todo)
         with ThreadPoolExecutor(max_workers=workers) as pool:
             for done, row in enumerate(pool.map(_measure_file, paths, regions, chunksize=16), 1):
                 values.append(row)
