@@ -81,3 +81,10 @@ def idle(page, timeout: float = 60_000) -> None:
     page.wait_for_timeout(300)
     page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidgetRunningIcon\"]')",
                            timeout=timeout)
+
+
+def shot(page, name: str) -> None:
+    """A full-page screenshot into test-artifacts/<name>.png; the page must show no exception."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    assert page.locator("[data-testid='stException']").count() == 0, f"exception on {name}"

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from browser_support import ARTIFACTS, idle, serve
+from browser_support import idle, serve, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -27,12 +27,6 @@ def fresh_demo(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(fresh_demo):
     yield from serve(fresh_demo)
-
-
-def shot(page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"first-journey-{name}.png"), full_page=True)
-    assert page.locator("[data-testid='stException']").count() == 0, f"exception on {name}"
 
 
 def follow_checklist(page, server: str, step: str) -> None:
@@ -63,7 +57,7 @@ def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
     page.get_by_role("button", name="Save as the new version").click()
     page.get_by_text("version 2 ·").first.wait_for(timeout=60_000)
     assert latest_version(project) == 2
-    shot(page, "1-attributes")
+    shot(page, "first-journey-1-attributes")
 
     # 2. Tags: the Overview's next step; start the default tagger and wait for its summary
     page.goto(server)
@@ -76,14 +70,14 @@ def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
     summary = page.get_by_text("finished. Tagging run(s)").first.inner_text()
     assert "Worse than what stays in force, so not used: color (run #2 (zero-shot, conse)" in summary
     assert "size (run #2 (zero-shot, conse)" in summary and "imported tags stays" in summary
-    shot(page, "2-tagging")
+    shot(page, "first-journey-2-tagging")
 
     # 3. Error slices: what the page shows first is the spurious correlation, and a warning about poor tags
     follow_checklist(page, server, "Error slices")
     page.get_by_text("error slices (score below").first.wait_for(timeout=120_000)
     assert page.get_by_role("heading", level=3).first.inner_text() == "color = blue"
     assert page.get_by_text("These tags are too poor to trust").first.is_visible()
-    shot(page, "3-error-slices")
+    shot(page, "first-journey-3-error-slices")
 
     # The chosen slice survives moving to another page and back
     grid = page.get_by_test_id("stDataFrame").first

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from waiting import wait_until
-from browser_support import ARTIFACTS, idle, serve
+from browser_support import idle, serve, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -36,12 +36,6 @@ def page(browser, journey_server):
     page.close()
 
 
-def shot(page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"journey-{name}.png"), full_page=True)
-    assert page.locator("[data-testid='stException']").count() == 0, f"exception on {name}"
-
-
 def wait_text(page, text: str, timeout: float = 90_000):
     page.get_by_text(text).first.wait_for(timeout=timeout)
 
@@ -66,7 +60,7 @@ def test_the_main_journey(page, journey_server, journey_project):
     navigation = page.get_by_test_id("stSidebarNav")
     assert navigation.get_by_text("Overview", exact=True).is_visible()
     assert navigation.get_by_role("link", name="Error slices").get_attribute("href").endswith("/Error_slices")
-    shot(page, "1-overview")
+    shot(page, "journey-1-overview")
 
     # Attributes: propose from the built-in library and save it as a new version
     page.goto(f"{journey_server}/Attributes")
@@ -76,7 +70,7 @@ def test_the_main_journey(page, journey_server, journey_project):
     page.get_by_role("button", name="Save as the new version").click()
     wait_text(page, "version 2 ·")
     assert latest_version(project) == 2
-    shot(page, "2-attributes")
+    shot(page, "journey-2-attributes")
 
     # Tagging: a background job with a small encoder; the page follows its progress and shows the result
     page.goto(f"{journey_server}/Tagging")
@@ -86,7 +80,7 @@ def test_the_main_journey(page, journey_server, journey_project):
     page.get_by_role("button", name="Start tagging").click()
     wait_text(page, "finished", timeout=240_000)
     assert jobs(project, "tag")[0].status == "done"
-    shot(page, "3-tagging")
+    shot(page, "journey-3-tagging")
 
     # Embedding map: compute a PCA map in the background, then lasso a region of points
     page.goto(f"{journey_server}/Embedding_map?encoder=tiny-open_clip&method=pca")
@@ -105,7 +99,7 @@ def test_the_main_journey(page, journey_server, journey_project):
     wait_text(page, "images selected", timeout=60_000)
     wait_text(page, "Tags over-represented in the selection")
     page.locator("[data-testid='stImage'] img").first.wait_for(timeout=60_000)  # the selection's images
-    shot(page, "4-map")
+    shot(page, "journey-4-map")
 
     # Error slices: click the first row of the ranked table, see its evidence and its images
     page.goto(f"{journey_server}/Error_slices")
@@ -121,7 +115,7 @@ def test_the_main_journey(page, journey_server, journey_project):
     page.wait_for_function("h => document.querySelector('h3') && document.querySelector('h3').innerText !== h",
                            arg=first, timeout=30_000)
     page.locator("[data-testid='stImage'] img").first.wait_for(timeout=60_000)
-    shot(page, "5-error-slice")
+    shot(page, "journey-5-error-slice")
 
     # Tagging audit: confirm one image's tag with one click
     page.goto(f"{journey_server}/Tagging")
@@ -135,7 +129,7 @@ def test_the_main_journey(page, journey_server, journey_project):
     wait_until(lambda: len(corrections(project)) > before, 30, what="the confirmed tag", every=0.2)
     assert len(corrections(project)) == before + 1
     assert corrections(project)["kind"].tolist()[-1] == "confirm"
-    shot(page, "6-audit")
+    shot(page, "journey-6-audit")
     project.close()
 
 
@@ -150,7 +144,7 @@ def test_the_repair_journey(page, journey_server, journey_project):
     page.get_by_role("button", name="Select pool images").click()
     wait_text(page, "Download CSV")
     page.locator("[data-testid='stImage'] img").first.wait_for(timeout=60_000)
-    shot(page, "7-repair-selection")
+    shot(page, "journey-7-repair-selection")
 
     page.get_by_role("tab", name="Generate images").click()
     page.get_by_role("button", name="Write prompts").click()
@@ -158,11 +152,11 @@ def test_the_repair_journey(page, journey_server, journey_project):
     page.get_by_role("button", name="Generate", exact=True).click()
     wait_text(page, "images from shape-world renderer", timeout=120_000)
     assert jobs(project, "generate")[0].status == "done"
-    shot(page, "8-repair-generated")
+    shot(page, "journey-8-repair-generated")
 
     page.get_by_role("tab", name="Retrain and compare").click()
     page.get_by_role("button", name="Retrain and compare").click()
     wait_text(page, "Accuracy after repair on the held-out split", timeout=240_000)
     assert jobs(project, "repair")[0].status == "done"
-    shot(page, "9-repair-compared")
+    shot(page, "journey-9-repair-compared")
     project.close()

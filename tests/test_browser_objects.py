@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from browser_support import ARTIFACTS, idle, serve
+from browser_support import ARTIFACTS, idle, serve, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 PLANTED = "color = green & class = triangle"
@@ -19,12 +19,6 @@ PLANTED = "color = green & class = triangle"
 @pytest.fixture(scope="module")
 def objects_server(detection_demo):
     yield from serve(detection_demo)
-
-
-def _shot(page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"objects-{name}.png"), full_page=True)
-    assert page.locator("[data-testid='stException']").count() == 0, f"exception on {name}"
 
 
 def test_find_the_planted_object_slice_and_see_its_boxes(browser, objects_server, detection_demo):
@@ -43,7 +37,7 @@ def test_find_the_planted_object_slice_and_see_its_boxes(browser, objects_server
     page.goto(objects_server)
     page.get_by_text("COCO evaluation").first.wait_for(timeout=90_000)
     page.get_by_text("Errors by type").first.wait_for()
-    _shot(page, "1-overview")
+    shot(page, "objects-1-overview")
 
     page.goto(f"{objects_server}/Error_slices")
     page.get_by_text("error slices (score below").first.wait_for(timeout=90_000)
@@ -62,7 +56,7 @@ def test_find_the_planted_object_slice_and_see_its_boxes(browser, objects_server
     image.scroll_into_view_if_needed()
     page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle(), timeout=30_000)
     idle(page)
-    _shot(page, "2-planted-slice")
+    shot(page, "objects-2-planted-slice")
     raw = image.screenshot()
     (ARTIFACTS / "objects-first-crop.png").write_bytes(raw)
     pixels = np.asarray(Image.open(io.BytesIO(raw)).convert("RGB")).astype(int)

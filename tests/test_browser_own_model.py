@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from browser_support import ARTIFACTS, idle, serve
+from browser_support import idle, serve, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -34,12 +34,6 @@ def own_server(own_project):
     yield from serve(own_project / "project")
 
 
-def shot(page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"own-model-{name}.png"), full_page=True)
-    assert page.locator("[data-testid='stException']").count() == 0, f"exception on {name}"
-
-
 def test_predict_with_your_model_then_repair_it_from_the_pages(browser, own_server, own_project):
     from pathlib import Path
 
@@ -60,7 +54,7 @@ def test_predict_with_your_model_then_repair_it_from_the_pages(browser, own_serv
     page.get_by_text("my-cnn: predictions for 3,866 images").first.wait_for(timeout=180_000)
     page.reload()
     page.get_by_text("How my-cnn does").wait_for(timeout=90_000)
-    shot(page, "1-predicted")
+    shot(page, "own-model-1-predicted")
 
     page.goto(f"{own_server}/Repair")
     page.get_by_text("Repairing my-cnn").wait_for(timeout=90_000)
@@ -74,7 +68,7 @@ def test_predict_with_your_model_then_repair_it_from_the_pages(browser, own_serv
     page.get_by_text("Repaired checkpoints").wait_for(timeout=30_000)
     download = page.get_by_role("button", name=f"Download the {SelectionConfig().method} checkpoint (seed 0)")
     assert download.is_visible()
-    shot(page, "2-repaired")
+    shot(page, "own-model-2-repaired")
     with page.expect_download() as downloading:
         download.click()
     saved = torch.load(downloading.value.path(), weights_only=True)
