@@ -333,6 +333,8 @@ class Repair(Operation):
     top: int = Field(RepairConfig.top_slices, ge=1, description="error slices compared (planted ones are added)")
     record: bool = Field(RepairConfig.record_models, description="store the retrained models' predictions")
     export: str | None = Field(None, description="write the first seed's selection to this .csv or .parquet file")
+    labels: str | None = Field(None, description="a detector's selected pool images: their COCO annotations, "
+                                                 "relative to the project (default: the pool labels it records)")
 
     def repair_config(self) -> RepairConfig:
         from dataclasses import replace
@@ -344,7 +346,8 @@ class Repair(Operation):
                             fine_tune=replace(RetrainConfig().fine_tune, **({"epochs": self.epochs} if self.epochs
                                                                             else {}))),
             seeds=tuple(self.seeds), slice_split=self.split, eval_split=self.eval_split,
-            slices=SliceConfig(by_class=self.by_class), top_slices=self.top, record_models=self.record)
+            slices=SliceConfig(by_class=self.by_class), top_slices=self.top, record_models=self.record,
+            labels=self.labels)
 
     def selection_config(self) -> SelectionConfig:
         return SelectionConfig(method=self.method, budget=self.budget, beta=self.beta, seed=self.seeds[0],

@@ -27,7 +27,9 @@ project = current_project()
 model = required_model(project)
 user = current_user()
 st.title("Repair")
-st.caption(f"Repairing {model}: new data for its error slices on 'val', judged on a held-out split.")
+objects = project.task != "classification"
+st.caption(f"Repairing {model}: new data for its error slices on 'val', judged on a held-out split"
+           + (" (a detector: pool images chosen by the objects in them, held-out objects found)." if objects else "."))
 
 SELECTION_KEY = "repair_selection"
 PROMPTS_KEY = "repair_prompts"
@@ -65,7 +67,8 @@ with select:
         cells[2].metric("Slices used", f"{chosen['slice'].nunique():,}")
         if chosen.attrs.get("unspent"):
             st.warning(f"{chosen.attrs['unspent']} of the budget is unspent: the slices' pool images ran out.")
-        st.dataframe(chosen[["slice", "reason", "confidence"]], width="stretch", height=240)
+        shown = [c for c in ("image_key", "detections") if c in chosen] + ["slice", "reason", "confidence"]
+        st.dataframe(chosen[shown], width="stretch", height=240)
         table = chosen.reset_index()
         parquet = io.BytesIO()
         table.to_parquet(parquet, index=False)
@@ -90,7 +93,11 @@ with generate:
         except HibugError as error:
             st.error(plain(error))
     prompts = st.session_state.get(PROMPTS_KEY)
-    if prompts is not None:
+    if prompts is not None and objects:
+        st.dataframe(prompts, width="stretch", hide_index=True)
+        st.info("Generated images come without boxes, so they cannot teach a detector: make and annotate images "
+                "from these prompts yourself, or repair with selected pool images (Retrain and compare).")
+    elif prompts is not None:
         edited = st.data_editor(prompts, key="repair_prompts_editor", num_rows="dynamic", width="stretch",
                                 column_config={"weight": st.column_config.NumberColumn(min_value=0.0)},
                                 disabled=["slice_id"])
@@ -165,7 +172,8 @@ with retrain:
         runs = pd.DataFrame(run["result"]["runs"])
         st.markdown(f"**Repair run {run['id']}** by {plain(run['author'])} · {run['created_at']} · "
                     f"{len(runs)} retrained models, seeds {sorted(runs['seed'].unique().tolist())}")
-        verdict = repair_verdict(pd.DataFrame(run["result"]["changes"]))
+        measure = run["result"].get("measure", "accuracy")
+        verdict = repair_verdict(pd.DataFrame(run["result"]["changes"]), measure)
         won = f"{runs['method'].iat[0]} beat" in verdict
         (st.success if won else st.info)(plain(verdict), icon=":material/balance:")
         checkpoints = runs[runs["checkpoint"].notna()] if "checkpoint" in runs else runs.iloc[0:0]
@@ -191,7 +199,8 @@ with retrain:
         chart = summary[summary["slice_id"] != "overall"].assign(
             label=lambda f: literal_values(f["slice"] + f["planted"].map({True: " (planted)", False: ""})))
         figure = px.bar(chart, x="after", y="label", color="method", barmode="group", orientation="h",
-                        error_x="after_sd", title="Accuracy after repair on the held-out split (before: grey marks)")
+                        error_x="after_sd",
+                        title=f"{measure.capitalize()} after repair on the held-out split (before: grey marks)")
         figure.add_scatter(x=chart["before"], y=chart["label"], mode="markers", name="before",
                            marker={"color": "#868e96", "symbol": "line-ns-open", "size": 18})
         figure.update_layout(xaxis_tickformat=".0%", height=120 + 60 * chart["label"].nunique())

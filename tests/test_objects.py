@@ -16,7 +16,7 @@ from PIL import Image
 from hibug_core.errors import ConfigError, ManifestError
 from hibug_core.objects.coco import BACKGROUND, MISSED, read_ground_truth, read_results
 from hibug_core.objects.geometry import measure_objects
-from hibug_core.objects.importer import load_coco
+from hibug_core.objects.importer import UNLABELLED, load_coco
 from hibug_core.objects.matching import MatchConfig, match
 from hibug_core.store.project import Project
 
@@ -350,6 +350,15 @@ def test_cli_new_from_coco(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "hibug_core.cli", "new", str(tmp_path / "q"), "--coco",
                           str(truth_file)], capture_output=True, text=True)
     assert bad.returncode != 0 and "--coco needs --results" in bad.stderr and not (tmp_path / "q").exists()
+    pool = {"images": [dict(truth_json["images"][0], id=3, file_name="images/pool.png")],
+            "categories": truth_json["categories"], "annotations": []}
+    pool_file, pool_results = _write(tmp_path / "pool", pool, {"m": [dict(d, image_id=3) for d in found[:2]]})
+    added = subprocess.run([sys.executable, "-m", "hibug_core.cli", "import", str(tmp_path / "p"), "--coco",
+                            str(pool_file), "--results", f"detector={pool_results['m']}", "--split", "pool",
+                            "--unlabelled"], capture_output=True, text=True)
+    assert added.returncode == 0, added.stderr
+    with Project.open(tmp_path / "p") as project:
+        assert project.split_counts()["pool"] == 2
 
 
 # ----- the per-row object manifest ------------------------------------------------------------------------------
@@ -550,4 +559,33 @@ def test_attribute_proposal_knows_the_project_is_one_of_objects(tmp_path):
     assert "hard instances: occlusion, small size, truncation by the image border" in prompt
     assert "Classes: cat, dog" in prompt and "(background)" not in prompt  # the objects' classes, not hibug's names
     assert proposal.schema.names() == ["fur", "room"] and "detection" in proposal.source
+    project.close()
+
+
+def test_an_unlabelled_pool_imports_every_detection_as_an_unlabelled_sample(tmp_path):
+    truth_json, found = _tide_case()
+    project = Project.create_from_manifest(tmp_path / "project", load_coco(*_write(tmp_path / "val", truth_json,
+                                                                                     {"m": found})))
+    pool_json = {"images": [dict(truth_json["images"][0], id=7, file_name="images/pool.png")], "categories": truth_json["categories"],
+                 "annotations": []}
+    pool_found = [dict(d, image_id=7) for d in found[:3]] + [
+        {"image_id": 7, "category_id": 2, "bbox": [125, 10, 40, 40], "score": 0.8}]  # covers 3/8 of detection 2
+    truth_file, results = _write(tmp_path / "pool", pool_json, {"m": pool_found})
+    project.import_manifest(load_coco(truth_file, results, split="pool", labelled=False), kind="coco")
+    samples = project.samples("m")
+    pool = samples[samples["split"] == "pool"]
+    assert len(pool) == 4 and pool["label"].isna().all() and pool["score"].isna().all()
+    assert pool["prediction"].tolist() == ["cat", "cat", "cat", "dog"]
+    assert pool["confidence"].tolist() == [0.95, 0.9, 0.85, 0.8]
+    objects = project.objects("m").loc[pool.index]
+    assert (objects["outcome"] == UNLABELLED).all() and (objects["object_kind"] == "detection").all()
+    assert objects["box_x"].tolist() == [10, 12, 100, 125]
+    tags = project.known_tags().loc[pool.index]
+    # Detection 1 repeats detection 0 (IoU 0.9): the model reports 3 objects, and a repeat does not occlude its own.
+    assert tags["crowding"].tolist() == ["few"] * 4
+    assert tags["occlusion"].tolist() == ["none", "none", "partial", "partial"]
+    # The pool has no COCO evaluation; val's is unchanged.
+    assert project.object_evaluation("m", "pool") is None and project.object_evaluation("m", "val") is not None
+    with pytest.raises(ManifestError, match="an unlabelled split's instances file lists its images only"):
+        load_coco(*_write(tmp_path / "bad", truth_json, {"m": found}), split="pool", labelled=False)
     project.close()

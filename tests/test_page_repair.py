@@ -124,3 +124,24 @@ def test_generating_with_missing_diffusion_weights_says_how_to_provide_them(monk
     assert "Cannot generate offline" in at.error[0].value and "huggingface-cli download" in at.error[0].value
     with Project.open(demo_project) as project:
         assert not jobs(project, "generate")  # nothing was started
+
+
+def test_a_detector_gets_pool_images_chosen_by_their_objects_and_prompts_without_generation(monkeypatch,
+                                                                                            detection_demo):
+    at = open_page(monkeypatch, detection_demo)
+    assert not at.exception
+    assert any("a detector: pool images chosen by the objects in them" in c.value for c in at.caption)
+    labelled(at.selectbox, "Method").set_value("expected failures")
+    at.number_input(key="repair_select_budget").set_value(30.0)
+    button(at, "Select pool images").click().run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert len(table) == 30 and table["image_key"].is_unique and table["image_key"].str.startswith("images/pool/").all()
+    assert (table["detections"] >= 1).all()
+    assert len(at.get("image")) == 24  # each image's likeliest failure, as its crop
+    button(at, "Write prompts").click().run()
+    assert not at.exception
+    prompts = at.dataframe[1].value
+    assert len(prompts) and not prompts["label"].isin(["(background)", "(missed)"]).any()
+    assert any("cannot teach a detector" in i.value for i in at.info)
+    assert not [b for b in at.button if b.label == "Generate"]

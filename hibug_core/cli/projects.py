@@ -20,6 +20,8 @@ def _new_arguments(parser) -> None:
     parser.add_argument("--results", nargs="+", default=[], metavar="[MODEL=]RESULTS_JSON",
                         help="with --coco: one COCO results file per model (named by its file, or MODEL=)")
     parser.add_argument("--split", default="val", help="with --coco: the split of its images (default: val)")
+    parser.add_argument("--unlabelled", action="store_true", help="with --coco: the images are not annotated yet (a "
+                        "pool to select from): the instances file lists them only, every detection is a sample")
     parser.add_argument("--iou-threshold", type=float, default=0.5, help="with --coco: IoU (OKS for keypoints) at "
                         "which a detection finds its object (default: 0.5)")
     parser.add_argument("--keypoint-sigmas", help="with --coco: OKS sigmas, comma-separated, one per keypoint "
@@ -97,7 +99,7 @@ def _load_coco(args, report):
         raise HibugError(f"--keypoint-sigmas: '{args.keypoint_sigmas}' is not comma-separated numbers") from None
     config = MatchConfig(iou_threshold=args.iou_threshold, keypoint_sigmas=sigmas)
     return load_coco(args.coco, results, images_dir=args.images_dir, split=args.split, match_config=config,
-                     progress=report)
+                     labelled=not args.unlabelled, progress=report)
 
 
 def _info_arguments(parser) -> None:

@@ -15,7 +15,9 @@ from hibug_core.demo.build import PlantedBug
 from hibug_core.demo.detector import (DetectorConfig, detect, load_detector, save_detector, train_detector,
                                       training_fingerprint)
 from hibug_core.demo.scenes import SCENE_COLOURS, SCENE_SHAPES, SceneConfig, render_scenes
+from hibug_core.repair.generators import COLOURS
 from hibug_core.errors import ProjectError
+from hibug_core.objects.detectors import POOL_LABELS_META, RecordedDetector, record_detector
 from hibug_core.objects.geometry import geometry_attributes
 from hibug_core.objects.importer import load_coco
 from hibug_core.progress import ProgressCallback, no_progress
@@ -27,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 ASSET_DETECTOR = Path(__file__).resolve().parents[2] / "assets" / "demo_detector.pt"
 DETECTOR_NAME = "shape-fcos"
+POOL_LABELS = "data/instances_pool.json"  # the pool's annotations, as a labelling team would return them
 SIZES = ("small", "medium", "large")
 TASK = "detect circles, rectangles and triangles in scenes of several flat shapes"
 
@@ -37,6 +40,8 @@ class DetectionDemoConfig:
     train_scenes: int = 2400
     val_scenes: int = 600
     test_scenes: int = 600
+    pool_scenes: int = 1200  # unlabelled scenes to select from (their annotations are kept aside, as a labelling
+    pool_score_floor: float = 0.1  # team would return them); the pool's detections are kept down to this confidence
     small_below: int = 14  # an object's longer side below this many pixels is small; from 26 large
     large_from: int = 26
     missed_colour: str = "blue"  # bug 1: small objects of this colour are left unannotated in training...
@@ -122,7 +127,8 @@ def training_annotations(objects: pd.DataFrame, config: DetectionDemoConfig) -> 
 def write_coco_split(folder: Path, split: str, images: list, objects: pd.DataFrame, detections: list[list[dict]] | None,
                 config: DetectionDemoConfig) -> tuple[Path, Path | None]:
     """Write a split's images, its COCO ground truth (with each object's colour and size as attributes) and the
-    detector's COCO results."""
+    detector's COCO results. The pool's ground truth goes to POOL_LABELS, and its instances file lists the images
+    only (nobody has annotated them yet)."""
     (folder / "images" / split).mkdir(parents=True, exist_ok=True)
     records = []
     for index, image in enumerate(images):
@@ -137,6 +143,9 @@ def write_coco_split(folder: Path, split: str, images: list, objects: pd.DataFra
                    for k, row in enumerate(objects.rename(columns={"shape": "kind"}).itertuples())]
     truth = folder / f"instances_{split}.json"
     truth.write_text(json.dumps({"images": records, "categories": categories, "annotations": annotations}))
+    if split == "pool":
+        truth = folder / "images_pool.json"
+        truth.write_text(json.dumps({"images": records, "categories": categories, "annotations": []}))
     if detections is None:
         return truth, None
     results = folder / f"{DETECTOR_NAME}_{split}.json"
@@ -144,6 +153,35 @@ def write_coco_split(folder: Path, split: str, images: list, objects: pd.DataFra
                                     "bbox": d["bbox"], "score": d["score"]}
                                    for index, found in enumerate(detections) for d in found]))
     return truth, results
+
+
+def pool_tags(images: list, manifest, config: DetectionDemoConfig) -> dict[str, list]:
+    """Each pool detection's colour (the scene colour most of its box's foreground pixels are nearest to) and size
+    (its box's longer side, by the demo's rule): what a tagger sees in the crop, with no annotation."""
+    objects = manifest.objects
+    palette = np.array([COLOURS[c] for c in SCENE_COLOURS], dtype=np.float32)
+    scene = manifest.samples["image_path"].map(lambda p: int(Path(p).stem)).to_numpy()
+    colours = []
+    for index, x, y, w, h in zip(scene, objects["box_x"], objects["box_y"], objects["box_w"], objects["box_h"]):
+        pixels = np.asarray(images[index], dtype=np.float32)
+        background = np.median(np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]]), axis=0)
+        box = pixels[int(y):int(np.ceil(y + h)), int(x):int(np.ceil(x + w))].reshape(-1, 3)
+        box = box[np.linalg.norm(box - background, axis=1) > 60]
+        nearest = np.linalg.norm(box[:, None] - palette[None], axis=2).argmin(axis=1) if len(box) else []
+        colours.append(SCENE_COLOURS[np.bincount(nearest, minlength=len(palette)).argmax()] if len(box) else None)
+    side = np.maximum(objects["box_w"].to_numpy(), objects["box_h"].to_numpy())
+    return {"color": colours, "size": _size(side, config).tolist()}
+
+
+def write_training_annotations(path: Path, images: list, taught: pd.DataFrame) -> None:
+    """What the detector was trained on, as COCO (file names as the train split's): retraining starts from it."""
+    records = [{"id": i + 1, "file_name": f"images/train/{i:05d}.png", "width": image.width, "height": image.height}
+               for i, image in enumerate(images)]
+    annotations = [{"id": k + 1, "image_id": int(row.scene) + 1, "category_id": SCENE_SHAPES.index(row.kind) + 1,
+                    "bbox": [row.x, row.y, row.w, row.h], "area": row.w * row.h, "iscrowd": 0}
+                   for k, row in enumerate(taught.rename(columns={"shape": "kind"}).itertuples())]
+    path.write_text(json.dumps({"images": records, "annotations": annotations,
+                                "categories": [{"id": i + 1, "name": s} for i, s in enumerate(SCENE_SHAPES)]}))
 
 
 def detection_attribute_schema() -> AttributeSchema:
@@ -163,7 +201,8 @@ def build_detection_demo(folder: str | Path, config: DetectionDemoConfig = Detec
     if folder.exists() and any(folder.iterdir()):
         raise ProjectError(f"{folder} exists and is not empty; choose another folder for the demo")
     # 2. The scenes of every split (seeded), and the annotations the detector learns from.
-    counts = {"train": config.train_scenes, "val": config.val_scenes, "test": config.test_scenes}
+    counts = {"train": config.train_scenes, "val": config.val_scenes, "test": config.test_scenes,
+              "pool": config.pool_scenes}
     scenes = {split: render_scenes(n, config.seed * 10 + k, config.scenes) for k, (split, n) in enumerate(counts.items())}
     taught = training_annotations(scenes["train"][1], config)
     grouped = {scene: (group[["x", "y", "w", "h"]].to_numpy(), group["shape"].tolist())
@@ -185,13 +224,23 @@ def build_detection_demo(folder: str | Path, config: DetectionDemoConfig = Detec
         report = {"model": DETECTOR_NAME, "config": asdict(config), "planted_bugs": [asdict(b) for b in
                                                                                    config.planted_bugs()]}
         for split, (images, objects) in scenes.items():
-            found = detect(model, images, classes, progress=progress)
+            pool = split == "pool"
+            found = detect(model, images, classes, progress=progress,
+                           score_floor=config.pool_score_floor if pool else None)
             truth, results = write_coco_split(data, split, images, objects, found, config)
-            manifest = load_coco(truth, {DETECTOR_NAME: results}, split=split, progress=progress)
+            manifest = load_coco(truth, {DETECTOR_NAME: results}, split=split, labelled=not pool, progress=progress)
+            if pool:  # what a tagger reads off each detection's crop: its colour and size (as val's tags are named)
+                manifest.known_tags.update(pool_tags(images, manifest, config))
             project.import_manifest(manifest, author="hibug demo", kind="coco")
-            report[split] = {"scenes": len(images), "objects": len(objects),
-                             "AP": manifest.object_evaluations[DETECTOR_NAME].summary["AP"],
-                             "AP50": manifest.object_evaluations[DETECTOR_NAME].summary["AP50"]}
+            report[split] = {"scenes": len(images), "objects": len(objects)}
+            if not pool:
+                report[split].update({name: manifest.object_evaluations[DETECTOR_NAME].summary[name]
+                                      for name in ("AP", "AP50")})
+        write_training_annotations(data / "train_annotations.json", scenes["train"][0], taught)
+        save_detector(staging / "models" / f"{DETECTOR_NAME}.pt", model, classes, config.detector, fingerprint)
+        record_detector(project, RecordedDetector(DETECTOR_NAME, "scene-fcos", f"models/{DETECTOR_NAME}.pt",
+                                                  "data/train_annotations.json", classes))
+        project.set_meta(POOL_LABELS_META, POOL_LABELS)
         project.set_meta("demo", json.dumps(report))
         save_schema(project, detection_attribute_schema(), author="hibug demo",
                     note="the scenes' attributes (imported with the objects) and the measured geometry")

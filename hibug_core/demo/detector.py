@@ -95,8 +95,12 @@ def _targets(objects_by_image: list, classes: list[str]) -> list[dict]:
 
 
 def train_detector(images: list, objects_by_image: list, classes: list[str], config: DetectorConfig = DetectorConfig(),
-                   progress: ProgressCallback = no_progress):
-    """Train from scratch on PIL images and, per image, (boxes (n, 4) x/y/w/h in pixels, class names); seeded."""
+                   progress: ProgressCallback = no_progress, *, start_from=None, new: tuple[list, list] | None = None,
+                   lam: float = 1.0):
+    """Train on PIL images and, per image, (boxes (n, 4) x/y/w/h in pixels, class names); seeded. From scratch, or
+    further from `start_from`'s weights (fine-tuning: the same schedule, `config`'s epochs and peak rate). `new`
+    (images, objects): every step also takes a batch of them, its loss weighted by `lam` (loss = L(original) +
+    lam * L(new), as HiBug and Chegini and Feizi retrain)."""
     import torch
 
     # 1. Check the inputs.
@@ -104,37 +108,60 @@ def train_detector(images: list, objects_by_image: list, classes: list[str], con
         raise ValueError("give one (boxes, classes) pair per training image, and at least one image")
     # 2. The model, its data and its schedule.
     model = build_detector(classes, config)
+    if start_from is not None:
+        model.load_state_dict(start_from.state_dict())
     inputs, targets = _tensor(images), _targets(objects_by_image, classes)
+    new_inputs, new_targets = (_tensor(new[0]), _targets(new[1], classes)) if new and new[0] else (None, None)
     steps_per_epoch = max(1, len(images) // config.batch_size)
     optimiser = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=1e-4)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, config.learning_rate,
                                                    total_steps=config.epochs * steps_per_epoch)
     rng = np.random.default_rng(config.seed)
+    new_order = np.random.default_rng(config.seed + 1).permutation(len(new_targets)) if new_targets else None
     # 3. Epochs of shuffled batches, progress after each step (a job cancels by raising from it).
     model.train()
     total = config.epochs * steps_per_epoch
+    stage = "training the demo detector" if start_from is None else "fine-tuning the detector"
     for epoch in range(config.epochs):
         order = rng.permutation(len(images))
         for step in range(steps_per_epoch):
             batch = order[step * config.batch_size:(step + 1) * config.batch_size]
             losses = model(list(inputs[batch]), [targets[i] for i in batch])
             loss = sum(losses.values())
+            if new_targets:
+                taken = np.roll(new_order, -(epoch * steps_per_epoch + step) * config.batch_size)[:config.batch_size]
+                extra = model(list(new_inputs[taken]), [new_targets[i] for i in taken])
+                loss = loss + lam * sum(extra.values())
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
             schedule.step()
-            progress("training the demo detector", epoch * steps_per_epoch + step + 1, total)
+            progress(stage, epoch * steps_per_epoch + step + 1, total)
     model.eval()
     return model
 
 
-def detect(model, images: list, classes: list[str], *, batch_size: int = 64,
+def detect(model, images: list, classes: list[str], *, batch_size: int = 64, score_floor: float | None = None,
            progress: ProgressCallback = no_progress) -> list[list[dict]]:
-    """Per image, its detections as {category (class name), bbox [x, y, w, h], score}."""
-    import torch
+    """Per image, its detections as {category (class name), bbox [x, y, w, h], score}; down to `score_floor` where
+    given (else the model's own score threshold)."""
 
     found = []
     model.eval()
+    kept = model.score_thresh
+    if score_floor is not None:
+        model.score_thresh = score_floor
+    try:
+        found = _detect(model, images, classes, batch_size, progress)
+    finally:
+        model.score_thresh = kept
+    return found
+
+
+def _detect(model, images: list, classes: list[str], batch_size: int, progress: ProgressCallback) -> list[list[dict]]:
+    import torch
+
+    found = []
     with torch.no_grad():
         for start in range(0, len(images), batch_size):
             for output in model(list(_tensor(images[start:start + batch_size]))):
@@ -177,3 +204,15 @@ def load_detector(path: Path, classes: list[str], config: DetectorConfig, finger
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in stored["state_dict"].items()})
     model.eval()
     return model
+
+
+def load_checkpoint(path: Path):
+    """(the detector, its classes, its settings) from a checkpoint save_detector wrote, whatever it was trained on."""
+    import torch
+
+    stored = torch.load(path, map_location="cpu", weights_only=True)
+    config = DetectorConfig(**stored["config"])
+    model = build_detector(list(stored["classes"]), config)
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in stored["state_dict"].items()})
+    model.eval()
+    return model, list(stored["classes"]), config

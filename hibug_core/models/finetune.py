@@ -8,7 +8,7 @@ import copy
 import hashlib
 import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +23,12 @@ logger = logging.getLogger(__name__)
 FINE_TUNE_RATE = 1e-4  # an already trained network moves a little (a network's own recipe may say otherwise)
 
 
+CLASSIFIER_EPOCHS = 15
+
+
 @dataclass(frozen=True)
 class TuneConfig:
-    epochs: int = 15
+    epochs: int | None = None  # None: the retrained model's own default (CLASSIFIER_EPOCHS for a classifier)
     batch_size: int = 64
     learning_rate: float | None = None  # None: the network's recipe (how it was trained), else FINE_TUNE_RATE
     weight_decay: float = 0.0
@@ -35,7 +38,7 @@ class TuneConfig:
     workers: int = 0  # image decoding processes
 
     def __post_init__(self):
-        check_fields(self, {"epochs": (self.epochs >= 1, "1 or more"), "batch_size": (self.batch_size >= 1, "1 or more"),
+        check_fields(self, {"epochs": (self.epochs is None or self.epochs >= 1, "None or 1 or more"), "batch_size": (self.batch_size >= 1, "1 or more"),
                             "learning_rate": (self.learning_rate is None or self.learning_rate > 0,
                                               "above 0, or None (the network's own)"),
                             "patience": (self.patience >= 0, "0 or more")})
@@ -124,6 +127,8 @@ def fine_tune(adapter: ModelAdapter, paths: list[str], labels: np.ndarray, new_p
     """A copy of the adapter's network trained further (the adapter's own network is left as it was). Under `folder`,
     a folder per run (its inputs' fingerprint) holds the per-epoch checkpoint last.pt (resumed when the same run is
     asked again) and the best network's best.pt."""
+    if config.epochs is None:
+        config = replace(config, epochs=CLASSIFIER_EPOCHS)
     with recipe_threads(adapter):
         return _fine_tune(adapter, paths, labels, new_paths, new_labels, lam, folder=folder, val_paths=val_paths,
                           val_labels=val_labels, config=config, images=images, progress=progress)

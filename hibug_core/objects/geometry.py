@@ -34,6 +34,14 @@ GEOMETRY_DESCRIPTIONS = {
     "vertical position": "where the box's centre lies down the image",
 }
 
+# How a generation prompt says an object's measured context (tags not listed are said as the tag itself).
+GEOMETRY_PHRASES = {
+    ("is truncated", "yes"): "cut off by the picture's border", ("is truncated", "no"): "fully inside the picture",
+    ("occlusion", "none"): "in full view", ("occlusion", "partial"): "partly hidden behind another object",
+    ("occlusion", "heavy"): "mostly hidden behind another object", ("crowding", "alone"): "alone in the picture",
+    ("crowding", "few"): "among a few other objects", ("crowding", "many"): "among many other objects",
+}
+
 
 def geometry_attributes(config: GeometryConfig = GeometryConfig()) -> list[Attribute]:
     """The measured object attributes' definitions, as the schema holds them."""

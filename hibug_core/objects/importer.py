@@ -16,10 +16,11 @@ from hibug_core.ingest.manifest import ModelOutputs, ValidatedManifest
 from hibug_core.objects.coco import (BACKGROUND, MISSED, CocoGroundTruth, CocoResults, image_sizes_issues,
                                      read_ground_truth, read_results)
 from hibug_core.objects.geometry import GeometryConfig, measure_objects
-from hibug_core.objects.matching import FALSE_POSITIVE, MatchConfig, Matches, match
+from hibug_core.objects.matching import FALSE_POSITIVE, MatchConfig, Matches, box_iou, match
 from hibug_core.progress import ProgressCallback, no_progress
 
 OBJECT_KIND, DETECTION_KIND = "object", "detection"  # a ground-truth object; a detection that found none
+UNLABELLED = "unlabelled"  # the outcome of a detection in images nobody has annotated yet (a pool)
 
 
 @dataclass
@@ -49,9 +50,11 @@ def model_names(results: list[str | Path] | dict[str, str | Path]) -> dict[str, 
 def load_coco(ground_truth: str | Path, results: list[str | Path] | dict[str, str | Path], *,
               images_dir: str | Path | None = None, split: str = "val", match_config: MatchConfig = MatchConfig(),
               geometry: GeometryConfig = GeometryConfig(), config: IngestConfig = IngestConfig(),
-              progress: ProgressCallback = no_progress) -> ValidatedManifest:
+              labelled: bool = True, progress: ProgressCallback = no_progress) -> ValidatedManifest:
     """Read, check and match a COCO instances file and one results file per model, ready for import.
-    Images are found under `images_dir` (default: the ground truth's folder) by their file_name."""
+    Images are found under `images_dir` (default: the ground truth's folder) by their file_name. labelled=False: the
+    images are not annotated yet (a pool to select from): the instances file lists them with no annotations, and every
+    detection becomes an unlabelled sample (nothing to match)."""
     # 1. Check the inputs: the split, the files and every record in them.
     if split not in config.allowed_splits:
         raise ManifestError(str(ground_truth), [RowIssue(None, None, f"unknown split '{split}'; use one of "
@@ -59,6 +62,11 @@ def load_coco(ground_truth: str | Path, results: list[str | Path] | dict[str, st
     named = model_names(results)
     progress("reading the ground truth", 0, 1 + len(named))
     truth = read_ground_truth(ground_truth)
+    if not labelled and len(truth.annotations):
+        raise ManifestError(truth.source, [RowIssue(0, None, f"an unlabelled split's instances file lists its images "
+                                                             f"only, but this one has {len(truth.annotations)}; import "
+                                                             "it as labelled, or leave its annotations out",
+                                                    unit="annotations")])
     found: list[CocoResults] = []
     for done, (name, path) in enumerate(named.items(), start=1):
         found.append(read_results(path, truth, model=name))
@@ -66,14 +74,15 @@ def load_coco(ground_truth: str | Path, results: list[str | Path] | dict[str, st
     # 2.-4. The images, the matching and the samples.
     folder = Path(images_dir).resolve() if images_dir else Path(truth.source).parent
     return objects_manifest(truth, found, folder, {iid: split for iid in truth.images.index}, match_config=match_config,
-                            geometry=geometry, config=config, progress=progress)
+                            geometry=geometry, config=config, labelled=labelled, progress=progress)
 
 
 def objects_manifest(truth: CocoGroundTruth, found: list[CocoResults], folder: Path, splits: dict[int, str], *,
                      match_config: MatchConfig = MatchConfig(), geometry: GeometryConfig = GeometryConfig(),
-                     config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress
-                     ) -> ValidatedManifest:
-    """Checked ground truth and results as a manifest of objects: images under `folder`, `splits` per image id."""
+                     config: IngestConfig = IngestConfig(), labelled: bool = True,
+                     progress: ProgressCallback = no_progress) -> ValidatedManifest:
+    """Checked ground truth and results as a manifest of objects: images under `folder`, `splits` per image id
+    (labelled=False: every detection is an unlabelled sample, nothing is matched)."""
     # 1. The images: each distinct file read, hashed and its size checked once.
     used = sorted(set(truth.annotations["image_id"]).union(*(set(r.detections["image_id"]) for r in found)))
     paths = {iid: Path(folder, truth.images.at[iid, "file_name"]).resolve() for iid in used}
@@ -88,6 +97,8 @@ def objects_manifest(truth: CocoGroundTruth, found: list[CocoResults], folder: P
     if issues:
         raise ManifestError(truth.source, issues[:config.max_issues])
     # 2. Matching, model by model.
+    if not labelled:
+        return _unlabelled_manifest(truth, found, paths, infos, splits, geometry, match_config.confidence_threshold)
     matches = []
     for done, result in enumerate(found, start=1):
         matches.append(match(truth, result, match_config))
@@ -121,24 +132,7 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
             "area": (detections["w"] * detections["h"]).to_numpy(), "keypoints": detections["keypoints"].to_numpy()}))
     rows = pd.concat(parts, ignore_index=True)
     n = len(rows)
-    file_names = truth.images["file_name"].reindex(rows["image_id"]).to_numpy(object)
-    image_paths = np.array([str(paths[i]) for i in rows["image_id"]], dtype=object)
-    info = [infos[paths[i]] for i in rows["image_id"]]
-    keys = np.where(rows["kind"] == OBJECT_KIND,
-                    [f"{f}#object-{s}" for f, s in zip(file_names, rows["source_id"])],
-                    [f"{f}#{o}-detection-{s}" for f, o, s in zip(file_names, rows["owner"], rows["source_id"])])
-    samples = pd.DataFrame({
-        "sample_key": keys.astype(object), "image_path": image_paths, "label": rows["label"].to_numpy(object),
-        "split": rows["image_id"].map(splits).to_numpy(object), "content_hash": [i.content_hash for i in info],
-        "width": np.array([i.width for i in info], dtype=np.int64),
-        "height": np.array([i.height for i in info], dtype=np.int64),
-    })
-    object_columns = pd.DataFrame({
-        "image_key": file_names, "object_kind": rows["kind"].to_numpy(object), "owner": rows["owner"].to_numpy(object),
-        "box_x": rows["x"].to_numpy(float), "box_y": rows["y"].to_numpy(float), "box_w": rows["w"].to_numpy(float),
-        "box_h": rows["h"].to_numpy(float),
-        "keypoints_json": [None if p is None else json.dumps(p) for p in rows["keypoints"]],
-    })
+    samples, object_columns = _sample_columns(truth, rows, paths, infos, splits)
     models, evaluations = {}, {}
     is_object = (rows["kind"] == OBJECT_KIND).to_numpy()
     object_rows = np.flatnonzero(is_object)
@@ -187,3 +181,91 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
         values[given.index.to_numpy()] = given[name].where(given[name].notna(), None).to_numpy(object)
         known_tags[name] = values.tolist()
     return ValidatedManifest(truth.source, samples, models, known_tags, [], "image", object_columns, evaluations)
+
+
+def _sample_columns(truth: CocoGroundTruth, rows: pd.DataFrame, paths: dict, infos: dict, splits: dict[int, str]
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The samples' image columns and their object columns (image key, kind, owner, box, keypoints)."""
+    file_names = truth.images["file_name"].reindex(rows["image_id"]).to_numpy(object)
+    image_paths = np.array([str(paths[i]) for i in rows["image_id"]], dtype=object)
+    info = [infos[paths[i]] for i in rows["image_id"]]
+    keys = np.where(rows["kind"] == OBJECT_KIND,
+                    [f"{f}#object-{s}" for f, s in zip(file_names, rows["source_id"])],
+                    [f"{f}#{o}-detection-{s}" for f, o, s in zip(file_names, rows["owner"], rows["source_id"])])
+    samples = pd.DataFrame({
+        "sample_key": keys.astype(object), "image_path": image_paths, "label": rows["label"].to_numpy(object),
+        "split": rows["image_id"].map(splits).to_numpy(object), "content_hash": [i.content_hash for i in info],
+        "width": np.array([i.width for i in info], dtype=np.int64),
+        "height": np.array([i.height for i in info], dtype=np.int64),
+    })
+    object_columns = pd.DataFrame({
+        "image_key": file_names, "object_kind": rows["kind"].to_numpy(object), "owner": rows["owner"].to_numpy(object),
+        "box_x": rows["x"].to_numpy(float), "box_y": rows["y"].to_numpy(float), "box_w": rows["w"].to_numpy(float),
+        "box_h": rows["h"].to_numpy(float),
+        "keypoints_json": [None if p is None else json.dumps(p) for p in rows["keypoints"]],
+    })
+    return samples, object_columns
+
+
+def _unlabelled_manifest(truth: CocoGroundTruth, found: list[CocoResults], paths: dict, infos: dict,
+                         splits: dict[int, str], geometry: GeometryConfig, reported: float) -> ValidatedManifest:
+    """Every detection of every model as an unlabelled sample; its occlusion and crowding measured against the
+    objects its model reports (confidence from `reported`, the operating point; _known_objects): the only objects
+    known in an image nobody has annotated, as the ground-truth objects are in a labelled one."""
+    names = truth.categories
+    rows = pd.concat([pd.DataFrame({
+        "image_id": r.detections["image_id"].to_numpy(), "kind": DETECTION_KIND, "owner": r.model,
+        "source_id": np.arange(len(r.detections)), "label": None, "score": r.detections["score"].to_numpy(),
+        "x": r.detections["x"].to_numpy(),
+        "y": r.detections["y"].to_numpy(), "w": r.detections["w"].to_numpy(), "h": r.detections["h"].to_numpy(),
+        "keypoints": r.detections["keypoints"].to_numpy()}) for r in found], ignore_index=True)
+    samples, object_columns = _sample_columns(truth, rows, paths, infos, splits)
+    n = len(rows)
+    models, evaluations = {}, {}
+    for result in found:
+        mine = np.flatnonzero((rows["owner"] == result.model).to_numpy())
+        detections = result.detections.iloc[rows["source_id"].to_numpy()[mine]]
+        prediction = np.full(n, None, dtype=object)
+        confidence = np.full(n, np.nan)
+        prediction[mine] = [names[c] for c in detections["category_id"]]
+        confidence[mine] = detections["score"].to_numpy()
+        models[result.model] = ModelOutputs(prediction.tolist(), confidence, np.full(n, np.nan))
+        outcomes = pd.DataFrame({
+            "row": mine, "outcome": UNLABELLED, "error_type": None, "iou": np.nan, "predicted_class": prediction[mine],
+            "pred_x": detections["x"].to_numpy(), "pred_y": detections["y"].to_numpy(),
+            "pred_w": detections["w"].to_numpy(), "pred_h": detections["h"].to_numpy(), "nearest_label": None})
+        evaluations[result.model] = ObjectEvaluation(outcomes, {}, pd.DataFrame(), {"labelled": False})
+    objects, same = known_objects(rows, reported)
+    measured = measure_objects(rows[["x", "y", "w", "h"]].to_numpy(), (rows["w"] * rows["h"]).to_numpy(),
+                               rows["image_id"].to_numpy(), samples[["width", "height"]].to_numpy(), same, objects,
+                               geometry)
+    known_tags = {name: measured[name].tolist() for name in measured.columns}
+    return ValidatedManifest(truth.source, samples, models, known_tags, [], "image", object_columns, evaluations)
+
+
+def known_objects(rows: pd.DataFrame, reported: float, overlap: float = 0.5) -> tuple[pd.DataFrame, np.ndarray]:
+    """The objects a model reports in an unlabelled image, and per detection the one it is: detections at or above
+    the `reported` confidence, merged greedily by score where they overlap at IoU `overlap` or more (class-agnostic,
+    as a duplicate in a labelled image goes with the object it duplicates); each detection goes with the object it
+    overlaps most at `overlap` or more, else stands alone."""
+    same = np.arange(len(rows))
+    boxes = rows[["x", "y", "w", "h"]].to_numpy(float)
+    scores = rows["score"].to_numpy(float)
+    kept = []
+    for _, members in pd.Series(np.arange(len(rows))).groupby(rows["image_id"].to_numpy()):
+        members = members.to_numpy()
+        confident = members[scores[members] >= reported]
+        confident = confident[np.argsort(-scores[confident], kind="stable")]
+        heads: list[int] = []
+        for row in confident:  # greedy by score: a head unless it repeats a stronger one
+            if not heads or box_iou(boxes[[row]], boxes[heads]).max() < overlap:
+                heads.append(int(row))
+        if not heads:
+            continue
+        kept += heads
+        overlaps = box_iou(boxes[members], boxes[heads])
+        best = overlaps.argmax(axis=1)
+        found = overlaps[np.arange(len(members)), best] >= overlap
+        same[members[found]] = np.asarray(heads)[best[found]]
+    objects = rows.iloc[sorted(kept)].assign(id=sorted(kept))[["id", "image_id", "x", "y", "w", "h"]]
+    return objects, same

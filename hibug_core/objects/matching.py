@@ -185,7 +185,7 @@ def _beyond_limit(detections: pd.DataFrame, limit: int) -> np.ndarray:
     return (rank >= limit).reindex(detections.index).to_numpy(bool)
 
 
-def _box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """IoU of every box in a (n, 4) against b (m, 4), xywh, by the library's own routine."""
     from faster_coco_eval.core import mask
 
@@ -258,7 +258,7 @@ def _outcomes(ground_truth: CocoGroundTruth, results: CocoResults, matched: dict
         if len(members) == 0:
             det_error[fps] = "background"
             continue
-        overlap = _box_iou(det_boxes[fps], obj_boxes[members])
+        overlap = box_iou(det_boxes[fps], obj_boxes[members])
         same_class = det_class[fps][:, None] == obj_class[members][None, :]
         same_overlap = overlap
         if keypoint_evaluator is not None:

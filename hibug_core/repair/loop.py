@@ -44,6 +44,7 @@ class RepairConfig:
     slices: SliceConfig = field(default_factory=SliceConfig)
     top_slices: int = 10  # reported slices compared, besides the planted ones
     record_models: bool = True  # store each retrained model's predictions in the project
+    labels: str | None = None  # a detector's selected pool images: their COCO annotations (default: the project's)
 
     def __post_init__(self):
         check_fields(self, {
@@ -62,8 +63,10 @@ class RepairResult:
     summary: pd.DataFrame  # per (method, slice): mean and spread over seeds
     selections: dict[tuple[str, int], pd.DataFrame]
 
+    measure: str = "accuracy"  # what before and after are: "accuracy", or "objects found" for a detector
+
     def verdict(self) -> str:
-        return repair_verdict(self.changes)
+        return repair_verdict(self.changes, self.measure)
 
 
 def planted_definitions(project) -> list[tuple[tuple[str, str], ...]]:
@@ -96,6 +99,10 @@ def run_repair(project, config: RepairConfig | None = None, *, author: str | Non
     retrained models (by raising); the run then stays unfinished and nothing is recorded as its result."""
     # 1. Check inputs: the configuration is checked when built; here, a labelled held-out split to compare on.
     config = config or RepairConfig()
+    if project.task != "classification":
+        from hibug_core.objects.repair import run_object_repair
+
+        return run_object_repair(project, config, author=author, progress=progress)
     progress("finding error slices", 0, 1)
     report = error_slices(project, config.model, split=config.slice_split, config=config.slices)
     model = report.model
@@ -184,14 +191,15 @@ def method_difference(changes: pd.DataFrame, method: str, baseline: str) -> pd.D
     return pd.DataFrame(out)
 
 
-def repair_verdict(changes: pd.DataFrame) -> str:
-    """Whether the repair method beat its baseline, in one plain paragraph (one seed: says that is noise)."""
+def repair_verdict(changes: pd.DataFrame, measure: str = "accuracy") -> str:
+    """Whether the repair method beat its baseline, in one plain paragraph (one seed: says that is noise). `measure`
+    names what the rows' before and after are ("accuracy"; for a detector, "objects found")."""
     methods = list(dict.fromkeys(changes["method"]))
     main = methods[0]
     baselines = [m for m in methods[1:] if m != CONTROL]
     overall = changes[(changes["slice_id"] == "overall")].groupby("method", sort=False)["after"]
     before = float(changes.loc[changes["slice_id"] == "overall", "before"].iloc[0])
-    text = [f"Held-out accuracy {before:.1%} before; after, {main} {overall.mean()[main]:.1%}"]
+    text = [f"Held-out {measure} {before:.1%} before; after, {main} {overall.mean()[main]:.1%}"]
     if not baselines:
         return text[0] + " (no baseline to compare with)."
     baseline = baselines[0]

@@ -10,6 +10,8 @@ from pydantic import BaseModel
 
 from hibug_core.attributes.schema import NOT_VISIBLE, AttributeSchema
 from hibug_core.errors import HibugError
+from hibug_core.objects.coco import BACKGROUND, MISSED
+from hibug_core.objects.geometry import GEOMETRY_PHRASES
 from hibug_core.slices.report import label_attributes
 from hibug_core.slices.search import CLASS, describe
 
@@ -36,11 +38,15 @@ def _strip_is(name: str) -> str:
 def slice_prompt(definition, label: str, schema: AttributeSchema | None = None, *,
                  label_like: tuple[str, ...] = ()) -> str:
     """HiBug's template filled from a slice: main-object tags before the class ({a} {b}), yes/no and position
-    attributes after it ({c}), background tags as "in a {d} background"; empty slots close up."""
+    attributes after it ({c}), an object's measured context after it too ("cut off by the picture's border", "among
+    many other objects"), background tags as "in a {d} background"; empty slots close up."""
     groups = {a.name: a for a in schema.attributes} if schema else {}
     before, after, background, other = [], [], [], []
     for attribute, tag in definition:
         if attribute == CLASS or attribute in label_like or tag == NOT_VISIBLE:
+            continue
+        if (attribute, tag) in GEOMETRY_PHRASES:  # an object's context, measured from the boxes
+            after.append(GEOMETRY_PHRASES[(attribute, tag)])
             continue
         known = groups.get(attribute)
         binary = known is not None and known.kind == "binary"
@@ -85,6 +91,7 @@ def hibug_prompts(report, schema: AttributeSchema | None = None, *, top: int = 5
         definition = row["definition"]
         mask = report.tags.mask(definition)
         failing = evaluation.loc[mask & (evaluation["error"].to_numpy() > 0.5), "label"]
+        failing = failing[~failing.isin((BACKGROUND, MISSED))]  # a false positive's "class" is no object to draw
         named = [tag for attribute, tag in definition if attribute == CLASS or attribute in label_like]
         counts = failing.value_counts()
         labels = named[:1] or [c for c, n in counts.items() if n >= min_share * max(len(failing), 1)]

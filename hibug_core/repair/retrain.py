@@ -10,7 +10,7 @@ import pandas as pd
 
 from hibug_core.embeddings.compute import MODEL_META, own_features
 from hibug_core.errors import HibugError, check_fields
-from hibug_core.models.finetune import DecodedImages, TuneConfig
+from hibug_core.models.finetune import CLASSIFIER_EPOCHS, DecodedImages, TuneConfig
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import Registry
 
@@ -162,7 +162,7 @@ def _fine_tune(*, inputs: RetrainInputs, from_scratch: bool = False) -> np.ndarr
     schedule = replace(config.fine_tune, seed=config.seed)
     if from_scratch:  # as the network was trained, where its recipe is known
         recipe = adapter.recipe
-        schedule = replace(schedule, from_scratch=True, epochs=recipe.get("epochs", schedule.epochs),
+        schedule = replace(schedule, from_scratch=True, epochs=recipe.get("epochs", schedule.epochs or CLASSIFIER_EPOCHS),
                            batch_size=recipe.get("batch_size", schedule.batch_size),
                            learning_rate=schedule.learning_rate or recipe.get("learning_rate", SCRATCH_RATE))
     tuned = fine_tune(adapter, list(inputs.train["image_path"]), inputs.y, list(inputs.new["image_path"]),

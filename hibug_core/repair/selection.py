@@ -99,9 +99,14 @@ def _by_confidence(pool: pd.DataFrame, rows: np.ndarray, seed: int) -> np.ndarra
 def select_pool(report, config: SelectionConfig | None = None, *, n_train: int | None = None,
                 project=None) -> pd.DataFrame:
     """Pool images to label, one row each (index: sample id), with the slice it was chosen for and why. Methods that
-    read the model's stored probabilities or features (margin, coreset, BADGE, expected failures) need `project`."""
+    read the model's stored probabilities or features (margin, coreset, BADGE, expected failures) need `project`;
+    for a project of objects, pool images are chosen by their detections (hibug_core.objects.repair)."""
     # 1. Check inputs (the method is checked when the config is built): the pool, the budget.
     config = config or SelectionConfig()
+    if project is not None and project.task != "classification":  # a detector: pool images by the objects in them
+        from hibug_core.objects.repair import select_pool_images
+
+        return select_pool_images(report, config, project=project)
     samples = report.samples
     pool = samples[samples["split"] == config.pool_split]
     if pool.empty:
@@ -210,6 +215,14 @@ def _pool_rows(report, slices: pd.DataFrame, taken: list[int], pool: pd.DataFram
     return [np.flatnonzero(_pool_matches(slices["definition"].iat[i], pool_tags, pool)) for i in taken]
 
 
+def pool_masks(report, slices: pd.DataFrame, pool: pd.DataFrame) -> list[np.ndarray]:
+    """Per slice, a mask of the pool rows it holds."""
+    masks = [np.zeros(len(pool), bool) for _ in range(len(slices))]
+    for mask, rows in zip(masks, _pool_rows(report, slices, list(range(len(slices))), pool)):
+        mask[rows] = True
+    return masks
+
+
 def frame(pool: pd.DataFrame, rows: np.ndarray, slices: list, reasons: list[str], budget: int) -> pd.DataFrame:
     """The selection table; attrs: budget, unspent (when the slices' pool images run out)."""
     frame = pd.DataFrame({
@@ -271,10 +284,7 @@ def _badge(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig, 
 def _expected_failures(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig,
                        project=None) -> pd.DataFrame:
     slices = taken_slices(report, config.beta)
-    pool_masks = [np.zeros(len(pool), bool) for _ in range(len(slices))]
-    for mask, rows in zip(pool_masks, _pool_rows(report, slices, list(range(len(slices))), pool)):
-        mask[rows] = True
-    chance, owner = failure_chance(report, slices, pool, pool_masks, project)
+    chance, owner = failure_chance(report, slices, pool, pool_masks(report, slices, pool), project)
     try:
         features, labelled = (pool_outputs.features(project, report.model, ids, config.features)
                               for ids in (pool.index, _labelled_train(report)))

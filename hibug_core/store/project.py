@@ -553,6 +553,8 @@ def _insert_object_evaluation(connection: Connection, model_id: int, import_id: 
               [None if v is None or v != v else v for v in outcomes[c].tolist()] for c in columns]
     insert_rows(connection, "object_outcomes", ("model_id", "sample_id", *columns),
                 list(zip([int(model_id)] * len(outcomes), sample_ids[outcomes["row"].to_numpy()].tolist(), *values)))
+    if not evaluation.summary:  # unlabelled images (a pool): nothing to evaluate
+        return
     connection.execute(
         text("INSERT INTO object_evaluations (model_id, import_id, splits, settings_json, summary_json, per_class_json, "
              "created_at) VALUES (:m, :i, :p, :s, :y, :c, :t)"),

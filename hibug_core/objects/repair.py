@@ -1,0 +1,254 @@
+"""Repairing a detector: pool images chosen by the objects in them that fall in error slices (any selection method,
+ranking the model's detections), their annotations added to what it was trained on, the detector fine-tuned, and
+every held-out object's outcome compared before and after, slice by slice, against a baseline and a control."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.objects.coco import read_ground_truth, read_results
+from hibug_core.objects.detectors import (POOL_LABELS_META, DetectorError, TrainingSet, coco_training_set, load_runner,
+                                          recorded_detector)
+from hibug_core.objects.importer import OBJECT_KIND, known_objects
+from hibug_core.objects.matching import TRUE_POSITIVE, MatchConfig, match
+from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.repair.compare import slice_changes
+from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, SelectionError, resolve_budget
+from hibug_core.slices.search import slice_id
+
+FINE_TUNE_RATE = 5e-4  # the peak of the fine-tuning schedule when none is given (a quarter of the demo's training)
+FINE_TUNE_EPOCHS = 3
+OBJECTS_FOUND = "objects found"  # what a detector's before and after are: held-out objects found at the operating point
+
+
+def pool_detections(report, project, model: str, pool_split: str) -> pd.DataFrame:
+    """The model's detections in the pool's (unlabelled) images, as selection rows, with their image and box; a
+    detection that repeats a stronger one (IoU 0.5 or more) is the same object and left out."""
+    objects = project.objects()
+    samples = report.samples.join(objects, how="inner")
+    pool = samples[(samples["split"] == pool_split) & (samples["owner"] == model)]
+    if len(pool):  # one row per object the model sees, at any confidence: repeats of a stronger detection left out
+        boxes = pool[["image_key", "confidence"]].assign(image_id=pool["image_key"], score=pool["confidence"],
+                                                         x=pool["box_x"], y=pool["box_y"], w=pool["box_w"],
+                                                         h=pool["box_h"])
+        _, same = known_objects(boxes, reported=0.0)
+        pool = pool[same == np.arange(len(pool))]
+    if pool.empty:
+        raise SelectionError(f"'{model}' has no detections in '{pool_split}' images; import the pool's images with the "
+                             "model's results as unlabelled (`hibug new --coco images.json --results ... --split pool "
+                             "--unlabelled`)")
+    return pool
+
+
+def select_pool_images(report, config: SelectionConfig | None = None, *, project, model: str | None = None
+                       ) -> pd.DataFrame:
+    """Pool images to label for a detector, one row each (index: the sample id of its first chosen detection): the
+    selection method ranks the model's detections, and an image is taken when the first of its detections is;
+    expected failures ranks images by the likeliest failure among their objects (object_failure_chance). The budget
+    counts images: a count, or a share of the training images."""
+    # 1. Check inputs: the pool's detections and the budget in images.
+    config = config or SelectionConfig()
+    model = model or report.model
+    pool = pool_detections(report, project, model, config.pool_split)
+    samples, objects = report.samples, project.objects()
+    train_images = objects.loc[objects.index.intersection(samples.index[samples["split"] == "train"]), "image_key"]
+    images = min(resolve_budget(config.budget, int(train_images.nunique())), int(pool["image_key"].nunique()))
+    if config.method == "expected failures":
+        return _by_expected_failures(report, pool, images, config, project)
+    # 2. Rank detections with the method, asking for more until enough distinct images are chosen.
+    asked = images
+    while True:
+        chosen = SELECTION_METHODS.build(config.method, report=report, pool=pool, budget=min(asked, len(pool)),
+                                         config=config, project=project)
+        keys = pool.loc[chosen.index, "image_key"]
+        if keys.nunique() >= images or asked >= len(pool):
+            break
+        asked *= 2
+    # 3. One row per image, in the order its first detection was chosen.
+    first = ~keys.duplicated()
+    table = chosen[first.to_numpy()].head(images).copy()
+    table.insert(0, "image_key", keys[first].head(images).to_numpy())
+    table["detections"] = keys.value_counts().reindex(table["image_key"]).to_numpy()
+    table["order"] = np.arange(len(table))
+    table.attrs.update(budget=images, unspent=images - len(table))
+    return table
+
+
+def object_failure_chance(report, pool: pd.DataFrame, slices: pd.DataFrame, operating_point: float
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """(each pool object's chance of being a failure, the slice that says most about it). Below the operating point
+    an object the model sees is missed if it is really there, so its confidence stands for that chance; above it,
+    the detection is a failure if it is wrong, 1 - confidence. Either is scaled by how often the model fails on
+    validation objects like it: the shrunk failure rate of the worst taken error slice its tags put it in."""
+    from hibug_core.repair.expected_failures import slice_rates
+    from hibug_core.repair.selection import pool_masks
+
+    errors = report.evaluation["error"].to_numpy(float)
+    val_masks = [report.tags.mask(d) for d in slices["definition"]]
+    failures = np.array([errors[m].sum() for m in val_masks])
+    counts = np.array([m.sum() for m in val_masks], float)
+    overall = float(errors.mean())
+    rate, owner = slice_rates(pool_masks(report, slices, pool), failures, counts, overall, overall)
+    confidence = pool["confidence"].to_numpy(float)
+    return rate * np.where(confidence < operating_point, confidence, 1 - confidence), owner
+
+
+def _by_expected_failures(report, pool: pd.DataFrame, images: int, config: SelectionConfig, project) -> pd.DataFrame:
+    """The images whose likeliest failure among their objects is likeliest (HiBug's taken slices,
+    object_failure_chance); the max, not the sum: a sum favours crowded images over failing ones."""
+    from hibug_core.repair.selection import frame, taken_slices
+
+    slices = taken_slices(report, config.beta)
+    settings = project.object_evaluation(report.model, report.split)
+    operating_point = (settings or {}).get("settings", {}).get("confidence_threshold", MatchConfig.confidence_threshold)
+    chance, owner = object_failure_chance(report, pool, slices, operating_point)
+    expected = pd.Series(chance).groupby(pool["image_key"].to_numpy()).max()
+    tie = np.random.default_rng(config.seed).random(len(expected))
+    ranked = expected.index[np.lexsort((tie, -expected.to_numpy()))][:images]
+    best = pd.Series(chance, index=np.arange(len(pool))).groupby(pool["image_key"].to_numpy()).idxmax()
+    rows = best.loc[ranked].to_numpy()  # each image's likeliest failure stands for it
+    table = frame(pool, rows, [slices.iloc[owner[r]] if owner[r] >= 0 else None for r in rows],
+                  [f"expected failures: its likeliest failure {expected[k]:.2f} (of {n} objects seen)" for k, n in
+                   zip(ranked, pool["image_key"].value_counts().reindex(ranked))], images)
+    table.insert(0, "image_key", np.asarray(ranked, dtype=object))
+    table["detections"] = pool["image_key"].value_counts().reindex(ranked).to_numpy()
+    return table
+
+
+def held_out(project, model: str, split: str) -> tuple[pd.DataFrame, object, Path]:
+    """The split's ground-truth objects (index: sample id, with their COCO annotation id), the model's stored outcome
+    on them, and the ground truth file they were imported from."""
+    from sqlalchemy import text
+
+    from hibug_core.store.db import read_connection
+
+    evaluation = project.object_evaluation(model, split)
+    if evaluation is None:
+        raise DetectorError(f"'{model}' has no evaluated objects in '{split}'; import that split's ground truth with "
+                            "its results, or compare on another split")
+    with read_connection(project.engine) as connection:
+        source = connection.execute(text("SELECT source FROM imports WHERE id = :i"),
+                                    {"i": evaluation["import_id"]}).scalar_one()
+    path = _moved_with_project(Path(source), project.folder)
+    if not path.exists():
+        raise DetectorError(f"the ground truth of '{split}' was imported from {path}, which is gone; put it back to "
+                            "compare on it")
+    objects = project.objects(model)
+    samples = project.samples(model)
+    rows = samples[(samples["split"] == split)].join(objects[["object_kind", "outcome"]], how="inner")
+    rows = rows[rows["object_kind"] == OBJECT_KIND].copy()
+    rows["annotation"] = rows["sample_key"].str.rsplit("#object-", n=1).str[1].astype(np.int64)
+    return rows, MatchConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in evaluation["settings"].items()
+                                if k in MatchConfig.__dataclass_fields__}), path
+
+
+def _moved_with_project(path: Path, folder: Path) -> Path:
+    """`path`, or where it is now if it lay inside a project folder that was moved (or built in a staging folder and
+    renamed): the longest tail of it that exists under `folder`."""
+    if path.exists():
+        return path
+    for start in range(1, len(path.parts)):
+        candidate = folder.joinpath(*path.parts[start:])
+        if candidate.exists():
+            return candidate
+    return path
+
+
+def found_after(runner, network, truth, eval_images: list, held: pd.DataFrame, config: MatchConfig, folder: Path,
+                name: str, progress: ProgressCallback) -> tuple[np.ndarray, dict]:
+    """Run `network` on the held-out images, match with the same settings; (each held-out object found, COCO's
+    summary)."""
+    detections = runner.detect(network, eval_images, progress)
+    ids = truth.images.index.to_numpy()
+    index = {c: k for k, c in truth.categories.items()}
+    records = [{"image_id": int(ids[i]), "category_id": index[d["category"]], "bbox": d["bbox"], "score": d["score"]}
+               for i, found in enumerate(detections) for d in found]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(records))
+    matched = match(truth, read_results(path, truth, model=name), config)
+    outcome = matched.objects["outcome"].reindex(held["annotation"].to_numpy())
+    return (outcome == TRUE_POSITIVE).to_numpy(), matched.summary
+
+
+def run_object_repair(project, config, *, author: str | None = None, progress: ProgressCallback = no_progress):
+    """The repair loop (hibug_core.repair.loop.run_repair) for a detector the project can retrain."""
+    from PIL import Image
+
+    from hibug_core.repair.loop import CONTROL, GENERATED, RepairError, RepairResult, planted_definitions, summarise
+    from hibug_core.repair.runs import finish_run, start_run
+    from hibug_core.slices.report import error_slices
+
+    # 1. Check inputs: new data from labelled pool images, fine-tuning, a detector and the pool's labels.
+    if config.data == GENERATED:
+        raise RepairError("generated images have no boxes to train a detector on; repair a detector with selected "
+                          "pool images (data = selection)")
+    if config.retrain.method != "fine-tune":
+        raise RepairError(f"a detector is repaired by fine-tuning; '{config.retrain.method}' is for classifiers")
+    progress("finding error slices", 0, 1)
+    report = error_slices(project, config.model, split=config.slice_split, config=config.slices)
+    model = report.model
+    runner = load_runner(project, model)
+    recorded = recorded_detector(project, model)
+    labels = config.labels or project.meta().get(POOL_LABELS_META)
+    if not labels:
+        raise RepairError("the selected pool images need their annotations: export the selection, label it, and "
+                          "give the COCO file (labels)")
+    labels = project.folder / labels
+    held, match_config, truth_path = held_out(project, model, config.eval_split)
+    truth = read_ground_truth(truth_path)
+    # 2. What it was trained on, the held-out images, the slices compared.
+    progress("reading the training images", 0, 1)
+    trained = coco_training_set(project.folder / recorded.training)
+    eval_images = []
+    for name in truth.images["file_name"]:
+        with Image.open(truth_path.parent / name) as image:
+            eval_images.append(image.convert("RGB"))
+    held_tags = report.tags.aligned(report.all_tags.reindex(held.index))
+    before = (held["outcome"] == TRUE_POSITIVE).to_numpy()
+    planted = planted_definitions(project)
+    found = [d for d in report.slices["definition"].head(config.top_slices)
+             if slice_id(d) not in {slice_id(p) for p in planted}]
+    main = config.selection.method
+    methods = [main] + ([config.baseline] if config.baseline else []) + ([CONTROL] if config.control else [])
+    tune = config.retrain.fine_tune
+    epochs, rate = tune.epochs or FINE_TUNE_EPOCHS, tune.learning_rate or FINE_TUNE_RATE
+    # 3. Every seed, every method: pool images, their labels, fine-tuning, the held-out objects found.
+    run_id = start_run(project, "retrain", {"config": asdict(config), "measure": OBJECTS_FOUND}, author=author)
+    folder = project.folder / "models" / "tuning" / f"repair-{run_id}"
+    rows, changes, selections = [], [], {}
+    steps = len(methods) * len(config.seeds)
+    before_summary = project.object_evaluation(model, config.eval_split)["summary"]
+    for seed in config.seeds:
+        for method in methods:
+            new = TrainingSet([], [])
+            if method != CONTROL:
+                chosen = select_pool_images(report, replace(config.selection, method=method, seed=seed),
+                                            project=project, model=model)
+                selections[(method, seed)] = chosen
+                new = coco_training_set(labels, list(chosen["image_key"]))
+            network = runner.fine_tune(trained, new, lam=config.retrain.lam, epochs=epochs, learning_rate=rate,
+                                       seed=seed, progress=progress)
+            name = f"{model} · repair {run_id} {method} s{seed}"
+            after, summary = found_after(runner, network, truth, eval_images, held, match_config, folder,
+                                         f"{method.replace(' ', '-')}-s{seed}", progress)
+            table = slice_changes(held_tags, before, after, found + planted)
+            table.insert(0, "seed", seed)
+            table.insert(0, "method", method)
+            changes.append(table)
+            rows.append({"method": method, "seed": seed, "model": name, "new_images": len(new.images),
+                         "before": float(before.mean()), "after": float(after.mean()),
+                         "AP before": before_summary["AP"], "AP after": summary["AP"]})
+            progress("retraining and comparing", len(rows), steps)
+    # 4. Summarise over seeds and store the run's result.
+    changes = pd.concat(changes, ignore_index=True)
+    changes["planted"] = changes["slice_id"].isin({slice_id(d) for d in planted})
+    result = RepairResult(run_id, pd.DataFrame(rows), changes, summarise(changes), selections, OBJECTS_FOUND)
+    finish_run(project, run_id, {
+        "model": model, "measure": OBJECTS_FOUND, "runs": result.runs.to_dict("records"),
+        "summary": result.summary.to_dict("records"), "changes": changes.to_dict("records")}, author=author)
+    return result

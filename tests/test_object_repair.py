@@ -1,0 +1,132 @@
+"""Repairing a detector on the detection demo: pool images chosen by the objects in them, fine-tuning the shipped
+FCOS, held-out objects compared before and after; generation prompts for objects; what cannot be done is refused."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hibug_core.models.finetune import TuneConfig
+from hibug_core.objects.detectors import DETECTOR_META, DetectorError, load_runner
+from hibug_core.objects.repair import OBJECTS_FOUND, found_after, held_out
+from hibug_core.repair.loop import RepairConfig, RepairError, run_repair
+from hibug_core.repair.prompts import PromptError, slice_prompt
+from hibug_core.repair.retrain import RetrainConfig
+from hibug_core.repair.selection import SelectionConfig, select_pool
+from hibug_core.slices.report import error_slices
+from hibug_core.store.project import Project
+
+MODEL = "shape-fcos"
+
+
+@pytest.fixture
+def demo_copy(detection_demo, tmp_path):
+    """A copy of the session's detection demo that a test may change."""
+    folder = tmp_path / "demo"
+    shutil.copytree(detection_demo, folder)
+    project = Project.open(folder)
+    yield project
+    project.close()
+
+
+def _planted_objects_in(folder, image_keys) -> int:
+    """How many of the planted bugs' objects (small blue; green triangles) the pool's annotations hold in the images."""
+    labels = json.loads((folder / "data" / "instances_pool.json").read_text())
+    names = {image["id"]: image["file_name"] for image in labels["images"]}
+    chosen = set(image_keys)
+    return sum(1 for a in labels["annotations"] if names[a["image_id"]] in chosen and (
+        (a["attributes"]["color"] == "blue" and a["attributes"]["size"] == "small")
+        or (a["attributes"]["color"] == "green" and a["category_id"] == 3)))
+
+
+def test_pool_images_are_chosen_by_the_failures_expected_among_their_objects(detection_demo):
+    with Project.open(detection_demo) as project:
+        report = error_slices(project, MODEL)
+        samples = project.samples(MODEL)
+        chosen = {method: select_pool(report, SelectionConfig(method=method, budget=100), project=project)
+                  for method in ("expected failures", "random", "hibug")}
+    for table in chosen.values():
+        assert len(table) == 100 and table["image_key"].is_unique and table.attrs["unspent"] == 0
+        assert (samples.loc[table.index, "split"] == "pool").all()  # each row stands for an image by a detection
+        assert table["image_key"].str.startswith("images/pool/").all()
+    assert chosen["expected failures"]["reason"].str.startswith("expected failures: its likeliest failure").all()
+    # Seeded: the same images every time; the planted bugs' objects are what the expected failures find most of.
+    planted = {m: _planted_objects_in(detection_demo, t["image_key"]) for m, t in chosen.items()}
+    assert planted == {"expected failures": 49, "random": 35, "hibug": 27}
+
+
+def test_the_recorded_detector_run_again_finds_exactly_the_imported_outcomes(detection_demo, tmp_path):
+    from PIL import Image
+
+    from hibug_core.objects.coco import read_ground_truth
+
+    with Project.open(detection_demo) as project:
+        runner = load_runner(project, MODEL)
+        held, config, path = held_out(project, MODEL, "test")
+    truth = read_ground_truth(path)
+    images = [Image.open(path.parent / name).convert("RGB") for name in truth.images["file_name"]]
+    found, summary = found_after(runner, runner.network, truth, images, held, config, tmp_path, "again",
+                                 lambda *a: None)
+    assert len(held) == 2071 and config.iou_threshold == 0.5 and config.confidence_threshold == 0.5
+    assert np.array_equal(found, (held["outcome"] == "true positive").to_numpy())
+    assert summary["AP"] == pytest.approx(0.5687208483269237)
+
+
+def test_a_detector_repair_fine_tunes_and_compares_every_held_out_object(demo_copy):
+    config = RepairConfig(selection=SelectionConfig(method="expected failures", budget=24), baseline=None,
+                          control=False, seeds=(0,), retrain=RetrainConfig(lam=1.0, fine_tune=TuneConfig(epochs=1)))
+    result = run_repair(demo_copy, config)
+    assert result.measure == OBJECTS_FOUND and result.runs["new_images"].tolist() == [24]
+    overall = result.changes[result.changes["slice_id"] == "overall"].iloc[0]
+    assert overall["n"] == 2071 and overall["before"] == pytest.approx(0.6475132785)
+    planted = result.changes[result.changes["planted"]]
+    assert planted["slice"].tolist() == ["color = blue & size = small", "is truncated = yes",
+                                         "color = green & class = triangle"]
+    assert planted["n"].tolist() == [64, 437, 87]
+    assert result.verdict().startswith("Held-out objects found 64.8% before; after, expected failures")
+    assert 0 < result.runs["AP after"].iat[0] < 1 and result.runs["AP before"].iat[0] == pytest.approx(0.56872084)
+    stored = demo_copy.meta()
+    assert DETECTOR_META + MODEL in stored
+    chosen = result.selections[("expected failures", 0)]
+    assert len(chosen) == 24 and chosen["image_key"].is_unique
+
+
+def test_what_a_detector_repair_cannot_do_is_refused_with_what_to_do(demo_copy, tmp_path):
+    with pytest.raises(RepairError, match="generated images have no boxes"):
+        run_repair(demo_copy, RepairConfig(data="generated", seeds=(0,)))
+    with pytest.raises(RepairError, match="a detector is repaired by fine-tuning"):
+        run_repair(demo_copy, RepairConfig(retrain=RetrainConfig(method="linear head"), seeds=(0,)))
+    with pytest.raises(DetectorError, match="the checkpoint of 'shape-fcos' is gone"):
+        (demo_copy.folder / "models" / f"{MODEL}.pt").unlink()
+        run_repair(demo_copy, RepairConfig(seeds=(0,)))
+    from sqlalchemy import text
+
+    from hibug_core.store.db import write_transaction
+
+    with write_transaction(demo_copy.engine) as connection:  # as if only the detector's results had been imported
+        connection.execute(text("DELETE FROM project_meta WHERE key = :k"), {"k": DETECTOR_META + MODEL})
+    with pytest.raises(DetectorError, match="only its results were imported"):
+        run_repair(demo_copy, RepairConfig(seeds=(0,)))
+    from hibug_core.repair.generated import generate_for_prompts
+
+    with pytest.raises(PromptError, match="generated images come without boxes"):
+        generate_for_prompts(demo_copy, None, pd.DataFrame(), 4)
+
+
+def test_generation_prompts_describe_the_object_and_its_context(detection_demo):
+    from hibug_core.repair.prompts import hibug_prompts
+    from hibug_core.store.attribute_versions import load_schema
+
+    with Project.open(detection_demo) as project:
+        schema = load_schema(project)
+        report = error_slices(project, MODEL)
+    assert slice_prompt((("color", "blue"), ("size", "small"), ("is truncated", "yes")), "circle", schema) == \
+        "A photo of a blue small circle cut off by the picture's border"
+    assert slice_prompt((("occlusion", "heavy"), ("crowding", "many"), ("class", "triangle")), "triangle", schema) == \
+        "A photo of a triangle mostly hidden behind another object among many other objects"
+    prompts = hibug_prompts(report, schema, top=8)
+    assert not prompts["label"].isin(["(background)", "(missed)"]).any()
+    assert set(prompts["label"]) <= {"circle", "rectangle", "triangle"}
