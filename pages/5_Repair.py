@@ -179,8 +179,10 @@ with retrain:
         checkpoints = runs[runs["checkpoint"].notna()] if "checkpoint" in runs else runs.iloc[0:0]
         if len(checkpoints):
             first = Path(checkpoints["checkpoint"].iat[0])
-            st.markdown("**Repaired checkpoints**, one per method and seed (`{\"state_dict\", \"classes\", "
-                        "\"spec\"}`: load it into the same architecture, or run it with `hibug predict`)")
+            st.markdown("**Repaired checkpoints**, one per method and seed " + (
+                "(the detector's kind loads them: `{\"state_dict\", \"classes\", \"config\"}`)" if objects else
+                "(`{\"state_dict\", \"classes\", \"spec\"}`: load it into the same architecture, or run it with "
+                "`hibug predict`)"))
             st.dataframe(checkpoints[["method", "seed", "model", "checkpoint"]], hide_index=True, width="stretch")
             if first.is_file():
                 st.download_button(f"Download the {checkpoints['method'].iat[0]} checkpoint (seed "

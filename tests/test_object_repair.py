@@ -75,7 +75,7 @@ def test_the_recorded_detector_run_again_finds_exactly_the_imported_outcomes(det
     assert summary["AP"] == pytest.approx(0.5687208483269237)
 
 
-def test_a_detector_repair_fine_tunes_and_compares_every_held_out_object(demo_copy):
+def test_a_detector_repair_fine_tunes_and_compares_every_held_out_object(demo_copy, monkeypatch):
     config = RepairConfig(selection=SelectionConfig(method="expected failures", budget=24), baseline=None,
                           control=False, seeds=(0,), retrain=RetrainConfig(lam=1.0, fine_tune=TuneConfig(epochs=1)))
     result = run_repair(demo_copy, config)
@@ -90,8 +90,20 @@ def test_a_detector_repair_fine_tunes_and_compares_every_held_out_object(demo_co
     assert 0 < result.runs["AP after"].iat[0] < 1 and result.runs["AP before"].iat[0] == pytest.approx(0.56872084)
     stored = demo_copy.meta()
     assert DETECTOR_META + MODEL in stored
+    from hibug_core.demo.detector import load_checkpoint
+
+    repaired, classes, _ = load_checkpoint(result.runs["checkpoint"].iat[0])  # the repaired detector, kept
+    assert classes == ["circle", "rectangle", "triangle"] and repaired is not None
     chosen = result.selections[("expected failures", 0)]
     assert len(chosen) == 24 and chosen["image_key"].is_unique
+    # The Repair page shows the stored run in objects found, with the repaired detector to download.
+    from page_support import open_page
+
+    at = open_page(monkeypatch, "pages/5_Repair.py", demo_copy.folder, user="ana")
+    assert not at.exception
+    assert any("Held-out objects found 64.8% before" in block.value for block in [*at.success, *at.info])
+    assert any("the detector's kind loads them" in m.value for m in at.markdown)
+    assert {b.label for b in at.get("download_button")} >= {"Download the expected failures checkpoint (seed 0)"}
 
 
 def test_what_a_detector_repair_cannot_do_is_refused_with_what_to_do(demo_copy, tmp_path):

@@ -127,6 +127,13 @@ class SceneFcos:
         return train_detector(data.images, data.objects, self.classes, config, progress, start_from=self.network,
                               new=(new.images, new.objects), lam=lam or 0.0)
 
+    def save(self, network, path: Path) -> Path:
+        """The network as a checkpoint this kind loads (the training fingerprint says it was fine-tuned)."""
+        from hibug_core.demo.detector import save_detector
+
+        save_detector(path, network, self.classes, self.config, "fine-tuned")
+        return path
+
     def detect(self, network, images: list, progress: ProgressCallback = no_progress) -> list[list[dict]]:
         from hibug_core.demo.detector import detect
 

@@ -17,7 +17,9 @@ from hibug_core.objects.importer import OBJECT_KIND, known_objects
 from hibug_core.objects.matching import TRUE_POSITIVE, MatchConfig, match
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.repair.compare import slice_changes
-from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, SelectionError, resolve_budget
+from hibug_core.repair.expected_failures import slice_rates
+from hibug_core.repair.selection import (SELECTION_METHODS, SelectionConfig, SelectionError, frame, pool_masks,
+                                        resolve_budget, taken_slices)
 from hibug_core.slices.search import slice_id
 
 FINE_TUNE_RATE = 5e-4  # the peak of the fine-tuning schedule when none is given (a quarter of the demo's training)
@@ -25,22 +27,22 @@ FINE_TUNE_EPOCHS = 3
 OBJECTS_FOUND = "objects found"  # what a detector's before and after are: held-out objects found at the operating point
 
 
-def pool_detections(report, project, model: str, pool_split: str) -> pd.DataFrame:
-    """The model's detections in the pool's (unlabelled) images, as selection rows, with their image and box; a
-    detection that repeats a stronger one (IoU 0.5 or more) is the same object and left out."""
-    objects = project.objects()
+def pool_detections(report, objects: pd.DataFrame, model: str, pool_split: str) -> pd.DataFrame:
+    """The model's detections in the pool's (unlabelled) images, as selection rows, with their image and box
+    (`objects`: the project's); a detection that repeats a stronger one (IoU 0.5 or more) is the same object and
+    left out."""
     samples = report.samples.join(objects, how="inner")
     pool = samples[(samples["split"] == pool_split) & (samples["owner"] == model)]
-    if len(pool):  # one row per object the model sees, at any confidence: repeats of a stronger detection left out
-        boxes = pool[["image_key", "confidence"]].assign(image_id=pool["image_key"], score=pool["confidence"],
-                                                         x=pool["box_x"], y=pool["box_y"], w=pool["box_w"],
-                                                         h=pool["box_h"])
+    if len(pool):
+        boxes = pd.DataFrame({"image_id": pool["image_key"].to_numpy(), "score": pool["confidence"].to_numpy(),
+                              "x": pool["box_x"].to_numpy(), "y": pool["box_y"].to_numpy(),
+                              "w": pool["box_w"].to_numpy(), "h": pool["box_h"].to_numpy()})
         _, same = known_objects(boxes, reported=0.0)
         pool = pool[same == np.arange(len(pool))]
     if pool.empty:
         raise SelectionError(f"'{model}' has no detections in '{pool_split}' images; import the pool's images with the "
-                             "model's results as unlabelled (`hibug new --coco images.json --results ... --split pool "
-                             "--unlabelled`)")
+                             f"model's results as unlabelled (`hibug import PROJECT --coco images.json --results "
+                             f"{model}=results.json --split {pool_split} --unlabelled`)")
     return pool
 
 
@@ -53,8 +55,8 @@ def select_pool_images(report, config: SelectionConfig | None = None, *, project
     # 1. Check inputs: the pool's detections and the budget in images.
     config = config or SelectionConfig()
     model = model or report.model
-    pool = pool_detections(report, project, model, config.pool_split)
     samples, objects = report.samples, project.objects()
+    pool = pool_detections(report, objects, model, config.pool_split)
     train_images = objects.loc[objects.index.intersection(samples.index[samples["split"] == "train"]), "image_key"]
     images = min(resolve_budget(config.budget, int(train_images.nunique())), int(pool["image_key"].nunique()))
     if config.method == "expected failures":
@@ -84,9 +86,6 @@ def object_failure_chance(report, pool: pd.DataFrame, slices: pd.DataFrame, oper
     an object the model sees is missed if it is really there, so its confidence stands for that chance; above it,
     the detection is a failure if it is wrong, 1 - confidence. Either is scaled by how often the model fails on
     validation objects like it: the shrunk failure rate of the worst taken error slice its tags put it in."""
-    from hibug_core.repair.expected_failures import slice_rates
-    from hibug_core.repair.selection import pool_masks
-
     errors = report.evaluation["error"].to_numpy(float)
     val_masks = [report.tags.mask(d) for d in slices["definition"]]
     failures = np.array([errors[m].sum() for m in val_masks])
@@ -100,8 +99,6 @@ def object_failure_chance(report, pool: pd.DataFrame, slices: pd.DataFrame, oper
 def _by_expected_failures(report, pool: pd.DataFrame, images: int, config: SelectionConfig, project) -> pd.DataFrame:
     """The images whose likeliest failure among their objects is likeliest (HiBug's taken slices,
     object_failure_chance); the max, not the sum: a sum favours crowded images over failing ones."""
-    from hibug_core.repair.selection import frame, taken_slices
-
     slices = taken_slices(report, config.beta)
     settings = project.object_evaluation(report.model, report.split)
     operating_point = (settings or {}).get("settings", {}).get("confidence_threshold", MatchConfig.confidence_threshold)
@@ -234,15 +231,18 @@ def run_object_repair(project, config, *, author: str | None = None, progress: P
             network = runner.fine_tune(trained, new, lam=config.retrain.lam, epochs=epochs, learning_rate=rate,
                                        seed=seed, progress=progress)
             name = f"{model} · repair {run_id} {method} s{seed}"
-            after, summary = found_after(runner, network, truth, eval_images, held, match_config, folder,
-                                         f"{method.replace(' ', '-')}-s{seed}", progress)
+            stem = f"{method.replace(' ', '-')}-s{seed}"
+            folder.mkdir(parents=True, exist_ok=True)
+            checkpoint = runner.save(network, folder / f"{stem}.pt")
+            after, summary = found_after(runner, network, truth, eval_images, held, match_config, folder, stem,
+                                         progress)
             table = slice_changes(held_tags, before, after, found + planted)
             table.insert(0, "seed", seed)
             table.insert(0, "method", method)
             changes.append(table)
             rows.append({"method": method, "seed": seed, "model": name, "new_images": len(new.images),
                          "before": float(before.mean()), "after": float(after.mean()),
-                         "AP before": before_summary["AP"], "AP after": summary["AP"]})
+                         "AP before": before_summary["AP"], "AP after": summary["AP"], "checkpoint": str(checkpoint)})
             progress("retraining and comparing", len(rows), steps)
     # 4. Summarise over seeds and store the run's result.
     changes = pd.concat(changes, ignore_index=True)
