@@ -570,10 +570,13 @@ def test_an_unlabelled_pool_imports_every_detection_as_an_unlabelled_sample(tmp_
                  "annotations": []}
     pool_found = [dict(d, image_id=7) for d in found[:3]] + [
         {"image_id": 7, "category_id": 2, "bbox": [125, 10, 40, 40], "score": 0.8}]  # covers 3/8 of detection 2
-    truth_file, results = _write(tmp_path / "pool", pool_json, {"m": pool_found})
+    # Another model's detection half over detection 0: it neither occludes nor crowds m's objects.
+    other = [{"image_id": 7, "category_id": 1, "bbox": [30, 10, 40, 40], "score": 0.9}]
+    truth_file, results = _write(tmp_path / "pool", pool_json, {"m": pool_found, "other": other})
     project.import_manifest(load_coco(truth_file, results, split="pool", labelled=False), kind="coco")
     samples = project.samples("m")
-    pool = samples[samples["split"] == "pool"]
+    pool = samples[(samples["split"] == "pool") & (project.objects()["owner"] == "m").reindex(samples.index)]
+    assert (samples["split"] == "pool").sum() == 5
     assert len(pool) == 4 and pool["label"].isna().all() and pool["score"].isna().all()
     assert pool["prediction"].tolist() == ["cat", "cat", "cat", "dog"]
     assert pool["confidence"].tolist() == [0.95, 0.9, 0.85, 0.8]

@@ -130,22 +130,15 @@ def write_coco_split(folder: Path, split: str, images: list, objects: pd.DataFra
     detector's COCO results. The pool's ground truth goes to POOL_LABELS, and its instances file lists the images
     only (nobody has annotated them yet)."""
     (folder / "images" / split).mkdir(parents=True, exist_ok=True)
-    records = []
     for index, image in enumerate(images):
-        name = f"images/{split}/{index:05d}.png"
-        image.save(folder / name)
-        records.append({"id": index + 1, "file_name": name, "width": image.width, "height": image.height})
-    categories = [{"id": i + 1, "name": shape} for i, shape in enumerate(SCENE_SHAPES)]
+        image.save(folder / f"images/{split}/{index:05d}.png")
     sizes = object_tags(objects, config)["size"].to_numpy()
-    annotations = [{"id": k + 1, "image_id": int(row.scene) + 1, "category_id": SCENE_SHAPES.index(row.kind) + 1,
-                    "bbox": [row.x, row.y, row.w, row.h], "area": row.w * row.h, "iscrowd": 0,
-                    "attributes": {"color": row.color, "size": sizes[k]}}
-                   for k, row in enumerate(objects.rename(columns={"shape": "kind"}).itertuples())]
+    attributes = [{"color": colour, "size": size} for colour, size in zip(objects["color"], sizes)]
     truth = folder / f"instances_{split}.json"
-    truth.write_text(json.dumps({"images": records, "categories": categories, "annotations": annotations}))
+    truth.write_text(json.dumps(coco_instances(split, images, objects, attributes)))
     if split == "pool":
         truth = folder / "images_pool.json"
-        truth.write_text(json.dumps({"images": records, "categories": categories, "annotations": []}))
+        truth.write_text(json.dumps(coco_instances(split, images, objects.iloc[:0])))
     if detections is None:
         return truth, None
     results = folder / f"{DETECTOR_NAME}_{split}.json"
@@ -173,15 +166,17 @@ def pool_tags(images: list, manifest, config: DetectionDemoConfig) -> dict[str, 
     return {"color": colours, "size": _size(side, config).tolist()}
 
 
-def write_training_annotations(path: Path, images: list, taught: pd.DataFrame) -> None:
-    """What the detector was trained on, as COCO (file names as the train split's): retraining starts from it."""
-    records = [{"id": i + 1, "file_name": f"images/train/{i:05d}.png", "width": image.width, "height": image.height}
+def coco_instances(split: str, images: list, objects: pd.DataFrame, attributes: list[dict] | None = None) -> dict:
+    """A COCO instances file's content for a split's scenes (file names images/<split>/00000.png, ...) and objects
+    (with per-object attributes where given)."""
+    records = [{"id": i + 1, "file_name": f"images/{split}/{i:05d}.png", "width": image.width, "height": image.height}
                for i, image in enumerate(images)]
     annotations = [{"id": k + 1, "image_id": int(row.scene) + 1, "category_id": SCENE_SHAPES.index(row.kind) + 1,
-                    "bbox": [row.x, row.y, row.w, row.h], "area": row.w * row.h, "iscrowd": 0}
-                   for k, row in enumerate(taught.rename(columns={"shape": "kind"}).itertuples())]
-    path.write_text(json.dumps({"images": records, "annotations": annotations,
-                                "categories": [{"id": i + 1, "name": s} for i, s in enumerate(SCENE_SHAPES)]}))
+                    "bbox": [row.x, row.y, row.w, row.h], "area": row.w * row.h, "iscrowd": 0,
+                    **({"attributes": attributes[k]} if attributes else {})}
+                   for k, row in enumerate(objects.rename(columns={"shape": "kind"}).itertuples())]
+    return {"images": records, "categories": [{"id": i + 1, "name": s} for i, s in enumerate(SCENE_SHAPES)],
+            "annotations": annotations}
 
 
 def detection_attribute_schema() -> AttributeSchema:
@@ -236,7 +231,8 @@ def build_detection_demo(folder: str | Path, config: DetectionDemoConfig = Detec
             if not pool:
                 report[split].update({name: manifest.object_evaluations[DETECTOR_NAME].summary[name]
                                       for name in ("AP", "AP50")})
-        write_training_annotations(data / "train_annotations.json", scenes["train"][0], taught)
+        # what the detector was trained on (file names as the train split's): retraining starts from it
+        (data / "train_annotations.json").write_text(json.dumps(coco_instances("train", scenes["train"][0], taught)))
         save_detector(staging / "models" / f"{DETECTOR_NAME}.pt", model, classes, config.detector, fingerprint)
         record_detector(project, RecordedDetector(DETECTOR_NAME, "scene-fcos", f"models/{DETECTOR_NAME}.pt",
                                                   "data/train_annotations.json", classes))

@@ -145,8 +145,6 @@ def detect(model, images: list, classes: list[str], *, batch_size: int = 64, sco
            progress: ProgressCallback = no_progress) -> list[list[dict]]:
     """Per image, its detections as {category (class name), bbox [x, y, w, h], score}; down to `score_floor` where
     given (else the model's own score threshold)."""
-
-    found = []
     model.eval()
     kept = model.score_thresh
     if score_floor is not None:
@@ -200,10 +198,7 @@ def load_detector(path: Path, classes: list[str], config: DetectorConfig, finger
     if (stored.get("classes") != classes or stored.get("config") != asdict(config)
             or stored.get("training_fingerprint") != fingerprint):
         return None
-    model = build_detector(classes, config)
-    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in stored["state_dict"].items()})
-    model.eval()
-    return model
+    return _network(stored, classes, config)
 
 
 def load_checkpoint(path: Path):
@@ -211,8 +206,13 @@ def load_checkpoint(path: Path):
     import torch
 
     stored = torch.load(path, map_location="cpu", weights_only=True)
-    config = DetectorConfig(**stored["config"])
-    model = build_detector(list(stored["classes"]), config)
+    classes, config = list(stored["classes"]), DetectorConfig(**stored["config"])
+    return _network(stored, classes, config), classes, config
+
+
+def _network(stored: dict, classes: list[str], config: DetectorConfig):
+    """The stored weights (half precision) in a detector of `classes` and `config`, ready to run."""
+    model = build_detector(classes, config)
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in stored["state_dict"].items()})
     model.eval()
-    return model, list(stored["classes"]), config
+    return model

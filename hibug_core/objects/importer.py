@@ -210,7 +210,7 @@ def _sample_columns(truth: CocoGroundTruth, rows: pd.DataFrame, paths: dict, inf
 def _unlabelled_manifest(truth: CocoGroundTruth, found: list[CocoResults], paths: dict, infos: dict,
                          splits: dict[int, str], geometry: GeometryConfig, reported: float) -> ValidatedManifest:
     """Every detection of every model as an unlabelled sample; its occlusion and crowding measured against the
-    objects its model reports (confidence from `reported`, the operating point; _known_objects): the only objects
+    objects its model reports (confidence from `reported`, the operating point; known_objects): the only objects
     known in an image nobody has annotated, as the ground-truth objects are in a labelled one."""
     names = truth.categories
     rows = pd.concat([pd.DataFrame({
@@ -235,10 +235,15 @@ def _unlabelled_manifest(truth: CocoGroundTruth, found: list[CocoResults], paths
             "pred_x": detections["x"].to_numpy(), "pred_y": detections["y"].to_numpy(),
             "pred_w": detections["w"].to_numpy(), "pred_h": detections["h"].to_numpy(), "nearest_label": None})
         evaluations[result.model] = ObjectEvaluation(outcomes, {}, pd.DataFrame(), {"labelled": False})
-    objects, same = known_objects(rows, reported)
-    measured = measure_objects(rows[["x", "y", "w", "h"]].to_numpy(), (rows["w"] * rows["h"]).to_numpy(),
-                               rows["image_id"].to_numpy(), samples[["width", "height"]].to_numpy(), same, objects,
-                               geometry)
+    measured = []
+    for result in found:  # each model's detections against the objects that model reports, not another's
+        mine = rows.index[rows["owner"] == result.model]
+        own = rows.loc[mine].reset_index(drop=True)
+        objects, same = known_objects(own, reported)
+        measured.append(measure_objects(own[["x", "y", "w", "h"]].to_numpy(), (own["w"] * own["h"]).to_numpy(),
+                                        own["image_id"].to_numpy(), samples.loc[mine, ["width", "height"]].to_numpy(),
+                                        same, objects, geometry).set_axis(mine))
+    measured = pd.concat(measured).sort_index()
     known_tags = {name: measured[name].tolist() for name in measured.columns}
     return ValidatedManifest(truth.source, samples, models, known_tags, [], "image", object_columns, evaluations)
 

@@ -17,7 +17,7 @@ from hibug_core.objects.importer import OBJECT_KIND, known_objects
 from hibug_core.objects.matching import TRUE_POSITIVE, MatchConfig, match
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.repair.compare import slice_changes
-from hibug_core.repair.expected_failures import slice_rates
+from hibug_core.repair.expected_failures import slice_failures, slice_rates
 from hibug_core.repair.selection import (SELECTION_METHODS, SelectionConfig, SelectionError, frame, pool_masks,
                                         resolve_budget, taken_slices)
 from hibug_core.slices.search import slice_id
@@ -86,11 +86,7 @@ def object_failure_chance(report, pool: pd.DataFrame, slices: pd.DataFrame, oper
     an object the model sees is missed if it is really there, so its confidence stands for that chance; above it,
     the detection is a failure if it is wrong, 1 - confidence. Either is scaled by how often the model fails on
     validation objects like it: the shrunk failure rate of the worst taken error slice its tags put it in."""
-    errors = report.evaluation["error"].to_numpy(float)
-    val_masks = [report.tags.mask(d) for d in slices["definition"]]
-    failures = np.array([errors[m].sum() for m in val_masks])
-    counts = np.array([m.sum() for m in val_masks], float)
-    overall = float(errors.mean())
+    _, _, failures, counts, overall = slice_failures(report, slices)
     rate, owner = slice_rates(pool_masks(report, slices, pool), failures, counts, overall, overall)
     confidence = pool["confidence"].to_numpy(float)
     return rate * np.where(confidence < operating_point, confidence, 1 - confidence), owner
@@ -232,7 +228,6 @@ def run_object_repair(project, config, *, author: str | None = None, progress: P
                                        seed=seed, progress=progress)
             name = f"{model} · repair {run_id} {method} s{seed}"
             stem = f"{method.replace(' ', '-')}-s{seed}"
-            folder.mkdir(parents=True, exist_ok=True)
             checkpoint = runner.save(network, folder / f"{stem}.pt")
             after, summary = found_after(runner, network, truth, eval_images, held, match_config, folder, stem,
                                          progress)

@@ -31,6 +31,15 @@ def slice_rates(masks: list[np.ndarray], failures: np.ndarray, counts: np.ndarra
     return best, owner
 
 
+def slice_failures(report, slices: pd.DataFrame) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, np.ndarray,
+                                                          float]:
+    """On the validation rows: each row's error, each slice's mask, failures and count, and the overall error rate."""
+    errors = report.evaluation["error"].to_numpy(float)
+    masks = [report.tags.mask(d) for d in slices["definition"]]
+    return (errors, masks, np.array([errors[m].sum() for m in masks]), np.array([m.sum() for m in masks], float),
+            float(errors.mean()))
+
+
 def _logit(p: np.ndarray) -> np.ndarray:
     p = np.clip(p, 1e-4, 1 - 1e-4)
     return np.log(p / (1 - p))
@@ -44,11 +53,7 @@ def failure_chance(report, slices: pd.DataFrame, pool: pd.DataFrame, pool_masks:
     from sklearn.linear_model import LogisticRegression
 
     evaluation = report.evaluation
-    errors = evaluation["error"].to_numpy(float)
-    overall = float(errors.mean())
-    val_masks = [report.tags.mask(d) for d in slices["definition"]]
-    failures = np.array([errors[m].sum() for m in val_masks])
-    counts = np.array([m.sum() for m in val_masks], float)
+    errors, val_masks, failures, counts, overall = slice_failures(report, slices)
     rest = errors[~np.any(val_masks, axis=0)]  # validation images in no taken slice
     outside = (rest.sum() + SHRINK * overall) / (len(rest) + SHRINK)
     val_rate, _ = slice_rates(val_masks, failures, counts, overall, outside, own_error=errors)
