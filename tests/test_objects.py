@@ -587,6 +587,15 @@ def test_an_unlabelled_pool_imports_every_detection_as_an_unlabelled_sample(tmp_
     # Detection 1 repeats detection 0 (IoU 0.9): the model reports 3 objects, and a repeat does not occlude its own.
     assert tags["crowding"].tolist() == ["few"] * 4
     assert tags["occlusion"].tolist() == ["none", "none", "partial", "partial"]
+    # Its pictures draw the detection's own box in grey, and no true box (blue): nobody has drawn one.
+    from hibug_core.objects.crops import OUTCOME_COLOURS, TRUE_BOX, picture_of, render_picture
+
+    row = project.objects("m").loc[pool.index[2]]
+    picture = picture_of(row)
+    assert picture.pred_box is None and picture.outcome == UNLABELLED
+    pixels = np.asarray(render_picture(Image.open(tmp_path / "pool" / "images" / "pool.png"), picture)).reshape(-1, 3)
+    colours = {tuple(int(v) for v in c) for c in pixels}
+    assert OUTCOME_COLOURS[UNLABELLED] in colours and TRUE_BOX not in colours
     # The pool has no COCO evaluation; val's is unchanged.
     assert project.object_evaluation("m", "pool") is None and project.object_evaluation("m", "val") is not None
     with pytest.raises(ManifestError, match="an unlabelled split's instances file lists its images only"):

@@ -10,12 +10,15 @@ from pathlib import Path
 
 import numpy as np
 
+from hibug_core.objects.importer import UNLABELLED
 from hibug_core.thumbnails import THUMBS_DIR
 
 TRUE_BOX = (37, 99, 235)  # blue: where the object is
-OUTCOME_COLOURS = {"true positive": (22, 163, 74), "false positive": (220, 38, 38), "near miss": (234, 140, 0)}
+OUTCOME_COLOURS = {"true positive": (22, 163, 74), "false positive": (220, 38, 38), "near miss": (234, 140, 0),
+                   UNLABELLED: (107, 114, 128)}
 LEGEND = ("blue: the true box; the predicted box is green when it found the object, amber when it came close (a "
-          "localization or classification error) and red for a false positive")
+          "localization or classification error) and red for a false positive; grey: a detection in an unlabelled "
+          "image (no true box to compare with)")
 
 
 @dataclass(frozen=True)
@@ -37,8 +40,8 @@ def picture_of(row) -> ObjectPicture:
     pred = tuple(float(row.get(c, np.nan)) for c in ("pred_x", "pred_y", "pred_w", "pred_h"))
     pred_box = None if any(np.isnan(pred)) else pred
     outcome = str(row.get("outcome") or "")
-    if outcome == "false positive":
-        return ObjectPicture(box, None, outcome)  # its own box is the prediction
+    if outcome in ("false positive", UNLABELLED):
+        return ObjectPicture(box, None, outcome)  # its own box is the prediction; there is no true box
     return ObjectPicture(box, pred_box, "true positive" if outcome == "true positive" else "near miss")
 
 
@@ -81,8 +84,8 @@ def render_picture(image, picture: ObjectPicture, *, size: int = 160, margin: fl
         draw.rectangle(corners, outline=(255, 255, 255), width=line + 2)  # a halo: visible on any colour
         draw.rectangle([corners[0] + 1, corners[1] + 1, corners[2] - 1, corners[3] - 1], outline=colour, width=line)
 
-    if picture.outcome == "false positive":
-        outline(picture.box, OUTCOME_COLOURS["false positive"])
+    if picture.outcome in ("false positive", UNLABELLED):
+        outline(picture.box, OUTCOME_COLOURS[picture.outcome])
     else:
         outline(picture.box, TRUE_BOX)
         if picture.pred_box:
