@@ -27,7 +27,7 @@ def per_class(samples: pd.DataFrame, split: str | None = None) -> pd.DataFrame:
 def confusion(samples: pd.DataFrame, split: str | None = None) -> pd.DataFrame:
     """Counts of (true label, prediction); rows are labels, columns predictions, both in one class order."""
     rows = labelled(samples if split is None else samples[samples["split"] == split])
-    classes = sorted(set(rows["label"]) | set(rows["prediction"]))
+    classes = sorted(set(rows["label"].unique()) | set(rows["prediction"].dropna().unique()))
     table = pd.crosstab(rows["label"], rows["prediction"])
     return table.reindex(index=classes, columns=classes, fill_value=0)
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -47,12 +48,14 @@ def open_project(folder: str) -> Project:
 
 
 # Every cached read below is keyed by project_state: the one signal that changes with any stored change.
+# The two tables every page reads are kept once per process (cache_resource) and handed out as shallow copies:
+# pandas' copy-on-write keeps a page's changes to its copy, and a million rows are not unpickled on every rerun.
 def load_samples(project: Project, model: str | None) -> pd.DataFrame:
     """The sample table of a model."""
-    return _samples(str(project.folder), model, project_state(project))
+    return _samples(str(project.folder), model, project_state(project)).copy(deep=False)
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@st.cache_resource(show_spinner=False, max_entries=6)  # each a whole sample table: kept few
 def _samples(folder: str, model: str | None, state: str) -> pd.DataFrame:
     del state
     project = open_project(folder)
@@ -187,10 +190,13 @@ def _source_ranking(folder: str, state: str):
 
 def tag_table(project: Project):
     """The tags in force (TagTable)."""
-    return _tag_table(str(project.folder), project_state(project))
+    table = _tag_table(str(project.folder), project_state(project))
+    return dataclasses.replace(table, **{name: getattr(table, name).copy(deep=False) for name in
+                                         ("tags", "score", "margin", "corrected") if getattr(table, name) is not None},
+                               source=dict(table.source))
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
+@st.cache_resource(show_spinner=False, max_entries=4)
 def _tag_table(folder: str, state: str):
     from hibug_core.store.attribute_versions import latest_version
     from hibug_core.store.tag_store import TagTable

@@ -1,6 +1,7 @@
 """Reusable dashboard widgets: image grids with captions, paging, and settings kept in the URL."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -72,15 +73,17 @@ def grid_filters(rows: pd.DataFrame, tags: pd.DataFrame | None, key: str) -> pd.
     return rows
 
 
-def paged(rows: pd.DataFrame, key: str, per_page: int = 24) -> pd.DataFrame:
-    """One page of `rows`, with a page picker when there is more than one page."""
-    pages = max((len(rows) - 1) // per_page + 1, 1)
+def paged(rows: pd.DataFrame, key: str, per_page: int = 24, among: np.ndarray | None = None) -> pd.DataFrame:
+    """One page of `rows` (or of the rows at positions `among`, so that a million-row table is never copied to show
+    one page), with a page picker when there is more than one page."""
+    count = len(rows) if among is None else len(among)
+    pages = max((count - 1) // per_page + 1, 1)
     page = 1
     if pages > 1:
         page = st.number_input(f"Page (of {pages})", min_value=1, max_value=pages, value=1, step=1, key=key)
     start = (int(page) - 1) * per_page
-    st.caption(f"images {start + 1 if len(rows) else 0}–{min(start + per_page, len(rows))} of {len(rows):,}")
-    return rows.iloc[start : start + per_page]
+    st.caption(f"images {start + 1 if count else 0}–{min(start + per_page, count)} of {count:,}")
+    return rows.iloc[start : start + per_page] if among is None else rows.iloc[among[start : start + per_page]]
 
 
 def url_setting(name: str, default, cast=str):

@@ -2,6 +2,7 @@
 tags with one click per image, and teach a tag by example."""
 import json
 
+import numpy as np
 import pandas as pd
 import plotly.express as px
 import streamlit as st
@@ -118,20 +119,31 @@ if not tagged:
         tab.info("No tags yet: start a tagging run.")
     st.stop()
 
+
+
+def tag_counts(frame: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Images per (tag, `by` value), both as literal plotly text, for a grouped bar chart."""
+    counts = frame.groupby(["tag", by], observed=True).size().rename("images").reset_index()
+    return counts.assign(tag=literal_values(counts["tag"].astype(object)),
+                         **{by: literal_values(counts[by].astype(object))})
+
+
 with explore:
     attribute = st.selectbox("Attribute", tagged, key="tagging_hist_attribute",
                              index=tagged.index(url_setting("attribute", tagged[0])) if url_setting("attribute", tagged[0]) in tagged else 0)
-    frame = pd.DataFrame({"tag": table.tags[attribute].astype(object)}).join(samples[["label", "split", "correct"]])
+    frame = pd.DataFrame({"tag": table.tags[attribute]}).join(samples[["label", "split", "correct"]])
     frame = frame[frame["tag"].notna()]
     frame["outcome"] = outcome(frame)
-    frame["tag"], frame["label"] = literal_values(frame["tag"]), literal_values(frame["label"])
+    # Counted here, drawn as bars: the browser gets a few numbers per tag, not a value per image.
+    by_outcome = tag_counts(frame, "outcome")
+    by_class = tag_counts(frame[frame["label"].notna()], "label")
     left, right = st.columns(2)
-    by_outcome = px.histogram(frame, x="tag", color="outcome", barmode="group", title=f"{plotly_literal(attribute)}: right and wrong",
-                              color_discrete_map={"right": "#2b8a3e", "wrong": "#d9480f"})
-    left.plotly_chart(by_outcome, width="stretch", key="tagging_hist_outcome")
-    by_class = px.histogram(frame[frame["label"].notna()], x="tag", color="label", barmode="group",
-                            title=f"{plotly_literal(attribute)} by class")
-    right.plotly_chart(by_class, width="stretch", key="tagging_hist_class")
+    left.plotly_chart(px.bar(by_outcome, x="tag", y="images", color="outcome", barmode="group",
+                             title=f"{plotly_literal(attribute)}: right and wrong",
+                             color_discrete_map={"right": "#2b8a3e", "wrong": "#d9480f"}),
+                      width="stretch", key="tagging_hist_outcome")
+    right.plotly_chart(px.bar(by_class, x="tag", y="images", color="label", barmode="group",
+                              title=f"{plotly_literal(attribute)} by class"), width="stretch", key="tagging_hist_class")
     wrong = frame.groupby("tag", observed=True)["correct"].agg(lambda c: 1 - c.dropna().astype(float).mean())
     st.caption("Error rate per tag: " + ", ".join(f"{t} {e:.0%}" for t, e in wrong.dropna().items()))
 
@@ -158,7 +170,8 @@ with review:
     people = tag_store.corrections(project, attribute).set_index("sample_id")["tag"]
     candidates = table.tags.index[(table.tags[attribute].astype(object) == tag) & ~table.tags.index.isin(people.index)]
     st.caption(f"{len(candidates):,} images tagged '{tag}' not reviewed yet; confirm or correct each")
-    page = paged(samples.loc[candidates.intersection(samples.index)], key="tagging_audit_page", per_page=12)
+    shown = samples.index.get_indexer(candidates)
+    page = paged(samples, key="tagging_audit_page", per_page=12, among=shown[shown >= 0])
 
     AUDIT_ERROR = "tagging_audit_error"
 
@@ -195,8 +208,8 @@ with teach:
     examples = examples[examples["kind"] == "example"]
     counts = examples["tag"].value_counts()
     st.caption("Examples so far: " + (", ".join(f"{t}: {int(counts.get(t, 0))}" for t in tags)))
-    pool = samples.drop(index=examples["sample_id"], errors="ignore")
-    shown = paged(pool, key="teach_page", per_page=12)
+    pool = np.flatnonzero(~samples.index.isin(examples["sample_id"]))
+    shown = paged(samples, key="teach_page", per_page=12, among=pool)
     picked = []
     cells = st.columns(6)
     for i, (sample_id, row) in enumerate(shown.iterrows()):

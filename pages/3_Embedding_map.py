@@ -1,8 +1,10 @@
 """Embedding map: every image on a 2-D map (UMAP of its embedding), coloured by correctness, class, prediction or
 any attribute; select points with the box or lasso to see their images and the tags over-represented among them."""
 import numpy as np
+import pandas as pd
 import streamlit as st
 
+from hibug_core.embeddings.map_selection import inside_box
 from hibug_core.embeddings.projection import MapConfig, stored_map
 from hibug_core.embeddings.registry import DEFAULT_ENCODER
 from hibug_core.errors import HibugError
@@ -12,7 +14,7 @@ from hibug_core.slices.selection import over_represented
 from hibug_core.metrics import outcome
 from hibug_core.store.tag_store import project_state
 from hibug_ui.jobs import job_status, start_job
-from hibug_ui.plots import map_figure
+from hibug_ui.plots import MAP_POINTS_LIMIT, density_figure, map_figure, map_view, selection_mask
 from hibug_ui.state import current_model, current_project, current_user, load_samples, open_project, tag_table
 from hibug_ui.widgets import as_percent, image_grid, paged, percent_column, url_setting
 
@@ -57,20 +59,42 @@ colour = cells[2].selectbox("Colour by", options, index=options.index(default) i
 if colour != url_setting("color", "outcome"):
     st.query_params["color"] = colour
 if colour in tagged:
-    frame[colour] = tags[colour].reindex(frame.index).astype(object)
+    values = tags[colour].reindex(frame.index)
 elif colour.startswith("known: "):
-    frame[colour] = known[colour.removeprefix("known: ")].reindex(frame.index).astype(object)
-frame[colour] = frame[colour].astype(object).fillna("(none)").astype(str)
+    values = known[colour.removeprefix("known: ")].reindex(frame.index)
+else:
+    values = frame[colour]
+frame[colour] = pd.Categorical(values.astype(object).fillna("(none)").astype(str))
 
-figure = map_figure(frame, colour)
+x, y, ids = frame["x"].to_numpy(), frame["y"].to_numpy(), frame.index.to_numpy()
+zoom = st.session_state.get("map_zoom")
+view = zoom["view"] if zoom and zoom["map"] == (encoder, method) else None
+in_view = inside_box(x, y, *view) if view else np.ones(len(frame), dtype=bool)
+dense = int(in_view.sum()) > MAP_POINTS_LIMIT
+if dense:
+    figure = density_figure(frame[in_view] if view else frame, colour, view or map_view(x, y))
+else:
+    figure = map_figure(frame[in_view] if view else frame, colour, view)
 event = st.plotly_chart(figure, width="stretch", key="map_chart", on_select="rerun",
                         selection_mode=("points", "box", "lasso"))
-st.caption(f"{len(frame):,} images · click a point to see its image, or box or lasso to select many")
+shown = f"{int(in_view.sum()):,} of {len(frame):,} images in this view" if view else f"{len(frame):,} images"
+st.caption(f"{shown} · " + ("more than {:,} points: a density image drawn by datashader; box or lasso selects every "
+                            "image under the shape; zoom into a selection to see and click single points"
+                            .format(MAP_POINTS_LIMIT) if dense else
+                            "click a point to see its image, or box or lasso to select many"))
 
-selection = (event or {}).get("selection") or {}
-chosen = [int(np.ravel(p["customdata"])[0]) for p in selection.get("points", []) if p.get("customdata") is not None]
+selected = selection_mask((event or {}).get("selection") or {}, x, y, ids)
+chosen = ids[selected].tolist()
+zooming = st.columns([1, 1, 4])
+if zooming[0].button("Zoom to the selection", key="map_zoom_in", disabled=not chosen,
+                     help="Shows the selected images' region alone: their points, when few enough to draw"):
+    low, high = map_view(x[selected], y[selected])
+    st.session_state["map_zoom"] = {"map": (encoder, method), "view": (low, high)}
+    st.rerun()
+if view and zooming[1].button("Whole map", key="map_zoom_out"):
+    st.session_state.pop("map_zoom", None)
+    st.rerun()
 if chosen:
-    selected = np.isin(frame.index.to_numpy(), chosen)
     st.subheader(f"{len(chosen):,} images selected")
     left, right = st.columns([3, 2])
     with right:
@@ -85,8 +109,12 @@ if chosen:
             "p_value": st.column_config.NumberColumn("p", format="%.1e"),
             "q_value": st.column_config.NumberColumn("q", format="%.1e")})
     with left:
-        rows = samples.loc[frame.index[selected]].sort_values("correct", kind="stable")
-        image_grid(project, paged(rows, key="map_page"), columns=6, details="map", user=user,
+        positions = samples.index.get_indexer(ids[selected])
+        positions = positions[positions >= 0]
+        correct = samples["correct"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)[positions]
+        wrong_first = np.nan_to_num(correct, nan=2.0)  # wrong, right, then those without a label or prediction
+        image_grid(project, paged(samples, key="map_page", among=positions[np.argsort(wrong_first, kind="stable")]),
+                   columns=6, details="map", user=user,
                    caption=lambda r: f"{r['label']} → {r['prediction']}")
     with st.form("map_review_selection", clear_on_submit=True):
         name = st.text_input("Name this selection for the review board", placeholder="e.g. dark triangles, top left")

@@ -64,3 +64,37 @@ def test_over_represented_tags_with_exact_hypergeometric_p_values():
     assert (red["p_value"], small["p_value"]) == pytest.approx((25 / 210, 55 / 210))
     assert table["q_value"].tolist() == pytest.approx([50 / 210, 55 / 210])  # Benjamini-Hochberg over the two
     assert over_represented(tags, np.zeros(10, dtype=bool)).empty
+
+
+def test_points_inside_a_lasso_and_a_box_worked_by_hand():
+    from hibug_core.embeddings.map_selection import inside_box, inside_polygon
+
+    # A concave "C": the square (0,0)-(4,4) less its notch (1,1)-(4,3).
+    lasso_x, lasso_y = [0, 4, 4, 1, 1, 4, 4, 0], [0, 0, 1, 1, 3, 3, 4, 4]
+    x = np.array([0.5, 2.0, 2.0, 2.0, 0.5, 5.0, -1.0, 3.5])
+    y = np.array([2.0, 0.5, 2.0, 3.5, 3.9, 2.0, 2.0, 3.5])
+    assert inside_polygon(x, y, lasso_x, lasso_y).tolist() == [True, True, False, True, True, False, False, True]
+    assert inside_polygon(x, y, [0, 1], [0, 1]).tolist() == [False] * 8  # a line selects nothing
+    assert inside_box(x, y, [3, 0], [4, 2]).tolist() == [True, False, True, True, True, False, False, False]
+    with pytest.raises(ValueError, match="as many x as y"):
+        inside_polygon(x, y, [0, 1, 2], [0, 1])
+
+
+def test_a_lasso_selects_exactly_what_a_reference_ray_cast_does_on_a_million_points():
+    from hibug_core.embeddings.map_selection import inside_polygon
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(2, 1_000_000)).astype(np.float32)
+    angle = np.linspace(0, 2 * np.pi, 60, endpoint=False)
+    radius = 1 + 0.5 * np.sin(5 * angle)  # a star: concave in ten places
+    lasso_x, lasso_y = radius * np.cos(angle), radius * np.sin(angle)
+    got = inside_polygon(x, y, lasso_x, lasso_y)
+    # the reference: the same even-odd rule in plain numpy over the first 20,000 points
+    px, py, inside = x[:20_000].astype(float), y[:20_000].astype(float), np.zeros(20_000, dtype=bool)
+    for k in range(60):
+        xk, yk, xj, yj = lasso_x[k], lasso_y[k], lasso_x[k - 1], lasso_y[k - 1]
+        crosses = (yk > py) != (yj > py)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inside ^= crosses & (px < (xj - xk) * (py - yk) / (yj - yk) + xk)
+    assert np.array_equal(got[:20_000], inside)
+    assert int(got.sum()) == 391_215

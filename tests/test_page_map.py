@@ -83,3 +83,48 @@ def test_a_project_without_attributes_still_shows_its_map(monkeypatch, tmp_path)
     at = open_page(monkeypatch, project, encoder="tiny-open_clip", method="pca", color="label")
     assert not at.exception
     assert at.caption[0].value == "6 images · click a point to see its image, or box or lasso to select many"
+
+
+def test_above_the_points_limit_the_map_is_a_density_image_and_a_lasso_selects_under_it(monkeypatch, colour_project):
+    import json
+
+    import numpy as np
+
+    import hibug_ui.plots
+
+    embed_project(colour_project, "tiny-open_clip")
+    points = compute_map(colour_project, "tiny-open_clip", config=MapConfig(method="pca"))
+    monkeypatch.setattr(hibug_ui.plots, "MAP_POINTS_LIMIT", 5)  # 12 images: drawn as the density image
+    at = open_page(monkeypatch, colour_project, encoder="tiny-open_clip", method="pca", color="label")
+    assert not at.exception
+    assert at.caption[0].value.startswith("12 images · more than 5 points: a density image drawn by datashader")
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert len(figure["layout"]["images"]) == 1 and figure["layout"]["images"][0]["source"].startswith(
+        "data:image/png;base64,")
+    assert sorted(t["name"] for t in figure["data"] if t.get("name")) == ["(none)", "circle", "square"]
+
+    # A lasso around the left half of the map selects exactly the images whose points lie there.
+    middle = float(np.median(points["x"]))
+    low, high = float(points["y"].min()) - 1, float(points["y"].max()) + 1
+    left = float(points["x"].min()) - 1
+    lasso = {"x": [left, middle, middle, left], "y": [low, low, high, high]}
+    at.session_state["map_chart"] = {"selection": {"points": [], "point_indices": [], "box": [], "lasso": [lasso]}}
+    at.run()
+    assert not at.exception
+    expected = sorted(points.index[points["x"] <= middle])
+    assert at.subheader[0].value == f"{len(expected)} images selected"
+    assert len(at.get("image")) == len(expected)
+
+    # Zooming into a selection of few enough points draws the points themselves: the leftmost point is two
+    # images (the 12 images are 6 pictures twice).
+    box = {"x": [left, float(points["x"].min())], "y": [low, high]}
+    at.session_state["map_chart"] = {"selection": {"points": [], "point_indices": [], "box": [box], "lasso": []}}
+    at.run()
+    assert at.subheader[0].value == "2 images selected"
+    at.button(key="map_zoom_in").click().run()
+    assert not at.exception
+    assert at.caption[0].value.startswith("2 of 12 images in this view · click a point")
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert "images" not in figure["layout"] and sum(len(t["customdata"]["bdata"]) > 0 for t in figure["data"]) > 0
+    at.button(key="map_zoom_out").click().run()
+    assert at.caption[0].value.startswith("12 images · more than 5 points")

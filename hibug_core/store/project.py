@@ -334,7 +334,7 @@ class Project:
         split and, for a model, its prediction, confidence, score and correctness."""
         with read_connection(self.engine) as connection:
             cached = self._per_import(connection, "samples", self._read_samples)
-            frame = cached.copy() if sample_ids is None else cached.loc[np.asarray(sample_ids)]
+            frame = cached.copy(deep=False) if sample_ids is None else cached.loc[np.asarray(sample_ids)]
             if model is not None:
                 predictions = pd.read_sql_query(
                     text("SELECT p.sample_id AS id, p.prediction, p.confidence, p.score FROM predictions p "
@@ -392,10 +392,10 @@ class Project:
         return samples.index[samples["split"].isin(splits)]
 
     def known_tags(self) -> pd.DataFrame:
-        """Imported or ground-truth tags: one column per attribute, indexed by sample id (a copy; read from the
+        """Imported or ground-truth tags: one column per attribute, indexed by sample id (copy-on-write; read from the
         database again only after an import, the only way they change)."""
         with read_connection(self.engine) as connection:
-            return self._per_import(connection, "known tags", self._read_known_tags).copy()
+            return self._per_import(connection, "known tags", self._read_known_tags).copy(deep=False)
 
     def _per_import(self, connection: Connection, name: str, read) -> pd.DataFrame:
         """A table that only imports change (samples, known tags), read again only after a new import."""

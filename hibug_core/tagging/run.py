@@ -138,7 +138,10 @@ def project_tag_quality(project, *, mapping: dict[str, str] | None = None, sampl
 def audit(project, attribute: str) -> pd.DataFrame:
     """Precision of each tag in force of `attribute` (before people's corrections), estimated from the images people
     confirmed or corrected."""
-    model = current_tags(project, with_corrections=False).tags[attribute]
     people = tag_store.corrections(project, attribute)
     people = people[people["kind"].isin(["confirm", "correct"])]
-    return audit_precision(model, people.set_index("sample_id")["tag"])
+    schema = load_schema(project)
+    only = AttributeSchema(attributes=(schema[attribute],)) if attribute in schema.names() else schema
+    # Only the reviewed images' tags are read: proportional to the audit, not to the project.
+    model = current_tags(project, only, with_corrections=False, sample_ids=people["sample_id"].unique()).tags
+    return audit_precision(model[attribute], people.set_index("sample_id")["tag"])
