@@ -65,14 +65,15 @@ def test_counts_of_a_hand_made_table():
     assert result.candidates == 4 + 4  # every depth-2 pair of surviving features was a candidate
 
 
-@pytest.mark.parametrize("row_cost", [0.0, 1e9], ids=["bitset-path", "row-path"])
+@pytest.mark.parametrize("row_cost", [0.0, 1e9], ids=["row-path", "bitset-path"])
 @pytest.mark.parametrize("continuous", [False, True])
 def test_enumeration_equals_brute_force(row_cost, continuous, monkeypatch):
     monkeypatch.setattr(enumeration_module, "ROW_COST_FACTOR", row_cost)
     rng = np.random.default_rng(1)
     n_tags = [3, 2, 4, 3, 2]
     codes = np.stack([rng.integers(0, t, 400) for t in n_tags], axis=1).astype(np.int16)
-    codes[rng.random(codes.shape) < 0.05] = -1
+    # Attributes 1 and 3 lack some tags; 0, 2 and 4 are complete (their last tag counted as the parent's rest).
+    codes[(rng.random(codes.shape) < 0.05) & np.isin(np.arange(5), [1, 3])] = -1
     errors = rng.random(400) if continuous else (rng.random(400) < 0.3).astype(float)
     result = enumerate_slices(codes, n_tags, errors, max_depth=4, min_support=6)
     expected = brute_force(codes, n_tags, errors, 4, 6)
@@ -80,6 +81,25 @@ def test_enumeration_equals_brute_force(row_cost, continuous, monkeypatch):
     assert got.keys() == expected.keys()
     for key, (count, error_sum) in expected.items():
         assert got[key][0] == count and got[key][1] == pytest.approx(error_sum, abs=1e-9)
+
+
+@pytest.mark.parametrize("row_cost", [0.0, 1e9], ids=["row-path", "bitset-path"])
+def test_several_models_each_equal_brute_force(row_cost, monkeypatch):
+    monkeypatch.setattr(enumeration_module, "ROW_COST_FACTOR", row_cost)
+    rng = np.random.default_rng(3)
+    n_tags = [4, 3, 2, 4]
+    codes = np.stack([rng.integers(0, t, 500) for t in n_tags], axis=1).astype(np.int16)
+    codes[rng.random(500) < 0.1, 2] = -1
+    errors = (rng.random((500, 3)) < [0.1, 0.3, 0.6]).astype(float)
+    result = enumerate_slices(codes, n_tags, errors, max_depth=3, min_support=4)
+    for model in range(3):
+        expected = brute_force(codes, n_tags, errors[:, model], 3, 4)
+        got = {}
+        for level in result.levels:
+            for features, count, wrong in zip(level.features, level.count, level.errors[:, model]):
+                got[tuple((int(result.feature_attribute[f]), int(result.feature_tag[f])) for f in features)] = \
+                    (int(count), float(wrong))
+        assert got == expected
 
 
 def test_several_models_share_one_enumeration():
