@@ -3,7 +3,11 @@
 Prints wall times against the targets (100,000 rows: new < 60 s, info < 2 s; 1,000,000 rows: new < 30 s and within
 3x of the peer, info < 1 s) and against a peer measured in the same run: pandas.read_csv + DataFrame.to_sql into
 SQLite, which stores the raw table with no validation, no keys and no indexes at all.
-Usage: python benchmarks/ingest.py [--rows 100000] [--images 2000] [--dir /tmp/hibug-bench]
+With --postgres URL it also imports the same manifest into a project stored on that PostgreSQL server (an empty
+database: its tables are made), times it against read_csv + to_sql into the same server, and checks that the project
+on PostgreSQL describes itself with the same figures as the one on SQLite (`hibug info`: splits, per-model and
+per-split score sums, and the first and last sample).
+Usage: python benchmarks/ingest.py [--rows 100000] [--images 2000] [--dir /tmp/hibug-bench] [--postgres URL]
 """
 from __future__ import annotations
 
@@ -68,11 +72,56 @@ def peer_seconds(manifest: Path, database: Path) -> float:
     return time.perf_counter() - start
 
 
+def _copy_rows(table, connection, columns, rows) -> None:
+    """pandas.to_sql's insertion by PostgreSQL's COPY (the fastest way pandas can load PostgreSQL)."""
+    with connection.connection.cursor() as cursor:
+        names = ", ".join(f'"{c}"' for c in columns)
+        with cursor.copy(f'COPY "{table.name}" ({names}) FROM STDIN') as copy:
+            for row in rows:
+                copy.write_row(row)
+
+
+def on_postgres(url: str, manifest: Path, folder: Path, sqlite_project: Path) -> None:
+    """The same import into a PostgreSQL store: its time, the peer's on the same server, and the same figures."""
+    import sqlalchemy
+
+    from hibug_core.ingest import load_manifest
+    from hibug_core.store.project import Project
+
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as connection:  # a fresh schema for each run
+        connection.exec_driver_sql("DROP SCHEMA public CASCADE")
+        connection.exec_driver_sql("CREATE SCHEMA public")
+    start = time.perf_counter()
+    project = Project.create(folder / "pg-project", db_url=url)
+    project.import_manifest(load_manifest(manifest))
+    new_s = time.perf_counter() - start
+    start = time.perf_counter()
+    pd.read_csv(manifest).to_sql("peer_manifest", engine, index=False, method=_copy_rows)
+    peer_s = time.perf_counter() - start
+    engine.dispose()
+
+    def figures(project) -> dict:
+        described = project.describe()
+        samples = project.samples("model")
+        return {"splits": described["splits"], "scores": [(r["model"], r["split"], r["n"], round(r["mean_score"], 12))
+                                                          for r in described["scores"]],
+                "ends": samples.iloc[[0, -1]][["label", "split", "prediction"]].to_dict("records")}
+
+    with Project.open(sqlite_project, read_only=True) as reference:
+        same = figures(project) == figures(reference)
+    project.close()
+    print(f"on PostgreSQL: hibug new {new_s:6.2f} s, {new_s / peer_s:.1f}x the time of read_csv+to_sql into the same "
+          f"server ({peer_s:.2f} s); same figures as on SQLite: {'yes' if same else 'NO'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--images", type=int, default=2_000)
     parser.add_argument("--dir", default="/tmp/hibug-bench-ingest")
+    parser.add_argument("--postgres", help="also import into a project stored on this PostgreSQL URL "
+                        "(postgresql+psycopg://...; its public schema is emptied first)")
     args = parser.parse_args()
     folder = Path(args.dir)
     shutil.rmtree(folder, ignore_errors=True)
@@ -90,6 +139,8 @@ def main() -> None:
           f"{ratio:.1f}x the time of read_csv+to_sql without validation ({peer_s:.2f} s){ratio_verdict}")
     print(f"hibug info: {info_s:6.2f} s  (target < {info_target} s: {'PASS' if info_s < info_target else 'FAIL'}; "
           "best of 3, including interpreter start)")
+    if args.postgres:
+        on_postgres(args.postgres, manifest, folder, folder / "project")
 
 
 if __name__ == "__main__":

@@ -173,3 +173,17 @@ def test_failed_create_leaves_no_folder(image_dir, write_csv, tmp_path):
         Project.import_manifest = original
     assert not target.exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_rows_with_the_wrong_number_of_fields_are_found_the_same_without_the_csv_module():
+    import numpy as np
+
+    from hibug_core.ingest.table import _csv_field_count_issues, _unquoted_field_count_issues
+
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        lines = ["a,b,c,d"] + [",".join(["x"] * int(rng.choice([3, 4, 4, 4, 5]))) if rng.random() > 0.1 else ""
+                               for _ in range(int(rng.integers(1, 40)))]
+        text = "\n".join(lines) + ("\n" if rng.random() < 0.5 else "")
+        fast = [(i.row, i.message) for i in _unquoted_field_count_issues(text, ",", 20)]
+        assert fast == [(i.row, i.message) for i in _csv_field_count_issues(text, ",", 20)]

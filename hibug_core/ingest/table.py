@@ -7,6 +7,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from hibug_core.errors import ManifestError, RowIssue
@@ -30,6 +31,12 @@ def _bad_utf8_issue(raw: bytes, error: UnicodeDecodeError, header: list[str]) ->
 
 def _field_count_issues(text: str, delimiter: str, cap: int = 20) -> list[RowIssue]:
     """Rows whose number of fields differs from the header's (pandas would shift or pad them silently)."""
+    if '"' not in text and "\r" not in text:  # no quoting: a line is a row, counted in a vectorised pass
+        return _unquoted_field_count_issues(text, delimiter, cap)
+    return _csv_field_count_issues(text, delimiter, cap)
+
+
+def _csv_field_count_issues(text: str, delimiter: str, cap: int) -> list[RowIssue]:
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     issues = []
     try:
@@ -43,6 +50,23 @@ def _field_count_issues(text: str, delimiter: str, cap: int = 20) -> list[RowIss
     except csv.Error as error:
         issues.append(RowIssue(reader.line_num or None, None, f"not readable as CSV ({error}); check quoting"))
     return issues
+
+
+def _unquoted_field_count_issues(text: str, delimiter: str, cap: int) -> list[RowIssue]:
+    """_field_count_issues for text without quotes or carriage returns: delimiters counted per line with numpy
+    (a million rows in a fraction of a second instead of a Python pass over every row)."""
+    data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    ends = np.flatnonzero(data == 10)
+    if len(ends) == 0 or ends[-1] != len(data) - 1:
+        ends = np.r_[ends, len(data)]
+    starts = np.r_[0, ends[:-1] + 1]
+    lengths = ends - starts
+    delimiters = np.flatnonzero(data == ord(delimiter))
+    fields = np.searchsorted(delimiters, ends) - np.searchsorted(delimiters, starts) + 1
+    expected = int(fields[0])
+    wrong = np.flatnonzero((fields[1:] != expected) & (lengths[1:] > 0))[:cap]
+    return [RowIssue(int(i) + 1, None, f"expected {expected} fields, found {int(fields[i + 1])}; check quoting and "
+                     "commas") for i in wrong]
 
 
 def header_issues(columns: list[str]) -> list[RowIssue]:
@@ -81,6 +105,11 @@ def _read_csv(path: Path) -> pd.DataFrame:
     issues = header_issues(header) or _field_count_issues(text, delimiter)
     if issues:
         raise ManifestError(str(path), issues)
+    try:  # pyarrow's parser: several times faster at a million rows; pandas' own names what is wrong otherwise
+        return pd.read_csv(io.BytesIO(text.encode("utf-8")), dtype=str, keep_default_na=False, sep=delimiter,
+                           engine="pyarrow")
+    except Exception:  # noqa: BLE001 - any failure is read again by the reference parser below
+        pass
     try:
         frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, index_col=False, sep=delimiter)
     except pd.errors.ParserError as error:

@@ -1,6 +1,8 @@
 """Database engines for a project: SQLite in the project folder by default, any SQLAlchemy URL otherwise."""
 from __future__ import annotations
 
+import itertools
+
 import contextlib
 import os
 from pathlib import Path
@@ -79,13 +81,29 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
 
 
 def insert_rows(connection: Connection, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:
-    """Many rows in one driver-level executemany: plain tuples of Python values, none of SQLAlchemy's per-row
-    parameter handling (what keeps a million-row import within a few times of a bare to_sql)."""
+    """Many rows by driver-level executemany, 200 rows to a statement (PostgreSQL: one COPY): plain tuples of Python
+    values, none of SQLAlchemy's per-row parameter handling (what keeps a million-row import near a bare to_sql)."""
     if not rows:
         return
+    if connection.dialect.name == "postgresql":  # COPY: several times faster than INSERTs on PostgreSQL
+        with connection.connection.cursor() as cursor:
+            with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        return
     marker = "?" if connection.dialect.paramstyle == "qmark" else "%s"
-    connection.exec_driver_sql(f"INSERT INTO {table} ({', '.join(columns)}) "
-                               f"VALUES ({', '.join([marker] * len(columns))})", rows)
+    one_row = f"({', '.join([marker] * len(columns))})"
+    # Many rows per statement (within SQLite's oldest limit of 999 parameters): half the time of one row each.
+    per_statement = max(1, min(200, 999 // len(columns)))
+    full = len(rows) // per_statement * per_statement
+    if full:
+        values = list(itertools.chain.from_iterable(rows[:full]))
+        width = per_statement * len(columns)
+        connection.exec_driver_sql(f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+                                   f"{', '.join([one_row] * per_statement)}",
+                                   [tuple(values[i : i + width]) for i in range(0, len(values), width)])
+    if full < len(rows):
+        connection.exec_driver_sql(f"INSERT INTO {table} ({', '.join(columns)}) VALUES {one_row}", rows[full:])
 
 
 def read_columns(connection: Connection, sql: str, params: tuple = ()) -> dict[str, np.ndarray]:
