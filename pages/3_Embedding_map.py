@@ -109,13 +109,12 @@ if chosen:
             "p_value": st.column_config.NumberColumn("p", format="%.1e"),
             "q_value": st.column_config.NumberColumn("q", format="%.1e")})
     with left:
-        positions = samples.index.get_indexer(ids[selected])
-        positions = positions[positions >= 0]
-        correct = samples["correct"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)[positions]
-        wrong_first = np.nan_to_num(correct, nan=2.0)  # wrong, right, then those without a label or prediction
-        image_grid(project, paged(samples, key="map_page", among=positions[np.argsort(wrong_first, kind="stable")]),
+        correct = frame["correct"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)[selected]
+        wrong_first = np.argsort(np.nan_to_num(correct, nan=2.0), kind="stable")  # then right, then no label
+        positions = samples.index.get_indexer(ids[selected][wrong_first])
+        image_grid(project, paged(samples, key="map_page", among=positions[positions >= 0]),
                    columns=6, details="map", user=user,
-                   caption=lambda r: f"{r['label']} → {r['prediction']}")
+                   caption=lambda r: f"{r['label']} → {r['prediction']}" if "prediction" in r else f"{r['label']}")
     with st.form("map_review_selection", clear_on_submit=True):
         name = st.text_input("Name this selection for the review board", placeholder="e.g. dark triangles, top left")
         if st.form_submit_button("Put it on the review board", key="map_review_submit"):

@@ -128,3 +128,33 @@ def test_above_the_points_limit_the_map_is_a_density_image_and_a_lasso_selects_u
     assert "images" not in figure["layout"] and sum(len(t["customdata"]["bdata"]) > 0 for t in figure["data"]) > 0
     at.button(key="map_zoom_out").click().run()
     assert at.caption[0].value.startswith("12 images · more than 5 points")
+
+
+def test_a_selection_on_the_map_of_a_project_without_a_model(monkeypatch, tmp_path):
+    from PIL import Image
+
+    from hibug_core.ingest import load_manifest
+    from hibug_core.store.project import Project
+
+    for i in range(6):
+        Image.new("RGB", (16, 16), (40 * i, 200 - 30 * i, 90)).save(tmp_path / f"{i}.png")
+    (tmp_path / "m.csv").write_text("image,label\n" + "\n".join(f"{i}.png,{'a' if i % 2 else 'b'}" for i in range(6))
+                                    + "\n")
+    project = Project.create_from_manifest(tmp_path / "p", load_manifest(tmp_path / "m.csv", config=_no_model()))
+    embed_project(project, "tiny-open_clip")
+    points = compute_map(project, "tiny-open_clip", config=MapConfig(method="pca"))
+    at = open_page(monkeypatch, project, encoder="tiny-open_clip", method="pca", color="label")
+    assert not at.exception
+    box = {"x": [float(points["x"].min()) - 1, float(points["x"].max()) + 1],
+           "y": [float(points["y"].min()) - 1, float(points["y"].max()) + 1]}
+    at.session_state["map_chart"] = {"selection": {"points": [], "point_indices": [], "box": [box], "lasso": []}}
+    at.run()
+    assert not at.exception
+    assert at.subheader[0].value == "6 images selected"
+    assert len(at.get("image")) == 6
+
+
+def _no_model():
+    from hibug_core.ingest.manifest import IngestConfig
+
+    return IngestConfig(require_model=False)
