@@ -25,7 +25,8 @@ def value_colour(value) -> str | None:
     return f"rgb({red},{green},{blue})"
 
 
-MAP_POINTS_LIMIT = 100_000  # drawn as WebGL points up to this many (benchmarks/ui.py); a density image above
+MAP_POINTS_LIMIT = 20_000  # drawn as WebGL points up to this many; a density image above (benchmarks/ui.py: a lasso over
+# 100,000 WebGL points takes 0.3 s per mouse move in headless Chromium, as plotly selects on every move)
 
 
 def map_colours(values: list, colour: str) -> tuple[dict, bool]:
@@ -95,7 +96,7 @@ def density_figure(frame: pd.DataFrame, colour: str, view, *, width: int = 1400,
     image = tf.spread(tf.shade(counts, color_key=[_hex(colours[v]) for v in values], how="eq_hist", min_alpha=90),
                       px=1).to_pil()
     figure = go.Figure()
-    sample = np.random.default_rng(seed).choice(len(frame), min(len(frame), 4_000), replace=False)
+    sample = np.random.default_rng(seed).choice(len(frame), min(len(frame), 500), replace=False)
     figure.add_trace(go.Scattergl(  # invisible: it only makes box and lasso available
         x=frame["x"].to_numpy(np.float32)[sample], y=frame["y"].to_numpy(np.float32)[sample], mode="markers",
         hoverinfo="skip", showlegend=False, marker=dict(size=6, opacity=0),

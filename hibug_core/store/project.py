@@ -336,10 +336,13 @@ class Project:
             cached = self._per_import(connection, "samples", self._read_samples)
             frame = cached.copy(deep=False) if sample_ids is None else cached.loc[np.asarray(sample_ids)]
             if model is not None:
-                predictions = pd.read_sql_query(
-                    text("SELECT p.sample_id AS id, p.prediction, p.confidence, p.score FROM predictions p "
-                         "JOIN models m ON m.id = p.model_id WHERE m.name = :m"), connection,
-                    params={"m": model}, index_col="id")
+                columns = read_columns(connection, "SELECT p.sample_id, p.prediction, p.confidence, p.score FROM "
+                                                   "predictions p JOIN models m ON m.id = p.model_id WHERE m.name = ?",
+                                       (model,))
+                predictions = pd.DataFrame(
+                    {"prediction": columns["prediction"], "confidence": columns["confidence"].astype(float),
+                     "score": columns["score"].astype(float)},
+                    index=pd.Index(columns["sample_id"].astype(np.int64), name="id"))
                 if predictions.empty and model not in self.models():
                     raise ProjectError(f"no model named '{model}' in this project; known: {', '.join(self.models())}")
         if model is not None:
