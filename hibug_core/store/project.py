@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from sqlalchemy import Connection, text
 
 from hibug_core.cache import BoundedCache
@@ -498,7 +500,8 @@ def _joined_paths(root_text: dict[int, str], root_ids: np.ndarray, paths: np.nda
     (absolute, or with a "." or ".." part, or doubled slashes) are normalised one by one."""
     root_of = pd.Series(root_text)
     joined = (root_of.reindex(root_ids.astype(np.int64)).to_numpy(object) + "/" + paths.astype(object)).astype(object)
-    odd = pd.Series(paths, dtype=object).str.contains(r"(?:^|/)\.{1,2}(?:/|$)|^/|//", regex=True).to_numpy(bool)
+    odd = pc.match_substring_regex(pa.array(paths, type=pa.string()), r"(?:^|/)\.{1,2}(?:/|$)|^/|//").to_numpy(
+        zero_copy_only=False)
     for row in np.flatnonzero(odd):
         normal = os.path.normpath(joined[row])
         root = root_text[int(root_ids[row])].rstrip("/") + "/"
