@@ -27,6 +27,7 @@ def value_colour(value) -> str | None:
 
 MAP_POINTS_LIMIT = 20_000  # drawn as WebGL points up to this many; a density image above (benchmarks/ui.py: a lasso over
 # 100,000 WebGL points takes 0.3 s per mouse move in headless Chromium, as plotly selects on every move)
+MAP_HEIGHT = 620
 
 
 def map_colours(values: list, colour: str) -> tuple[dict, bool]:
@@ -50,8 +51,6 @@ def _layout(figure: go.Figure, colour: str, view=None) -> go.Figure:
         figure.update_yaxes(range=list(view[1]))
     return figure
 
-
-MAP_HEIGHT = 620
 
 
 def map_figure(frame: pd.DataFrame, colour: str, view=None) -> go.Figure:

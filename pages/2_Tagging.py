@@ -120,7 +120,6 @@ if not tagged:
     st.stop()
 
 
-
 def tag_counts(frame: pd.DataFrame, by: str) -> pd.DataFrame:
     """Images per (tag, `by` value), both as literal plotly text, for a grouped bar chart."""
     counts = frame.groupby(["tag", by], observed=True).size().rename("images").reset_index()

@@ -185,5 +185,5 @@ def test_rows_with_the_wrong_number_of_fields_are_found_the_same_without_the_csv
         lines = ["a,b,c,d"] + [",".join(["x"] * int(rng.choice([3, 4, 4, 4, 5]))) if rng.random() > 0.1 else ""
                                for _ in range(int(rng.integers(1, 40)))]
         text = "\n".join(lines) + ("\n" if rng.random() < 0.5 else "")
-        fast = [(i.row, i.message) for i in _unquoted_field_count_issues(text, ",", 20)]
+        fast = [(i.row, i.message) for i in _unquoted_field_count_issues(text.encode(), ",", 20)]
         assert fast == [(i.row, i.message) for i in _csv_field_count_issues(text, ",", 20)]

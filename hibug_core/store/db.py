@@ -1,9 +1,8 @@
 """Database engines for a project: SQLite in the project folder by default, any SQLAlchemy URL otherwise."""
 from __future__ import annotations
 
-import itertools
-
 import contextlib
+import itertools
 import os
 from pathlib import Path
 from typing import Iterator
