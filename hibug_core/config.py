@@ -25,3 +25,4 @@ class StoreConfig:
 
     busy_timeout_ms: int = 30_000
     thumbnail_size: int = 128
+    bulk_rows: int = 10_000  # an import of at least this many rows is written in bulk mode (store/db.py)

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+import pandas as pd
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.exc import OperationalError
 
@@ -55,20 +55,22 @@ WRITE_LOCK = 7_245_311  # PostgreSQL advisory lock that writers queue on, as SQL
 
 
 @contextlib.contextmanager
-def write_transaction(engine: Engine) -> Iterator[Connection]:
+def write_transaction(engine: Engine, *, bulk: bool = False, private: bool = False) -> Iterator[Connection]:
     """One atomic write: everything inside commits together or not at all. Writers to a project take turns (on
     SQLite through BEGIN IMMEDIATE, on PostgreSQL through a transaction-scoped advisory lock), so a check made inside
-    (a version, a newest row) still holds when the write lands."""
+    (a version, a newest row) still holds when the write lands. `bulk` (SQLite): a large write whose references are
+    made by the writer itself; `private`: and no other process can open the database (see _bulk_settings)."""
     if "mode=ro" in str(engine.url):
         raise ProjectError("this project is open read-only (its folder cannot be written, or only reading was "
                            "asked for); nothing was changed. Copy it somewhere writable to edit it")
     try:
         with engine.connect() as connection:
             connection.execution_options(hibug_write=True)
-            with connection.begin():
-                if connection.dialect.name == "postgresql":
-                    connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
-                yield connection
+            with _bulk_settings(connection, private) if bulk else contextlib.nullcontext():
+                with connection.begin():
+                    if connection.dialect.name == "postgresql":
+                        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
+                    yield connection
     except OperationalError as error:
         if "readonly" in str(error.orig):
             raise ProjectError(f"the project's database cannot be written ({error.orig}); nothing was changed. "
@@ -79,30 +81,73 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
         raise
 
 
-def insert_rows(connection: Connection, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:
-    """Many rows by driver-level executemany, 200 rows to a statement (PostgreSQL: one COPY): plain tuples of Python
-    values, none of SQLAlchemy's per-row parameter handling (what keeps a million-row import near a bare to_sql)."""
-    if not rows:
+BULK_CACHE_KIB = 262_144  # SQLite's page cache during a bulk write: a million-row unique index stays in memory
+
+
+@contextlib.contextmanager
+def _bulk_settings(connection: Connection, private: bool) -> Iterator[None]:
+    """SQLite settings for one large write, restored after it (about a third off a million-row import):
+    - foreign keys unchecked: the writer sets every reference from ids it has just read or inserted, and checking
+      costs a B-tree lookup per row;
+    - a 256 MiB page cache instead of 2 MiB;
+    - when `private` (a database no other process can open, e.g. a project being created in its staging folder),
+      the rollback journal instead of WAL: pages new to the file need no journal, where WAL writes every page
+      twice (to the log, then at the checkpoint). Atomic either way. Not where others may connect: a connection
+      opened meanwhile would wait for the write to end to switch the database back to WAL."""
+    if connection.dialect.name != "sqlite":
+        yield
         return
+    raw = connection.connection.driver_connection  # outside SQLAlchemy's transaction: these PRAGMAs must be
+    # run between transactions, where SQLite ignores foreign_keys inside one
+    (cache,) = raw.execute("PRAGMA cache_size").fetchone()
+    (journal,) = raw.execute("PRAGMA journal_mode").fetchone()
+    raw.execute("PRAGMA foreign_keys=OFF")
+    raw.execute(f"PRAGMA cache_size=-{BULK_CACHE_KIB}")
+    switched = private and journal == "wal" and raw.execute("PRAGMA journal_mode=DELETE").fetchone()[0] != "wal"
+    try:
+        yield
+    finally:
+        if raw.in_transaction:  # a failure SQLAlchemy did not roll back yet: these PRAGMAs need it ended
+            raw.rollback()
+        raw.execute(f"PRAGMA cache_size={cache}")
+        raw.execute("PRAGMA foreign_keys=ON")
+        if switched:
+            raw.execute("PRAGMA journal_mode=WAL")
+
+
+def insert_columns(connection: Connection, table: str, columns: dict[str, object], n_rows: int) -> None:
+    """`n_rows` rows given as columns: each a sequence of `n_rows` values or one value for every row; NaN in a float
+    column is stored as NULL. The rows are laid out once as a numpy object matrix whose reshaped rows are the
+    parameters of multi-row INSERTs (PostgreSQL: one COPY): none of SQLAlchemy's per-row parameter handling, no
+    Python tuple per row (what keeps a million-row import near a bare to_sql)."""
+    if n_rows == 0:
+        return
+    names = list(columns)
+    matrix = np.empty((n_rows, len(names)), dtype=object)
+    for j, values in enumerate(columns.values()):
+        array = values if isinstance(values, np.ndarray) else None
+        matrix[:, j] = values  # numpy numbers become Python ints and floats, as the drivers want them
+        if array is not None and array.dtype.kind == "f":
+            matrix[np.isnan(array), j] = None
+        elif array is not None and array.dtype == object:
+            matrix[pd.isna(array), j] = None
     if connection.dialect.name == "postgresql":  # COPY: several times faster than INSERTs on PostgreSQL
         with connection.connection.cursor() as cursor:
-            with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
-                for row in rows:
+            with cursor.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN") as copy:
+                for row in matrix.tolist():
                     copy.write_row(row)
         return
     marker = "?" if connection.dialect.paramstyle == "qmark" else "%s"
-    one_row = f"({', '.join([marker] * len(columns))})"
+    one_row = f"({', '.join([marker] * len(names))})"
     # Many rows per statement (within SQLite's oldest limit of 999 parameters): half the time of one row each.
-    per_statement = max(1, min(200, 999 // len(columns)))
-    full = len(rows) // per_statement * per_statement
+    per_statement = max(1, min(200, 999 // len(names)))
+    full = n_rows // per_statement * per_statement
+    insert = f"INSERT INTO {table} ({', '.join(names)}) VALUES "
     if full:
-        values = list(itertools.chain.from_iterable(rows[:full]))
-        width = per_statement * len(columns)
-        connection.exec_driver_sql(f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
-                                   f"{', '.join([one_row] * per_statement)}",
-                                   [tuple(values[i : i + width]) for i in range(0, len(values), width)])
-    if full < len(rows):
-        connection.exec_driver_sql(f"INSERT INTO {table} ({', '.join(columns)}) VALUES {one_row}", rows[full:])
+        connection.exec_driver_sql(insert + ", ".join([one_row] * per_statement),
+                                   list(map(tuple, matrix[:full].reshape(-1, per_statement * len(names)).tolist())))
+    if full < n_rows:
+        connection.exec_driver_sql(insert + one_row, list(map(tuple, matrix[full:].tolist())))
 
 
 def read_columns(connection: Connection, sql: str, params: tuple = ()) -> dict[str, np.ndarray]:
@@ -118,14 +163,6 @@ def read_columns(connection: Connection, sql: str, params: tuple = ()) -> dict[s
         return {name: np.empty(0, dtype=object) for name in names}
     table = np.array(rows, dtype=object)  # (rows, columns): numpy transposes 2-3x faster than zip(*rows)
     return {name: np.ascontiguousarray(table[:, i]) for i, name in enumerate(names)}
-
-
-def nullable(values) -> list:
-    """A float array as Python values with None for NaN (SQL NULL)."""
-    array = np.asarray(values, dtype=float)
-    out = array.astype(object)
-    out[np.isnan(array)] = None
-    return out.tolist()
 
 
 @contextlib.contextmanager

@@ -136,6 +136,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                   JOIN samples s ON s.id = p.sample_id GROUP BY p.model_id, s.split""")),
     Migration(9, "objects: a sample may be a box in an image (ground-truth object or a model's false positive), with "
                  "each model's outcome and TIDE error type per object and its COCO evaluation", V9_STATEMENTS),
+    Migration(10, "no index on image content hashes (no query reads by hash; building it took most of a million-row "
+                  "import's indexing)", ("DROP INDEX IF EXISTS ix_samples_hash",)),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

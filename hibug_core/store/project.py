@@ -19,7 +19,7 @@ from hibug_core.config import StoreConfig
 from hibug_core.errors import ManifestError, ProjectError, RowIssue
 from hibug_core.store.arrays import ArrayStore
 from hibug_core.store.audit import default_actor, now, record as record_audit
-from hibug_core.store.db import (insert_rows, make_engine, nullable, read_columns, read_connection, sqlite_url,
+from hibug_core.store.db import (insert_columns, make_engine, read_columns, read_connection, sqlite_url,
                                  write_transaction)
 from hibug_core.store.integrity import check_sqlite_file, pending_migrations
 from hibug_core.store.migrations import LATEST_VERSION, migrate
@@ -28,7 +28,7 @@ from hibug_core.store.staging import staged_folder
 logger = logging.getLogger(__name__)
 
 DB_FILE = "hibug.sqlite"
-SAMPLE_INDEXES = {"ix_samples_split": "samples (split)", "ix_samples_hash": "samples (content_hash)"}  # migrations v1
+SAMPLE_INDEXES = {"ix_samples_split": "samples (split)"}  # migrations v1
 IMPORT_TABLES = BoundedCache("import tables", max_items=4)  # tables only an import changes (samples, known tags)
 ARRAYS_DIR = "arrays"
 
@@ -135,7 +135,7 @@ class Project:
         with staged_folder(folder, "creating") as staging:
             project = cls.create(staging, name=name or folder.name)
             try:
-                project.import_manifest(manifest, author=author)
+                project.import_manifest(manifest, author=author, private=True)
             finally:
                 project.close()
         return cls.open(folder)
@@ -160,9 +160,10 @@ class Project:
         return int(connection.execute(text("SELECT id FROM data_roots WHERE path = :p"), {"p": stored}).scalar_one())
 
     def import_manifest(self, manifest, *, author: str | None = None, kind: str = "manifest",
-                        also=None) -> ImportSummary:
+                        also=None, private: bool = False) -> ImportSummary:
         """Add a validated manifest's rows in one transaction: all rows land, or none and nothing changes.
-        also(connection, {sample key: id}) writes what belongs with the rows inside the same transaction."""
+        also(connection, {sample key: id}) writes what belongs with the rows inside the same transaction. `private`:
+        no other process can open the project (one being created in its staging folder)."""
         author = author or default_actor()
         samples = manifest.samples
         keys = samples["sample_key"].to_numpy(object)
@@ -174,7 +175,8 @@ class Project:
         relative = np.array([p.relative_to(r).as_posix() for p, r in zip(distinct, roots)], dtype=object)
         staged = []
         try:
-            with write_transaction(self.engine) as connection:
+            with write_transaction(self.engine, bulk=len(keys) >= self.config.bulk_rows,
+                                   private=private) as connection:
                 existing = pd.read_sql_query(text("SELECT sample_key, import_id FROM samples"), connection,
                                              index_col="sample_key")["import_id"]
                 clashes = np.flatnonzero(pd.Index(existing.index).get_indexer(keys) >= 0) if len(existing) else []
@@ -193,16 +195,12 @@ class Project:
                 rebuilt = SAMPLE_INDEXES if len(keys) >= len(existing) else {}
                 for index in rebuilt:
                     connection.exec_driver_sql(f"DROP INDEX {index}")
-                label = samples["label"].to_numpy(object, copy=True)
-                label[pd.isna(label)] = None
-                object_columns = _object_columns(manifest.objects)
-                insert_rows(connection, "samples", ("sample_key", "root_id", "path", "content_hash", "width", "height",
-                                                    "label", "split", "import_id", *object_columns),
-                            list(zip(keys.tolist(), np.array([root_ids[r] for r in roots])[path_codes].tolist(),
-                                     relative[path_codes].tolist(), samples["content_hash"].tolist(),
-                                     samples["width"].astype(int).tolist(), samples["height"].astype(int).tolist(),
-                                     label.tolist(), samples["split"].tolist(), [import_id] * len(keys),
-                                     *object_columns.values())))
+                insert_columns(connection, "samples", {
+                    "sample_key": keys, "root_id": np.array([root_ids[r] for r in roots])[path_codes],
+                    "path": relative[path_codes], "content_hash": samples["content_hash"].to_numpy(object),
+                    "width": samples["width"].to_numpy(np.int64), "height": samples["height"].to_numpy(np.int64),
+                    "label": samples["label"].to_numpy(object), "split": samples["split"].to_numpy(object),
+                    "import_id": import_id, **_object_columns(manifest.objects)}, len(keys))
                 for index, definition in rebuilt.items():
                     connection.exec_driver_sql(f"CREATE INDEX {index} ON {definition}")
                 sample_ids = _inserted_ids(connection, import_id, keys)
@@ -213,7 +211,8 @@ class Project:
                     # false positive of one model has no prediction of another
                     _insert_predictions(connection, model_id, sample_ids[predicted],
                                         np.asarray(outputs.prediction, dtype=object)[predicted],
-                                        outputs.confidence[predicted], outputs.score[predicted])
+                                        outputs.confidence[predicted], outputs.score[predicted],
+                                        samples["split"].to_numpy(object)[predicted])
                     if name in manifest.object_evaluations:
                         _insert_object_evaluation(connection, model_id, import_id, sample_ids,
                                                   sorted(set(samples["split"])), manifest.object_evaluations[name])
@@ -224,9 +223,8 @@ class Project:
                 for attribute, tags in manifest.known_tags.items():
                     tags = np.asarray(tags, dtype=object)
                     given = tags != None  # noqa: E711 (elementwise)
-                    insert_rows(connection, "known_tags", ("attribute", "sample_id", "tag"),
-                                list(zip([attribute] * int(given.sum()), sample_ids[given].tolist(),
-                                         tags[given].tolist())))
+                    insert_columns(connection, "known_tags", {"attribute": attribute, "sample_id": sample_ids[given],
+                                                              "tag": tags[given]}, int(given.sum()))
                 if manifest.objects is not None:
                     _set_task(connection, "pose" if manifest.objects["keypoints_json"].notna().any() else "detection")
                 if also is not None:
@@ -263,7 +261,8 @@ class Project:
         sample_ids = np.asarray(sample_ids, dtype=np.int64)
         probabilities = np.asarray(probabilities, dtype=np.float32)
         predictions = np.asarray(classes, dtype=object)[probabilities.argmax(axis=1)]
-        labels = self.samples(sample_ids=sample_ids)["label"].to_numpy()
+        chosen = self.samples(sample_ids=sample_ids)
+        labels = chosen["label"].to_numpy()
         score = np.array([np.nan if pd.isna(label) else float(p == label) for p, label in zip(predictions, labels)])
         staged = self.arrays.stage(f"probabilities/{_safe(model)}/added", sample_ids=sample_ids,
                                    probabilities=probabilities, classes=np.array(classes, dtype=str))
@@ -271,7 +270,7 @@ class Project:
             with write_transaction(self.engine) as connection:
                 model_id = self._model_id(connection, model, list(classes))
                 _insert_predictions(connection, model_id, sample_ids, predictions, probabilities.max(axis=1),
-                                    score)
+                                    score, chosen["split"].to_numpy(object))
                 record_audit(connection, author or default_actor(), "add model", f"model:{model}", None,
                              {"samples": len(sample_ids), **(note or {})})
         except BaseException:
@@ -531,12 +530,11 @@ def _inserted_ids(connection: Connection, import_id: int, keys: np.ndarray) -> n
 OBJECT_COLUMNS = ("image_key", "object_kind", "owner", "box_x", "box_y", "box_w", "box_h", "keypoints_json")
 
 
-def _object_columns(objects: pd.DataFrame | None) -> dict[str, list]:
-    """An object manifest's box, image and kind columns as Python values for the samples insert ({} for images)."""
+def _object_columns(objects: pd.DataFrame | None) -> dict[str, np.ndarray]:
+    """An object manifest's box, image and kind columns for the samples insert ({} for images)."""
     if objects is None:
         return {}
-    return {c: nullable(objects[c]) if objects[c].dtype.kind == "f" else
-            [None if v is None or v != v else v for v in objects[c].tolist()] for c in OBJECT_COLUMNS}
+    return {c: objects[c].to_numpy(float if objects[c].dtype.kind == "f" else object) for c in OBJECT_COLUMNS}
 
 
 def _set_task(connection: Connection, task: str) -> None:
@@ -555,10 +553,10 @@ def _insert_object_evaluation(connection: Connection, model_id: int, import_id: 
     outcomes = evaluation.outcomes
     columns = ("outcome", "error_type", "iou", "predicted_class", "pred_x", "pred_y", "pred_w", "pred_h",
                "nearest_label")
-    values = [nullable(outcomes[c]) if outcomes[c].dtype.kind == "f" else
-              [None if v is None or v != v else v for v in outcomes[c].tolist()] for c in columns]
-    insert_rows(connection, "object_outcomes", ("model_id", "sample_id", *columns),
-                list(zip([int(model_id)] * len(outcomes), sample_ids[outcomes["row"].to_numpy()].tolist(), *values)))
+    insert_columns(connection, "object_outcomes", {
+        "model_id": int(model_id), "sample_id": sample_ids[outcomes["row"].to_numpy()],
+        **{c: outcomes[c].to_numpy(float if outcomes[c].dtype.kind == "f" else object) for c in columns}},
+        len(outcomes))
     if not evaluation.summary:  # unlabelled images (a pool): nothing to evaluate
         return
     connection.execute(
@@ -569,18 +567,28 @@ def _insert_object_evaluation(connection: Connection, model_id: int, import_id: 
          "c": evaluation.per_class.to_json(orient="records"), "t": now()})
 
 
-def _insert_predictions(connection: Connection, model_id: int, sample_ids, predictions, confidence, score) -> None:
-    """One model's outputs on samples; a NaN confidence or score is stored as unknown."""
+def _insert_predictions(connection: Connection, model_id: int, sample_ids, predictions, confidence, score,
+                        splits) -> None:
+    """One model's outputs on samples it had none for (of the given splits); a NaN confidence or score is stored as
+    unknown."""
     sample_ids = np.asarray(sample_ids, dtype=np.int64)
-    insert_rows(connection, "predictions", ("model_id", "sample_id", "prediction", "confidence", "score"),
-                list(zip([int(model_id)] * len(sample_ids), sample_ids.tolist(), list(predictions),
-                         nullable(confidence), nullable(score))))
-    # The per-split aggregate `hibug info` reads, brought up to date in the same transaction.
-    connection.execute(text("DELETE FROM model_split_scores WHERE model_id = :m"), {"m": int(model_id)})
-    connection.execute(text("INSERT INTO model_split_scores (model_id, split, n, score_sum) "
-                            "SELECT p.model_id, s.split, COUNT(p.score), SUM(p.score) FROM predictions p "
-                            "JOIN samples s ON s.id = p.sample_id WHERE p.model_id = :m GROUP BY p.model_id, s.split"),
-                       {"m": int(model_id)})
+    score = np.asarray(score, dtype=float)
+    insert_columns(connection, "predictions", {
+        "model_id": int(model_id), "sample_id": sample_ids, "prediction": np.asarray(predictions, dtype=object),
+        "confidence": np.asarray(confidence, dtype=float), "score": score}, len(sample_ids))
+    # The per-split aggregate `hibug info` reads, brought up to date in the same transaction: these rows' counts and
+    # sums added to it (summing them again from the table by a join took over a second at a million rows).
+    codes, names = pd.factorize(np.asarray(splits, dtype=object))
+    scored = ~np.isnan(score)
+    counts = np.bincount(codes[scored], minlength=len(names))
+    sums = np.bincount(codes[scored], weights=score[scored], minlength=len(names))
+    connection.execute(
+        text("INSERT INTO model_split_scores (model_id, split, n, score_sum) VALUES (:m, :s, :n, :t) "
+             "ON CONFLICT (model_id, split) DO UPDATE SET n = model_split_scores.n + excluded.n, "
+             "score_sum = COALESCE(model_split_scores.score_sum + excluded.score_sum, model_split_scores.score_sum, "
+             "excluded.score_sum)"),
+        [{"m": int(model_id), "s": str(name), "n": int(n), "t": float(total) if n else None}
+         for name, n, total in zip(names, counts, sums)])
 
 
 def _safe(name: str) -> str:
