@@ -187,3 +187,22 @@ def test_rows_with_the_wrong_number_of_fields_are_found_the_same_without_the_csv
         text = "\n".join(lines) + ("\n" if rng.random() < 0.5 else "")
         fast = [(i.row, i.message) for i in _unquoted_field_count_issues(text.encode(), ",", 20)]
         assert fast == [(i.row, i.message) for i in _csv_field_count_issues(text, ",", 20)]
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n"])
+def test_white_space_around_cells_is_removed_and_kept_inside(image_dir, write_csv, ending):
+    rows = ["image,label,prediction,split,attr:kind", "images/a.png, cat ,cat,\ttrain,\u00a0big dog\u00a0",
+            "images/b.png,dog,dog ,val,small dog"]
+    manifest = load_manifest(write_csv(ending.join(rows) + ending))
+    assert manifest.samples["label"].tolist() == ["cat", "dog"]
+    assert manifest.samples["split"].tolist() == ["train", "val"]
+    assert manifest.models["model"].prediction == ["cat", "dog"]
+    assert manifest.known_tags == {"kind": ["big dog", "small dog"]}
+
+
+def test_a_table_is_stripped_whenever_a_cell_could_hold_white_space():
+    from hibug_core.ingest.table import _may_hold_spaces
+
+    assert not _may_hold_spaces(b"a,b\nc,d\n") and not _may_hold_spaces(b"a,b\r\nc,d\r\n")
+    for body in (b"a,b \nc,d\n", b"a,b\nc,\td\n", b"a,b\rc,d\n", b"a,b\nc,d\x0c\n", "a,b\nc,d\u3000\n".encode()):
+        assert _may_hold_spaces(body), body

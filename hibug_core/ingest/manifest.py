@@ -252,15 +252,16 @@ def validate_manifest(
     image_codes, distinct_images = pd.factorize(images.to_numpy(object))
     distinct_paths = [_resolve(base_dir, t) if t else None for t in distinct_images]
     path_text = np.array([str(p) if p else "" for p in distinct_paths], dtype=object)[image_codes]
-    keys = frame[keys_column] if plan.key else pd.Series(path_text, dtype=object)
+    keys = frame[keys_column].to_numpy(object) if plan.key else path_text
     if plan.key:
-        for i in np.flatnonzero((keys == "").to_numpy()):
+        for i in np.flatnonzero(keys == ""):
             issues.add(i, plan.key, "empty id")
-    duplicated = keys.duplicated(keep=False).to_numpy() & (keys != "").to_numpy()
-    if duplicated.any():
+    key_codes, distinct_keys = pd.factorize(keys)  # numpy's object hashing: faster than Arrow's here
+    if len(distinct_keys) < n:
+        duplicated = (np.bincount(key_codes)[key_codes] > 1) & (keys != "")
         first_row: dict[str, int] = {}
         for i in np.flatnonzero(duplicated):
-            key = keys.iat[i]
+            key = keys[i]
             if key in first_row:
                 what = f"id '{frame[keys_column].iat[i]}'" if plan.key else f"image '{images.iat[i]}'"
                 extra = "" if plan.key else " (add an 'id' column if one image holds several samples)"
@@ -289,8 +290,7 @@ def validate_manifest(
         if columns.score:
             score = _numbers(frame, columns.score, issues, low=0, high=1, required=labelled)
         else:
-            score = np.where(labels.to_numpy() == "", np.nan,
-                             (predictions.to_numpy() == labels.to_numpy()).astype(float))
+            score = np.where((labels == "").to_numpy(), np.nan, (predictions == labels).to_numpy(dtype=float))
         classes, probabilities = None, None
         if columns.probabilities:
             class_names = list(columns.probabilities)
@@ -325,12 +325,15 @@ def validate_manifest(
         raise ManifestError(source, sorted(issues.items, key=lambda x: (x.row or 0, position.get(x.column, len(position)))))
 
     info = [infos[p] for p in distinct_paths]
-    samples = pd.DataFrame({
-        "sample_key": keys.to_numpy(object),
+    text_columns = {  # kept as Python strings, which the database is handed (not converted to Arrow and back)
+        "sample_key": keys,
         "image_path": path_text,
-        "label": pd.Series(_none_where_empty(labels), dtype=object),
+        "label": _none_where_empty(labels),
         "split": splits.to_numpy(object),
         "content_hash": np.array([i.content_hash for i in info], dtype=object)[image_codes],
+    }
+    samples = pd.DataFrame({
+        **{name: pd.Series(values, dtype=object) for name, values in text_columns.items()},
         "width": np.array([i.width for i in info], dtype=np.int64)[image_codes],
         "height": np.array([i.height for i in info], dtype=np.int64)[image_codes],
     })
