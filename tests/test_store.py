@@ -139,3 +139,59 @@ def test_per_split_scores_are_kept_by_writers_and_backfilled_for_older_projects(
     with Project.open(tmp_path / "p") as project:
         scores = project.model_scores()
         assert [(m, s, int(n), None if pd.isna(v) else v) for m, s, n, v in scores.itertuples(index=False)] == expected
+        more = write_csv("image,id,label,prediction,split\nimages/a.png,a2,dog,dog,val\nimages/b.png,b2,,cat,pool\n"
+                         "images/c.png,c2,cat,dog,train\n", name="more.csv")
+        project.import_manifest(load_manifest(more))  # an import adds its rows' counts and sums to the aggregate
+        scores = project.model_scores()
+        assert [(m, s, int(n), None if pd.isna(v) else v) for m, s, n, v in scores.itertuples(index=False)] == [
+            ("model", "pool", 0, None), ("model", "test", 1, 1.0), ("model", "train", 1, 0.0),
+            ("model", "val", 3, 2 / 3)]
+
+
+def _connection_settings(raw) -> tuple:
+    return tuple(raw.execute(f"PRAGMA {name}").fetchone()[0] for name in ("foreign_keys", "cache_size", "journal_mode"))
+
+
+def test_a_bulk_write_is_atomic_and_leaves_its_connection_as_it_was(tmp_path):
+    project = Project.create(tmp_path / "p")
+    project.engine.dispose()  # one connection from here on: the one every write below reuses
+    with project.engine.connect() as connection:
+        before = _connection_settings(connection.connection.driver_connection)
+    assert before == (1, -2000, "wal")
+    with write_transaction(project.engine, bulk=True, private=True) as connection:
+        inside = _connection_settings(connection.connection.driver_connection)
+        connection.execute(text("INSERT INTO project_meta (key, value) VALUES ('kept', 'yes')"))
+    assert inside == (0, -262_144, "delete")  # references unchecked, a big cache, the rollback journal
+    with pytest.raises(RuntimeError, match="mid-write"):
+        with write_transaction(project.engine, bulk=True, private=True) as connection:
+            connection.execute(text("INSERT INTO project_meta (key, value) VALUES ('lost', 'yes')"))
+            raise RuntimeError("mid-write")
+    assert project.engine.pool.checkedin() == 1
+    with project.engine.connect() as connection:
+        assert _connection_settings(connection.connection.driver_connection) == before
+    assert project.meta().get("kept") == "yes" and "lost" not in project.meta()
+    with project.engine.connect() as other:  # another connection open: the journal stays WAL
+        other.exec_driver_sql("SELECT 1").all()
+        with write_transaction(project.engine, bulk=True, private=True) as connection:
+            assert _connection_settings(connection.connection.driver_connection)[2] == "wal"
+
+
+def test_a_large_new_project_is_written_in_bulk_with_every_reference_sound(image_dir, write_csv, tmp_path):
+    n = 10_000  # StoreConfig.bulk_rows
+    rows = "".join(f"images/{'ab'[i % 2]}.png,s{i},{'cat' if i % 3 else 'dog'},cat,{'red' if i % 2 else ''},"
+                   f"{'small' if i % 5 else 'large'}\n" for i in range(n))
+    path = write_csv("image,id,label,prediction,attr:color,attr:size\n" + rows)
+    with Project.create_from_manifest(tmp_path / "p", load_manifest(path)) as project:
+        with project.engine.connect() as connection:
+            raw = connection.connection.driver_connection
+            assert _connection_settings(raw) == (1, -2000, "wal")
+            assert raw.execute("PRAGMA foreign_key_check").fetchall() == []
+            counts = raw.execute("SELECT (SELECT COUNT(*) FROM samples), (SELECT COUNT(*) FROM predictions), "
+                                 "(SELECT COUNT(*) FROM known_tags)").fetchone()
+        assert counts == (n, n, n // 2 + n)
+        samples = project.samples("model")
+        assert samples["sample_key"].iloc[[0, -1]].tolist() == ["s0", f"s{n - 1}"]
+        assert samples["correct"].sum() == n - len(range(0, n, 3))
+        tags = project.known_tags()
+        assert tags["color"].value_counts().to_dict() == {"red": n // 2}
+        assert tags["size"].value_counts().to_dict() == {"small": n - n // 5, "large": n // 5}

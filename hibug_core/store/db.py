@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-import pandas as pd
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.exc import OperationalError
 
@@ -103,7 +103,12 @@ def _bulk_settings(connection: Connection, private: bool) -> Iterator[None]:
     (journal,) = raw.execute("PRAGMA journal_mode").fetchone()
     raw.execute("PRAGMA foreign_keys=OFF")
     raw.execute(f"PRAGMA cache_size=-{BULK_CACHE_KIB}")
-    switched = private and journal == "wal" and raw.execute("PRAGMA journal_mode=DELETE").fetchone()[0] != "wal"
+    switched = False
+    if private and journal == "wal":
+        try:  # refused while another connection is open (by returning "wal", or as locked)
+            switched = raw.execute("PRAGMA journal_mode=DELETE").fetchone()[0] != "wal"
+        except sqlite3.OperationalError:
+            pass
     try:
         yield
     finally:
@@ -116,8 +121,8 @@ def _bulk_settings(connection: Connection, private: bool) -> Iterator[None]:
 
 
 def insert_columns(connection: Connection, table: str, columns: dict[str, object], n_rows: int) -> None:
-    """`n_rows` rows given as columns: each a sequence of `n_rows` values or one value for every row; NaN in a float
-    column is stored as NULL. The rows are laid out once as a numpy object matrix whose reshaped rows are the
+    """`n_rows` rows given as columns: each a sequence of `n_rows` values or one value for every row; None, and NaN
+    in a float array, is stored as NULL. The rows are laid out once as a numpy object matrix whose reshaped rows are the
     parameters of multi-row INSERTs (PostgreSQL: one COPY): none of SQLAlchemy's per-row parameter handling, no
     Python tuple per row (what keeps a million-row import near a bare to_sql)."""
     if n_rows == 0:
@@ -125,12 +130,9 @@ def insert_columns(connection: Connection, table: str, columns: dict[str, object
     names = list(columns)
     matrix = np.empty((n_rows, len(names)), dtype=object)
     for j, values in enumerate(columns.values()):
-        array = values if isinstance(values, np.ndarray) else None
         matrix[:, j] = values  # numpy numbers become Python ints and floats, as the drivers want them
-        if array is not None and array.dtype.kind == "f":
-            matrix[np.isnan(array), j] = None
-        elif array is not None and array.dtype == object:
-            matrix[pd.isna(array), j] = None
+        if isinstance(values, np.ndarray) and values.dtype.kind == "f":
+            matrix[np.isnan(values), j] = None
     if connection.dialect.name == "postgresql":  # COPY: several times faster than INSERTs on PostgreSQL
         with connection.connection.cursor() as cursor:
             with cursor.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN") as copy:

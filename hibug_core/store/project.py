@@ -199,7 +199,7 @@ class Project:
                     "sample_key": keys, "root_id": np.array([root_ids[r] for r in roots])[path_codes],
                     "path": relative[path_codes], "content_hash": samples["content_hash"].to_numpy(object),
                     "width": samples["width"].to_numpy(np.int64), "height": samples["height"].to_numpy(np.int64),
-                    "label": samples["label"].to_numpy(object), "split": samples["split"].to_numpy(object),
+                    "label": _sql_values(samples["label"]), "split": samples["split"].to_numpy(object),
                     "import_id": import_id, **_object_columns(manifest.objects)}, len(keys))
                 for index, definition in rebuilt.items():
                     connection.exec_driver_sql(f"CREATE INDEX {index} ON {definition}")
@@ -532,9 +532,16 @@ OBJECT_COLUMNS = ("image_key", "object_kind", "owner", "box_x", "box_y", "box_w"
 
 def _object_columns(objects: pd.DataFrame | None) -> dict[str, np.ndarray]:
     """An object manifest's box, image and kind columns for the samples insert ({} for images)."""
-    if objects is None:
-        return {}
-    return {c: objects[c].to_numpy(float if objects[c].dtype.kind == "f" else object) for c in OBJECT_COLUMNS}
+    return {} if objects is None else {c: _sql_values(objects[c]) for c in OBJECT_COLUMNS}
+
+
+def _sql_values(column: pd.Series) -> np.ndarray:
+    """A column for insert_columns: floats as they are (NaN is NULL), anything else with None where missing."""
+    if column.dtype.kind == "f":
+        return column.to_numpy(float)
+    values = column.to_numpy(object, copy=True)
+    values[pd.isna(values)] = None
+    return values
 
 
 def _set_task(connection: Connection, task: str) -> None:
@@ -555,7 +562,7 @@ def _insert_object_evaluation(connection: Connection, model_id: int, import_id: 
                "nearest_label")
     insert_columns(connection, "object_outcomes", {
         "model_id": int(model_id), "sample_id": sample_ids[outcomes["row"].to_numpy()],
-        **{c: outcomes[c].to_numpy(float if outcomes[c].dtype.kind == "f" else object) for c in columns}},
+        **{c: _sql_values(outcomes[c]) for c in columns}},
         len(outcomes))
     if not evaluation.summary:  # unlabelled images (a pool): nothing to evaluate
         return
