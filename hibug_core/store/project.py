@@ -1,4 +1,6 @@
 """A hibug project: one folder with a SQL store for samples and edits, and bulk arrays beside it."""
+# pandas and pyarrow are imported by the functions that use them: `hibug info` answers without them (they are a
+# third of its time).
 from __future__ import annotations
 
 import json
@@ -7,11 +9,9 @@ import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 from sqlalchemy import Connection, text
 
 from hibug_core.cache import BoundedCache
@@ -24,6 +24,9 @@ from hibug_core.store.db import (insert_columns, make_engine, read_columns, read
 from hibug_core.store.integrity import check_sqlite_file, pending_migrations
 from hibug_core.store.migrations import LATEST_VERSION, migrate
 from hibug_core.store.staging import staged_folder
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 logger = logging.getLogger(__name__)
 
@@ -164,6 +167,7 @@ class Project:
         """Add a validated manifest's rows in one transaction: all rows land, or none and nothing changes.
         also(connection, {sample key: id}) writes what belongs with the rows inside the same transaction. `private`:
         no other process can open the project (one being created in its staging folder)."""
+        import pandas as pd
         author = author or default_actor()
         samples = manifest.samples
         keys = samples["sample_key"].to_numpy(object)
@@ -256,6 +260,7 @@ class Project:
                         author: str | None = None, note: dict | None = None) -> None:
         """Record a new model's outputs on samples already in the project (e.g. a repaired model): prediction is the
         most probable class, confidence its probability, score whether it equals the label."""
+        import pandas as pd
         if model in self.models():
             raise ProjectError(f"a model named '{model}' is already in this project; choose another name")
         sample_ids = np.asarray(sample_ids, dtype=np.int64)
@@ -319,6 +324,7 @@ class Project:
                 for i, p in connection.execute(text("SELECT id, path FROM data_roots"))}
 
     def _read_samples(self, connection: Connection) -> pd.DataFrame:
+        import pandas as pd
         roots = self._roots(connection)
         columns = read_columns(connection, "SELECT id, sample_key, root_id, path, content_hash, width, height, label, "
                                            "split FROM samples ORDER BY id")
@@ -333,6 +339,7 @@ class Project:
     def samples(self, model: str | None = None, *, sample_ids=None) -> pd.DataFrame:
         """One row per sample (index: sample id; all, or `sample_ids` in that order) with its image path, label,
         split and, for a model, its prediction, confidence, score and correctness."""
+        import pandas as pd
         with read_connection(self.engine) as connection:
             cached = self._per_import(connection, "samples", self._read_samples)
             frame = cached.copy(deep=False) if sample_ids is None else cached.loc[np.asarray(sample_ids)]
@@ -361,6 +368,7 @@ class Project:
     def objects(self, model: str | None = None) -> pd.DataFrame:
         """Object samples (index: sample id) with their image, kind (ground-truth object, or a model's false positive)
         and box; for a model also its outcome, TIDE error type, IoU and predicted box (None where it has none)."""
+        import pandas as pd
         with read_connection(self.engine) as connection:
             frame = pd.read_sql_query(
                 text(f"SELECT id, {', '.join(OBJECT_COLUMNS)} FROM samples WHERE object_kind IS NOT NULL ORDER BY id"),
@@ -377,6 +385,7 @@ class Project:
         """A model's COCO evaluation of one import's ground truth (the newest one holding `split`, or of any split):
         import_id, splits, settings, summary (COCO's 12 numbers) and per_class (AP per class); None for a model
         without one (an image classifier)."""
+        import pandas as pd
         with read_connection(self.engine) as connection:
             rows = connection.execute(
                 text("SELECT e.import_id, e.splits, e.settings_json, e.summary_json, e.per_class_json FROM "
@@ -408,6 +417,7 @@ class Project:
 
     @staticmethod
     def _read_known_tags(connection: Connection) -> pd.DataFrame:
+        import pandas as pd
         columns = {}
         attributes = [row[0] for row in connection.execute(text("SELECT DISTINCT attribute FROM known_tags"))]
         for attribute in sorted(attributes):
@@ -433,17 +443,28 @@ class Project:
 
     def model_scores(self) -> pd.DataFrame:
         """Mean score and sample count per model and split (labelled samples only)."""
+        import pandas as pd
+
+        return pd.DataFrame(self._model_score_rows(), columns=["model", "split", "n", "mean_score"])
+
+    def _model_score_rows(self) -> list[dict]:
         with read_connection(self.engine) as connection:
-            return pd.read_sql_query(
-                text("SELECT m.name AS model, x.split, x.n, x.score_sum / NULLIF(x.n, 0) AS mean_score "
-                     "FROM model_split_scores x JOIN models m ON m.id = x.model_id ORDER BY m.name, x.split"),
-                connection)
+            result = connection.execute(text(
+                "SELECT m.name AS model, x.split, x.n, x.score_sum / NULLIF(x.n, 0) AS mean_score "
+                "FROM model_split_scores x JOIN models m ON m.id = x.model_id ORDER BY m.name, x.split"))
+            return [dict(row) for row in result.mappings()]
 
     def imports(self) -> pd.DataFrame:
+        import pandas as pd
         with read_connection(self.engine) as connection:
             return pd.read_sql_query(text("SELECT * FROM imports ORDER BY id"), connection)
 
+    def _import_count(self) -> int:
+        with read_connection(self.engine) as connection:
+            return int(connection.execute(text("SELECT COUNT(*) FROM imports")).scalar_one())
+
     def audit_log(self) -> pd.DataFrame:
+        import pandas as pd
         with read_connection(self.engine) as connection:
             return pd.read_sql_query(text("SELECT * FROM audit_log ORDER BY id"), connection)
 
@@ -471,7 +492,6 @@ class Project:
 
     def describe(self) -> dict:
         """Everything `hibug info` prints, from aggregate queries only (fast on large projects)."""
-        scores = self.model_scores()
         task = self.task
         return {
             "name": self.name,
@@ -480,8 +500,8 @@ class Project:
             "latest_schema_version": LATEST_VERSION,
             "splits": self.split_counts(),
             "models": self.models(),
-            "scores": scores.to_dict(orient="records"),
-            "imports": len(self.imports()),
+            "scores": self._model_score_rows(),
+            "imports": self._import_count(),
             "task": task,
             **({"coco": self._coco_summaries()} if task != "classification" else {}),
         }
@@ -497,6 +517,9 @@ def _joined_paths(root_text: dict[int, str], root_ids: np.ndarray, paths: np.nda
     """Each sample's image path (its data root joined with its stored path); "" for a stored path that leaves its
     data root (e.g. "../" written into a shared database), which is never served. Only the paths that could leave
     (absolute, or with a "." or ".." part, or doubled slashes) are normalised one by one."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
     root_of = pd.Series(root_text)
     joined = (root_of.reindex(root_ids.astype(np.int64)).to_numpy(object) + "/" + paths.astype(object)).astype(object)
     odd = pc.match_substring_regex(pa.array(paths, type=pa.string()), r"(?:^|/)\.{1,2}(?:/|$)|^/|//").to_numpy(
@@ -515,6 +538,7 @@ def _inserted_ids(connection: Connection, import_id: int, keys: np.ndarray) -> n
     """The ids the rows of an import got, in the order of `keys`. Rows inserted by one executemany while the write
     lock is held get consecutive ids in order; when the ids are exactly such a run that is all there is to read,
     otherwise they are read back by key."""
+    import pandas as pd
     first, last, count = connection.execute(text("SELECT MIN(id), MAX(id), COUNT(*) FROM samples WHERE import_id = :i"),
                                             {"i": import_id}).one()
     if count == len(keys) and last - first + 1 == count:
@@ -537,6 +561,7 @@ def _object_columns(objects: pd.DataFrame | None) -> dict[str, np.ndarray]:
 
 def _sql_values(column: pd.Series) -> np.ndarray:
     """A column for insert_columns: floats as they are (NaN is NULL), anything else with None where missing."""
+    import pandas as pd
     if column.dtype.kind == "f":
         return column.to_numpy(float)
     values = column.to_numpy(object, copy=True)
@@ -578,6 +603,7 @@ def _insert_predictions(connection: Connection, model_id: int, sample_ids, predi
                         splits) -> None:
     """One model's outputs on samples it had none for (of the given splits); a NaN confidence or score is stored as
     unknown."""
+    import pandas as pd
     sample_ids = np.asarray(sample_ids, dtype=np.int64)
     score = np.asarray(score, dtype=float)
     insert_columns(connection, "predictions", {
