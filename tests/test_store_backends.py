@@ -111,3 +111,29 @@ def test_objects_import_and_read_the_same_on_both_stores(store_url, tmp_path):
         assert made.object_evaluation("m")["per_class"]["class"].tolist() == ["cat", "dog"]
     finally:
         made.close()
+
+
+def test_hostile_text_and_missing_values_round_trip(store_url, tmp_path):
+    """What an import writes (SQLite: multi-row INSERTs; PostgreSQL: COPY of pyarrow's CSV) reads back unchanged."""
+    import csv
+
+    images = tmp_path / "images"
+    images.mkdir()
+    labels = ['a,b', 'say "hi"', "back\\slash", "two\nlines", "ünï 中", "\\N", "NULL", "x"]
+    with open(images / "manifest.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["image", "label", "prediction", "split", "confidence", "attr:note"])
+        for i, label in enumerate(labels):
+            Image.new("RGB", (8, 8), (30 * i, 0, 0)).save(images / f"{i}.png")
+            writer.writerow([f"{i}.png", label if i != 7 else "", labels[-1 - i] if i != 0 else "x",
+                             "pool" if i == 7 else "val", "" if i % 3 == 0 else f"0.{i}5", label if i % 2 else ""])
+    with Project.create(tmp_path / "project", db_url=store_url) as project:
+        project.import_manifest(load_manifest(images / "manifest.csv"))
+        samples = project.samples("model")
+        assert samples["label"].tolist()[:7] == labels[:7] and samples["label"].isna().tolist() == [False] * 7 + [True]
+        assert samples["prediction"].tolist() == ["x"] + labels[::-1][1:]
+        assert [None if c != c else c for c in samples["confidence"]] == [
+            None if i % 3 == 0 else float(f"0.{i}5") for i in range(8)]
+        assert samples["correct"].tolist()[:7] == [label == prediction for label, prediction in
+                                                   zip(labels[:7], ["x"] + labels[::-1][1:])]
+        assert project.known_tags()["note"].dropna().to_dict() == {i + 1: labels[i] for i in (1, 3, 5, 7)}

@@ -120,35 +120,72 @@ def _bulk_settings(connection: Connection, private: bool) -> Iterator[None]:
             raw.execute("PRAGMA journal_mode=WAL")
 
 
+INSERT_BLOCK_ROWS = 50_000
+
+
 def insert_columns(connection: Connection, table: str, columns: dict[str, object], n_rows: int) -> None:
     """`n_rows` rows given as columns: each a sequence of `n_rows` values or one value for every row; None, and NaN
-    in a float array, is stored as NULL. The rows are laid out once as a numpy object matrix whose reshaped rows are the
-    parameters of multi-row INSERTs (PostgreSQL: one COPY): none of SQLAlchemy's per-row parameter handling, no
+    in a float array, is stored as NULL. Blocks of rows are laid out as a numpy object matrix whose reshaped rows are
+    the parameters of multi-row INSERTs (PostgreSQL: COPY): none of SQLAlchemy's per-row parameter handling, no
     Python tuple per row (what keeps a million-row import near a bare to_sql)."""
     if n_rows == 0:
         return
     names = list(columns)
-    matrix = np.empty((n_rows, len(names)), dtype=object)
-    for j, values in enumerate(columns.values()):
-        matrix[:, j] = values  # numpy numbers become Python ints and floats, as the drivers want them
-        if isinstance(values, np.ndarray) and values.dtype.kind == "f":
-            matrix[np.isnan(values), j] = None
-    if connection.dialect.name == "postgresql":  # COPY: several times faster than INSERTs on PostgreSQL
-        with connection.connection.cursor() as cursor:
-            with cursor.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN") as copy:
-                for row in matrix.tolist():
-                    copy.write_row(row)
-        return
-    marker = "?" if connection.dialect.paramstyle == "qmark" else "%s"
-    one_row = f"({', '.join([marker] * len(names))})"
+    arrays = [np.asarray(values, dtype=object) if isinstance(values, (list, tuple)) else values
+              for values in columns.values()]
+    postgres = connection.dialect.name == "postgresql"
     # Many rows per statement (within SQLite's oldest limit of 999 parameters): half the time of one row each.
     per_statement = max(1, min(200, 999 // len(names)))
-    full = n_rows // per_statement * per_statement
+    block = INSERT_BLOCK_ROWS // per_statement * per_statement  # a block's objects stay in the CPU's caches
+    for start in range(0, n_rows, block):
+        stop = min(start + block, n_rows)
+        parts = [values[start:stop] if isinstance(values, np.ndarray) else values for values in arrays]
+        if postgres:
+            _copy_rows(connection, table, names, parts, stop - start)
+            continue
+        matrix = np.empty((stop - start, len(names)), dtype=object)
+        for j, part in enumerate(parts):
+            matrix[:, j] = part  # numpy numbers become Python ints and floats, as the drivers want them
+            if isinstance(part, np.ndarray) and part.dtype.kind == "f":
+                matrix[np.isnan(part), j] = None
+        _insert_rows(connection, table, names, matrix, per_statement)
+
+
+def _copy_rows(connection: Connection, table: str, names: list[str], parts: list, n_rows: int) -> None:
+    """PostgreSQL's COPY (several times faster than INSERTs there) of rows written as CSV by pyarrow: no Python call
+    per row. Every value is quoted and NULL left empty, which COPY's CSV format reads as NULL."""
+    import pyarrow as pa
+    import pyarrow.csv
+
+    table_data = pa.table({name: _arrow_column(part, n_rows) for name, part in zip(names, parts)})
+    sink = pa.BufferOutputStream()
+    pyarrow.csv.write_csv(table_data, sink, pyarrow.csv.WriteOptions(include_header=False,
+                                                                      quoting_style="all_valid"))
+    with connection.connection.cursor() as cursor:
+        with cursor.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN (FORMAT csv)") as copy:
+            copy.write(sink.getvalue().to_pybytes())
+
+
+def _arrow_column(values, n_rows: int):
+    """One column of a block for pyarrow: a value for every row repeated, NaN and None as null."""
+    import pyarrow as pa
+
+    if not isinstance(values, np.ndarray):
+        values = np.full(n_rows, values, dtype=object if values is None or isinstance(values, str) else None)
+    if values.dtype.kind == "f":
+        return pa.array(values, mask=np.isnan(values))
+    return pa.array(values, from_pandas=values.dtype == object)
+
+
+def _insert_rows(connection: Connection, table: str, names: list[str], matrix: np.ndarray, per_statement: int) -> None:
+    marker = "?" if connection.dialect.paramstyle == "qmark" else "%s"
+    one_row = f"({', '.join([marker] * len(names))})"
     insert = f"INSERT INTO {table} ({', '.join(names)}) VALUES "
+    full = len(matrix) // per_statement * per_statement
     if full:
         connection.exec_driver_sql(insert + ", ".join([one_row] * per_statement),
                                    list(map(tuple, matrix[:full].reshape(-1, per_statement * len(names)).tolist())))
-    if full < n_rows:
+    if full < len(matrix):
         connection.exec_driver_sql(insert + one_row, list(map(tuple, matrix[full:].tolist())))
 
 
