@@ -23,6 +23,9 @@ def sqlite_url(path: Path, *, read_only: bool = False) -> str:
     return f"sqlite:///file:{path}?mode=ro{immutable}&uri=true"
 
 
+PAGE_SIZE = 16_384
+
+
 def make_engine(url: str, config: StoreConfig = StoreConfig()) -> Engine:
     """An engine whose transactions really are transactions, on SQLite too (DDL included)."""
     if not url.startswith("sqlite"):
@@ -36,6 +39,9 @@ def make_engine(url: str, config: StoreConfig = StoreConfig()) -> Engine:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         if not read_only:
+            # A new database's pages: 16 KiB rather than 4 (a tenth off a million-row import, mostly its index
+            # builds and commit). Set before WAL, which fixes the size; a no-op for an existing database.
+            cursor.execute(f"PRAGMA page_size={PAGE_SIZE}")
             cursor.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
         cursor.execute(f"PRAGMA busy_timeout={int(config.busy_timeout_ms)}")
         cursor.execute("PRAGMA foreign_keys=ON")
