@@ -25,7 +25,7 @@ def checklist(project, ranking=None) -> list[Step]:
     runs = tag_store.runs(project)
     finished = runs[runs["status"] == "finished"] if not runs.empty else runs
     maps = project.arrays.names("maps/")
-    sliceable = not finished.empty or not project.known_tags().columns.empty
+    sliceable = not finished.empty or project.has_known_tags()
     repaired = run_count(project, "retrain")
     trust, warning = None, None
     if version is not None and not finished.empty:

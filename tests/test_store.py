@@ -73,7 +73,7 @@ def test_samples_probabilities_and_paths_round_trip(image_dir, write_csv, tmp_pa
     ids, probabilities, classes = project.probabilities("model")
     assert ids.tolist() == samples.index.tolist() and classes == ["cat", "dog"]
     np.testing.assert_allclose(probabilities, [[0.9, 0.1], [0.6, 0.4]], rtol=1e-6)
-    assert project.known_tags().to_dict() == {"color": {1: "red", 2: "blue"}}
+    assert project.known_tags().to_dict() == {"color": {1: "red", 2: "blue"}} and project.has_known_tags()
     assert project.image_path(1) == (image_dir / "a.png").resolve()
     assert project.split_counts() == {"train": 1, "val": 1}
     scores = project.model_scores().set_index("split")["mean_score"].to_dict()
@@ -87,6 +87,7 @@ def test_samples_probabilities_and_paths_round_trip(image_dir, write_csv, tmp_pa
 def test_second_import_adds_rows_and_a_new_model(image_dir, write_csv, tmp_path):
     first = write_csv("image,label,prediction\nimages/a.png,cat,cat\n")
     project = Project.create_from_manifest(tmp_path / "p", load_manifest(first))
+    assert not project.has_known_tags()
     second = write_csv("image,label,pred:vit\nimages/b.png,dog,dog\n", name="second.csv")
     summary = project.import_manifest(load_manifest(second))
     assert summary.import_id == 2 and summary.models == ["vit"]

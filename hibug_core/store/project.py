@@ -410,6 +410,11 @@ class Project:
         with read_connection(self.engine) as connection:
             return self._per_import(connection, "known tags", self._read_known_tags).copy(deep=False)
 
+    def has_known_tags(self) -> bool:
+        """Whether any imported tag is stored (one row looked at, where known_tags() reads them all)."""
+        with read_connection(self.engine) as connection:
+            return connection.execute(text("SELECT 1 FROM known_tags LIMIT 1")).first() is not None
+
     def _per_import(self, connection: Connection, name: str, read) -> pd.DataFrame:
         """A table that only imports change (samples, known tags), read again only after a new import."""
         newest_import = connection.execute(text("SELECT MAX(id) FROM imports")).scalar()
