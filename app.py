@@ -42,7 +42,7 @@ def overview() -> None:
         cell.metric(split, f"{int(counts.get(split, 0)):,}")
 
     st.subheader("Progress")
-    steps = checklist(project, source_ranking(project))
+    steps = checklist(project, lambda: source_ranking(project))
     cells = st.columns(len(steps))
     for cell, step in zip(cells, steps):
         cell.page_link(STEP_PAGES[step.name], label=step.name,

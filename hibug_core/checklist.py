@@ -15,7 +15,9 @@ class Step:
 
 
 def checklist(project, ranking=None) -> list[Step]:
-    """The steps in order. ranking: the tag sources (tagging.sources.rank_sources) when the caller has them cached."""
+    """The steps in order. ranking: a function giving the tag sources (tagging.sources.rank_sources) when the caller
+    has them cached; they are measured only where tagging runs have finished (reading every imported tag at a million
+    images takes seconds)."""
     from hibug_core.repair.runs import run_count
     from hibug_core.store import tag_store
     from hibug_core.store.attribute_versions import latest_version, schema_names
@@ -29,7 +31,7 @@ def checklist(project, ranking=None) -> list[Step]:
     repaired = run_count(project, "retrain")
     trust, warning = None, None
     if version is not None and not finished.empty:
-        poor = untrusted(ranking if ranking is not None else rank_sources(project, schema_names(project)))
+        poor = untrusted(ranking() if ranking is not None else rank_sources(project, schema_names(project)))
         trust = f"{len(poor)} too poor to trust" if len(poor) else "measured, none below the floor"
         if len(poor):
             warning = ("Some tags in force are too poor to trust; slices that use them are flagged and ranked down. "
