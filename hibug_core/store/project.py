@@ -168,6 +168,7 @@ class Project:
         also(connection, {sample key: id}) writes what belongs with the rows inside the same transaction. `private`:
         no other process can open the project (one being created in its staging folder)."""
         import pandas as pd
+
         author = author or default_actor()
         samples = manifest.samples
         keys = samples["sample_key"].to_numpy(object)
@@ -261,6 +262,7 @@ class Project:
         """Record a new model's outputs on samples already in the project (e.g. a repaired model): prediction is the
         most probable class, confidence its probability, score whether it equals the label."""
         import pandas as pd
+
         if model in self.models():
             raise ProjectError(f"a model named '{model}' is already in this project; choose another name")
         sample_ids = np.asarray(sample_ids, dtype=np.int64)
@@ -325,6 +327,7 @@ class Project:
 
     def _read_samples(self, connection: Connection) -> pd.DataFrame:
         import pandas as pd
+
         roots = self._roots(connection)
         columns = read_columns(connection, "SELECT id, sample_key, root_id, path, content_hash, width, height, label, "
                                            "split FROM samples ORDER BY id")
@@ -340,6 +343,7 @@ class Project:
         """One row per sample (index: sample id; all, or `sample_ids` in that order) with its image path, label,
         split and, for a model, its prediction, confidence, score and correctness."""
         import pandas as pd
+
         with read_connection(self.engine) as connection:
             cached = self._per_import(connection, "samples", self._read_samples)
             frame = cached.copy(deep=False) if sample_ids is None else cached.loc[np.asarray(sample_ids)]
@@ -369,6 +373,7 @@ class Project:
         """Object samples (index: sample id) with their image, kind (ground-truth object, or a model's false positive)
         and box; for a model also its outcome, TIDE error type, IoU and predicted box (None where it has none)."""
         import pandas as pd
+
         with read_connection(self.engine) as connection:
             frame = pd.read_sql_query(
                 text(f"SELECT id, {', '.join(OBJECT_COLUMNS)} FROM samples WHERE object_kind IS NOT NULL ORDER BY id"),
@@ -386,6 +391,7 @@ class Project:
         import_id, splits, settings, summary (COCO's 12 numbers) and per_class (AP per class); None for a model
         without one (an image classifier)."""
         import pandas as pd
+
         with read_connection(self.engine) as connection:
             rows = connection.execute(
                 text("SELECT e.import_id, e.splits, e.settings_json, e.summary_json, e.per_class_json FROM "
@@ -423,6 +429,7 @@ class Project:
     @staticmethod
     def _read_known_tags(connection: Connection) -> pd.DataFrame:
         import pandas as pd
+
         columns = {}
         attributes = [row[0] for row in connection.execute(text("SELECT DISTINCT attribute FROM known_tags"))]
         for attribute in sorted(attributes):
@@ -461,6 +468,7 @@ class Project:
 
     def imports(self) -> pd.DataFrame:
         import pandas as pd
+
         with read_connection(self.engine) as connection:
             return pd.read_sql_query(text("SELECT * FROM imports ORDER BY id"), connection)
 
@@ -470,6 +478,7 @@ class Project:
 
     def audit_log(self) -> pd.DataFrame:
         import pandas as pd
+
         with read_connection(self.engine) as connection:
             return pd.read_sql_query(text("SELECT * FROM audit_log ORDER BY id"), connection)
 
@@ -525,6 +534,7 @@ def _joined_paths(root_text: dict[int, str], root_ids: np.ndarray, paths: np.nda
     import pandas as pd
     import pyarrow as pa
     import pyarrow.compute as pc
+
     root_of = pd.Series(root_text)
     joined = (root_of.reindex(root_ids.astype(np.int64)).to_numpy(object) + "/" + paths.astype(object)).astype(object)
     odd = pc.match_substring_regex(pa.array(paths, type=pa.string()), r"(?:^|/)\.{1,2}(?:/|$)|^/|//").to_numpy(
@@ -544,6 +554,7 @@ def _inserted_ids(connection: Connection, import_id: int, keys: np.ndarray) -> n
     lock is held get consecutive ids in order; when the ids are exactly such a run that is all there is to read,
     otherwise they are read back by key."""
     import pandas as pd
+
     first, last, count = connection.execute(text("SELECT MIN(id), MAX(id), COUNT(*) FROM samples WHERE import_id = :i"),
                                             {"i": import_id}).one()
     if count == len(keys) and last - first + 1 == count:
@@ -567,6 +578,7 @@ def _object_columns(objects: pd.DataFrame | None) -> dict[str, np.ndarray]:
 def _sql_values(column: pd.Series) -> np.ndarray:
     """A column for insert_columns: floats as they are (NaN is NULL), anything else with None where missing."""
     import pandas as pd
+
     if column.dtype.kind == "f":
         return column.to_numpy(float)
     values = column.to_numpy(object, copy=True)
@@ -609,6 +621,7 @@ def _insert_predictions(connection: Connection, model_id: int, sample_ids, predi
     """One model's outputs on samples it had none for (of the given splits); a NaN confidence or score is stored as
     unknown."""
     import pandas as pd
+
     sample_ids = np.asarray(sample_ids, dtype=np.int64)
     score = np.asarray(score, dtype=float)
     insert_columns(connection, "predictions", {
