@@ -122,10 +122,15 @@ class Project:
             raise ProjectError(f"{folder} already holds a hibug project; open it, or choose another folder")
         folder.mkdir(parents=True, exist_ok=True)
         project = cls(folder, db_url=db_url)
-        migrate(project.engine)
-        with write_transaction(project.engine) as connection:
-            for key, value in {"name": name or folder.resolve().name, "created_at": now()}.items():
-                connection.execute(text("INSERT INTO project_meta (key, value) VALUES (:k, :v)"), {"k": key, "v": value})
+        try:
+            migrate(project.engine)
+            with write_transaction(project.engine) as connection:
+                for key, value in {"name": name or folder.resolve().name, "created_at": now()}.items():
+                    connection.execute(text("INSERT INTO project_meta (key, value) VALUES (:k, :v)"),
+                                       {"k": key, "v": value})
+        except BaseException:  # e.g. a full disk: no connection is left holding the half-made database open
+            project.close()
+            raise
         return project
 
     @classmethod
