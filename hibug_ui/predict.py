@@ -5,12 +5,18 @@ import streamlit as st
 
 from hibug_core.models.registry import MODELS
 from hibug_core.operations import Predict
-from hibug_ui.jobs import job_status, start_job
+from hibug_ui.jobs import job_status, latest_job, start_job
+
+STARTED = "predict_started"
 
 
 def predict_panel(project, user: str, *, expanded: bool) -> None:
+    """`expanded` when the project has no model; it also stays open while a run goes and after one this session
+    started, so that the run's result is not folded away when the page it stored reruns."""
     if project.task != "classification":  # objects: a detector's results come as COCO files (hibug new --coco)
         return
+    running = latest_job(project, "predict")
+    expanded = expanded or st.session_state.get(STARTED, False) or (running is not None and running.live)
     with st.expander("Run your own model on these images", expanded=expanded, icon=":material/model_training:"):
         st.caption("Your network, loaded with its library's own code and preprocessing; its predictions and "
                    "penultimate features are stored as a model of this project (a stopped run resumes). "
@@ -24,5 +30,6 @@ def predict_panel(project, user: str, *, expanded: bool) -> None:
             if st.form_submit_button("Run the model", type="primary", key="predict_submit"):
                 if start_job(project, "predict", {"model": spec.strip(), "name": name.strip() or None},
                              user) is not None:
+                    st.session_state[STARTED] = True
                     st.rerun()
         job_status(project, "predict", user, key="predict_job")

@@ -223,7 +223,9 @@ def test_the_overview_runs_your_model_as_a_background_job(monkeypatch, colour_pr
     assert job.params["model"] == "python:test_models:colour_model" and job.author == "ana"
     assert "my net" in colour_project.models()
     at.run()
-    assert any("my net: predictions for 12 images (6 run now)" in s.value.replace("\\", "") for s in at.success)
+    panel = next(e for e in at.expander if e.label == "Run your own model on these images")
+    assert panel.proto.expanded  # the project has a model now, but the run's result is not folded away
+    assert any("my net: predictions for 12 images (6 run now)" in s.value.replace("\\", "") for s in panel.success)
 
 
 def shape_model():
