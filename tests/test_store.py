@@ -107,11 +107,70 @@ def test_project_folder_can_move(image_dir, write_csv, tmp_path):
     manifest = inner / "m.csv"
     manifest.write_text("image,label,prediction\nimages/a.png,cat,cat\nimages/b.png,dog,cat\n")
     project.import_manifest(load_manifest(manifest))
+    assert len(project.samples()) == 2  # its column file written, with the paths as stored: joined where it is now
     project.close()
     moved = tmp_path / "moved"
     project_folder.rename(moved)
     reopened = Project.open(moved)
     assert all(Path(p).exists() for p in reopened.samples()["image_path"])
+
+
+def test_a_new_process_reads_the_import_tables_from_their_column_files(image_dir, write_csv, tmp_path, monkeypatch,
+                                                                         caplog):
+    from hibug_core.store.project import IMPORT_TABLES
+
+    def fresh_process() -> Project:
+        IMPORT_TABLES.clear()
+        return Project.open(tmp_path / "p")
+
+    path = write_csv("image,label,prediction,split,attr:color\nimages/a.png,cat,cat,train,red\n"
+                     "images/b.png,,dog,pool,\n")
+    project = Project.create_from_manifest(tmp_path / "p", load_manifest(path))
+    from_sql, known_from_sql = project.samples("model"), project.known_tags()
+    assert (tmp_path / "p" / "columns" / "samples.arrow").is_file()
+    assert (tmp_path / "p" / "columns" / "known-tags.arrow").is_file()
+    with monkeypatch.context() as patched:  # the database's rows are not read again
+        patched.setattr(Project, "_read_sample_rows", lambda connection, roots: pytest.fail("read from SQL"))
+        patched.setattr(Project, "_read_known_tag_rows", lambda connection: pytest.fail("read from SQL"))
+        patched.setattr(Project, "_read_prediction_rows", lambda connection, model: pytest.fail("read from SQL"))
+        reopened = fresh_process()
+        pd.testing.assert_frame_equal(reopened.samples("model"), from_sql)
+        pd.testing.assert_frame_equal(reopened.known_tags(), known_from_sql)
+        assert known_from_sql.to_dict() == {"color": {1: "red"}}
+        assert reopened.samples()["label"].isna().tolist() == [False, True]
+    # a model added later (a repaired one) has its own file; the others stay as they are
+    reopened.add_predictions("repaired", [2, 1], np.array([[0.2, 0.8], [0.7, 0.3]]), ["cat", "dog"])
+    assert reopened.samples("repaired")["prediction"].tolist() == ["cat", "dog"]
+    assert fresh_process().samples("model")["prediction"].tolist() == ["cat", "dog"]
+    assert sorted(p.name for p in (tmp_path / "p" / "columns").iterdir()) == [
+        "known-tags.arrow", "predictions-1.arrow", "predictions-2.arrow", "samples.arrow"]
+    # a new import makes the files stale: read again, and written again
+    reopened.import_manifest(load_manifest(write_csv("image,label,prediction,attr:color\nimages/c.png,dog,dog,"
+                                                     "blue\n", name="second.csv")))
+    again = fresh_process()
+    assert [Path(p).name for p in again.samples()["image_path"]] == ["a.png", "b.png", "c.png"]
+    assert again.known_tags().to_dict() == {"color": {1: "red", 3: "blue"}}
+    assert again.samples("model")["prediction"].tolist() == ["cat", "dog", "dog"]
+    # a damaged file is read around (from SQL) and written again
+    (tmp_path / "p" / "columns" / "samples.arrow").write_bytes(b"ARROW1 cut short")
+    with caplog.at_level("WARNING"):
+        assert [Path(p).name for p in fresh_process().samples()["image_path"]] == ["a.png", "b.png", "c.png"]
+    assert "cannot be read" in caplog.text
+    with monkeypatch.context() as patched:
+        patched.setattr(Project, "_read_sample_rows", lambda connection, roots: pytest.fail("read from SQL"))
+        assert len(fresh_process().samples()) == 3
+
+
+def test_a_read_only_project_writes_no_column_file(image_dir, write_csv, tmp_path):
+    Project.create(tmp_path / "p").close()
+    with Project.open(tmp_path / "p") as project:
+        project.import_manifest(load_manifest(write_csv("image,label,prediction\nimages/a.png,cat,cat\n")))
+    from hibug_core.store.project import IMPORT_TABLES
+
+    IMPORT_TABLES.clear()
+    with Project.open(tmp_path / "p", read_only=True) as project:
+        assert project.samples()["label"].tolist() == ["cat"]
+    assert not (tmp_path / "p" / "columns").exists()
 
 
 def test_a_stored_path_that_leaves_its_data_root_is_never_served(image_dir, write_csv, tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from hibug_core.errors import check_fields
+from hibug_core.native_memory import reuse_freed_tensor_memory
 from hibug_core.progress import ProgressCallback, no_progress
 
 
@@ -107,6 +108,7 @@ def train_detector(images: list, objects_by_image: list, classes: list[str], con
     if len(images) != len(objects_by_image) or not images:
         raise ValueError("give one (boxes, classes) pair per training image, and at least one image")
     # 2. The model, its data and its schedule.
+    reuse_freed_tensor_memory()
     model = build_detector(classes, config)
     if start_from is not None:
         model.load_state_dict(start_from.state_dict())

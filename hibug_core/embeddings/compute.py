@@ -13,6 +13,7 @@ from hibug_core.embeddings.base import Encoder, load_rgb
 from hibug_core.embeddings.cache import ContentCache
 from hibug_core.embeddings.registry import DEFAULT_ENCODER, encoder_key, load_encoder
 from hibug_core.errors import TaggingError
+from hibug_core.native_memory import reuse_freed_tensor_memory
 from hibug_core.objects.views import crops_of, object_views
 from hibug_core.progress import ProgressCallback, no_progress
 
@@ -82,9 +83,11 @@ def _blank(size: int):
 
 
 def configure_threads(config: EmbedConfig) -> int:
-    """Give torch every core for the forward pass; decoding overlaps in loader workers."""
+    """Give torch every core for the forward pass, and the allocator the settings batches of tensors want;
+    decoding overlaps in loader workers."""
     import torch
 
+    reuse_freed_tensor_memory()
     cores = os.cpu_count() or 1
     torch.set_num_threads(config.torch_threads or cores)
     return config.workers if config.workers is not None else min(4, max(1, cores // 4))

@@ -15,6 +15,7 @@ import numpy as np
 
 from hibug_core.errors import HibugError, check_fields
 from hibug_core.models.adapter import ModelAdapter
+from hibug_core.native_memory import reuse_freed_tensor_memory
 from hibug_core.progress import ProgressCallback, no_progress
 
 logger = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ def recipe_threads(adapter: ModelAdapter):
     trains several times faster on one thread than on two, far more so on a busy machine)."""
     import torch
 
+    reuse_freed_tensor_memory()
     threads, before = adapter.recipe.get("threads"), torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)

@@ -1,8 +1,9 @@
-"""A hibug project: one folder with a SQL store for samples and edits, and bulk arrays beside it."""
+"""A hibug project: one folder with a SQL store for samples and edits, and bulk arrays and column files beside it."""
 # pandas and pyarrow are imported by the functions that use them: `hibug info` answers without them (they are a
 # third of its time).
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ from hibug_core.config import StoreConfig
 from hibug_core.errors import ManifestError, ProjectError, RowIssue
 from hibug_core.store.arrays import ArrayStore
 from hibug_core.store.audit import default_actor, now, record as record_audit
+from hibug_core.store.column_files import ColumnFiles
 from hibug_core.store.db import (insert_columns, make_engine, read_columns, read_connection, sqlite_url,
                                  write_transaction)
 from hibug_core.store.integrity import check_sqlite_file, pending_migrations
@@ -32,8 +34,9 @@ logger = logging.getLogger(__name__)
 
 DB_FILE = "hibug.sqlite"
 SAMPLE_INDEXES = {"ix_samples_split": "samples (split)"}  # migrations v1
-IMPORT_TABLES = BoundedCache("import tables", max_items=4)  # tables only an import changes (samples, known tags)
+IMPORT_TABLES = BoundedCache("import tables", max_items=8)  # samples, known tags, a few models' predictions
 ARRAYS_DIR = "arrays"
+COLUMNS_DIR = "columns"  # column_files.ColumnFiles: tables only an import changes, as Arrow files
 
 
 def data_roots(folders: list[Path]) -> dict[Path, Path]:
@@ -68,6 +71,7 @@ class Project:
         self.db_url = db_url or sqlite_url(self.folder / DB_FILE, read_only=read_only)
         self.engine = make_engine(self.db_url, config)
         self.arrays = ArrayStore(self.folder / ARRAYS_DIR, read_only=read_only)
+        self.columns = ColumnFiles(self.folder / COLUMNS_DIR, read_only=read_only)
         self._identity = uuid.uuid4().hex  # keys this instance's entries in IMPORT_TABLES
 
     # ----- opening and creating -------------------------------------------------------------
@@ -110,6 +114,7 @@ class Project:
                 migrate(project.engine)
             if not project.read_only:
                 project.arrays.remove_leftovers()
+                project.columns.remove_leftovers()
         except BaseException:
             project.close()
             raise
@@ -330,19 +335,22 @@ class Project:
         return {int(i): (self.folder / p).resolve() if not Path(p).is_absolute() else Path(p)
                 for i, p in connection.execute(text("SELECT id, path FROM data_roots"))}
 
-    def _read_samples(self, connection: Connection) -> pd.DataFrame:
+    def _read_samples(self, connection: Connection, version: str) -> pd.DataFrame:
+        roots = {i: str(p) for i, p in self._roots(connection).items()}  # where they are now (the folder can move)
+        return self.columns.get_or_read("samples", f"{version} roots {json.dumps(sorted(roots.items()))}",
+                                        lambda: self._read_sample_rows(connection, roots))
+
+    @staticmethod
+    def _read_sample_rows(connection: Connection, roots: dict[int, str]) -> pd.DataFrame:
         import pandas as pd
 
-        roots = self._roots(connection)
         columns = read_columns(connection, "SELECT id, sample_key, root_id, path, content_hash, width, height, label, "
                                            "split FROM samples ORDER BY id")
-        frame = pd.DataFrame({"sample_key": columns["sample_key"], "content_hash": columns["content_hash"],
-                              "width": columns["width"].astype(np.int64), "height": columns["height"].astype(np.int64),
-                              "label": columns["label"], "split": columns["split"]},
-                             index=pd.Index(columns["id"].astype(np.int64), name="id"))
-        frame["image_path"] = _joined_paths({i: str(p) for i, p in roots.items()}, columns["root_id"],
-                                            columns["path"], frame.index)
-        return frame
+        ids = pd.Index(columns["id"].astype(np.int64), name="id")
+        return pd.DataFrame({"sample_key": columns["sample_key"], "content_hash": columns["content_hash"],
+                             "width": columns["width"].astype(np.int64), "height": columns["height"].astype(np.int64),
+                             "label": columns["label"], "split": columns["split"],
+                             "image_path": _joined_paths(roots, columns["root_id"], columns["path"], ids)}, index=ids)
 
     def samples(self, model: str | None = None, *, sample_ids=None) -> pd.DataFrame:
         """One row per sample (index: sample id; all, or `sample_ids` in that order) with its image path, label,
@@ -353,15 +361,13 @@ class Project:
             cached = self._per_import(connection, "samples", self._read_samples)
             frame = cached.copy(deep=False) if sample_ids is None else cached.loc[np.asarray(sample_ids)]
             if model is not None:
-                columns = read_columns(connection, "SELECT p.sample_id, p.prediction, p.confidence, p.score FROM "
-                                                   "predictions p JOIN models m ON m.id = p.model_id WHERE m.name = ?",
-                                       (model,))
-                predictions = pd.DataFrame(
-                    {"prediction": columns["prediction"], "confidence": columns["confidence"].astype(float),
-                     "score": columns["score"].astype(float)},
-                    index=pd.Index(columns["sample_id"].astype(np.int64), name="id"))
-                if predictions.empty and model not in self.models():
+                row = connection.execute(text("SELECT id, created_at FROM models WHERE name = :n"), {"n": model}).first()
+                if row is None:
                     raise ProjectError(f"no model named '{model}' in this project; known: {', '.join(self.models())}")
+                # A model's predictions change only with an import or when the model is added (never after).
+                predictions = self._per_import(connection, f"predictions-{row[0]}",
+                                               functools.partial(self._read_predictions, int(row[0])),
+                                               also=f"model {row[0]} {row[1]}")
         if model is not None:
             frame = frame.join(predictions, how="left")
             correct = (frame["prediction"] == frame["label"]).astype("boolean")
@@ -419,20 +425,40 @@ class Project:
         """Imported or ground-truth tags: one column per attribute, indexed by sample id (copy-on-write; read from the
         database again only after an import, the only way they change)."""
         with read_connection(self.engine) as connection:
-            return self._per_import(connection, "known tags", self._read_known_tags).copy(deep=False)
+            return self._per_import(connection, "known-tags", self._read_known_tags).copy(deep=False)
 
     def has_known_tags(self) -> bool:
         """Whether any imported tag is stored (one row looked at, where known_tags() reads them all)."""
         with read_connection(self.engine) as connection:
             return connection.execute(text("SELECT 1 FROM known_tags LIMIT 1")).first() is not None
 
-    def _per_import(self, connection: Connection, name: str, read) -> pd.DataFrame:
-        """A table that only imports change (samples, known tags), read again only after a new import."""
-        newest_import = connection.execute(text("SELECT MAX(id) FROM imports")).scalar()
-        return IMPORT_TABLES.get_or_make((self._identity, name, newest_import), lambda: read(connection))
+    def _per_import(self, connection: Connection, name: str, read, *, also: str = "") -> pd.DataFrame:
+        """A table that only imports (and what `also` names) change: samples, known tags, a model's predictions.
+        read(connection, version) runs once per process and version; it takes the table from its column file,
+        which the first reader after the import writes."""
+        newest = connection.execute(text("SELECT id, created_at FROM imports ORDER BY id DESC LIMIT 1")).first()
+        version = " ".join(filter(None, ["none" if newest is None else f"{newest[0]} {newest[1]}", also]))
+        return IMPORT_TABLES.get_or_make((self._identity, name, version), lambda: read(connection, version))
+
+    def _read_predictions(self, model_id: int, connection: Connection, version: str) -> pd.DataFrame:
+        return self.columns.get_or_read(f"predictions-{model_id}", version,
+                                        lambda: self._read_prediction_rows(connection, model_id))
 
     @staticmethod
-    def _read_known_tags(connection: Connection) -> pd.DataFrame:
+    def _read_prediction_rows(connection: Connection, model_id: int) -> pd.DataFrame:
+        import pandas as pd
+
+        columns = read_columns(connection, "SELECT sample_id, prediction, confidence, score FROM predictions "
+                                           "WHERE model_id = ?", (model_id,))
+        return pd.DataFrame({"prediction": columns["prediction"], "confidence": columns["confidence"].astype(float),
+                             "score": columns["score"].astype(float)},
+                            index=pd.Index(columns["sample_id"].astype(np.int64), name="id"))
+
+    def _read_known_tags(self, connection: Connection, version: str) -> pd.DataFrame:
+        return self.columns.get_or_read("known-tags", version, lambda: self._read_known_tag_rows(connection))
+
+    @staticmethod
+    def _read_known_tag_rows(connection: Connection) -> pd.DataFrame:
         import pandas as pd
 
         columns = {}

@@ -1,0 +1,89 @@
+"""Tables that only an import changes, kept as Arrow files beside the database: a new process maps them instead of
+reading a million rows through the driver. A cache only: a missing, stale or damaged file is read again from SQL."""
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import uuid
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+logger = logging.getLogger(__name__)
+_VERSION = b"hibug_version"
+_OBJECTS = b"hibug_object_columns"
+
+
+class ColumnFiles:
+    """One Arrow IPC file per table name, stamped with the version of the data it holds (the newest import)."""
+
+    def __init__(self, root: Path, *, read_only: bool = False):
+        self.root = Path(root)
+        self.read_only = read_only
+
+    def path(self, name: str) -> Path:
+        return self.root / f"{name}.arrow"
+
+    def get_or_read(self, name: str, version: str, read: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+        """The table as of `version`: from its file when that holds this version, else read() (then stored)."""
+        frame = self.load(name, version)
+        if frame is None:
+            frame = read()
+            self.save(name, version, frame)
+        return frame
+
+    def load(self, name: str, version: str) -> pd.DataFrame | None:
+        import pyarrow as pa
+
+        path = self.path(name)
+        if not path.exists():
+            return None
+        try:
+            with pa.memory_map(str(path)) as source:
+                reader = pa.ipc.open_file(source)
+                metadata = reader.schema.metadata or {}
+                if metadata.get(_VERSION) != version.encode():
+                    return None
+                frame = reader.read_all().to_pandas()
+                objects = json.loads(metadata.get(_OBJECTS, b"[]"))
+        except (pa.ArrowException, OSError, ValueError, KeyError) as error:
+            logger.warning("the column file %s cannot be read (%s); its table is read from the database", path, error)
+            return None
+        # Columns that were Python objects come back as such (pandas 3 would make text its own string type).
+        return frame.astype(dict.fromkeys(objects, object)) if objects else frame
+
+    def save(self, name: str, version: str, frame: pd.DataFrame) -> None:
+        """Write atomically (readers see the old file or the new one); never fails the caller: a read-only project
+        or a full disk only means the next process reads from the database again."""
+        import pyarrow as pa
+
+        if self.read_only:
+            return
+        path = self.path(name)
+        temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            table = pa.Table.from_pandas(frame, preserve_index=True)
+            objects = [str(name) for name, dtype in frame.dtypes.items() if dtype == object]
+            table = table.replace_schema_metadata({**(table.schema.metadata or {}), _VERSION: version.encode(),
+                                                   _OBJECTS: json.dumps(objects).encode()})
+            self.root.mkdir(parents=True, exist_ok=True)
+            with pa.OSFile(str(temporary), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+                writer.write_table(table)
+            os.replace(temporary, path)
+        except (pa.ArrowException, OSError, ValueError, TypeError) as error:
+            temporary.unlink(missing_ok=True)
+            full = isinstance(error, OSError) and error.errno == errno.ENOSPC
+            logger.warning("the column file %s was not written (%s); its table is read from the database next time",
+                           path, "the disk is full" if full else error)
+
+    def remove_leftovers(self) -> int:
+        """Delete temporary files of writes that crashed before their rename."""
+        if not self.root.exists():
+            return 0
+        leftovers = list(self.root.glob(".*.tmp"))
+        for path in leftovers:
+            path.unlink(missing_ok=True)
+        return len(leftovers)
