@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hibug_core.native_memory import reuse_freed_tensor_memory
 from hibug_core.progress import ProgressCallback, no_progress
 
 
@@ -56,6 +57,7 @@ def _train(network, images, labels, *, epochs: int, batch_size: int, learning_ra
     import torch
     import torch.nn.functional as F
 
+    reuse_freed_tensor_memory()
     optimiser = torch.optim.Adam(network.parameters(), lr=learning_rate)
     inputs, targets = _prepare(images, resolution), torch.from_numpy(labels.astype(np.int64))
     order = np.arange(len(labels))
