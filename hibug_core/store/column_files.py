@@ -8,9 +8,10 @@ import logging
 import os
 import uuid
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas and pyarrow are imported when a table is read: `hibug info` reads none
+    import pandas as pd
 
 logger = logging.getLogger(__name__)
 _VERSION = b"hibug_version"
