@@ -49,13 +49,23 @@ COLOURS = {"red": (220, 30, 30), "green": (30, 200, 40), "blue": (30, 40, 220)}
 
 
 @pytest.fixture(scope="session")
-def detection_demo(tmp_path_factory) -> Path:
-    """The detection demo project, built once per test session from the shipped detector."""
-    from hibug_core.demo.detection import build_detection_demo
+def detection_demo_build(tmp_path_factory):
+    """(folder, the finished process): the detection demo built once per test session by the command a user runs,
+    `hibug demo --task detection --build-only`, from the shipped detector."""
+    import subprocess
+    import sys
 
     folder = tmp_path_factory.mktemp("detection") / "hibug-detection-demo"
-    build_detection_demo(folder).close()
-    return folder
+    run = subprocess.run([sys.executable, "-m", "hibug_core.cli", "demo", "--task", "detection", "--build-only",
+                          "--dir", str(folder)], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return folder, run
+
+
+@pytest.fixture(scope="session")
+def detection_demo(detection_demo_build) -> Path:
+    """The detection demo project (built once per test session)."""
+    return detection_demo_build[0]
 
 
 @pytest.fixture

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -95,11 +93,9 @@ def test_the_detection_demo_shows_its_planted_bugs(detection_demo):
         project.close()
 
 
-def test_cli_builds_the_detection_demo(tmp_path, monkeypatch):
-    run = subprocess.run([sys.executable, "-m", "hibug_core.cli", "demo", "--task", "detection", "--build-only",
-                          "--dir", str(tmp_path / "d")], capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "demo project ready" in run.stdout and (tmp_path / "d" / "hibug.sqlite").exists()
+def test_cli_builds_the_detection_demo(detection_demo_build):
+    folder, run = detection_demo_build  # the session's detection demo is built by the command
+    assert "demo project ready" in run.stdout and (folder / "hibug.sqlite").exists()
     assert "training the demo detector" not in run.stderr  # the shipped detector was used
 
 

@@ -66,7 +66,7 @@ def _bench_arguments(parser) -> None:
     parser.add_argument("--out", default="bench-results", help="folder for results, problem projects and caches")
     parser.add_argument("--spurious", type=int, default=30, help="spurious-correlation problems")
     parser.add_argument("--rare", type=int, default=30, help="rare-case problems")
-    parser.add_argument("--quick", action="store_true", help="3 + 3 problems (a quick look; CI runs 2 + 2)")
+    parser.add_argument("--quick", action="store_true", help="3 + 3 problems (a quick look; CI runs 1 + 1)")
     parser.add_argument("--taggers", help="comma-separated tag sources: truth, conse, library, taught, llm "
                         "(default: all but llm; see --llm)")
     parser.add_argument("--llm", action="store_true", help="add the 'llm' tag source: attributes proposed by a "
