@@ -30,7 +30,7 @@ def start_job(project, kind: str, params: dict, user: str, secrets: dict | None 
 def job_status(project, kind: str, user: str, *, key: str) -> None:
     """The newest job of `kind`: progress while it runs (polled without rerunning the page), then how it ended."""
 
-    @st.fragment(run_every=POLL_S if _live(project, kind) else None)
+    @st.fragment(run_every=POLL_S if job_running(project, kind) else None)
     def _panel() -> None:
         job = latest_job(project, kind)
         if job is None:
@@ -70,7 +70,7 @@ def job_status(project, kind: str, user: str, *, key: str) -> None:
     _panel()
 
 
-def _live(project, kind: str) -> bool:
+def job_running(project, kind: str) -> bool:
     job = latest_job(project, kind)
     return job is not None and job.live
 

@@ -5,7 +5,7 @@ import streamlit as st
 
 from hibug_core.models.registry import MODELS
 from hibug_core.operations import Predict
-from hibug_ui.jobs import job_status, latest_job, start_job
+from hibug_ui.jobs import job_running, job_status, start_job
 
 STARTED = "predict_started"
 
@@ -15,8 +15,7 @@ def predict_panel(project, user: str, *, expanded: bool) -> None:
     started, so that the run's result is not folded away when the page it stored reruns."""
     if project.task != "classification":  # objects: a detector's results come as COCO files (hibug new --coco)
         return
-    running = latest_job(project, "predict")
-    expanded = expanded or st.session_state.get(STARTED, False) or (running is not None and running.live)
+    expanded = expanded or st.session_state.get(STARTED, False) or job_running(project, "predict")
     with st.expander("Run your own model on these images", expanded=expanded, icon=":material/model_training:"):
         st.caption("Your network, loaded with its library's own code and preprocessing; its predictions and "
                    "penultimate features are stored as a model of this project (a stopped run resumes). "

@@ -130,9 +130,9 @@ def test_a_new_process_reads_the_import_tables_from_their_column_files(image_dir
     assert (tmp_path / "p" / "columns" / "samples.arrow").is_file()
     assert (tmp_path / "p" / "columns" / "known-tags.arrow").is_file()
     with monkeypatch.context() as patched:  # the database's rows are not read again
-        patched.setattr(Project, "_read_sample_rows", lambda connection, roots: pytest.fail("read from SQL"))
-        patched.setattr(Project, "_read_known_tag_rows", lambda connection: pytest.fail("read from SQL"))
-        patched.setattr(Project, "_read_prediction_rows", lambda connection, model: pytest.fail("read from SQL"))
+        patched.setattr(Project, "_read_sample_rows", lambda *args, **kwargs: pytest.fail("read from SQL"))
+        patched.setattr(Project, "_read_known_tag_rows", lambda *args, **kwargs: pytest.fail("read from SQL"))
+        patched.setattr(Project, "_read_prediction_rows", lambda *args, **kwargs: pytest.fail("read from SQL"))
         reopened = fresh_process()
         pd.testing.assert_frame_equal(reopened.samples("model"), from_sql)
         pd.testing.assert_frame_equal(reopened.known_tags(), known_from_sql)
@@ -157,7 +157,7 @@ def test_a_new_process_reads_the_import_tables_from_their_column_files(image_dir
         assert [Path(p).name for p in fresh_process().samples()["image_path"]] == ["a.png", "b.png", "c.png"]
     assert "cannot be read" in caplog.text
     with monkeypatch.context() as patched:
-        patched.setattr(Project, "_read_sample_rows", lambda connection, roots: pytest.fail("read from SQL"))
+        patched.setattr(Project, "_read_sample_rows", lambda *args, **kwargs: pytest.fail("read from SQL"))
         assert len(fresh_process().samples()) == 3
 
 

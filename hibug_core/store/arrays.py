@@ -19,6 +19,21 @@ logger = logging.getLogger(__name__)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
 
 
+def temporary_beside(final: Path) -> Path:
+    """Where a file is written before its atomic rename to `final` (hidden, unique; remove_temporaries finds it)."""
+    return final.with_name(f".{final.stem}.{uuid.uuid4().hex}.tmp")
+
+
+def remove_temporaries(root: Path) -> int:
+    """Delete the temporary files under `root` of writes that crashed before their rename; returns how many."""
+    if not root.exists():
+        return 0
+    leftovers = list(root.rglob(".*.tmp"))
+    for path in leftovers:
+        path.unlink(missing_ok=True)
+    return len(leftovers)
+
+
 class DamagedArraysError(ProjectError):
     """A stored array file that cannot be read (cut short, overwritten); `path` names it."""
 
@@ -57,7 +72,7 @@ class ArrayStore:
     def stage(self, name: str, **arrays: np.ndarray) -> StagedArrays:
         final = self.path(name)
         final.parent.mkdir(parents=True, exist_ok=True)
-        temporary = final.with_name(f".{final.stem}.{uuid.uuid4().hex}.tmp")
+        temporary = temporary_beside(final)
         try:
             with open(temporary, "wb") as handle:
                 np.savez(handle, **arrays)
@@ -131,9 +146,4 @@ class ArrayStore:
 
     def remove_leftovers(self) -> int:
         """Delete temporary files left by a write that crashed before commit."""
-        if not self.root.exists():
-            return 0
-        leftovers = list(self.root.rglob(".*.tmp"))
-        for path in leftovers:
-            path.unlink(missing_ok=True)
-        return len(leftovers)
+        return remove_temporaries(self.root)

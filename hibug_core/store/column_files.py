@@ -6,9 +6,10 @@ import errno
 import json
 import logging
 import os
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
+
+from hibug_core.store.arrays import remove_temporaries, temporary_beside
 
 if TYPE_CHECKING:  # pandas and pyarrow are imported when a table is read: `hibug info` reads none
     import pandas as pd
@@ -64,7 +65,7 @@ class ColumnFiles:
         if self.read_only:
             return
         path = self.path(name)
-        temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+        temporary = temporary_beside(path)
         try:
             table = pa.Table.from_pandas(frame, preserve_index=True)
             objects = [str(name) for name, dtype in frame.dtypes.items() if dtype == object]
@@ -82,9 +83,4 @@ class ColumnFiles:
 
     def remove_leftovers(self) -> int:
         """Delete temporary files of writes that crashed before their rename."""
-        if not self.root.exists():
-            return 0
-        leftovers = list(self.root.glob(".*.tmp"))
-        for path in leftovers:
-            path.unlink(missing_ok=True)
-        return len(leftovers)
+        return remove_temporaries(self.root)

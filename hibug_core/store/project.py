@@ -335,11 +335,6 @@ class Project:
         return {int(i): (self.folder / p).resolve() if not Path(p).is_absolute() else Path(p)
                 for i, p in connection.execute(text("SELECT id, path FROM data_roots"))}
 
-    def _read_samples(self, connection: Connection, version: str) -> pd.DataFrame:
-        roots = {i: str(p) for i, p in self._roots(connection).items()}  # where they are now (the folder can move)
-        return self.columns.get_or_read("samples", f"{version} roots {json.dumps(sorted(roots.items()))}",
-                                        lambda: self._read_sample_rows(connection, roots))
-
     @staticmethod
     def _read_sample_rows(connection: Connection, roots: dict[int, str]) -> pd.DataFrame:
         import pandas as pd
@@ -358,7 +353,9 @@ class Project:
         import pandas as pd
 
         with read_connection(self.engine) as connection:
-            cached = self._per_import(connection, "samples", self._read_samples)
+            roots = {i: str(p) for i, p in self._roots(connection).items()}  # where they are now (the folder can move)
+            cached = self._per_import(connection, "samples", functools.partial(self._read_sample_rows, roots=roots),
+                                      also=f"roots {json.dumps(sorted(roots.items()))}")
             frame = cached.copy(deep=False) if sample_ids is None else cached.loc[np.asarray(sample_ids)]
             if model is not None:
                 row = connection.execute(text("SELECT id, created_at FROM models WHERE name = :n"), {"n": model}).first()
@@ -366,7 +363,7 @@ class Project:
                     raise ProjectError(f"no model named '{model}' in this project; known: {', '.join(self.models())}")
                 # A model's predictions change only with an import or when the model is added (never after).
                 predictions = self._per_import(connection, f"predictions-{row[0]}",
-                                               functools.partial(self._read_predictions, int(row[0])),
+                                               functools.partial(self._read_prediction_rows, model_id=int(row[0])),
                                                also=f"model {row[0]} {row[1]}")
         if model is not None:
             frame = frame.join(predictions, how="left")
@@ -425,24 +422,21 @@ class Project:
         """Imported or ground-truth tags: one column per attribute, indexed by sample id (copy-on-write; read from the
         database again only after an import, the only way they change)."""
         with read_connection(self.engine) as connection:
-            return self._per_import(connection, "known-tags", self._read_known_tags).copy(deep=False)
+            return self._per_import(connection, "known-tags", self._read_known_tag_rows).copy(deep=False)
 
     def has_known_tags(self) -> bool:
         """Whether any imported tag is stored (one row looked at, where known_tags() reads them all)."""
         with read_connection(self.engine) as connection:
             return connection.execute(text("SELECT 1 FROM known_tags LIMIT 1")).first() is not None
 
-    def _per_import(self, connection: Connection, name: str, read, *, also: str = "") -> pd.DataFrame:
+    def _per_import(self, connection: Connection, name: str, read_rows, *, also: str = "") -> pd.DataFrame:
         """A table that only imports (and what `also` names) change: samples, known tags, a model's predictions.
-        read(connection, version) runs once per process and version; it takes the table from its column file,
-        which the first reader after the import writes."""
+        Once per process and version it is taken from its column file `name`; read_rows(connection) reads it from
+        SQL when the file does not hold this version, for the first reader after an import, which writes it."""
         newest = connection.execute(text("SELECT id, created_at FROM imports ORDER BY id DESC LIMIT 1")).first()
         version = " ".join(filter(None, ["none" if newest is None else f"{newest[0]} {newest[1]}", also]))
-        return IMPORT_TABLES.get_or_make((self._identity, name, version), lambda: read(connection, version))
-
-    def _read_predictions(self, model_id: int, connection: Connection, version: str) -> pd.DataFrame:
-        return self.columns.get_or_read(f"predictions-{model_id}", version,
-                                        lambda: self._read_prediction_rows(connection, model_id))
+        return IMPORT_TABLES.get_or_make((self._identity, name, version), lambda: self.columns.get_or_read(
+            name, version, lambda: read_rows(connection)))
 
     @staticmethod
     def _read_prediction_rows(connection: Connection, model_id: int) -> pd.DataFrame:
@@ -453,9 +447,6 @@ class Project:
         return pd.DataFrame({"prediction": columns["prediction"], "confidence": columns["confidence"].astype(float),
                              "score": columns["score"].astype(float)},
                             index=pd.Index(columns["sample_id"].astype(np.int64), name="id"))
-
-    def _read_known_tags(self, connection: Connection, version: str) -> pd.DataFrame:
-        return self.columns.get_or_read("known-tags", version, lambda: self._read_known_tag_rows(connection))
 
     @staticmethod
     def _read_known_tag_rows(connection: Connection) -> pd.DataFrame:
