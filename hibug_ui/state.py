@@ -161,16 +161,19 @@ def current_user() -> str:
 
 
 def slice_report(project: Project, model: str, split: str, config, tags: str = "in force"):
-    """The ranked, diagnosed error slices; recomputed only when the settings or the project change."""
-    return _slice_report(str(project.folder), model, split, config, project_state(project), tags)
+    """The ranked, diagnosed error slices; recomputed only when the settings or the project change (and read from
+    the project's files, where a process that computed them before kept them)."""
+    report = _slice_report(str(project.folder), model, split, config, project_state(project), tags)
+    return dataclasses.replace(report, **{name: getattr(report, name).copy(deep=False) for name in
+                                          ("slices", "rare_classes", "evaluation", "samples", "all_tags")})
 
 
-@st.cache_data(show_spinner="Finding error slices…", max_entries=8)
+@st.cache_resource(show_spinner="Finding error slices…", max_entries=8)  # shared, not unpickled on every rerun
 def _slice_report(folder: str, model: str, split: str, config, state: str, tags: str):
-    from hibug_core.slices.report import error_slices
+    from hibug_core.slices.report_files import kept_error_slices
 
     del state
-    return error_slices(open_project(folder), model, split=split, config=config, tags=tags)
+    return kept_error_slices(open_project(folder), model, split=split, config=config, tags=tags)
 
 
 def source_ranking(project: Project):

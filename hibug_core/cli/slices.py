@@ -9,15 +9,15 @@ from hibug_core.operations import FindSlices, Report
 
 def cmd_slices(args) -> int:
     from hibug_core.cli.options import operation_from_args
-    from hibug_core.slices.report import error_slices
+    from hibug_core.slices.report_files import kept_error_slices
     from hibug_core.store.attribute_versions import schema_names
     from hibug_core.store.project import Project
     from hibug_core.tagging.sources import rank_sources, trust_message
 
     op = operation_from_args(FindSlices, args)
     with Project.open(args.project, read_only=True) as project:
-        report = error_slices(project, op.model, split=op.split, config=op.slice_config(), attributes=op.attributes,
-                              tags=op.tags)
+        report = kept_error_slices(project, op.model, split=op.split, config=op.slice_config(),
+                                   attributes=op.attributes, tags=op.tags)
         sliced = [c for c in report.all_tags.columns if c in set(schema_names(project))]
         message = trust_message(rank_sources(project, sliced)) if op.tags == "in force" and sliced else None
     slices = report.slices
