@@ -82,8 +82,7 @@ def stored_map(project, encoder: str, *, sample_ids=None, config: MapConfig = Ma
     exactly them."""
     samples = encoder_views(project, project.samples(sample_ids=sample_ids), crops=True)
     hashes = samples["content_hash"].to_numpy()
-    distinct = np.unique(hashes)
-    name = _name(encoder, distinct, config)
+    name = _name(encoder, pd.unique(hashes), config)  # _name sorts the distinct hashes (a million rows: not sorted)
     if not project.arrays.exists(name):
         return None
     arrays = project.arrays.load_recomputable(name)  # a damaged map is computed again, as if it had never been

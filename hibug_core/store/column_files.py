@@ -54,8 +54,9 @@ class ColumnFiles:
         except (pa.ArrowException, OSError, ValueError, KeyError) as error:
             logger.warning("the column file %s cannot be read (%s); its table is read from the database", path, error)
             return None
-        # Columns that were Python objects come back as such (pandas 3 would make text its own string type).
-        return frame.astype(dict.fromkeys(objects, object)) if objects else frame
+        # Columns that were Python objects come back as such (pandas 3 would make text its own string type); they are
+        # stored dictionary-encoded (tags: a few distinct values), so this is a take, not a million string copies.
+        return frame.assign(**{name: _as_objects(frame[name]) for name in objects}) if objects else frame
 
     def save(self, name: str, version: str, frame: pd.DataFrame) -> None:
         """Write atomically (readers see the old file or the new one); never fails the caller: a read-only project
@@ -67,8 +68,8 @@ class ColumnFiles:
         path = self.path(name)
         temporary = temporary_beside(path)
         try:
-            table = pa.Table.from_pandas(frame, preserve_index=True)
             objects = [str(name) for name, dtype in frame.dtypes.items() if dtype == object]
+            table = pa.Table.from_pandas(_dictionary_encoded(frame, objects), preserve_index=True)
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), _VERSION: version.encode(),
                                                    _OBJECTS: json.dumps(objects).encode()})
             self.root.mkdir(parents=True, exist_ok=True)
@@ -84,3 +85,27 @@ class ColumnFiles:
     def remove_leftovers(self) -> int:
         """Delete temporary files of writes that crashed before their rename."""
         return remove_temporaries(self.root)
+
+
+def _dictionary_encoded(frame: pd.DataFrame, objects: list[str]) -> pd.DataFrame:
+    """Object columns as categoricals where their values allow it (strings); others as they are."""
+    import pyarrow as pa
+
+    encoded = {}
+    for name in objects:
+        try:
+            encoded[name] = frame[name].astype("category")
+            pa.array(encoded[name].cat.categories)  # one Arrow type for every value, or it stays as it is
+        except (TypeError, ValueError, pa.ArrowException):
+            encoded.pop(name, None)
+    return frame.assign(**encoded) if encoded else frame
+
+
+def _as_objects(column: pd.Series) -> pd.Series:
+    import numpy as np
+    import pandas as pd
+
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return column.astype(object)
+    values = np.append(column.cat.categories.to_numpy(dtype=object), np.nan)  # code -1 (missing) takes the last
+    return pd.Series(values[column.cat.codes.to_numpy()], index=column.index, name=column.name, dtype=object)

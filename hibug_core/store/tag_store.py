@@ -298,13 +298,12 @@ def load_tags(project, attributes: dict[str, tuple[str, ...]], order: dict[str, 
             if key == IMPORTED:
                 if attribute not in known.columns:
                     continue
-                values = known[attribute].reindex(index).to_numpy(object)
-                for tag in pd.unique(values[pd.notna(values)]):
+                local, distinct = pd.factorize(known[attribute].reindex(index).to_numpy(object))  # -1: no tag
+                for tag in distinct:
                     if tag not in categories:
                         categories.append(tag)
-                lookup = {t: i for i, t in enumerate(categories)}
-                filled = open_rows & pd.notna(values)
-                codes[filled] = [lookup[t] for t in values[filled]]
+                filled = open_rows & (local >= 0)
+                codes[filled] = np.array([categories.index(t) for t in distinct], dtype=np.int64)[local[filled]]
                 score[filled], margin[filled] = 1.0, 1.0
             else:
                 run_id = run_id_of(key)
