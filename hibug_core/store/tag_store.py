@@ -259,11 +259,11 @@ def chosen_sources(project) -> dict[str, str]:
 
 
 def source_tags(project, source: str, attribute: str, index: pd.Index, cache: dict | None = None) -> pd.Series:
-    """One source's tags of `attribute` on `index` (object dtype, None where it gave no tag)."""
+    """One source's tags of `attribute` on `index` (object dtype, missing where it gave no tag)."""
     if source == IMPORTED:
         known = project.known_tags()
         column = known[attribute] if attribute in known.columns else pd.Series(dtype=object)
-        return column.reindex(index).astype(object).where(lambda s: s.notna(), None)
+        return column.reindex(index).astype(object)
     run_id = run_id_of(source)
     cache = {} if cache is None else cache
     run = cache.get(run_id) or cache.setdefault(run_id, load_run(project, run_id))
@@ -272,7 +272,7 @@ def source_tags(project, source: str, attribute: str, index: pd.Index, cache: di
     column = list(run.attributes).index(attribute)
     names = np.array(list(run.attributes[attribute]) + [None], dtype=object)
     tags = pd.Series(names[run.tag_index[:, column]], index=pd.Index(run.sample_ids))
-    return tags.reindex(index).astype(object).where(lambda s: s.notna(), None)
+    return tags.reindex(index).astype(object)
 
 
 def load_tags(project, attributes: dict[str, tuple[str, ...]], order: dict[str, list[str]], *,

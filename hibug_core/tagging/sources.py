@@ -94,7 +94,8 @@ def rank_sources(project, attributes: list[str], *, sample_ids=None, model_only:
             reference = people if key == IMPORTED else truth
             true = reference[attribute].reindex(index) if attribute in reference.columns else \
                 pd.Series(np.nan, index=index)
-            both = tags.notna().to_numpy() & true.notna().to_numpy()
+            tagged = tags.notna().to_numpy()
+            both = tagged & true.notna().to_numpy()
             checked = int(both.sum())
             correct = int((tags.to_numpy(object)[both] == true.to_numpy(object)[both]).sum())
             low, high = wilson_interval(np.array([correct]), np.array([max(checked, 1)]))
@@ -108,7 +109,7 @@ def rank_sources(project, attributes: list[str], *, sample_ids=None, model_only:
             if key not in labels:
                 labels[key] = source_label(key, runs)
             rows.append({"attribute": attribute, "source": key, "label": labels[key],
-                         "tagged": int(tags.notna().sum()), "checked": checked, "accuracy": accuracy,
+                         "tagged": int(tagged.sum()), "checked": checked, "accuracy": accuracy,
                          "low": float(low[0]) if checked else np.nan, "high": float(high[0]) if checked else np.nan,
                          "against": against, "right": correct})
             measured.append((rank, -recency, key))
