@@ -14,7 +14,11 @@ a UMAP map of every image; serves it with `hibug serve`; then times, from the cl
 Each is done once to warm the caches, then --repeats times; the median and the worst are printed against the 2 s
 target, with the dashboard server's peak memory (VmHWM). It also checks what the map draws: every point as WebGL
 (scattergl) traces, or the density image with its legend.
-Usage: python benchmarks/ui.py [--dir ui-bench] [--rows 100000] [--repeats 3]
+With --first-opens it then opens each page first in a newly started dashboard (a process that has read nothing of
+the project yet: its column files, kept slice reports and stored map are all it has) on the big project and on the
+3,866-image demo it was built from, and prints their ratio: a first open should grow with what the page shows, not
+with the project.
+Usage: python benchmarks/ui.py [--dir ui-bench] [--rows 100000] [--repeats 3] [--first-opens]
 """
 from __future__ import annotations
 
@@ -87,6 +91,8 @@ def main() -> int:
     parser.add_argument("--dir", default="ui-bench")
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--first-opens", action="store_true", help="also time each page's first open in a newly "
+                        "started dashboard, on this project and on the demo")
     args = parser.parse_args()
     from browser_support import CHROMIUM, CHROMIUM_ARGS, SERVED, serve
     from playwright.sync_api import sync_playwright
@@ -211,7 +217,58 @@ def main() -> int:
         verdict = "(no target)" if key.endswith("new tab") else "ok" if worst < TARGET_S else "SLOW"
         print(f"{key:<40}{statistics.median(values):>10.2f}{worst:>10.2f}  {verdict}")
     print(f"dashboard server's peak memory (VmHWM): {peak:.2f} GiB")
+    if args.first_opens:
+        first_opens({"demo": Path(args.dir).resolve() / "demo", f"{args.rows:,}": folder})
     return 0
+
+
+# Each page by URL, and what shows once its script has run to the end on a project with a model, tags and a map.
+FIRST_OPENS = {"Overview": ("", "Confusion matrix"), "Attributes": ("Attributes", "Attributes"),
+               "Tagging": ("Tagging", "Tag sources"), "Embedding map": ("Embedding_map", "Colour by"),
+               "Error slices": ("Error_slices", re.compile("error slices \\(score below")),
+               "Repair": ("Repair", "Repair"), "Review": ("Review", "Review")}
+
+
+def first_opens(projects: dict[str, Path]) -> None:
+    """Each page opened by its URL in a newly started dashboard (one server process per page and project), from the
+    navigation to the end of the page's script; the browser's own load of the app is in every figure alike."""
+    from browser_support import CHROMIUM, CHROMIUM_ARGS, serve
+    from playwright.sync_api import sync_playwright
+
+    from hibug_core.embeddings.compute import embed_project
+    from hibug_core.embeddings.projection import compute_map
+    from hibug_core.store.project import Project
+
+    for folder in projects.values():  # every project with its map, as the big one has
+        with Project.open(folder) as project:
+            embed_project(project, "conse")
+            compute_map(project, "conse")
+    figures: dict[str, dict[str, float]] = {}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        # The first round is not counted: it writes what the first reader after a change writes (column files, the
+        # kept slice report), so the counted round finds a project as a dashboard restarted later does.
+        for counted in (False, True):
+            for title, (path, shown) in FIRST_OPENS.items():
+                for name, folder in projects.items():
+                    server = serve(folder)
+                    url = next(server)
+                    page = browser.new_page(viewport={"width": 1500, "height": 1400})
+                    started = time.perf_counter()
+                    page.goto(f"{url}/{path}")
+                    page.get_by_text(shown).first.wait_for(timeout=300_000)
+                    settle(page, 300_000)
+                    if counted:
+                        figures.setdefault(title, {})[name] = time.perf_counter() - started
+                    page.close()
+                    next(server, None)
+        browser.close()
+    names = list(projects)
+    print(f"\nfirst open of each page in a newly started dashboard (s; ratio: {names[-1]} / {names[0]}):")
+    print(f"{'page':<16}" + "".join(f"{n:>12}" for n in names) + f"{'ratio':>8}")
+    for title, by_project in figures.items():
+        print(f"{title:<16}" + "".join(f"{by_project[n]:>12.2f}" for n in names) +
+              f"{by_project[names[-1]] / by_project[names[0]]:>8.2f}")
 
 
 def _peak_memory_gib(pid: int) -> float:
