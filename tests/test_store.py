@@ -161,6 +161,23 @@ def test_a_new_process_reads_the_import_tables_from_their_column_files(image_dir
         assert len(fresh_process().samples()) == 3
 
 
+def test_column_files_give_back_object_columns_with_their_missing_values(tmp_path):
+    from hibug_core.store.column_files import ColumnFiles
+
+    index = pd.Index([10, 11, 12, 13], name="id")
+    frame = pd.DataFrame({"tag": pd.Series(["red", np.nan, "blue", "red"], index=index, dtype=object),
+                          "reason": pd.Series(["a", None, None, "b"], index=index, dtype=object),
+                          "nothing": pd.Series([None] * 4, index=index, dtype=object), "count": [1, 2, 3, 4]},
+                         index=index)
+    files = ColumnFiles(tmp_path)
+    files.save("t", "v1", frame)
+    loaded = files.load("t", "v1")
+    pd.testing.assert_frame_equal(loaded, frame)
+    assert loaded["reason"].iat[1] is None and loaded["nothing"].iat[0] is None
+    assert isinstance(loaded["tag"].iat[1], float) and loaded["tag"].iat[0] == "red"
+    assert files.load("t", "v2") is None  # another version: not this file's
+
+
 def test_a_read_only_project_writes_no_column_file(image_dir, write_csv, tmp_path):
     Project.create(tmp_path / "p").close()
     with Project.open(tmp_path / "p") as project:

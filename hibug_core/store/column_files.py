@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+import numpy as np
+
 from hibug_core.store.arrays import remove_temporaries, temporary_beside
 
 if TYPE_CHECKING:  # pandas and pyarrow are imported when a table is read: `hibug info` reads none
@@ -54,9 +56,13 @@ class ColumnFiles:
         except (pa.ArrowException, OSError, ValueError, KeyError) as error:
             logger.warning("the column file %s cannot be read (%s); its table is read from the database", path, error)
             return None
-        # Columns that were Python objects come back as such (pandas 3 would make text its own string type); they are
-        # stored dictionary-encoded (tags: a few distinct values), so this is a take, not a million string copies.
-        return frame.assign(**{name: _as_objects(frame[name]) for name in objects}) if objects else frame
+        # Columns that were Python objects come back as such (pandas 3 would make text its own string type), with
+        # the missing value they held (None or NaN); they are stored dictionary-encoded (tags: a few distinct values),
+        # so this is a take, not a million string copies.
+        if isinstance(objects, list):  # files written before the missing values were recorded
+            objects = dict.fromkeys(objects, "nan")
+        return frame.assign(**{name: _as_objects(frame[name], None if missing == "none" else np.nan)
+                               for name, missing in objects.items()}) if objects else frame
 
     def save(self, name: str, version: str, frame: pd.DataFrame) -> None:
         """Write atomically (readers see the old file or the new one); never fails the caller: a read-only project
@@ -68,8 +74,8 @@ class ColumnFiles:
         path = self.path(name)
         temporary = temporary_beside(path)
         try:
-            objects = [str(name) for name, dtype in frame.dtypes.items() if dtype == object]
-            table = pa.Table.from_pandas(_dictionary_encoded(frame, objects), preserve_index=True)
+            objects = {str(name): _missing_value(frame[name]) for name, dtype in frame.dtypes.items() if dtype == object}
+            table = pa.Table.from_pandas(_dictionary_encoded(frame, list(objects)), preserve_index=True)
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), _VERSION: version.encode(),
                                                    _OBJECTS: json.dumps(objects).encode()})
             self.root.mkdir(parents=True, exist_ok=True)
@@ -101,11 +107,21 @@ def _dictionary_encoded(frame: pd.DataFrame, objects: list[str]) -> pd.DataFrame
     return frame.assign(**encoded) if encoded else frame
 
 
-def _as_objects(column: pd.Series) -> pd.Series:
-    import numpy as np
+def _missing_value(column: pd.Series) -> str:
+    """"none" when the object column's missing values include None, else "nan" (a column holding both comes back
+    with None alone)."""
     import pandas as pd
 
-    if not isinstance(column.dtype, pd.CategoricalDtype):
-        return column.astype(object)
-    values = np.append(column.cat.categories.to_numpy(dtype=object), np.nan)  # code -1 (missing) takes the last
-    return pd.Series(values[column.cat.codes.to_numpy()], index=column.index, name=column.name, dtype=object)
+    values = column.to_numpy(dtype=object)
+    missing = values[pd.isna(values)]
+    return "none" if len(missing) and not (missing != missing).all() else "nan"  # NaN != NaN; None == None
+
+
+def _as_objects(column: pd.Series, missing) -> pd.Series:
+    import pandas as pd
+
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        values = np.append(column.cat.categories.to_numpy(dtype=object), missing)  # code -1 takes the last
+        return pd.Series(values[column.cat.codes.to_numpy()], index=column.index, name=column.name, dtype=object)
+    column = column.astype(object)
+    return column.where(column.notna(), missing) if missing is None else column
