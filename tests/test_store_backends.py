@@ -137,3 +137,46 @@ def test_hostile_text_and_missing_values_round_trip(store_url, tmp_path):
         assert samples["correct"].tolist()[:7] == [label == prediction for label, prediction in
                                                    zip(labels[:7], ["x"] + labels[::-1][1:])]
         assert project.known_tags()["note"].dropna().to_dict() == {i + 1: labels[i] for i in (1, 3, 5, 7)}
+
+
+def foreign_keys(project) -> list[tuple]:
+    from sqlalchemy import text
+
+    with project.engine.connect() as connection:
+        if project.engine.dialect.name == "sqlite":
+            return [(table, *row[2:5]) for table in ("samples", "predictions", "known_tags")
+                    for row in connection.exec_driver_sql(f"PRAGMA foreign_key_list({table})")]
+        return connection.execute(text("SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) "
+                                       "FROM pg_constraint WHERE contype = 'f' ORDER BY 1, 2")).all()
+
+
+def test_a_first_bulk_import_checks_its_keys_once_at_the_end_and_keeps_them(store_url, tmp_path):
+    import dataclasses
+
+    from sqlalchemy.exc import IntegrityError
+
+    from hibug_core.store.db import keys_checked_at_end, write_transaction
+
+    images = tmp_path / "images"
+    images.mkdir()
+    rows = ["image,label,prediction,split,attr:color"]
+    for i in range(4):
+        Image.new("RGB", (16, 16), (40 * i, 100, 200)).save(images / f"{i}.png")
+        rows.append(f"{i}.png,cat,{'cat' if i % 2 else 'dog'},val,red")
+    (images / "manifest.csv").write_text("\n".join(rows) + "\n")
+    made = Project.create(tmp_path / "project", db_url=store_url)
+    keys = foreign_keys(made)
+    assert len(keys) > 3
+    made.config = dataclasses.replace(made.config, bulk_rows=1)  # these 4 rows are a bulk import, the first
+    made.import_manifest(load_manifest(images / "manifest.csv"))
+    assert foreign_keys(made) == keys  # dropped for the load (PostgreSQL), added again, exactly as they were
+    assert made.samples("model")["correct"].tolist() == [False, True, False, True]
+    assert made.known_tags()["color"].tolist() == ["red"] * 4
+    # a row that breaks a key fails the whole write when the keys come back (SQLite: at the insert), keys kept
+    before = made.samples("model")
+    with pytest.raises(IntegrityError):
+        with write_transaction(made.engine) as connection, keys_checked_at_end(connection, ("known_tags",)):
+            connection.exec_driver_sql("INSERT INTO known_tags (attribute, sample_id, tag) VALUES ('size', 999, 'x')")
+    assert foreign_keys(made) == keys
+    assert made.known_tags().columns.tolist() == ["color"] and len(made.samples("model")) == len(before)
+    made.close()

@@ -126,6 +126,27 @@ def _bulk_settings(connection: Connection, private: bool) -> Iterator[None]:
             raw.execute("PRAGMA journal_mode=WAL")
 
 
+@contextlib.contextmanager
+def keys_checked_at_end(connection: Connection, tables: tuple[str, ...]) -> Iterator[None]:
+    """PostgreSQL, inside the caller's transaction: the foreign keys of `tables` dropped while rows are loaded and
+    added again at the end, which checks every row with one join instead of a trigger per row (a million-row
+    import: 34 -> 11 s). Dropping a key locks its table against readers until the commit, so this is only for
+    tables no one reads yet (a project's first import); a failure rolls the drop back with everything else.
+    SQLite: nothing (its bulk mode turns foreign keys off and the writer checks them, see _bulk_settings)."""
+    if connection.dialect.name != "postgresql":
+        yield
+        return
+    keys = connection.exec_driver_sql(
+        "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint "
+        "WHERE contype = 'f' AND conrelid::regclass::text = ANY(%(tables)s) ORDER BY conname",
+        {"tables": list(tables)}).all()
+    for table, name, _ in keys:
+        connection.exec_driver_sql(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"')
+    yield
+    for table, name, definition in keys:
+        connection.exec_driver_sql(f'ALTER TABLE {table} ADD CONSTRAINT "{name}" {definition}')
+
+
 INSERT_BLOCK_ROWS = 50_000
 
 

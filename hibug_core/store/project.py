@@ -3,6 +3,7 @@
 # third of its time).
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -21,8 +22,8 @@ from hibug_core.errors import ManifestError, ProjectError, RowIssue
 from hibug_core.store.arrays import ArrayStore
 from hibug_core.store.audit import default_actor, now, record as record_audit
 from hibug_core.store.column_files import ColumnFiles
-from hibug_core.store.db import (insert_columns, make_engine, read_columns, read_connection, sqlite_url,
-                                 write_transaction)
+from hibug_core.store.db import (insert_columns, keys_checked_at_end, make_engine, read_columns, read_connection,
+                                 sqlite_url, write_transaction)
 from hibug_core.store.integrity import check_sqlite_file, pending_migrations
 from hibug_core.store.migrations import LATEST_VERSION, migrate
 from hibug_core.store.staging import staged_folder
@@ -34,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 DB_FILE = "hibug.sqlite"
 SAMPLE_INDEXES = {"ix_samples_split": "samples (split)"}  # migrations v1
+KEYED_IMPORT_TABLES = ("samples", "predictions", "known_tags")  # the tables an import fills, with foreign keys
 IMPORT_TABLES = BoundedCache("import tables", max_items=8)  # samples, known tags, a few models' predictions
 ARRAYS_DIR = "arrays"
 COLUMNS_DIR = "columns"  # column_files.ColumnFiles: tables only an import changes, as Arrow files
@@ -190,10 +192,13 @@ class Project:
         relative = np.array([p.relative_to(r).as_posix() for p, r in zip(distinct, roots)], dtype=object)
         staged = []
         try:
-            with write_transaction(self.engine, bulk=len(keys) >= self.config.bulk_rows,
-                                   private=private) as connection:
+            bulk = len(keys) >= self.config.bulk_rows
+            with write_transaction(self.engine, bulk=bulk, private=private) as connection, \
+                    contextlib.ExitStack() as loading:
                 existing = pd.read_sql_query(text("SELECT sample_key, import_id FROM samples"), connection,
                                              index_col="sample_key")["import_id"]
+                if bulk and (private or existing.empty):  # a project's first rows: nobody reads these tables yet
+                    loading.enter_context(keys_checked_at_end(connection, KEYED_IMPORT_TABLES))
                 clashes = np.flatnonzero(pd.Index(existing.index).get_indexer(keys) >= 0) if len(existing) else []
                 if len(clashes):
                     issues = [RowIssue(int(i) + 1, manifest.key_column,
