@@ -48,6 +48,16 @@ def demo_project(tmp_path_factory) -> Path:
 COLOURS = {"red": (220, 30, 30), "green": (30, 200, 40), "blue": (30, 40, 220)}
 
 
+@pytest.fixture
+def demo_copy(demo_project, tmp_path) -> Path:
+    """A copy of the session's demo project that a test may change (modules with their own demo_copy override it)."""
+    import shutil
+
+    folder = tmp_path / "demo"
+    shutil.copytree(demo_project, folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def detection_demo_build(tmp_path_factory):
     """(folder, the finished process): the detection demo built once per test session by the command a user runs,

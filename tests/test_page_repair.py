@@ -2,7 +2,6 @@
 with its before/after comparison, and a failure-search job, all on a copy of the demo."""
 from __future__ import annotations
 
-import shutil
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -15,13 +14,6 @@ from page_support import labelled, open_page as open_any
 
 def open_page(monkeypatch, folder, **query) -> AppTest:
     return open_any(monkeypatch, "pages/5_Repair.py", folder, user="ana", **query)
-
-
-@pytest.fixture
-def demo_copy(demo_project, tmp_path):
-    folder = tmp_path / "demo"
-    shutil.copytree(demo_project, folder)
-    return folder
 
 
 def wait_for(folder, kind: str, timeout: float = 240) -> dict:

@@ -2,9 +2,7 @@
 message for a stale edit, comments and names shown as text, undo from the audit log, and saved views."""
 from __future__ import annotations
 
-import shutil
 
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from hibug_core.review.board import add_comment, ensure_review, get_review, reviews, update_review
@@ -18,13 +16,6 @@ SCRIPT = "<script>alert('x')</script> see [this link](http://evil.example) **now
 
 def open_page(monkeypatch, folder, user: str = "ana", **query) -> AppTest:
     return open_any(monkeypatch, "pages/6_Review.py", folder, user=user, **query)
-
-
-@pytest.fixture
-def demo_copy(demo_project, tmp_path):
-    folder = tmp_path / "demo"
-    shutil.copytree(demo_project, folder)
-    return folder
 
 
 def test_the_board_is_filled_from_the_error_slices_and_a_status_change_is_signed(monkeypatch, demo_copy):

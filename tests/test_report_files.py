@@ -45,13 +45,6 @@ def assert_same_report(kept, computed) -> None:
     pd.testing.assert_frame_equal(kept.every_slice(), computed.every_slice())
 
 
-@pytest.fixture
-def demo_copy(demo_project, tmp_path):
-    folder = tmp_path / "demo"
-    shutil.copytree(demo_project, folder)
-    return folder
-
-
 def test_a_new_process_reads_the_kept_report_equal_to_a_computed_one(demo_copy, monkeypatch):
     config = SliceConfig(max_depth=2)
     with Project.open(demo_copy) as project:

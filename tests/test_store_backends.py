@@ -19,17 +19,23 @@ from hibug_core.store.tag_store import StaleTagError, correct_tags, corrections
 from hibug_core.store.undo import undo
 
 
+def image_manifest(folder, rows: list[tuple[str, str, str, str]]):
+    """A manifest of one small image per row (label, prediction, split, colour), written into `folder`."""
+    folder.mkdir()
+    lines = ["image,label,prediction,split,attr:color"]
+    for i, (label, prediction, split, colour) in enumerate(rows):
+        Image.new("RGB", (16, 16), (40 * i, 100, 200)).save(folder / f"{i}.png")
+        lines.append(f"{i}.png,{label},{prediction},{split},{colour}")
+    (folder / "manifest.csv").write_text("\n".join(lines) + "\n")
+    return load_manifest(folder / "manifest.csv")
+
+
 @pytest.fixture
 def project(store_url, tmp_path):
-    images = tmp_path / "images"
-    images.mkdir()
-    rows = ["image,label,prediction,split,attr:color"]
-    for i in range(6):
-        Image.new("RGB", (16, 16), (40 * i, 100, 200)).save(images / f"{i}.png")
-        rows.append(f"{i}.png,{'cat' if i % 2 else 'dog'},cat,{'val' if i < 4 else 'pool'},{('red', 'blue')[i % 2]}")
-    (images / "manifest.csv").write_text("\n".join(rows) + "\n")
+    manifest = image_manifest(tmp_path / "images", [("cat" if i % 2 else "dog", "cat", "val" if i < 4 else "pool",
+                                                     ("red", "blue")[i % 2]) for i in range(6)])
     made = Project.create(tmp_path / "project", name="backends", db_url=store_url)
-    made.import_manifest(load_manifest(images / "manifest.csv"), author="ana")
+    made.import_manifest(manifest, author="ana")
     yield made
     made.close()
 
@@ -157,18 +163,12 @@ def test_a_first_bulk_import_checks_its_keys_once_at_the_end_and_keeps_them(stor
 
     from hibug_core.store.db import keys_checked_at_end, write_transaction
 
-    images = tmp_path / "images"
-    images.mkdir()
-    rows = ["image,label,prediction,split,attr:color"]
-    for i in range(4):
-        Image.new("RGB", (16, 16), (40 * i, 100, 200)).save(images / f"{i}.png")
-        rows.append(f"{i}.png,cat,{'cat' if i % 2 else 'dog'},val,red")
-    (images / "manifest.csv").write_text("\n".join(rows) + "\n")
+    manifest = image_manifest(tmp_path / "images", [("cat", "cat" if i % 2 else "dog", "val", "red") for i in range(4)])
     made = Project.create(tmp_path / "project", db_url=store_url)
     keys = foreign_keys(made)
     assert len(keys) > 3
     made.config = dataclasses.replace(made.config, bulk_rows=1)  # these 4 rows are a bulk import, the first
-    made.import_manifest(load_manifest(images / "manifest.csv"))
+    made.import_manifest(manifest)
     assert foreign_keys(made) == keys  # dropped for the load (PostgreSQL), added again, exactly as they were
     assert made.samples("model")["correct"].tolist() == [False, True, False, True]
     assert made.known_tags()["color"].tolist() == ["red"] * 4

@@ -49,7 +49,8 @@ def _load(project, names: dict, version: str, model: str, split: str, config: Sl
         if parts[part] is None:
             return None
     summary = json.loads(parts["summary"]["summary"].iat[0])
-    slices = parts["slices"].assign(definition=[tuple(map(tuple, json.loads(d))) for d in parts["slices"]["definition"]])
+    slices = parts["slices"]
+    slices = slices.assign(definition=[tuple(map(tuple, json.loads(d))) for d in slices["definition"]])
     slices.attrs.update(summary["attrs"])
     samples = project.samples(model)
     evaluation = evaluation_rows(samples, model, split)
@@ -66,7 +67,8 @@ def _save(project, names: dict, version: str, report: SliceReport) -> None:
     enumeration = report.enumeration
     summary = {"attrs": report.slices.attrs, "overall_score": report.overall_score, "enumerated": report.enumerated,
                "model_column": report.model_column,
-               "enumeration": {"depths": len(enumeration.levels), "feature_attribute": enumeration.feature_attribute.tolist(),
+               "enumeration": {"depths": len(enumeration.levels),
+                               "feature_attribute": enumeration.feature_attribute.tolist(),
                                "feature_tag": enumeration.feature_tag.tolist(), "n_rows": enumeration.n_rows,
                                "min_support": enumeration.min_support, "candidates": enumeration.candidates,
                                "total_errors": enumeration.total_errors.tolist(),

@@ -74,7 +74,8 @@ class ColumnFiles:
         path = self.path(name)
         temporary = temporary_beside(path)
         try:
-            objects = {str(name): _missing_value(frame[name]) for name, dtype in frame.dtypes.items() if dtype == object}
+            objects = {str(name): _missing_value(frame[name])
+                       for name, dtype in frame.dtypes.items() if dtype == object}
             table = pa.Table.from_pandas(_dictionary_encoded(frame, list(objects)), preserve_index=True)
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), _VERSION: version.encode(),
                                                    _OBJECTS: json.dumps(objects).encode()})
