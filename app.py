@@ -4,15 +4,17 @@ import plotly.express as px
 import streamlit as st
 
 from hibug_core import metrics
+from hibug_core.access import Role
 from hibug_core.markdown import plain
 from hibug_core.checklist import checklist, next_step
-from hibug_ui.create import create_project_form
+from hibug_ui.create import create_project_form, delete_project_button
 from hibug_ui.navigation import PAGES, STEP_PAGES
 from hibug_ui.objects_overview import object_overview
 from hibug_ui.plots import literal_values
 from hibug_ui.predict import predict_panel
 from hibug_ui.state import (chosen_folder, shown_as_messages, current_model, current_project, current_user, load_samples,
                             source_ranking)
+from hibug_ui.visitor import may, server_policy
 from hibug_ui.widgets import as_percent, image_grid, percent_column
 
 def overview() -> None:
@@ -21,17 +23,22 @@ def overview() -> None:
     folder = chosen_folder()
     if not folder:
         st.title("hibug")
-        st.info("Open a project: enter its folder in the sidebar, or start the demo with `hibug demo`. "
-                "Or create one here from a manifest.")
-        create_project_form(current_user())
+        user = current_user()
+        if server_policy().projects_root is None:
+            current_project(folder)  # says how to serve a project, and stops
+        st.info("Choose a project in the sidebar." + (" Or create one here from a manifest." if may(Role.ADMIN)
+                                                       else ""))
+        create_project_form(user)
         st.stop()
     project = current_project(folder)
-    user = current_user()  # the name field in the sidebar
+    user = current_user()  # the signed-in identity, or the name field in the sidebar
     model = current_model(project)
     samples = load_samples(project, model)
 
     st.title(plain(project.name))
-    st.caption(f"{project.folder} · schema v{project.schema_version()}")
+    st.caption(f"{project.folder.name if not server_policy().local else project.folder} · "
+               f"schema v{project.schema_version()}")
+    delete_project_button(project)
 
     counts = samples["split"].value_counts()
     cells = st.columns(5)

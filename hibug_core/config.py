@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 SPLITS = ("train", "val", "test", "pool")
 
@@ -17,6 +18,7 @@ class IngestConfig:
     image_check_size: int = 64  # decode images at most this big when checking they are readable
     workers: int = 8  # threads that read and hash images
     max_issues: int = 200  # stop collecting problems after this many
+    image_roots: tuple[Path, ...] | None = None  # images only inside these folders (a served dashboard's data roots)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from hibug_core.access import check_spec
 from hibug_core.errors import HibugError
 
 
@@ -19,6 +20,7 @@ class Entry:
     build: Callable | None = None
     form: str | None = None  # a family's spelling, e.g. "open_clip:<architecture>:<pretrained tag or path>"
     hidden: bool = False  # built for tests (random weights): accepted, never offered in menus
+    runs_code: bool = False  # builds by importing code the spec names (refused where typed on a shared dashboard)
 
     @property
     def spelling(self) -> str:
@@ -33,16 +35,17 @@ class Registry:
         self._entries: dict[str, Entry] = {}
 
     def add(self, name: str, help: str, build: Callable | None = None, *, form: str | None = None,
-            hidden: bool = False) -> Entry:
+            hidden: bool = False, runs_code: bool = False) -> Entry:
         if name in self._entries:
             raise ValueError(f"{self.kind} '{name}' is registered twice")
-        entry = self._entries[name] = Entry(name, help, build, form, hidden)
+        entry = self._entries[name] = Entry(name, help, build, form, hidden, runs_code)
         return entry
 
-    def register(self, name: str, help: str, *, form: str | None = None, hidden: bool = False):
+    def register(self, name: str, help: str, *, form: str | None = None, hidden: bool = False,
+                 runs_code: bool = False):
         """Decorator form of add: the decorated callable is the entry's constructor."""
         def decorate(build):
-            self.add(name, help, build, form=form, hidden=hidden)
+            self.add(name, help, build, form=form, hidden=hidden, runs_code=runs_code)
             return build
         return decorate
 
@@ -80,8 +83,10 @@ class Registry:
         return spec.strip().partition(":")[2].strip() if entry.form else ""
 
     def build(self, name: str, /, **options):
-        """The entry's constructor called with the name's argument (families) and options."""
+        """The entry's constructor called with the name's argument (families) and options; what a shared
+        dashboard's visitor may not reach on its server (their code, files outside its data roots) is refused first."""
         entry = self.get(name)
+        check_spec(self.kind, name, entry.runs_code)
         if entry.build is None:
             raise UnknownChoice(f"{self.kind} '{name}' has no constructor")
         return entry.build(self.argument(name), **options) if entry.form else entry.build(**options)

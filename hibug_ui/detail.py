@@ -12,6 +12,7 @@ from hibug_core.slices.search import CLASS
 from hibug_core.store import tag_store
 from hibug_core.tagging.sources import source_label
 from hibug_ui.state import tag_table
+from hibug_ui.visitor import may_edit
 
 
 def sample_tags(project, sample_id: int) -> pd.DataFrame:
@@ -113,7 +114,7 @@ def _correct_here(project, sample_id: int, current: pd.Series, editable: list[st
     people = tag_store.corrections(project, attribute).set_index("sample_id")["tag"]
     seen_key = f"detail_seen_{sample_id}_{attribute}"
     seen = st.session_state.setdefault(seen_key, people.get(sample_id))
-    if st.button("Save this tag", key=f"detail_save_{sample_id}", type="primary"):
+    if st.button("Save this tag", key=f"detail_save_{sample_id}", type="primary", disabled=not may_edit(project)):
         try:
             kind = "confirm" if tag == current[attribute] else "correct"
             tag_store.correct_tags(project, attribute, [sample_id], tag, kind=kind, author=user,

@@ -5,10 +5,12 @@ import time
 
 import streamlit as st
 
+from hibug_core.access import Role
 from hibug_core.errors import HibugError
 from hibug_core.jobs.store import jobs, request_cancel
 from hibug_core.jobs.worker import resume, submit
 from hibug_core.markdown import plain
+from hibug_ui.visitor import may, may_edit, server_queue, visitor
 
 POLL_S = 1.0
 
@@ -21,7 +23,7 @@ def latest_job(project, kind: str):
 def start_job(project, kind: str, params: dict, user: str, secrets: dict | None = None) -> int | None:
     """Submit a job; a refusal (the same kind already running) is shown, not raised."""
     try:
-        return submit(project, kind, params, author=user, secrets=secrets)
+        return submit(project, kind, params, author=user, secrets=secrets, queue=server_queue())
     except HibugError as error:
         st.error(plain(error))
         return None
@@ -47,9 +49,14 @@ def job_status(project, kind: str, user: str, *, key: str) -> None:
                         f"{_eta(key, job)}")
             if len(phases) > 1:
                 st.caption("Done: " + " → ".join(plain(p) for p in phases[:-1]))
-            if st.button("Cancel", key=f"{key}_cancel_{job.id}"):
-                request_cancel(project, job.id, author=user)
-                st.toast("Asked the job to stop; what it stored is kept.")
+            mine = job.author == (visitor().identity if visitor() else None) or may(Role.ADMIN)
+            if st.button("Cancel", key=f"{key}_cancel_{job.id}", disabled=not (mine and may_edit(project)),
+                         help=None if mine else "Only the one who started it, or an admin, may cancel it"):
+                try:
+                    request_cancel(project, job.id, author=user)
+                    st.toast("Asked the job to stop; what it stored is kept.")
+                except HibugError as error:
+                    st.error(plain(error))
             return
         if st.session_state.get(watching) == job.id:
             del st.session_state[watching]
@@ -60,9 +67,10 @@ def job_status(project, kind: str, user: str, *, key: str) -> None:
             st.warning(f"Job {job.id} ({job.kind}) was cancelled. {plain(job.message or '')}")
         else:
             st.error(f"Job {job.id} ({job.kind}) {job.status}: {plain(job.error or 'its worker stopped')}")
-        if job.status in ("cancelled", "failed", "interrupted") and st.button("Resume", key=f"{key}_resume_{job.id}"):
+        if job.status in ("cancelled", "failed", "interrupted") and st.button(
+                "Resume", key=f"{key}_resume_{job.id}", disabled=not may_edit(project)):
             try:
-                resume(project, job.id, author=user)
+                resume(project, job.id, author=user, queue=server_queue())
             except HibugError as error:
                 st.error(plain(error))
             st.rerun()

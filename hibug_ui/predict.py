@@ -6,6 +6,7 @@ import streamlit as st
 from hibug_core.models.registry import MODELS
 from hibug_core.operations import Predict
 from hibug_ui.jobs import job_running, job_status, start_job
+from hibug_ui.visitor import may_edit
 
 STARTED = "predict_started"
 
@@ -26,7 +27,8 @@ def predict_panel(project, user: str, *, expanded: bool) -> None:
                                        placeholder="timm:resnet50:/models/birds.pth")
             name = cells[1].text_input("Name", key="predict_name", help=Predict.help("name"),
                                        placeholder="from the spec")
-            if st.form_submit_button("Run the model", type="primary", key="predict_submit"):
+            if st.form_submit_button("Run the model", type="primary", key="predict_submit",
+                                     disabled=not may_edit(project)):
                 if start_job(project, "predict", {"model": spec.strip(), "name": name.strip() or None},
                              user) is not None:
                     st.session_state[STARTED] = True

@@ -5,7 +5,6 @@ import contextlib
 import dataclasses
 import json
 import os
-from pathlib import Path
 from urllib.parse import unquote
 
 import pandas as pd
@@ -16,6 +15,7 @@ from hibug_core.errors import HibugError, environment_failure
 from hibug_core.markdown import plain
 from hibug_core.store.project import Project
 from hibug_core.store.tag_store import project_state
+from hibug_ui.visitor import require_visitor, server_policy, sign_in_required, viewer_note, visitor
 
 PROJECT_KEY = "hibug_project"
 MODEL_KEY = "hibug_model"
@@ -42,9 +42,10 @@ def sidebar_value(widget, label: str, key: str, default, **options):
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
-def open_project(folder: str) -> Project:
-    """One Project (and database engine) per folder per process, shared by every session."""
-    return Project.open(folder)
+def open_project(folder: str, read_only: bool = False) -> Project:
+    """One Project (and database engine) per folder per process, shared by every session (opened read-only on a
+    read-only server, so not even a bug could write)."""
+    return Project.open(folder, read_only=True if read_only else None)
 
 
 # Every cached read below is keyed by project_state: the one signal that changes with any stored change.
@@ -65,16 +66,38 @@ def _samples(folder: str, model: str | None, state: str) -> pd.DataFrame:
     return frame
 
 
-def default_project_folder() -> str:
-    return st.query_params.get("project") or os.environ.get("HIBUG_PROJECT", "")
-
-
 def chosen_folder() -> str:
-    """The project folder typed in the sidebar (or given in the URL / HIBUG_PROJECT)."""
+    """The folder of the served project this session looks at ('' where none is chosen yet). A single-project server
+    shows its project; a projects root offers its projects by name (also from the link's ?project=NAME). A name the
+    server does not serve gets one message, whatever the server's disk holds."""
+    policy = server_policy()
+    require_visitor()
+    viewer_note()
+    if policy.project is not None:
+        asked = st.query_params.get("project")
+        if asked:
+            policy.project_folder(asked)  # NotServed unless it names this project
+        with st.sidebar:
+            st.caption(f"Project: **{plain(policy.project.name)}**")
+        return str(policy.project)
+    served = policy.served_projects()
     if NEXT_PROJECT_KEY in st.session_state:  # a project just created: open it
         st.session_state[KEPT + PROJECT_KEY] = st.session_state.pop(NEXT_PROJECT_KEY)
-    return sidebar_value(st.text_input, "Project folder", PROJECT_KEY, default_project_folder(),
-                         help="A folder made by `hibug new` or `hibug demo`.")
+    asked = st.query_params.get("project")
+    if asked and asked != st.session_state.get(KEPT + PROJECT_KEY):
+        policy.project_folder(asked)  # NotServed (and a line in the server's log) unless it names a served one
+        st.session_state[KEPT + PROJECT_KEY] = asked
+    if st.session_state.get(KEPT + PROJECT_KEY) not in served:
+        st.session_state[KEPT + PROJECT_KEY] = None
+    names = list(served)
+    name = sidebar_value(st.selectbox, "Project", PROJECT_KEY, None, options=names, index=None,
+                         placeholder="Choose a project" if names else "No projects yet",
+                         help=f"The projects this server serves ({len(names)}).")
+    if name is None:
+        st.query_params.pop("project", None)
+        return ""
+    st.query_params["project"] = name
+    return str(served[name])
 
 
 def current_project(folder: str | None = None) -> Project:
@@ -82,18 +105,16 @@ def current_project(folder: str | None = None) -> Project:
     when there is none."""
     folder = chosen_folder() if folder is None else folder
     if not folder:
-        st.info("Open a project: enter its folder in the sidebar, or start the demo with `hibug demo`. "
-                "Create one from a manifest on the Overview page or with `hibug new <folder> --manifest manifest.csv`.")
-        st.stop()
-    if not Path(folder).exists():
-        st.error(plain(f"Folder not found: {folder}. Check the path in the sidebar."))
+        st.info("Choose a project in the sidebar." if server_policy().projects_root is not None else
+                "This dashboard serves no project: start it with `hibug serve PROJECT`, "
+                "`hibug serve --projects-root DIR` or `hibug demo`.")
         st.stop()
     try:
-        project = open_project(str(Path(folder).resolve()))
+        project = open_project(folder, server_policy().read_only)
     except HibugError as error:
         st.error(plain(error))
         st.stop()
-    if project.read_only:
+    if project.read_only and not server_policy().read_only:
         st.info("This project is open read-only (its folder cannot be written): you can look at everything, "
                 "but edits, tagging and jobs are refused. Copy it somewhere writable to change it.",
                 icon=":material/lock:")
@@ -135,18 +156,11 @@ def required_model(project: Project) -> str:
 
 
 def current_user() -> str:
-    """Who is acting: the signed-in user when the server has authentication, else the name entered in the sidebar."""
-    user = getattr(st, "user", None)
-    if user is not None and getattr(user, "is_logged_in", False):
-        name = str(user.get("name") or user.get("email"))
-        with st.sidebar:
-            st.caption(f"Signed in as {plain(name)}")
-            st.button("Sign out", on_click=st.logout, key="hibug_sign_out")
-        return name
-    if _auth_configured():
-        with st.sidebar:
-            st.button("Sign in", on_click=st.login, key="hibug_sign_in", type="primary",
-                      help="The server is set up for sign-in (the [auth] section of its secrets)")
+    """Who is acting: the signed-in identity where the server has sign-in, else the name entered in the sidebar
+    (marked as not signed in on a server shared without sign-in)."""
+    actor = require_visitor()
+    if sign_in_required():
+        return actor.identity
     from hibug_core.store.audit import default_actor
 
     remembered = unquote(st.context.cookies.get(USER_COOKIE, "")) if st.context.cookies else ""
@@ -157,7 +171,7 @@ def current_user() -> str:
         quoted = json.dumps(name).replace("<", "\\u003c").replace(">", "\\u003e")  # no way out of the script
         st.html(f"<script>document.cookie = {json.dumps(USER_COOKIE + '=')} + encodeURIComponent({quoted})"
                 " + '; path=/; max-age=31536000; SameSite=Lax';</script>", unsafe_allow_javascript=True)
-    return name.strip() or "anonymous"
+    return visitor().identity
 
 
 def slice_report(project: Project, model: str, split: str, config, tags: str = "in force"):
@@ -211,14 +225,6 @@ def _tag_table(folder: str, state: str):
         empty = pd.DataFrame(index=project.samples().index)
         return TagTable(empty, empty, empty)
     return current_tags(project)
-
-
-def _auth_configured() -> bool:
-    """Whether the server has Streamlit's authentication set up ([auth] in its secrets)."""
-    try:
-        return "auth" in st.secrets
-    except (FileNotFoundError, StreamlitSecretNotFoundError):
-        return False
 
 
 def secret(name: str) -> str | None:

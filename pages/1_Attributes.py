@@ -13,11 +13,13 @@ from hibug_core.operations import ProposeAttributes
 from hibug_core.markdown import plain
 from hibug_core.store.attribute_versions import StaleSchemaError, latest_version, load_schema, save_schema, schema_history
 from hibug_ui.state import current_model, current_project, current_user, secret
+from hibug_ui.visitor import may_edit
 
 st.set_page_config(page_title="hibug · Attributes", page_icon="🐞", layout="wide")
 project = current_project()
 model = current_model(project)
 user = current_user()
+editing = may_edit(project)
 st.title("Attributes")
 
 BASE = "attributes_base_version"  # the version this session's edits start from (optimistic concurrency)
@@ -64,7 +66,7 @@ with propose:
                                   placeholder=f"{LLMConfig.from_env().model} (the server's setting: HIBUG_LLM_MODEL)")
         llm_url = st.text_input("LLM server URL", value="", key="propose_llm_url",
                                 placeholder="http://localhost:8000/v1 (empty: OpenAI; key from OPENAI_API_KEY or secrets)")
-        if st.form_submit_button("Propose", type="primary", key="propose_submit"):
+        if st.form_submit_button("Propose", type="primary", key="propose_submit", disabled=not editing):
             from hibug_core.attributes.propose import propose_for_project
 
             try:
@@ -85,16 +87,17 @@ with propose:
             st.caption(note)
         st.dataframe(schema_to_table(proposal), hide_index=True, width="stretch")
         left, right = st.columns(2)
-        if left.button("Save as the new version", type="primary", key="propose_save"):
+        if left.button("Save as the new version", type="primary", key="propose_save", disabled=not editing):
             save(proposal, f"proposed by {draft[2]}")
-        if right.button("Add the new ones to the current attributes", key="propose_merge", disabled=version is None):
+        if right.button("Add the new ones to the current attributes", key="propose_merge",
+                        disabled=version is None or not editing):
             save(schema.with_new_from(proposal), f"added attributes proposed by {draft[2]}")
 
 with edit:
     st.caption("One row per attribute. Tags are separated by commas, prompt templates by '|' ({tag} and {label} are "
                "filled in). Yes/no attributes are named 'is …'.")
     edited = st.data_editor(
-        schema_to_table(schema), num_rows="dynamic", hide_index=True, width="stretch", key=f"attributes_editor_{version}",
+        schema_to_table(schema), num_rows="dynamic" if editing else "fixed", disabled=not editing, hide_index=True, width="stretch", key=f"attributes_editor_{version}",
         column_order=COLUMNS,
         column_config={"group": st.column_config.SelectboxColumn("group", options=list(GROUPS), required=True),
                        "kind": st.column_config.SelectboxColumn("kind", options=["descriptive", "binary"], required=True),
@@ -103,7 +106,7 @@ with edit:
                        "tags": st.column_config.TextColumn("tags", width="large"),
                        "templates": st.column_config.TextColumn("templates", width="large")})
     note = st.text_input("What changed (kept with the version)", key="attributes_note")
-    if st.button("Save attributes", type="primary", key="attributes_save"):
+    if st.button("Save attributes", type="primary", key="attributes_save", disabled=not editing):
         new, problems = table_to_schema(edited, schema)
         if problems:
             st.error("Nothing was saved; fix these rows:\n\n" + "\n".join(f"- {p}" for p in problems))
@@ -131,7 +134,8 @@ with history:
             else:
                 st.dataframe(changes, hide_index=True, width="stretch",
                              column_config={"what": st.column_config.TextColumn("what", width="large")})
-        if chosen != version and st.button(f"Restore version {chosen}", key="history_restore"):
+        if chosen != version and st.button(f"Restore version {chosen}", key="history_restore",
+                                                     disabled=not editing):
             save(old, f"restored version {chosen}")
         st.download_button("Download as JSON", json.dumps(json.loads(old.to_json()), indent=2),
                            file_name=f"attributes-v{chosen}.json", key="history_download")

@@ -21,12 +21,14 @@ from hibug_ui.jobs import job_status, start_job
 from hibug_ui.plots import literal_values, plotly_literal
 from hibug_ui.state import (current_model, current_project, current_user, load_samples, secret, source_ranking,
                             tag_table)
+from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import as_percent, image_grid, paged, percent_column, url_setting
 
 st.set_page_config(page_title="hibug · Tagging", page_icon="🐞", layout="wide")
 project = current_project()
 model = current_model(project)
 user = current_user()
+editing = may_edit(project)
 st.title("Tagging")
 if latest_version(project) is None:
     st.info("No attributes yet: propose or write them on the Attributes page first.")
@@ -55,7 +57,7 @@ with run:
         llm_url = st.text_input("LLM server URL", value="", placeholder="http://localhost:8000/v1 (empty: OpenAI)",
                                 key="tag_run_llm_url",
                                 help="The API key comes from OPENAI_API_KEY or Streamlit secrets, never from here.")
-        if st.form_submit_button("Start tagging", type="primary", key="tag_run_submit"):
+        if st.form_submit_button("Start tagging", type="primary", key="tag_run_submit", disabled=not editing):
             params = {"attributes": chosen, "splits": splits or None}
             secrets = None
             if backend == "multimodal LLM":
@@ -106,7 +108,7 @@ with sources:
                           ranking.table["label"][ranking.table["attribute"] == attribute]))
         labels[tag_store.AUTO] = "the best measured source (automatic)"
         source = cells[1].selectbox("Put in force", options, format_func=labels.get, key="source_choice")
-        if cells[2].button("Apply", key="source_apply", type="primary"):
+        if cells[2].button("Apply", key="source_apply", type="primary", disabled=not editing):
             tag_store.choose_source(project, attribute, source, author=user)
             st.toast(plain(f"{attribute}: {labels[source]} in force (logged in the audit log)"))
             st.rerun()
@@ -192,10 +194,10 @@ with review:
         with cells[i % 6]:
             image_grid(project, page.loc[[sample_id]], columns=1, caption=lambda r: f"{r['label']}")
             st.button("✓ " + tag, key=f"confirm_{attribute}_{sample_id}", on_click=audit_tag,
-                      args=(attribute, int(sample_id), tag, "confirm"))
+                      args=(attribute, int(sample_id), tag, "confirm"), disabled=not editing)
             other_tags = [t for t in tags if t != tag]
             st.selectbox("Correct to", ["…"] + other_tags, key=f"fix_{attribute}_{sample_id}",
-                         label_visibility="collapsed", on_change=audit_tag,
+                         label_visibility="collapsed", on_change=audit_tag, disabled=not editing,
                          args=(attribute, int(sample_id), None, "correct"))
 
 with teach:
@@ -214,12 +216,14 @@ with teach:
     for i, (sample_id, row) in enumerate(shown.iterrows()):
         with cells[i % 6]:
             image_grid(project, shown.loc[[sample_id]], columns=1, caption=lambda r: f"{r['label']}")
-            if st.checkbox(tag, key=f"teach_pick_{attribute}_{sample_id}"):
+            if st.checkbox(tag, key=f"teach_pick_{attribute}_{sample_id}", disabled=not editing):
                 picked.append(sample_id)
     left, right = st.columns(2)
-    if left.button(f"Add {len(picked)} example(s) of '{tag}'", disabled=not picked, key="teach_add"):
+    if left.button(f"Add {len(picked)} example(s) of '{tag}'", disabled=not (picked and editing),
+                   key="teach_add"):
         tag_store.correct_tags(project, attribute, picked, tag, kind="example", author=user)
         st.rerun()
-    if right.button("Teach and tag every image", type="primary", key="teach_run", disabled=examples.empty):
+    if right.button("Teach and tag every image", type="primary", key="teach_run",
+                    disabled=examples.empty or not editing):
         if start_job(project, "teach", {"attribute": attribute, "encoder": DEFAULT_ENCODER}, user) is not None:
             st.rerun()

@@ -16,12 +16,14 @@ from hibug_core.store.tag_store import project_state
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.plots import MAP_POINTS_LIMIT, density_figure, map_figure, map_view, selection_mask
 from hibug_ui.state import current_model, current_project, current_user, load_samples, open_project, tag_table
+from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import as_percent, image_grid, paged, percent_column, url_setting
 
 st.set_page_config(page_title="hibug · Embedding map", page_icon="🐞", layout="wide")
 project = current_project()
 model = current_model(project)
 user = current_user()
+editing = may_edit(project)
 st.title("Embedding map")
 
 
@@ -40,7 +42,7 @@ points = map_points(str(project.folder), encoder, method, project_state(project)
 if points is None:
     st.info(f"No {method.upper()} map of these images with {plain(encoder)} yet. Computing it embeds the images that are not "
             "embedded yet, then lays them out (a few minutes for 100,000 images); it runs in the background.")
-    if st.button("Compute the map", type="primary", key="map_compute"):
+    if st.button("Compute the map", type="primary", key="map_compute", disabled=not editing):
         if start_job(project, "map", {"encoder": encoder, "method": method}, user) is not None:
             st.rerun()
     job_status(project, "map", user, key="map_job")
@@ -117,7 +119,7 @@ if chosen:
                    caption=lambda r: f"{r['label']} → {r['prediction']}" if "prediction" in r else f"{r['label']}")
     with st.form("map_review_selection", clear_on_submit=True):
         name = st.text_input("Name this selection for the review board", placeholder="e.g. dark triangles, top left")
-        if st.form_submit_button("Put it on the review board", key="map_review_submit"):
+        if st.form_submit_button("Put it on the review board", key="map_review_submit", disabled=not editing):
             try:
                 made = ensure_review(project, kind="selection", key=name.strip(), members=chosen, author=user)
                 if set(members(project, made.id)) != set(chosen):

@@ -12,6 +12,7 @@ from hibug_ui.fields import field_input
 from hibug_ui.plots import literal_values
 from hibug_core.objects.summary import error_breakdown
 from hibug_ui.state import current_project, current_user, load_samples, required_model, slice_report, source_ranking
+from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import (as_percent, grid_filters, image_grid, keep_setting, link_to, paged, percent_column,
                                url_setting)
 
@@ -20,6 +21,7 @@ project = current_project()
 model = required_model(project)
 objects = project.task != "classification"
 user = current_user()
+editing = may_edit(project)
 
 st.title("Error slices")
 RANKINGS = {"confident_gap": "confident gap", "gap": "gap", "size": "size", "sliceline": "SliceLine score"}
@@ -116,12 +118,12 @@ with found:
         st.subheader(plain(row["description"]))
         st.markdown(f"**{row['bug_type']}**: {plain(row['reason'])}")
         review_cell, view_cell, _ = st.columns([1, 1, 4])
-        if review_cell.button("Review this slice", key="slices_review"):
+        if review_cell.button("Review this slice", key="slices_review", disabled=not editing):
             made = ensure_review(project, row["definition"], author=user)
             st.switch_page("pages/6_Review.py", query_params={"review": str(made.id)})
         with view_cell.popover("Save this view"):
             view_name = st.text_input("View name", key="slices_view_name")
-            if st.button("Save view", key="slices_save_view"):
+            if st.button("Save view", key="slices_save_view", disabled=not editing):
                 try:
                     save_view(project, view_name, "Error_slices", dict(st.query_params), author=user)
                     st.success("Saved: teammates find it under Review → Saved views.")

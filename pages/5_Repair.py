@@ -20,12 +20,14 @@ from hibug_ui.fields import field_input
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.plots import literal_values
 from hibug_ui.state import current_project, current_user, load_samples, required_model, secret, slice_report
+from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import as_percent, image_grid, paged, percent_column
 
 st.set_page_config(page_title="hibug · Repair", page_icon="🐞", layout="wide")
 project = current_project()
 model = required_model(project)
 user = current_user()
+editing = may_edit(project)
 st.title("Repair")
 objects = project.task != "classification"
 st.caption(f"Repairing {model}: new data for its error slices on 'val', judged on a held-out split"
@@ -110,7 +112,7 @@ with generate:
             images = field_input(cells[2], Generate, "images", "Images", key="repair_generate_images", step=10)
             seed = field_input(cells[3], Generate, "seed", "Seed", key="repair_generate_seed", step=1)
             st.caption(GENERATORS.help_text())
-            if st.form_submit_button("Generate", type="primary", key="repair_generate_submit"):
+            if st.form_submit_button("Generate", type="primary", key="repair_generate_submit", disabled=not editing):
                 rows = edited.dropna(subset=["prompt", "label"])
                 if GENERATORS.find(kind) is None and not name.strip():
                     st.error("Name the model: a hub id already downloaded, a local folder, or an API model.")
@@ -156,7 +158,7 @@ with retrain:
                                  key="repair_retrain_eval_split")
         control = field_input(st, Repair, "control", "Also retrain with no new data (control)",
                               key="repair_retrain_control")
-        if st.form_submit_button("Retrain and compare", type="primary", key="repair_retrain_submit"):
+        if st.form_submit_button("Retrain and compare", type="primary", key="repair_retrain_submit", disabled=not editing):
             params = {"model": model, "data": data, "method": method, "baseline": baseline, "budget": float(budget),
                       "retrain": how, "lam": float(lam) or None, "seeds": list(range(int(seeds))),
                       "eval_split": eval_split, "control": control}
@@ -232,7 +234,7 @@ with search:
                                key="repair_search_captions", step=1)
         llm_url = cells[2].text_input("LLM server URL", value="", placeholder="empty: OpenAI",
                                       key="repair_search_llm_url")
-        if st.form_submit_button("Search for failures", type="primary", key="repair_search_submit"):
+        if st.form_submit_button("Search for failures", type="primary", key="repair_search_submit", disabled=not editing):
             params = {"label": label, "model": model, "generator": generator_spec(kind, name),
                       "captioner": captioner, "images": int(images), "captions": int(captions),
                       "llm_base_url": llm_url or None}

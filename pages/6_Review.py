@@ -15,12 +15,14 @@ from hibug_ui.navigation import URL_PATHS
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.undo import UNDOABLE, undo
 from hibug_ui.state import current_model, current_project, current_user, load_samples, slice_report
+from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import as_percent, image_grid, link_to, paged, percent_column, url_setting
 
 st.set_page_config(page_title="hibug · Review", page_icon="🐞", layout="wide")
 project = current_project()
 model = current_model(project)
 user = current_user()
+editing = may_edit(project)
 st.title("Review")
 PAGE_LABELS = {p: p.replace("_", " ") or "Overview" for p in URL_PATHS}
 SEEN_KEY = "review_seen_version"  # {review id: the version this session's form was filled from}
@@ -73,7 +75,7 @@ def show_review(board: pd.DataFrame, report=None) -> None:
         cells = st.columns(2)
         status = cells[0].selectbox("Status", STATUSES, index=STATUSES.index(review.status))
         assignee = cells[1].text_input("Assignee", value=review.assignee or "", placeholder="nobody")
-        if st.form_submit_button("Save", type="primary", key="review_status_submit"):
+        if st.form_submit_button("Save", type="primary", key="review_status_submit", disabled=not editing):
             try:
                 saved = update_review(project, review.id, version=seen[review.id], status=status,
                                       assignee=assignee.strip() or None, author=user)
@@ -100,7 +102,7 @@ def show_review(board: pd.DataFrame, report=None) -> None:
             st.text(comment["body"])
     with st.form(f"review_comment_{review.id}", clear_on_submit=True):
         body = st.text_area("Add a comment", placeholder="Plain text")
-        if st.form_submit_button("Comment", key="review_comment_submit"):
+        if st.form_submit_button("Comment", key="review_comment_submit", disabled=not editing):
             try:
                 add_comment(project, review.id, body, author=user)
                 st.rerun()
@@ -117,7 +119,7 @@ with board_tab:
         except HibugError as error:
             st.info(f"No error slices to review yet: {plain(error)}")
     if report is not None and len(report.slices) and st.button(f"Put the {len(report.slices)} current error slices "
-                                                               "on the board"):
+                                                               "on the board", disabled=not editing):
         for definition in report.slices["definition"]:
             ensure_review(project, definition, author=user)
         st.rerun()
@@ -177,7 +179,7 @@ with log_tab:
     if len(undoable):
         with st.form("review_undo"):
             entry = st.selectbox("Undo entry", [f"#{i}" for i in undoable["id"]])
-            if st.form_submit_button("Undo", key="review_undo_submit"):
+            if st.form_submit_button("Undo", key="review_undo_submit", disabled=not editing):
                 try:
                     st.success(plain(undo(project, int(entry.lstrip("#")), author=user)))
                 except HibugError as error:
@@ -195,7 +197,7 @@ with views_tab:
         name = cells[0].text_input("Name")
         page = cells[1].selectbox("Page", URL_PATHS, format_func=PAGE_LABELS.get, key="review_view_page")
         query = cells[2].text_input("URL query", placeholder="slice=ab12cd&gap=0.1")
-        if st.form_submit_button("Save view", key="review_view_submit"):
+        if st.form_submit_button("Save view", key="review_view_submit", disabled=not editing):
             try:
                 pairs = dict(part.split("=", 1) for part in query.strip("?").split("&") if "=" in part)
                 save_view(project, name, page, pairs, author=user)

@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -26,24 +27,30 @@ def require_chromium() -> None:
         pytest.skip("chromium is not installed (apt-get install chromium)")
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
 SERVED: dict[str, subprocess.Popen] = {}  # URL -> the dashboard's process (the Streamlit server itself)
+LOGS: dict[str, Path] = {}  # URL -> the file its server writes its log to
 
 
-def serve(folder):
-    """Yield the URL of the dashboard serving `folder`; stop it afterwards."""
+def serve(folder, *options: str, address: str = "127.0.0.1", env: dict | None = None, port: int | None = None):
+    """Yield the URL of the dashboard serving `folder` (None: only what `options` say, e.g. --projects-root) on
+    `address` (and `port`, else a free one); stop it afterwards. Its log is kept in LOGS[url]."""
     require_chromium()
-    port = _free_port()
-    process = subprocess.Popen([sys.executable, "-m", "hibug_core.cli", "serve", str(folder), "--port", str(port),
-                                "--address", "127.0.0.1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    port = port or free_port()
+    log = Path(tempfile.mkstemp(prefix="hibug-server-", suffix=".log")[1])
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "hibug_core.cli", "serve",
+                                    *([str(folder)] if folder is not None else []), *options, "--port", str(port),
+                                    "--address", address], stdout=out, stderr=subprocess.STDOUT,
+                                   env={**os.environ, **(env or {})})
+    url = f"http://{address}:{port}"
     deadline = time.time() + 90
-    while time.time() < deadline:
+    while time.time() < deadline and process.poll() is None:
         try:
             with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
                 if response.read().decode() == "ok":
@@ -52,8 +59,8 @@ def serve(folder):
             time.sleep(0.5)
     else:
         process.kill()
-        pytest.fail(f"dashboard did not come up: {process.stdout.read().decode()[-2000:]}")
-    SERVED[url] = process
+        pytest.fail(f"dashboard did not come up: {log.read_text()[-2000:]}")
+    SERVED[url], LOGS[url] = process, log
     yield url
     SERVED.pop(url, None)
     if process.poll() is None:
@@ -66,9 +73,9 @@ def serve(folder):
 
 
 @contextlib.contextmanager
-def serving(folder):
+def serving(folder, *options: str, address: str = "127.0.0.1", env: dict | None = None, port: int | None = None):
     """The dashboard on `folder` for the length of a with-block (stopped even when the test fails)."""
-    running = serve(folder)
+    running = serve(folder, *options, address=address, env=env, port=port)
     try:
         yield next(running)
     finally:

@@ -2,12 +2,36 @@
 HIBUG_JOB_MODULES, as an extension would)."""
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from typing import ClassVar
 
 from hibug_core.errors import HibugError
-from hibug_core.jobs.kinds import job_kind
+from hibug_core.jobs.kinds import EXTENSIONS_ENV, job_kind, load_extensions
+from hibug_core.jobs.store import get_job
 from hibug_core.operations import Operation
+from waiting import wait_until
+
+TESTS = str(Path(__file__).resolve().parent)
+
+
+def register_in_workers(monkeypatch) -> None:
+    """The test kinds are registered here and, through HIBUG_JOB_MODULES, in every worker started from now on."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv(EXTENSIONS_ENV, "job_helpers")
+    monkeypatch.syspath_prepend(TESTS)
+    load_extensions()
+
+
+def wait_for(project, job_id, statuses, timeout=120.0):
+    """The job once its status is one of `statuses` (its log is shown when it never gets there)."""
+    def reached():
+        job = get_job(project, job_id)
+        return job if job.status in statuses else None
+
+    return wait_until(reached, timeout, what=lambda: f"job {job_id} to be {statuses}; its log: " + (
+        Path(project.folder) / "jobs" / f"job-{job_id}.log").read_text()[-2000:])
 
 
 class CountSlowly(Operation):

@@ -20,6 +20,15 @@ def open_page(monkeypatch, page: str, folder, *, user: str | None = None, timeou
     return at.run()
 
 
+def serve(monkeypatch, **policy) -> None:
+    """Page tests from now on run under a server policy (hibug_core.serving.policy.ServerPolicy's fields), as
+    `hibug serve` hands it to the dashboard."""
+    from hibug_core.serving.policy import POLICY_ENV, ServerPolicy
+
+    monkeypatch.delenv("HIBUG_PROJECT", raising=False)
+    monkeypatch.setenv(POLICY_ENV, ServerPolicy.build(**policy).model_dump_json())
+
+
 def labelled(widgets, label: str):
     """The widget among `widgets` (e.g. at.selectbox) whose label is `label`."""
     return next(w for w in widgets if w.label == label)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from page_support import open_page
+from page_support import open_page, serve
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -44,14 +44,14 @@ def test_no_project_explains_how_to_open_one(monkeypatch):
 
 
 @pytest.mark.parametrize("make_folder", [False, True])
-def test_bad_folder_is_a_clear_error(monkeypatch, tmp_path, make_folder):
+def test_a_bad_project_to_serve_is_a_clear_error(monkeypatch, tmp_path, make_folder):
     folder = tmp_path / "nowhere"
     if make_folder:
         folder.mkdir()
     at = run_app(monkeypatch, folder)
     assert not at.exception
-    expected = "is not a hibug project" if make_folder else "Folder not found"
-    assert expected in at.error[0].value
+    expected = "is not a hibug project" if make_folder else "is not a folder"
+    assert "cannot serve" in at.error[0].value and expected in at.error[0].value
 
 
 def test_progress_links_to_the_next_step(monkeypatch, demo_project):
@@ -71,10 +71,10 @@ def by_label(at, label):
     return next(t for t in at.text_input if t.label == label)
 
 
-def create_from_path(folder, manifest) -> AppTest:
+def create_from_path(name, manifest) -> AppTest:
     """Fill the Overview's creation form with a manifest path on the server and submit it."""
     at = AppTest.from_file(APP, default_timeout=60).run()
-    by_label(at, "New project folder").set_value(str(folder))
+    by_label(at, "New project name").set_value(name)
     by_label(at, "…or the manifest's path on this server").set_value(str(manifest))
     return at.button(key="create_submit").click().run()
 
@@ -89,24 +89,30 @@ def write_manifest(folder, rows):
     return folder / "manifest.csv"
 
 
+def serve_root(monkeypatch, tmp_path):
+    (tmp_path / "projects").mkdir()
+    (tmp_path / "data").mkdir()
+    serve(monkeypatch, projects_root=tmp_path / "projects", data_roots=(tmp_path / "data",))
+
+
 def test_creating_a_project_from_a_manifest_path_opens_it(monkeypatch, tmp_path):
-    monkeypatch.delenv("HIBUG_PROJECT", raising=False)
+    serve_root(monkeypatch, tmp_path)
     manifest = write_manifest(tmp_path / "data", ["a.png,cat,cat,val", "b.png,dog,cat,val"])
-    at = create_from_path(tmp_path / "new-project", manifest)
+    at = create_from_path("new-project", manifest)
     assert not at.exception
     assert at.title[0].value == "new-project"
     assert {m.label: m.value for m in at.metric}["val score"] == "50.0%"
 
 
 def test_a_bad_manifest_is_listed_and_creates_nothing(monkeypatch, tmp_path):
-    monkeypatch.delenv("HIBUG_PROJECT", raising=False)
+    serve_root(monkeypatch, tmp_path)
     manifest = write_manifest(tmp_path / "data", ["a.png,cat,cat,val", "missing.png,dog,cat,validation"])
-    at = create_from_path(tmp_path / "new-project", manifest)
+    at = create_from_path("new-project", manifest)
     assert not at.exception
     message = at.error[0].value.replace("\\", "")  # shown as text: markup characters escaped
     assert "nothing was imported" in message and "row 2, column 'image': file not found: missing.png" in message
     assert "unknown split 'validation'" in message
-    assert not (tmp_path / "new-project").exists()
+    assert not (tmp_path / "projects" / "new-project").exists()
 
 
 def test_an_uploaded_manifest_resolves_images_against_the_folder_given(tmp_path):

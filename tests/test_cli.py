@@ -179,5 +179,6 @@ def test_serve_help_describes_its_arguments(capsys):
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     out = capsys.readouterr().out
-    assert "project folder (see `hibug new`)" in out and "port of the dashboard (default: 8501)" in out
+    assert "the one project to serve (or --projects-root)" in out and "port of the dashboard (default: 8501)" in out
+    assert "--projects-root DIR" in out and "--data-root DIR" in out and "--open-to-anyone" in out
     assert "0.0.0.0 to share it on the network" in " ".join(out.split())

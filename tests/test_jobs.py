@@ -5,36 +5,19 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
 from hibug_core.errors import HibugError
 from hibug_core.jobs import store as job_store
 from hibug_core.jobs.store import JobBusyError, create_job, get_job, jobs_frame, request_cancel
-from hibug_core.jobs.kinds import EXTENSIONS_ENV, load_extensions
 from hibug_core.jobs.worker import main as worker_main, resume, submit
+from job_helpers import register_in_workers, wait_for
 from waiting import wait_until
-
-TESTS = str(Path(__file__).resolve().parent)
-
 
 @pytest.fixture(autouse=True)
 def helpers_importable(monkeypatch):
-    """The test kinds are registered here and, through HIBUG_JOB_MODULES, in the worker."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")])))
-    monkeypatch.setenv(EXTENSIONS_ENV, "job_helpers")
-    monkeypatch.syspath_prepend(TESTS)
-    load_extensions()
-
-
-def wait_for(project, job_id, statuses, timeout=120.0):
-    def reached():
-        job = get_job(project, job_id)
-        return job if job.status in statuses else None
-
-    return wait_until(reached, timeout, what=lambda: f"job {job_id} to be {statuses}; its log: " + (
-        Path(project.folder) / "jobs" / f"job-{job_id}.log").read_text()[-2000:])
+    register_in_workers(monkeypatch)
 
 
 def test_an_embedding_job_runs_in_its_own_process_and_stores_its_result(colour_project):

@@ -127,13 +127,14 @@ def test_the_report_tab_lists_the_findings_with_three_downloads(monkeypatch, dem
     assert [b.label for b in at.tabs[1].get("download_button")] == ["HTML report", "Markdown", "CSV"]
 
 
-def test_a_server_with_authentication_offers_sign_in(monkeypatch, demo_project):
+def test_a_server_with_authentication_shows_nothing_before_sign_in(monkeypatch, demo_project):
     monkeypatch.setenv("HIBUG_PROJECT", str(demo_project))
     at = AppTest.from_file(str(__import__("page_support").REPO / "pages/6_Review.py"), default_timeout=120)
     at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "x" * 32,
                           "client_id": "hibug", "client_secret": "s", "server_metadata_url":
                           "https://login.example/.well-known/openid-configuration"}
+    at.secrets["hibug"] = {"roles": {"editor": ["*@example.com"]}}
     at.run()
     assert not at.exception
-    assert [b.label for b in at.sidebar.button] == ["Sign in"]
-    assert labelled(at.text_input, "Your name").value  # until then, the typed name acts
+    assert [b.label for b in at.button] == ["Sign in"] and at.info[0].value == "Sign in to open this dashboard."
+    assert not at.text_input and not at.sidebar.selectbox  # no name to type, no project, no data

@@ -131,20 +131,42 @@ def cmd_info(args) -> int:
 def _address_arguments(parser) -> None:
     parser.add_argument("--port", type=int, default=8501, help="port of the dashboard (default: 8501)")
     parser.add_argument("--address", default="localhost",
-                        help="address to listen on (default: localhost; 0.0.0.0 to share it on the network)")
+                        help="address to listen on (default: localhost; 0.0.0.0 to share it on the network, which "
+                        "needs sign-in, --read-only or --open-to-anyone: see docs/security.md)")
+    parser.add_argument("--data-root", action="append", default=[], metavar="DIR",
+                        help="a folder visitors may read manifests and images from when they create a project "
+                        "(repeatable; default: none, uploads only name images inside a data root)")
+    parser.add_argument("--read-only", action="store_true",
+                        help="nothing can be written and no job started: everyone is a viewer")
+    parser.add_argument("--open-to-anyone", action="store_true",
+                        help="serve beyond this machine without sign-in: ANYONE who reaches it may edit and run jobs")
+    parser.add_argument("--roles", metavar="FILE", help="roles file (TOML: admin/editor/viewer = [identities]) for "
+                        "people who sign in (default: [hibug.roles] in the secrets)")
+    parser.add_argument("--secrets", metavar="FILE", help="Streamlit secrets file with the [auth] section for sign-in "
+                        "(default: ~/.streamlit/secrets.toml, then .streamlit/secrets.toml in hibug's folder)")
+    parser.add_argument("--max-jobs", type=int, default=1, help="jobs that run at once on this server (default: 1)")
+    parser.add_argument("--max-waiting", type=int, default=8, help="jobs that may wait for a free slot (default: 8)")
+    parser.add_argument("--max-jobs-per-person", type=int, default=2,
+                        help="jobs one person may have running or waiting (default: 2)")
 
 
 def _serve_arguments(parser) -> None:
-    project_argument(parser)
+    parser.add_argument("project", nargs="?", help="the one project to serve (or --projects-root)")
+    parser.add_argument("--projects-root", metavar="DIR", help="serve the projects inside DIR, chosen by name; "
+                        "projects created in the dashboard are made there")
     _address_arguments(parser)
 
 
 def cmd_serve(args) -> int:
     from hibug_core.store.project import Project
-    from hibug_ui.launch import serve
+    from hibug_ui.launch import serve, server_policy
 
-    Project.open(args.project).close()  # a clear error now beats one in the browser
-    return serve(Path(args.project), args.port, args.address)
+    if bool(args.project) == bool(args.projects_root):
+        raise HibugError("serve one project (hibug serve PROJECT) or the projects of a folder (--projects-root DIR)")
+    if args.project:
+        Project.open(args.project, read_only=True).close()  # a clear error now beats one in the browser
+    policy = server_policy(args, project=args.project, projects_root=args.projects_root)
+    return serve(policy, args.port, secrets=args.secrets)
 
 
 def _demo_arguments(parser) -> None:
@@ -174,9 +196,11 @@ def cmd_demo(args) -> int:
     if args.build_only:
         return 0
     from hibug_ui.launch import serve
+    from hibug_ui.launch import server_policy
 
-    print(f"opening the dashboard on http://localhost:{args.port}")
-    return serve(Path(args.dir), args.port, args.address)
+    policy = server_policy(args, project=args.dir)
+    print(f"opening the dashboard on http://{args.address}:{args.port}")
+    return serve(policy, args.port, secrets=args.secrets)
 
 
 COMMANDS = {

@@ -75,19 +75,32 @@ def inspect_image(path: Path, check_size: int = 64) -> ImageInfo:
     return ImageInfo(content_hash(data), int(width), int(height))
 
 
+OUTSIDE_ROOTS = "outside this server's data roots (images are read only inside them)"
+
+
+def _inside(path: Path, roots: tuple[Path, ...]) -> bool:
+    real = Path(os.path.realpath(path))
+    return any(real.is_relative_to(root) for root in roots)
+
+
 def inspect_images(
     paths: Iterable[Path],
     *,
     workers: int = 8,
     check_size: int = 64,
     progress: ProgressCallback = no_progress,
+    within: tuple[Path, ...] | None = None,
 ) -> tuple[dict[Path, ImageInfo], dict[Path, str]]:
-    """Inspect every distinct path once; returns (infos of good images, problem of each bad one)."""
+    """Inspect every distinct path once; returns (infos of good images, problem of each bad one). within: folders the
+    images must lie in once links are followed; a path outside is refused unread, with one message whether or not it
+    exists (a served dashboard's data roots)."""
     unique = list(dict.fromkeys(paths))
     infos: dict[Path, ImageInfo] = {}
     problems: dict[Path, str] = {}
 
     def one(path: Path):
+        if within is not None and not _inside(path, within):
+            return path, None, OUTSIDE_ROOTS
         try:
             return path, inspect_image(path, check_size), None
         except ValueError as error:

@@ -313,7 +313,7 @@ def validate_manifest(
     if not issues.full:
         infos, problems = inspect_images(
             [p for p in distinct_paths if p is not None], workers=config.workers,
-            check_size=config.image_check_size, progress=progress)
+            check_size=config.image_check_size, progress=progress, within=config.image_roots)
         _, first_rows = np.unique(image_codes, return_index=True)  # the first row of each distinct image
         for code, path in enumerate(distinct_paths):
             if path is not None and path in problems:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 from sqlalchemy import text
 
+from hibug_core.access import AccessDenied, Role, acting_identity, current_actor, require
 from hibug_core.errors import HibugError
 from hibug_core.store.audit import default_actor, now, record
 from hibug_core.store.db import read_connection, write_transaction
@@ -69,8 +70,8 @@ def _job(row) -> Job:
     status = row.status
     if status == "running" and _age_s(row.heartbeat_at) > STALE_AFTER_S:
         status = "interrupted"
-    elif status == "queued" and _age_s(row.created_at) > STALE_AFTER_S:
-        status = "interrupted"  # its worker never started
+    elif status == "queued" and _age_s(row.heartbeat_at or row.created_at) > STALE_AFTER_S:
+        status = "interrupted"  # its worker never started, or stopped while waiting for a slot
     return Job(row.id, row.kind, json.loads(row.params_json), status, row.stage, row.done, row.total, row.message,
                row.error, json.loads(row.result_json) if row.result_json else None, bool(row.cancel_requested),
                row.resumed_from, row.author, row.created_at, row.started_at, row.heartbeat_at, row.finished_at)
@@ -81,7 +82,8 @@ _SELECT = "SELECT * FROM jobs"
 
 def create_job(project, kind: str, params: dict, *, author: str | None = None, resumed_from: int | None = None) -> int:
     """A queued job row; refused while a live job of the same kind runs on the project (one tagging at a time)."""
-    author = author or default_actor()
+    require(Role.EDITOR, "start a job")
+    author = acting_identity(author or default_actor())
     with write_transaction(project.engine) as connection:
         for row in connection.execute(text(f"{_SELECT} WHERE kind = :k AND status IN ('queued', 'running')"),
                                       {"k": kind}):
@@ -153,8 +155,12 @@ def finish_job(project, job_id: int, status: str, *, result: dict | None = None,
 
 
 def request_cancel(project, job_id: int, *, author: str | None = None) -> None:
-    """Ask a live job to stop at its next progress report (work it stored so far is kept)."""
-    author = author or default_actor()
+    """Ask a live job to stop at its next progress report (work it stored so far is kept). On a served dashboard only
+    the one who started it and admins may."""
+    author = acting_identity(author or default_actor())
+    actor = current_actor()
+    if actor is not None and not actor.may(Role.ADMIN) and get_job(project, job_id).author != actor.identity:
+        raise AccessDenied(f"job {job_id} was started by someone else; only they or an admin may cancel it")
     with write_transaction(project.engine) as connection:
         connection.execute(text("UPDATE jobs SET cancel_requested = 1 WHERE id = :i"), {"i": job_id})
         record(connection, author, "cancel job", f"job/{job_id}", None, None)

@@ -10,17 +10,22 @@ import threading
 import time
 import traceback
 from pathlib import Path
+from typing import Callable
 
+from hibug_core.access import Role, acting_identity, current_reach, require
 from hibug_core.errors import HibugError
-from hibug_core.operations import operation
 from hibug_core.jobs.kinds import JOB_KINDS, run_kind
-from hibug_core.jobs.store import (JobCancelled, create_job, finish_job, get_job, mark_running, report_progress)
+from hibug_core.jobs.queue import JobQueue
+from hibug_core.jobs.store import JobCancelled, create_job, finish_job, get_job, mark_running, report_progress
+from hibug_core.operations import operation
+from hibug_core.store.audit import default_actor
 
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_S = 5.0
 REPORT_EVERY_S = 0.5
 LOG_DIR = "jobs"
+QUEUED_NICENESS = 10
 
 
 def _checked(kind: str, params: dict | None) -> dict:
@@ -30,29 +35,44 @@ def _checked(kind: str, params: dict | None) -> dict:
 
 
 def submit(project, kind: str, params: dict | None = None, *, author: str | None = None,
-           resumed_from: int | None = None, secrets: dict[str, str] | None = None) -> int:
+           resumed_from: int | None = None, secrets: dict[str, str] | None = None,
+           queue: JobQueue | None = None) -> int:
     """Start a job in a new process (it outlives the page, the session and the tab); returns its id.
 
     secrets: environment variables for the job's process only (an API key from Streamlit secrets); they are never
-    stored with the job or written to its log."""
+    stored with the job or written to its log. queue: a server's queue, which admits the job (or refuses it with
+    ServerBusy) and gives it a slot; its process waits for that slot, and runs at a lower priority than the server."""
+    require(Role.EDITOR, "start a job")
     params = _checked(kind, params)  # bad parameters fail here, in the caller, not in a process nobody watches
-    job_id = create_job(project, kind, params, author=author, resumed_from=resumed_from)
-    log_dir = Path(project.folder) / LOG_DIR
-    log_dir.mkdir(exist_ok=True)
-    with open(log_dir / f"job-{job_id}.log", "ab") as log:
-        subprocess.Popen([sys.executable, "-m", "hibug_core.jobs.worker", str(project.folder), str(job_id)],
-                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                         cwd=str(project.folder), env={**os.environ, **(secrets or {})})
+    author = acting_identity(author or default_actor())
+    ticket = queue.admit(author, project.folder) if queue is not None else None
+    try:
+        job_id = create_job(project, kind, params, author=author, resumed_from=resumed_from)
+        log_dir = Path(project.folder) / LOG_DIR
+        log_dir.mkdir(exist_ok=True)
+        reach = current_reach()  # a job typed on a shared dashboard reaches what its starter may, and no more
+        environment = {**os.environ, **(secrets or {}), **(queue.worker_environment(ticket) if queue else {}),
+                       **(reach.with_roots(project.folder).to_environment() if reach is not None else {})}
+        with open(log_dir / f"job-{job_id}.log", "ab") as log:
+            process = subprocess.Popen([sys.executable, "-m", "hibug_core.jobs.worker", str(project.folder),
+                                        str(job_id)], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       start_new_session=True, cwd=str(project.folder), env=environment)
+    except BaseException:
+        if ticket is not None:
+            queue.release(ticket)
+        raise
+    if ticket is not None:
+        queue.attach(ticket, job_id, process.pid)
     return job_id
 
 
-def resume(project, job_id: int, *, author: str | None = None) -> int:
+def resume(project, job_id: int, *, author: str | None = None, queue: JobQueue | None = None) -> int:
     """Run a stopped (cancelled, failed or interrupted) job again with the same settings. Work it stored is reused:
     embeddings and measures are cached per image, and LLM tagging asks only for the images it has no answer for."""
     job = get_job(project, job_id)
     if job.live:
         raise HibugError(f"job {job_id} is still {job.status}; cancel it first")
-    return submit(project, job.kind, job.params, author=author, resumed_from=job_id)
+    return submit(project, job.kind, job.params, author=author, resumed_from=job_id, queue=queue)
 
 
 class _Reporter:
@@ -83,9 +103,38 @@ class _Reporter:
                 logger.exception("heartbeat of job %d failed", self.job_id)
 
 
+def _wait_in_queue(project, job_id: int) -> Callable[[], None]:
+    """Wait for this job's slot in its server's queue (cancel honoured meanwhile); returns what gives it back."""
+    queued = JobQueue.from_worker_environment()
+    if queued is None:
+        return lambda: None
+    queue, ticket = queued
+    os.nice(QUEUED_NICENESS)  # the dashboard's own pages stay quick while jobs run beside it
+
+    def waiting(ahead: int) -> None:
+        if report_progress(project, job_id, f"waiting for a free slot ({ahead} ahead)", 0, 0):
+            raise JobCancelled("cancelled while waiting for a free slot")
+
+    queue.wait_for_slot(ticket, waiting)
+    return lambda: queue.release(ticket)
+
+
 def run_job(project, job_id: int) -> None:
-    """Run one queued job in this process and record how it ended."""
+    """Run one queued job in this process (after its server's queue gave it a slot) and record how it ended."""
     job = get_job(project, job_id)
+    try:
+        release = _wait_in_queue(project, job_id)
+    except JobCancelled:
+        finish_job(project, job_id, "cancelled", message="cancelled before it started")
+        return
+    try:
+        _run(project, job)
+    finally:
+        release()
+
+
+def _run(project, job) -> None:
+    job_id = job.id
     mark_running(project, job_id, os.getpid())
     reporter = _Reporter(project, job_id)
     stop = threading.Event()

@@ -9,6 +9,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 
+from hibug_core.access import check_spec, check_url
 from hibug_core.errors import HibugError, ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -57,7 +58,9 @@ def make_client(config: LLMConfig, api_key: str | None = None):
     from hibug_core.llm.local import LocalClient, is_local, load_vlm
 
     if is_local(config.model):
+        check_spec("language model", config.model)
         return LocalClient(load_vlm(config.model))
+    check_url("language model server", config.base_url)
     try:
         import openai
     except ImportError as error:

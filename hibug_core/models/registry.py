@@ -136,7 +136,7 @@ def _shape_cnn(argument: str, *, spec: str, device: str | None) -> ModelAdapter:
 
 
 @MODELS.register("python", "your own code: python:<module>:<function> returns a ModelAdapter, or (network, "
-                 "transform, class names)", form="python:<module>:<function>")
+                 "transform, class names)", form="python:<module>:<function>", runs_code=True)
 def _python(argument: str, *, spec: str, device: str | None) -> ModelAdapter:
     module_name, _, function_name = argument.rpartition(":")
     try:

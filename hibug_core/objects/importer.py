@@ -87,7 +87,7 @@ def objects_manifest(truth: CocoGroundTruth, found: list[CocoResults], folder: P
     used = sorted(set(truth.annotations["image_id"]).union(*(set(r.detections["image_id"]) for r in found)))
     paths = {iid: Path(folder, truth.images.at[iid, "file_name"]).resolve() for iid in used}
     infos, problems = inspect_images(list(paths.values()), workers=config.workers,
-                                     check_size=config.image_check_size, progress=progress)
+                                     check_size=config.image_check_size, progress=progress, within=config.image_roots)
     issues = [RowIssue(int(truth.images.at[iid, "record"]), "file_name",
                        f"{problems[path]}: {truth.images.at[iid, 'file_name']}"
                        + (f" (looked for {path})" if problems[path] == "file not found" else ""), unit="images")

@@ -8,6 +8,8 @@ import os
 
 from sqlalchemy import Connection, text
 
+from hibug_core.access import acting_identity
+
 
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
@@ -22,7 +24,9 @@ def default_actor() -> str:
 
 
 def record(connection: Connection, actor: str, action: str, entity: str, before, after) -> None:
-    """Add one entry inside the caller's transaction, so the change and its record land together."""
+    """Add one entry inside the caller's transaction, so the change and its record land together. On a served
+    dashboard the entry names the person acting there (their sign-in), whatever name was passed along."""
+    actor = acting_identity(actor)
     connection.execute(
         text("INSERT INTO audit_log (at, actor, action, entity, before_json, after_json) "
              "VALUES (:at, :actor, :action, :entity, :b, :a)"),

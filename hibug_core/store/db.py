@@ -11,6 +11,7 @@ import numpy as np
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.exc import OperationalError
 
+from hibug_core.access import Role, require
 from hibug_core.config import StoreConfig
 from hibug_core.errors import ProjectError
 
@@ -66,6 +67,7 @@ def write_transaction(engine: Engine, *, bulk: bool = False, private: bool = Fal
     SQLite through BEGIN IMMEDIATE, on PostgreSQL through a transaction-scoped advisory lock), so a check made inside
     (a version, a newest row) still holds when the write lands. `bulk` (SQLite): a large write whose references are
     made by the writer itself; `private`: and no other process can open the database (see _bulk_settings)."""
+    require(Role.EDITOR)  # a viewer of a served dashboard changes nothing, whichever page or call asks
     if "mode=ro" in str(engine.url):
         raise ProjectError("this project is open read-only (its folder cannot be written, or only reading was "
                            "asked for); nothing was changed. Copy it somewhere writable to edit it")

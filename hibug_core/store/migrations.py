@@ -6,6 +6,7 @@ from typing import Callable
 
 from sqlalchemy import Connection, Engine, inspect, text
 
+from hibug_core.access import SYSTEM, acting_as
 from hibug_core.errors import ProjectError
 from hibug_core.store.audit import now
 from hibug_core.store.db import write_transaction
@@ -154,6 +155,11 @@ def migrate(engine: Engine) -> list[int]:
 
     Safe when several processes open the same project at once: the check runs inside the write lock.
     """
+    with acting_as(SYSTEM):  # whoever opens an older project, hibug itself upgrades it
+        return _migrate(engine)
+
+
+def _migrate(engine: Engine) -> list[int]:
     applied_now: list[int] = []
     with write_transaction(engine) as connection:
         connection.execute(

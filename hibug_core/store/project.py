@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from sqlalchemy import Connection, text
 
+from hibug_core.access import Role, require
 from hibug_core.cache import BoundedCache
 from hibug_core.config import StoreConfig
 from hibug_core.errors import ManifestError, ProjectError, RowIssue
@@ -124,6 +125,7 @@ class Project:
 
     @classmethod
     def create(cls, folder: str | Path, *, name: str | None = None, db_url: str | None = None) -> "Project":
+        require(Role.ADMIN, "create a project")
         folder = Path(folder)
         if (folder / DB_FILE).exists():
             raise ProjectError(f"{folder} already holds a hibug project; open it, or choose another folder")
@@ -141,9 +143,21 @@ class Project:
         return project
 
     @classmethod
+    def delete(cls, folder: str | Path) -> None:
+        """Remove a project's folder and everything in it (its images, kept outside it, stay)."""
+        require(Role.ADMIN, "delete a project")
+        folder = Path(folder)
+        if not (folder / DB_FILE).is_file():
+            raise ProjectError(f"{folder} is not a hibug project (no {DB_FILE}); nothing was removed")
+        import shutil
+
+        shutil.rmtree(folder)
+
+    @classmethod
     def create_from_manifest(cls, folder: str | Path, manifest, *, name: str | None = None,
                              author: str | None = None) -> "Project":
         """Create a project and import a validated manifest; on any failure no folder is left behind."""
+        require(Role.ADMIN, "create a project")
         folder = Path(folder).resolve()
         if folder.exists() and any(folder.iterdir()):
             raise ProjectError(f"{folder} exists and is not empty; choose a new folder for the project")

@@ -1,0 +1,171 @@
+"""A dashboard shared on the network, probed in real headless Chromium as its visitors would: `hibug serve
+--projects-root` on a loopback alias (127.0.0.2, an address other than localhost), with sign-in against a local OpenID
+Connect provider the test starts. Every path or link that is not served gets one message, nothing is made outside
+the root, nothing is read outside the data roots, the server's log shows the refusals; a viewer can change nothing,
+an editor can, and the audit log names who signed in."""
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+
+from browser_support import LOGS, free_port, idle, serving, shot
+from hibug_core.ingest.images import OUTSIDE_ROOTS
+from hibug_core.serving.policy import NOT_SERVED, OUTSIDE_DATA_ROOTS
+from serving_support import make_project, oidc_provider, write_sign_in
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+ADDRESS = "127.0.0.2"  # the whole 127/8 block is this machine's loopback; to hibug it is not "localhost"
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("shared")
+    root, data = tmp / "projects", tmp / "data"
+    root.mkdir()
+    make_project(root / "birds", data / "birds")
+    make_project(tmp / "elsewhere" / "secret-project", tmp / "elsewhere" / "images")
+    (root / "not-a-project").mkdir()
+    (tmp / "elsewhere" / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    port = free_port()
+    with oidc_provider() as provider:
+        secrets_file, roles_file = write_sign_in(tmp, provider, f"http://{ADDRESS}:{port}")
+        with serving(None, "--projects-root", str(root), "--data-root", str(data), "--secrets", str(secrets_file),
+                     "--roles", str(roles_file), address=ADDRESS, port=port) as url:
+            yield url, tmp
+
+
+def sign_in(browser, url: str, identity: str, path: str = ""):
+    """A new browser context signed in as `identity` through the provider's form; its page, on `path`."""
+    page = browser.new_context().new_page()
+    page.goto(url)
+    page.get_by_role("button", name="Sign in").click()
+    page.locator("input[name=sub]").fill(identity)
+    page.get_by_role("button", name="Authorize").click()
+    page.get_by_text(f"Signed in as {identity}").wait_for(timeout=90_000)
+    if path:  # the provider sends people back to the front page
+        page.goto(f"{url}/{path}")
+        page.get_by_text(f"Signed in as {identity}").wait_for(timeout=90_000)
+    idle(page)
+    return page
+
+
+def errors(page) -> list[str]:
+    idle(page)
+    return [text.strip() for text in page.get_by_test_id("stAlertContentError").all_inner_texts()]
+
+
+def create(page, name: str, *, path: str = "", upload: tuple[str, bytes] | None = None, base: str = "") -> list[str]:
+    """Fill the Overview's creation form and submit it; the messages shown."""
+    if upload:  # first: the upload's own round trip does not then undo what is typed below
+        page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+            {"name": upload[0], "mimeType": "text/csv", "buffer": upload[1]})
+        page.get_by_text(upload[0]).wait_for(timeout=30_000)
+        idle(page)
+    page.get_by_label("New project name").fill(name)
+    page.get_by_label("…or the manifest's path on this server").fill(path)
+    page.get_by_label("Folder its image paths are relative to (for an upload)").fill(base)
+    page.get_by_role("button", name="Create project").click()
+    return errors(page)
+
+
+def test_a_visitor_reaches_nothing_the_server_does_not_serve(browser, shared):
+    url, tmp = shared
+    # Not signed in: nothing but the way to sign in, whatever the link says.
+    stranger = browser.new_context().new_page()
+    stranger.goto(f"{url}/Error_slices?project={quote(str(tmp / 'elsewhere' / 'secret-project'))}")
+    stranger.get_by_role("button", name="Sign in").wait_for(timeout=90_000)
+    assert "secret-project" not in stranger.content()
+
+    page = sign_in(browser, url, "ada@example.com")  # an admin: the widest rights a visitor can have
+    # 1. Links naming a project: one message for a project elsewhere, a system folder, a file, nothing, a plain folder.
+    probes = [str(tmp / "elsewhere" / "secret-project"), "/etc", "/root", "/etc/passwd", str(tmp / "nowhere"),
+              "../elsewhere/secret-project", "not-a-project"]
+    seen = set()
+    for probe in probes:
+        page.goto(f"{url}/Error_slices?project={quote(probe)}")
+        page.get_by_text(NOT_SERVED).wait_for(timeout=60_000)
+        seen.update(errors(page))
+    assert seen == {NOT_SERVED}
+    # The sidebar offers the served projects by name, and no field to type a path into.
+    page.goto(url)
+    idle(page)
+    assert page.get_by_test_id("stSidebar").get_by_role("textbox").count() == 0
+
+    # 2. Creating: only inside the root, only from the data roots.
+    assert create(page, "../evil", path=str(tmp / "data" / "birds" / "manifest.csv"))[0].startswith(
+        "'../evil' cannot name a project")
+    assert "cannot name a project" in create(page, str(tmp / "evil"), path=str(tmp / "data" / "birds" / "manifest.csv"))[0]
+    for path in ["/etc/passwd", str(tmp / "elsewhere" / "passwd"), str(tmp / "elsewhere" / "missing.csv"),
+                 str(tmp / "data" / ".." / "elsewhere" / "passwd")]:
+        assert create(page, "probe", path=path) == [OUTSIDE_DATA_ROOTS]
+    manifest = b"image,label,prediction,split\n0.png,red,red,val\n1.png,green,red,val\n2.png,blue,blue,val\n"
+    assert create(page, "probe", upload=("m.csv", manifest), base="/usr/share/doc") == [OUTSIDE_DATA_ROOTS]
+    outside = (f"image,label,prediction,split\n0.png,red,red,val\n{tmp}/elsewhere/images/1.png,green,red,val\n"
+               "../../elsewhere/images/2.png,blue,blue,val\n").encode()
+    message = create(page, "probe", upload=("m.csv", outside), base=str(tmp / "data" / "birds"))[0]
+    assert message.count(OUTSIDE_ROOTS) == 2 and "nothing was imported" in message
+    assert sorted(p.name for p in (tmp / "projects").iterdir() if not p.name.startswith(".")) == [
+        "birds", "not-a-project"]
+    assert not (tmp / "evil").exists() and not (tmp / "data" / "probe").exists()
+
+    # A good one is made inside the root and opens.
+    page.goto(url)  # a fresh form, without the upload above
+    page.get_by_label("New project name").wait_for(timeout=60_000)
+    create(page, "cats", path=str(tmp / "data" / "birds" / "manifest.csv"))
+    page.get_by_role("heading", name="cats").wait_for(timeout=60_000)
+    assert (tmp / "projects" / "cats" / "hibug.sqlite").is_file()
+    shot(page, "shared-server-created")
+
+    log = LOGS[url].read_text()
+    assert log.count("refused to open") >= len(probes) and log.count("refused to read") >= 5
+    assert "refused to create a project named '../evil'" in log
+
+
+def test_a_viewer_changes_nothing_and_an_editors_changes_carry_their_sign_in(browser, shared):
+    from hibug_core.store.project import Project
+
+    url, tmp = shared
+    viewer = sign_in(browser, url, "vic@example.com", "Attributes?project=birds")
+    viewer.get_by_role("heading", name="Attributes").wait_for(timeout=60_000)
+    assert viewer.get_by_text("· viewer").count() == 1
+    assert viewer.get_by_role("button", name="Propose").is_disabled()
+    viewer.goto(f"{url}/Embedding_map?project=birds")
+    assert viewer.get_by_role("button", name="Compute the map").is_disabled()  # a job
+    viewer.goto(f"{url}/Review?project=birds")
+    viewer.get_by_role("tab", name="Saved views").click()
+    assert viewer.get_by_role("button", name="Save view").is_disabled()
+    assert viewer.get_by_label("New project name").count() == 0
+    shot(viewer, "shared-server-viewer")
+
+    editor = sign_in(browser, url, "eddie@example.com", "Embedding_map?project=birds")
+    assert editor.get_by_label("Your name").count() == 0  # who acts is the sign-in, not a typed name
+    editor.get_by_role("button", name="Compute the map").click()
+    editor.get_by_text("by eddie@example.com").wait_for(timeout=60_000)
+    editor.get_by_role("button", name="Cancel").click()  # the one who started it may
+    editor.get_by_text("was cancelled").wait_for(timeout=120_000)
+    editor.goto(f"{url}/Review?project=birds")
+    editor.get_by_role("tab", name="Saved views").click()
+    editor.get_by_label("Name").fill("blue ones")
+    editor.get_by_role("button", name="Save view").click()
+    editor.get_by_role("link", name="blue ones").wait_for(timeout=60_000)
+    editor.goto(url)
+    idle(editor)
+    assert editor.get_by_label("New project name").count() == 0  # creating projects is an admin's
+
+    with Project.open(tmp / "projects" / "birds", read_only=True) as project:
+        log = project.audit_log()
+    assert log[log["action"] == "save view"]["actor"].tolist() == ["eddie@example.com"]
+    assert log[log["action"].isin(["start job", "cancel job"])]["actor"].tolist() == ["eddie@example.com"] * 2
+
+
+def test_someone_without_a_role_is_told_so_and_sees_nothing(browser, shared):
+    url, _ = shared
+    page = browser.new_context().new_page()
+    page.goto(f"{url}/Tagging?project=birds")
+    page.get_by_role("button", name="Sign in").click()
+    page.locator("input[name=sub]").fill("mallory@evil.example")
+    page.get_by_role("button", name="Authorize").click()
+    page.get_by_text("mallory@evil.example has no access to this server").wait_for(timeout=90_000)
+    assert page.get_by_role("heading", name="Tagging").count() == 0
+    assert "refused 'mallory@evil.example'" in LOGS[url].read_text()
