@@ -42,10 +42,12 @@ def sidebar_value(widget, label: str, key: str, default, **options):
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
-def open_project(folder: str, read_only: bool = False) -> Project:
+def open_project(folder: str) -> Project:
     """One Project (and database engine) per folder per process, shared by every session (opened read-only on a
-    read-only server, so not even a bug could write)."""
-    return Project.open(folder, read_only=True if read_only else None)
+    read-only server, so not even a bug could write). Called with the folder alone, always: a second Project on the
+    same database in this process would read its file header and, closing it, drop the locks SQLite holds for the
+    first (POSIX locks are per process), so a job's worker could then delete the WAL the server writes to."""
+    return Project.open(folder, read_only=True if server_policy().read_only else None)
 
 
 # Every cached read below is keyed by project_state: the one signal that changes with any stored change.
@@ -110,7 +112,7 @@ def current_project(folder: str | None = None) -> Project:
                 "`hibug serve --projects-root DIR` or `hibug demo`.")
         st.stop()
     try:
-        project = open_project(folder, server_policy().read_only)
+        project = open_project(folder)
     except HibugError as error:
         st.error(plain(error))
         st.stop()

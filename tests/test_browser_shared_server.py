@@ -149,6 +149,7 @@ def test_a_viewer_changes_nothing_and_an_editors_changes_carry_their_sign_in(bro
     editor.get_by_label("Name").fill("blue ones")
     editor.get_by_role("button", name="Save view").click()
     editor.get_by_role("link", name="blue ones").wait_for(timeout=60_000)
+    shot(editor, "shared-server-editor")
     editor.goto(url)
     idle(editor)
     assert editor.get_by_label("New project name").count() == 0  # creating projects is an admin's

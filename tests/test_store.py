@@ -272,3 +272,28 @@ def test_a_large_new_project_is_written_in_bulk_with_every_reference_sound(image
         tags = project.known_tags()
         assert tags["color"].value_counts().to_dict() == {"red": n // 2}
         assert tags["size"].value_counts().to_dict() == {"small": n - n // 5, "large": n // 5}
+
+
+def test_a_second_open_of_a_project_in_one_process_keeps_every_write_visible(colour_project):
+    """Opening the same project twice in one process (as a dashboard's caches may) must not drop the first one's
+    SQLite locks: a worker that then writes and closes the project would take the WAL for unused and delete it, and
+    the first one's later writes would be seen by nobody else (or fail with a disk I/O error)."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    from hibug_core.review.views import save_view
+    from hibug_core.store.project import Project
+
+    save_view(colour_project, "first", "", {}, author="ann")
+    with Project.open(colour_project.folder) as second:
+        save_view(second, "second", "", {}, author="ann")
+        subprocess.run([sys.executable, "-c", "import sys; from hibug_core.store.project import Project; "
+                        "from hibug_core.review.views import save_view; project = Project.open(sys.argv[1]); "
+                        "save_view(project, 'worker', '', {}); project.close()", str(colour_project.folder)],
+                       check=True)
+        save_view(colour_project, "first again", "", {}, author="ann")
+        save_view(second, "second again", "", {}, author="ann")
+    with sqlite3.connect(colour_project.folder / "hibug.sqlite") as elsewhere:
+        names = [row[0] for row in elsewhere.execute("SELECT name FROM saved_views ORDER BY id")]
+    assert names == ["first", "second", "worker", "first again", "second again"]

@@ -3,6 +3,7 @@
 # third of its time).
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import json
@@ -38,6 +39,10 @@ DB_FILE = "hibug.sqlite"
 SAMPLE_INDEXES = {"ix_samples_split": "samples (split)"}  # migrations v1
 KEYED_IMPORT_TABLES = ("samples", "predictions", "known_tags")  # the tables an import fills, with foreign keys
 IMPORT_TABLES = BoundedCache("import tables", max_items=8)  # samples, known tags, a few models' predictions
+# The SQLite files a Project of this process has open. Their header is checked on the first open only: reading it
+# again with a plain open() and closing that file would drop every lock SQLite holds on it in this process (POSIX
+# locks are per process), and another process (a job's worker) could then take this one's WAL for unused and delete it.
+OPEN_DATABASES: collections.Counter = collections.Counter()
 ARRAYS_DIR = "arrays"
 COLUMNS_DIR = "columns"  # column_files.ColumnFiles: tables only an import changes, as Arrow files
 
@@ -73,6 +78,9 @@ class Project:
         self.read_only = read_only
         self.db_url = db_url or sqlite_url(self.folder / DB_FILE, read_only=read_only)
         self.engine = make_engine(self.db_url, config)
+        self._database = None if db_url else os.path.realpath(self.folder / DB_FILE)
+        if self._database:
+            OPEN_DATABASES[self._database] += 1
         self.arrays = ArrayStore(self.folder / ARRAYS_DIR, read_only=read_only)
         self.columns = ColumnFiles(self.folder / COLUMNS_DIR, read_only=read_only)
         self._identity = uuid.uuid4().hex  # keys this instance's entries in IMPORT_TABLES
@@ -91,7 +99,8 @@ class Project:
         if db_url is None:
             if not database.exists():
                 raise ProjectError(f"{folder} is not a hibug project (no {DB_FILE}); create one with `hibug new`")
-            check_sqlite_file(database)
+            if os.path.realpath(database) not in OPEN_DATABASES:  # see OPEN_DATABASES
+                check_sqlite_file(database)
             writable = os.access(folder, os.W_OK) and os.access(database, os.W_OK)
             probe = make_engine(sqlite_url(database.resolve(), read_only=True))  # looked at before any write
             try:
@@ -171,6 +180,11 @@ class Project:
 
     def close(self) -> None:
         self.engine.dispose()
+        if self._database and OPEN_DATABASES[self._database] > 0:
+            OPEN_DATABASES[self._database] -= 1
+            if not OPEN_DATABASES[self._database]:
+                del OPEN_DATABASES[self._database]
+            self._database = None
 
     def __enter__(self) -> "Project":
         return self
