@@ -2,7 +2,7 @@
 
 Builds (once, into --dir) a projects root holding the demo project and --job-projects projects of --job-images of
 the demo's images each; serves it with `hibug serve --projects-root` on a loopback alias (127.0.0.2, so the server
-sees a shared address) with --max-jobs 2 --max-waiting 6 --max-jobs-per-person 1. Then:
+sees a shared address) with --max-jobs 2 (or --max-jobs N) --max-waiting 6 --max-jobs-per-person 1. Then:
   1. another visitor opens the Overview, Error slices, Tagging and Review pages of the demo in Chromium (each from
      the navigation to the page's title with the script run over), --repeats rounds after a warm-up: idle figures;
   2. 20 visitors (threads, each its own identity, through the same submit and queue the pages use) start an
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 TARGET_S = 2.0
 VISITORS = 20
-LIMITS = {"max_running": 2, "max_waiting": 6, "max_per_person": 1}
+LIMITS = {"max_running": 2, "max_waiting": 6, "max_per_person": 1}  # --max-jobs sets max_running
 PAGES = {"Overview": ("", "easy-vqa shapes demo"), "Error slices": ("Error_slices", "Error slices"),
          "Tagging": ("Tagging", "Tagging"), "Review": ("Review", "Review")}
 
@@ -122,7 +122,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--job-projects", type=int, default=10)
     parser.add_argument("--job-images", type=int, default=300)
+    parser.add_argument("--max-jobs", type=int, default=LIMITS["max_running"], help="jobs run at once (default: 2)")
     args = parser.parse_args()
+    LIMITS["max_running"] = args.max_jobs
     if args.job_projects * 2 < VISITORS:
         parser.error(f"--job-projects must be at least {VISITORS // 2}: each visitor needs a project and kind free")
     from playwright.sync_api import sync_playwright

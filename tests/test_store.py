@@ -297,3 +297,17 @@ def test_a_second_open_of_a_project_in_one_process_keeps_every_write_visible(col
     with sqlite3.connect(colour_project.folder / "hibug.sqlite") as elsewhere:
         names = [row[0] for row in elsewhere.execute("SELECT name FROM saved_views ORDER BY id")]
     assert names == ["first", "second", "worker", "first again", "second again"]
+
+
+def test_two_jobs_that_stored_the_same_images_at_once_read_back_one_row_each(colour_project):
+    """An embedding job and a map job on one project both embed the images missing when they start; each stores a
+    part, and reads keep the first row of each content (it read 'Reindexing only valid with uniquely valued Index')."""
+    import numpy as np
+
+    from hibug_core.embeddings.cache import ContentCache
+
+    cache = ContentCache(colour_project, "embeddings/test")
+    cache.add(["a", "b"], {"embedding": np.array([[1.0, 0.0], [0.0, 1.0]])})
+    cache.add(["b", "c"], {"embedding": np.array([[0.0, 1.0], [0.5, 0.5]])})
+    assert len(cache) == 3
+    np.testing.assert_array_equal(cache.get(["c", "b", "a"]), [[0.5, 0.5], [0.0, 1.0], [1.0, 0.0]])

@@ -29,7 +29,11 @@ class ContentCache:
             parts = [part for part in map(self.project.arrays.load_recomputable, names) if part is not None]
             hashes = pd.Index(np.concatenate([p["hashes"] for p in parts]) if parts else np.array([], dtype=str))
             keys = [k for k in (parts[0] if parts else {}) if k != "hashes"]
-            return hashes, {k: np.concatenate([p[k] for p in parts]) for k in keys}
+            arrays = {k: np.concatenate([p[k] for p in parts]) for k in keys}
+            first = ~hashes.duplicated()  # two jobs that embedded the same images at once each stored a part
+            if not first.all():
+                hashes, arrays = hashes[first], {k: v[first] for k, v in arrays.items()}
+            return hashes, arrays
 
         return LOADED_PARTS.get_or_make((str(self.project.arrays.root), self.prefix, names), load)
 

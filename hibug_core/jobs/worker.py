@@ -14,10 +14,8 @@ from typing import Callable
 
 from hibug_core.access import Role, acting_identity, current_reach, require
 from hibug_core.errors import HibugError
-from hibug_core.jobs.kinds import JOB_KINDS, run_kind
 from hibug_core.jobs.queue import JobQueue
 from hibug_core.jobs.store import JobCancelled, create_job, finish_job, get_job, mark_running, report_progress
-from hibug_core.operations import operation
 from hibug_core.store.audit import default_actor
 
 logger = logging.getLogger(__name__)
@@ -25,11 +23,13 @@ logger = logging.getLogger(__name__)
 HEARTBEAT_S = 5.0
 REPORT_EVERY_S = 0.5
 LOG_DIR = "jobs"
-QUEUED_NICENESS = 10
 
 
 def _checked(kind: str, params: dict | None) -> dict:
     """The parameters of a registered kind, validated as its operation and with every default filled in."""
+    from hibug_core.jobs.kinds import JOB_KINDS
+    from hibug_core.operations import operation
+
     JOB_KINDS.get(kind)  # only registered kinds run; an unknown one fails here, in the caller
     return operation(kind).build(params or {}).params()
 
@@ -109,7 +109,6 @@ def _wait_in_queue(project, job_id: int) -> Callable[[], None]:
     if queued is None:
         return lambda: None
     queue, ticket = queued
-    os.nice(QUEUED_NICENESS)  # the dashboard's own pages stay quick while jobs run beside it
 
     def waiting(ahead: int) -> None:
         if report_progress(project, job_id, f"waiting for a free slot ({ahead} ahead)", 0, 0):
@@ -141,6 +140,8 @@ def _run(project, job) -> None:
     heartbeat = threading.Thread(target=reporter.beat, args=(stop,), daemon=True)
     heartbeat.start()
     try:
+        from hibug_core.jobs.kinds import run_kind  # the operations and their libraries: after step_aside
+
         result = run_kind(project, job.kind, job.params, reporter, author=job.author)
     except JobCancelled:
         finish_job(project, job_id, "cancelled", message="cancelled; what was stored is kept, resume to finish")
@@ -155,7 +156,18 @@ def _run(project, job) -> None:
         stop.set()
 
 
+def step_aside() -> None:
+    """A job started from a dashboard runs only on the CPU time its pages leave over (Linux's idle scheduling class;
+    elsewhere the lowest priority), from before it imports its libraries: the pages stay quick while jobs run."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        os.nice(19)
+
+
 def main(argv: list[str] | None = None) -> int:
+    if JobQueue.from_worker_environment() is not None:
+        step_aside()
     from hibug_core.jobs.kinds import load_extensions
     from hibug_core.store.project import Project
 
