@@ -122,3 +122,34 @@ def test_an_uploaded_manifest_resolves_images_against_the_folder_given(tmp_path)
     manifest = load_uploaded_manifest(b"image,label,prediction\na.png,cat,cat\nb.png,dog,cat\n", "upload.csv",
                                       tmp_path / "data")
     assert manifest.n_rows == 2 and manifest.source == "upload.csv"
+
+
+def test_an_admin_deletes_a_project_of_the_root_after_typing_its_name(monkeypatch, tmp_path):
+    from serving_support import make_project
+
+    serve_root(monkeypatch, tmp_path)
+    make_project(tmp_path / "projects" / "old", tmp_path / "data" / "old")
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["project"] = "old"
+    at.run()
+    assert at.title[0].value == "old"
+    next(t for t in at.text_input if t.label.startswith("Type 'old'")).set_value("ol")
+    at.button(key="delete_submit").click().run()
+    assert "nothing was deleted" in at.error[0].value and (tmp_path / "projects" / "old").is_dir()
+    next(t for t in at.text_input if t.label.startswith("Type 'old'")).set_value("old")
+    at.button(key="delete_submit").click().run()
+    assert not at.exception and not (tmp_path / "projects" / "old").exists()
+    assert at.sidebar.selectbox(key="hibug_project").value is None
+
+
+def test_a_read_only_server_shows_everything_and_offers_no_change(monkeypatch, tmp_path):
+    from serving_support import make_project
+
+    make_project(tmp_path / "projects" / "birds", tmp_path / "data" / "birds")
+    serve(monkeypatch, projects_root=tmp_path / "projects", address="0.0.0.0", read_only=True)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["project"] = "birds"
+    at.run()
+    assert not at.exception and at.title[0].value == "birds"
+    assert "This server is read-only" in " ".join(c.value for c in at.sidebar.caption)
+    assert at.button(key="predict_submit").disabled and not any(t.label == "New project name" for t in at.text_input)
