@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hibug_core.cli.command import Command, progress_bar, project_argument
+from hibug_core.cli.command import Command, progress_bar
 from hibug_core.errors import HibugError
 
 
