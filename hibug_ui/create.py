@@ -56,10 +56,11 @@ def create_project_form(user: str) -> None:
 
 
 def delete_project_button(project) -> None:
-    """For admins of a server with a projects root: remove the project, after its name is typed again."""
+    """For admins of a server with a projects root, in the sidebar: remove the project, after its name is typed
+    again."""
     if server_policy().projects_root is None or not may(Role.ADMIN):
         return
-    with st.expander("Delete this project"):
+    with st.sidebar, st.expander("Delete this project", icon=":material/delete:"):
         with st.form("delete_project"):
             typed = st.text_input(f"Type '{plain(project.folder.name)}' to delete the project and everything "
                                   "stored in it (its images stay where they are)")
