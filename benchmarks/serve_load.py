@@ -80,7 +80,7 @@ def start_jobs(root: Path, job_projects: int) -> tuple[list, list, list[int], th
     from hibug_core.serving.policy import SERVER_DIR
     from hibug_core.store.project import Project
 
-    queue = JobQueue(root / SERVER_DIR, QueueLimits(**LIMITS))
+    queue = JobQueue(root / SERVER_DIR, QueueLimits(**LIMITS), step_aside=True)  # as the shared server's own
     projects = [Project.open(root / f"jobs-{i}") for i in range(job_projects)]
     taken, refused = [], []
     barrier = threading.Barrier(VISITORS)

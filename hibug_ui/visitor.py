@@ -126,9 +126,10 @@ def server_queue() -> JobQueue | None:
     policy = server_policy()
     if policy.queue_dir is None or not os.access(policy.queue_dir.parent, os.W_OK):
         return None
-    return _queue(str(policy.queue_dir), policy.max_jobs, policy.max_waiting, policy.max_jobs_per_person)
+    return _queue(str(policy.queue_dir), policy.max_jobs, policy.max_waiting, policy.max_jobs_per_person,
+                  not policy.local)
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
-def _queue(folder: str, max_running: int, max_waiting: int, max_per_person: int) -> JobQueue:
-    return JobQueue(folder, QueueLimits(max_running, max_waiting, max_per_person))
+def _queue(folder: str, max_running: int, max_waiting: int, max_per_person: int, shared: bool) -> JobQueue:
+    return JobQueue(folder, QueueLimits(max_running, max_waiting, max_per_person), step_aside=shared)

@@ -55,8 +55,13 @@ def errors(page) -> list[str]:
     return [text.strip() for text in page.get_by_test_id("stAlertContentError").all_inner_texts()]
 
 
-def create(page, name: str, *, path: str = "", upload: tuple[str, bytes] | None = None, base: str = "") -> list[str]:
-    """Fill the Overview's creation form and submit it; the messages shown."""
+def create(page, url: str, name: str, *, path: str = "", upload: tuple[str, bytes] | None = None,
+           base: str = "", refused: bool = True) -> list[str]:
+    """Fill a fresh creation form on the Overview (nothing left from an earlier try) and submit it; the messages
+    shown (once one is, where it is `refused`)."""
+    page.goto(url)
+    page.get_by_label("New project name").wait_for(timeout=60_000)
+    idle(page)
     if upload:  # first: the upload's own round trip does not then undo what is typed below
         page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
             {"name": upload[0], "mimeType": "text/csv", "buffer": upload[1]})
@@ -66,6 +71,8 @@ def create(page, name: str, *, path: str = "", upload: tuple[str, bytes] | None 
     page.get_by_label("…or the manifest's path on this server").fill(path)
     page.get_by_label("Folder its image paths are relative to (for an upload)").fill(base)
     page.get_by_role("button", name="Create project").click()
+    if refused:
+        page.get_by_test_id("stAlertContentError").first.wait_for(timeout=60_000)
     return errors(page)
 
 
@@ -93,26 +100,25 @@ def test_a_visitor_reaches_nothing_the_server_does_not_serve(browser, shared):
     assert page.get_by_test_id("stSidebar").get_by_role("textbox").count() == 0
 
     # 2. Creating: only inside the root, only from the data roots.
-    assert create(page, "../evil", path=str(tmp / "data" / "birds" / "manifest.csv"))[0].startswith(
+    assert create(page, url, "../evil", path=str(tmp / "data" / "birds" / "manifest.csv"))[0].startswith(
         "'../evil' cannot name a project")
-    assert "cannot name a project" in create(page, str(tmp / "evil"), path=str(tmp / "data" / "birds" / "manifest.csv"))[0]
+    assert "cannot name a project" in create(page, url, str(tmp / "evil"),
+                                             path=str(tmp / "data" / "birds" / "manifest.csv"))[0]
     for path in ["/etc/passwd", str(tmp / "elsewhere" / "passwd"), str(tmp / "elsewhere" / "missing.csv"),
                  str(tmp / "data" / ".." / "elsewhere" / "passwd")]:
-        assert create(page, "probe", path=path) == [OUTSIDE_DATA_ROOTS]
+        assert create(page, url, "probe", path=path) == [OUTSIDE_DATA_ROOTS]
     manifest = b"image,label,prediction,split\n0.png,red,red,val\n1.png,green,red,val\n2.png,blue,blue,val\n"
-    assert create(page, "probe", upload=("m.csv", manifest), base="/usr/share/doc") == [OUTSIDE_DATA_ROOTS]
+    assert create(page, url, "probe", upload=("m.csv", manifest), base="/usr/share/doc") == [OUTSIDE_DATA_ROOTS]
     outside = (f"image,label,prediction,split\n0.png,red,red,val\n{tmp}/elsewhere/images/1.png,green,red,val\n"
                "../../elsewhere/images/2.png,blue,blue,val\n").encode()
-    message = create(page, "probe", upload=("m.csv", outside), base=str(tmp / "data" / "birds"))[0]
+    message = create(page, url, "probe", upload=("m.csv", outside), base=str(tmp / "data" / "birds"))[0]
     assert message.count(OUTSIDE_ROOTS) == 2 and "nothing was imported" in message
     assert sorted(p.name for p in (tmp / "projects").iterdir() if not p.name.startswith(".")) == [
         "birds", "not-a-project"]
     assert not (tmp / "evil").exists() and not (tmp / "data" / "probe").exists()
 
     # A good one is made inside the root and opens.
-    page.goto(url)  # a fresh form, without the upload above
-    page.get_by_label("New project name").wait_for(timeout=60_000)
-    create(page, "cats", path=str(tmp / "data" / "birds" / "manifest.csv"))
+    create(page, url, "cats", refused=False, path=str(tmp / "data" / "birds" / "manifest.csv"))
     page.get_by_role("heading", name="cats").wait_for(timeout=60_000)
     assert (tmp / "projects" / "cats" / "hibug.sqlite").is_file()
     shot(page, "shared-server-created")

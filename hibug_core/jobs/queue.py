@@ -60,9 +60,13 @@ def _alive(pid: int | None) -> bool:
 
 
 class JobQueue:
-    def __init__(self, folder: str | Path, limits: QueueLimits = QueueLimits()):
+    """step_aside: its jobs run only on the CPU time the dashboard leaves over (a server shared with others, whose
+    pages must stay quick for them; on one's own machine a job runs at full speed)."""
+
+    def __init__(self, folder: str | Path, limits: QueueLimits = QueueLimits(), *, step_aside: bool = False):
         self.folder = Path(folder)
         self.limits = limits
+        self.step_aside = step_aside
         self.folder.mkdir(parents=True, exist_ok=True)
         with self._transaction() as db:
             db.execute("CREATE TABLE IF NOT EXISTS tickets (id INTEGER PRIMARY KEY AUTOINCREMENT, person TEXT NOT NULL,"
@@ -113,7 +117,8 @@ class JobQueue:
             db.execute("DELETE FROM tickets WHERE id = ?", (ticket,))
 
     def worker_environment(self, ticket: int) -> dict[str, str]:
-        return {QUEUE_ENV: json.dumps({"folder": str(self.folder), "ticket": ticket, **asdict(self.limits)})}
+        return {QUEUE_ENV: json.dumps({"folder": str(self.folder), "ticket": ticket, "step_aside": self.step_aside,
+                                       **asdict(self.limits)})}
 
     @classmethod
     def from_worker_environment(cls, environ=os.environ) -> tuple["JobQueue", int] | None:
@@ -122,8 +127,8 @@ class JobQueue:
             return None
         try:
             settings = json.loads(text)
-            ticket = int(settings.pop("ticket"))
-            return cls(settings.pop("folder"), QueueLimits(**settings)), ticket
+            ticket, step_aside = int(settings.pop("ticket")), bool(settings.pop("step_aside", False))
+            return cls(settings.pop("folder"), QueueLimits(**settings), step_aside=step_aside), ticket
         except (ValueError, KeyError, TypeError, ConfigError) as error:
             raise HibugError(f"the job's queue settings ({QUEUE_ENV}) are not valid: {error}") from None
 

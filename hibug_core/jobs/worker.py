@@ -166,7 +166,8 @@ def step_aside() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if JobQueue.from_worker_environment() is not None:
+    queued = JobQueue.from_worker_environment()
+    if queued is not None and queued[0].step_aside:
         step_aside()
     from hibug_core.jobs.kinds import load_extensions
     from hibug_core.store.project import Project
