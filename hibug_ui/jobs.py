@@ -10,7 +10,7 @@ from hibug_core.errors import HibugError
 from hibug_core.jobs.store import jobs, request_cancel
 from hibug_core.jobs.worker import resume, submit
 from hibug_core.markdown import plain
-from hibug_ui.visitor import may, may_edit, server_queue, visitor
+from hibug_ui.visitor import may_edit, server_queue, visitor
 
 POLL_S = 1.0
 
@@ -49,7 +49,8 @@ def job_status(project, kind: str, user: str, *, key: str) -> None:
                         f"{_eta(key, job)}")
             if len(phases) > 1:
                 st.caption("Done: " + " → ".join(plain(p) for p in phases[:-1]))
-            mine = job.author == (visitor().identity if visitor() else None) or may(Role.ADMIN)
+            actor = visitor()
+            mine = actor is not None and (job.author == actor.identity or actor.may(Role.ADMIN))
             if st.button("Cancel", key=f"{key}_cancel_{job.id}", disabled=not (mine and may_edit(project)),
                          help=None if mine else "Only the one who started it, or an admin, may cancel it"):
                 try:
