@@ -12,8 +12,8 @@ from hibug_ui.navigation import PAGES, STEP_PAGES
 from hibug_ui.objects_overview import object_overview
 from hibug_ui.plots import literal_values
 from hibug_ui.predict import predict_panel
-from hibug_ui.state import (chosen_folder, shown_as_messages, current_model, current_project, current_user, load_samples,
-                            source_ranking)
+from hibug_ui.state import (chosen_folder, shown_as_messages, current_model, current_project, current_task,
+                            current_user, load_samples, source_ranking)
 from hibug_ui.visitor import may, server_policy
 from hibug_ui.widgets import as_percent, image_grid, percent_column
 
@@ -31,6 +31,7 @@ def overview() -> None:
         create_project_form(user)
         st.stop()
     project = current_project(folder)
+    task = current_task(project)
     user = current_user()  # the signed-in identity, or the name field in the sidebar
     model = current_model(project)
     samples = load_samples(project, model)
@@ -42,9 +43,8 @@ def overview() -> None:
 
     counts = samples["split"].value_counts()
     cells = st.columns(5)
-    objects = project.task != "classification"
-    cells[0].metric("Objects" if objects else "Images", f"{len(samples):,}",
-                    help="ground-truth objects and false positives, each a sample" if objects else None)
+    nouns = task.nouns
+    cells[0].metric(nouns.Samples, f"{len(samples):,}", help=nouns.explain)
     for cell, split in zip(cells[1:], ("train", "val", "test", "pool")):
         cell.metric(split, f"{int(counts.get(split, 0)):,}")
 
@@ -65,7 +65,7 @@ def overview() -> None:
 
     predict_panel(project, user, expanded=model is None)
     if model is None:
-        st.warning("This project has no model outputs yet: run your model on its images (above), or import a "
+        st.warning(f"This project has no model outputs yet: run your model on its {nouns.samples} (above), or import a "
                    "manifest with a 'prediction' column.")
         st.stop()
 
@@ -74,29 +74,27 @@ def overview() -> None:
     cells = st.columns(len(by_split) + 1)
     held_out = metrics.labelled(samples[samples["split"] != "train"])
     cells[0].metric("Held-out score", f"{held_out['score'].mean():.1%}",
-                    help="Mean per-sample score over labelled images outside the training split")
+                    help=f"Mean {nouns.score} over the labelled {nouns.samples} outside the training split")
     for cell, (split, row) in zip(cells[1:], by_split.iterrows()):
-        cell.metric(f"{split} score", f"{row['score']:.1%}", help=f"{int(row['count'])} images, {row['errors']} errors")
+        cell.metric(f"{split} score", f"{row['score']:.1%}",
+                    help=f"{nouns.count(int(row['count']))}, {row['errors']} errors")
 
     split_options = [s for s in ("val", "test", "train", "pool") if s in by_split.index] or ["val"]
     split = st.radio("Split", split_options, horizontal=True, key="overview_split")
-    if objects:
-        object_overview(project, model, samples, split)
-    else:
-        classifier_overview(samples, split)
+    OVERVIEW_PANELS[task.name](project, model, samples, split)
 
-    st.subheader("Sample images")
+    st.subheader(f"Sample {nouns.samples}")
     choice = st.segmented_control("Show", ["errors", "all"], default="errors", key="overview_show")
     rows = samples[samples["split"] == split]
     if choice == "errors":
         rows = rows[rows["correct"] == False]  # noqa: E712 (pandas nullable boolean)
     count = st.slider("How many", 8, 64, 24, step=8, key="overview_count")
     shown = rows.sample(n=min(count, len(rows)), random_state=0) if len(rows) else rows
-    st.caption(f"{len(shown)} of {len(rows):,} {'objects' if objects else 'images'} · caption: label → prediction")
+    st.caption(f"{len(shown)} of {nouns.count(len(rows))} · caption: label → prediction")
     image_grid(project, shown, caption=lambda r: f"{r['label']} → {r['prediction']}")
 
 
-def classifier_overview(samples, split: str) -> None:
+def classifier_overview(project, model: str, samples, split: str) -> None:
     left, right = st.columns([2, 3])
     with left:
         st.markdown("**Per class**")
@@ -112,6 +110,9 @@ def classifier_overview(samples, split: str) -> None:
         figure.update_layout(margin=dict(l=0, r=0, t=10, b=0), height=320)
         st.plotly_chart(figure, width="stretch", key="overview_confusion")
 
+
+OVERVIEW_PANELS = {"classification": classifier_overview, "detection": object_overview,  # per task: how its model does
+                   "pose": object_overview}
 
 page = st.navigation([st.Page(overview, title="Overview", icon=":material/home:", default=True),
                       *(st.Page(path, title=title, icon=icon) for path, title, icon in PAGES)])

@@ -116,7 +116,7 @@ def on_postgres(url: str, manifest: Path, folder: Path, sqlite_project: Path) ->
     """The same import into a PostgreSQL store: its time, the peer's on the same server, and the same figures."""
     import sqlalchemy
 
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project
 
     engine = sqlalchemy.create_engine(url)

@@ -26,6 +26,7 @@ from hibug_core.models.finetune import TuneConfig
 from hibug_core.repair.loop import CONTROL, RepairConfig, method_difference, run_repair
 from hibug_core.repair.retrain import RetrainConfig
 from hibug_core.repair.selection import SelectionConfig
+from hibug_core.tasks import task_of
 
 
 def main() -> None:
@@ -45,7 +46,7 @@ def main() -> None:
         config = RepairConfig(selection=SelectionConfig(method=method, budget=args.budget), baseline=None,
                               control=k == 0, seeds=tuple(args.seeds),
                               retrain=RetrainConfig(lam=args.lam, fine_tune=TuneConfig(epochs=args.epochs)))
-        result = run_repair(project, config)
+        result = run_repair(project, config, task=task_of(project))
         runs.append(result.runs)
         changes.append(result.changes)
         print(f"{method}: {time.perf_counter() - started:.0f} s", flush=True)

@@ -31,6 +31,7 @@ from hibug_core.repair.prompts import build_prompts
 from hibug_core.repair.retrain import RETRAIN_METHODS, RetrainConfig
 from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, resolve_budget
 from hibug_core.store.project import Project
+from hibug_core.tasks import task_of
 
 BASELINES = ["random", "uncertainty", "margin", "coreset", "badge"]
 OURS = ["expected failures", "hibug", "hibug2"]
@@ -113,13 +114,14 @@ def main() -> None:
                 budget = resolve_budget(budget_share, n_train)
                 runs = [run_repair(project, RepairConfig(selection=SelectionConfig(method=method, budget=budget_share),
                                                          baseline=None, control=(k == 0), retrain=retrain,
-                                                         seeds=seeds, record_models=False))
+                                                         seeds=seeds, record_models=False), task=task_of(project))
                         for k, method in enumerate(args.methods)]
                 if not args.no_generated:
                     generate_for_prompts(project, ShapeWorldRenderer(), build_prompts(project, "hibug"), budget,
                                          seed=0)
                     runs.append(run_repair(project, RepairConfig(data=GENERATED, baseline=None, control=False,
-                                                                 retrain=retrain, seeds=seeds, record_models=False)))
+                                                                 retrain=retrain, seeds=seeds, record_models=False),
+                                           task=task_of(project)))
             models += sum(len(r.runs) for r in runs)
             summary = pd.concat([r.summary for r in runs], ignore_index=True)
             changes = pd.concat([r.changes for r in runs], ignore_index=True)

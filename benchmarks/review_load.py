@@ -32,7 +32,7 @@ def build(folder: Path, db_url: str | None) -> None:
     from PIL import Image
 
     from hibug_core.attributes import Attribute, AttributeSchema
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
     from hibug_core.review.board import ensure_review
     from hibug_core.store.attribute_versions import save_schema
     from hibug_core.store.project import Project

@@ -36,7 +36,7 @@ def build(folder: Path, job_projects: int, job_images: int) -> Path:
     import pandas as pd
 
     from hibug_core.demo import ensure_demo
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project
 
     root = folder / "projects"

@@ -26,7 +26,7 @@ from hibug_core.demo import ensure_demo  # noqa: E402
 from hibug_core.embeddings.base import load_rgb  # noqa: E402
 from hibug_core.embeddings.compute import EmbedConfig, configure_threads, embed_project  # noqa: E402
 from hibug_core.embeddings.registry import load_encoder  # noqa: E402
-from hibug_core.ingest import load_manifest  # noqa: E402
+from hibug_core.tasks import load_manifest, task_of  # noqa: E402
 from hibug_core.store.attribute_versions import load_schema, save_schema  # noqa: E402
 from hibug_core.store.project import Project  # noqa: E402
 from hibug_core.tagging.run import tag_project  # noqa: E402
@@ -74,12 +74,12 @@ def retag(folder: Path, encoder_spec: str, rows: int, images: int, attributes: i
     embed_project(project, encoder_spec)
     embedded = time.perf_counter() - start
     start = time.perf_counter()
-    tag_project(project, encoder=encoder_spec)
+    tag_project(project, views=task_of(project).views, encoder=encoder_spec)
     first = time.perf_counter() - start
     edited = schema.attributes[0].model_copy(update={"tags": (*schema.attributes[0].tags, "golden")})
     save_schema(project, load_schema(project).replace(edited), note="add a tag")
     start = time.perf_counter()
-    tag_project(project, encoder=encoder_spec)
+    tag_project(project, views=task_of(project).views, encoder=encoder_spec)
     again = time.perf_counter() - start
     print(f"{rows} samples over {images} distinct images, {attributes} attributes x 4 tags, 5 classes in prompts")
     print(f"embedding the distinct images once : {embedded:6.1f} s")

@@ -44,7 +44,7 @@ def build(folder: Path, rows: int) -> Path:
     from hibug_core.store.attribute_versions import save_schema
     from hibug_core.embeddings.compute import embed_project
     from hibug_core.embeddings.projection import compute_map
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project
 
     project_folder = folder / "project"

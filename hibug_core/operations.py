@@ -8,7 +8,7 @@ import typing
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from hibug_core.attributes.library import LIBRARY
 from hibug_core.embeddings.projection import MapConfig
@@ -20,7 +20,7 @@ from hibug_core.repair.generators import GENERATORS, SHAPE_RENDERER
 from hibug_core.repair.loop import DATA_SOURCES, RepairConfig
 from hibug_core.repair.prompts import PROMPT_METHODS
 from hibug_core.repair.retrain import RETRAIN_METHODS, RetrainConfig
-from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig
+from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, budget_problem, parse_budget
 from hibug_core.slices.report import TAG_SOURCES
 from hibug_core.slices.search import RANKINGS, SliceConfig
 
@@ -73,6 +73,7 @@ class Cli:
     comma: bool = False  # a list typed as "a,b,c"
     repeat: bool = False  # a list typed as --flag a --flag b
     skip: bool = False  # not a command-line option (e.g. rows edited on a page)
+    parse: typing.Callable[[str], Any] | None = None  # how the typed text is read (default: the field's type)
 
 
 class Operation(BaseModel):
@@ -270,8 +271,25 @@ class FindSlices(Operation):
 
 
 # ----- repair ------------------------------------------------------------------------------------------------------
-Budget = Annotated[float, Field(gt=0, description="images to select: a count, or a share of the training split when "
-                                                  "below 1")]
+def _budget(value):
+    problem = budget_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _budget_typed(value):
+    """Text (the command line, a link) read as a count or a share; anything but a number refused as it is."""
+    if isinstance(value, str):
+        return parse_budget(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(budget_problem(value))
+    return value
+
+
+Budget = Annotated[int | float, BeforeValidator(_budget_typed),
+                   AfterValidator(_budget), Cli(parse=parse_budget), Field(
+    description="images to select: a count (40) or a share of the training images (0.1 or 10%)")]
 Beta = Annotated[float, Field(gt=0, le=1, description="hibug: share of validation failures the slices cover")]
 
 

@@ -9,8 +9,8 @@ import streamlit as st
 from hibug_core.access import Role
 from hibug_core.config import IngestConfig
 from hibug_core.errors import HibugError
-from hibug_core.ingest import load_manifest
-from hibug_core.ingest.manifest import load_uploaded_manifest
+from hibug_core.tasks import load_manifest
+from hibug_core.tasks import load_uploaded_manifest
 from hibug_core.markdown import plain
 from hibug_core.store.project import Project
 from hibug_ui.state import KEPT, NEXT_PROJECT_KEY, PROJECT_KEY, open_project

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from annotated_types import Ge, Gt, Le, Lt
 
+from hibug_core.errors import HibugError
 from hibug_core.operations import Operation
 
 
@@ -43,3 +44,19 @@ def field_input(container, op: type[Operation], name: str, label: str, *, key: s
         default = min(max(default, limits.get("min_value", default)), limits.get("max_value", default))
         return container.number_input(label, value=default, key=key, help=help, **{**limits, **extra})
     return container.text_input(label, value="" if default is None else str(default), key=key, help=help, **extra)
+
+
+def budget_input(container, op: type[Operation], *, key: str, training: int, images: str = "images"):
+    """The budget of `op` typed as a count ("40") or a share ("0.1", "10%"), with both readings shown under it
+    against the `training` count the task states; None (with the reason shown) while what is typed is not one."""
+    from hibug_core.repair.selection import describe_budget, parse_budget
+
+    default = op.default("budget")
+    typed = container.text_input("Budget", value=str(default), key=key, help=op.help("budget"))
+    try:
+        budget = parse_budget(typed)
+        container.caption(f"= {describe_budget(budget, training, images)}")
+        return budget
+    except (ValueError, HibugError) as error:
+        container.caption(f"⚠ {error}")
+        return None

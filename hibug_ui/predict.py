@@ -5,6 +5,7 @@ import streamlit as st
 
 from hibug_core.models.registry import MODELS
 from hibug_core.operations import Predict
+from hibug_core.tasks import task_of
 from hibug_ui.jobs import job_running, job_status, start_job
 from hibug_ui.visitor import may_edit
 
@@ -14,7 +15,7 @@ STARTED = "predict_started"
 def predict_panel(project, user: str, *, expanded: bool) -> None:
     """`expanded` when the project has no model; it also stays open while a run goes and after one this session
     started, so that the run's result is not folded away when the page it stored reruns."""
-    if project.task != "classification":  # objects: a detector's results come as COCO files (hibug new --coco)
+    if not task_of(project).capabilities.predict:  # e.g. a detector's results come as COCO files (hibug new --coco)
         return
     expanded = expanded or st.session_state.get(STARTED, False) or job_running(project, "predict")
     with st.expander("Run your own model on these images", expanded=expanded, icon=":material/model_training:"):

@@ -15,6 +15,7 @@ from hibug_core.errors import HibugError, environment_failure
 from hibug_core.markdown import plain
 from hibug_core.store.project import Project
 from hibug_core.store.tag_store import project_state
+from hibug_core.tasks import Task, task_of
 from hibug_ui.visitor import require_visitor, server_policy, sign_in_required, viewer_note, visitor
 
 PROJECT_KEY = "hibug_project"
@@ -62,10 +63,12 @@ def load_samples(project: Project, model: str | None) -> pd.DataFrame:
 def _samples(folder: str, model: str | None, state: str) -> pd.DataFrame:
     del state
     project = open_project(folder)
-    frame = project.samples(model)
-    if project.task != "classification":  # objects: their boxes, and the model's outcome on each
-        frame = frame.join(project.objects(model))
-    return frame
+    return task_of(project).sample_table(project, model)
+
+
+def current_task(project: Project) -> Task:
+    """The project's task: its nouns, views and capabilities for every caption, column and form."""
+    return task_of(project)
 
 
 def chosen_folder() -> str:

@@ -18,7 +18,7 @@ def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, captio
     """Thumbnails of the given sample rows (index: sample id), `columns` per line, captioned by caption(row). With
     details (a widget key prefix), each has a button that opens the image detail view (hibug_ui.detail)."""
     if rows.empty:
-        st.caption("No images to show.")
+        st.caption("Nothing to show.")
         return
     if "box_x" in rows and rows["box_x"].notna().any():
         st.caption(f"Objects, each with some of its surroundings; {LEGEND}. Details opens the whole image.")
@@ -73,16 +73,18 @@ def grid_filters(rows: pd.DataFrame, tags: pd.DataFrame | None, key: str) -> pd.
     return rows
 
 
-def paged(rows: pd.DataFrame, key: str, per_page: int = 24, among: np.ndarray | None = None) -> pd.DataFrame:
+def paged(rows: pd.DataFrame, key: str, per_page: int = 24, among: np.ndarray | None = None, *,
+          noun: str) -> pd.DataFrame:
     """One page of `rows` (or of the rows at positions `among`, so that a million-row table is never copied to show
-    one page), with a page picker when there is more than one page."""
+    one page), with a page picker when there is more than one page; `noun` names what the rows are ("images",
+    "objects": the task's samples)."""
     count = len(rows) if among is None else len(among)
     pages = max((count - 1) // per_page + 1, 1)
     page = 1
     if pages > 1:
         page = st.number_input(f"Page (of {pages})", min_value=1, max_value=pages, value=1, step=1, key=key)
     start = (int(page) - 1) * per_page
-    st.caption(f"images {start + 1 if count else 0}–{min(start + per_page, count)} of {count:,}")
+    st.caption(f"{noun} {start + 1 if count else 0}–{min(start + per_page, count)} of {count:,}")
     return rows.iloc[start : start + per_page] if among is None else rows.iloc[among[start : start + per_page]]
 
 

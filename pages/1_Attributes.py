@@ -12,11 +12,12 @@ from hibug_core.llm.client import LLMConfig
 from hibug_core.operations import ProposeAttributes
 from hibug_core.markdown import plain
 from hibug_core.store.attribute_versions import StaleSchemaError, latest_version, load_schema, save_schema, schema_history
-from hibug_ui.state import current_model, current_project, current_user, secret
+from hibug_ui.state import current_model, current_project, current_task, current_user, secret
 from hibug_ui.visitor import may_edit
 
 st.set_page_config(page_title="hibug · Attributes", page_icon="🐞", layout="wide")
 project = current_project()
+project_task = current_task(project)
 model = current_model(project)
 user = current_user()
 editing = may_edit(project)
@@ -75,7 +76,8 @@ with propose:
                     method="hibug" if "HiBug flow" in source else "hibug2", llm_model=llm_model.strip() or None,
                     llm_base_url=llm_url.strip() or None)
                 with st.spinner(f"Asking {op.llm_config().describe()}…" if op.llm else "Proposing…"):
-                    result = propose_for_project(project, op, model=model, api_key=secret("OPENAI_API_KEY"))
+                    result = propose_for_project(project, op, task=project_task, model=model,
+                                                 api_key=secret("OPENAI_API_KEY"))
                 st.session_state[DRAFT] = (result.schema.to_json(), result.notes, result.source)
             except HibugError as error:
                 st.error(plain(error))

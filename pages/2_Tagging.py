@@ -19,13 +19,14 @@ from hibug_core.tagging.run import TAGGERS, audit
 from hibug_core.tagging.sources import trust_message
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.plots import literal_values, plotly_literal
-from hibug_ui.state import (current_model, current_project, current_user, load_samples, secret, source_ranking,
-                            tag_table)
+from hibug_ui.state import (current_model, current_project, current_task, current_user, load_samples, secret,
+                            source_ranking, tag_table)
 from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import as_percent, image_grid, paged, percent_column, url_setting
 
 st.set_page_config(page_title="hibug · Tagging", page_icon="🐞", layout="wide")
 project = current_project()
+nouns = current_task(project).nouns
 model = current_model(project)
 user = current_user()
 editing = may_edit(project)
@@ -40,7 +41,7 @@ job_status(project, "tag", user, key="tagging")  # at the top: where the eye is 
 job_status(project, "teach", user, key="teaching")
 
 run, sources, explore, uncertain, review, teach = st.tabs(["Run", "Tag sources", "Tags by class and correctness",
-                                                           "Uncertain images", "Audit", "Teach by example"])
+                                                           f"Uncertain {nouns.samples}", "Audit", "Teach by example"])
 with run:
     with st.form("tag_run"):
         backend = st.radio("Tagger", ["vision-language encoder", "multimodal LLM"], horizontal=True,
@@ -51,7 +52,7 @@ with run:
                               key="tag_run_other_encoder")
         chosen = st.multiselect("Attributes", names, default=[a.name for a in schema.enabled()], key="tag_run_attributes")
         splits = st.multiselect("Splits", ["train", "val", "test", "pool"], default=[], key="tag_run_splits",
-                                help="Leave empty to tag every image")
+                                help=f"Leave empty to tag every {nouns.sample}")
         llm_model = st.text_input("LLM model", value="", placeholder=f"{LLMConfig.from_env().model} (the server's "
                                   "setting: HIBUG_LLM_MODEL)", key="tag_run_llm_model", help=Tag.help("llm_model"))
         llm_url = st.text_input("LLM server URL", value="", placeholder="http://localhost:8000/v1 (empty: OpenAI)",
@@ -76,7 +77,7 @@ with run:
         runs = runs[["id", "method", "encoder", "status", "n_samples", "attributes", "author", "created_at",
                      "finished_at"]].sort_values("id", ascending=False)
     st.dataframe(runs, hide_index=True, width="stretch", column_config={
-        "id": st.column_config.NumberColumn("run", format="#%d"), "n_samples": "images",
+        "id": st.column_config.NumberColumn("run", format="#%d"), "n_samples": nouns.samples,
         "method": st.column_config.TextColumn("method", help=TAGGERS.help_text()),
         "attributes": st.column_config.TextColumn("attributes", width="large")})
 
@@ -98,7 +99,7 @@ with sources:
                         "against"]], hide_index=True, width="stretch", key="tag_sources_table", column_config={
         "label": st.column_config.TextColumn("source", width="medium"), "in_force": "in force",
         "accuracy": percent_column("accuracy", progress=True), "interval": "95% interval",
-        "checked": st.column_config.NumberColumn("checked", help="images with a true tag to compare with"),
+        "checked": st.column_config.NumberColumn("checked", help=f"{nouns.samples} with a true tag to compare with"),
         "against": st.column_config.TextColumn("measured against", width="medium")})
     if not ranking.table.empty:
         cells = st.columns([2, 3, 1])
@@ -124,7 +125,7 @@ if not tagged:
 
 def tag_counts(frame: pd.DataFrame, by: str) -> pd.DataFrame:
     """Images per (tag, `by` value), both as literal plotly text, for a grouped bar chart."""
-    counts = frame.groupby(["tag", by], observed=True).size().rename("images").reset_index()
+    counts = frame.groupby(["tag", by], observed=True).size().rename(nouns.samples).reset_index()
     return counts.assign(tag=literal_values(counts["tag"].astype(object)),
                          **{by: literal_values(counts[by].astype(object))})
 
@@ -139,11 +140,11 @@ with explore:
     by_outcome = tag_counts(frame, "outcome")
     by_class = tag_counts(frame[frame["label"].notna()], "label")
     left, right = st.columns(2)
-    left.plotly_chart(px.bar(by_outcome, x="tag", y="images", color="outcome", barmode="group",
+    left.plotly_chart(px.bar(by_outcome, x="tag", y=nouns.samples, color="outcome", barmode="group",
                              title=f"{plotly_literal(attribute)}: right and wrong",
                              color_discrete_map={"right": "#2b8a3e", "wrong": "#d9480f"}),
                       width="stretch", key="tagging_hist_outcome")
-    right.plotly_chart(px.bar(by_class, x="tag", y="images", color="label", barmode="group",
+    right.plotly_chart(px.bar(by_class, x="tag", y=nouns.samples, color="label", barmode="group",
                               title=f"{plotly_literal(attribute)} by class"), width="stretch", key="tagging_hist_class")
     wrong = frame.groupby("tag", observed=True)["correct"].agg(lambda c: 1 - c.dropna().astype(float).mean())
     st.caption("Error rate per tag: " + ", ".join(f"{t} {e:.0%}" for t, e in wrong.dropna().items()))
@@ -155,8 +156,9 @@ with uncertain:
     rows = samples.loc[flagged[flagged].index.intersection(samples.index)]
     rows = rows.assign(tag=table.tags.loc[rows.index, attribute].astype(object),
                        margin=table.margin.loc[rows.index, attribute]).sort_values("margin")
-    st.caption(f"{len(rows):,} of {int(table.tags[attribute].notna().sum()):,} images have an uncertain {attribute}")
-    image_grid(project, paged(rows, key="tagging_uncertain_page"),
+    tagged_count = int(table.tags[attribute].notna().sum())
+    st.caption(f"{len(rows):,} of {nouns.count(tagged_count)} have an uncertain {attribute}")
+    image_grid(project, paged(rows, key="tagging_uncertain_page", noun=nouns.samples),
                caption=lambda r: f"{r['tag']} (margin {r['margin']:.2f})")
 
 with review:
@@ -170,9 +172,9 @@ with review:
                                     "low": percent_column("95% low"), "high": percent_column("95% high")})
     people = tag_store.corrections(project, attribute).set_index("sample_id")["tag"]
     candidates = table.tags.index[(table.tags[attribute].astype(object) == tag) & ~table.tags.index.isin(people.index)]
-    st.caption(f"{len(candidates):,} images tagged '{tag}' not reviewed yet; confirm or correct each")
+    st.caption(f"{nouns.count(len(candidates))} tagged '{tag}' not reviewed yet; confirm or correct each")
     shown = samples.index.get_indexer(candidates)
-    page = paged(samples, key="tagging_audit_page", per_page=12, among=shown[shown >= 0])
+    page = paged(samples, key="tagging_audit_page", per_page=12, among=shown[shown >= 0], noun=nouns.samples)
 
     AUDIT_ERROR = "tagging_audit_error"
 
@@ -201,16 +203,17 @@ with review:
                          args=(attribute, int(sample_id), None, "correct"))
 
 with teach:
-    st.caption("Mark a few images of each tag; a linear probe on the stored embeddings then tags every image.")
+    st.caption(f"Mark a few {nouns.samples} of each tag; a linear probe on the stored embeddings then tags every "
+               f"{nouns.sample}.")
     attribute = st.selectbox("Attribute", [n for n in names if schema[n].source != "measured"], key="teach_attribute")
     tags = list(schema[attribute].tags)
-    tag = st.selectbox("Tag these images as", tags, key="teach_tag")
+    tag = st.selectbox(f"Tag these {nouns.samples} as", tags, key="teach_tag")
     examples = tag_store.corrections(project, attribute)
     examples = examples[examples["kind"] == "example"]
     counts = examples["tag"].value_counts()
     st.caption("Examples so far: " + (", ".join(f"{t}: {int(counts.get(t, 0))}" for t in tags)))
     pool = np.flatnonzero(~samples.index.isin(examples["sample_id"]))
-    shown = paged(samples, key="teach_page", per_page=12, among=pool)
+    shown = paged(samples, key="teach_page", per_page=12, among=pool, noun=nouns.samples)
     picked = []
     cells = st.columns(6)
     for i, (sample_id, row) in enumerate(shown.iterrows()):
@@ -223,7 +226,7 @@ with teach:
                    key="teach_add"):
         tag_store.correct_tags(project, attribute, picked, tag, kind="example", author=user)
         st.rerun()
-    if right.button("Teach and tag every image", type="primary", key="teach_run",
+    if right.button(f"Teach and tag every {nouns.sample}", type="primary", key="teach_run",
                     disabled=examples.empty or not editing):
         if start_job(project, "teach", {"attribute": attribute, "encoder": DEFAULT_ENCODER}, user) is not None:
             st.rerun()

@@ -15,12 +15,14 @@ from hibug_core.metrics import outcome
 from hibug_core.store.tag_store import project_state
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.plots import MAP_POINTS_LIMIT, density_figure, map_figure, map_view, selection_mask
-from hibug_ui.state import current_model, current_project, current_user, load_samples, open_project, tag_table
+from hibug_ui.state import (current_model, current_project, current_task, current_user, load_samples, open_project,
+                            tag_table)
 from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import as_percent, image_grid, paged, percent_column, url_setting
 
 st.set_page_config(page_title="hibug · Embedding map", page_icon="🐞", layout="wide")
 project = current_project()
+nouns = current_task(project).nouns
 model = current_model(project)
 user = current_user()
 editing = may_edit(project)
@@ -40,8 +42,9 @@ method = cells[1].selectbox("Layout", ["umap", "pca"], key="map_method",
                             in ("umap", "pca") else 0)
 points = map_points(str(project.folder), encoder, method, project_state(project))
 if points is None:
-    st.info(f"No {method.upper()} map of these images with {plain(encoder)} yet. Computing it embeds the images that are not "
-            "embedded yet, then lays them out (a few minutes for 100,000 images); it runs in the background.")
+    st.info(f"No {method.upper()} map of these {nouns.samples} with {plain(encoder)} yet. Computing it embeds the "
+            f"{nouns.samples} not embedded yet, then lays them out (a few minutes for 100,000); it runs in the "
+            "background.")
     if st.button("Compute the map", type="primary", key="map_compute", disabled=not editing):
         if start_job(project, "map", {"encoder": encoder, "method": method}, user) is not None:
             st.rerun()
@@ -79,7 +82,7 @@ else:
     figure = map_figure(frame[in_view] if view else frame, colour, view)
 event = st.plotly_chart(figure, width="stretch", key="map_chart", on_select="rerun",
                         selection_mode=("points", "box", "lasso"))
-shown = f"{int(in_view.sum()):,} of {len(frame):,} images in this view" if view else f"{len(frame):,} images"
+shown = f"{int(in_view.sum()):,} of {nouns.count(len(frame))} in this view" if view else nouns.count(len(frame))
 st.caption(f"{shown} · " + ("more than {:,} points: a density image drawn by datashader; box or lasso selects every "
                             "image under the shape; zoom into a selection to see and click single points"
                             .format(MAP_POINTS_LIMIT) if dense else
@@ -89,7 +92,7 @@ selected = selection_mask((event or {}).get("selection") or {}, x, y, ids)
 chosen = ids[selected].tolist()
 zooming = st.columns([1, 1, 4])
 if zooming[0].button("Zoom to the selection", key="map_zoom_in", disabled=not chosen,
-                     help="Shows the selected images' region alone: their points, when few enough to draw"):
+                     help=f"Shows the selected {nouns.samples}' region alone: their points, when few enough to draw"):
     low, high = map_view(x[selected], y[selected])
     st.session_state["map_zoom"] = {"map": (encoder, method), "view": (low, high)}
     st.rerun()
@@ -97,7 +100,7 @@ if view and zooming[1].button("Whole map", key="map_zoom_out"):
     st.session_state.pop("map_zoom", None)
     st.rerun()
 if chosen:
-    st.subheader(f"{len(chosen):,} images selected")
+    st.subheader(f"{nouns.count(len(chosen))} selected")
     left, right = st.columns([3, 2])
     with right:
         st.markdown("**Tags over-represented in the selection**")
@@ -114,7 +117,7 @@ if chosen:
         correct = frame["correct"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)[selected]
         wrong_first = np.argsort(np.nan_to_num(correct, nan=2.0), kind="stable")  # then right, then no label
         positions = samples.index.get_indexer(ids[selected][wrong_first])
-        image_grid(project, paged(samples, key="map_page", among=positions[positions >= 0]),
+        image_grid(project, paged(samples, key="map_page", among=positions[positions >= 0], noun=nouns.samples),
                    columns=6, details="map", user=user,
                    caption=lambda r: f"{r['label']} → {r['prediction']}" if "prediction" in r else f"{r['label']}")
     with st.form("map_review_selection", clear_on_submit=True):
@@ -123,9 +126,10 @@ if chosen:
             try:
                 made = ensure_review(project, kind="selection", key=name.strip(), members=chosen, author=user)
                 if set(members(project, made.id)) != set(chosen):
-                    st.error(f"A selection named “{plain(made.title)}” is already on the board with other images; "
-                             "choose another name.")
+                    st.error(f"A selection named “{plain(made.title)}” is already on the board with other "
+                             f"{nouns.samples}; choose another name.")
                 else:
-                    st.success(f"On the board as “{plain(made.title)}” with {len(chosen):,} images (Review page).")
+                    st.success(f"On the board as “{plain(made.title)}” with {nouns.count(len(chosen))} "
+                               "(Review page).")
             except HibugError as error:
                 st.error(plain(error))

@@ -11,7 +11,8 @@ from hibug_core.tagging.sources import ADVICE, trust_message
 from hibug_ui.fields import field_input
 from hibug_ui.plots import literal_values
 from hibug_core.objects.summary import error_breakdown
-from hibug_ui.state import current_project, current_user, load_samples, required_model, slice_report, source_ranking
+from hibug_ui.state import (current_project, current_task, current_user, load_samples, required_model, slice_report,
+                            source_ranking)
 from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import (as_percent, grid_filters, image_grid, keep_setting, link_to, paged, percent_column,
                                url_setting)
@@ -19,7 +20,8 @@ from hibug_ui.widgets import (as_percent, grid_filters, image_grid, keep_setting
 st.set_page_config(page_title="hibug · Error slices", page_icon="🐞", layout="wide")
 project = current_project()
 model = required_model(project)
-objects = project.task != "classification"
+nouns = current_task(project).nouns
+error_types = current_task(project).error_types
 user = current_user()
 editing = may_edit(project)
 
@@ -61,7 +63,7 @@ except HibugError as error:
     st.error(plain(error))
     st.stop()
 slices = report.slices
-st.caption(f"{model} on {split}: score {report.overall_score:.1%} over {len(report.evaluation):,} images · "
+st.caption(f"{model} on {split}: score {report.overall_score:.1%} over {nouns.count(len(report.evaluation))} · "
            f"{report.enumerated:,} slices enumerated · {len(slices)} error slices (score below "
            f"{slices.attrs['cut']:.1%})")
 if tag_source == "in force":
@@ -94,15 +96,15 @@ with found:
             width="stretch", height=min(38 + 35 * len(table), 420),
             column_config={"rank": st.column_config.NumberColumn("#", width=36),
                            "description": st.column_config.TextColumn("slice", width="medium"),
-                           "count": st.column_config.NumberColumn("images", width=60),
+                           "count": st.column_config.NumberColumn(nouns.samples, width=60),
                            "score": percent_column("score", progress=True, width=110),
                            "interval": st.column_config.TextColumn("95% interval", width=90),
                            "q_value": st.column_config.NumberColumn("q", format="%.0e", width=60,
                                                                     help="false discovery rate (Benjamini-Hochberg)"),
                            "bug_type": st.column_config.TextColumn("bug type", width=150),
                            "tags_right": st.column_config.TextColumn(
-                               "tags right", width=95, help="share of the slice's images whose true tags (imported "
-                               "or audited) match all its tags"),
+                               "tags right", width=95, help=f"share of the slice's {nouns.samples} whose true tags "
+                               "(imported or audited) match all its tags"),
                            "part_of": st.column_config.TextColumn(
                                "part of", width="small", help="the slice that stands for it: the broader one its "
                                "failures are spread over, the narrower one that holds most of them, or one with the "
@@ -130,7 +132,8 @@ with found:
                 except HibugError as error:
                     st.error(plain(error))
         if row["tag_checked"]:
-            precision = (f"Its tags are right on {row['tag_precision']:.0%} of the {row['tag_checked']:,} images whose "
+            precision = (f"Its tags are right on {row['tag_precision']:.0%} of the {nouns.count(row['tag_checked'])} "
+                         "whose "
                          f"true tags are known (95% interval {row['tag_precision_low']:.0%}–"
                          f"{row['tag_precision_high']:.0%}; checked: {row['tag_checked_attributes']}).")
             if row["trusted"]:
@@ -141,24 +144,25 @@ with found:
             st.caption("Its tags are not checked: no true tags (imported or audited) for its attributes. Audit them "
                        "on the Tagging page to know how far to trust it.")
         cells = st.columns(5)
-        cells[0].metric("Objects" if objects else "Images", f"{row['count']:,}")
+        cells[0].metric(nouns.Samples, f"{row['count']:,}")
         cells[1].metric("Score", f"{row['score']:.1%}", f"{-row['gap']:.1%} vs overall")
         cells[2].metric("Share of evaluation", f"{row['eval_share']:.1%}")
         cells[3].metric("Share of training", "–" if row["train_count"] is None or row["train_count"] != row["train_count"]
-                        else f"{row['train_share']:.2%}", help=f"{row['train_count']} training images")
+                        else f"{row['train_share']:.2%}", help=f"{row['train_count']} training {nouns.samples}")
         cells[4].metric("Share of all failures", f"{row['coverage']:.1%}")
         left, right = st.columns([2, 3])
         ids = report.sample_ids(chosen_id)
         evaluated = report.evaluation.loc[ids]
         shown = load_samples(project, model).loc[ids]  # objects: with their boxes and outcomes
         with left:
-            if objects:  # a detector's failures by TIDE's error type
-                counts = error_breakdown(shown).sum(axis=1).rename_axis("error type").reset_index(name="objects")
-                figure = px.bar(counts, x="error type", y="objects", title="Its failures by error type (TIDE)")
+            if error_types:  # failures that carry an error type (a detector's: TIDE's)
+                counts = error_breakdown(shown).sum(axis=1).rename_axis("error type").reset_index(name=nouns.samples)
+                figure = px.bar(counts, x="error type", y=nouns.samples, title="Its failures by error type")
             else:
-                counts = evaluated["prediction"].value_counts().rename_axis("prediction").reset_index(name="images")
+                counts = evaluated["prediction"].value_counts().rename_axis("prediction").reset_index(
+                    name=nouns.samples)
                 counts["prediction"] = literal_values(counts["prediction"])
-                figure = px.bar(counts, x="prediction", y="images", title="Predictions in the slice")
+                figure = px.bar(counts, x="prediction", y=nouns.samples, title="Predictions in the slice")
             figure.update_layout(height=260, margin=dict(l=0, r=0, t=40, b=0))
             st.plotly_chart(figure, width="stretch", key="slice_predictions")
         with right:
@@ -169,9 +173,10 @@ with found:
             else:
                 st.dataframe(as_percent(related, "score", "gap"), hide_index=True, width="stretch",
                              column_config={"score": percent_column("score"), "gap": percent_column("gap")})
-        st.markdown(f"**{'Objects' if objects else 'Images'}** (failures first; caption: label → prediction)")
+        st.markdown(f"**{nouns.Samples}** (failures first; caption: label → prediction)")
         rows = grid_filters(shown, report.all_tags, key="slice_filter")
-        image_grid(project, paged(rows, key=f"slice_page_{chosen_id}"), details="slice", report=report, user=user,
+        image_grid(project, paged(rows, key=f"slice_page_{chosen_id}",
+                                  noun=nouns.samples), details="slice", report=report, user=user,
                    caption=lambda r: f"{r['label']} → {r['prediction']}")
 
 with unseen:

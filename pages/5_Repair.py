@@ -14,12 +14,13 @@ from hibug_core.operations import FailureSearch, Generate, Repair, Select
 from hibug_core.repair.generators import GENERATORS, missing_weights
 from hibug_core.repair.loop import repair_verdict
 from hibug_core.repair.runs import repair_runs
-from hibug_core.repair.selection import SELECTION_METHODS, select_pool
+from hibug_core.repair.selection import SELECTION_METHODS
 from hibug_core.slices.search import SliceConfig
-from hibug_ui.fields import field_input
+from hibug_ui.fields import budget_input, field_input
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.plots import literal_values
-from hibug_ui.state import current_project, current_user, load_samples, required_model, secret, slice_report
+from hibug_ui.state import (current_project, current_task, current_user, load_samples, required_model, secret,
+                            slice_report)
 from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import as_percent, image_grid, paged, percent_column
 
@@ -29,9 +30,10 @@ model = required_model(project)
 user = current_user()
 editing = may_edit(project)
 st.title("Repair")
-objects = project.task != "classification"
-st.caption(f"Repairing {model}: new data for its error slices on 'val', judged on a held-out split"
-           + (" (a detector: pool images chosen by the objects in them, held-out objects found)." if objects else "."))
+task = current_task(project)
+training = task.training_count(load_samples(project, model), project)  # what a budget's share is of
+st.caption(f"Repairing {model}: new data for its error slices on 'val', the model {task.capabilities.retrain}, judged "
+           f"by the {task.nouns.measure} on a held-out split.")
 
 SELECTION_KEY = "repair_selection"
 PROMPTS_KEY = "repair_prompts"
@@ -49,14 +51,14 @@ with select:
         cells = st.columns(4)
         method = field_input(cells[0], Select, "method", "Method", key="repair_select_method",
                              help=SELECTION_METHODS.help_text())
-        budget = field_input(cells[1], Select, "budget", "Budget", key="repair_select_budget", step=0.05)
+        budget = budget_input(cells[1], Select, key="repair_select_budget", training=training)
         beta = field_input(cells[2], Select, "beta", "β (hibug)", key="repair_select_beta", step=0.05)
         seed = field_input(cells[3], Select, "seed", "Seed", key="repair_select_seed", step=1)
         if st.form_submit_button("Select pool images", type="primary", key="repair_select_submit"):
             try:
                 op = Select.build(method=method, budget=budget, beta=beta, seed=seed, model=model)
                 report = slice_report(project, model, op.split, SliceConfig(by_class=op.by_class))
-                st.session_state[SELECTION_KEY] = select_pool(report, op.selection_config(), project=project)
+                st.session_state[SELECTION_KEY] = task.select_pool(report, op.selection_config(), project=project)
             except HibugError as error:
                 st.error(plain(error))
     chosen = st.session_state.get(SELECTION_KEY)
@@ -65,7 +67,8 @@ with select:
     else:
         cells = st.columns(3)
         cells[0].metric("Selected", f"{len(chosen):,}")
-        cells[1].metric("Budget", f"{chosen.attrs.get('budget', len(chosen)):,}")
+        cells[1].metric("Budget", f"{chosen.attrs.get('budget', len(chosen)):,}",
+                        help=f"of {training:,} training images (what a share is of)")
         cells[2].metric("Slices used", f"{chosen['slice'].nunique():,}")
         if chosen.attrs.get("unspent"):
             st.warning(f"{chosen.attrs['unspent']} of the budget is unspent: the slices' pool images ran out.")
@@ -79,7 +82,7 @@ with select:
         right.download_button("Download Parquet", parquet.getvalue(), "selection.parquet",
                               "application/octet-stream")
         samples = load_samples(project, model)
-        rows = samples.loc[paged(chosen, "repair_select_page").index]
+        rows = samples.loc[paged(chosen, "repair_select_page", noun="images").index]
         image_grid(project, rows, caption=lambda r: f"{r['prediction']} · {r['confidence']:.2f}"
                    if pd.notna(r.get("confidence")) else str(r.name))
 
@@ -95,10 +98,10 @@ with generate:
         except HibugError as error:
             st.error(plain(error))
     prompts = st.session_state.get(PROMPTS_KEY)
-    if prompts is not None and objects:
+    if prompts is not None and not task.capabilities.generate:
         st.dataframe(prompts, width="stretch", hide_index=True)
-        st.info("Generated images come without boxes, so they cannot teach a detector: make and annotate images "
-                "from these prompts yourself, or repair with selected pool images (Retrain and compare).")
+        advice = task.capabilities.advice("generate")
+        st.info(plain(advice[:1].upper() + advice[1:]) + ".")
     elif prompts is not None:
         edited = st.data_editor(prompts, key="repair_prompts_editor", num_rows="dynamic", width="stretch",
                                 column_config={"weight": st.column_config.NumberColumn(min_value=0.0)},
@@ -136,7 +139,7 @@ with generate:
         shown = stored[stored["run_id"] == run_id]
         st.caption(f"{len(shown)} images from {shown['generator'].iat[0]}, stored as the split '{GENERATED_SPLIT}'")
         samples = load_samples(project, model)
-        rows = samples.loc[paged(shown, "repair_generated_page").index].join(shown[["prompt"]])
+        rows = samples.loc[paged(shown, "repair_generated_page", noun="images").index].join(shown[["prompt"]])
         image_grid(project, rows, caption=lambda r: f"{r['label']}: {r['prompt']}")
 
 with retrain:
@@ -145,7 +148,7 @@ with retrain:
         data = field_input(cells[0], Repair, "data", "New data", key="repair_retrain_data")
         method = field_input(cells[1], Repair, "method", "Selection", key="repair_retrain_method")
         baseline = field_input(cells[2], Repair, "baseline", "Baseline", key="repair_retrain_baseline")
-        budget = field_input(cells[3], Repair, "budget", "Budget", key="repair_retrain_budget", step=0.05)
+        budget = budget_input(cells[3], Repair, key="repair_retrain_budget", training=training)
         cells = st.columns(4)
         how = field_input(cells[0], Repair, "retrain", "Retraining", key="repair_retrain_how")
         lam = field_input(cells[1], Repair, "lam", "λ (0: as if added to the training set)", key="repair_retrain_lam",
@@ -159,7 +162,7 @@ with retrain:
         control = field_input(st, Repair, "control", "Also retrain with no new data (control)",
                               key="repair_retrain_control")
         if st.form_submit_button("Retrain and compare", type="primary", key="repair_retrain_submit", disabled=not editing):
-            params = {"model": model, "data": data, "method": method, "baseline": baseline, "budget": float(budget),
+            params = {"model": model, "data": data, "method": method, "baseline": baseline, "budget": budget,
                       "retrain": how, "lam": float(lam) or None, "seeds": list(range(int(seeds))),
                       "eval_split": eval_split, "control": control}
             if start_job(project, "repair", params, user) is not None:
@@ -181,10 +184,7 @@ with retrain:
         checkpoints = runs[runs["checkpoint"].notna()] if "checkpoint" in runs else runs.iloc[0:0]
         if len(checkpoints):
             first = Path(checkpoints["checkpoint"].iat[0])
-            st.markdown("**Repaired checkpoints**, one per method and seed " + (
-                "(the detector's kind loads them: `{\"state_dict\", \"classes\", \"config\"}`)" if objects else
-                "(`{\"state_dict\", \"classes\", \"spec\"}`: load it into the same architecture, or run it with "
-                "`hibug predict`)"))
+            st.markdown(f"**Repaired checkpoints**, one per method and seed ({task.capabilities.checkpoint})")
             st.dataframe(checkpoints[["method", "seed", "model", "checkpoint"]], hide_index=True, width="stretch")
             if first.is_file():
                 st.download_button(f"Download the {checkpoints['method'].iat[0]} checkpoint (seed "

@@ -14,12 +14,13 @@ from hibug_core.review.views import save_view, saved_views
 from hibug_ui.navigation import URL_PATHS
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.undo import UNDOABLE, undo
-from hibug_ui.state import current_model, current_project, current_user, load_samples, slice_report
+from hibug_ui.state import current_model, current_project, current_task, current_user, load_samples, slice_report
 from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import as_percent, image_grid, link_to, paged, percent_column, url_setting
 
 st.set_page_config(page_title="hibug · Review", page_icon="🐞", layout="wide")
 project = current_project()
+nouns = current_task(project).nouns
 model = current_model(project)
 user = current_user()
 editing = may_edit(project)
@@ -35,14 +36,15 @@ def show_slice(review, report) -> None:
         return
     row = rows.iloc[0]
     st.markdown(f"**{row['bug_type']}**: {plain(row['reason'])}")
-    precision = (f"tags right on {row['tag_precision']:.0%} of {row['tag_checked']:,} checked images"
+    precision = (f"tags right on {row['tag_precision']:.0%} of {nouns.count(row['tag_checked'])} checked"
                  if row["tag_checked"] else "tags not checked")
-    st.caption(f"{row['count']:,} images · score {row['score']:.1%} ({-row['gap']:+.1%} vs overall) · q "
+    st.caption(f"{nouns.count(row['count'])} · score {row['score']:.1%} ({-row['gap']:+.1%} vs overall) · q "
                f"{row['q_value']:.1e} · {precision}" + ("" if row["trusted"] else " · ⚠ tags too poor to trust"))
     link_to("pages/4_Error_slices.py", "Open this slice on the Error slices page", icon=":material/bug_report:",
             query_params={"slice": review.target_key})
     ids = report.sample_ids(review.target_key)
-    image_grid(project, paged(report.samples.loc[ids], key=f"review_slice_{review.id}", per_page=16), columns=8,
+    image_grid(project, paged(report.samples.loc[ids], key=f"review_slice_{review.id}", per_page=16,
+                              noun=nouns.samples), columns=8,
                details=f"review_{review.id}", report=report, user=user,
                caption=lambda r: f"{r['label']} → {r['prediction']}")
 
@@ -89,10 +91,10 @@ def show_review(board: pd.DataFrame, report=None) -> None:
         show_slice(review, report)
     chosen_images = members(project, review.id)
     if chosen_images:
-        st.caption(f"{len(chosen_images):,} images in this selection")
+        st.caption(f"{nouns.count(len(chosen_images))} in this selection")
         rows = load_samples(project, model).reindex(chosen_images).dropna(
             subset=["image_path"])
-        image_grid(project, paged(rows, key=f"review_members_{review.id}"), columns=8,
+        image_grid(project, paged(rows, key=f"review_members_{review.id}", noun=nouns.samples), columns=8,
                    caption=lambda r: f"{r['label']} → {r['prediction']}" if "prediction" in r else str(r.name))
     thread = comments(project, review.id)
     st.markdown(f"**Comments** ({len(thread)})")

@@ -85,7 +85,7 @@ def colour_project(tmp_path: Path):
     from PIL import ImageDraw
 
     from hibug_core.attributes import Attribute, AttributeSchema
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
     from hibug_core.store.attribute_versions import save_schema
     from hibug_core.store.project import Project
     from hibug_core.attributes.measured import measured_attributes
@@ -165,7 +165,7 @@ def slice_project(tmp_path: Path):
     known confidences; one tiny image file serves them all."""
     import pandas as pd
 
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project
 
     Image.new("RGB", (8, 8), (200, 200, 200)).save(tmp_path / "x.png")

@@ -15,6 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from browser_support import CHROMIUM, CHROMIUM_ARGS, serve  # noqa: E402
+from hibug_core.tasks import task_of
 
 OUT = Path(__file__).resolve().parents[1] / "assets" / "screenshots"
 VIEWPORT = {"width": 1400, "height": 1000}
@@ -34,7 +35,7 @@ def prepare(folder: Path) -> None:
     task = load_schema(project).task
     save_schema(project, library_schema(task, project.model_classes(project.models()[0]), None), author="screenshots",
                 note="proposed by the built-in library")
-    tag_project(project, encoder="conse", author="screenshots")
+    tag_project(project, encoder="conse", author="screenshots", views=task_of(project).views)
     quiet = lambda *_: None  # noqa: E731
     run_kind(project, "repair", {"seeds": [0, 1, 2]}, quiet, author="screenshots")
     run_kind(project, "generate", {"images": 48}, quiet, author="screenshots")

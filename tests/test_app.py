@@ -116,7 +116,7 @@ def test_a_bad_manifest_is_listed_and_creates_nothing(monkeypatch, tmp_path):
 
 
 def test_an_uploaded_manifest_resolves_images_against_the_folder_given(tmp_path):
-    from hibug_core.ingest.manifest import load_uploaded_manifest
+    from hibug_core.tasks import load_uploaded_manifest
 
     write_manifest(tmp_path / "data", [])
     manifest = load_uploaded_manifest(b"image,label,prediction\na.png,cat,cat\nb.png,dog,cat\n", "upload.csv",

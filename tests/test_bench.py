@@ -130,7 +130,7 @@ def test_a_tag_that_goes_with_a_class_in_training_is_a_spurious_correlation():
                         train_labels=train_labels)
     assert evidence.at[0, "bug_type"] == SPURIOUS
     assert evidence.at[0, "train_tag_label"] == "circle" and evidence.at[0, "train_tag_label_share"] == 0.95
-    assert evidence.at[0, "reason"] == ("in training, 95% of the images with its tags are 'circle', and 100% of its "
+    assert evidence.at[0, "reason"] == ("in training, 95% of those with its tags are 'circle', and 100% of its "
                                         "failures are predicted 'circle'")
     # without that association (small is spread over the classes) the same slice is a rare case
     spread = np.array(["circle"] * 50 + ["rectangle"] * 5 + ["triangle"] * 145)

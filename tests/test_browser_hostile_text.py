@@ -35,7 +35,7 @@ class Tracker:
 
 
 def test_labels_written_as_markup_are_shown_as_text(tmp_path, browser):
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project
 
     tracker = Tracker()

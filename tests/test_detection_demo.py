@@ -107,7 +107,7 @@ def test_the_pose_variant_matches_corners_by_oks_and_equals_pycocotools(tmp_path
 
     from hibug_core.demo.detection import ASSET_DETECTOR, DetectionDemoConfig, training_annotations
     from hibug_core.demo.scenes import CORNERS, SCENE_SHAPES
-    from hibug_core.objects.importer import load_coco
+    from hibug_core.tasks import load_coco
     from hibug_core.objects.matching import MatchConfig
 
     config = DetectionDemoConfig()

@@ -17,6 +17,7 @@ import pytest
 from PIL import Image
 
 from hibug_core.cli import main
+from hibug_core.tasks import task_of
 
 HEADER = "id,image,label,prediction,confidence,split,attr:color"
 ROWS = ["s0,images/0.png,dog,cat,0.5,val,red", "s1,images/1.png,cat,cat,0.6,val,blue",
@@ -95,7 +96,7 @@ MUTATIONS = {
 @pytest.fixture(scope="module")
 def mutation_project(tmp_path_factory):
     """A project with one import already in it, and the images the mutations point at."""
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project
 
     root = tmp_path_factory.mktemp("mutations")
@@ -168,7 +169,7 @@ def _fuzz_folder(tmp_path_factory) -> Path:
 
 def _loads_or_names_the_problem(path: Path) -> None:
     from hibug_core.errors import ManifestError
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
 
     try:
         manifest = load_manifest(path)
@@ -271,7 +272,7 @@ def many_images(tmp_path_factory):
     """A project of 300 distinct images with the colour as known truth (an attribute schema included), and a
     manifest of 1,500 more."""
     from hibug_core.attributes import Attribute, AttributeSchema
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
     from hibug_core.store.attribute_versions import save_schema
     from hibug_core.store.project import Project
 
@@ -405,12 +406,13 @@ def test_a_bad_tagging_reply_fails_the_run_with_a_short_message_and_a_good_serve
     settings = dict(model="fake-vision", timeout_s=0.5, transport_retries=0, concurrency=3, abort_after=2)
     before = current_tags(colour_project).tags.copy()
     with FakeOpenAIServer(mode=mode) as server, pytest.raises(HibugError) as raised:
-        tag_with_llm(colour_project, LLMConfig(base_url=server.url, **settings))
+        tag_with_llm(colour_project, LLMConfig(base_url=server.url, **settings), views=task_of(colour_project).views)
     assert len(str(raised.value)) < 1500
     assert current_tags(colour_project).tags.equals(before), "a failed run changes no tag in force"
     assert tag_store.runs(colour_project)["status"].tolist() == ["failed"]
     with FakeOpenAIServer() as server:  # a good server, given time enough that a busy machine is no failure
-        tag_with_llm(colour_project, LLMConfig(base_url=server.url, **{**settings, "timeout_s": 10.0}))
+        tag_with_llm(colour_project, LLMConfig(base_url=server.url, **{**settings, "timeout_s": 10.0}),
+                     views=task_of(colour_project).views)
     assert tag_store.runs(colour_project)["status"].iat[-1] == "finished"
 
 

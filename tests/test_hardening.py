@@ -7,6 +7,7 @@ import pytest
 from sqlalchemy import text
 
 from hibug_core.cli import main
+from hibug_core.tasks import task_of
 
 
 def _versions(project) -> int:
@@ -98,7 +99,7 @@ def test_deep_or_huge_llm_replies_end_the_run_with_a_short_message(colour_projec
     with FakeOpenAIServer(mode=mode) as server:
         server.text_reply = DEEP if mode == "deep" else json.dumps({"attributes": [{"name": "x" * 2 ** 20, "tags": ["a", "b"]}]})
         with pytest.raises(TaggingError) as raised:
-            tag_with_llm(colour_project, _llm(server))
+            tag_with_llm(colour_project, _llm(server), views=task_of(colour_project).views)
         if mode == "deep":
             with pytest.raises(ProposalError, match="nested too deeply"):
                 propose_with_llm("shapes", ["circle"], _llm(server))
@@ -118,7 +119,8 @@ def test_a_silent_server_is_reported_while_waiting(colour_project, monkeypatch):
     monkeypatch.setattr(mllm, "HEARTBEAT_S", 0.2)
     seen = []
     with FakeOpenAIServer(delay_s=3.0) as server, pytest.raises(TaggingError, match="timed out"):
-        mllm.tag_with_llm(colour_project, _llm(server, timeout_s=1.5), progress=lambda s, d, t: seen.append(s))
+        mllm.tag_with_llm(colour_project, _llm(server, timeout_s=1.5), progress=lambda s, d, t: seen.append(s),
+                          views=task_of(colour_project).views)
     waiting = [s for s in seen if "no answer for" in s]
     assert waiting and "(a request is given up after 2 s)" in waiting[0]
 
@@ -246,7 +248,7 @@ def test_a_project_on_a_read_only_mount_opens_read_only(colour_project, tmp_path
 ])
 def test_headers_that_clash_once_spaces_are_removed_are_named(image_dir, write_csv, tmp_path, header, expected):
     from hibug_core.errors import ManifestError
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
 
     cells = header.count(",") + 1
     rows = [header] + [",".join([f"images/{n}.png", "a", "b"] + ["red"] * (cells - 3)) for n in "ab"]
@@ -256,7 +258,7 @@ def test_headers_that_clash_once_spaces_are_removed_are_named(image_dir, write_c
 
 
 def test_a_tsv_manifest_is_read_with_tabs(image_dir, write_csv):
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
 
     text = "image\tlabel\tprediction\tattr:color\nimages/a.png\tcat\tcat\tred\nimages/b.png\tdog\tcat\tblue\n"
     manifest = load_manifest(write_csv(text, name="manifest.tsv"))
@@ -276,7 +278,7 @@ def test_a_link_made_inside_a_data_root_after_import_is_never_served(tmp_path, m
     from page_support import open_page
 
     from hibug_core.errors import ProjectError
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project
 
     for name in "ab":
@@ -297,7 +299,7 @@ def test_a_link_made_inside_a_data_root_after_import_is_never_served(tmp_path, m
 
 def test_a_link_out_of_its_folder_is_refused_at_import(tmp_path):
     from hibug_core.errors import ManifestError
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
 
     _image(tmp_path / "data" / "a.png")
     (tmp_path / "data" / "b.png").symlink_to(_image(tmp_path / "elsewhere" / "b.png"))
@@ -311,7 +313,7 @@ def test_a_link_out_of_its_folder_is_refused_at_import(tmp_path):
 def test_images_in_distant_folders_get_their_own_data_roots(tmp_path):
     from sqlalchemy import text as sql
 
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project, data_roots
 
     _image(tmp_path / "x" / "a.png")
@@ -336,7 +338,7 @@ def test_huge_images_are_named_too_large_and_large_ones_read_without_a_warning(t
     from PIL import Image
 
     from hibug_core.errors import ManifestError
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
 
     Image.new("1", (13400, 13400)).save(tmp_path / "huge.png")  # 179.6 Mpx: above what Pillow reads
     Image.new("1", (12000, 12000)).save(tmp_path / "large.png")  # 144 Mpx: Pillow would warn

@@ -12,6 +12,7 @@ from hibug_core.errors import TaggingError
 from hibug_core.llm.client import LLMConfig, LLMUnavailable
 from hibug_core.store import tag_store
 from hibug_core.tagging.run import current_tags
+from hibug_core.tasks import task_of
 
 
 def build_tiny_vlm(folder: Path) -> None:
@@ -69,7 +70,8 @@ def test_junk_answers_of_an_in_process_model_are_validated_and_reported_not_stor
     monkeypatch.setattr(vlm, "_generate", lambda batch: batches.append(len(batch)) or generate(batch))
     before = current_tags(colour_project).tags.copy()
     with pytest.raises(TaggingError) as raised:
-        tag_with_llm(colour_project, LLMConfig(model=tiny_vlm, attempts=2, concurrency=4))
+        tag_with_llm(colour_project, LLMConfig(model=tiny_vlm, attempts=2, concurrency=4),
+                     views=task_of(colour_project).views)
     message = str(raised.value)
     assert "no valid answer for any of 12 image(s)" in message and "tags stored before are unchanged" in message
     assert current_tags(colour_project).tags.equals(before)

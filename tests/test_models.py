@@ -13,6 +13,7 @@ from hibug_core.models.adapter import classifier_layer
 from hibug_core.models.predict import PredictError, default_name, match_classes, model_outputs, predict_project
 from hibug_core.models.registry import MODELS, load_model
 from hibug_core.store.project import Project
+from hibug_core.tasks import task_of
 
 SHAPES = ["circle", "rectangle", "triangle"]
 COLOURS = ["blue", "green", "red"]
@@ -255,7 +256,7 @@ def test_your_model_goes_through_slices_selection_retraining_and_before_after(de
         report = error_slices(project, "mine")
         assert report.model == "mine" and len(report.evaluation) == 800 and not report.slices.empty
         result = run_repair(project, RepairConfig(model="mine", selection=SelectionConfig(budget=40), seeds=(0,),
-                                                  retrain=RetrainConfig(method="linear head")))
+                                                  retrain=RetrainConfig(method="linear head")), task=task_of(project))
         assert result.runs["method"].tolist() == [SelectionConfig().method, "random", "no new data"]
         assert result.runs["new_images"].tolist() == [40, 40, 0]
         overall = result.summary[result.summary["slice"] == "all held-out images"].set_index("method")
@@ -320,7 +321,7 @@ def test_repair_fine_tunes_a_predicted_network_and_keeps_its_checkpoint(demo_pro
         predict_project(project, "python:test_models:shape_model", name="mine")
         result = run_repair(project, RepairConfig(
             model="mine", selection=SelectionConfig(budget=40), seeds=(0,), baseline=None, control=False,
-            retrain=RetrainConfig(fine_tune=TuneConfig(epochs=1, batch_size=64))))
+            retrain=RetrainConfig(fine_tune=TuneConfig(epochs=1, batch_size=64))), task=task_of(project))
         run = result.runs.iloc[0]
         assert (run["method"], run["new_images"]) == (SelectionConfig().method, 40)
         checkpoint = torch.load(run["checkpoint"], weights_only=True)
@@ -336,7 +337,7 @@ def small_demo(demo_project, tmp_path_factory):
     import pandas as pd
 
     from hibug_core.demo.attributes import demo_attribute_schema
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
     from hibug_core.store.attribute_versions import save_schema
 
     data = demo_project / "data"
@@ -394,7 +395,7 @@ def test_each_library_goes_from_predict_to_a_reproducible_fine_tuned_repair(libr
         assert len(report.evaluation) == 48 and not report.slices.empty
         config = RepairConfig(model="mine", selection=SelectionConfig(budget=8), seeds=(0,), control=False,
                               retrain=RetrainConfig(fine_tune=TuneConfig(epochs=2, batch_size=16, patience=1)))
-        first = run_repair(project, config)
+        first = run_repair(project, config, task=task_of(project))
         assert first.runs["method"].tolist() == [SelectionConfig().method, "random"]
         assert first.runs["new_images"].tolist() == [8, 8]
         overall = first.summary[first.summary["slice"] == "all held-out images"]
@@ -402,7 +403,7 @@ def test_each_library_goes_from_predict_to_a_reproducible_fine_tuned_repair(libr
         checkpoints = [Path(p) for p in first.runs["checkpoint"]]
         assert all(p.is_file() and p.parent.parent.name == "tuning" for p in checkpoints)
         shutil.rmtree(project.folder / "models" / "tuning")  # nothing to resume: trained again from the start
-        second = run_repair(project, config)
+        second = run_repair(project, config, task=task_of(project))
         assert second.runs["after"].tolist() == first.runs["after"].tolist()
         for one, two in zip(first.runs["model"], second.runs["model"]):
             assert project.samples(one)["confidence"].equals(project.samples(two)["confidence"])

@@ -6,18 +6,18 @@ import json
 import shutil
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from hibug_core.models.finetune import TuneConfig
 from hibug_core.objects.detectors import DETECTOR_META, DetectorError, load_runner
-from hibug_core.objects.repair import OBJECTS_FOUND, found_after, held_out
+from hibug_core.tasks.object_repair import OBJECTS_FOUND, found_after, held_out
 from hibug_core.repair.loop import RepairConfig, RepairError, run_repair
-from hibug_core.repair.prompts import PromptError, slice_prompt
+from hibug_core.repair.prompts import slice_prompt
 from hibug_core.repair.retrain import RetrainConfig
-from hibug_core.repair.selection import SelectionConfig, select_pool
+from hibug_core.repair.selection import SelectionConfig
 from hibug_core.slices.report import error_slices
 from hibug_core.store.project import Project
+from hibug_core.tasks import task_of
 
 MODEL = "shape-fcos"
 
@@ -46,7 +46,8 @@ def test_pool_images_are_chosen_by_the_failures_expected_among_their_objects(det
     with Project.open(detection_demo) as project:
         report = error_slices(project, MODEL)
         samples = project.samples(MODEL)
-        chosen = {method: select_pool(report, SelectionConfig(method=method, budget=100), project=project)
+        task = task_of(project)
+        chosen = {method: task.select_pool(report, SelectionConfig(method=method, budget=100), project=project)
                   for method in ("expected failures", "random", "hibug")}
     for table in chosen.values():
         assert len(table) == 100 and table["image_key"].is_unique and table.attrs["unspent"] == 0
@@ -78,7 +79,7 @@ def test_the_recorded_detector_run_again_finds_exactly_the_imported_outcomes(det
 def test_a_detector_repair_fine_tunes_and_compares_every_held_out_object(demo_copy, monkeypatch):
     config = RepairConfig(selection=SelectionConfig(method="expected failures", budget=24), baseline=None,
                           control=False, seeds=(0,), retrain=RetrainConfig(lam=1.0, fine_tune=TuneConfig(epochs=1)))
-    result = run_repair(demo_copy, config)
+    result = run_repair(demo_copy, config, task=task_of(demo_copy))
     assert result.measure == OBJECTS_FOUND and result.runs["new_images"].tolist() == [24]
     overall = result.changes[result.changes["slice_id"] == "overall"].iloc[0]
     assert overall["n"] == 2071 and overall["before"] == pytest.approx(0.6475132785)
@@ -102,18 +103,19 @@ def test_a_detector_repair_fine_tunes_and_compares_every_held_out_object(demo_co
     at = open_page(monkeypatch, "pages/5_Repair.py", demo_copy.folder, user="ana")
     assert not at.exception
     assert any("Held-out objects found 64.8% before" in block.value for block in [*at.success, *at.info])
-    assert any("the detector's kind loads them" in m.value for m in at.markdown)
+    assert any("the detector's kind loads it" in m.value for m in at.markdown)
     assert {b.label for b in at.get("download_button")} >= {"Download the expected failures checkpoint (seed 0)"}
 
 
 def test_what_a_detector_repair_cannot_do_is_refused_with_what_to_do(demo_copy, tmp_path):
     with pytest.raises(RepairError, match="generated images have no boxes"):
-        run_repair(demo_copy, RepairConfig(data="generated", seeds=(0,)))
+        run_repair(demo_copy, RepairConfig(data="generated", seeds=(0,)), task=task_of(demo_copy))
     with pytest.raises(RepairError, match="a detector is repaired by fine-tuning"):
-        run_repair(demo_copy, RepairConfig(retrain=RetrainConfig(method="linear head"), seeds=(0,)))
+        run_repair(demo_copy, RepairConfig(retrain=RetrainConfig(method="linear head"), seeds=(0,)),
+                   task=task_of(demo_copy))
     with pytest.raises(DetectorError, match="the checkpoint of 'shape-fcos' is gone"):
         (demo_copy.folder / "models" / f"{MODEL}.pt").unlink()
-        run_repair(demo_copy, RepairConfig(seeds=(0,)))
+        run_repair(demo_copy, RepairConfig(seeds=(0,)), task=task_of(demo_copy))
     from sqlalchemy import text
 
     from hibug_core.store.db import write_transaction
@@ -121,11 +123,12 @@ def test_what_a_detector_repair_cannot_do_is_refused_with_what_to_do(demo_copy, 
     with write_transaction(demo_copy.engine) as connection:  # as if only the detector's results had been imported
         connection.execute(text("DELETE FROM project_meta WHERE key = :k"), {"k": DETECTOR_META + MODEL})
     with pytest.raises(DetectorError, match="only its results were imported"):
-        run_repair(demo_copy, RepairConfig(seeds=(0,)))
-    from hibug_core.repair.generated import generate_for_prompts
+        run_repair(demo_copy, RepairConfig(seeds=(0,)), task=task_of(demo_copy))
+    from hibug_core.jobs.kinds import run_kind
+    from hibug_core.tasks import TaskError
 
-    with pytest.raises(PromptError, match="generated images come without boxes"):
-        generate_for_prompts(demo_copy, None, pd.DataFrame(), 4)
+    with pytest.raises(TaskError, match="generated images come without boxes"):  # the job refuses before any work
+        run_kind(demo_copy, "generate", {}, lambda *a: None)
 
 
 def test_generation_prompts_describe_the_object_and_its_context(detection_demo):

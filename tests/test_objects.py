@@ -16,9 +16,11 @@ from PIL import Image
 from hibug_core.errors import ConfigError, ManifestError
 from hibug_core.objects.coco import BACKGROUND, MISSED, read_ground_truth, read_results
 from hibug_core.objects.geometry import measure_objects
-from hibug_core.objects.importer import UNLABELLED, load_coco
+from hibug_core.objects.coco import UNLABELLED
+from hibug_core.tasks import load_coco
 from hibug_core.objects.matching import MatchConfig, match
 from hibug_core.store.project import Project
+from hibug_core.tasks import task_of
 
 CATEGORIES = [{"id": 1, "name": "cat"}, {"id": 2, "name": "dog"}]
 
@@ -387,7 +389,7 @@ def _manifest_case(folder: Path) -> Path:
 
 
 def test_the_object_manifest_gives_the_same_objects_as_coco(tmp_path):
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
 
     manifest = load_manifest(_manifest_case(tmp_path / "rows"))  # found to be objects by its 'box' column
     project = Project.create_from_manifest(tmp_path / "project", manifest)
@@ -409,7 +411,7 @@ OBJECT_MANIFEST_ERRORS = [
 
 @pytest.mark.parametrize("box,message", OBJECT_MANIFEST_ERRORS)
 def test_object_manifest_cells_are_named_by_row_and_column(tmp_path, box, message):
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
 
     path = _manifest_case(tmp_path)
     lines = path.read_text().splitlines()
@@ -421,7 +423,7 @@ def test_object_manifest_cells_are_named_by_row_and_column(tmp_path, box, messag
 
 
 def test_object_manifest_structure_and_values_are_checked(tmp_path):
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
 
     path = _manifest_case(tmp_path)
     text = path.read_text()
@@ -470,7 +472,7 @@ def test_objects_are_embedded_as_crops_and_tagged_by_group(tmp_path):
     save_schema(project, AttributeSchema(attributes=(
         Attribute(name="fur", tags=("striped", "plain")),
         Attribute(name="room", group="background", tags=("kitchen", "garden")))), author="test")
-    tag_project(project, encoder="tiny-open_clip")
+    tag_project(project, encoder="tiny-open_clip", views=task_of(project).views)
     tags = current_tags(project).tags
     assert tags["room"].nunique() == 1  # judged on the one whole image: the same for all its objects
     assert set(tags["fur"].dropna()) <= {"striped", "plain"} and len(runs(project)) == 1
@@ -478,12 +480,14 @@ def test_objects_are_embedded_as_crops_and_tagged_by_group(tmp_path):
 
 
 def test_running_a_classifier_on_objects_is_refused_with_what_to_do(tmp_path):
-    from hibug_core.models.predict import PredictError, predict_project
+    from hibug_core.jobs.kinds import run_kind
+    from hibug_core.tasks import TaskError
 
     truth_file, results = _write(tmp_path / "data", *(_tide_case()[:1]), {"m": _tide_case()[1]})
     project = Project.create_from_manifest(tmp_path / "project", load_coco(truth_file, results))
-    with pytest.raises(PredictError, match="import its results as a COCO results file"):
-        predict_project(project, "shape-cnn:nothing.pt")
+    with pytest.raises(TaskError, match="hibug cannot predict for a project of objects: .*import its results as a "
+                                        "COCO results file"):
+        run_kind(project, "predict", {"model": "shape-cnn:nothing.pt"}, lambda *a: None)
     assert project.models() == ["m"]
     project.close()
 
@@ -528,7 +532,7 @@ def test_a_multimodal_llm_sees_each_object_outlined_in_its_crop_and_its_whole_im
     truth_ids = objects.index[objects["object_kind"] == "object"]
     with FakeOpenAIServer() as server:
         tag_with_llm(project, LLMConfig(base_url=server.url, model="fake-vision", timeout_s=2.0, transport_retries=0),
-                     sample_ids=truth_ids)
+                     sample_ids=truth_ids, views=task_of(project).views)
     assert len(server.requests) == 4
     request = server.requests[0]
     assert OBJECT_VIEWS in request["messages"][1]["content"][0]["text"]
@@ -546,7 +550,8 @@ def test_attribute_proposal_knows_the_project_is_one_of_objects(tmp_path):
 
     truth_file, results = _write(tmp_path / "data", *(_tide_case()[:1]), {"m": _tide_case()[1]})
     project = Project.create_from_manifest(tmp_path / "project", load_coco(truth_file, results))
-    library = propose_for_project(project, ProposeAttributes(task="pets at home"))  # the words say nothing of boxes
+    library = propose_for_project(project, ProposeAttributes(task="pets at home"),
+                                  task=task_of(project))  # the words say nothing of boxes
     assert "the built-in 'detection' library" in library.source
     assert {"is occluded", "is truncated by the image border"} <= set(library.schema.names())
     reply = {"attributes": [{"name": "fur", "tags": ["striped", "plain"]}, {"name": "room", "group": "background",
@@ -554,7 +559,8 @@ def test_attribute_proposal_knows_the_project_is_one_of_objects(tmp_path):
     with FakeOpenAIServer() as server:
         server.text_replies = [json.dumps(reply), json.dumps(reply)]
         proposal = propose_for_project(project, ProposeAttributes(task="pets at home", llm=True,
-                                                                  llm_base_url=server.url, llm_model="fake-llm"))
+                                                                  llm_base_url=server.url, llm_model="fake-llm"),
+                                       task=task_of(project))
     prompt = server.requests[0]["messages"][0]["content"]
     assert "hard instances: occlusion, small size, truncation by the image border" in prompt
     assert "Classes: cat, dog" in prompt and "(background)" not in prompt  # the objects' classes, not hibug's names

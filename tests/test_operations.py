@@ -58,7 +58,7 @@ def test_every_operation_builds_with_its_defaults_and_lists_in_one_place():
     (FindSlices, {"rank_by": "score"}, "slices: rank_by = 'score': not allowed; use one of: confident_gap, gap, size, "
                                        "sliceline"),
     (FindSlices, {"depth": 7}, "slices: depth = 7: Input should be less than or equal to 4"),
-    (Repair, {"budget": 0, "retrain": "distill"}, "repair: budget = 0: Input should be greater than 0; retrain = "
+    (Repair, {"budget": 0, "retrain": "distill"}, "repair: budget = 0: a count must be 1 or more, not 0; retrain = "
                                                   "'distill': not allowed; use one of: fine-tune: "),
     (Repair, {"seeds": []}, "repair: seeds = []: List should have at least 1 item after validation, not 0"),
     (Tag, {"encoder": "clip"}, "tag: encoder = 'clip': not allowed; use one of: conse: "),
@@ -210,7 +210,7 @@ def test_the_pages_forms_offer_what_the_operations_allow(monkeypatch, demo_proje
     assert at.selectbox(key="repair_retrain_baseline").options == Repair.choices("baseline")
     assert at.selectbox(key="repair_retrain_baseline").value == Repair.default("baseline")
     assert at.selectbox(key="repair_retrain_how").options == Repair.choices("retrain")
-    assert at.number_input(key="repair_retrain_budget").value == Repair.default("budget")
+    assert at.text_input(key="repair_retrain_budget").value == str(Repair.default("budget"))
     assert at.checkbox(key="repair_retrain_control").value is Repair.default("control")
     slices = open_page(monkeypatch, "pages/4_Error_slices.py", demo_project, user="ana", timeout=120)
     rank_by = slices.selectbox(key="slices_rank_by")  # shown with readable names

@@ -10,6 +10,7 @@ from hibug_core.embeddings.compute import embed_project
 from hibug_core.embeddings.projection import MapConfig, compute_map
 from hibug_core.jobs.store import jobs
 from hibug_core.tagging.run import tag_project
+from hibug_core.tasks import task_of
 from page_support import open_page as open_any
 
 
@@ -36,7 +37,8 @@ def test_the_map_is_computed_by_a_background_job(monkeypatch, colour_project):
 def test_colouring_and_a_selection_show_images_and_over_represented_tags(monkeypatch, colour_project):
     embed_project(colour_project, "tiny-open_clip")
     compute_map(colour_project, "tiny-open_clip", config=MapConfig(method="pca"))
-    tag_project(colour_project, encoder="tiny-open_clip", attributes=["dominant colour"])
+    tag_project(colour_project, encoder="tiny-open_clip", attributes=["dominant colour"],
+                views=task_of(colour_project).views)
     at = open_page(monkeypatch, colour_project, encoder="tiny-open_clip", method="pca", color="dominant colour")
     assert not at.exception
     assert at.selectbox(key="map_colour").value == "dominant colour"
@@ -70,7 +72,7 @@ def test_colouring_and_a_selection_show_images_and_over_represented_tags(monkeyp
 def test_a_project_without_attributes_still_shows_its_map(monkeypatch, tmp_path):
     from PIL import Image
 
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project
 
     for i in range(6):
@@ -133,7 +135,7 @@ def test_above_the_points_limit_the_map_is_a_density_image_and_a_lasso_selects_u
 def test_a_selection_on_the_map_of_a_project_without_a_model(monkeypatch, tmp_path):
     from PIL import Image
 
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project
 
     for i in range(6):

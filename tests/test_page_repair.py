@@ -33,11 +33,14 @@ def test_selection_lists_pool_images_for_the_worst_slices(monkeypatch, demo_proj
     assert not at.exception
     assert at.title[0].value == "Repair"
     labelled(at.selectbox, "Method").set_value("hibug")
-    at.number_input(key="repair_select_budget").set_value(40.0)
+    at.text_input(key="repair_select_budget").set_value("40")
     button(at, "Select pool images").click().run()
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Selected"] == "40" and metrics["Budget"] == "40"
+    budgets = [c.value for c in at.caption if c.value.startswith("= ")]  # each budget read both ways
+    assert budgets == ["= 40 images, 2.9% of the 1,378 training images",
+                       "= 138 images, 10.0% of the 1,378 training images"]
     table = at.dataframe[0].value
     assert len(table) == 40 and table["slice"].str.contains("blue").mean() > 0.5
     assert {b.label for b in at.get("download_button")} == {"Download CSV", "Download Parquet"}
@@ -69,13 +72,13 @@ def test_prompts_are_written_and_a_generation_job_stores_images(monkeypatch, dem
 def test_a_repair_job_shows_before_and_after_slice_by_slice(monkeypatch, demo_copy):
     at = open_page(monkeypatch, demo_copy)
     assert any("No repair has been compared yet" in i.value for i in at.info)
-    form = [n for n in at.number_input if n.key and "retrain_budget" in n.key]
-    form[0].set_value(30.0)
+    at.text_input(key="repair_retrain_budget").set_value("30")
     button(at, "Retrain and compare").click().run()
     assert not at.exception
     with Project.open(demo_copy) as project:
         job = jobs(project, "repair")[0]
-    assert job.params["budget"] == 30.0 and job.params["seeds"] == [0, 1, 2] and job.author == "ana"
+    assert job.params["budget"] == 30 and isinstance(job.params["budget"], int)
+    assert job.params["seeds"] == [0, 1, 2] and job.author == "ana"
     result = wait_for(demo_copy, "repair")
     assert result["models"] == 9  # expected failures, random, no new data, over 3 seeds by default
     assert result["summary"].startswith("Held-out accuracy 89.0% before; after, expected failures ")
@@ -122,9 +125,9 @@ def test_a_detector_gets_pool_images_chosen_by_their_objects_and_prompts_without
                                                                                             detection_demo):
     at = open_page(monkeypatch, detection_demo)
     assert not at.exception
-    assert any("a detector: pool images chosen by the objects in them" in c.value for c in at.caption)
+    assert any("fine-tuned on labelled pool images, judged by the objects found" in c.value for c in at.caption)
     labelled(at.selectbox, "Method").set_value("expected failures")
-    at.number_input(key="repair_select_budget").set_value(30.0)
+    at.text_input(key="repair_select_budget").set_value("30")
     button(at, "Select pool images").click().run()
     assert not at.exception
     table = at.dataframe[0].value

@@ -24,7 +24,7 @@ def test_ranked_slices_of_the_demo_with_the_first_one_explained(monkeypatch, dem
     assert table["part_of"].tolist() == ["", "", "color = blue", "color = blue"]
     assert table["tags_right"].tolist()[:2] == ["100% of 415", "100% of 325"]  # imported tags checked against themselves
     assert at.subheader[0].value == "color = blue"
-    assert "spurious correlation" in at.markdown[0].value and "97% of the images with its tags are 'circle'" in \
+    assert "spurious correlation" in at.markdown[0].value and "97% of those with its tags are 'circle'" in \
         at.markdown[0].value
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Images"] == "90" and metrics["Score"] == "38.9%"

@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 from hibug_core.jobs.store import jobs
 from hibug_core.store import tag_store
 from hibug_core.tagging.run import tag_project
+from hibug_core.tasks import task_of
 from waiting import wait_until
 from page_support import open_page as open_any
 
@@ -58,7 +59,7 @@ def test_a_tagging_job_starts_from_the_form_and_its_result_shows(monkeypatch, co
 
 
 def test_audit_confirms_and_corrects_with_one_click(monkeypatch, colour_project):
-    tag_project(colour_project, encoder="tiny-open_clip")
+    tag_project(colour_project, encoder="tiny-open_clip", views=task_of(colour_project).views)
     at = open_page(monkeypatch, colour_project)
     at.selectbox(key="tagging_audit_attribute").set_value("dominant colour").run()
     at.selectbox(key="tagging_audit_tag").set_value("red").run()
@@ -78,7 +79,7 @@ def test_audit_confirms_and_corrects_with_one_click(monkeypatch, colour_project)
 
 
 def test_teaching_by_example_stores_examples(monkeypatch, colour_project):
-    tag_project(colour_project, encoder="tiny-open_clip")
+    tag_project(colour_project, encoder="tiny-open_clip", views=task_of(colour_project).views)
     at = open_page(monkeypatch, colour_project)
     at.selectbox(key="teach_attribute").set_value("color").run()
     at.selectbox(key="teach_tag").set_value("red").run()
@@ -95,7 +96,7 @@ def test_teaching_by_example_stores_examples(monkeypatch, colour_project):
 def test_an_audit_click_on_an_image_a_teammate_reviewed_meanwhile_is_refused(monkeypatch, colour_project):
     """The audit grid shows unreviewed images; the click says so (seen = no correction), and the store refuses it
     when a teammate reviewed the image in between, instead of silently overwriting their tag."""
-    tag_project(colour_project, encoder="tiny-open_clip")
+    tag_project(colour_project, encoder="tiny-open_clip", views=task_of(colour_project).views)
     at = open_page(monkeypatch, colour_project)
     at.selectbox(key="tagging_audit_attribute").set_value("dominant colour").run()
     at.selectbox(key="tagging_audit_tag").set_value("red").run()

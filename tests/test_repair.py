@@ -3,6 +3,7 @@ random pipeline), stored generated images, lambda-weighted retraining, per-slice
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,10 +24,11 @@ from hibug_core.repair.prompts import (background_prompts, hibug_prompts, images
                                        uncommon_backgrounds)
 from hibug_core.repair.runs import repair_runs
 from hibug_core.repair.selection import (SelectionConfig, SelectionError, apportion, export_selection,
-                                         resolve_budget, select_pool)
+                                         describe_budget, parse_budget, resolve_budget, select_pool)
 from hibug_core.slices.report import error_slices
 from hibug_core.slices.search import SliceConfig, TagMatrix, slice_id
 from hibug_core.store.project import Project
+from hibug_core.tasks import task_of
 
 # Validation: (colour, shape, images, failures); pool: (colour, shape, confidences).
 def _pool_names(project, selection: pd.DataFrame) -> list[str]:
@@ -46,8 +48,21 @@ def test_resolve_budget_counts_and_shares():
     assert resolve_budget(0.1, 1378) == 138 and resolve_budget(25, 1378) == 25
     with pytest.raises(SelectionError, match="selects nothing"):
         resolve_budget(0.001, 100)
-    with pytest.raises(SelectionError, match="positive"):
+    with pytest.raises(SelectionError, match="a count must be 1 or more, not 0"):
         resolve_budget(0, 100)
+    # A count is an int and a share a float: never told apart by size.
+    assert resolve_budget(1, 1378) == 1 and resolve_budget(0.99, 1000) == 990
+    for bad, message in [(1.0, "a share must be between 0 and 1, not 1.0; for a count write 1"),
+                         (40.0, "for a count write 40"), (1.5, "a share must be between 0 and 1, not 1.5"),
+                         (True, "not bool"), ("40", "not str"), (-3, "a count must be 1 or more")]:
+        with pytest.raises(SelectionError, match=re.escape(message)):
+            resolve_budget(bad, 100)
+    with pytest.raises(ConfigError, match="budget"):
+        SelectionConfig(budget=10.0)
+    assert parse_budget("40") == 40 and isinstance(parse_budget("40"), int)
+    assert parse_budget("0.25") == 0.25 and parse_budget("10%") == 0.1
+    assert describe_budget(0.1, 1378) == "138 images, 10.0% of the 1,378 training images"
+    assert describe_budget(40, 400, "objects") == "40 objects, 10.0% of the 400 training objects"
 
 
 def test_hibug_selection_takes_slices_by_error_rate_until_beta_and_splits_the_budget_by_failures(slice_project):
@@ -355,7 +370,7 @@ def test_repair_loop_on_the_demo_records_models_and_compares_slice_by_slice(demo
     with Project.open(folder) as project:
         config = RepairConfig(selection=SelectionConfig(method="hibug", budget=40), seeds=(0,),
                               retrain=RetrainConfig(fine_tune=TuneConfig(epochs=1)))
-        result = run_repair(project, config, author="ana")
+        result = run_repair(project, config, author="ana", task=task_of(project))
         assert result.runs["method"].tolist() == ["hibug", "random", "no new data"]
         assert result.runs["new_images"].tolist() == [40, 40, 0]
         assert set(project.models()) == {"shape-cnn", *result.runs["model"]}

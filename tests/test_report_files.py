@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hibug_core.ingest import load_manifest
+from hibug_core.tasks import load_manifest
 from hibug_core.slices import report_files
 from hibug_core.slices.report import ENUMERATIONS, error_slices
 from hibug_core.slices.report_files import kept_error_slices

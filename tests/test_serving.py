@@ -86,7 +86,7 @@ def test_images_outside_the_data_roots_are_refused_unread_whether_or_not_they_ex
 
     from hibug_core.config import IngestConfig
     from hibug_core.ingest.images import OUTSIDE_ROOTS
-    from hibug_core.ingest.manifest import load_uploaded_manifest
+    from hibug_core.tasks import load_uploaded_manifest
 
     policy, tmp_path = server
     data = tmp_path / "data"

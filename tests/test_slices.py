@@ -174,7 +174,7 @@ def test_each_bug_type_from_its_evidence():
     train[:50] = True
     evidence = diagnose([spurious], [train], labels, predictions, errors)
     assert evidence.at[0, "bug_type"] == "spurious correlation"
-    assert evidence.at[0, "reason"] == "90% of its images are predicted 'dog', though most are 'cat'"
+    assert evidence.at[0, "reason"] == "90% of it is predicted 'dog', though most of it is 'cat'"
     labels2 = np.array(["cat"] * 20)
     predictions2 = np.array(["cat", "dog", "cow", "cat"] * 5)
     errors2 = (labels2 != predictions2).astype(float)
@@ -187,8 +187,8 @@ def test_each_bug_type_from_its_evidence():
     common_train[:400] = True
     types = diagnose([some, some, some], [rare_train, shifted_train, common_train], labels2, predictions2, errors2)
     assert types["bug_type"].tolist() == ["rare case", "distribution shift", "hard case"]
-    assert types.at[0, "reason"] == "3 training images (0.30% of training, under 1%)"
-    assert types.at[1, "reason"] == "40.0% of evaluation images but 10.0% of training images"
+    assert types.at[0, "reason"] == "3 in training (0.30% of training, under 1%)"
+    assert types.at[1, "reason"] == "40.0% of evaluation but 10.0% of training"
     assert diagnose([some], None, labels2, predictions2, errors2).at[0, "bug_type"] == "hard case"
     assert DiagnosisConfig().alpha == 0.8
 
@@ -286,7 +286,7 @@ def test_llm_predictions_are_validated_and_checked(demo_with_true_tags):
 def test_two_models_compared_on_the_same_slices(tmp_path):
     from PIL import Image
 
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
     from hibug_core.slices.compare import compare_models
     from hibug_core.store import tag_store
     from hibug_core.store.project import Project

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from hibug_core.errors import ProjectError
-from hibug_core.ingest import load_manifest
+from hibug_core.tasks import load_manifest
 from hibug_core.store.db import write_transaction
 from hibug_core.store.migrations import LATEST_VERSION, applied_versions
 from hibug_core.store.project import Project

@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from hibug_core.attributes import Attribute, AttributeSchema
-from hibug_core.ingest import load_manifest
+from hibug_core.tasks import load_manifest
 from hibug_core.jobs.store import JobBusyError, create_job
 from hibug_core.review.board import StaleReviewError, add_comment, comments, ensure_review, members, update_review
 from hibug_core.review.views import save_view, saved_views
@@ -103,7 +103,7 @@ def test_concurrent_writers_one_wins_each_version_and_no_comment_is_lost(project
 def test_objects_import_and_read_the_same_on_both_stores(store_url, tmp_path):
     from test_objects import _tide_case, _write
 
-    from hibug_core.objects.importer import load_coco
+    from hibug_core.tasks import load_coco
 
     truth_file, results = _write(tmp_path / "data", *(_tide_case()[:1]), {"m": _tide_case()[1]})
     made = Project.create(tmp_path / "objects", db_url=store_url)

@@ -17,6 +17,7 @@ from hibug_core.attributes.measured import COLOUR_NAMES
 from hibug_core.tagging.measured import PIXEL_MEASURES, colour_names, measure_pixels
 from hibug_core.tagging.run import current_tags, project_tag_quality, tag_project, teach
 from hibug_core.tagging.zero_shot import tag_classifier, text_embeddings, zero_shot_tags
+from hibug_core.tasks import task_of
 
 COLOR = Attribute(name="color", tags=("red", "green", "blue"), templates=("a {tag} {label}", "{tag} paint"))
 
@@ -132,7 +133,8 @@ def test_colour_names_of_typical_pixels():
 
 
 def test_measured_tags_find_the_colour_of_the_subject(colour_project):
-    tag_project(colour_project, attributes=["dominant colour", "brightness", "aspect ratio", "resolution"])
+    tag_project(colour_project, attributes=["dominant colour", "brightness", "aspect ratio", "resolution"],
+                views=task_of(colour_project).views)
     tags = current_tags(colour_project).tags
     assert list(tags["dominant colour"].astype(str)) == ["red", "green", "blue"] * 4
     assert set(tags["brightness"].astype(str)) == {"bright"}
@@ -143,10 +145,10 @@ def test_measured_tags_find_the_colour_of_the_subject(colour_project):
 
 # ----- corrections ----------------------------------------------------------------------------------------
 def test_corrections_override_model_tags_and_survive_re_tagging(colour_project):
-    tag_project(colour_project, attributes=["dominant colour"])
+    tag_project(colour_project, attributes=["dominant colour"], views=task_of(colour_project).views)
     first = int(colour_project.samples().index[0])
     tag_store.correct_tags(colour_project, "dominant colour", [first], "pink", author="ana")
-    tag_project(colour_project, attributes=["dominant colour"])
+    tag_project(colour_project, attributes=["dominant colour"], views=task_of(colour_project).views)
     table = current_tags(colour_project)
     assert table.tags.at[first, "dominant colour"] == "pink" and table.corrected.at[first, "dominant colour"]
     assert current_tags(colour_project, with_corrections=False).tags.at[first, "dominant colour"] == "red"
@@ -157,7 +159,7 @@ def test_corrections_override_model_tags_and_survive_re_tagging(colour_project):
 
 
 def test_tags_from_an_older_schema_stay_readable(colour_project):
-    tag_project(colour_project, attributes=["dominant colour"])
+    tag_project(colour_project, attributes=["dominant colour"], views=task_of(colour_project).views)
     schema = load_schema(colour_project)
     fewer = schema["dominant colour"].model_copy(update={"tags": ("black", "white")})
     save_schema(colour_project, schema.replace(fewer))
@@ -178,7 +180,8 @@ def test_tiny_models_run_the_real_code_paths(colour_project, spec, tmp_path, mon
     again = embed_project(colour_project, encoder)
     assert colour_project.arrays.names(f"embeddings/{encoder.key}/") == parts, "cached images are not re-encoded"
     assert np.array_equal(again.embedding, first.embedding)
-    run_ids = tag_project(colour_project, encoder=spec, attributes=["color", "is round"])
+    run_ids = tag_project(colour_project, encoder=spec, attributes=["color", "is round"],
+                          views=task_of(colour_project).views)
     result = tag_store.load_run(colour_project, run_ids[0])
     assert result.tag_index.shape == (12, 2) and (result.tag_index >= 0).all()
     assert ((result.score > 0) & (result.score <= 1)).all() and (result.margin >= 0).all()

@@ -7,6 +7,7 @@ import pytest
 
 from hibug_core.store.project import Project
 from hibug_core.tagging.run import project_tag_quality, tag_project, teach
+from hibug_core.tasks import task_of
 
 SHAPE_WORLD = ["shape", "color", "size", "horizontal position", "vertical position"]
 # Measured on 300 validation images; examples: the first 10 training images of every tag.
@@ -35,7 +36,7 @@ def demo_copy(demo_project, tmp_path_factory):
 @pytest.mark.slow
 def test_offline_backends_on_the_demo(demo_copy):
     project, validation, examples = demo_copy
-    tag_project(project, encoder="conse", sample_ids=validation)
+    tag_project(project, encoder="conse", sample_ids=validation, views=task_of(project).views)
     zero_shot = project_tag_quality(project, mapping={"dominant colour": "color"}, sample_ids=validation)
     reports = {a: teach(project, a, examples[a], encoder="conse", sample_ids=validation)[1] for a in SHAPE_WORLD}
     taught = project_tag_quality(project, sample_ids=validation)

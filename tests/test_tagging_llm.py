@@ -11,6 +11,7 @@ from hibug_core.llm.client import LLMConfig
 from hibug_core.store import tag_store
 from hibug_core.tagging.mllm import tag_with_llm
 from hibug_core.tagging.run import current_tags, project_tag_quality
+from hibug_core.tasks import task_of
 
 FAST = dict(model="fake-vision", timeout_s=1.0, transport_retries=0, concurrency=3, abort_after=2)
 
@@ -21,7 +22,7 @@ def config(server, **overrides) -> LLMConfig:
 
 def test_one_request_per_image_returns_every_attribute(colour_project):
     with FakeOpenAIServer() as server:
-        run_id = tag_with_llm(colour_project, config(server))
+        run_id = tag_with_llm(colour_project, config(server), views=task_of(colour_project).views)
     assert len(server.requests) == 12
     assert server.max_in_flight <= 3
     request = server.requests[0]
@@ -36,7 +37,7 @@ def test_one_request_per_image_returns_every_attribute(colour_project):
 
 def test_invalid_replies_are_retried_with_the_reason(colour_project):
     with FakeOpenAIServer(mode="flaky") as server:
-        tag_with_llm(colour_project, config(server))
+        tag_with_llm(colour_project, config(server), views=task_of(colour_project).views)
     assert len(server.requests) == 24
     follow_up = server.requests[-1]["messages"][-1]["content"]
     assert "could not be used" in follow_up and "not JSON" in follow_up
@@ -45,12 +46,12 @@ def test_invalid_replies_are_retried_with_the_reason(colour_project):
 
 def _tag_once_then(colour_project, mode: str, **overrides):
     with FakeOpenAIServer() as server:
-        tag_with_llm(colour_project, config(server))
+        tag_with_llm(colour_project, config(server), views=task_of(colour_project).views)
     before = current_tags(colour_project).tags.copy()
     runs_before = len(tag_store.runs(colour_project))
     with FakeOpenAIServer(mode=mode) as server:
         with pytest.raises(TaggingError) as raised:
-            tag_with_llm(colour_project, config(server, **overrides), resume=False)
+            tag_with_llm(colour_project, config(server, **overrides), resume=False, views=task_of(colour_project).views)
     after = current_tags(colour_project).tags
     assert after.equals(before), "tags stored before a failed run must stay in force"
     runs = tag_store.runs(colour_project)
@@ -84,7 +85,8 @@ def test_unreachable_server(colour_project):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     with pytest.raises(TaggingError, match="could not reach fake-vision at http://127.0.0.1"):
-        tag_with_llm(colour_project, LLMConfig(base_url=f"http://127.0.0.1:{port}/v1", **FAST))
+        tag_with_llm(colour_project, LLMConfig(base_url=f"http://127.0.0.1:{port}/v1", **FAST),
+                     views=task_of(colour_project).views)
     assert tag_store.runs(colour_project)["status"].tolist() == ["failed"]
 
 
@@ -92,10 +94,10 @@ def test_a_stopped_run_resumes_where_it_ended(colour_project):
     with FakeOpenAIServer(delay_s=0.05) as server:
         server.fail_after = 5
         with pytest.raises(TaggingError, match="answered HTTP 500"):
-            tag_with_llm(colour_project, config(server, concurrency=1))
+            tag_with_llm(colour_project, config(server, concurrency=1), views=task_of(colour_project).views)
     first_run = int(tag_store.runs(colour_project)["id"].iat[-1])
     with FakeOpenAIServer() as server:
-        run_id = tag_with_llm(colour_project, config(server))
+        run_id = tag_with_llm(colour_project, config(server), views=task_of(colour_project).views)
     assert run_id == first_run
     assert len(server.requests) == 12 - 5, "answered images are not asked again"
     assert list(current_tags(colour_project).tags["color"].astype(str)) == ["red", "green", "blue"] * 4
@@ -106,4 +108,4 @@ def test_no_key_and_no_server_is_a_clear_message(colour_project, monkeypatch):
     from hibug_core.errors import ModelLoadError
 
     with pytest.raises(ModelLoadError, match="no API key: set OPENAI_API_KEY"):
-        tag_with_llm(colour_project, LLMConfig())
+        tag_with_llm(colour_project, LLMConfig(), views=task_of(colour_project).views)

@@ -54,12 +54,8 @@ Propose visual attributes in three groups: "main object" (properties of the obje
 - {focus}
 Give one or two CLIP prompt templates per attribute with {{tag}} and {{label}} placeholders."""
 
-FOCUS = {
-    "classification": "include attributes that blur the boundary between two similar classes, since those are "
-                      "where the model is likely to fail",
-    "detection": "include attributes of hard instances: occlusion, small size, truncation by the image border, crowds",
-    "pose": "include attributes of hard instances: occlusion, truncation, unusual poses, small people, crowds",
-}
+DEFAULT_FOCUS = ("include attributes that blur the boundary between two similar classes, since those are where the "
+                 "model is likely to fail")  # a classifier's; each task states its own (hibug_core.tasks)
 
 FORMAT = """Answer with one JSON object: {"attributes": [{"name": ..., "group": "main object" | "background" | "global",
 "kind": "binary" | "descriptive", "tags": [...], "templates": [...], "reason": ...}]}."""
@@ -141,15 +137,15 @@ def ask_structured(client, config: LLMConfig, messages: list[dict]) -> tuple[Pro
 
 
 def propose_with_llm(task: str, classes: list[str], config: LLMConfig, *, method: str = "hibug2",
-                     task_type: str = "classification", api_key: str | None = None,
+                     focus: str = DEFAULT_FOCUS, api_key: str | None = None,
                      self_check: bool = True) -> ProposalResult:
-    """Attributes for `task` from a language model, repaired and self-checked. Raises ProposalError, storing nothing,
-    when no usable attribute comes back."""
+    """Attributes for `task` from a language model told what to look for (`focus`), repaired and self-checked. Raises
+    ProposalError, storing nothing, when no usable attribute comes back."""
     if method not in ("hibug", "hibug2"):
         raise ValueError("method is 'hibug' or 'hibug2'")
     client = make_client(config, api_key)
     prompt = (HIBUG_PROMPT if method == "hibug" else HIBUG2_PROMPT).format(
-        task=task, classes=", ".join(classes) or "unknown", focus=FOCUS.get(task_type, FOCUS["classification"]))
+        task=task, classes=", ".join(classes) or "unknown", focus=focus)
     proposal, problem = ask_structured(client, config, [{"role": "user", "content": f"{prompt}\n{FORMAT}"}])
     if proposal is None:
         raise ProposalError(f"{config.describe()} gave no usable attributes after {config.attempts} attempts: {problem}")
@@ -173,25 +169,25 @@ def propose_with_llm(task: str, classes: list[str], config: LLMConfig, *, method
     return ProposalResult(AttributeSchema(attributes=tuple(attributes), task=task), notes, method)
 
 
-def propose_for_project(project, op, *, model: str | None = None, api_key: str | None = None) -> ProposalResult:
-    """A proposal for a project (a ProposeAttributes operation): the language model's, or the built-in library's
-    entry for the task (chosen from the task and the model's classes unless named) plus the measured attributes.
-    Nothing is stored; the caller saves it as a version."""
+def propose_for_project(project, op, *, task, model: str | None = None, api_key: str | None = None
+                        ) -> ProposalResult:
+    """A proposal for a project (a ProposeAttributes operation) of `task` (its Task: hibug_core.tasks.task_of): the
+    language model's, told the task's focus, or the built-in library's entry (the task's own, else chosen from the
+    words and the model's classes unless named) plus the measured attributes. Nothing is stored; the caller saves it
+    as a version."""
     from hibug_core.attributes.library import choose_task_type, library_schema
 
     models = project.models()
     model = model or (models[0] if models else None)
     classes = (project.model_classes(model) if model else None) or []
-    task_type = project.task  # objects: the detection or pose prompts and library, whatever the task's words
-    if task_type != "classification" and not classes:
+    if not classes:  # imported outputs that name no class list: the classes the labels use
         classes = sorted(set(project.samples()["label"].dropna()) - set(RESERVED_NAMES))
-    task = (op.task or "").strip() or project.name
+    words = (op.task or "").strip() or project.name
     if op.llm:
         config = op.llm_config()
-        result = propose_with_llm(task, classes, config, method=op.method, task_type=task_type, api_key=api_key)
-        for_objects = f", {task_type}" if task_type != "classification" else ""
-        result.source = f"{config.model} ({op.method} flow{for_objects})"
+        result = propose_with_llm(words, classes, config, method=op.method, focus=task.focus, api_key=api_key)
+        result.source = f"{config.model} ({op.method} flow{f', {task.name}' if task.library else ''})"
         return result
-    kind = op.library or (task_type if task_type != "classification" else choose_task_type(task, classes))
-    return ProposalResult(library_schema(task, classes, kind), [], "library",
+    kind = op.library or task.library or choose_task_type(words, classes)
+    return ProposalResult(library_schema(words, classes, kind), [], "library",
                           f"the built-in '{kind}' library (no language model)")

@@ -19,13 +19,14 @@ from hibug_core.demo.detection import (DETECTOR_NAME, SIZES, DetectionDemoConfig
 from hibug_core.demo.detector import DetectorConfig, detect, train_detector
 from hibug_core.demo.scenes import SCENE_COLOURS, SCENE_SHAPES, render_scenes
 from hibug_core.objects.geometry import geometry_attributes
-from hibug_core.objects.importer import load_coco
+from hibug_core.tasks import load_coco
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.slices.report import error_slices
 from hibug_core.slices.search import CLASS
 from hibug_core.store.attribute_versions import save_schema
 from hibug_core.store.project import Project
 from hibug_core.tagging.run import tag_project
+from hibug_core.tasks import task_of
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +120,8 @@ def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
     try:
         schema = AttributeSchema(attributes=(*measured_attributes(), *geometry_attributes()), task="detect shapes")
         save_schema(project, schema, author="benchmark")
-        tag_project(project, attributes=["dominant colour"], progress=progress)  # measured on each object's crop
+        tag_project(project, views=task_of(project).views, attributes=["dominant colour"],
+                    progress=progress)  # measured on each object's crop
         rows = []
         for tagger, attributes in TAGGERS.items():
             report = error_slices(project, DETECTOR_NAME, split="val", attributes=attributes,

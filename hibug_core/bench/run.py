@@ -29,6 +29,7 @@ from hibug_core.store.arrays import ArrayStore
 from hibug_core.store.attribute_versions import save_schema
 from hibug_core.attributes.measured import measured_attributes
 from hibug_core.tagging.run import tag_project, teach
+from hibug_core.tasks import task_of
 
 logger = logging.getLogger(__name__)
 
@@ -93,11 +94,11 @@ def _tag(project, tagger: str, schema: AttributeSchema, config: BenchConfig,
     save_schema(project, schema, author="hibug bench", note=f"benchmark tag source '{tagger}'")
     if tagger == "taught":
         measured = [a.name for a in schema.enabled() if a.source == "measured"]
-        tag_project(project, encoder=config.encoder, attributes=measured)
+        tag_project(project, views=task_of(project).views, encoder=config.encoder, attributes=measured)
         for attribute, chosen in examples.items():
             teach(project, attribute, chosen, encoder=config.encoder, author="hibug bench")
     else:
-        tag_project(project, encoder=config.encoder)
+        tag_project(project, views=task_of(project).views, encoder=config.encoder)
 
 
 def teaching_examples(project, world: ShapeWorld, config: BenchConfig, seed: int) -> dict[str, dict[int, str]]:

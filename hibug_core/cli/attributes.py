@@ -45,8 +45,10 @@ def cmd_attributes(args) -> int:
         base = latest_version(project)
         if args.action == "propose":
             from hibug_core.attributes.propose import propose_for_project
+            from hibug_core.tasks import task_of
 
-            result = propose_for_project(project, operation_from_args(ProposeAttributes, args))
+            result = propose_for_project(project, operation_from_args(ProposeAttributes, args),
+                                         task=task_of(project))
             for note in result.notes:
                 print(f"  note: {note}")
             version = save_schema(project, result.schema, note=f"proposed by {result.source}", base_version=base)

@@ -51,6 +51,8 @@ def add_operation_options(parser: argparse.ArgumentParser, op: type[Operation]) 
                 options.update(action="append", type=kind)
             else:
                 options.update(nargs="+", type=kind)
+        elif cli.parse is not None:
+            options["type"] = cli.parse
         elif kind in (int, float):
             options["type"] = kind
         if cli.positional:

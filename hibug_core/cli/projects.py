@@ -42,7 +42,7 @@ def _new_with_name(parser) -> None:
 
 
 def cmd_new(args) -> int:
-    from hibug_core.ingest import load_manifest
+    from hibug_core.tasks import load_manifest
     from hibug_core.ingest.image_folder import load_image_folder
     from hibug_core.store.project import Project
 
@@ -81,7 +81,7 @@ def cmd_new(args) -> int:
 
 
 def _load_coco(args, report):
-    from hibug_core.objects.importer import load_coco
+    from hibug_core.tasks import load_coco
     from hibug_core.objects.matching import MatchConfig
 
     if not args.results:
@@ -170,25 +170,22 @@ def cmd_serve(args) -> int:
 
 
 def _demo_arguments(parser) -> None:
-    parser.add_argument("--task", choices=("classification", "detection"), default="classification",
-                        help="classification: easy-vqa shapes and a CNN (default); detection: scenes of shapes and a "
-                        "detector (FCOS), one sample per object")
-    parser.add_argument("--dir", help="folder of the demo project (default: ./hibug-demo, or ./hibug-detection-demo "
-                        "for --task detection)")
+    from hibug_core.demo import DEMO_FOLDERS, DEMOS
+
+    parser.add_argument("--task", choices=DEMOS.names(), default=DEMOS.names()[0], help=DEMOS.help_text())
+    parser.add_argument("--dir", help="folder of the demo project (default: " + ", ".join(
+        f"./{folder} for {task}" for task, folder in DEMO_FOLDERS.items()) + ")")
     parser.add_argument("--build-only", action="store_true", help="build the demo project, do not serve it")
     _address_arguments(parser)
 
 
 def cmd_demo(args) -> int:
-    from hibug_core.demo import DemoConfig, ensure_demo
-    from hibug_core.demo.detection import DetectionDemoConfig, ensure_detection_demo
+    from hibug_core.demo import DEMO_FOLDERS, DEMOS
 
-    detection = args.task == "detection"
-    args.dir = args.dir or ("hibug-detection-demo" if detection else "hibug-demo")
+    args.dir = args.dir or DEMO_FOLDERS[args.task]
     report, close = progress_bar()
     try:
-        project = (ensure_detection_demo(args.dir, DetectionDemoConfig(), progress=report) if detection
-                   else ensure_demo(args.dir, DemoConfig(), progress=report))
+        project = DEMOS.build(args.task, folder=args.dir, progress=report)
     finally:
         close()
     print(f"demo project ready in {project.folder}")

@@ -8,15 +8,16 @@ from hibug_core.operations import FailureSearch, Generate, Repair, Select
 
 def cmd_select(args) -> int:
     from hibug_core.cli.options import operation_from_args
-    from hibug_core.repair.selection import export_selection, select_pool
+    from hibug_core.repair.selection import export_selection
     from hibug_core.slices.report import error_slices
     from hibug_core.slices.search import SliceConfig
     from hibug_core.store.project import Project
+    from hibug_core.tasks import task_of
 
     op = operation_from_args(Select, args)
     with Project.open(args.project) as project:
         report = error_slices(project, op.model, split=op.split, config=SliceConfig(by_class=op.by_class))
-        chosen = select_pool(report, op.selection_config(), project=project)
+        chosen = task_of(project).select_pool(report, op.selection_config(), project=project)
     print(f"{len(chosen)} pool images selected by {op.method} (budget {chosen.attrs['budget']}, "
           f"unspent {chosen.attrs['unspent']})")
     print(chosen["slice"].fillna("(no slice)").value_counts().head(op.top).to_string())
@@ -31,13 +32,14 @@ def cmd_repair(args) -> int:
     from hibug_core.repair.loop import run_repair
     from hibug_core.repair.selection import export_selection
     from hibug_core.store.project import Project
+    from hibug_core.tasks import task_of
 
     op = operation_from_args(Repair, args)
     config = op.repair_config()
     with Project.open(args.project) as project:
         report, close = progress_bar()
         try:
-            result = run_repair(project, config, progress=report)
+            result = run_repair(project, config, task=task_of(project), progress=report)
         finally:
             close()
     if op.export:

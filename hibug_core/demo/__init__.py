@@ -1,4 +1,27 @@
-"""The bundled demo: easy-vqa shape images with known attributes and a CNN with planted bugs."""
-from hibug_core.demo.build import DemoConfig, build_demo, ensure_demo
+"""The bundled demos, one per task: easy-vqa shapes with a CNN (classification) and scenes of shapes with a detector
+(detection), each with planted bugs."""
+from __future__ import annotations
 
-__all__ = ["DemoConfig", "build_demo", "ensure_demo"]
+from pathlib import Path
+
+from hibug_core.demo.build import DemoConfig, build_demo, ensure_demo
+from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.registry import Registry
+
+DEMOS = Registry("demo")  # name: the task it shows; build(folder, progress) opens it, building it first if needed
+DEMO_FOLDERS = {"classification": "hibug-demo", "detection": "hibug-detection-demo"}  # default folders
+
+
+@DEMOS.register("classification", "easy-vqa shapes and a CNN (default)")
+def _classification(folder: str | Path, progress: ProgressCallback = no_progress):
+    return ensure_demo(folder, DemoConfig(), progress=progress)
+
+
+@DEMOS.register("detection", "scenes of shapes and a detector (FCOS), one sample per object")
+def _detection(folder: str | Path, progress: ProgressCallback = no_progress):
+    from hibug_core.demo.detection import DetectionDemoConfig, ensure_detection_demo
+
+    return ensure_detection_demo(folder, DetectionDemoConfig(), progress=progress)
+
+
+__all__ = ["DEMOS", "DEMO_FOLDERS", "DemoConfig", "build_demo", "ensure_demo"]

@@ -16,7 +16,7 @@ from hibug_core.demo.attributes import demo_attribute_schema
 from hibug_core.demo.easyvqa import ATTRIBUTES, SHAPES, load_shape_world
 from hibug_core.demo.shapes_model import TrainConfig, load_checkpoint, save_checkpoint, train_shape_cnn
 from hibug_core.errors import ProjectError
-from hibug_core.ingest import load_manifest
+from hibug_core.tasks import load_manifest
 from hibug_core.models.predict import predict_project
 from hibug_core.models.registry import load_model
 from hibug_core.progress import ProgressCallback, no_progress

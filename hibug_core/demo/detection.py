@@ -19,7 +19,7 @@ from hibug_core.repair.generators import COLOURS
 from hibug_core.errors import ProjectError
 from hibug_core.objects.detectors import POOL_LABELS_META, RecordedDetector, record_detector
 from hibug_core.objects.geometry import geometry_attributes
-from hibug_core.objects.importer import load_coco
+from hibug_core.tasks import load_coco
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.store.attribute_versions import save_schema
 from hibug_core.store.project import DB_FILE, Project

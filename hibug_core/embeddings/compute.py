@@ -188,10 +188,10 @@ def stored_embeddings(project, encoder: str, sample_ids=None, *, crops: bool = T
 
 
 def encoder_views(project, samples: pd.DataFrame, crops: bool) -> pd.DataFrame:
-    """The samples as an encoder sees them: object samples as their crops when `crops` (hibug_core.objects.views)."""
-    if not crops or project.task == "classification":
-        return samples
-    return object_views(samples, project.objects())
+    """The samples as an encoder sees them: a sample with a box as its crop when `crops` (hibug_core.objects.views),
+    any other as its image."""
+    objects = project.objects() if crops else None
+    return object_views(samples, objects) if objects is not None and len(objects) else samples
 
 
 def _from_cache(cache: ContentCache, spec: str, samples: pd.DataFrame) -> EmbeddingSet:

@@ -13,7 +13,6 @@ import pandas as pd
 from hibug_core.config import IngestConfig
 from hibug_core.errors import Issues, ManifestError, RowIssue
 from hibug_core.ingest.images import inspect_images
-from hibug_core.ingest.table import read_table
 from hibug_core.progress import ProgressCallback, no_progress
 
 DEFAULT_MODEL = "model"
@@ -65,7 +64,8 @@ class ValidatedManifest:
     ignored_columns: list[str]
     key_column: str = "image"
     objects: pd.DataFrame | None = None  # objects only (hibug_core.objects): image_key, object_kind, owner, box_*
-    object_evaluations: dict = field(default_factory=dict)  # model -> hibug_core.objects.importer.ObjectEvaluation
+    object_evaluations: dict = field(default_factory=dict)  # model -> hibug_core.tasks.object_import.ObjectEvaluation
+    task: str = field(kw_only=True)  # the task whose validator made it (hibug_core.tasks), stored at the first import
 
     @property
     def n_rows(self) -> int:
@@ -203,13 +203,8 @@ def validate_manifest(
     config: IngestConfig = IngestConfig(),
     progress: ProgressCallback = no_progress,
 ) -> ValidatedManifest:
-    """Check every row and column of a manifest table; raise ManifestError listing every problem found. A manifest of
-    objects (with 'box' or 'pred_box' columns) is checked and matched by hibug_core.objects.manifest."""
-    from hibug_core.objects.manifest import is_object_manifest, validate_object_manifest
-
-    if is_object_manifest(list(frame.columns)):
-        return validate_object_manifest(frame, source=source, base_dir=base_dir, default_model=default_model,
-                                        config=config, progress=progress)
+    """Check every row and column of a manifest of images (classification); raise ManifestError listing every problem
+    found. Which task reads a manifest is decided by hibug_core.tasks.importing."""
     plan, structural = plan_columns(list(frame.columns), default_model, config.require_model)
     if plan is None:
         raise ManifestError(source, structural)
@@ -338,28 +333,4 @@ def validate_manifest(
         "height": np.array([i.height for i in info], dtype=np.int64)[image_codes],
     })
     known_tags = {name: _none_where_empty(frame[column]).tolist() for name, column in plan.attributes.items()}
-    return ValidatedManifest(source, samples, models, known_tags, plan.ignored, keys_column)
-
-
-def load_uploaded_manifest(data: bytes, name: str, base_dir: str | Path, *, default_model: str = DEFAULT_MODEL,
-                           config: IngestConfig = IngestConfig(),
-                           progress: ProgressCallback = no_progress) -> ValidatedManifest:
-    """A manifest that arrived as bytes (a browser upload); its image paths are relative to `base_dir`."""
-    import tempfile
-
-    suffix = Path(name).suffix.lower() or ".csv"
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / f"manifest{suffix}"
-        path.write_bytes(data)
-        frame = read_table(path)
-    return validate_manifest(frame, source=name, base_dir=Path(base_dir).resolve(), default_model=default_model,
-                             config=config, progress=progress)
-
-
-def load_manifest(path: str | Path, *, default_model: str = DEFAULT_MODEL, config: IngestConfig = IngestConfig(),
-                  progress: ProgressCallback = no_progress) -> ValidatedManifest:
-    """Read and validate a CSV or Parquet manifest; image paths are relative to the manifest's folder."""
-    path = Path(path).resolve()
-    frame = read_table(path)
-    return validate_manifest(frame, source=str(path), base_dir=path.parent, default_model=default_model,
-                             config=config, progress=progress)
+    return ValidatedManifest(source, samples, models, known_tags, plan.ignored, keys_column, task="classification")

@@ -52,18 +52,19 @@ def tag(project, op: Tag, progress, author: str | None = None) -> dict:
     """Zero-shot and measured tags with the encoder, or a multimodal LLM (the key comes from the worker's environment,
     never from the operation)."""
     from hibug_core.tagging.sources import run_digest
+    from hibug_core.tasks import task_of
 
-    ids = project.split_ids(op.splits)
+    ids, views = project.split_ids(op.splits), task_of(project).views
     if op.llm:
         from hibug_core.tagging.mllm import tag_with_llm
 
-        runs = [tag_with_llm(project, op.llm_config(), attributes=op.attributes, sample_ids=ids, progress=progress,
-                             author=author)]
+        runs = [tag_with_llm(project, op.llm_config(), views=views, attributes=op.attributes, sample_ids=ids,
+                             progress=progress, author=author)]
     else:
         from hibug_core.tagging.run import tag_project
 
-        runs = tag_project(project, encoder=op.encoder, attributes=op.attributes, model=op.model, sample_ids=ids,
-                           progress=progress, author=author)
+        runs = tag_project(project, views=views, encoder=op.encoder, attributes=op.attributes, model=op.model,
+                           sample_ids=ids, progress=progress, author=author)
     return {"runs": runs,
             "summary": f"Tagging run(s) {', '.join(f'#{r}' for r in runs)} stored. {run_digest(project, runs)}"}
 
@@ -97,7 +98,9 @@ def embedding_map(project, op: EmbeddingMap, progress, author: str | None = None
 def predict(project, op: Predict, progress, author: str | None = None) -> dict:
     from hibug_core.embeddings.compute import EmbedConfig
     from hibug_core.models.predict import predict_project
+    from hibug_core.tasks import task_of
 
+    task_of(project).capabilities.check("predict", task_of(project).nouns)
     done = predict_project(project, op.model, name=op.name, splits=op.splits, progress=progress, author=author,
                            config=EmbedConfig(batch_size=op.batch_size, workers=op.workers),
                            ray=op.ray_options(op.batch_size) if op.ray else None)
@@ -112,7 +115,9 @@ def generate(project, op: Generate, progress, author: str | None = None) -> dict
     from hibug_core.repair.generated import generate_for_prompts
     from hibug_core.repair.generators import load_generator
     from hibug_core.repair.prompts import build_prompts
+    from hibug_core.tasks import task_of
 
+    task_of(project).capabilities.check("generate", task_of(project).nouns)
     if op.prompt_rows:
         prompts = pd.DataFrame(op.prompt_rows)
     else:
@@ -129,8 +134,9 @@ def generate(project, op: Generate, progress, author: str | None = None) -> dict
 @job_kind(Repair)
 def repair(project, op: Repair, progress, author: str | None = None) -> dict:
     from hibug_core.repair.loop import run_repair
+    from hibug_core.tasks import task_of
 
-    result = run_repair(project, op.repair_config(), author=author, progress=progress)
+    result = run_repair(project, op.repair_config(), task=task_of(project), author=author, progress=progress)
     return {"run": result.run_id, "models": len(result.runs), "summary": result.verdict()}
 
 

@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass, replace
 
 from hibug_core.access import check_spec, check_url
-from hibug_core.errors import HibugError, ModelLoadError
+from hibug_core.errors import ModelLoadError
+from hibug_core.llm.errors import LLMAnswerError, LLMUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -107,21 +108,6 @@ def parse_json_reply(content: str | None) -> dict:
     if not isinstance(value, dict):
         raise ValueError(f"the reply is JSON but not an object: {text[:80]!r}")
     return value
-
-
-class LLMUnavailable(ModelLoadError):
-    """The server could not be reached, refused the key, or does not serve the model: asking again will not help."""
-
-
-class LLMAnswerError(HibugError, ValueError):
-    """No usable answer after every attempt; `problem` says what was wrong with the last one."""
-
-    def __init__(self, config: LLMConfig, problem: str):
-        if len(problem) > 300:  # a runaway reply is not echoed whole into logs, runs and pages
-            problem = f"{problem[:300]}... ({len(problem):,} characters)"
-        self.problem = problem
-        super().__init__(f"no valid answer from {config.describe()} after {config.attempts} attempts; last problem: "
-                         f"{problem}")
 
 
 _KEY_LIKE = re.compile(r"\b(sk|key|api)[-_][A-Za-z0-9*_\-]{6,}", re.IGNORECASE)

@@ -105,7 +105,7 @@ class VisionLanguageModel:
                 for request, reply in zip(batch, self._generate(batch)):
                     request.reply = reply
             except Exception as error:  # noqa: BLE001 (every request of the batch learns why, then the worker goes on)
-                from hibug_core.llm.client import LLMUnavailable
+                from hibug_core.llm.errors import LLMUnavailable
 
                 failure = LLMUnavailable(f"{self.spec} failed to answer in process ({type(error).__name__}: "
                                          f"{str(error).splitlines()[0][:200] if str(error) else ''})")
@@ -143,7 +143,7 @@ def _loaded_vlm(source: str, device: str) -> VisionLanguageModel:
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from hibug_core.embeddings.hub import offline_unless_reachable
-    from hibug_core.llm.client import LLMUnavailable
+    from hibug_core.llm.errors import LLMUnavailable
 
     spec = PREFIX + source
     folder = Path(source).expanduser()

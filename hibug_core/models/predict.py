@@ -80,11 +80,8 @@ def predict_project(project, spec: str | ModelAdapter, *, name: str | None = Non
     whose outputs an earlier run stored are not run again, so a killed or cancelled run resumes where it stopped.
     ray: RayOptions to run it as Ray Data batch inference on a cluster (each actor loads the model from its spec,
     resolved under the project folder), into the same cache."""
-    # 1. Check inputs: a project of images, the model loads, its classes match the labels, the name is free.
-    if project.task != "classification":
-        raise PredictError(f"this project's samples are objects ({project.task}); running a detector inside hibug "
-                           "is not built yet: import its results as a COCO results file (hibug new --coco ... "
-                           "--results NAME=results.json)")
+    # 1. Check inputs (the caller checked the task can predict): the model loads, its classes match the labels, the
+    # name is free.
     adapter = load_model(spec) if isinstance(spec, str) else spec
     name = (name or default_name(adapter.spec)).strip()
     if not name:

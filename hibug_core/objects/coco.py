@@ -14,6 +14,8 @@ from hibug_core.errors import Issues, ManifestError, RowIssue
 BACKGROUND = "(background)"  # the label of a false positive: no object of any class is there
 MISSED = "(missed)"  # the prediction of a ground-truth object no detection found
 RESERVED_NAMES = (BACKGROUND, MISSED)
+OBJECT_KIND, DETECTION_KIND = "object", "detection"  # a ground-truth object; a detection that found none
+UNLABELLED = "unlabelled"  # the outcome of a detection in images nobody has annotated yet (a pool)
 MAX_ISSUES = 200
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hibug_core.objects.importer import UNLABELLED
+from hibug_core.objects.coco import UNLABELLED
 from hibug_core.thumbnails import THUMBS_DIR
 
 TRUE_BOX = (37, 99, 235)  # blue: where the object is

@@ -317,3 +317,31 @@ def _outcomes(ground_truth: CocoGroundTruth, results: CocoResults, matched: dict
                                    "object": det_object, "nearest_label": nearest_label},
                                   index=pd.Index(np.arange(n_det), name="record"))
     return objects_out, detections_out
+
+
+def known_objects(rows: pd.DataFrame, reported: float, overlap: float = 0.5) -> tuple[pd.DataFrame, np.ndarray]:
+    """The objects a model reports in an unlabelled image, and per detection the one it is: detections at or above
+    the `reported` confidence, merged greedily by score where they overlap at IoU `overlap` or more (class-agnostic,
+    as a duplicate in a labelled image goes with the object it duplicates); each detection goes with the object it
+    overlaps most at `overlap` or more, else stands alone."""
+    same = np.arange(len(rows))
+    boxes = rows[["x", "y", "w", "h"]].to_numpy(float)
+    scores = rows["score"].to_numpy(float)
+    kept = []
+    for _, members in pd.Series(np.arange(len(rows))).groupby(rows["image_id"].to_numpy()):
+        members = members.to_numpy()
+        confident = members[scores[members] >= reported]
+        confident = confident[np.argsort(-scores[confident], kind="stable")]
+        heads: list[int] = []
+        for row in confident:  # greedy by score: a head unless it repeats a stronger one
+            if not heads or box_iou(boxes[[row]], boxes[heads]).max() < overlap:
+                heads.append(int(row))
+        if not heads:
+            continue
+        kept += heads
+        overlaps = box_iou(boxes[members], boxes[heads])
+        best = overlaps.argmax(axis=1)
+        found = overlaps[np.arange(len(members)), best] >= overlap
+        same[members[found]] = np.asarray(heads)[best[found]]
+    objects = rows.iloc[sorted(kept)].assign(id=sorted(kept))[["id", "image_id", "x", "y", "w", "h"]]
+    return objects, same

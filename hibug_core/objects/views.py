@@ -3,6 +3,7 @@ image (background and global attributes). A crop is cached under its own key: im
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -32,9 +33,26 @@ def object_views(samples: pd.DataFrame, objects: pd.DataFrame, margin: float = C
     return views
 
 
-def whole_image_group(group: str) -> bool:
-    """Background and global attributes are judged on the whole image, main-object ones on the object's crop."""
-    return group != "main object"
+@dataclass(frozen=True)
+class SampleViews:
+    """What a tagger sees of a sample (a task decides it): the attribute groups judged on the sample's crop with a
+    context margin (the others on its whole image), and whether a multimodal model is shown the sample outlined on
+    its image."""
+
+    crop_groups: frozenset[str] = frozenset()
+    outlined: bool = False
+
+    def on_crop(self, group: str) -> bool:
+        return group in self.crop_groups
+
+    def split(self, attributes: list) -> dict[bool, list]:
+        """Attributes by where they are judged (True: on the crop), crops first, leaving out an empty side."""
+        sides = {crop: [a for a in attributes if self.on_crop(a.group) == crop] for crop in (True, False)}
+        return {crop: chosen for crop, chosen in sides.items() if chosen}
+
+
+WHOLE_IMAGE = SampleViews()  # every attribute on the whole image (a sample is an image)
+OBJECT_CROPS = SampleViews(frozenset({"main object"}), outlined=True)  # main-object attributes on the object's crop
 
 
 def crops_of(views: pd.DataFrame) -> list | None:

@@ -27,12 +27,7 @@ def generate_for_prompts(project, generator: Generator, prompts: pd.DataFrame, n
                          progress: ProgressCallback = no_progress) -> int:
     """Generate n_images over `prompts` (prompt_columns; split by weight), store them, and return the run id."""
     from hibug_core.ingest.manifest import validate_manifest
-    from hibug_core.repair.prompts import PromptError
 
-    if project.task != "classification":
-        raise PromptError("generated images come without boxes, so they cannot teach a detector: use the prompts to "
-                          "make and annotate images yourself (the Repair page's table, or `hibug generate --dry-run`),"
-                          " or repair with selected pool images")
     missing = [c for c in COLUMNS if c not in prompts.columns]
     if missing:
         raise ValueError(f"prompts need the columns {', '.join(missing)}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -12,10 +12,9 @@ import pandas as pd
 from hibug_core.errors import HibugError, check_fields
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.repair.compare import slice_changes
-from hibug_core.models.finetune import DecodedImages
-from hibug_core.repair.retrain import RetrainConfig, retrain
+from hibug_core.repair.retrain import RetrainConfig
 from hibug_core.repair.runs import finish_run, start_run
-from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, resolve_budget, select_pool
+from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, resolve_budget
 from hibug_core.slices.report import error_slices
 from hibug_core.slices.search import SliceConfig, TagMatrix, slice_id
 
@@ -44,7 +43,7 @@ class RepairConfig:
     slices: SliceConfig = field(default_factory=SliceConfig)
     top_slices: int = 10  # reported slices compared, besides the planted ones
     record_models: bool = True  # store each retrained model's predictions in the project
-    labels: str | None = None  # a detector's selected pool images: their COCO annotations (default: the project's)
+    labels: str | None = None  # an object model's selected pool images: their COCO annotations (default: the project's)
 
     def __post_init__(self):
         check_fields(self, {
@@ -77,92 +76,88 @@ def planted_definitions(project) -> list[tuple[tuple[str, str], ...]]:
     return [tuple(bug["slice"].items()) for bug in json.loads(demo).get("planted_bugs", [])]
 
 
-def _new_data(project, report, config: RepairConfig, method: str, seed: int, n_images: int | None):
-    if method == CONTROL:
-        return np.zeros(0, np.int64), None
-    if method == GENERATED:
-        samples = report.samples
-        ids = samples.index[samples["split"] == GENERATED].to_numpy()
-        if not len(ids):
-            raise RepairError("the project has no generated images yet; generate some first (Repair page or "
-                              "`hibug generate`)")
-        return ids, None
-    budget = n_images if n_images is not None else config.selection.budget
-    selection = select_pool(report, replace(config.selection, method=method, budget=budget, seed=seed),
-                            project=project)
-    return selection.index.to_numpy(), selection
+@dataclass
+class RoundResult:
+    """One retrained model's outcome: each held-out sample's outcome after, and what the run's table adds."""
+
+    after: np.ndarray  # bool per held-out sample, in the round's order
+    new_samples: int  # how many new training samples (images) it learnt from
+    extra: dict = field(default_factory=dict)  # more columns of the run's row (checkpoint, AP before and after)
 
 
-def run_repair(project, config: RepairConfig | None = None, *, author: str | None = None,
+class RepairRound:
+    """A task's half of a repair run (a Task's repair_round builds it, checking what it needs first): the held-out
+    samples with their tags and outcome before, then per method and seed the new data and the retrained model's
+    outcome after. The loop below does the rest, the same for every task."""
+
+    measure: str  # what before and after are ("accuracy", "objects found")
+    held_tags: TagMatrix  # the held-out samples' tags, for the reported slices
+    planted_tags: TagMatrix  # the same samples' tags for the planted slices (the true tags where known)
+    before: np.ndarray  # bool per held-out sample: its outcome before the repair
+    training_count: int  # what a budget's share is of (training images of the model)
+
+    def new_data(self, method: str, seed: int, budget: int):
+        """(what to train on, the selection table or None, how many samples) for a method ("no new data", "generated"
+        or a selection method choosing `budget` pool images)."""
+        raise NotImplementedError
+
+    def retrain(self, method: str, seed: int, data, run_id: int) -> RoundResult:
+        raise NotImplementedError
+
+
+def run_repair(project, config: RepairConfig | None = None, *, task, author: str | None = None,
                progress: ProgressCallback = no_progress) -> RepairResult:
-    """Run the loop for every seed and return (and store) the comparison. The progress callback may cancel between
-    retrained models (by raising); the run then stays unfinished and nothing is recorded as its result."""
-    # 1. Check inputs: the configuration is checked when built; here, a labelled held-out split to compare on.
+    """Run the loop for every seed and return (and store) the comparison; `task` is the project's Task
+    (hibug_core.tasks.task_of), whose repair round supplies new data, retraining and the outcome measured. The progress
+    callback may cancel between retrained models (by raising); the run then stays unfinished and nothing is recorded
+    as its result."""
+    # 1. Check inputs: the configuration is checked when built; the task's round checks what it needs.
     config = config or RepairConfig()
-    if project.task != "classification":
-        from hibug_core.objects.repair import run_object_repair
-
-        return run_object_repair(project, config, author=author, progress=progress)
     progress("finding error slices", 0, 1)
     report = error_slices(project, config.model, split=config.slice_split, config=config.slices)
-    model = report.model
-    held_tags, held = report.split_matrix(config.eval_split, labelled=True)
-    if held.empty:
-        raise RepairError(f"no labelled '{config.eval_split}' images to compare before and after on; import a "
-                          "held-out split or choose another")
-    # 2. The slices compared: the top reported ones and the planted ones (demo and benchmark problems).
+    repair_round = task.repair_round(project, report, config, progress=progress, author=author)
+    # 2. The slices compared (the top reported ones and the planted ones), the methods, the budget once.
     planted = planted_definitions(project)
     found = [d for d in report.slices["definition"].head(config.top_slices) if slice_id(d) not in
              {slice_id(p) for p in planted}]
-    # Planted slices are measured with the true tags (imported), the found ones with the tags they were found with.
-    true_tags = TagMatrix.from_frame(project.known_tags().reindex(held.index).astype("category")) if planted else None
-    before = (held["prediction"] == held["label"]).to_numpy()
+    before = repair_round.before
     main = GENERATED if config.data == GENERATED else config.selection.method
     methods = [main] + ([config.baseline] if config.baseline else []) + ([CONTROL] if config.control else [])
-    n_train = int(((report.samples["split"] == "train") & report.samples["label"].notna()).sum())
-    # 3. Every seed, every method: new data, retrain, record the model, compare slice by slice.
-    run_id = start_run(project, "retrain", {"config": asdict(config)}, author=author)
-    images = DecodedImages()
+    budget = resolve_budget(config.selection.budget, repair_round.training_count)
+    # 3. Every seed, every method: new data, retrain, compare slice by slice.
+    run_id = start_run(project, "retrain", {"config": asdict(config), "measure": repair_round.measure},
+                       author=author)
     rows, changes, selections = [], [], {}
     steps = len(methods) * len(config.seeds)
     for seed in config.seeds:
-        n_new = None
         for method in methods:
-            ids, selection = _new_data(project, report, config, method, seed, n_new)
-            if method == main:
-                n_new = len(ids) if config.data == GENERATED else resolve_budget(config.selection.budget, n_train)
+            data, selection, n_new = repair_round.new_data(method, seed, budget)
+            if method == GENERATED:
+                budget = n_new  # the baseline gets as many new images as were generated
             if selection is not None:
                 selections[(method, seed)] = selection
-            retrained = replace(config.retrain, seed=seed,
-                                fine_tune=replace(config.retrain.fine_tune, seed=seed))
-            made: dict = {}
-            sample_ids, probabilities, classes = retrain(project, model, ids, retrained, images=images, outputs=made)
-            name = f"{model} · repair {run_id} {method} s{seed}"
-            if config.record_models:
-                project.add_predictions(name, sample_ids, probabilities, classes, author=author,
-                                        note={"repair_run": run_id, "method": method, "seed": seed, **made})
-            predicted = pd.Series(np.asarray(classes, dtype=object)[probabilities.argmax(axis=1)], index=sample_ids)
-            after = (predicted.reindex(held.index) == held["label"]).to_numpy()
-            table = slice_changes(held_tags, before, after, found)
+            outcome = repair_round.retrain(method, seed, data, run_id)
+            after = outcome.after
+            table = slice_changes(repair_round.held_tags, before, after, found)
             if planted:
-                table = pd.concat([table, slice_changes(true_tags, before, after, planted).iloc[1:]],
+                table = pd.concat([table, slice_changes(repair_round.planted_tags, before, after, planted).iloc[1:]],
                                   ignore_index=True)
             table.insert(0, "seed", seed)
             table.insert(0, "method", method)
             changes.append(table)
-            rows.append({"method": method, "seed": seed, "model": name, "new_images": len(ids),
-                         "before": float(before.mean()), "after": float(after.mean()),
-                         "checkpoint": made.get("checkpoint")})
+            rows.append({"method": method, "seed": seed, "model": f"{report.model} · repair {run_id} {method} s{seed}",
+                         "new_images": outcome.new_samples, "before": float(before.mean()),
+                         "after": float(after.mean()), **outcome.extra})
             progress("retraining and comparing", len(rows), steps)
-            logger.info("repair %s seed %d: %d new images, %.3f -> %.3f", method, seed, len(ids), before.mean(),
-                        after.mean())
+            logger.info("repair %s seed %d: %d new images, %s %.3f -> %.3f", method, seed, outcome.new_samples,
+                        repair_round.measure, before.mean(), after.mean())
     # 4. Summarise over seeds and store the run's result.
     changes = pd.concat(changes, ignore_index=True)
     changes["planted"] = changes["slice_id"].isin({slice_id(d) for d in planted})
-    result = RepairResult(run_id, pd.DataFrame(rows), changes, summarise(changes), selections)
+    result = RepairResult(run_id, pd.DataFrame(rows), changes, summarise(changes), selections, repair_round.measure)
     finish_run(project, run_id, {
-        "model": model, "runs": result.runs.to_dict("records"), "summary": result.summary.to_dict("records"),
-        "changes": changes.to_dict("records")}, author=author)
+        "model": report.model, "measure": repair_round.measure, "runs": result.runs.to_dict("records"),
+        "summary": result.summary.to_dict("records"), "changes": changes.to_dict("records")}, author=author)
     return result
 
 

@@ -23,10 +23,43 @@ class SelectionError(HibugError):
     """A selection that cannot be made (no pool, no error slices, a bad budget)."""
 
 
+BUDGET_RULE = ("a count of images (a whole number, 1 or more) or a share of the training images (a decimal between 0 "
+               "and 1)")
+
+
+def budget_problem(budget) -> str | None:
+    """What is wrong with a budget, or None: a count is an int of 1 or more, a share a float in (0, 1)."""
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)):
+        return f"must be {BUDGET_RULE}, not {type(budget).__name__}"
+    if isinstance(budget, int):
+        return None if budget >= 1 else f"a count must be 1 or more, not {budget}"
+    if 0 < budget < 1:
+        return None
+    hint = f"; for a count write {int(budget)}" if budget >= 1 and float(budget).is_integer() else ""
+    return f"a share must be between 0 and 1, not {budget}{hint}"
+
+
+def parse_budget(text: str) -> int | float:
+    """A budget typed as text: '40' is a count, '0.1' or '10%' a share."""
+    text = str(text).strip()
+    try:
+        return float(text[:-1]) / 100 if text.endswith("%") else int(text) if text.lstrip("+-").isdigit() \
+            else float(text)
+    except ValueError:
+        raise ValueError(f"'{text}' is not {BUDGET_RULE}") from None
+
+
+def describe_budget(budget: int | float, n_train: int, images: str = "images") -> str:
+    """Both readings of a budget: '40 images, 10.0% of the 400 training images'."""
+    count = resolve_budget(budget, n_train)
+    share = f", {count / n_train:.1%} of the {n_train:,} training {images}" if n_train else ""
+    return f"{count:,} {images}{share}"
+
+
 @dataclass(frozen=True)
 class SelectionConfig:
     method: str = "expected failures"  # a name in SELECTION_METHODS; the default won benchmarks/repair.py (README)
-    budget: float = 0.1  # images to select: a count (>= 1) or a share of the training split (< 1)
+    budget: int | float = 0.1  # images to select: a count (int >= 1) or a share of the training images (float < 1)
     beta: float = 0.9  # hibug: take slices until their failures cover this share of all validation failures
     pool_split: str = "pool"
     seed: int = 0  # random selection, and ties in confidence
@@ -36,18 +69,25 @@ class SelectionConfig:
         check_fields(self, {
             "method": (self.method in SELECTION_METHODS.names(hidden=True),
                        f"one of {', '.join(SELECTION_METHODS.names())}"),
-            "budget": (self.budget > 0, "a count of images, or a share of the training split below 1, above 0"),
+            "budget": (budget_problem(self.budget) is None, BUDGET_RULE),
             "beta": (0 < self.beta <= 1, "in (0, 1]"), "seed": (self.seed >= 0, "0 or more")})
 
 
-def resolve_budget(budget: float, n_train: int) -> int:
-    """A budget as a number of images: counts stay, shares (< 1) are of the training split."""
-    if budget <= 0:
-        raise SelectionError(f"the budget must be positive, not {budget}")
-    count = int(round(budget * n_train)) if budget < 1 else int(budget)
+def resolve_budget(budget: int | float, n_train: int) -> int:
+    """A budget as a number of images: a count (int) stays, a share (float) is of `n_train`, the training images
+    the model learnt from (its task states which: hibug_core.tasks)."""
+    problem = budget_problem(budget)
+    if problem:
+        raise SelectionError(f"the budget {problem}")
+    count = budget if isinstance(budget, int) else int(round(budget * n_train))
     if count < 1:
         raise SelectionError(f"a budget of {budget:.0%} of {n_train} training images selects nothing; raise it")
     return count
+
+
+def labelled_training_images(samples: pd.DataFrame) -> int:
+    """What a classifier learnt from, and so what a budget's share is of: the labelled images of the training split."""
+    return int(((samples["split"] == "train") & samples["label"].notna()).sum())
 
 
 def apportion(weights: np.ndarray, total: int, capacity: np.ndarray) -> np.ndarray:
@@ -99,21 +139,17 @@ def _by_confidence(pool: pd.DataFrame, rows: np.ndarray, seed: int) -> np.ndarra
 def select_pool(report, config: SelectionConfig | None = None, *, n_train: int | None = None,
                 project=None) -> pd.DataFrame:
     """Pool images to label, one row each (index: sample id), with the slice it was chosen for and why. Methods that
-    read the model's stored probabilities or features (margin, coreset, BADGE, expected failures) need `project`;
-    for a project of objects, pool images are chosen by their detections (hibug_core.objects.repair)."""
+    read the model's stored probabilities or features (margin, coreset, BADGE, expected failures) need `project`.
+    The budget's share is of `n_train` (default: labelled_training_images)."""
     # 1. Check inputs (the method is checked when the config is built): the pool, the budget.
     config = config or SelectionConfig()
-    if project is not None and project.task != "classification":  # a detector: pool images by the objects in them
-        from hibug_core.objects.repair import select_pool_images
-
-        return select_pool_images(report, config, project=project)
     samples = report.samples
     pool = samples[samples["split"] == config.pool_split]
     if pool.empty:
         raise SelectionError(f"the project has no '{config.pool_split}' images to select from; import unlabeled "
                              f"images with split = {config.pool_split}")
     if n_train is None:
-        n_train = int((samples["split"] == "train").sum())
+        n_train = labelled_training_images(samples)
     budget = min(resolve_budget(config.budget, n_train), len(pool))
     # 2. Select with the method.
     return SELECTION_METHODS.build(config.method, report=report, pool=pool, budget=budget, config=config,

@@ -64,19 +64,19 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
         if (associated is not None and associated == failure_top and associated not in NOT_CLASSES
                 and failed.sum() >= config.min_failures
                 and association_share >= config.association and failure_share > config.shortcut):
-            bug, reason = "spurious correlation", (f"in training, {association_share:.0%} of the images with its tags "
+            bug, reason = "spurious correlation", (f"in training, {association_share:.0%} of those with its tags "
                                                    f"are '{associated}', and {failure_share:.0%} of its failures are "
                                                    f"predicted '{associated}'")
         elif train_masks and train_share < config.rare_share:
-            bug, reason = "rare case", (f"{train_count} training images ({train_share:.2%} of training, "
+            bug, reason = "rare case", (f"{train_count} in training ({train_share:.2%} of training, "
                                         f"under {config.rare_share:.0%})")
         elif (top_prediction is not None and top_prediction != top_label and prediction_share >= config.alpha
               and top_prediction not in NOT_CLASSES):
-            bug, reason = "spurious correlation", (f"{prediction_share:.0%} of its images are predicted "
-                                                   f"'{top_prediction}', though most are '{top_label}'")
+            bug, reason = "spurious correlation", (f"{prediction_share:.0%} of it is predicted "
+                                                   f"'{top_prediction}', though most of it is '{top_label}'")
         elif train_masks and eval_share >= config.shift_ratio * max(train_share, 1e-12):
-            bug, reason = "distribution shift", (f"{eval_share:.1%} of evaluation images but {train_share:.1%} of "
-                                                 f"training images")
+            bug, reason = "distribution shift", (f"{eval_share:.1%} of evaluation but {train_share:.1%} of "
+                                                 f"training")
         elif failed.sum() >= config.min_failures and failure_share >= config.alpha and failure_top not in NOT_CLASSES:
             bug, reason = "spurious correlation", (f"{failure_share:.0%} of its failures are predicted "
                                                    f"'{failure_top}'")

@@ -241,8 +241,9 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
         of_label = set(label_attributes(train_tags, train["label"]))
         tag_parts = [tuple(c for c in d if c[0] not in of_label) for d in slices["definition"]]
         tag_masks = [train_matrix.mask(part) if part else None for part in tag_parts]
-    error_types = (project.objects(model)["error_type"].reindex(evaluation.index).fillna("").to_numpy(object)
-                   if project.task != "classification" else None)
+    objects = project.objects(model)  # samples that are objects carry their failure's error type
+    error_types = (objects["error_type"].reindex(evaluation.index).fillna("").to_numpy(object)
+                   if len(objects) else None)
     evidence = diagnose(masks, train_masks, evaluation["label"].to_numpy(), evaluation["prediction"].to_numpy(),
                         errors, diagnosis, tag_train_masks=tag_masks, train_labels=train["label"].to_numpy(),
                         error_types=error_types)

@@ -117,6 +117,22 @@ V9_STATEMENTS = (
         created_at TEXT NOT NULL, PRIMARY KEY (model_id, import_id))""",
 )
 
+def _state_the_task(connection: Connection) -> None:
+    """A project imported before tasks were stored explicitly gets the one its samples were imported as (objects with
+    keypoints: pose; objects: detection; images: classification); one with nothing imported keeps none."""
+    if connection.execute(text("SELECT 1 FROM project_meta WHERE key = 'task'")).first() is not None:
+        return
+    if connection.execute(text("SELECT 1 FROM samples WHERE keypoints_json IS NOT NULL LIMIT 1")).first():
+        task = "pose"
+    elif connection.execute(text("SELECT 1 FROM samples WHERE object_kind IS NOT NULL LIMIT 1")).first():
+        task = "detection"
+    elif connection.execute(text("SELECT 1 FROM samples LIMIT 1")).first():
+        task = "classification"
+    else:
+        return
+    connection.execute(text("INSERT INTO project_meta (key, value) VALUES ('task', :v)"), {"v": task})
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "samples, predictions, known tags, imports, audit log", V1_STATEMENTS),
     Migration(2, "attribute schema versions, tag runs, tag corrections, multimodal-LLM answers", V2_STATEMENTS),
@@ -139,6 +155,9 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "each model's outcome and TIDE error type per object and its COCO evaluation", V9_STATEMENTS),
     Migration(10, "no index on image content hashes (no query reads by hash; building it took most of a million-row "
                   "import's indexing)", ("DROP INDEX IF EXISTS ix_samples_hash",)),
+    Migration(11, "every project states its task (classification, detection or pose); object samples are found by an "
+                  "index of their own",
+              ("CREATE INDEX ix_samples_objects ON samples (id) WHERE object_kind IS NOT NULL",), _state_the_task),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DB_FILE = "hibug.sqlite"
-SAMPLE_INDEXES = {"ix_samples_split": "samples (split)"}  # migrations v1
+SAMPLE_INDEXES = {"ix_samples_split": "samples (split)",  # migrations v1 and v11
+                  "ix_samples_objects": "samples (id) WHERE object_kind IS NOT NULL"}
 KEYED_IMPORT_TABLES = ("samples", "predictions", "known_tags")  # the tables an import fills, with foreign keys
 IMPORT_TABLES = BoundedCache("import tables", max_items=8)  # samples, known tags, a few models' predictions
 # The SQLite files a Project of this process has open. Their header is checked on the first open only: reading it
@@ -273,8 +274,7 @@ class Project:
                     given = tags != None  # noqa: E711 (elementwise)
                     insert_columns(connection, "known_tags", {"attribute": attribute, "sample_id": sample_ids[given],
                                                               "tag": tags[given]}, int(given.sum()))
-                if manifest.objects is not None:
-                    _set_task(connection, "pose" if manifest.objects["keypoints_json"].notna().any() else "detection")
+                _set_task(connection, manifest.task)
                 if also is not None:
                     also(connection, id_of)
                 record_audit(connection, author, "import", f"import:{import_id}", None,
@@ -406,9 +406,9 @@ class Project:
         return frame
 
     @property
-    def task(self) -> str:
-        """"classification" (one sample per image), "detection" or "pose" (one sample per object)."""
-        return self.meta().get("task", "classification")
+    def task(self) -> str | None:
+        """The name of the task the project's first import stated (hibug_core.tasks; None before any import)."""
+        return self.meta().get("task")
 
     def objects(self, model: str | None = None) -> pd.DataFrame:
         """Object samples (index: sample id) with their image, kind (ground-truth object, or a model's false positive)
@@ -572,7 +572,7 @@ class Project:
             "scores": self._model_score_rows(),
             "imports": self._import_count(),
             "task": task,
-            **({"coco": self._coco_summaries()} if task != "classification" else {}),
+            **({"coco": coco} if (coco := self._coco_summaries()) else {}),
         }
 
     def _coco_summaries(self) -> dict[str, dict[str, float]]:
@@ -646,14 +646,14 @@ def _set_task(connection: Connection, task: str) -> None:
     if before is None:
         connection.execute(text("INSERT INTO project_meta (key, value) VALUES ('task', :v)"), {"v": task})
     elif before != task:
-        raise ProjectError(f"this project holds {before} samples; objects of a {task} task go in a project of their "
+        raise ProjectError(f"this project holds {before} samples; samples of the {task} task go in a project of their "
                            "own")
 
 
 def _insert_object_evaluation(connection: Connection, model_id: int, import_id: int, sample_ids: np.ndarray,
                               splits: list[str], evaluation) -> None:
     """One model's outcome per object sample and its COCO summary over one import's ground truth
-    (hibug_core.objects.importer.ObjectEvaluation)."""
+    (hibug_core.tasks.object_import.ObjectEvaluation)."""
     outcomes = evaluation.outcomes
     columns = ("outcome", "error_type", "iou", "predicted_class", "pred_x", "pred_y", "pred_w", "pred_h",
                "nearest_label")

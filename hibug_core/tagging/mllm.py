@@ -15,6 +15,7 @@ from sqlalchemy import bindparam, text
 from hibug_core.attributes.schema import Attribute
 from hibug_core.errors import TaggingError
 from hibug_core.llm.client import LLMConfig, LLMUnavailable, ask, image_data_url, make_client, parse_json_reply
+from hibug_core.objects.views import SampleViews
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version, load_schema
@@ -126,19 +127,20 @@ def resumable_run(project, model: str, attributes: list[Attribute]) -> int | Non
     return None
 
 
-def tag_with_llm(project, config: LLMConfig = LLMConfig(), *, attributes: list[str] | None = None, sample_ids=None,
-                 api_key: str | None = None, resume: bool = True, progress: ProgressCallback = no_progress,
-                 author: str | None = None) -> int:
-    """Tag images with a multimodal LLM; returns the run id. Answers are stored as they arrive; a server that is
-    down ends the run with a clear message, keeping every answer and every tag stored before."""
+def tag_with_llm(project, config: LLMConfig = LLMConfig(), *, views: SampleViews, attributes: list[str] | None = None,
+                 sample_ids=None, api_key: str | None = None, resume: bool = True,
+                 progress: ProgressCallback = no_progress, author: str | None = None) -> int:
+    """Tag samples with a multimodal LLM, shown as the task's `views` say (an object outlined on its image, with its
+    crop); returns the run id. Answers are stored as they arrive; a server that is down ends the run with a clear
+    message, keeping every answer and every tag stored before."""
     schema = load_schema(project)
     chosen = [a for a in chosen_attributes(schema, attributes) if a.source != "measured"]
     if not chosen:
         raise TaggingError("no attribute to ask the model about (measured attributes are computed from pixels)")
     samples = project.samples(sample_ids=sample_ids)
     labels = dict(zip(samples.index, prompt_labels(project, samples, None)))
-    boxes = {}  # objects are shown as their outlined crop and their whole image
-    if project.task != "classification":
+    boxes = {}  # outlined: a sample with a box is shown as its outlined crop and its whole image
+    if views.outlined:
         objects = project.objects().reindex(samples.index)
         boxes = {i: tuple(b) for i, b in zip(objects.index, objects[["box_x", "box_y", "box_w", "box_h"]].to_numpy())
                  if np.isfinite(b).all()}

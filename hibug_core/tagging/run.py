@@ -9,7 +9,7 @@ import pandas as pd
 from hibug_core.attributes.schema import AttributeSchema
 from hibug_core.embeddings.compute import EmbedConfig, embed_project
 from hibug_core.embeddings.registry import DEFAULT_ENCODER, load_encoder
-from hibug_core.objects.views import whole_image_group
+from hibug_core.objects.views import SampleViews
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import Registry
 from hibug_core.store import tag_store
@@ -26,11 +26,12 @@ from hibug_core.tagging.zero_shot import ZeroShotConfig, zero_shot_tags
 logger = logging.getLogger(__name__)
 
 
-def tag_project(project, *, encoder: str = DEFAULT_ENCODER, attributes: list[str] | None = None,
+def tag_project(project, *, views: SampleViews, encoder: str = DEFAULT_ENCODER, attributes: list[str] | None = None,
                 model: str | None = None, sample_ids=None, zero_shot: ZeroShotConfig = ZeroShotConfig(),
                 measured: MeasuredConfig = MeasuredConfig(), embed: EmbedConfig = EmbedConfig(),
                 progress: ProgressCallback = no_progress, author: str | None = None) -> list[int]:
-    """Tag the chosen (default: enabled) attributes; measured ones from pixels, the rest zero-shot. Returns run ids.
+    """Tag the chosen (default: enabled) attributes; measured ones from pixels, the rest zero-shot, each seen as the
+    task's `views` say (hibug_core.tasks: task_of(project).views). Returns run ids.
 
     Image embeddings are computed only for images not embedded before, so after an attribute edit only the
     text side is encoded again. People's corrections are stored apart and keep overriding the new tags.
@@ -47,7 +48,7 @@ def tag_project(project, *, encoder: str = DEFAULT_ENCODER, attributes: list[str
     if by_model:
         run_ids.append(TAGGERS.build("zero-shot", project=project, attributes=by_model, samples=samples,
                                      encoder=encoder, model=model, config=zero_shot, embed=embed, version=version,
-                                     progress=progress, author=author))
+                                     views=views, progress=progress, author=author))
     logger.info("tagged %d attributes on %d samples (runs %s)", len(chosen), len(samples), run_ids)
     return run_ids
 
@@ -65,16 +66,12 @@ def _measured(*, project, attributes, samples, config, version, progress, author
 
 @TAGGERS.register("zero-shot", "a vision-language encoder (CLIP, or the offline ConSE) scores each tag's prompts "
                   "against each image")
-def _zero_shot(*, project, attributes, samples, encoder, model, config, embed, version, progress, author) -> int:
+def _zero_shot(*, project, attributes, samples, encoder, model, config, embed, version, views, progress,
+               author) -> int:
     loaded = load_encoder(encoder)
     labels = prompt_labels(project, samples, model)
-    # Objects: main-object attributes are judged on each object's crop, the others on its whole image.
-    views = {True: attributes} if project.task == "classification" else {
-        crop: [a for a in attributes if whole_image_group(a.group) != crop] for crop in (True, False)}
     parts = []
-    for crop, chosen in views.items():
-        if not chosen:
-            continue
+    for crop, chosen in views.split(attributes).items():  # e.g. main-object attributes on each object's crop
         embeddings = embed_project(project, loaded, sample_ids=samples.index, config=embed, progress=progress,
                                    crops=crop)
         progress("tagging", 0, len(chosen))

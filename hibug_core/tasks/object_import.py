@@ -3,7 +3,7 @@ positive is a sample, with its box, its image, its outcome per model and its mea
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -13,14 +13,12 @@ from hibug_core.config import IngestConfig
 from hibug_core.errors import ManifestError, RowIssue
 from hibug_core.ingest.images import inspect_images
 from hibug_core.ingest.manifest import ModelOutputs, ValidatedManifest
-from hibug_core.objects.coco import (BACKGROUND, MISSED, CocoGroundTruth, CocoResults, image_sizes_issues,
-                                     read_ground_truth, read_results)
+from hibug_core.objects.coco import (BACKGROUND, DETECTION_KIND, MISSED, OBJECT_KIND, UNLABELLED, CocoGroundTruth,
+                                     CocoResults, image_sizes_issues, read_ground_truth, read_results)
 from hibug_core.objects.geometry import GeometryConfig, measure_objects
-from hibug_core.objects.matching import FALSE_POSITIVE, MatchConfig, Matches, box_iou, match
+from hibug_core.objects.matching import FALSE_POSITIVE, MatchConfig, Matches, known_objects, match
 from hibug_core.progress import ProgressCallback, no_progress
 
-OBJECT_KIND, DETECTION_KIND = "object", "detection"  # a ground-truth object; a detection that found none
-UNLABELLED = "unlabelled"  # the outcome of a detection in images nobody has annotated yet (a pool)
 
 
 @dataclass
@@ -47,11 +45,13 @@ def model_names(results: list[str | Path] | dict[str, str | Path]) -> dict[str, 
     return named
 
 
-def load_coco(ground_truth: str | Path, results: list[str | Path] | dict[str, str | Path], *,
-              images_dir: str | Path | None = None, split: str = "val", match_config: MatchConfig = MatchConfig(),
+def load_coco(ground_truth: str | Path | CocoGroundTruth, results: list[str | Path] | dict[str, str | Path], *,
+              task: str, images_dir: str | Path | None = None, split: str = "val",
+              match_config: MatchConfig = MatchConfig(),
               geometry: GeometryConfig = GeometryConfig(), config: IngestConfig = IngestConfig(),
               labelled: bool = True, progress: ProgressCallback = no_progress) -> ValidatedManifest:
-    """Read, check and match a COCO instances file and one results file per model, ready for import.
+    """Read, check and match a COCO instances file (or one read already) and one results file per model, ready for
+    import as samples of `task` (the task that claimed the file: hibug_core.tasks.importing).
     Images are found under `images_dir` (default: the ground truth's folder) by their file_name. labelled=False: the
     images are not annotated yet (a pool to select from): the instances file lists them with no annotations, and every
     detection becomes an unlabelled sample (nothing to match)."""
@@ -61,7 +61,7 @@ def load_coco(ground_truth: str | Path, results: list[str | Path] | dict[str, st
                                                                      f"{', '.join(config.allowed_splits)}")])
     named = model_names(results)
     progress("reading the ground truth", 0, 1 + len(named))
-    truth = read_ground_truth(ground_truth)
+    truth = ground_truth if isinstance(ground_truth, CocoGroundTruth) else read_ground_truth(ground_truth)
     if not labelled and len(truth.annotations):
         raise ManifestError(truth.source, [RowIssue(0, None, f"an unlabelled split's instances file lists its images "
                                                              f"only, but this one has {len(truth.annotations)}; import "
@@ -73,12 +73,13 @@ def load_coco(ground_truth: str | Path, results: list[str | Path] | dict[str, st
         progress("reading results", done, 1 + len(named))
     # 2.-4. The images, the matching and the samples.
     folder = Path(images_dir).resolve() if images_dir else Path(truth.source).parent
-    return objects_manifest(truth, found, folder, {iid: split for iid in truth.images.index}, match_config=match_config,
-                            geometry=geometry, config=config, labelled=labelled, progress=progress)
+    return objects_manifest(truth, found, folder, {iid: split for iid in truth.images.index}, task=task,
+                            match_config=match_config, geometry=geometry, config=config, labelled=labelled,
+                            progress=progress)
 
 
 def objects_manifest(truth: CocoGroundTruth, found: list[CocoResults], folder: Path, splits: dict[int, str], *,
-                     match_config: MatchConfig = MatchConfig(), geometry: GeometryConfig = GeometryConfig(),
+                     task: str, match_config: MatchConfig = MatchConfig(), geometry: GeometryConfig = GeometryConfig(),
                      config: IngestConfig = IngestConfig(), labelled: bool = True,
                      progress: ProgressCallback = no_progress) -> ValidatedManifest:
     """Checked ground truth and results as a manifest of objects: images under `folder`, `splits` per image id
@@ -98,13 +99,14 @@ def objects_manifest(truth: CocoGroundTruth, found: list[CocoResults], folder: P
         raise ManifestError(truth.source, issues[:config.max_issues])
     # 2. Matching, model by model.
     if not labelled:
-        return _unlabelled_manifest(truth, found, paths, infos, splits, geometry, match_config.confidence_threshold)
+        return replace(_unlabelled_manifest(truth, found, paths, infos, splits, geometry,
+                                            match_config.confidence_threshold), task=task)
     matches = []
     for done, result in enumerate(found, start=1):
         matches.append(match(truth, result, match_config))
         progress("matching detections", done, len(found))
     # 3. The samples: ground-truth objects, then each model's false positives.
-    return _manifest(truth, found, matches, paths, infos, splits, geometry)
+    return replace(_manifest(truth, found, matches, paths, infos, splits, geometry), task=task)
 
 
 def object_rows_of(rows: pd.DataFrame) -> np.ndarray:
@@ -180,7 +182,8 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
         values = np.full(n, None, dtype=object)
         values[given.index.to_numpy()] = given[name].where(given[name].notna(), None).to_numpy(object)
         known_tags[name] = values.tolist()
-    return ValidatedManifest(truth.source, samples, models, known_tags, [], "image", object_columns, evaluations)
+    return ValidatedManifest(truth.source, samples, models, known_tags, [], "image", object_columns, evaluations,
+                             task="")  # the caller's task
 
 
 def _sample_columns(truth: CocoGroundTruth, rows: pd.DataFrame, paths: dict, infos: dict, splits: dict[int, str]
@@ -245,32 +248,5 @@ def _unlabelled_manifest(truth: CocoGroundTruth, found: list[CocoResults], paths
                                         same, objects, geometry).set_axis(mine))
     measured = pd.concat(measured).sort_index()
     known_tags = {name: measured[name].tolist() for name in measured.columns}
-    return ValidatedManifest(truth.source, samples, models, known_tags, [], "image", object_columns, evaluations)
-
-
-def known_objects(rows: pd.DataFrame, reported: float, overlap: float = 0.5) -> tuple[pd.DataFrame, np.ndarray]:
-    """The objects a model reports in an unlabelled image, and per detection the one it is: detections at or above
-    the `reported` confidence, merged greedily by score where they overlap at IoU `overlap` or more (class-agnostic,
-    as a duplicate in a labelled image goes with the object it duplicates); each detection goes with the object it
-    overlaps most at `overlap` or more, else stands alone."""
-    same = np.arange(len(rows))
-    boxes = rows[["x", "y", "w", "h"]].to_numpy(float)
-    scores = rows["score"].to_numpy(float)
-    kept = []
-    for _, members in pd.Series(np.arange(len(rows))).groupby(rows["image_id"].to_numpy()):
-        members = members.to_numpy()
-        confident = members[scores[members] >= reported]
-        confident = confident[np.argsort(-scores[confident], kind="stable")]
-        heads: list[int] = []
-        for row in confident:  # greedy by score: a head unless it repeats a stronger one
-            if not heads or box_iou(boxes[[row]], boxes[heads]).max() < overlap:
-                heads.append(int(row))
-        if not heads:
-            continue
-        kept += heads
-        overlaps = box_iou(boxes[members], boxes[heads])
-        best = overlaps.argmax(axis=1)
-        found = overlaps[np.arange(len(members)), best] >= overlap
-        same[members[found]] = np.asarray(heads)[best[found]]
-    objects = rows.iloc[sorted(kept)].assign(id=sorted(kept))[["id", "image_id", "x", "y", "w", "h"]]
-    return objects, same
+    return ValidatedManifest(truth.source, samples, models, known_tags, [], "image", object_columns, evaluations,
+                             task="")  # the caller's task

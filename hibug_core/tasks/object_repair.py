@@ -1,10 +1,10 @@
-"""Repairing a detector: pool images chosen by the objects in them that fall in error slices (any selection method,
-ranking the model's detections), their annotations added to what it was trained on, the detector fine-tuned, and
-every held-out object's outcome compared before and after, slice by slice, against a baseline and a control."""
+"""An object model's repair round: pool images chosen by the objects in them that fall in error slices (any selection
+method, ranking the model's detections), their annotations added to what it was trained on, the model fine-tuned,
+and every held-out object found or not after."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,18 +13,24 @@ import pandas as pd
 from hibug_core.objects.coco import read_ground_truth, read_results
 from hibug_core.objects.detectors import (POOL_LABELS_META, DetectorError, TrainingSet, coco_training_set, load_runner,
                                           recorded_detector)
-from hibug_core.objects.importer import OBJECT_KIND, known_objects
+from hibug_core.objects.coco import OBJECT_KIND
+from hibug_core.objects.matching import known_objects
 from hibug_core.objects.matching import TRUE_POSITIVE, MatchConfig, match
 from hibug_core.progress import ProgressCallback, no_progress
-from hibug_core.repair.compare import slice_changes
 from hibug_core.repair.expected_failures import slice_failures, slice_rates
 from hibug_core.repair.selection import (SELECTION_METHODS, SelectionConfig, SelectionError, frame, pool_masks,
                                         resolve_budget, taken_slices)
-from hibug_core.slices.search import slice_id
+from hibug_core.repair.loop import CONTROL, GENERATED, RepairError, RepairRound, RoundResult
 
 FINE_TUNE_RATE = 5e-4  # the peak of the fine-tuning schedule when none is given (a quarter of the demo's training)
 FINE_TUNE_EPOCHS = 3
 OBJECTS_FOUND = "objects found"  # what a detector's before and after are: held-out objects found at the operating point
+
+
+def training_images(samples: pd.DataFrame, objects: pd.DataFrame) -> int:
+    """What an object model learnt from: the distinct images of the training split's objects."""
+    train = objects.index.intersection(samples.index[samples["split"] == "train"])
+    return int(objects.loc[train, "image_key"].nunique())
 
 
 def pool_detections(report, objects: pd.DataFrame, model: str, pool_split: str) -> pd.DataFrame:
@@ -57,8 +63,7 @@ def select_pool_images(report, config: SelectionConfig | None = None, *, project
     model = model or report.model
     samples, objects = report.samples, project.objects()
     pool = pool_detections(report, objects, model, config.pool_split)
-    train_images = objects.loc[objects.index.intersection(samples.index[samples["split"] == "train"]), "image_key"]
-    images = min(resolve_budget(config.budget, int(train_images.nunique())), int(pool["image_key"].nunique()))
+    images = min(resolve_budget(config.budget, training_images(samples, objects)), int(pool["image_key"].nunique()))
     if config.method == "expected failures":
         return _by_expected_failures(report, pool, images, config, project)
     # 2. Rank detections with the method, asking for more until enough distinct images are chosen.
@@ -168,82 +173,62 @@ def found_after(runner, network, truth, eval_images: list, held: pd.DataFrame, c
     return (outcome == TRUE_POSITIVE).to_numpy(), matched.summary
 
 
-def run_object_repair(project, config, *, author: str | None = None, progress: ProgressCallback = no_progress):
-    """The repair loop (hibug_core.repair.loop.run_repair) for a detector the project can retrain."""
-    from PIL import Image
+class ObjectRepairRound(RepairRound):
+    """An object model's round: held-out objects found or not before; pool images chosen by the objects in them,
+    their annotations added to what it was trained on; the model fine-tuned; the held-out objects found after."""
 
-    from hibug_core.repair.loop import CONTROL, GENERATED, RepairError, RepairResult, planted_definitions, summarise
-    from hibug_core.repair.runs import finish_run, start_run
-    from hibug_core.slices.report import error_slices
+    measure = OBJECTS_FOUND
 
-    # 1. Check inputs: new data from labelled pool images, fine-tuning, a detector and the pool's labels.
-    if config.data == GENERATED:
-        raise RepairError("generated images have no boxes to train a detector on; repair a detector with selected "
-                          "pool images (data = selection)")
-    if config.retrain.method != "fine-tune":
-        raise RepairError(f"a detector is repaired by fine-tuning; '{config.retrain.method}' is for classifiers")
-    progress("finding error slices", 0, 1)
-    report = error_slices(project, config.model, split=config.slice_split, config=config.slices)
-    model = report.model
-    runner = load_runner(project, model)
-    recorded = recorded_detector(project, model)
-    labels = config.labels or project.meta().get(POOL_LABELS_META)
-    if not labels:
-        raise RepairError("the selected pool images need their annotations: export the selection, label it, and "
-                          "give the COCO file (labels)")
-    labels = project.folder / labels
-    held, match_config, truth_path = held_out(project, model, config.eval_split)
-    truth = read_ground_truth(truth_path)
-    # 2. What it was trained on, the held-out images, the slices compared.
-    progress("reading the training images", 0, 1)
-    trained = coco_training_set(project.folder / recorded.training)
-    eval_images = []
-    for name in truth.images["file_name"]:
-        with Image.open(truth_path.parent / name) as image:
-            eval_images.append(image.convert("RGB"))
-    held_tags = report.tags.aligned(report.all_tags.reindex(held.index))
-    before = (held["outcome"] == TRUE_POSITIVE).to_numpy()
-    planted = planted_definitions(project)
-    found = [d for d in report.slices["definition"].head(config.top_slices)
-             if slice_id(d) not in {slice_id(p) for p in planted}]
-    main = config.selection.method
-    methods = [main] + ([config.baseline] if config.baseline else []) + ([CONTROL] if config.control else [])
-    tune = config.retrain.fine_tune
-    epochs, rate = tune.epochs or FINE_TUNE_EPOCHS, tune.learning_rate or FINE_TUNE_RATE
-    # 3. Every seed, every method: pool images, their labels, fine-tuning, the held-out objects found.
-    run_id = start_run(project, "retrain", {"config": asdict(config), "measure": OBJECTS_FOUND}, author=author)
-    folder = project.folder / "models" / "tuning" / f"repair-{run_id}"
-    rows, changes, selections = [], [], {}
-    steps = len(methods) * len(config.seeds)
-    before_summary = project.object_evaluation(model, config.eval_split)["summary"]
-    for seed in config.seeds:
-        for method in methods:
-            new = TrainingSet([], [])
-            if method != CONTROL:
-                chosen = select_pool_images(report, replace(config.selection, method=method, seed=seed),
-                                            project=project, model=model)
-                selections[(method, seed)] = chosen
-                new = coco_training_set(labels, list(chosen["image_key"]))
-            network = runner.fine_tune(trained, new, lam=config.retrain.lam, epochs=epochs, learning_rate=rate,
-                                       seed=seed, progress=progress)
-            name = f"{model} · repair {run_id} {method} s{seed}"
-            stem = f"{method.replace(' ', '-')}-s{seed}"
-            checkpoint = runner.save(network, folder / f"{stem}.pt")
-            after, summary = found_after(runner, network, truth, eval_images, held, match_config, folder, stem,
-                                         progress)
-            table = slice_changes(held_tags, before, after, found + planted)
-            table.insert(0, "seed", seed)
-            table.insert(0, "method", method)
-            changes.append(table)
-            rows.append({"method": method, "seed": seed, "model": name, "new_images": len(new.images),
-                         "before": float(before.mean()), "after": float(after.mean()),
-                         "AP before": before_summary["AP"], "AP after": summary["AP"], "checkpoint": str(checkpoint)})
-            progress("retraining and comparing", len(rows), steps)
-    # 4. Summarise over seeds and store the run's result.
-    changes = pd.concat(changes, ignore_index=True)
-    changes["planted"] = changes["slice_id"].isin({slice_id(d) for d in planted})
-    result = RepairResult(run_id, pd.DataFrame(rows), changes, summarise(changes), selections, OBJECTS_FOUND)
-    finish_run(project, run_id, {
-        "model": model, "measure": OBJECTS_FOUND, "runs": result.runs.to_dict("records"),
-        "summary": result.summary.to_dict("records"), "changes": changes.to_dict("records")}, author=author)
-    return result
+    def __init__(self, project, report, config, *, progress: ProgressCallback = no_progress, author: str | None = None):
+        from PIL import Image
+
+        # 1. Check inputs: new data from labelled pool images, fine-tuning, a retrainable model and the pool's labels.
+        if config.data == GENERATED:
+            raise RepairError("generated images have no boxes to train a detector on; repair a detector with selected "
+                              "pool images (data = selection)")
+        if config.retrain.method != "fine-tune":
+            raise RepairError(f"a detector is repaired by fine-tuning; '{config.retrain.method}' is for classifiers")
+        model = report.model
+        self.runner = load_runner(project, model)
+        recorded = recorded_detector(project, model)
+        labels = config.labels or project.meta().get(POOL_LABELS_META)
+        if not labels:
+            raise RepairError("the selected pool images need their annotations: export the selection, label it, and "
+                              "give the COCO file (labels)")
+        self.labels = project.folder / labels
+        held, self.match_config, truth_path = held_out(project, model, config.eval_split)
+        self.truth = read_ground_truth(truth_path)
+        # 2. What it was trained on, the held-out images and objects.
+        progress("reading the training images", 0, 1)
+        self.trained = coco_training_set(project.folder / recorded.training)
+        self.eval_images = []
+        for name in self.truth.images["file_name"]:
+            with Image.open(truth_path.parent / name) as image:
+                self.eval_images.append(image.convert("RGB"))
+        self.project, self.report, self.config, self.progress = project, report, config, progress
+        self.held = held
+        self.held_tags = self.planted_tags = report.tags.aligned(report.all_tags.reindex(held.index))
+        self.before = (held["outcome"] == TRUE_POSITIVE).to_numpy()
+        self.training_count = training_images(report.samples, project.objects())
+        self.ap_before = project.object_evaluation(model, config.eval_split)["summary"]["AP"]
+        tune = config.retrain.fine_tune
+        self.epochs, self.rate = tune.epochs or FINE_TUNE_EPOCHS, tune.learning_rate or FINE_TUNE_RATE
+
+    def new_data(self, method: str, seed: int, budget: int):
+        if method == CONTROL:
+            return TrainingSet([], []), None, 0
+        chosen = select_pool_images(self.report, replace(self.config.selection, method=method, seed=seed,
+                                                         budget=budget), project=self.project, model=self.report.model)
+        new = coco_training_set(self.labels, list(chosen["image_key"]))
+        return new, chosen, len(new.images)
+
+    def retrain(self, method: str, seed: int, data, run_id: int) -> RoundResult:
+        network = self.runner.fine_tune(self.trained, data, lam=self.config.retrain.lam, epochs=self.epochs,
+                                        learning_rate=self.rate, seed=seed, progress=self.progress)
+        folder = self.project.folder / "models" / "tuning" / f"repair-{run_id}"
+        stem = f"{method.replace(' ', '-')}-s{seed}"
+        checkpoint = self.runner.save(network, folder / f"{stem}.pt")
+        after, summary = found_after(self.runner, network, self.truth, self.eval_images, self.held,
+                                     self.match_config, folder, stem, self.progress)
+        return RoundResult(after, len(data.images), {"AP before": self.ap_before, "AP after": summary["AP"],
+                                                     "checkpoint": str(checkpoint)})

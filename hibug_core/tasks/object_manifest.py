@@ -13,10 +13,9 @@ import pandas as pd
 from hibug_core.config import IngestConfig
 from hibug_core.errors import Issues, ManifestError, RowIssue
 from hibug_core.ingest.manifest import DEFAULT_MODEL
-from hibug_core.ingest.table import read_table
 from hibug_core.objects.coco import RESERVED_NAMES, parse_ground_truth, parse_results
 from hibug_core.objects.geometry import GeometryConfig
-from hibug_core.objects.importer import objects_manifest
+from hibug_core.tasks.object_import import objects_manifest
 from hibug_core.objects.matching import MatchConfig
 from hibug_core.progress import ProgressCallback, no_progress
 
@@ -58,16 +57,10 @@ def _model_columns(columns: list[str], default_model: str, issues: Issues) -> di
     return models
 
 
-def load_object_manifest(path: str | Path, **options):
-    """Read a per-row object manifest (CSV or Parquet; see the README's "Objects"); options as
-    validate_object_manifest's."""
-    path = Path(path).resolve()
-    return validate_object_manifest(read_table(path), source=str(path), base_dir=path.parent, **options)
-
-
 def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path, default_model: str = DEFAULT_MODEL,
                              match_config: MatchConfig = MatchConfig(), geometry: GeometryConfig = GeometryConfig(),
-                             config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress):
+                             config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress,
+                             task: str):
     """Check every row and column of an object manifest, match each model's detections by COCO's rules and return
     the validated manifest of objects (image paths relative to `base_dir`)."""
     frame = frame.reset_index(drop=True)
@@ -154,7 +147,7 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
         found.append(_translated(lambda: parse_results(records, truth, source, model=name), source, {"results": rows}))
     split_of_image = {k + 1: split_by_image[image][0] for k, image in enumerate(distinct)}
     # 4. Images, matching, samples.
-    return objects_manifest(truth, found, Path(base_dir), split_of_image, match_config=match_config,
+    return objects_manifest(truth, found, Path(base_dir), split_of_image, task=task, match_config=match_config,
                             geometry=geometry, config=config, progress=progress)
 
 

@@ -1,0 +1,118 @@
+"""What a task is: everything that differs between classification, detection and pose, behind one contract that
+generic code (ingest, embeddings, tagging, slices, repair, store, pages) uses without asking which task it runs."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import pandas as pd
+
+from hibug_core.config import IngestConfig
+from hibug_core.errors import HibugError
+from hibug_core.objects.views import SampleViews
+from hibug_core.progress import ProgressCallback, no_progress
+
+
+class TaskError(HibugError):
+    """A task that cannot do what was asked (an unknown task, a manifest no task claims, a capability it lacks)."""
+
+
+@dataclass(frozen=True)
+class Nouns:
+    """The words every caption, column and message uses for a task's samples and measures."""
+
+    sample: str  # "image", "object", "person"
+    samples: str  # "images", "objects", "people"
+    score: str  # what a sample's score is: "accuracy", "IoU", "OKS"
+    measure: str  # what a repair's before and after are: "accuracy", "objects found", "people found"
+    score_help: str  # one line: how a sample is scored
+    explain: str  # one line: what a sample is
+
+    def count(self, n: int) -> str:
+        """'1 image', '12,000 objects'."""
+        return f"{n:,} {self.sample if n == 1 else self.samples}"
+
+    @property
+    def Samples(self) -> str:  # noqa: N802 (a column or metric title)
+        return self.samples[:1].upper() + self.samples[1:]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What hibug itself can do with a task's model, beside importing its outputs; where it cannot, what to do
+    instead."""
+
+    predict: bool  # run the model under test inside hibug (`hibug predict`)
+    generate: bool  # repair with generated images (they come without boxes or keypoints)
+    retrain: str  # how its model is retrained for repair, in one phrase
+    checkpoint: str  # what a repaired checkpoint holds and how to load it
+    instead: tuple[tuple[str, str], ...] = ()  # (capability, what to do instead) where it cannot
+
+    def advice(self, capability: str) -> str:
+        return dict(self.instead).get(capability, "")
+
+    def check(self, capability: str, nouns: Nouns) -> None:
+        """TaskError saying what to do instead when the task's model cannot `capability` ("predict", "generate")."""
+        if not getattr(self, capability):
+            advice = self.advice(capability)
+            raise TaskError(f"hibug cannot {capability} for a project of {nouns.samples}" + (f": {advice}" if advice
+                                                                                              else ""))
+
+
+class Task(ABC):
+    """One kind of model hibug debugs. Subclasses set the class attributes and implement the methods; one instance
+    per task is registered in hibug_core.tasks.registry.TASKS."""
+
+    name: ClassVar[str]
+    help: ClassVar[str]
+    nouns: ClassVar[Nouns]
+    views: ClassVar[SampleViews]  # what a tagger sees of a sample
+    capabilities: ClassVar[Capabilities]
+    error_types: ClassVar[tuple[str, ...]] = ()  # the kinds of failure stored per sample (none for images)
+    focus: ClassVar[str]  # what a language model proposing attributes should look for
+    library: ClassVar[str | None] = None  # the built-in attribute library's entry (None: chosen from the words)
+
+    # ----- importing -------------------------------------------------------------------------------
+    @abstractmethod
+    def claims_table(self, columns: list[str]) -> bool:
+        """Whether a manifest with these columns holds this task's samples."""
+
+    @abstractmethod
+    def validate_table(self, frame: pd.DataFrame, *, source: str, base_dir: Path, default_model: str,
+                       config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress):
+        """The manifest checked and ready to import (a ValidatedManifest whose task is this one)."""
+
+    def claims_coco(self, categories: list[dict]) -> bool:
+        """Whether a COCO file with these categories holds this task's samples (only object tasks read COCO)."""
+        return False
+
+    # ----- samples ----------------------------------------------------------------------------------
+    def sample_table(self, project, model: str | None) -> pd.DataFrame:
+        """One row per sample (index: sample id) with what this task's pages show of it (a model's outputs)."""
+        return project.samples(model)
+
+    # ----- attributes ------------------------------------------------------------------------------
+    @abstractmethod
+    def measured_attributes(self) -> list:
+        """Attributes computed exactly (pixels, geometry), offered with every proposal and library entry."""
+
+    # ----- repair ----------------------------------------------------------------------------------
+    @abstractmethod
+    def select_pool(self, report, config, *, project) -> pd.DataFrame:
+        """Pool images to label for the report's worst slices under the selection config's budget."""
+
+    @abstractmethod
+    def training_count(self, samples: pd.DataFrame, project) -> int:
+        """What a share of a budget is a share of: the training images this task's model learnt from (`samples`: the
+        project's sample table)."""
+
+    @abstractmethod
+    def repair_round(self, project, report, config, *, progress: ProgressCallback = no_progress,
+                     author: str | None = None):
+        """The task's half of one repair run (hibug_core.repair.loop.RepairRound): held-out outcomes before, new
+        data per method and seed, retraining, outcomes after."""
+
+    def __repr__(self) -> str:
+        return f"<task {self.name}>"

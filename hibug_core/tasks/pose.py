@@ -1,0 +1,43 @@
+"""Pose estimation: detection matched by OKS (as FiftyOne treats keypoints): a sample is a person, scored by the OKS
+of its match. Imported from COCO keypoint files; everything else is the detection task's."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from hibug_core.config import IngestConfig
+from hibug_core.errors import ManifestError, RowIssue
+from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.tasks.base import Capabilities, Nouns
+from hibug_core.tasks.detection import Detection, names_keypoints
+from hibug_core.tasks.registry import register_task
+
+
+@register_task
+class Pose(Detection):
+    name = "pose"
+    help = "pose estimation: one sample per person (a true skeleton, or a prediction that found none), scored by OKS"
+    nouns = Nouns("person", "people", "OKS", "people found",
+                  "the OKS of the person's match (0 when missed, and for a false positive)",
+                  "ground-truth people and false positives, each a sample")
+    capabilities = Capabilities(predict=False, generate=False, retrain="not yet: no keypoint model is retrainable",
+                                checkpoint="(none yet)",
+                                instead=(("predict", "import the keypoint model's results as a COCO results file "
+                                                     "(hibug new --coco ... --results NAME=results.json)"),
+                                         ("generate", "generated images come without keypoints, so they cannot teach "
+                                                      "a pose model; repair with selected pool images")))
+    focus = "include attributes of hard instances: occlusion, truncation, unusual poses, small people, crowds"
+    library = "pose"
+
+    def claims_table(self, columns: list[str]) -> bool:
+        return names_keypoints(columns)
+
+    def claims_coco(self, truth) -> bool:
+        return truth.has_keypoints
+
+    def validate_table(self, frame: pd.DataFrame, *, source: str, base_dir: Path, default_model: str,
+                       config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress):
+        raise ManifestError(source, [RowIssue(None, "keypoints", (
+            "a per-row manifest of people is not read yet; import the people as a COCO keypoints file (hibug new "
+            "--coco person_keypoints.json --results NAME=results.json)"))])

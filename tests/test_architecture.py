@@ -1,0 +1,114 @@
+"""The layering holds: no import cycle anywhere in hibug_core (imports inside functions counted), the low packages
+load neither streamlit nor the tasks, and nothing outside hibug_core/tasks asks which task it runs."""
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOW_PACKAGES = ("store", "objects", "ingest", "embeddings", "attributes", "tagging", "slices", "models", "llm",
+                "repair")
+TASK_COMPARISON = re.compile(r'[!=]= *"(classification|detection|pose)"')
+
+
+def module_names() -> dict[str, Path]:
+    names = {}
+    for path in (ROOT / "hibug_core").rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the hibug_core modules it imports anywhere in its text (a `from package import name` counts as
+    importing package.name where that is a module, else the package)."""
+    modules = module_names()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            graph[name].update(t for t in targets if t in modules and t != name)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(10_000)
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_cycle_finder_finds_a_planted_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_hibug_core_has_no_import_cycle():
+    graph = import_graph()
+    assert "hibug_core.tasks.registry" in graph["hibug_core.tasks.classification"]  # the scan sees imports
+    assert cycles(graph) == []
+
+
+def test_low_packages_load_neither_streamlit_nor_the_tasks():
+    code = f"""
+import importlib, pkgutil, sys
+for package in {LOW_PACKAGES!r}:
+    root = importlib.import_module("hibug_core." + package)
+    for module in pkgutil.walk_packages(root.__path__, root.__name__ + "."):
+        importlib.import_module(module.name)
+    loaded = [m for m in ("streamlit", "hibug_core.tasks") if m in sys.modules]
+    if loaded:
+        print(package, *loaded)
+        break
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == ""
+
+
+def test_nothing_outside_the_tasks_asks_which_task_it_runs():
+    places = [ROOT / "hibug_core", ROOT / "hibug_ui", ROOT / "pages", ROOT / "app.py"]
+    files = [p for place in places for p in ([place] if place.is_file() else place.rglob("*.py"))]
+    asking = [f"{path.relative_to(ROOT)}:{number}" for path in files if "tasks" not in path.relative_to(ROOT).parts
+              for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+              if TASK_COMPARISON.search(line)]
+    assert asking == []
