@@ -112,3 +112,11 @@ def test_nothing_outside_the_tasks_asks_which_task_it_runs():
               for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
               if TASK_COMPARISON.search(line)]
     assert asking == []
+
+
+def test_the_library_does_not_depend_on_its_demo():
+    graph = import_graph()
+    leaning = {module: sorted(t for t in targets if t.startswith("hibug_core.demo"))
+               for module, targets in graph.items()
+               if module.count(".") and module.split(".")[1] in ("models", "objects", "repair", "slices", "tagging", "tasks", "store")}
+    assert {module: demo for module, demo in leaning.items() if demo} == {}

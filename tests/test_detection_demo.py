@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from hibug_core.demo.detection import DETECTOR_NAME, DetectionDemoConfig, training_annotations
-from hibug_core.demo.detector import (DetectorConfig, build_detector, detect, load_detector, save_detector,
+from hibug_core.models.zoo.scene_fcos import (DetectorConfig, build_detector, detect, load_detector, save_detector,
                                       train_detector, training_fingerprint)
 from hibug_core.demo.scenes import corner_keypoints, render_scenes
 from hibug_core.errors import ConfigError

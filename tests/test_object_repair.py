@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from hibug_core.models.finetune import TuneConfig
-from hibug_core.objects.detectors import DETECTOR_META, DetectorError, load_runner
-from hibug_core.tasks.object_repair import OBJECTS_FOUND, found_after, held_out
+from hibug_core.models.object_models import DetectorError
+from hibug_core.models.recorded import LEGACY_DETECTOR_META, MODEL_META, recorded_model
+from hibug_core.tasks.object_repair import OBJECTS_FOUND, found_after, held_out, object_model
 from hibug_core.repair.loop import RepairConfig, RepairError, run_repair
 from hibug_core.repair.prompts import slice_prompt
 from hibug_core.repair.retrain import RetrainConfig
@@ -65,7 +66,7 @@ def test_the_recorded_detector_run_again_finds_exactly_the_imported_outcomes(det
     from hibug_core.objects.coco import read_ground_truth
 
     with Project.open(detection_demo) as project:
-        runner = load_runner(project, MODEL)
+        runner, _ = object_model(project, MODEL)
         held, config, path = held_out(project, MODEL, "test")
     truth = read_ground_truth(path)
     images = [Image.open(path.parent / name).convert("RGB") for name in truth.images["file_name"]]
@@ -89,9 +90,9 @@ def test_a_detector_repair_fine_tunes_and_compares_every_held_out_object(demo_co
     assert planted["n"].tolist() == [64, 437, 87]
     assert result.verdict().startswith("Held-out objects found 64.8% before; after, expected failures")
     assert 0 < result.runs["AP after"].iat[0] < 1 and result.runs["AP before"].iat[0] == pytest.approx(0.56872084)
-    stored = demo_copy.meta()
-    assert DETECTOR_META + MODEL in stored
-    from hibug_core.demo.detector import load_checkpoint
+    recorded = recorded_model(demo_copy, MODEL)  # recorded as any model under test is: its registry spec
+    assert (recorded.spec, recorded.training) == ("scene-fcos:models/shape-fcos.pt", "data/train_annotations.json")
+    from hibug_core.models.zoo.scene_fcos import load_checkpoint
 
     repaired, classes, _ = load_checkpoint(result.runs["checkpoint"].iat[0])  # the repaired detector, kept
     assert classes == ["circle", "rectangle", "triangle"] and repaired is not None
@@ -113,7 +114,7 @@ def test_what_a_detector_repair_cannot_do_is_refused_with_what_to_do(demo_copy, 
     with pytest.raises(RepairError, match="a detector is repaired by fine-tuning"):
         run_repair(demo_copy, RepairConfig(retrain=RetrainConfig(method="linear head"), seeds=(0,)),
                    task=task_of(demo_copy))
-    with pytest.raises(DetectorError, match="the checkpoint of 'shape-fcos' is gone"):
+    with pytest.raises(DetectorError, match="the recorded model 'shape-fcos' cannot be loaded: .*no checkpoint file"):
         (demo_copy.folder / "models" / f"{MODEL}.pt").unlink()
         run_repair(demo_copy, RepairConfig(seeds=(0,)), task=task_of(demo_copy))
     from sqlalchemy import text
@@ -121,7 +122,7 @@ def test_what_a_detector_repair_cannot_do_is_refused_with_what_to_do(demo_copy, 
     from hibug_core.store.db import write_transaction
 
     with write_transaction(demo_copy.engine) as connection:  # as if only the detector's results had been imported
-        connection.execute(text("DELETE FROM project_meta WHERE key = :k"), {"k": DETECTOR_META + MODEL})
+        connection.execute(text("DELETE FROM project_meta WHERE key = :k"), {"k": MODEL_META + MODEL})
     with pytest.raises(DetectorError, match="only its results were imported"):
         run_repair(demo_copy, RepairConfig(seeds=(0,)), task=task_of(demo_copy))
     from hibug_core.jobs.kinds import run_kind
@@ -145,3 +146,19 @@ def test_generation_prompts_describe_the_object_and_its_context(detection_demo):
     prompts = hibug_prompts(report, schema, top=8)
     assert not prompts["label"].isin(["(background)", "(missed)"]).any()
     assert set(prompts["label"]) <= {"circle", "rectangle", "triangle"}
+
+
+def test_a_detector_recorded_the_old_way_is_still_found(demo_copy):
+    from sqlalchemy import text
+
+    from hibug_core.store.db import write_transaction
+
+    with write_transaction(demo_copy.engine) as connection:  # a detection demo built before one record for all models
+        connection.execute(text("DELETE FROM project_meta WHERE key = :k"), {"k": MODEL_META + MODEL})
+        connection.execute(text("INSERT INTO project_meta (key, value) VALUES (:k, :v)"), {
+            "k": LEGACY_DETECTOR_META + MODEL, "v": json.dumps({
+                "kind": "scene-fcos", "checkpoint": f"models/{MODEL}.pt", "training": "data/train_annotations.json",
+                "classes": ["circle", "rectangle", "triangle"]})})
+    adapter, recorded = object_model(demo_copy, MODEL)
+    assert recorded.spec == f"scene-fcos:models/{MODEL}.pt" and recorded.training == "data/train_annotations.json"
+    assert adapter.classes == ["circle", "rectangle", "triangle"]

@@ -16,7 +16,7 @@ from hibug_core.attributes.schema import AttributeSchema
 from hibug_core.bench.scoring import attribute_matches
 from hibug_core.demo.detection import (DETECTOR_NAME, SIZES, DetectionDemoConfig, ObjectBug, plant_bugs,
                                        write_coco_split)
-from hibug_core.demo.detector import DetectorConfig, detect, train_detector
+from hibug_core.models.zoo.scene_fcos import DetectorConfig, detect, train_detector
 from hibug_core.demo.scenes import SCENE_COLOURS, SCENE_SHAPES, render_scenes
 from hibug_core.objects.geometry import geometry_attributes
 from hibug_core.tasks import load_coco

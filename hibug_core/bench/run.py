@@ -19,7 +19,7 @@ from hibug_core.bench.problems import RARE, SPURIOUS, SplitConfig, base_splits, 
 from hibug_core.bench.scoring import score_report
 from hibug_core.demo.attributes import TASK, demo_attribute_schema
 from hibug_core.demo.easyvqa import SHAPES, ShapeWorld, load_shape_world
-from hibug_core.demo.shapes_model import TrainConfig
+from hibug_core.models.zoo.shape_cnn import TrainConfig
 from hibug_core.errors import HibugError
 from hibug_core.llm.client import LLMConfig
 from hibug_core.progress import ProgressCallback, no_progress

@@ -14,7 +14,7 @@ import pandas as pd
 
 from hibug_core.demo.attributes import demo_attribute_schema
 from hibug_core.demo.easyvqa import ATTRIBUTES, SHAPES, load_shape_world
-from hibug_core.demo.shapes_model import TrainConfig, load_checkpoint, save_checkpoint, train_shape_cnn
+from hibug_core.models.zoo.shape_cnn import TrainConfig, load_checkpoint, save_checkpoint, train_shape_cnn
 from hibug_core.errors import ProjectError
 from hibug_core.tasks import load_manifest
 from hibug_core.models.predict import predict_project

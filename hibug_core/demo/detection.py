@@ -12,12 +12,12 @@ import pandas as pd
 
 from hibug_core.attributes.schema import Attribute, AttributeSchema
 from hibug_core.demo.build import PlantedBug
-from hibug_core.demo.detector import (DetectorConfig, detect, load_detector, save_detector, train_detector,
+from hibug_core.models.zoo.scene_fcos import (DetectorConfig, detect, load_detector, save_detector, train_detector,
                                       training_fingerprint)
 from hibug_core.demo.scenes import SCENE_COLOURS, SCENE_SHAPES, SceneConfig, render_scenes
 from hibug_core.repair.generators import COLOURS
 from hibug_core.errors import ProjectError
-from hibug_core.objects.detectors import POOL_LABELS_META, RecordedDetector, record_detector
+from hibug_core.models.recorded import POOL_LABELS_META, RecordedModel, record_model
 from hibug_core.objects.geometry import geometry_attributes
 from hibug_core.tasks import load_coco
 from hibug_core.progress import ProgressCallback, no_progress
@@ -234,8 +234,8 @@ def build_detection_demo(folder: str | Path, config: DetectionDemoConfig = Detec
         # what the detector was trained on (file names as the train split's): retraining starts from it
         (data / "train_annotations.json").write_text(json.dumps(coco_instances("train", scenes["train"][0], taught)))
         save_detector(staging / "models" / f"{DETECTOR_NAME}.pt", model, classes, config.detector, fingerprint)
-        record_detector(project, RecordedDetector(DETECTOR_NAME, "scene-fcos", f"models/{DETECTOR_NAME}.pt",
-                                                  "data/train_annotations.json", classes))
+        record_model(project, RecordedModel(DETECTOR_NAME, f"scene-fcos:models/{DETECTOR_NAME}.pt",
+                                            training="data/train_annotations.json"))
         project.set_meta(POOL_LABELS_META, POOL_LABELS)
         project.set_meta("demo", json.dumps(report))
         save_schema(project, detection_attribute_schema(), author="hibug demo",

@@ -14,6 +14,7 @@ from hibug_core.embeddings.cache import ContentCache
 from hibug_core.embeddings.registry import DEFAULT_ENCODER, encoder_key, load_encoder
 from hibug_core.errors import TaggingError
 from hibug_core.native_memory import reuse_freed_tensor_memory
+from hibug_core.models.recorded import recorded_model
 from hibug_core.objects.views import crops_of, object_views
 from hibug_core.progress import ProgressCallback, no_progress
 
@@ -129,24 +130,22 @@ def embedding_cache(project, encoder_key: str) -> ContentCache:
 
 
 MODEL_PREFIX = "model:"  # "model:<name>": the own features of a model `hibug predict` ran, used as an encoder's
-MODEL_META = "model spec:"  # project meta key prefix: the spec and weights that made a recorded model
 
 
 def own_features(project, model: str) -> str | None:
     """The encoder name ("model:<name>") of a model's own stored features, or None when it has none (imported
     predictions)."""
-    return MODEL_PREFIX + model if MODEL_META + model in project.meta() else None
+    recorded = recorded_model(project, model)
+    return MODEL_PREFIX + model if recorded is not None and recorded.weights else None
 
 
 def model_cache(project, model: str) -> ContentCache:
     """Per image content, the outputs of a model run by `hibug predict` (probabilities, features, embedding)."""
-    import json
-
-    raw = project.meta().get(MODEL_META + model)
-    if raw is None:
+    recorded = recorded_model(project, model)
+    if recorded is None or not recorded.weights:
         raise TaggingError(f"'{model}' was not run by hibug, so it has no features (imported predictions have "
                            "none); run it with `hibug predict`")
-    return ContentCache(project, f"models/{json.loads(raw)['weights']}", dtype=np.float32)
+    return ContentCache(project, f"models/{recorded.weights}", dtype=np.float32)
 
 
 def embed_project(project, encoder: str | Encoder = DEFAULT_ENCODER, *, sample_ids=None,

@@ -2,7 +2,6 @@
 come), then recorded as a model of the project with its probabilities and its own penultimate features."""
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass
@@ -11,9 +10,10 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.embeddings.cache import ContentCache
-from hibug_core.embeddings.compute import MODEL_META, EmbedConfig, encode_paths, model_cache
+from hibug_core.embeddings.compute import EmbedConfig, encode_paths, model_cache
 from hibug_core.errors import HibugError
 from hibug_core.models.adapter import ModelAdapter
+from hibug_core.models.recorded import RecordedModel, record_model
 from hibug_core.models.registry import absolute_spec, load_model
 from hibug_core.progress import ProgressCallback, no_progress
 
@@ -83,6 +83,9 @@ def predict_project(project, spec: str | ModelAdapter, *, name: str | None = Non
     # 1. Check inputs (the caller checked the task can predict): the model loads, its classes match the labels, the
     # name is free.
     adapter = load_model(spec) if isinstance(spec, str) else spec
+    if not isinstance(adapter, ModelAdapter):
+        raise PredictError(f"{adapter.spec} is a model of objects; hibug runs classifiers on a project's images (import "
+                           "a detector's results as a COCO results file)")
     name = (name or default_name(adapter.spec)).strip()
     if not name:
         raise PredictError("give the model a name (--name)")
@@ -118,7 +121,7 @@ def predict_project(project, spec: str | ModelAdapter, *, name: str | None = Non
     probabilities = cache.get(hashes, "probabilities")
     project.add_predictions(name, samples.index.to_numpy(), probabilities, classes, author=author,
                             note={"spec": adapter.spec, "weights": adapter.key})
-    project.set_meta(MODEL_META + name, json.dumps({"spec": adapter.spec, "weights": adapter.key}), author=author)
+    record_model(project, RecordedModel(name, adapter.spec, adapter.key), author=author)
     progress("recording the predictions", 1, 1)
     predicted = np.asarray(classes, dtype=object)[probabilities.argmax(axis=1)]
     labelled = samples["label"].notna().to_numpy()

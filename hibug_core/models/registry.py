@@ -1,6 +1,7 @@
-"""The model-adapter registry: the user's network named by a spec they can type, loaded with its library's own
-architecture code and preprocessing (timm's data config, torchvision's weight transforms, the transformers image
-processor), never a hand-written copy."""
+"""The registry of the model under test, one for every task: the user's network named by a spec they can type,
+loaded with its library's own architecture code and preprocessing (timm's data config, torchvision's weight
+transforms, the transformers image processor), never a hand-written copy; the zoo's networks answer to it the same
+way. A classifier comes as a ModelAdapter, a model of objects as an ObjectModelAdapter."""
 from __future__ import annotations
 
 import importlib
@@ -122,10 +123,10 @@ def _transformers(argument: str, *, spec: str, device: str | None) -> ModelAdapt
                         input_size=int(size.get("height") or size.get("shortest_edge") or 224), device=device)
 
 
-@MODELS.register("shape-cnn", "the demo's small shape CNN (hibug's own architecture) with its weights, e.g. "
+@MODELS.register("shape-cnn", "the zoo's small shape CNN (the classification demo's model) with its weights, e.g. "
                  "shape-cnn:models/shape-cnn.pt", form="shape-cnn:<checkpoint path>")
 def _shape_cnn(argument: str, *, spec: str, device: str | None) -> ModelAdapter:
-    from hibug_core.demo.shapes_model import shape_cnn_parts
+    from hibug_core.models.zoo.shape_cnn import shape_cnn_parts
 
     state, classes, extra = read_checkpoint(argument, spec)
     try:
@@ -133,6 +134,17 @@ def _shape_cnn(argument: str, *, spec: str, device: str | None) -> ModelAdapter:
     except RuntimeError as error:
         raise ModelLoadError(f"{spec}: not a shape-cnn checkpoint ({str(error).splitlines()[0][:200]})") from None
     return ModelAdapter(spec, network, transform, classes, input_size=64, device=device, recipe=recipe)
+
+
+@MODELS.register("scene-fcos", "the zoo's scene detector: torchvision's FCOS on a small CNN backbone (the detection "
+                 "demo's model), e.g. scene-fcos:models/shape-fcos.pt", form="scene-fcos:<checkpoint path>")
+def _scene_fcos(argument: str, *, spec: str, device: str | None):
+    from hibug_core.models.object_models import SceneFcos
+
+    checkpoint = Path(argument).expanduser()
+    if not checkpoint.is_file():
+        raise ModelLoadError(f"{spec}: no checkpoint file {checkpoint}")
+    return SceneFcos(spec, checkpoint)
 
 
 @MODELS.register("python", "your own code: python:<module>:<function> returns a ModelAdapter, or (network, "

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from hibug_core.embeddings.compute import MODEL_META, own_features
+from hibug_core.embeddings.compute import own_features
 from hibug_core.errors import HibugError, check_fields
 from hibug_core.models.finetune import CLASSIFIER_EPOCHS, DecodedImages, TuneConfig
+from hibug_core.models.recorded import recorded_model
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import Registry
 
@@ -47,18 +48,15 @@ def model_network(project, model: str):
     """The adapted network behind `model`, or None for imported predictions: the spec `hibug predict` (or the demo
     build) recorded, loaded with relative paths under the project folder; RetrainError when its weights changed
     since (the recorded predictions would not be its)."""
-    import json
-
     from hibug_core.models.registry import load_model
 
-    recorded = project.meta().get(MODEL_META + model)
+    recorded = recorded_model(project, model)
     if recorded is None:
         own = project.folder / NETWORK_DIR / f"{model}.pt"  # a demo built before it recorded its network's spec
         return load_model(f"shape-cnn:{NETWORK_DIR}/{model}.pt", root=project.folder) if own.exists() else None
-    recorded = json.loads(recorded)
-    adapter = load_model(recorded["spec"], root=project.folder)
-    if adapter.key != recorded["weights"]:
-        raise RetrainError(f"the weights behind {recorded['spec']} changed since '{model}' was predicted; run "
+    adapter = load_model(recorded.spec, root=project.folder)
+    if adapter.key != recorded.weights:
+        raise RetrainError(f"the weights behind {recorded.spec} changed since '{model}' was predicted; run "
                            "`hibug predict` again under a new name and repair that model")
     return adapter
 

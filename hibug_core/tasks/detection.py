@@ -45,7 +45,7 @@ class Detection(Task):
         return is_object_manifest(columns) and not names_keypoints(columns)
 
     def claims_coco(self, truth) -> bool:
-        return not truth.has_keypoints
+        return not truth.keypoints
 
     def validate_table(self, frame: pd.DataFrame, *, source: str, base_dir: Path, default_model: str,
                        config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress):

@@ -34,7 +34,7 @@ class Pose(Detection):
         return names_keypoints(columns)
 
     def claims_coco(self, truth) -> bool:
-        return truth.has_keypoints
+        return bool(truth.keypoints)  # its categories name keypoints (an unlabelled pool's file has no annotations)
 
     def validate_table(self, frame: pd.DataFrame, *, source: str, base_dir: Path, default_model: str,
                        config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress):

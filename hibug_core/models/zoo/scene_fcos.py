@@ -1,5 +1,5 @@
-"""The detection demo's model under test: torchvision's FCOS (a one-stage, anchor-free detector) on a small CNN
-backbone with a feature pyramid, trained from scratch here on CPU in a few minutes."""
+"""A scene detector (the detection demo's model under test): torchvision's FCOS (a one-stage, anchor-free detector)
+on a small CNN backbone with a feature pyramid, trained from scratch here on CPU in a few minutes."""
 from __future__ import annotations
 
 import hashlib
@@ -123,7 +123,7 @@ def train_detector(images: list, objects_by_image: list, classes: list[str], con
     # 3. Epochs of shuffled batches, progress after each step (a job cancels by raising from it).
     model.train()
     total = config.epochs * steps_per_epoch
-    stage = "training the demo detector" if start_from is None else "fine-tuning the detector"
+    stage = "training the detector" if start_from is None else "fine-tuning the detector"
     for epoch in range(config.epochs):
         order = rng.permutation(len(images))
         for step in range(steps_per_epoch):

@@ -1,9 +1,8 @@
-"""Detectors hibug can run and retrain: a project records a detector's kind, checkpoint and training annotations
-(meta "detector:<model>"), and one registry of detector kinds loads, fine-tunes and runs it."""
+"""Models of objects hibug can run and retrain (adapters the model registry builds, e.g. the zoo's scene detector),
+and the training sets they learn from (COCO annotations)."""
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -11,26 +10,9 @@ import pandas as pd
 
 from hibug_core.errors import HibugError
 from hibug_core.progress import ProgressCallback, no_progress
-from hibug_core.registry import Registry
-
-DETECTOR_META = "detector:"  # project meta key prefix: how to load and retrain a model of objects
-POOL_LABELS_META = "pool labels"  # project meta: COCO annotations of the pool images (what labelling returned)
-DETECTOR_KINDS = Registry("detector kind")
-
 
 class DetectorError(HibugError):
     """A detector hibug cannot load, retrain or run."""
-
-
-@dataclass(frozen=True)
-class RecordedDetector:
-    """What a project records about a detector it can retrain (paths relative to the project folder)."""
-
-    model: str
-    kind: str
-    checkpoint: str
-    training: str  # COCO instances file of what it was trained on (file names under the file's folder)
-    classes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -42,37 +24,6 @@ class TrainingSet:
 
     def __add__(self, other: "TrainingSet") -> "TrainingSet":
         return TrainingSet(self.images + other.images, self.objects + other.objects)
-
-
-def record_detector(project, detector: RecordedDetector) -> None:
-    project.set_meta(DETECTOR_META + detector.model, json.dumps({
-        "kind": detector.kind, "checkpoint": detector.checkpoint, "training": detector.training,
-        "classes": detector.classes}))
-
-
-def recorded_detector(project, model: str) -> RecordedDetector:
-    """The detector behind `model`; DetectorError saying what to do when only its results were imported."""
-    raw = project.meta().get(DETECTOR_META + model)
-    if raw is None:
-        raise DetectorError(f"hibug cannot retrain '{model}': only its results were imported. Record the detector "
-                            f"(its kind, checkpoint and training annotations: {DETECTOR_META}<model> in the project's "
-                            f"meta; kinds: {DETECTOR_KINDS.help_text()}), or retrain it yourself on the exported "
-                            "selection")
-    recorded = json.loads(raw)
-    if DETECTOR_KINDS.find(recorded.get("kind", "")) is None:
-        raise DetectorError(f"'{model}' was recorded as a detector of kind '{recorded.get('kind')}', which this hibug "
-                            f"does not know; kinds: {DETECTOR_KINDS.help_text()}")
-    return RecordedDetector(model, recorded["kind"], recorded["checkpoint"], recorded["training"],
-                            list(recorded.get("classes", [])))
-
-
-def load_runner(project, model: str):
-    """The recorded detector's runner (load, fine_tune, detect) for `model`."""
-    recorded = recorded_detector(project, model)
-    checkpoint = project.folder / recorded.checkpoint
-    if not checkpoint.exists():
-        raise DetectorError(f"the checkpoint of '{model}' is gone: {checkpoint}")
-    return DETECTOR_KINDS.build(recorded.kind, checkpoint=checkpoint)
 
 
 def coco_training_set(path: Path, file_names: list[str] | None = None) -> TrainingSet:
@@ -104,13 +55,36 @@ def coco_training_set(path: Path, file_names: list[str] | None = None) -> Traini
     return TrainingSet(loaded, targets)
 
 
-class SceneFcos:
-    """The detection demo's FCOS (hibug_core.demo.detector): loaded from its checkpoint, fine-tuned with its own
-    one-cycle schedule, run at its own score threshold."""
+class ObjectModelAdapter:
+    """A model of objects as the model registry gives it: its spec, its network and class names; fine_tune returns a
+    retrained copy, save writes a checkpoint its family loads, detect runs a network on images."""
 
-    def __init__(self, checkpoint: Path):
-        from hibug_core.demo.detector import load_checkpoint
+    spec: str
+    network: object
+    classes: list[str]
 
+    def fine_tune(self, data: TrainingSet, new: TrainingSet, *, lam: float | None, epochs: int, learning_rate: float,
+                  seed: int, progress: ProgressCallback = no_progress):
+        raise NotImplementedError
+
+    def save(self, network, path: Path) -> Path:
+        raise NotImplementedError
+
+    def detect(self, network, images: list, progress: ProgressCallback = no_progress) -> list[list[dict]]:
+        raise NotImplementedError
+
+
+OBJECT_FAMILIES = ("scene-fcos",)  # the model registry's families of object models
+
+
+class SceneFcos(ObjectModelAdapter):
+    """The zoo's scene detector (hibug_core.models.zoo.scene_fcos): loaded from its checkpoint, fine-tuned with its
+    own one-cycle schedule, run at its own score threshold."""
+
+    def __init__(self, spec: str, checkpoint: Path):
+        from hibug_core.models.zoo.scene_fcos import load_checkpoint
+
+        self.spec = spec
         self.network, self.classes, self.config = load_checkpoint(checkpoint)
 
     def fine_tune(self, data: TrainingSet, new: TrainingSet, *, lam: float | None, epochs: int, learning_rate: float,
@@ -119,7 +93,7 @@ class SceneFcos:
         new one's loss weighted by lam."""
         from dataclasses import replace
 
-        from hibug_core.demo.detector import train_detector
+        from hibug_core.models.zoo.scene_fcos import train_detector
 
         config = replace(self.config, epochs=epochs, learning_rate=learning_rate, seed=seed)
         if lam is None:
@@ -129,16 +103,12 @@ class SceneFcos:
 
     def save(self, network, path: Path) -> Path:
         """The network as a checkpoint this kind loads (the training fingerprint says it was fine-tuned)."""
-        from hibug_core.demo.detector import save_detector
+        from hibug_core.models.zoo.scene_fcos import save_detector
 
         save_detector(path, network, self.classes, self.config, "fine-tuned")
         return path
 
     def detect(self, network, images: list, progress: ProgressCallback = no_progress) -> list[list[dict]]:
-        from hibug_core.demo.detector import detect
+        from hibug_core.models.zoo.scene_fcos import detect
 
         return detect(network, images, self.classes, progress=progress)
-
-
-DETECTOR_KINDS.add("scene-fcos", "torchvision's FCOS on a small CNN backbone (the detection demo's detector)",
-                   SceneFcos)

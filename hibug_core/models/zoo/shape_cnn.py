@@ -1,4 +1,4 @@
-"""The demo's model under test: a small CNN that classifies the shape in a downsampled easy-vqa image."""
+"""A small CNN that classifies the shape in a downsampled image (the classification demo's model under test)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
