@@ -62,7 +62,7 @@ def _closed() -> None:
     st.session_state.pop(OPEN_KEY, None)
 
 
-@st.dialog("Image", width="large", on_dismiss=_closed)
+@st.dialog("Details", width="large", on_dismiss=_closed)
 def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user: str = "anonymous") -> None:
     row = samples.loc[sample_id]
     left, right = st.columns([1, 1])

@@ -8,6 +8,7 @@ import streamlit as st
 
 from hibug_core.markdown import plain
 from hibug_core.objects.summary import confusion_members, error_breakdown, object_confusion
+from hibug_core.tasks import task_of
 from hibug_ui.plots import literal_values
 from hibug_ui.widgets import image_grid
 
@@ -16,6 +17,7 @@ HEADLINE = {"AP": "AP at IoU .50:.95, COCO's main number", "AP50": "AP at IoU .5
 
 
 def object_overview(project, model: str, samples: pd.DataFrame, split: str) -> None:
+    nouns = task_of(project).nouns
     evaluation = project.object_evaluation(model, split)
     if evaluation is None:
         st.info(f"{plain(model)} has no COCO evaluation on the {split} split (it was not imported with a results "
@@ -24,7 +26,7 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str) -> N
     settings = evaluation["settings"]
     overlap = "OKS" if settings.get("iou_type") == "keypoints" else "IoU"
     st.markdown(f"**COCO evaluation** of import #{evaluation['import_id']} ({', '.join(evaluation['splits'])}; "
-                f"faster-coco-eval, equal to pycocotools); an object is found at {overlap} "
+                f"faster-coco-eval, equal to pycocotools); a {nouns.sample} is found at {overlap} "
                 f"{settings['iou_threshold']:.2f} or more")
     shown = [name for name in HEADLINE if name in evaluation["summary"]]
     for cell, name in zip(st.columns(len(shown)), shown):
@@ -45,22 +47,22 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str) -> N
         figure.update_layout(margin=dict(l=0, r=0, t=10, b=0), height=260, legend_title_text="")
         st.plotly_chart(figure, width="stretch", key="overview_error_types")
     with right:
-        _confusion(project, evaluated)
+        _confusion(project, evaluated, nouns)
 
 
-def _confusion(project, evaluated: pd.DataFrame) -> None:
-    st.markdown("**Confusion matrix** (rows: true class, columns: predicted; select a cell to see its objects)")
+def _confusion(project, evaluated: pd.DataFrame, nouns) -> None:
+    st.markdown(f"**Confusion matrix** (rows: true class, columns: predicted; select a cell to see its {nouns.samples})")
     matrix = object_confusion(evaluated)
     if matrix.empty:
-        st.caption("No objects in this split.")
+        st.caption(f"No {nouns.samples} in this split.")
         return
     shown = matrix.copy()
     shown.index = literal_values(shown.index.to_series())
     shown.columns = literal_values(shown.columns.to_series())
     event = st.dataframe(shown, width="stretch", on_select="rerun", selection_mode="single-cell",
                          key="overview_object_confusion")
-    st.caption("(background): false positives on no object; (missed): objects no detection found. A false positive "
-               "on an object of another class counts in that object's row.")
+    st.caption(f"(background): false positives on no {nouns.sample}; (missed): {nouns.samples} no detection found. A "
+               f"false positive on a {nouns.sample} of another class counts in that {nouns.sample}'s row.")
     cells = event.selection.get("cells", []) if event is not None else []
     if not cells:
         return
@@ -68,6 +70,6 @@ def _confusion(project, evaluated: pd.DataFrame) -> None:
     true, predicted = matrix.index[row], matrix.columns[list(shown.columns).index(column)]
     members = confusion_members(evaluated)
     chosen = evaluated.loc[members.index[(members["true"] == true) & (members["predicted"] == predicted)]]
-    st.markdown(f"**{len(chosen):,} objects**: true {plain(true)}, predicted {plain(predicted)}")
+    st.markdown(f"**{nouns.count(len(chosen))}**: true {plain(true)}, predicted {plain(predicted)}")
     image_grid(project, chosen.head(24), caption=lambda r: f"{r['outcome']}"
                + (f" ({r['error_type']})" if r["error_type"] else ""), details="overview_confusion")

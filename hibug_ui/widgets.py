@@ -21,7 +21,7 @@ def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, captio
         st.caption("Nothing to show.")
         return
     if "box_x" in rows and rows["box_x"].notna().any():
-        st.caption(f"Objects, each with some of its surroundings; {LEGEND}. Details opens the whole image.")
+        st.caption(f"Each with some of its surroundings; {LEGEND}. Details opens the whole image.")
     for start in range(0, len(rows), columns):
         cells = st.columns(columns)
         for cell, (sample_id, row) in zip(cells, rows.iloc[start : start + columns].iterrows()):

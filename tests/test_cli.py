@@ -107,7 +107,7 @@ def test_slices_command_prints_ranked_explained_slices(demo_project, tmp_path, c
     out = capsys.readouterr().out
     assert "shape-cnn on val: score 87.9% over 800 samples" in out
     assert "1. color = blue" in out and "spurious correlation" in out
-    assert "(tags right on 100% of 415 checked images)" in out  # the run's colours checked against imported ones
+    assert "(tags right on 100% of 415 checked)" in out  # the run's colours checked against imported ones
     lines = (tmp_path / "s.csv").read_text().splitlines()
     assert lines[0].startswith("rank,slice_id,description") and lines[1].startswith("1,")  # as printed
     # the class is sliced by default; --no-by-class leaves it out

@@ -43,7 +43,7 @@ def cmd_slices(args) -> int:
 def _precision_note(row) -> str:
     if not row["tag_checked"]:
         return ""
-    note = f" (tags right on {row['tag_precision']:.0%} of {row['tag_checked']:,} checked images)"
+    note = f" (tags right on {row['tag_precision']:.0%} of {row['tag_checked']:,} checked)"
     return note if row["trusted"] else f" UNTRUSTED TAGS{note}"
 
 

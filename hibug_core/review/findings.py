@@ -14,6 +14,7 @@ from hibug_core.llm.client import image_data_url
 from hibug_core.markdown import plain
 from hibug_core.review.board import comments, reviews
 from hibug_core.store.audit import now
+from hibug_core.tasks import task_of
 
 THUMBNAIL_SIDE = 96  # pixels: the report's thumbnails are embedded, so they stay small
 COLUMNS = ["rank", "slice", "count", "score", "gap", "score_low", "score_high", "q_value", "bug_type", "reason",
@@ -28,7 +29,7 @@ def provenance(project, report) -> dict:
 
     return {"project": project.name, "model": report.model, "models": project.models(), "split": report.split,
             "attribute_version": latest_version(project), "tags": tags_version(project),
-            "slice_settings": asdict(report.config), "evaluated_images": len(report.evaluation),
+            "task": project.task, "slice_settings": asdict(report.config), "evaluated": len(report.evaluation),
             "overall_score": round(report.overall_score, 4), "hibug": __version__, "created_at": now()}
 
 
@@ -65,12 +66,13 @@ def _md(text) -> str:
 
 def report_markdown(project, report, table: pd.DataFrame) -> str:
     meta = provenance(project, report)
+    nouns = task_of(project).nouns
     lines = [f"# Findings: {_md(meta['project'])}", "",
              f"{_md(meta['model'])} on {_md(meta['split'])}: score {meta['overall_score']:.1%} over "
-             f"{meta['evaluated_images']:,} images. Attribute version {meta['attribute_version']}, tags "
+             f"{nouns.count(meta['evaluated'])}. Attribute version {meta['attribute_version']}, tags "
              f"{_md(meta['tags'])}, hibug {meta['hibug']}, {meta['created_at']}.", "",
              "Slice settings: " + ", ".join(f"{k} = {_md(v)}" for k, v in meta["slice_settings"].items()), "",
-             "| rank | slice | images | score | 95% interval | q | bug type | review | assignee | comments |",
+             f"| rank | slice | {nouns.samples} | score | 95% interval | q | bug type | review | assignee | comments |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for _, row in table.iterrows():
         lines.append(f"| {row['rank']} | {_md(row['slice'])} | {row['count']} | {row['score']:.1%} | "
@@ -95,13 +97,14 @@ def report_html(project, report, table: pd.DataFrame, *, thumbnails: int = 12) -
     """One self-contained page (inline style, images as data URLs); all text escaped."""
     e = html.escape
     meta = provenance(project, report)
+    nouns = task_of(project).nouns
     samples = report.samples
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Findings: {e(meta['project'])}</title>"
              f"<style>{_STYLE}</style></head><body>", f"<h1>Findings: {e(meta['project'])}</h1>",
              f"<p>{e(meta['model'])} on {e(meta['split'])}: score {meta['overall_score']:.1%} over "
-             f"{meta['evaluated_images']:,} images.</p>",
+             f"{nouns.count(meta['evaluated'])}.</p>",
              "<h2>Reproduce</h2><pre>" + e(json.dumps(meta, indent=2, default=str), quote=False) + "</pre>",
-             "<h2>Error slices</h2><table><tr><th>rank</th><th>slice</th><th>images</th><th>score</th>"
+             f"<h2>Error slices</h2><table><tr><th>rank</th><th>slice</th><th>{nouns.samples}</th><th>score</th>"
              "<th>95% interval</th><th>q</th><th>bug type</th><th>review</th><th>assignee</th></tr>"]
     for _, row in table.iterrows():
         parts.append(f"<tr><td>{row['rank']}</td><td>{e(row['slice'])}</td><td>{row['count']}</td>"
