@@ -25,14 +25,14 @@ from hibug_core.demo.detection import ensure_detection_demo
 from hibug_core.models.finetune import TuneConfig
 from hibug_core.repair.loop import CONTROL, RepairConfig, method_difference, run_repair
 from hibug_core.repair.retrain import RetrainConfig
-from hibug_core.repair.selection import SelectionConfig
+from hibug_core.repair.selection import SelectionConfig, parse_budget
 from hibug_core.tasks import task_of
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--budget", type=float, default=240, help="pool images (a count, or a share of training "
+    parser.add_argument("--budget", type=parse_budget, default=240, help="pool images (a count, or a share of training "
                                                                    "images below 1)")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--lam", type=float, default=1.0)
@@ -64,7 +64,7 @@ def main() -> None:
     rows.append({"slice": "test AP", "test objects": "", "found before": f"{runs['AP before'].iat[0]:.3f}",
                  **{m: f"{ap.at[m, 'mean']:.3f} ± {ap.at[m, 'std']:.3f}" for m in methods}})
     print(f"\nObjects found at the operating point on the held-out test split, mean ± sd over seeds {args.seeds} "
-          f"(budget {args.budget:g} pool images, {args.epochs} epochs, lambda {args.lam:g}):\n")
+          f"(budget {args.budget} pool images, {args.epochs} epochs, lambda {args.lam:g}):\n")
     print(markdown_table(pd.DataFrame(rows)))
     differences = []
     for method in methods:

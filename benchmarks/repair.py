@@ -29,7 +29,7 @@ from hibug_core.repair.generators import ShapeWorldRenderer
 from hibug_core.repair.loop import CONTROL, GENERATED, RepairConfig, run_repair
 from hibug_core.repair.prompts import build_prompts
 from hibug_core.repair.retrain import RETRAIN_METHODS, RetrainConfig
-from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, resolve_budget
+from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, parse_budget, resolve_budget
 from hibug_core.store.project import Project
 from hibug_core.tasks import task_of
 
@@ -93,7 +93,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--budgets", type=float, nargs="+", default=[0.05, 0.1, 0.2])
+    parser.add_argument("--budgets", type=parse_budget, nargs="+", default=[0.05, 0.1, 0.2])
     parser.add_argument("--methods", nargs="+", default=OURS + BASELINES, choices=SELECTION_METHODS.names())
     parser.add_argument("--no-generated", action="store_true", help="skip the renderer's images")
     parser.add_argument("--dir", default="repair-bench")
@@ -110,7 +110,7 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
             shutil.copytree(root / problem, work)
             with Project.open(work) as project:
-                n_train = int((project.samples()["split"] == "train").sum())
+                n_train = task_of(project).training_count(project.samples(), project)
                 budget = resolve_budget(budget_share, n_train)
                 runs = [run_repair(project, RepairConfig(selection=SelectionConfig(method=method, budget=budget_share),
                                                          baseline=None, control=(k == 0), retrain=retrain,
@@ -126,7 +126,7 @@ def main() -> None:
             summary = pd.concat([r.summary for r in runs], ignore_index=True)
             changes = pd.concat([r.changes for r in runs], ignore_index=True)
             shown = [m for m in args.methods + [GENERATED, CONTROL] if m in set(summary["method"])]
-            print(f"\n### {problem}: budget {budget_share:g} of the training split ({budget} of {n_train} images), "
+            print(f"\n### {problem}: budget {budget_share} of the training split ({budget} of {n_train} images), "
                   f"{args.retrain}; accuracy on the test split after repair, mean ± sd over seeds {list(seeds)}\n",
                   flush=True)
             print(markdown_table(table(summary, shown)))

@@ -73,7 +73,7 @@ def test_embed_tag_and_teach_commands(colour_project, tmp_path, capsys, monkeypa
     assert out.splitlines()[:3] == [
         "tagging runs stored: #1, #2",
         "dominant colour: run #1 (measured) not measured (no known tags or audits); now in force",
-        "warning: color: run #2 (zero-shot, tiny-open_clip) 25.0% right on 12 images with known tags or audits, "
+        "warning: color: run #2 (zero-shot, tiny-open_clip) 25.0% right on 12 with known tags or audits, "
         "worse than imported tags (the reference), which stays in force"]
     examples = tmp_path / "examples.csv"
     examples.write_text("sample,tag\n0.png,red\n3.png,red\n1.png,green\n4.png,green\n2.png,blue\n5.png,blue\n")
@@ -128,7 +128,7 @@ def test_slices_without_any_tags_say_what_to_do(tmp_path, capsys):
     (tmp_path / "m.csv").write_text("image,label,prediction\na.png,cat,cat\nb.png,dog,cat\n")
     assert main(["new", str(tmp_path / "p"), "--manifest", str(tmp_path / "m.csv")]) == 0
     assert main(["slices", str(tmp_path / "p")]) == 2
-    assert "no attribute has tags yet; tag the images first" in capsys.readouterr().err
+    assert "no attribute has tags yet; run a tagger first" in capsys.readouterr().err
 
 
 def test_attributes_show_propose_edit_and_history(colour_project, capsys):

@@ -50,9 +50,9 @@ def test_the_run_summary_warns_when_a_run_is_worse_than_what_stays(colour_projec
     good = save_colours(colour_project, TRUTH)
     poor = save_colours(colour_project, ["green"] * 12)
     assert run_summary(colour_project, [good, poor]) == [
-        f"color: run #{good} (zero-shot, test) 100.0% right on 12 images with known tags or audits; imported tags "
+        f"color: run #{good} (zero-shot, test) 100.0% right on 12 with known tags or audits; imported tags "
         "(the reference) stays in force",  # as good as the reference: no warning
-        f"warning: color: run #{poor} (zero-shot, test) 33.3% right on 12 images with known tags or audits, worse "
+        f"warning: color: run #{poor} (zero-shot, test) 33.3% right on 12 with known tags or audits, worse "
         "than imported tags (the reference), which stays in force"]
 
 

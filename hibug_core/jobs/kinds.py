@@ -8,6 +8,7 @@ import os
 from hibug_core.operations import (Embed, EmbeddingMap, FailureSearch, Generate, Operation, Predict, Repair, Tag,
                                    Teach, register_operation)
 from hibug_core.registry import Registry
+from hibug_core.tasks import task_of
 
 JOB_KINDS = Registry("job kind")  # name = the operation's kind; build(project, operation, progress, author)
 EXTENSIONS_ENV = "HIBUG_JOB_MODULES"  # comma-separated modules that register more kinds (read by the worker)
@@ -44,7 +45,7 @@ def embed(project, op: Embed, progress, author: str | None = None) -> dict:
                                    config=EmbedConfig(batch_size=op.batch_size, workers=op.workers))
     return {"encoder": op.encoder, "samples": len(embeddings.sample_ids),
             "dimension": int(embeddings.embedding.shape[1]),
-            "summary": f"{len(embeddings.sample_ids):,} images embedded with {op.encoder}."}
+            "summary": f"{task_of(project).nouns.count(len(embeddings.sample_ids))} embedded with {op.encoder}."}
 
 
 @job_kind(Tag)
@@ -52,7 +53,6 @@ def tag(project, op: Tag, progress, author: str | None = None) -> dict:
     """Zero-shot and measured tags with the encoder, or a multimodal LLM (the key comes from the worker's environment,
     never from the operation)."""
     from hibug_core.tagging.sources import run_digest
-    from hibug_core.tasks import task_of
 
     ids, views = project.split_ids(op.splits), task_of(project).views
     if op.llm:
@@ -91,14 +91,13 @@ def embedding_map(project, op: EmbeddingMap, progress, author: str | None = None
     embed_project(project, op.encoder, sample_ids=ids, progress=progress)
     layout = compute_map(project, op.encoder, sample_ids=ids, config=MapConfig(method=op.method), progress=progress)
     return {"encoder": op.encoder, "points": len(layout),
-            "summary": f"Map of {len(layout):,} images laid out ({op.method}, {op.encoder})."}
+            "summary": f"Map of {task_of(project).nouns.count(len(layout))} laid out ({op.method}, {op.encoder})."}
 
 
 @job_kind(Predict)
 def predict(project, op: Predict, progress, author: str | None = None) -> dict:
     from hibug_core.embeddings.compute import EmbedConfig
     from hibug_core.models.predict import predict_project
-    from hibug_core.tasks import task_of
 
     task_of(project).capabilities.check("predict", task_of(project).nouns)
     done = predict_project(project, op.model, name=op.name, splits=op.splits, progress=progress, author=author,
@@ -115,7 +114,6 @@ def generate(project, op: Generate, progress, author: str | None = None) -> dict
     from hibug_core.repair.generated import generate_for_prompts
     from hibug_core.repair.generators import load_generator
     from hibug_core.repair.prompts import build_prompts
-    from hibug_core.tasks import task_of
 
     task_of(project).capabilities.check("generate", task_of(project).nouns)
     if op.prompt_rows:
@@ -134,7 +132,6 @@ def generate(project, op: Generate, progress, author: str | None = None) -> dict
 @job_kind(Repair)
 def repair(project, op: Repair, progress, author: str | None = None) -> dict:
     from hibug_core.repair.loop import run_repair
-    from hibug_core.tasks import task_of
 
     result = run_repair(project, op.repair_config(), task=task_of(project), author=author, progress=progress)
     return {"run": result.run_id, "models": len(result.runs), "summary": result.verdict()}

@@ -146,7 +146,7 @@ def tag_frame(project, attributes: list[str] | None, source: str = "in force", *
         tags = tags[attributes]
     tags = tags[tags.columns[tags.notna().any()]]
     if tags.columns.empty:
-        raise SliceError("no attribute has tags yet; tag the images first (Tagging page or `hibug tag`)")
+        raise SliceError("no attribute has tags yet; run a tagger first (Tagging page or `hibug tag`)")
     if by_class and not label_attributes(tags, samples["label"]):
         # A false positive has no true class: "class = (background)" would only say that false positives fail.
         classes = samples["label"].where(samples["label"] != BACKGROUND)

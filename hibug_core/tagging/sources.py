@@ -204,7 +204,7 @@ def run_outcomes(project, run_ids: list[int]) -> pd.DataFrame:
 
 
 def _measured(row) -> str:
-    return (f"{row.accuracy:.1%} right on {row.checked:,} images with known tags or audits" if row.checked
+    return (f"{row.accuracy:.1%} right on {row.checked:,} with known tags or audits" if row.checked
             else "not measured (no known tags or audits)")
 
 
