@@ -28,7 +28,7 @@ def test_the_board_is_filled_from_the_error_slices_and_a_status_change_is_signed
     assert board["title"].tolist()[:2] == ["color = blue", "shape = triangle & size = small"]  # in rank order
     assert len(board) == 4
     # the chosen slice shows its evidence, a link back to it and its images
-    assert at.markdown[0].value.startswith("**spurious correlation**: in training, 97% of the images")
+    assert at.markdown[0].value.startswith("**spurious correlation**: in training, 97% of those with its tags")
     link = next(m.value for m in at.markdown if "Open this slice" in m.value)  # a plain link outside the navigation
     assert link == "[Open this slice on the Error slices page](/Error_slices?slice=5a46b88dc60b)"
     assert any(c.value.startswith("images 1–16 of 90") for c in at.caption)

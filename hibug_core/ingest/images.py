@@ -45,11 +45,12 @@ def _too_large(error: Exception) -> str:
 
 
 def inspect_image(path: Path, check_size: int = 64) -> ImageInfo:
-    """Read, hash and decode one image (at reduced size where the format allows); raise ValueError if unusable."""
-    outside = _link_out_of_folder(path)
-    if outside:
-        raise ValueError(f"is a link to {outside}, outside the image's folder; copy the file there instead")
+    """Read, hash and decode one image (at reduced size where the format allows); raise ValueError if unusable (any
+    error of the file system, a name too long included, says what it was)."""
     try:
+        outside = _link_out_of_folder(path)
+        if outside:
+            raise ValueError(f"is a link to {outside}, outside the image's folder; copy the file there instead")
         data = path.read_bytes()
     except FileNotFoundError:
         raise ValueError("file not found") from None
@@ -79,7 +80,10 @@ OUTSIDE_ROOTS = "outside this server's data roots (images are read only inside t
 
 
 def _inside(path: Path, roots: tuple[Path, ...]) -> bool:
-    real = Path(os.path.realpath(path))
+    try:
+        real = Path(os.path.realpath(path))
+    except (OSError, ValueError):  # a name the file system refuses lies in no root
+        return False
     return any(real.is_relative_to(root) for root in roots)
 
 

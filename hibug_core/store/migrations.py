@@ -157,7 +157,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "import's indexing)", ("DROP INDEX IF EXISTS ix_samples_hash",)),
     Migration(11, "every project states its task (classification, detection or pose); object samples are found by an "
                   "index of their own",
-              ("CREATE INDEX ix_samples_objects ON samples (id) WHERE object_kind IS NOT NULL",), _state_the_task),
+              ("CREATE INDEX IF NOT EXISTS ix_samples_objects ON samples (id) WHERE object_kind IS NOT NULL",),
+              _state_the_task),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
