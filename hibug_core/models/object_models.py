@@ -11,24 +11,33 @@ import pandas as pd
 from hibug_core.errors import HibugError
 from hibug_core.progress import ProgressCallback, no_progress
 
+
 class DetectorError(HibugError):
     """A detector hibug cannot load, retrain or run."""
 
 
 @dataclass(frozen=True)
 class TrainingSet:
-    """Images (PIL) and per image (boxes (n, 4) x/y/w/h in pixels, class names)."""
+    """Images (PIL) and per image (boxes (n, 4) x/y/w/h in pixels, class names); for people also their keypoints
+    (n, k, 3: x, y and COCO's visibility flag)."""
 
     images: list
     objects: list[tuple[np.ndarray, list[str]]]
+    keypoints: list[np.ndarray] | None = None
 
-    def __add__(self, other: "TrainingSet") -> "TrainingSet":
-        return TrainingSet(self.images + other.images, self.objects + other.objects)
+    def __add__(self, other: TrainingSet) -> TrainingSet:
+        points = None if self.keypoints is None and other.keypoints is None else \
+            (self.keypoints or []) + (other.keypoints or [])
+        return TrainingSet(self.images + other.images, self.objects + other.objects, points)
+
+    def people(self) -> list[tuple[np.ndarray, list[str], np.ndarray]]:
+        """Per image (boxes, class names, keypoints), as a keypoint model learns from them."""
+        return [(boxes, names, points) for (boxes, names), points in zip(self.objects, self.keypoints or [])]
 
 
 def coco_training_set(path: Path, file_names: list[str] | None = None) -> TrainingSet:
-    """Images and boxes of a COCO instances file (or of its images `file_names`, in that order), crowd regions left
-    out; images are read under the file's folder."""
+    """Images and boxes (and keypoints, when its categories name them) of a COCO file (or of its images `file_names`,
+    in that order), crowd regions left out; images are read under the file's folder."""
     from hibug_core.objects.coco import read_ground_truth
     from PIL import Image
 
@@ -43,16 +52,19 @@ def coco_training_set(path: Path, file_names: list[str] | None = None) -> Traini
         images = by_name.loc[file_names].reset_index()
     objects = truth.annotations[truth.annotations["iscrowd"] == 0]
     grouped = {image_id: group for image_id, group in objects.groupby("image_id")}
-    empty = pd.DataFrame(columns=["x", "y", "w", "h", "category_id"])
+    empty = pd.DataFrame(columns=["x", "y", "w", "h", "category_id", "keypoints"])
     folder = Path(truth.source).parent
-    loaded, targets = [], []
+    count = max((len(names) for names in truth.keypoints.values()), default=0)
+    loaded, targets, points = [], [], []
     for image_id, name in zip(images["image_id"], images["file_name"]):
         group = grouped.get(image_id, empty)
         with Image.open(folder / name) as image:
             loaded.append(image.convert("RGB"))
         targets.append((group[["x", "y", "w", "h"]].to_numpy(float),
                         [truth.categories[c] for c in group["category_id"]]))
-    return TrainingSet(loaded, targets)
+        points.append(np.array([p if isinstance(p, list) else [0.0] * (3 * count) for p in group["keypoints"]],
+                               dtype=float).reshape(len(group), count, 3))
+    return TrainingSet(loaded, targets, points if count else None)
 
 
 class ObjectModelAdapter:
@@ -74,7 +86,7 @@ class ObjectModelAdapter:
         raise NotImplementedError
 
 
-OBJECT_FAMILIES = ("scene-fcos",)  # the model registry's families of object models
+OBJECT_FAMILIES = ("scene-fcos", "scene-keypoints")  # the model registry's families of object models
 
 
 class SceneFcos(ObjectModelAdapter):
@@ -112,3 +124,40 @@ class SceneFcos(ObjectModelAdapter):
         from hibug_core.models.zoo.scene_fcos import detect
 
         return detect(network, images, self.classes, progress=progress)
+
+
+class SceneKeypoints(ObjectModelAdapter):
+    """The zoo's keypoint model (hibug_core.models.zoo.scene_keypoints): loaded from its checkpoint, fine-tuned with
+    its own schedule on people with keypoints, run to find people and their keypoints."""
+
+    def __init__(self, spec: str, checkpoint: Path):
+        from hibug_core.models.zoo.scene_keypoints import load_keypoint_model
+
+        self.spec = spec
+        self.network, self.classes, self.keypoints, self.config = load_keypoint_model(checkpoint)
+
+    def fine_tune(self, data: TrainingSet, new: TrainingSet, *, lam: float | None, epochs: int, learning_rate: float,
+                  seed: int, progress: ProgressCallback = no_progress):
+        from dataclasses import replace
+
+        from hibug_core.models.zoo.scene_keypoints import train_keypoint_model
+
+        if data.keypoints is None:
+            raise DetectorError("a keypoint model learns from people with keypoints: its training annotations have "
+                                "none")
+        config = replace(self.config, epochs=epochs, learning_rate=learning_rate, seed=seed)
+        if lam is None:
+            data, new = data + new, TrainingSet([], [], [])
+        return train_keypoint_model(data.images, data.people(), self.classes, self.keypoints, config, progress,
+                                    start_from=self.network, new=(new.images, new.people()), lam=lam or 0.0)
+
+    def save(self, network, path: Path) -> Path:
+        from hibug_core.models.zoo.scene_keypoints import save_keypoint_model
+
+        save_keypoint_model(path, network, self.classes, self.keypoints, self.config)
+        return path
+
+    def detect(self, network, images: list, progress: ProgressCallback = no_progress) -> list[list[dict]]:
+        from hibug_core.models.zoo.scene_keypoints import detect_people
+
+        return detect_people(network, images, self.classes, progress=progress)

@@ -147,6 +147,17 @@ def _scene_fcos(argument: str, *, spec: str, device: str | None):
     return SceneFcos(spec, checkpoint)
 
 
+@MODELS.register("scene-keypoints", "the zoo's keypoint model: torchvision's Keypoint R-CNN on a small CNN backbone, "
+                 "e.g. scene-keypoints:models/people.pt", form="scene-keypoints:<checkpoint path>")
+def _scene_keypoints(argument: str, *, spec: str, device: str | None):
+    from hibug_core.models.object_models import SceneKeypoints
+
+    checkpoint = Path(argument).expanduser()
+    if not checkpoint.is_file():
+        raise ModelLoadError(f"{spec}: no checkpoint file {checkpoint}")
+    return SceneKeypoints(spec, checkpoint)
+
+
 @MODELS.register("python", "your own code: python:<module>:<function> returns a ModelAdapter, or (network, "
                  "transform, class names)", form="python:<module>:<function>", runs_code=True)
 def _python(argument: str, *, spec: str, device: str | None) -> ModelAdapter:

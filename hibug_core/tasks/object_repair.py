@@ -182,7 +182,8 @@ def found_after(runner, network, truth, eval_images: list, held: pd.DataFrame, c
     detections = runner.detect(network, eval_images, progress)
     ids = truth.images.index.to_numpy()
     index = {c: k for k, c in truth.categories.items()}
-    records = [{"image_id": int(ids[i]), "category_id": index[d["category"]], "bbox": d["bbox"], "score": d["score"]}
+    records = [{"image_id": int(ids[i]), "category_id": index[d["category"]], "bbox": d["bbox"], "score": d["score"],
+                **({"keypoints": d["keypoints"]} if "keypoints" in d else {})}
                for i, found in enumerate(detections) for d in found]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.json"
@@ -196,15 +197,14 @@ class ObjectRepairRound(RepairRound):
     """An object model's round: held-out objects found or not before; pool images chosen by the objects in them,
     their annotations added to what it was trained on; the model fine-tuned; the held-out objects found after."""
 
-    measure = OBJECTS_FOUND
-
-    def __init__(self, project, report, config, *, progress: ProgressCallback = no_progress, author: str | None = None):
+    def __init__(self, project, report, config, *, measure: str = OBJECTS_FOUND,
+                 progress: ProgressCallback = no_progress, author: str | None = None):
         from PIL import Image
 
         # 1. Check inputs: new data from labelled pool images, fine-tuning, a retrainable model and the pool's labels.
         if config.data == GENERATED:
-            raise RepairError("generated images have no boxes to train a detector on; repair a detector with selected "
-                              "pool images (data = selection)")
+            raise RepairError("generated images have no boxes to train a detector on (nor keypoints for a pose model); "
+                              "repair it with selected pool images (data = selection)")
         if config.retrain.method != "fine-tune":
             raise RepairError(f"a detector is repaired by fine-tuning; '{config.retrain.method}' is for classifiers")
         model = report.model
@@ -224,6 +224,7 @@ class ObjectRepairRound(RepairRound):
             with Image.open(truth_path.parent / name) as image:
                 self.eval_images.append(image.convert("RGB"))
         self.project, self.report, self.config, self.progress = project, report, config, progress
+        self.measure = measure  # the task's: "objects found", "people found"
         self.held = held
         self.held_tags = self.planted_tags = report.tags.aligned(report.all_tags.reindex(held.index))
         self.before = (held["outcome"] == TRUE_POSITIVE).to_numpy()

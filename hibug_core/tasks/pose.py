@@ -21,8 +21,9 @@ class Pose(Detection):
     nouns = Nouns("person", "people", "OKS", "people found",
                   "the OKS of the person's match (0 when missed, and for a false positive)",
                   "ground-truth people and false positives, each a sample")
-    capabilities = Capabilities(predict=False, generate=False, retrain="not yet: no keypoint model is retrainable",
-                                checkpoint="(none yet)",
+    capabilities = Capabilities(predict=False, generate=False, retrain="fine-tuned on labelled pool images",
+                                checkpoint="its family loads it, e.g. scene-keypoints: `{\"state_dict\", \"classes\", "
+                                           "\"keypoints\", \"config\"}`",
                                 instead=(("predict", "import the keypoint model's results as a COCO results file "
                                                      "(hibug new --coco ... --results NAME=results.json)"),
                                          ("generate", "generated images come without keypoints, so they cannot teach "

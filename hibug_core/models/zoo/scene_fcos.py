@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from hibug_core.errors import check_fields
+from hibug_core.models.zoo.fitting import fit_detector, image_batch
 from hibug_core.native_memory import reuse_freed_tensor_memory
 from hibug_core.progress import ProgressCallback, no_progress
 
@@ -35,18 +36,12 @@ class DetectorConfig:
                             "score_threshold": (0 <= self.score_threshold < 1, "in [0, 1)")})
 
 
-def build_detector(classes: list[str], config: DetectorConfig = DetectorConfig()):
-    """An untrained FCOS for `classes` (labels 1..len(classes)) on a three-level pyramid at strides 8, 16 and 32."""
+def pyramid_backbone(width: int, channels: int):
+    """A small CNN (stride 4 stem, then three stages at strides 8, 16 and 32) under a feature pyramid of `channels`
+    per level, the levels named "0", "1", "2" as torchvision's detectors expect."""
     import torch
     from torch import nn
-
-    import hibug_core.torch_compat as compat
-    from torchvision.models.detection import FCOS
-    from torchvision.models.detection.fcos import FCOSHead
-    from torchvision.models.detection.anchor_utils import AnchorGenerator
     from torchvision.ops import FeaturePyramidNetwork
-
-    compat.allow_fallback_nms()
 
     def stage(inputs: int, outputs: int) -> nn.Module:
         return nn.Sequential(nn.Conv2d(inputs, outputs, 3, 2, 1, bias=False), nn.BatchNorm2d(outputs),
@@ -54,7 +49,7 @@ def build_detector(classes: list[str], config: DetectorConfig = DetectorConfig()
                              nn.BatchNorm2d(outputs), nn.ReLU(inplace=True))
 
     class PyramidBackbone(nn.Module):
-        def __init__(self, width: int, channels: int):
+        def __init__(self):
             super().__init__()
             self.stem = nn.Sequential(stage(3, width // 2), stage(width // 2, width))  # stride 4
             self.stride8, self.stride16 = stage(width, 2 * width), stage(2 * width, 4 * width)
@@ -67,19 +62,27 @@ def build_detector(classes: list[str], config: DetectorConfig = DetectorConfig()
             sixteen = self.stride16(eight)
             return self.pyramid(OrderedDict([("0", eight), ("1", sixteen), ("2", self.stride32(sixteen))]))
 
+    return PyramidBackbone()
+
+
+def build_detector(classes: list[str], config: DetectorConfig = DetectorConfig()):
+    """An untrained FCOS for `classes` (labels 1..len(classes)) on a three-level pyramid at strides 8, 16 and 32."""
+    import torch
+
+    import hibug_core.torch_compat as compat
+    from torchvision.models.detection import FCOS
+    from torchvision.models.detection.fcos import FCOSHead
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+
+    compat.allow_fallback_nms()
+
     torch.manual_seed(config.seed)
     anchors = AnchorGenerator(sizes=((8,), (16,), (32,)), aspect_ratios=((1.0,),) * 3)
-    return FCOS(PyramidBackbone(config.width, config.pyramid_channels), num_classes=len(classes) + 1,
+    return FCOS(pyramid_backbone(config.width, config.pyramid_channels), num_classes=len(classes) + 1,
                 min_size=config.image_size, max_size=config.image_size, image_mean=[0.5] * 3, image_std=[0.25] * 3,
                 anchor_generator=anchors, head=FCOSHead(config.pyramid_channels, 1, len(classes) + 1, config.head_convs),
                 score_thresh=config.score_threshold, nms_thresh=0.5,
                 detections_per_img=30, topk_candidates=100)
-
-
-def _tensor(images: list):
-    import torch
-
-    return torch.from_numpy(np.stack([np.asarray(i.convert("RGB")) for i in images])).permute(0, 3, 1, 2).float() / 255
 
 
 def _targets(objects_by_image: list, classes: list[str]) -> list[dict]:
@@ -102,8 +105,6 @@ def train_detector(images: list, objects_by_image: list, classes: list[str], con
     further from `start_from`'s weights (fine-tuning: the same schedule, `config`'s epochs and peak rate). `new`
     (images, objects): every step also takes a batch of them, its loss weighted by `lam` (loss = L(original) +
     lam * L(new), as HiBug and Chegini and Feizi retrain)."""
-    import torch
-
     # 1. Check the inputs.
     if len(images) != len(objects_by_image) or not images:
         raise ValueError("give one (boxes, classes) pair per training image, and at least one image")
@@ -112,35 +113,11 @@ def train_detector(images: list, objects_by_image: list, classes: list[str], con
     model = build_detector(classes, config)
     if start_from is not None:
         model.load_state_dict(start_from.state_dict())
-    inputs, targets = _tensor(images), _targets(objects_by_image, classes)
-    new_inputs, new_targets = (_tensor(new[0]), _targets(new[1], classes)) if new and new[0] else (None, None)
-    steps_per_epoch = max(1, len(images) // config.batch_size)
-    optimiser = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=1e-4)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, config.learning_rate,
-                                                   total_steps=config.epochs * steps_per_epoch)
-    rng = np.random.default_rng(config.seed)
-    new_order = np.random.default_rng(config.seed + 1).permutation(len(new_targets)) if new_targets else None
-    # 3. Epochs of shuffled batches, progress after each step (a job cancels by raising from it).
-    model.train()
-    total = config.epochs * steps_per_epoch
-    stage = "training the detector" if start_from is None else "fine-tuning the detector"
-    for epoch in range(config.epochs):
-        order = rng.permutation(len(images))
-        for step in range(steps_per_epoch):
-            batch = order[step * config.batch_size:(step + 1) * config.batch_size]
-            losses = model(list(inputs[batch]), [targets[i] for i in batch])
-            loss = sum(losses.values())
-            if new_targets:
-                taken = np.roll(new_order, -(epoch * steps_per_epoch + step) * config.batch_size)[:config.batch_size]
-                extra = model(list(new_inputs[taken]), [new_targets[i] for i in taken])
-                loss = loss + lam * sum(extra.values())
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-            schedule.step()
-            progress(stage, epoch * steps_per_epoch + step + 1, total)
-    model.eval()
-    return model
+    inputs, targets = image_batch(images), _targets(objects_by_image, classes)
+    new_inputs, new_targets = (image_batch(new[0]), _targets(new[1], classes)) if new and new[0] else (None, None)
+    # 3. Epochs of shuffled batches.
+    return fit_detector(model, inputs, targets, config, progress, new_inputs=new_inputs, new_targets=new_targets,
+                        lam=lam, stage="training the detector" if start_from is None else "fine-tuning the detector")
 
 
 def detect(model, images: list, classes: list[str], *, batch_size: int = 64, score_floor: float | None = None,
@@ -164,7 +141,7 @@ def _detect(model, images: list, classes: list[str], batch_size: int, progress: 
     found = []
     with torch.no_grad():
         for start in range(0, len(images), batch_size):
-            for output in model(list(_tensor(images[start:start + batch_size]))):
+            for output in model(list(image_batch(images[start:start + batch_size]))):
                 boxes = output["boxes"].numpy().astype(float)
                 found.append([{"category": classes[int(label) - 1],
                                "bbox": [round(b[0], 2), round(b[1], 2), round(b[2] - b[0], 2), round(b[3] - b[1], 2)],

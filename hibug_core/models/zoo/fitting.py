@@ -1,0 +1,50 @@
+"""Training loop of the zoo's torchvision detectors (boxes or keypoints): seeded shuffled batches under a one-cycle
+AdamW schedule; fine-tuning goes on from given weights, with new data weighted by lambda in every step."""
+from __future__ import annotations
+
+import numpy as np
+
+from hibug_core.progress import ProgressCallback, no_progress
+
+
+def image_batch(images: list):
+    """PIL images of one size as a float tensor (n, 3, h, w) in [0, 1]."""
+    import torch
+
+    return torch.from_numpy(np.stack([np.asarray(i.convert("RGB")) for i in images])).permute(0, 3, 1, 2).float() / 255
+
+
+def fit_detector(model, inputs, targets: list[dict], config, progress: ProgressCallback = no_progress, *,
+                 new_inputs=None, new_targets: list[dict] | None = None, lam: float = 1.0,
+                 stage: str = "training the detector"):
+    """Train `model` (a torchvision detector in train mode returning its losses) on `inputs` and their `targets`;
+    `config` gives epochs, batch_size, learning_rate and seed. With `new_targets`, every step also takes a batch of
+    them, its loss weighted by `lam` (loss = L(original) + lam * L(new)). Progress after each step (a job cancels by
+    raising from it). Returns the model in eval mode."""
+    import torch
+
+    steps_per_epoch = max(1, len(targets) // config.batch_size)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=1e-4)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, config.learning_rate,
+                                                   total_steps=config.epochs * steps_per_epoch)
+    rng = np.random.default_rng(config.seed)
+    new_order = np.random.default_rng(config.seed + 1).permutation(len(new_targets)) if new_targets else None
+    model.train()
+    total = config.epochs * steps_per_epoch
+    for epoch in range(config.epochs):
+        order = rng.permutation(len(targets))
+        for step in range(steps_per_epoch):
+            batch = order[step * config.batch_size:(step + 1) * config.batch_size]
+            losses = model(list(inputs[batch]), [targets[i] for i in batch])
+            loss = sum(losses.values())
+            if new_targets:
+                taken = np.roll(new_order, -(epoch * steps_per_epoch + step) * config.batch_size)[:config.batch_size]
+                extra = model(list(new_inputs[taken]), [new_targets[i] for i in taken])
+                loss = loss + lam * sum(extra.values())
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            schedule.step()
+            progress(stage, epoch * steps_per_epoch + step + 1, total)
+    model.eval()
+    return model

@@ -1,0 +1,145 @@
+"""A scene keypoint model (a pose estimator hibug can train, run and fine-tune): torchvision's Keypoint R-CNN on the
+zoo's small pyramid backbone, with slim box and keypoint heads, for square images of one size, trained here on CPU."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hibug_core.errors import check_fields
+from hibug_core.models.zoo.fitting import fit_detector, image_batch
+from hibug_core.models.zoo.scene_fcos import pyramid_backbone
+from hibug_core.native_memory import reuse_freed_tensor_memory
+from hibug_core.progress import ProgressCallback, no_progress
+
+
+@dataclass(frozen=True)
+class KeypointModelConfig:
+    image_size: int = 96  # the images' side; the model is told not to resize
+    width: int = 16  # channels of the backbone's first stage (doubling at each of the next two)
+    pyramid_channels: int = 32  # channels of every feature-pyramid level
+    head_channels: int = 64  # channels of the keypoint head's convolutions and of the box head's layer
+    epochs: int = 8
+    batch_size: int = 16
+    learning_rate: float = 2e-3  # peak of a one-cycle schedule (AdamW)
+    score_threshold: float = 0.2  # people kept above this confidence
+    seed: int = 0
+
+    def __post_init__(self):
+        check_fields(self, {"image_size": (self.image_size >= 32, "32 or more"),
+                            "width": (self.width >= 4, "4 or more"),
+                            "pyramid_channels": (self.pyramid_channels >= 8, "8 or more"),
+                            "head_channels": (self.head_channels >= 8, "8 or more"),
+                            "epochs": (self.epochs >= 1, "1 or more"),
+                            "batch_size": (self.batch_size >= 1, "1 or more"),
+                            "score_threshold": (0 <= self.score_threshold < 1, "in [0, 1)")})
+
+
+def build_keypoint_model(classes: list[str], keypoints: int, config: KeypointModelConfig = KeypointModelConfig()):
+    """An untrained Keypoint R-CNN for `classes` (labels 1..len(classes)), each with `keypoints` points."""
+    import torch
+    from torchvision.models.detection import KeypointRCNN
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+    from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+    from torchvision.models.detection.keypoint_rcnn import KeypointRCNNHeads, KeypointRCNNPredictor
+    from torchvision.ops import MultiScaleRoIAlign
+
+    import hibug_core.torch_compat as compat
+
+    compat.allow_fallback_nms()
+    torch.manual_seed(config.seed)
+    channels, head = config.pyramid_channels, config.head_channels
+    levels = ["0", "1", "2"]
+    return KeypointRCNN(
+        pyramid_backbone(config.width, channels), num_classes=None, min_size=config.image_size,
+        max_size=config.image_size, image_mean=[0.5] * 3, image_std=[0.25] * 3,
+        rpn_anchor_generator=AnchorGenerator(sizes=((16,), (32,), (64,)), aspect_ratios=((0.5, 1.0, 2.0),) * 3),
+        box_roi_pool=MultiScaleRoIAlign(levels, 7, 2), box_head=TwoMLPHead(channels * 7 * 7, head),
+        box_predictor=FastRCNNPredictor(head, len(classes) + 1), box_score_thresh=config.score_threshold,
+        box_detections_per_img=20, keypoint_roi_pool=MultiScaleRoIAlign(levels, 14, 2),
+        # Few people per small image: far fewer proposals and sampled regions than torchvision's defaults for COCO.
+        rpn_pre_nms_top_n_train=300, rpn_post_nms_top_n_train=100, rpn_pre_nms_top_n_test=150,
+        rpn_post_nms_top_n_test=50, rpn_batch_size_per_image=64, box_batch_size_per_image=64,
+        keypoint_head=KeypointRCNNHeads(channels, (head, head)),
+        keypoint_predictor=KeypointRCNNPredictor(head, keypoints))
+
+
+def _targets(people_by_image: list, classes: list[str]) -> list[dict]:
+    """Per image, Keypoint R-CNN's targets from its boxes (x, y, w, h rows), class names and keypoints ((n, k, 3):
+    x, y and COCO's visibility flag; 0 is unlabelled)."""
+    import torch
+
+    targets = []
+    for boxes, names, points in people_by_image:
+        corners = torch.tensor(np.asarray(boxes, dtype=np.float32).reshape(-1, 4))
+        corners[:, 2:] += corners[:, :2]
+        targets.append({"boxes": corners, "labels": torch.tensor([classes.index(n) + 1 for n in names],
+                                                                  dtype=torch.int64),
+                        "keypoints": torch.tensor(np.asarray(points, dtype=np.float32).reshape(len(names), -1, 3))})
+    return targets
+
+
+def train_keypoint_model(images: list, people_by_image: list, classes: list[str], keypoints: int,
+                         config: KeypointModelConfig = KeypointModelConfig(), progress: ProgressCallback = no_progress,
+                         *, start_from=None, new: tuple[list, list] | None = None, lam: float = 1.0):
+    """Train on PIL images and, per image, (boxes (n, 4) x/y/w/h, class names, keypoints (n, k, 3)); seeded. From
+    scratch, or further from `start_from`'s weights; `new` (images, people) weighted by `lam` in every step."""
+    # 1. Check the inputs.
+    if len(images) != len(people_by_image) or not images:
+        raise ValueError("give one (boxes, classes, keypoints) triple per training image, and at least one image")
+    # 2. The model and its data.
+    reuse_freed_tensor_memory()
+    model = build_keypoint_model(classes, keypoints, config)
+    if start_from is not None:
+        model.load_state_dict(start_from.state_dict())
+    inputs, targets = image_batch(images), _targets(people_by_image, classes)
+    new_inputs, new_targets = (image_batch(new[0]), _targets(new[1], classes)) if new and new[0] else (None, None)
+    # 3. Epochs of shuffled batches.
+    return fit_detector(model, inputs, targets, config, progress, new_inputs=new_inputs, new_targets=new_targets,
+                        lam=lam, stage="training the keypoint model" if start_from is None else
+                        "fine-tuning the keypoint model")
+
+
+def detect_people(model, images: list, classes: list[str], *, batch_size: int = 32,
+                  progress: ProgressCallback = no_progress) -> list[list[dict]]:
+    """Per image, what the model finds as {category, bbox [x, y, w, h], score, keypoints [x, y, v, ...]} (v = 2: a
+    predicted point counts as visible, as COCO's results format has it)."""
+    import torch
+
+    model.eval()
+    found = []
+    with torch.no_grad():
+        for start in range(0, len(images), batch_size):
+            for output in model(list(image_batch(images[start:start + batch_size]))):
+                boxes = output["boxes"].numpy().astype(float)
+                points = output["keypoints"].numpy().astype(float)
+                found.append([{"category": classes[int(label) - 1],
+                               "bbox": [round(b[0], 2), round(b[1], 2), round(b[2] - b[0], 2), round(b[3] - b[1], 2)],
+                               "score": round(float(score), 5),
+                               "keypoints": [v for x, y, _ in p for v in (round(x, 2), round(y, 2), 2)]}
+                              for b, label, score, p in zip(boxes, output["labels"].tolist(),
+                                                            output["scores"].tolist(), points)])
+            progress("finding people", min(start + batch_size, len(images)), len(images))
+    return found
+
+
+def save_keypoint_model(path: Path, model, classes: list[str], keypoints: int, config: KeypointModelConfig) -> None:
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"state_dict": model.state_dict(), "classes": classes, "keypoints": keypoints,
+                "config": asdict(config)}, path)
+
+
+def load_keypoint_model(path: Path):
+    """(the model, its classes, its keypoint count, its settings) from a checkpoint save_keypoint_model wrote."""
+    import torch
+
+    stored = torch.load(path, map_location="cpu", weights_only=True)
+    classes, keypoints = list(stored["classes"]), int(stored["keypoints"])
+    config = KeypointModelConfig(**stored["config"])
+    model = build_keypoint_model(classes, keypoints, config)
+    model.load_state_dict(stored["state_dict"])
+    model.eval()
+    return model, classes, keypoints, config
