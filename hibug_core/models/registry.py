@@ -136,26 +136,25 @@ def _shape_cnn(argument: str, *, spec: str, device: str | None) -> ModelAdapter:
     return ModelAdapter(spec, network, transform, classes, input_size=64, device=device, recipe=recipe)
 
 
-@MODELS.register("scene-fcos", "the zoo's scene detector: torchvision's FCOS on a small CNN backbone (the detection "
-                 "demo's model), e.g. scene-fcos:models/shape-fcos.pt", form="scene-fcos:<checkpoint path>")
-def _scene_fcos(argument: str, *, spec: str, device: str | None):
-    from hibug_core.models.object_models import SceneFcos
+def _zoo_object_model(adapter: str):
+    """The constructor of a zoo family of object models: its adapter (hibug_core.models.object_models) on a
+    checkpoint file."""
+    def build(argument: str, *, spec: str, device: str | None):
+        from hibug_core.models import object_models
 
-    checkpoint = Path(argument).expanduser()
-    if not checkpoint.is_file():
-        raise ModelLoadError(f"{spec}: no checkpoint file {checkpoint}")
-    return SceneFcos(spec, checkpoint)
+        checkpoint = Path(argument).expanduser()
+        if not checkpoint.is_file():
+            raise ModelLoadError(f"{spec}: no checkpoint file {checkpoint}")
+        return getattr(object_models, adapter)(spec, checkpoint)
+    return build
 
 
-@MODELS.register("scene-keypoints", "the zoo's keypoint model: torchvision's Keypoint R-CNN on a small CNN backbone, "
-                 "e.g. scene-keypoints:models/people.pt", form="scene-keypoints:<checkpoint path>")
-def _scene_keypoints(argument: str, *, spec: str, device: str | None):
-    from hibug_core.models.object_models import SceneKeypoints
-
-    checkpoint = Path(argument).expanduser()
-    if not checkpoint.is_file():
-        raise ModelLoadError(f"{spec}: no checkpoint file {checkpoint}")
-    return SceneKeypoints(spec, checkpoint)
+MODELS.add("scene-fcos", "the zoo's scene detector: torchvision's FCOS on a small CNN backbone (the detection demo's "
+           "model), e.g. scene-fcos:models/shape-fcos.pt", _zoo_object_model("SceneFcos"),
+           form="scene-fcos:<checkpoint path>")
+MODELS.add("scene-keypoints", "the zoo's keypoint model: torchvision's Keypoint R-CNN on a small CNN backbone, e.g. "
+           "scene-keypoints:models/people.pt", _zoo_object_model("SceneKeypoints"),
+           form="scene-keypoints:<checkpoint path>")
 
 
 @MODELS.register("python", "your own code: python:<module>:<function> returns a ModelAdapter, or (network, "
