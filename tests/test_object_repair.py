@@ -84,6 +84,7 @@ def test_a_detector_repair_fine_tunes_and_compares_every_held_out_object(demo_co
     assert result.measure == OBJECTS_FOUND and result.runs["new_images"].tolist() == [24]
     overall = result.changes[result.changes["slice_id"] == "overall"].iloc[0]
     assert overall["n"] == 2071 and overall["before"] == pytest.approx(0.6475132785)
+    assert overall["slice"] == "all held-out objects"  # in the task's words
     planted = result.changes[result.changes["planted"]]
     assert planted["slice"].tolist() == ["color = blue & size = small", "is truncated = yes",
                                          "color = green & class = triangle"]

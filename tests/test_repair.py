@@ -125,14 +125,15 @@ def test_mcnemar_and_slice_changes_on_a_hand_example():
                                              dtype="category"))
     worse_before = np.ones(40, bool)
     worse_after = np.r_[np.zeros(10, bool), np.ones(30, bool)]
-    table = slice_changes(tags, before, after, [(("color", "blue"),), (("color", "green"),)])
+    table = slice_changes(tags, before, after, [(("color", "blue"),), (("color", "green"),)],
+                          overall="all held-out images")
     assert table["slice"].tolist() == ["all held-out images", "color = blue", "color = green"]
     assert table["n"].tolist() == [6, 4, 0]
     assert table["before"].iloc[:2].tolist() == [pytest.approx(2 / 6), 0.0]
     assert table["after"].iloc[:2].tolist() == [pytest.approx(5 / 6), 1.0]
     assert table["verdict"].tolist() == ["no significant change", "no significant change", "no images"]
     many = slice_changes(TagMatrix.from_frame(pd.DataFrame({"c": ["x"] * 40}, dtype="category")), worse_before,
-                         worse_after, [])
+                         worse_after, [], overall="all")
     assert many["verdict"].iat[0] == "worse" and many["p_value"].iat[0] == pytest.approx(2 / 2 ** 10)
 
 

@@ -20,12 +20,13 @@ def mcnemar_p(before: np.ndarray, after: np.ndarray) -> float:
 
 
 def slice_changes(tags: TagMatrix, correct_before: np.ndarray, correct_after: np.ndarray, definitions, *,
-                  alpha: float = 0.05) -> pd.DataFrame:
-    """One row for all rows ("overall") and one per slice definition: accuracy before and after, the change, the exact
-    McNemar p-value, and a verdict ("better", "worse" or "no significant change" at `alpha`)."""
+                  overall: str, alpha: float = 0.05) -> pd.DataFrame:
+    """One row for all rows (id "overall", described as `overall`, e.g. "all held-out images") and one per slice
+    definition: the share right (found) before and after, the change, the exact McNemar p-value, and a verdict
+    ("better", "worse" or "no significant change" at `alpha`)."""
     before = np.asarray(correct_before, bool)
     after = np.asarray(correct_after, bool)
-    rows = [("overall", "all held-out images", np.ones(len(before), bool))]
+    rows = [("overall", overall, np.ones(len(before), bool))]
     for definition in definitions:
         try:
             mask = tags.mask(definition)

@@ -91,6 +91,7 @@ class RepairRound:
     outcome after. The loop below does the rest, the same for every task."""
 
     measure: str  # what before and after are ("accuracy", "objects found")
+    samples: str  # what the held-out samples are ("images", "objects", "people")
     held_tags: TagMatrix  # the held-out samples' tags, for the reported slices
     planted_tags: TagMatrix  # the same samples' tags for the planted slices (the true tags where known)
     before: np.ndarray  # bool per held-out sample: its outcome before the repair
@@ -138,10 +139,11 @@ def run_repair(project, config: RepairConfig | None = None, *, task, author: str
                 selections[(method, seed)] = selection
             outcome = repair_round.retrain(method, seed, data, run_id)
             after = outcome.after
-            table = slice_changes(repair_round.held_tags, before, after, found)
+            overall = f"all held-out {repair_round.samples}"
+            table = slice_changes(repair_round.held_tags, before, after, found, overall=overall)
             if planted:
-                table = pd.concat([table, slice_changes(repair_round.planted_tags, before, after, planted).iloc[1:]],
-                                  ignore_index=True)
+                table = pd.concat([table, slice_changes(repair_round.planted_tags, before, after, planted,
+                                                        overall=overall).iloc[1:]], ignore_index=True)
             table.insert(0, "seed", seed)
             table.insert(0, "method", method)
             changes.append(table)

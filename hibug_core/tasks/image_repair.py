@@ -18,6 +18,7 @@ ACCURACY = "accuracy"
 
 class ImageRepairRound(RepairRound):
     measure = ACCURACY
+    samples = "images"
 
     def __init__(self, project, report, config, *, progress, author: str | None = None):
         # 1. Check inputs: a labelled held-out split to compare on.

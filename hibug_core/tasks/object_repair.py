@@ -197,7 +197,7 @@ class ObjectRepairRound(RepairRound):
     """An object model's round: held-out objects found or not before; pool images chosen by the objects in them,
     their annotations added to what it was trained on; the model fine-tuned; the held-out objects found after."""
 
-    def __init__(self, project, report, config, *, measure: str = OBJECTS_FOUND,
+    def __init__(self, project, report, config, *, measure: str = OBJECTS_FOUND, samples: str = "objects",
                  progress: ProgressCallback = no_progress, author: str | None = None):
         from PIL import Image
 
@@ -224,7 +224,7 @@ class ObjectRepairRound(RepairRound):
             with Image.open(truth_path.parent / name) as image:
                 self.eval_images.append(image.convert("RGB"))
         self.project, self.report, self.config, self.progress = project, report, config, progress
-        self.measure = measure  # the task's: "objects found", "people found"
+        self.measure, self.samples = measure, samples  # the task's words: "people found", "people"
         self.held = held
         self.held_tags = self.planted_tags = report.tags.aligned(report.all_tags.reindex(held.index))
         self.before = (held["outcome"] == TRUE_POSITIVE).to_numpy()
