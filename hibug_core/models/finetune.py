@@ -13,10 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
+from typing import TYPE_CHECKING
+
 from hibug_core.errors import HibugError, check_fields
-from hibug_core.models.adapter import ModelAdapter
 from hibug_core.native_memory import reuse_freed_tensor_memory
 from hibug_core.progress import ProgressCallback, no_progress
+
+if TYPE_CHECKING:  # the adapter calls this module (its fine_tune): only a type here
+    from hibug_core.models.adapter import ModelAdapter
 
 logger = logging.getLogger(__name__)
 
@@ -212,10 +216,7 @@ def _fine_tune(adapter: ModelAdapter, paths, labels, new_paths, new_labels, lam:
             break
     network.load_state_dict(best_state)
     network.eval()
-    checkpoint = folder / "best.pt"
-    torch.save({"state_dict": {k: v.cpu() for k, v in best_state.items()}, "classes": adapter.classes,
-                "spec": adapter.spec, "best_epoch": best_epoch, "val_accuracy": scores, "recipe": adapter.recipe},
-               checkpoint)
+    checkpoint = adapter.save(network, folder / "best.pt", best_epoch=best_epoch, val_accuracy=scores)
     return Tuned(network, epochs_run, best_epoch, scores, checkpoint)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.errors import HibugError
+from hibug_core.models.adapter import ModelUnderTest
 from hibug_core.progress import ProgressCallback, no_progress
 
 
@@ -67,23 +68,29 @@ def coco_training_set(path: Path, file_names: list[str] | None = None) -> Traini
     return TrainingSet(loaded, targets, points if count else None)
 
 
-class ObjectModelAdapter:
-    """A model of objects as the model registry gives it: its spec, its network and class names; fine_tune returns a
-    retrained copy, save writes a checkpoint its family loads, detect runs a network on images."""
+class ObjectModelAdapter(ModelUnderTest):
+    """A model of objects as the model registry gives it (the ModelUnderTest contract): predict finds objects (people
+    with their keypoints), features pool the top level of its backbone's feature pyramid, fine_tune learns from
+    TrainingSets, save writes a checkpoint its family loads."""
 
-    spec: str
-    network: object
-    classes: list[str]
+    def features(self, images: list, *, network=None) -> np.ndarray:
+        import torch
 
-    def fine_tune(self, data: TrainingSet, new: TrainingSet, *, lam: float | None, epochs: int, learning_rate: float,
-                  seed: int, progress: ProgressCallback = no_progress):
-        raise NotImplementedError
+        from hibug_core.models.zoo.fitting import image_batch
 
-    def save(self, network, path: Path) -> Path:
-        raise NotImplementedError
+        network = network or self.network
+        network.eval()
+        with torch.no_grad():
+            batch, _ = network.transform(list(image_batch(images)))
+            levels = network.backbone(batch.tensors)
+            return levels[list(levels)[-1]].mean(dim=(2, 3)).numpy().astype(np.float32)
 
-    def detect(self, network, images: list, progress: ProgressCallback = no_progress) -> list[list[dict]]:
-        raise NotImplementedError
+    def _schedule(self, tune):
+        """The family's training settings with the epochs, peak rate and seed `tune` gives (its own where unset)."""
+        from dataclasses import replace
+
+        return replace(self.config, epochs=tune.epochs or self.config.epochs,
+                       learning_rate=tune.learning_rate or self.config.learning_rate, seed=tune.seed)
 
 
 OBJECT_FAMILIES = ("scene-fcos", "scene-keypoints")  # the model registry's families of object models
@@ -99,31 +106,29 @@ class SceneFcos(ObjectModelAdapter):
         self.spec = spec
         self.network, self.classes, self.config = load_checkpoint(checkpoint)
 
-    def fine_tune(self, data: TrainingSet, new: TrainingSet, *, lam: float | None, epochs: int, learning_rate: float,
-                  seed: int, progress: ProgressCallback = no_progress):
+    def fine_tune(self, data: TrainingSet, new: TrainingSet, *, lam: float | None, tune,
+                  progress: ProgressCallback = no_progress, **options):
         """A copy trained further on `data` and `new`: simply added (lam None), or a batch of each per step with the
         new one's loss weighted by lam."""
-        from dataclasses import replace
-
         from hibug_core.models.zoo.scene_fcos import train_detector
 
-        config = replace(self.config, epochs=epochs, learning_rate=learning_rate, seed=seed)
+        config = self._schedule(tune)
         if lam is None:
             data, new = data + new, TrainingSet([], [])
         return train_detector(data.images, data.objects, self.classes, config, progress, start_from=self.network,
                               new=(new.images, new.objects), lam=lam or 0.0)
 
-    def save(self, network, path: Path) -> Path:
-        """The network as a checkpoint this kind loads (the training fingerprint says it was fine-tuned)."""
+    def save(self, network, path: Path, **extra) -> Path:
+        """The network as a checkpoint this family loads (the training fingerprint says it was fine-tuned)."""
         from hibug_core.models.zoo.scene_fcos import save_detector
 
         save_detector(path, network, self.classes, self.config, "fine-tuned")
         return path
 
-    def detect(self, network, images: list, progress: ProgressCallback = no_progress) -> list[list[dict]]:
+    def predict(self, images: list, *, network=None, progress: ProgressCallback = no_progress) -> list:
         from hibug_core.models.zoo.scene_fcos import detect
 
-        return detect(network, images, self.classes, progress=progress)
+        return detect(network or self.network, images, self.classes, progress=progress)
 
 
 class SceneKeypoints(ObjectModelAdapter):
@@ -136,28 +141,26 @@ class SceneKeypoints(ObjectModelAdapter):
         self.spec = spec
         self.network, self.classes, self.keypoints, self.config = load_keypoint_model(checkpoint)
 
-    def fine_tune(self, data: TrainingSet, new: TrainingSet, *, lam: float | None, epochs: int, learning_rate: float,
-                  seed: int, progress: ProgressCallback = no_progress):
-        from dataclasses import replace
-
+    def fine_tune(self, data: TrainingSet, new: TrainingSet, *, lam: float | None, tune,
+                  progress: ProgressCallback = no_progress, **options):
         from hibug_core.models.zoo.scene_keypoints import train_keypoint_model
 
         if data.keypoints is None:
             raise DetectorError("a keypoint model learns from people with keypoints: its training annotations have "
                                 "none")
-        config = replace(self.config, epochs=epochs, learning_rate=learning_rate, seed=seed)
+        config = self._schedule(tune)
         if lam is None:
             data, new = data + new, TrainingSet([], [], [])
         return train_keypoint_model(data.images, data.people(), self.classes, self.keypoints, config, progress,
                                     start_from=self.network, new=(new.images, new.people()), lam=lam or 0.0)
 
-    def save(self, network, path: Path) -> Path:
+    def save(self, network, path: Path, **extra) -> Path:
         from hibug_core.models.zoo.scene_keypoints import save_keypoint_model
 
         save_keypoint_model(path, network, self.classes, self.keypoints, self.config)
         return path
 
-    def detect(self, network, images: list, progress: ProgressCallback = no_progress) -> list[list[dict]]:
+    def predict(self, images: list, *, network=None, progress: ProgressCallback = no_progress) -> list:
         from hibug_core.models.zoo.scene_keypoints import detect_people
 
-        return detect_people(network, images, self.classes, progress=progress)
+        return detect_people(network or self.network, images, self.classes, progress=progress)

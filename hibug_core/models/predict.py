@@ -84,8 +84,8 @@ def predict_project(project, spec: str | ModelAdapter, *, name: str | None = Non
     # name is free.
     adapter = load_model(spec) if isinstance(spec, str) else spec
     if not isinstance(adapter, ModelAdapter):
-        raise PredictError(f"{adapter.spec} is a model of objects; hibug runs classifiers on a project's images (import "
-                           "a detector's results as a COCO results file)")
+        raise PredictError(f"{adapter.spec} is a model of objects; hibug runs classifiers on a project's images "
+                           "(import a detector's results as a COCO results file)")
     name = (name or default_name(adapter.spec)).strip()
     if not name:
         raise PredictError("give the model a name (--name)")

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass
 
 MODEL_META = "model spec:"  # project meta key prefix, + the model's name
-LEGACY_DETECTOR_META = "detector:"  # how projects built before one record named a detector ({"kind", "checkpoint", ...})
+LEGACY_DETECTOR_META = "detector:"  # how older projects named a detector ({"kind", "checkpoint", ...})
 POOL_LABELS_META = "pool labels"  # project meta: COCO annotations of the pool images (what labelling returned)
 
 

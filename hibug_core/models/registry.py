@@ -1,7 +1,8 @@
 """The registry of the model under test, one for every task: the user's network named by a spec they can type,
 loaded with its library's own architecture code and preprocessing (timm's data config, torchvision's weight
 transforms, the transformers image processor), never a hand-written copy; the zoo's networks answer to it the same
-way. A classifier comes as a ModelAdapter, a model of objects as an ObjectModelAdapter."""
+way. Each family keeps the ModelUnderTest contract (hibug_core.models.adapter): a classifier comes as a
+ModelAdapter, a model of objects as an ObjectModelAdapter."""
 from __future__ import annotations
 
 import importlib

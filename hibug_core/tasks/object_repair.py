@@ -179,7 +179,7 @@ def found_after(runner, network, truth, eval_images: list, held: pd.DataFrame, c
                 name: str, progress: ProgressCallback) -> tuple[np.ndarray, dict]:
     """Run `network` on the held-out images, match with the same settings; (each held-out object found, COCO's
     summary)."""
-    detections = runner.detect(network, eval_images, progress)
+    detections = runner.predict(eval_images, network=network, progress=progress)
     ids = truth.images.index.to_numpy()
     index = {c: k for k, c in truth.categories.items()}
     records = [{"image_id": int(ids[i]), "category_id": index[d["category"]], "bbox": d["bbox"], "score": d["score"],
@@ -242,8 +242,9 @@ class ObjectRepairRound(RepairRound):
         return new, chosen, len(new.images)
 
     def retrain(self, method: str, seed: int, data, run_id: int) -> RoundResult:
-        network = self.runner.fine_tune(self.trained, data, lam=self.config.retrain.lam, epochs=self.epochs,
-                                        learning_rate=self.rate, seed=seed, progress=self.progress)
+        tune = replace(self.config.retrain.fine_tune, epochs=self.epochs, learning_rate=self.rate, seed=seed)
+        network = self.runner.fine_tune(self.trained, data, lam=self.config.retrain.lam, tune=tune,
+                                        progress=self.progress)
         folder = self.project.folder / "models" / "tuning" / f"repair-{run_id}"
         stem = f"{method.replace(' ', '-')}-s{seed}"
         checkpoint = self.runner.save(network, folder / f"{stem}.pt")
