@@ -115,8 +115,8 @@ def test_bad_specs_and_checkpoints_say_what_to_fix(tmp_path, timm_checkpoint):
     with pytest.raises(ModelLoadError, match="cannot import nothing_here"):
         load_model("python:test_models:nothing_here")
     assert MODELS.names() == [] and [e.name for e in MODELS.families()] == ["timm", "torchvision", "transformers",
-                                                                             "shape-cnn",
-                                                                             "python"]
+                                                                             "shape-cnn", "scene-fcos",
+                                                                             "scene-keypoints", "python"]
 
 
 def test_classes_are_matched_to_the_labels_or_refused_naming_both_sides():
