@@ -99,7 +99,7 @@ def predict(project, op: Predict, progress, author: str | None = None) -> dict:
     from hibug_core.embeddings.compute import EmbedConfig
     from hibug_core.models.predict import predict_project
 
-    task_of(project).capabilities.check("predict", task_of(project).nouns)
+    task_of(project).check("predict")
     done = predict_project(project, op.model, name=op.name, splits=op.splits, progress=progress, author=author,
                            config=EmbedConfig(batch_size=op.batch_size, workers=op.workers),
                            ray=op.ray_options(op.batch_size) if op.ray else None)
@@ -115,7 +115,7 @@ def generate(project, op: Generate, progress, author: str | None = None) -> dict
     from hibug_core.repair.generators import load_generator
     from hibug_core.repair.prompts import build_prompts
 
-    task_of(project).capabilities.check("generate", task_of(project).nouns)
+    task_of(project).check("generate")
     if op.prompt_rows:
         prompts = pd.DataFrame(op.prompt_rows)
     else:

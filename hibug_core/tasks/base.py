@@ -74,6 +74,10 @@ class Task(ABC):
     focus: ClassVar[str]  # what a language model proposing attributes should look for
     library: ClassVar[str | None] = None  # the built-in attribute library's entry (None: chosen from the words)
 
+    def check(self, capability: str) -> None:
+        """TaskError saying what to do instead when this task's model cannot `capability` ("predict", "generate")."""
+        self.capabilities.check(capability, self.nouns)
+
     # ----- importing -------------------------------------------------------------------------------
     @abstractmethod
     def claims_table(self, columns: list[str]) -> bool:

@@ -56,4 +56,5 @@ class Classification(Task):
                      author: str | None = None):
         from hibug_core.tasks.image_repair import ImageRepairRound
 
-        return ImageRepairRound(project, report, config, progress=progress, author=author)
+        return ImageRepairRound(project, report, config, training_count=self.training_count(report.samples, project),
+                                progress=progress, author=author)

@@ -78,5 +78,6 @@ class Detection(Task):
                      author: str | None = None):
         from hibug_core.tasks.object_repair import ObjectRepairRound
 
-        return ObjectRepairRound(project, report, config, measure=self.nouns.measure, samples=self.nouns.samples,
-                                 progress=progress, author=author)
+        return ObjectRepairRound(project, report, config, training_count=self.training_count(report.samples, project),
+                                 measure=self.nouns.measure, samples=self.nouns.samples, progress=progress,
+                                 author=author)

@@ -10,7 +10,7 @@ import pandas as pd
 from hibug_core.models.finetune import DecodedImages
 from hibug_core.repair.loop import CONTROL, GENERATED, RepairError, RepairRound, RoundResult, planted_definitions
 from hibug_core.repair.retrain import retrain
-from hibug_core.repair.selection import labelled_training_images, select_pool
+from hibug_core.repair.selection import select_pool
 from hibug_core.slices.search import TagMatrix
 
 ACCURACY = "accuracy"
@@ -20,7 +20,7 @@ class ImageRepairRound(RepairRound):
     measure = ACCURACY
     samples = "images"
 
-    def __init__(self, project, report, config, *, progress, author: str | None = None):
+    def __init__(self, project, report, config, *, training_count: int, progress, author: str | None = None):
         # 1. Check inputs: a labelled held-out split to compare on.
         held_tags, held = report.split_matrix(config.eval_split, labelled=True)
         if held.empty:
@@ -33,7 +33,7 @@ class ImageRepairRound(RepairRound):
         self.planted_tags = (TagMatrix.from_frame(project.known_tags().reindex(held.index).astype("category"))
                              if planted else held_tags)
         self.before = (held["prediction"] == held["label"]).to_numpy()
-        self.training_count = labelled_training_images(report.samples)
+        self.training_count = training_count
         self.images = DecodedImages()
 
     def new_data(self, method: str, seed: int, budget: int):

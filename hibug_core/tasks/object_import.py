@@ -3,7 +3,7 @@ positive is a sample, with its box, its image, its outcome per model and its mea
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -99,14 +99,14 @@ def objects_manifest(truth: CocoGroundTruth, found: list[CocoResults], folder: P
         raise ManifestError(truth.source, issues[:config.max_issues])
     # 2. Matching, model by model.
     if not labelled:
-        return replace(_unlabelled_manifest(truth, found, paths, infos, splits, geometry,
-                                            match_config.confidence_threshold), task=task)
+        return _unlabelled_manifest(truth, found, paths, infos, splits, geometry, match_config.confidence_threshold,
+                                    task)
     matches = []
     for done, result in enumerate(found, start=1):
         matches.append(match(truth, result, match_config))
         progress("matching detections", done, len(found))
     # 3. The samples: ground-truth objects, then each model's false positives.
-    return replace(_manifest(truth, found, matches, paths, infos, splits, geometry), task=task)
+    return _manifest(truth, found, matches, paths, infos, splits, geometry, task)
 
 
 def object_rows_of(rows: pd.DataFrame) -> np.ndarray:
@@ -115,7 +115,7 @@ def object_rows_of(rows: pd.DataFrame) -> np.ndarray:
 
 
 def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Matches], paths: dict, infos: dict,
-              splits: dict[int, str], geometry: GeometryConfig) -> ValidatedManifest:
+              splits: dict[int, str], geometry: GeometryConfig, task: str) -> ValidatedManifest:
     names = truth.categories
     objects = truth.annotations[truth.annotations["iscrowd"] == 0].reset_index(drop=True)
     parts = [pd.DataFrame({
@@ -183,7 +183,7 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
         values[given.index.to_numpy()] = given[name].where(given[name].notna(), None).to_numpy(object)
         known_tags[name] = values.tolist()
     return ValidatedManifest(truth.source, samples, models, known_tags, [], "image", object_columns, evaluations,
-                             task="")  # the caller's task
+                             task=task)
 
 
 def _sample_columns(truth: CocoGroundTruth, rows: pd.DataFrame, paths: dict, infos: dict, splits: dict[int, str]
@@ -211,7 +211,8 @@ def _sample_columns(truth: CocoGroundTruth, rows: pd.DataFrame, paths: dict, inf
 
 
 def _unlabelled_manifest(truth: CocoGroundTruth, found: list[CocoResults], paths: dict, infos: dict,
-                         splits: dict[int, str], geometry: GeometryConfig, reported: float) -> ValidatedManifest:
+                         splits: dict[int, str], geometry: GeometryConfig, reported: float,
+                         task: str) -> ValidatedManifest:
     """Every detection of every model as an unlabelled sample; its occlusion and crowding measured against the
     objects its model reports (confidence from `reported`, the operating point; known_objects): the only objects
     known in an image nobody has annotated, as the ground-truth objects are in a labelled one."""
@@ -249,4 +250,4 @@ def _unlabelled_manifest(truth: CocoGroundTruth, found: list[CocoResults], paths
     measured = pd.concat(measured).sort_index()
     known_tags = {name: measured[name].tolist() for name in measured.columns}
     return ValidatedManifest(truth.source, samples, models, known_tags, [], "image", object_columns, evaluations,
-                             task="")  # the caller's task
+                             task=task)

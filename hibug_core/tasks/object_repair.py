@@ -197,8 +197,8 @@ class ObjectRepairRound(RepairRound):
     """An object model's round: held-out objects found or not before; pool images chosen by the objects in them,
     their annotations added to what it was trained on; the model fine-tuned; the held-out objects found after."""
 
-    def __init__(self, project, report, config, *, measure: str = OBJECTS_FOUND, samples: str = "objects",
-                 progress: ProgressCallback = no_progress, author: str | None = None):
+    def __init__(self, project, report, config, *, training_count: int, measure: str = OBJECTS_FOUND,
+                 samples: str = "objects", progress: ProgressCallback = no_progress, author: str | None = None):
         from PIL import Image
 
         # 1. Check inputs: new data from labelled pool images, fine-tuning, a retrainable model and the pool's labels.
@@ -228,7 +228,7 @@ class ObjectRepairRound(RepairRound):
         self.held = held
         self.held_tags = self.planted_tags = report.tags.aligned(report.all_tags.reindex(held.index))
         self.before = (held["outcome"] == TRUE_POSITIVE).to_numpy()
-        self.training_count = training_images(report.samples, project.objects())
+        self.training_count = training_count
         self.ap_before = project.object_evaluation(model, config.eval_split)["summary"]["AP"]
         tune = config.retrain.fine_tune
         self.epochs, self.rate = tune.epochs or FINE_TUNE_EPOCHS, tune.learning_rate or FINE_TUNE_RATE
