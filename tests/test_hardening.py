@@ -82,7 +82,7 @@ def test_runaway_schemas_are_capped(colour_project):
 def _llm(server, **overrides):
     from hibug_core.llm.client import LLMConfig
 
-    return LLMConfig(base_url=server.url, **{**dict(model="fake-vision", timeout_s=1.0, transport_retries=0,
+    return LLMConfig(base_url=server.url, **{**dict(model="fake-vision", timeout_s=30.0, transport_retries=0,
                                                    concurrency=3, abort_after=2), **overrides})
 
 

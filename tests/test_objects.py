@@ -531,7 +531,7 @@ def test_a_multimodal_llm_sees_each_object_outlined_in_its_crop_and_its_whole_im
     objects = project.objects()
     truth_ids = objects.index[objects["object_kind"] == "object"]
     with FakeOpenAIServer() as server:
-        tag_with_llm(project, LLMConfig(base_url=server.url, model="fake-vision", timeout_s=2.0, transport_retries=0),
+        tag_with_llm(project, LLMConfig(base_url=server.url, model="fake-vision", timeout_s=30.0, transport_retries=0),
                      sample_ids=truth_ids, views=task_of(project).views)
     assert len(server.requests) == 4
     request = server.requests[0]

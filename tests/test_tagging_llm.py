@@ -13,7 +13,8 @@ from hibug_core.tagging.mllm import tag_with_llm
 from hibug_core.tagging.run import current_tags, project_tag_quality
 from hibug_core.tasks import task_of
 
-FAST = dict(model="fake-vision", timeout_s=1.0, transport_retries=0, concurrency=3, abort_after=2)
+# A timeout long enough that a busy machine is no failure; the tests of timeouts set a short one themselves.
+FAST = dict(model="fake-vision", timeout_s=30.0, transport_retries=0, concurrency=3, abort_after=2)
 
 
 def config(server, **overrides) -> LLMConfig:
