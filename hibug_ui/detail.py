@@ -2,16 +2,19 @@
 tag to correct on the spot."""
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
 from hibug_core.objects.crops import ensure_object_picture, picture_of
+from hibug_core.objects.keypoint_errors import TYPE_OF_CODE, keypoint_summary
 from hibug_core.slices.search import CLASS
 from hibug_core.store import tag_store
 from hibug_core.tagging.sources import source_label
-from hibug_ui.state import tag_table
+from hibug_ui.state import keypoint_skeleton, tag_table
 from hibug_ui.visitor import may_edit
 
 
@@ -70,7 +73,8 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
         try:
             image = project.served_image(row["image_path"])
             if pd.notna(row.get("box_x")):  # an object: its whole image with its boxes
-                image = ensure_object_picture(project.folder, image, row["content_hash"], picture_of(row), size=512,
+                picture = picture_of(row, keypoint_skeleton(project).get("limbs", ()))
+                image = ensure_object_picture(project.folder, image, row["content_hash"], picture, size=512,
                                               whole=True)
             st.image(str(image), width="stretch")
         except (OSError, ValueError, TypeError, HibugError):
@@ -81,6 +85,8 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
             error = f" ({plain(row['error_type'])} error)" if row.get("error_type") not in (None, "", "missed") else ""
             iou = f" · IoU {row['iou']:.2f}" if pd.notna(row.get("iou")) and row["iou"] > 0 else ""
             st.markdown(f"**{plain(row['outcome'])}**{error}{iou}")
+        if isinstance(row.get("keypoint_types"), str):
+            _keypoints(row, keypoint_skeleton(project).get("names", []))
         if pd.notna(row.get("prediction")):
             correct = row.get("correct")
             verdict = "unlabelled" if pd.isna(correct) else "right" if bool(correct) else "wrong"
@@ -100,6 +106,19 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
         editable = [a for a in tags["attribute"] if not a.startswith("known: ")]
         if editable:
             _correct_here(project, sample_id, tags.set_index("attribute")["tag"], editable, user)
+
+
+def _keypoints(row, names: list[str]) -> None:
+    """A person's keypoints: each one's similarity to the prediction (OKS's per-keypoint term) and its type."""
+    codes = row["keypoint_types"]
+    similarity = json.loads(row["keypoint_similarity_json"]) if isinstance(row.get("keypoint_similarity_json"),
+                                                                          str) else [None] * len(codes)
+    names = names if len(names) == len(codes) else [f"keypoint {i + 1}" for i in range(len(codes))]
+    table = pd.DataFrame({"keypoint": names, "type": [TYPE_OF_CODE.get(c, "not labelled") for c in codes],
+                          "similarity": similarity})
+    with st.expander(f"Keypoints: {keypoint_summary(codes)}"):
+        st.dataframe(table, hide_index=True, width="stretch", key=f"detail_keypoints_{row.name}",
+                     column_config={"similarity": st.column_config.NumberColumn(format="%.2f")})
 
 
 def _correct_here(project, sample_id: int, current: pd.Series, editable: list[str], user: str) -> None:

@@ -7,7 +7,7 @@ import plotly.express as px
 import streamlit as st
 
 from hibug_core.markdown import plain
-from hibug_core.objects.summary import confusion_members, error_breakdown, object_confusion
+from hibug_core.objects.summary import confusion_members, error_breakdown, keypoint_table, object_confusion
 from hibug_core.tasks import task_of
 from hibug_ui.plots import literal_values
 from hibug_ui.widgets import image_grid
@@ -17,7 +17,8 @@ HEADLINE = {"AP": "AP at IoU .50:.95, COCO's main number", "AP50": "AP at IoU .5
 
 
 def object_overview(project, model: str, samples: pd.DataFrame, split: str) -> None:
-    nouns = task_of(project).nouns
+    task = task_of(project)
+    nouns = task.nouns
     evaluation = project.object_evaluation(model, split)
     if evaluation is None:
         st.info(f"{plain(model)} has no COCO evaluation on the {split} split (it was not imported with a results "
@@ -40,7 +41,7 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str) -> N
                      column_config={"AP": st.column_config.NumberColumn(format="%.3f"),
                                     "AP50": st.column_config.NumberColumn(format="%.3f")})
         st.markdown("**Errors by type** (TIDE)")
-        breakdown = error_breakdown(evaluated)
+        breakdown = error_breakdown(evaluated, task.error_types)
         figure = px.bar(breakdown.reset_index().melt(id_vars="error type", var_name="what", value_name="count"),
                         x="error type", y="count", color="what", barmode="stack",
                         color_discrete_map={"missed objects": "#ea8c00", "false positives": "#dc2626"})
@@ -48,6 +49,25 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str) -> N
         st.plotly_chart(figure, width="stretch", key="overview_error_types")
     with right:
         _confusion(project, evaluated, nouns)
+    if evaluation.get("fixes") is not None:
+        _keypoint_errors(evaluation, evaluated, settings)
+
+
+def _keypoint_errors(evaluation: dict, evaluated: pd.DataFrame, settings: dict) -> None:
+    """A pose model's keypoint errors (Ronchi and Perona): the AP each error type costs, and each keypoint's."""
+    left, right = st.columns([2, 3])
+    with left:
+        st.markdown("**Keypoint AP if each error type were fixed** (Ronchi and Perona; missed people and background "
+                    "false positives as TIDE fixes them)")
+        st.dataframe(evaluation["fixes"], hide_index=True, width="stretch", key="overview_keypoint_fixes",
+                     column_config={"AP if fixed": st.column_config.NumberColumn(format="%.3f"),
+                                    "AP gain": st.column_config.NumberColumn(format="%+.3f")})
+    with right:
+        people = evaluated[evaluated["object_kind"] == "object"]
+        table = keypoint_table(people, settings["keypoint_names"])
+        st.markdown("**Per keypoint** (people a prediction went with; shares of the labelled keypoints)")
+        st.dataframe(table, hide_index=True, width="stretch", key="overview_keypoint_table",
+                     column_config={c: st.column_config.NumberColumn(format="%.2f") for c in table.columns[2:]})
 
 
 def _confusion(project, evaluated: pd.DataFrame, nouns) -> None:

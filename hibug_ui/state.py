@@ -210,6 +210,17 @@ def _source_ranking(folder: str, state: str):
     return rank_sources(project, schema_names(project))
 
 
+def keypoint_skeleton(project: Project) -> dict:
+    """The keypoint names and limbs a person's skeleton is drawn and listed with (empty for boxes)."""
+    return _keypoint_skeleton(str(project.folder), project_state(project))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _keypoint_skeleton(folder: str, state: str) -> dict:
+    del state
+    return open_project(folder).keypoint_skeleton()
+
+
 def tag_table(project: Project):
     """The tags in force (TagTable)."""
     table = _tag_table(str(project.folder), project_state(project))

@@ -7,10 +7,11 @@ import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
-from hibug_core.objects.crops import LEGEND, ensure_object_picture, picture_of
+from hibug_core.objects.crops import LEGEND, SKELETON_LEGEND, ensure_object_picture, picture_of
 from hibug_core.store.project import Project
 from hibug_core.thumbnails import ensure_thumbnail
 from hibug_ui.detail import OPEN_KEY, show_image
+from hibug_ui.state import keypoint_skeleton
 
 
 def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, caption=None, details: str | None = None,
@@ -21,7 +22,8 @@ def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, captio
         st.caption("Nothing to show.")
         return
     if "box_x" in rows and rows["box_x"].notna().any():
-        st.caption(f"Each with some of its surroundings; {LEGEND}. Details opens the whole image.")
+        skeletons = f"; {SKELETON_LEGEND}" if "keypoints_json" in rows and rows["keypoints_json"].notna().any() else ""
+        st.caption(f"Each with some of its surroundings; {LEGEND}{skeletons}. Details opens the whole image.")
     for start in range(0, len(rows), columns):
         cells = st.columns(columns)
         for cell, (sample_id, row) in zip(cells, rows.iloc[start : start + columns].iterrows()):
@@ -43,7 +45,8 @@ def _picture(project: Project, row: pd.Series):
     """An image's thumbnail, or for an object its crop with the true and predicted boxes drawn."""
     image = project.served_image(row["image_path"])
     if pd.notna(row.get("box_x")):
-        return ensure_object_picture(project.folder, image, row["content_hash"], picture_of(row))
+        return ensure_object_picture(project.folder, image, row["content_hash"],
+                                     picture_of(row, keypoint_skeleton(project).get("limbs", ())))
     return ensure_thumbnail(project.folder, image, row["content_hash"],
                             original_size=(int(row["width"]), int(row["height"])))
 

@@ -156,7 +156,8 @@ with found:
         shown = load_samples(project, model).loc[ids]  # objects: with their boxes and outcomes
         with left:
             if error_types:  # failures that carry an error type (a detector's: TIDE's)
-                counts = error_breakdown(shown).sum(axis=1).rename_axis("error type").reset_index(name=nouns.samples)
+                counts = error_breakdown(shown, error_types).sum(axis=1).rename_axis("error type").reset_index(
+                    name=nouns.samples)
                 figure = px.bar(counts, x="error type", y=nouns.samples, title="Its failures by error type")
             else:
                 counts = evaluated["prediction"].value_counts().rename_axis("prediction").reset_index(

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +29,7 @@ class CocoGroundTruth:
     categories: dict[int, str]  # id -> name
     keypoints: dict[int, list[str]]  # category id -> keypoint names (pose)
     annotations: pd.DataFrame  # id, image_id, category_id, x, y, w, h, area, iscrowd, keypoints, attributes, record
+    skeletons: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # category id -> limbs (0-based pairs)
 
     @property
     def has_keypoints(self) -> bool:
@@ -138,6 +139,7 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
                                                 for key in ("images", "categories", "annotations"))
     categories: dict[int, str] = {}
     keypoints: dict[int, list[str]] = {}
+    skeletons: dict[int, list[tuple[int, int]]] = {}
     category_records = []
     for i, record in enumerate(categories_in):
         if not isinstance(record, dict):
@@ -162,6 +164,9 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
                     issues.add(i, "keypoints", "must be a list of keypoint names", unit="categories")
                 else:
                     keypoints[cid] = names
+                    limbs = _skeleton(record.get("skeleton"), len(names), i, issues)
+                    if limbs:
+                        skeletons[cid] = limbs
             category_records.append({"id": cid, "name": name, **({"keypoints": names} if names else {})})
 
     image_rows, image_records = {}, []
@@ -257,7 +262,19 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
     images = pd.DataFrame.from_dict(image_rows, orient="index")
     images.index.name = "image_id"
     dataset = {"images": image_records, "categories": category_records, "annotations": annotation_records}
-    return CocoGroundTruth(str(path), dataset, images, categories, keypoints, annotations)
+    return CocoGroundTruth(str(path), dataset, images, categories, keypoints, annotations, skeletons)
+
+
+def _skeleton(edges, count: int, index: int, issues: Issues) -> list[tuple[int, int]]:
+    """A category's 'skeleton' (COCO's limbs: pairs of 1-based keypoint numbers) as 0-based pairs; none when absent."""
+    if edges is None:
+        return []
+    if not isinstance(edges, list) or not all(isinstance(e, list) and len(e) == 2 and all(
+            _integer(v) and 1 <= v <= count for v in e) for e in edges):
+        issues.add(index, "skeleton", f"must be a list of [a, b] pairs of keypoint numbers from 1 to {count}; found "
+                                      f"{_short(edges)}", unit="categories")
+        return []
+    return [(a - 1, b - 1) for a, b in edges]
 
 
 def _tag_texts(tags: dict) -> dict[str, str]:

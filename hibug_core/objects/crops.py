@@ -1,8 +1,10 @@
 """Object pictures for grids and the detail view: the object's crop with a context margin (or its whole image), the
-true box and the predicted box drawn, coloured by outcome; made once and kept in the project."""
+true box and the predicted box drawn, coloured by outcome, and a person's true and predicted skeletons with joints
+coloured by keypoint type; made once and kept in the project."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import uuid
 from dataclasses import dataclass
@@ -21,28 +23,59 @@ LEGEND = ("blue: the true box; the predicted box is green when it found the obje
           "image (no true box to compare with)")
 
 
+# A keypoint's colour by its type (Ronchi and Perona's); a predicted point with no type (nothing true to compare with)
+# is drawn in its outcome's colour.
+KEYPOINT_COLOURS = {"g": (22, 163, 74), "j": (234, 179, 8), "i": (147, 51, 234), "s": (249, 115, 22),
+                    "m": (220, 38, 38)}
+SKELETON_LEGEND = ("the true skeleton in blue, the predicted one in the outcome's colour; predicted joints by their "
+                   "keypoint type: green good, yellow jitter, purple inversion (left for right), orange swap (another "
+                   "person's), red miss")
+
+
 @dataclass(frozen=True)
 class ObjectPicture:
-    """What one picture shows: boxes are (x, y, w, h) in image pixels; pred_box None when nothing was predicted."""
+    """What one picture shows: boxes are (x, y, w, h) in image pixels; pred_box None when nothing was predicted.
+    People also show skeletons: keypoints as (x, y) pairs in image pixels (None where not labelled or predicted), the
+    limbs joining them, and the letter of each predicted keypoint's type."""
 
     box: tuple[float, float, float, float]
     pred_box: tuple[float, float, float, float] | None
     outcome: str  # a key of OUTCOME_COLOURS
+    points: tuple[tuple[float, float] | None, ...] = ()
+    pred_points: tuple[tuple[float, float] | None, ...] = ()
+    limbs: tuple[tuple[int, int], ...] = ()
+    types: str = ""
 
     def key(self, content_hash: str, size: int, margin: float, whole: bool) -> str:
-        text = f"{content_hash}|{self.box}|{self.pred_box}|{self.outcome}|{size}|{margin}|{whole}"
+        text = (f"{content_hash}|{self.box}|{self.pred_box}|{self.outcome}|{size}|{margin}|{whole}|{self.points}|"
+                f"{self.pred_points}|{self.limbs}|{self.types}")
         return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
-def picture_of(row) -> ObjectPicture:
-    """The picture of an object sample row (project.objects(model) columns joined to its sample)."""
+def _points(text, labelled_only: bool) -> tuple[tuple[float, float] | None, ...]:
+    """COCO keypoints [x, y, v, ...] (JSON) as (x, y) pairs, None for a keypoint not labelled (v 0) when asked."""
+    if not isinstance(text, str):
+        return ()
+    values = json.loads(text)
+    return tuple(None if labelled_only and values[i + 2] <= 0 else (float(values[i]), float(values[i + 1]))
+                 for i in range(0, len(values), 3))
+
+
+def picture_of(row, limbs=()) -> ObjectPicture:
+    """The picture of an object sample row (project.objects(model) columns joined to its sample); a person's
+    skeletons are joined by `limbs` (the evaluation's, keypoint index pairs)."""
     box = tuple(float(row[c]) for c in ("box_x", "box_y", "box_w", "box_h"))
     pred = tuple(float(row.get(c, np.nan)) for c in ("pred_x", "pred_y", "pred_w", "pred_h"))
     pred_box = None if any(np.isnan(pred)) else pred
     outcome = str(row.get("outcome") or "")
-    if outcome in ("false positive", UNLABELLED):
-        return ObjectPicture(box, None, outcome)  # its own box is the prediction; there is no true box
-    return ObjectPicture(box, pred_box, "true positive" if outcome == "true positive" else "near miss")
+    limbs = tuple((int(a), int(b)) for a, b in limbs)
+    if outcome in ("false positive", UNLABELLED):  # its own box and keypoints are the prediction; nothing true
+        return ObjectPicture(box, None, outcome, pred_points=_points(row.get("keypoints_json"), False), limbs=limbs)
+    types = row.get("keypoint_types")
+    return ObjectPicture(box, pred_box, "true positive" if outcome == "true positive" else "near miss",
+                         points=_points(row.get("keypoints_json"), True),
+                         pred_points=_points(row.get("pred_keypoints_json"), False), limbs=limbs,
+                         types=types if isinstance(types, str) else "")
 
 
 def crop_region(box, pred_box, image_size: tuple[int, int], margin: float) -> tuple[int, int, int, int]:
@@ -84,12 +117,32 @@ def render_picture(image, picture: ObjectPicture, *, size: int = 160, margin: fl
         draw.rectangle(corners, outline=(255, 255, 255), width=line + 2)  # a halo: visible on any colour
         draw.rectangle([corners[0] + 1, corners[1] + 1, corners[2] - 1, corners[3] - 1], outline=colour, width=line)
 
+    def at(point):
+        return (point[0] - region[0]) * scale, (point[1] - region[1]) * scale
+
+    def skeleton(points, colour, joints):
+        for a, b in picture.limbs:
+            if a < len(points) and b < len(points) and points[a] is not None and points[b] is not None:
+                draw.line([at(points[a]), at(points[b])], fill=(255, 255, 255), width=line + 2)
+                draw.line([at(points[a]), at(points[b])], fill=colour, width=line)
+        radius = line + 1
+        for point, joint in zip(points, joints):
+            if point is not None:
+                x, y = at(point)
+                draw.ellipse([x - radius, y - radius, x + radius, y + radius], fill=joint, outline=(255, 255, 255))
+
     if picture.outcome in ("false positive", UNLABELLED):
         outline(picture.box, OUTCOME_COLOURS[picture.outcome])
+        skeleton(picture.pred_points, OUTCOME_COLOURS[picture.outcome],
+                 [OUTCOME_COLOURS[picture.outcome]] * len(picture.pred_points))
     else:
         outline(picture.box, TRUE_BOX)
         if picture.pred_box:
             outline(picture.pred_box, OUTCOME_COLOURS[picture.outcome])
+        skeleton(picture.points, TRUE_BOX, [TRUE_BOX] * len(picture.points))
+        joints = [KEYPOINT_COLOURS.get(t, OUTCOME_COLOURS[picture.outcome])
+                  for t in picture.types.ljust(len(picture.pred_points), "-")]
+        skeleton(picture.pred_points, OUTCOME_COLOURS[picture.outcome], joints)
     return shown
 
 

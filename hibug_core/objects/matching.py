@@ -12,6 +12,7 @@ import pandas as pd
 
 from hibug_core.errors import ConfigError, check_fields
 from hibug_core.objects.coco import CocoGroundTruth, CocoResults, boxes
+from hibug_core.objects.keypoint_errors import CODES, KEYPOINT_ERRORS, Skeleton, fixed_results, type_people
 
 TRUE_POSITIVE, FALSE_POSITIVE, MISSED_OUTCOME = "true positive", "false positive", "missed"
 IGNORED_CROWD, IGNORED_BEYOND = "ignored (crowd)", "ignored (beyond the detections per image COCO evaluates)"
@@ -53,11 +54,13 @@ class Matches:
 
     model: str
     objects: pd.DataFrame  # per non-crowd ground-truth annotation id: outcome, error_type, iou, detection, ...
+    # (people: keypoint_types, a letter per keypoint, and keypoint_similarity, see keypoint_errors)
     detections: pd.DataFrame  # per detection record: outcome, error_type, iou, object, nearest_label
     summary: dict[str, float]  # COCO's 12 numbers (AP at IoU .50:.95, ...), as pycocotools prints them
     per_class: pd.DataFrame  # per class: AP, AP50, objects, detections
     iou_type: str = "bbox"
     settings: dict = field(default_factory=dict)
+    fixes: pd.DataFrame | None = None  # people: per error type, how many and the keypoint AP were it fixed
 
 
 def _coco_pair(ground_truth: CocoGroundTruth, results: CocoResults):
@@ -171,11 +174,88 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
     # 3. Outcomes and TIDE's error types, image by image.
     objects, detections = _outcomes(ground_truth, results, matched, kept, config,
                                     evaluator if iou_type == "keypoints" else None)
+    # 4. People: Ronchi and Perona's type of every keypoint a prediction gave them, and the AP if each were fixed.
+    fixes = None
+    if iou_type == "keypoints":
+        objects = _type_keypoints(ground_truth, results, objects, sigmas)
+        fixes = _keypoint_fixes(ground_truth, results, objects, detections, sigmas, summary["AP"])
     settings = {"iou_threshold": config.iou_threshold, "background_iou": config.background_iou,
                 "max_detections": config.max_detections, "confidence_threshold": config.confidence_threshold,
                 "score": config.score, "iou_type": iou_type,
-                **({"keypoint_sigmas": list(sigmas)} if sigmas else {})}
-    return Matches(results.model, objects, detections, summary, per_class, iou_type, settings)
+                **(_skeleton_settings(skeleton_of(ground_truth, sigmas)) if sigmas else {})}
+    return Matches(results.model, objects, detections, summary, per_class, iou_type, settings, fixes)
+
+
+def skeleton_of(ground_truth: CocoGroundTruth, sigmas) -> Skeleton:
+    """The keypoints of the ground truth's (one) keypoint category: names, left/right pairs, limbs and sigmas."""
+    category = next(iter(ground_truth.keypoints))
+    return Skeleton.from_names(ground_truth.keypoints[category], sigmas, ground_truth.skeletons.get(category, ()))
+
+
+def _skeleton_settings(skeleton: Skeleton) -> dict:
+    """What a pose evaluation keeps of its skeleton (to draw and name keypoints): names, limbs, sigmas."""
+    return {"keypoint_sigmas": list(skeleton.sigmas), "keypoint_names": list(skeleton.names),
+            "limbs": [list(limb) for limb in skeleton.limbs]}
+
+
+def _type_keypoints(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.DataFrame,
+                    sigmas) -> pd.DataFrame:
+    """Every person a prediction went with (found, or missed with a prediction near it) gets the type of each of its
+    keypoints (one letter each); a missed person's error type is then its commonest keypoint error, which says what
+    TIDE's "localization" was."""
+    skeleton = skeleton_of(ground_truth, sigmas)
+    annotations = ground_truth.annotations
+    people = annotations[(annotations["iscrowd"] == 0) & annotations["keypoints"].notna()]
+    detection = objects["detection"].reindex(people["id"].to_numpy())
+    pairs = detection[detection >= 0].astype(np.int64)
+    pairs = pairs[[results.detections["keypoints"].iat[int(r)] is not None for r in pairs]]
+    typed = type_people(people, results.detections, pairs, skeleton)
+    codes = typed["keypoint_types"].reindex(objects.index).astype(object)
+    objects = objects.assign(keypoint_types=codes.where(codes.notna(), None),
+                             keypoint_similarity=typed["keypoint_similarity"].reindex(objects.index).astype(object))
+    localized = (objects["outcome"] == MISSED_OUTCOME) & (objects["error_type"] == "localization")
+    worst = typed["keypoint_error"].reindex(objects.index)
+    named = localized & worst.isin(KEYPOINT_ERRORS)
+    objects.loc[named, "error_type"] = worst[named]
+    return objects
+
+
+def _keypoint_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.DataFrame,
+                    detections: pd.DataFrame, sigmas, ap: float) -> pd.DataFrame:
+    """Per error type, how many keypoints (or people, or false positives) have it and the keypoint AP were it fixed:
+    a keypoint type by moving those keypoints onto their true place (Ronchi and Perona), background false positives
+    by removing them, missed people (no prediction near) by leaving them out of the ground truth (TIDE)."""
+    pairs = objects["detection"][objects["keypoint_types"].notna()].astype(np.int64)
+    codes = objects["keypoint_types"]
+    people = ground_truth.annotations
+    letters = pd.Series(list("".join(codes.dropna())), dtype=object)
+    rows = []
+    for kind in KEYPOINT_ERRORS:
+        count = int((letters == CODES[kind]).sum())
+        fixed = fixed_results(results.records, pairs, codes, people, kind) if count else None
+        rows.append((kind, "keypoints", count, fixed, ground_truth))
+    background = detections["error_type"].to_numpy() == "background"
+    rows.append(("background", "false positives", int(background.sum()),
+                 [r for r, drop in zip(results.records, background) if not drop] if background.any() else None,
+                 ground_truth))
+    missed_ids = set(objects.index[objects["error_type"] == "missed"])
+    kept_truth = None
+    if missed_ids:
+        dataset = {**ground_truth.dataset,
+                   "annotations": [a for a in ground_truth.dataset["annotations"] if a["id"] not in missed_ids]}
+        kept_truth = CocoGroundTruth(ground_truth.source, dataset, ground_truth.images, ground_truth.categories,
+                                     ground_truth.keypoints, people[~people["id"].isin(missed_ids)],
+                                     ground_truth.skeletons)
+    rows.append(("missed", "people", len(missed_ids), results.records if missed_ids else None, kept_truth))
+    table = []
+    for kind, unit, count, records, truth in rows:
+        fixed_ap = ap
+        if records is not None and records:
+            fixed = CocoResults(results.source, results.model, records, results.detections)
+            fixed_ap = summarize(truth, fixed, MatchConfig(keypoints=True, keypoint_sigmas=tuple(sigmas)))[0]["AP"]
+        table.append({"error type": kind, "unit": unit, "count": count, "AP if fixed": fixed_ap,
+                      "AP gain": fixed_ap - ap})
+    return pd.DataFrame(table)
 
 
 def _beyond_limit(detections: pd.DataFrame, limit: int) -> np.ndarray:

@@ -1,10 +1,14 @@
-"""What a detector's outcomes add up to: TIDE's error-type breakdown and the object confusion matrix, with the
-objects behind every cell."""
+"""What a detector's outcomes add up to: the error-type breakdown (TIDE's, and a pose model's keypoint types), the
+object confusion matrix with the objects behind every cell, and OKS per keypoint."""
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pandas as pd
 
 from hibug_core.objects.coco import BACKGROUND, MISSED
+from hibug_core.objects.keypoint_errors import CODES, KEYPOINT_TYPES, NEAR_SIMILARITY
 from hibug_core.objects.matching import ERROR_TYPES
 
 CONFUSED = ("classification", "both")  # a missed object whose detection named another class
@@ -39,11 +43,12 @@ def object_confusion(samples: pd.DataFrame) -> pd.DataFrame:
     return table.reindex(index=[*classes, BACKGROUND], columns=[*classes, MISSED], fill_value=0)
 
 
-def error_breakdown(samples: pd.DataFrame) -> pd.DataFrame:
-    """TIDE's six error types: how many missed objects and false positives of each, in TIDE's order."""
+def error_breakdown(samples: pd.DataFrame, error_types: tuple[str, ...] = ERROR_TYPES) -> pd.DataFrame:
+    """How many missed objects and false positives have each error type (the task's: TIDE's six for boxes), in its
+    order."""
     evaluated = samples[samples["outcome"].isin(["missed", "false positive"])]
     counts = evaluated.groupby(["error_type", "outcome"]).size().unstack(fill_value=0)
-    counts = counts.reindex(index=list(ERROR_TYPES), columns=["missed", "false positive"], fill_value=0)
+    counts = counts.reindex(index=list(error_types), columns=["missed", "false positive"], fill_value=0)
     counts.columns = ["missed objects", "false positives"]
     counts.index.name = "error type"
     return counts
@@ -56,3 +61,23 @@ def error_mix(error_types) -> str:
         return "no failures"
     shares = counts / counts.sum()
     return ", ".join(f"{kind} {share:.0%}" for kind, share in shares.head(3).items())
+
+
+def keypoint_table(people: pd.DataFrame, names) -> pd.DataFrame:
+    """Per keypoint, over the people a prediction went with: how many are labelled, their mean similarity (OKS's
+    per-keypoint term), the share within Ronchi and Perona's near threshold (similarity .5 or more, a PCK) and the
+    share of each type."""
+    typed = people[people["keypoint_types"].notna()]
+    codes = np.array([list(c) for c in typed["keypoint_types"]], dtype=object).reshape(len(typed), len(names))
+    similarity = np.array([json.loads(v) for v in typed["keypoint_similarity_json"]], dtype=float).reshape(
+        len(typed), len(names)) if len(typed) else np.zeros((0, len(names)))
+    labelled = np.isin(codes, list(CODES.values()))
+    count = labelled.sum(axis=0)
+    total = np.where(labelled, np.nan_to_num(similarity), 0.0).sum(axis=0)
+    table = pd.DataFrame({"keypoint": list(names), "labelled": count,
+                          "mean similarity": np.where(count > 0, total / np.maximum(count, 1), np.nan),
+                          f"similarity ≥ {NEAR_SIMILARITY:g}": ((similarity >= NEAR_SIMILARITY) & labelled).sum(axis=0)
+                          / np.maximum(count, 1)})
+    for kind in KEYPOINT_TYPES:
+        table[kind] = (codes == CODES[kind]).sum(axis=0) / np.maximum(count, 1)
+    return table

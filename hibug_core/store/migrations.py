@@ -159,6 +159,12 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "index of their own",
               ("CREATE INDEX IF NOT EXISTS ix_samples_objects ON samples (id) WHERE object_kind IS NOT NULL",),
               _state_the_task),
+    Migration(12, "people: each model's type and similarity of every keypoint (Ronchi and Perona's), its predicted "
+                  "skeleton, and per evaluation the AP if each error type were fixed",
+              ("ALTER TABLE object_outcomes ADD COLUMN keypoint_types TEXT",
+               "ALTER TABLE object_outcomes ADD COLUMN keypoint_similarity_json TEXT",
+               "ALTER TABLE object_outcomes ADD COLUMN pred_keypoints_json TEXT",
+               "ALTER TABLE object_evaluations ADD COLUMN fixes_json TEXT")),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -422,27 +422,42 @@ class Project:
             if model is not None:
                 outcomes = pd.read_sql_query(
                     text("SELECT o.sample_id AS id, o.outcome, o.error_type, o.iou, o.predicted_class, o.pred_x, "
-                         "o.pred_y, o.pred_w, o.pred_h, o.nearest_label FROM object_outcomes o JOIN models m "
+                         "o.pred_y, o.pred_w, o.pred_h, o.nearest_label, o.keypoint_types, "
+                         "o.keypoint_similarity_json, o.pred_keypoints_json "
+                         "FROM object_outcomes o JOIN models m "
                          "ON m.id = o.model_id WHERE m.name = :m"), connection, params={"m": model}, index_col="id")
                 frame = frame.join(outcomes, how="left")
         return frame
 
     def object_evaluation(self, model: str, split: str | None = None) -> dict | None:
         """A model's COCO evaluation of one import's ground truth (the newest one holding `split`, or of any split):
-        import_id, splits, settings, summary (COCO's 12 numbers) and per_class (AP per class); None for a model
-        without one (an image classifier)."""
+        import_id, splits, settings, summary (COCO's 12 numbers), per_class (AP per class) and fixes (a pose model's
+        AP if each error type were fixed, else None); None for a model without one (an image classifier)."""
         import pandas as pd
 
         with read_connection(self.engine) as connection:
             rows = connection.execute(
-                text("SELECT e.import_id, e.splits, e.settings_json, e.summary_json, e.per_class_json FROM "
-                     "object_evaluations e JOIN models m ON m.id = e.model_id WHERE m.name = :m "
+                text("SELECT e.import_id, e.splits, e.settings_json, e.summary_json, e.per_class_json, e.fixes_json "
+                     "FROM object_evaluations e JOIN models m ON m.id = e.model_id WHERE m.name = :m "
                      "ORDER BY e.import_id DESC"), {"m": model}).all()
         row = next((r for r in rows if split is None or split in r[1].split(",")), None)
         if row is None:
             return None
         return {"import_id": int(row[0]), "splits": row[1].split(","), "settings": json.loads(row[2]),
-                "summary": json.loads(row[3]), "per_class": pd.DataFrame(json.loads(row[4]))}
+                "summary": json.loads(row[3]), "per_class": pd.DataFrame(json.loads(row[4])),
+                "fixes": pd.DataFrame(json.loads(row[5])) if row[5] else None}
+
+    def keypoint_skeleton(self) -> dict:
+        """The skeleton people were imported with (newest import first): keypoint `names` and `limbs` (index pairs);
+        empty for boxes."""
+        with read_connection(self.engine) as connection:
+            for (settings,) in connection.execute(
+                    text("SELECT settings_json FROM object_evaluations ORDER BY import_id DESC")):
+                stated = json.loads(settings)
+                if stated.get("keypoint_names"):
+                    return {"names": list(stated["keypoint_names"]),
+                            "limbs": [(int(a), int(b)) for a, b in stated.get("limbs", [])]}
+        return {}
 
     def split_ids(self, splits: list[str] | None) -> pd.Index | None:
         """Ids of the samples in `splits` (None: no choice, every sample)."""
@@ -656,7 +671,7 @@ def _insert_object_evaluation(connection: Connection, model_id: int, import_id: 
     (hibug_core.tasks.object_import.ObjectEvaluation)."""
     outcomes = evaluation.outcomes
     columns = ("outcome", "error_type", "iou", "predicted_class", "pred_x", "pred_y", "pred_w", "pred_h",
-               "nearest_label")
+               "nearest_label", "keypoint_types", "keypoint_similarity_json", "pred_keypoints_json")
     insert_columns(connection, "object_outcomes", {
         "model_id": int(model_id), "sample_id": sample_ids[outcomes["row"].to_numpy()],
         **{c: _sql_values(outcomes[c]) for c in columns}},
@@ -665,10 +680,10 @@ def _insert_object_evaluation(connection: Connection, model_id: int, import_id: 
         return
     connection.execute(
         text("INSERT INTO object_evaluations (model_id, import_id, splits, settings_json, summary_json, per_class_json, "
-             "created_at) VALUES (:m, :i, :p, :s, :y, :c, :t)"),
+             "fixes_json, created_at) VALUES (:m, :i, :p, :s, :y, :c, :f, :t)"),
         {"m": int(model_id), "i": int(import_id), "p": ",".join(splits), "s": json.dumps(evaluation.settings),
-         "y": json.dumps(evaluation.summary),
-         "c": evaluation.per_class.to_json(orient="records"), "t": now()})
+         "y": json.dumps(evaluation.summary), "c": evaluation.per_class.to_json(orient="records"),
+         "f": evaluation.fixes.to_json(orient="records") if evaluation.fixes is not None else None, "t": now()})
 
 
 def _insert_predictions(connection: Connection, model_id: int, sample_ids, predictions, confidence, score,

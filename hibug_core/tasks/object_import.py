@@ -29,6 +29,7 @@ class ObjectEvaluation:
     summary: dict[str, float]
     per_class: pd.DataFrame
     settings: dict
+    fixes: pd.DataFrame | None = None  # people: the keypoint AP if each error type were fixed
 
 
 def model_names(results: list[str | Path] | dict[str, str | Path]) -> dict[str, Path]:
@@ -161,14 +162,16 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
                           "predicted_class": outcome["predicted_class"].to_numpy(object),
                           "pred_x": outcome["pred_x"].to_numpy(), "pred_y": outcome["pred_y"].to_numpy(),
                           "pred_w": outcome["pred_w"].to_numpy(), "pred_h": outcome["pred_h"].to_numpy(),
-                          "nearest_label": None}),
+                          "nearest_label": None, **_predicted_skeletons(outcome, result)}),
             pd.DataFrame({"row": mine, "outcome": FALSE_POSITIVE, "error_type": detail["error_type"].to_numpy(object),
                           "iou": detail["iou"].to_numpy(), "predicted_class": prediction[mine],
                           "pred_x": detections["x"].to_numpy(), "pred_y": detections["y"].to_numpy(),
                           "pred_w": detections["w"].to_numpy(), "pred_h": detections["h"].to_numpy(),
-                          "nearest_label": detail["nearest_label"].replace("", None).to_numpy(object)}),
+                          "nearest_label": detail["nearest_label"].replace("", None).to_numpy(object),
+                          **NO_SKELETONS}),
         ], ignore_index=True)
-        evaluations[result.model] = ObjectEvaluation(outcomes, matched.summary, matched.per_class, matched.settings)
+        evaluations[result.model] = ObjectEvaluation(outcomes, matched.summary, matched.per_class, matched.settings,
+                                                     matched.fixes)
     measured = measure_objects(rows[["x", "y", "w", "h"]].to_numpy(), rows["area"].to_numpy(),
                                rows["image_id"].to_numpy(), samples[["width", "height"]].to_numpy(),
                                goes_with, objects[["id", "image_id", "x", "y", "w", "h"]],
@@ -184,6 +187,25 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
         known_tags[name] = values.tolist()
     return ValidatedManifest(truth.source, samples, models, known_tags, [], "image", object_columns, evaluations,
                              task=task)
+
+
+NO_SKELETONS = {"keypoint_types": None, "keypoint_similarity_json": None, "pred_keypoints_json": None}
+
+
+def _predicted_skeletons(outcome: pd.DataFrame, result: CocoResults) -> dict[str, np.ndarray]:
+    """A person's keypoint types, each keypoint's similarity, and the keypoints of the prediction that went with them
+    (found, or near when missed), as stored; None where there is none (and for boxes)."""
+    if "keypoint_types" not in outcome:
+        return NO_SKELETONS
+    shown = outcome["detection"].to_numpy()
+    points = result.detections["keypoints"].to_numpy(object)
+    similarity = [None if not isinstance(v, np.ndarray) else json.dumps([None if np.isnan(x) else round(float(x), 4)
+                                                                           for x in v])
+                  for v in outcome["keypoint_similarity"]]
+    return {"keypoint_types": outcome["keypoint_types"].to_numpy(object),
+            "keypoint_similarity_json": np.array(similarity, dtype=object),
+            "pred_keypoints_json": np.array([json.dumps(points[d]) if d >= 0 and points[d] is not None else None
+                                             for d in shown], dtype=object)}
 
 
 def _sample_columns(truth: CocoGroundTruth, rows: pd.DataFrame, paths: dict, infos: dict, splits: dict[int, str]
@@ -237,7 +259,8 @@ def _unlabelled_manifest(truth: CocoGroundTruth, found: list[CocoResults], paths
         outcomes = pd.DataFrame({
             "row": mine, "outcome": UNLABELLED, "error_type": None, "iou": np.nan, "predicted_class": prediction[mine],
             "pred_x": detections["x"].to_numpy(), "pred_y": detections["y"].to_numpy(),
-            "pred_w": detections["w"].to_numpy(), "pred_h": detections["h"].to_numpy(), "nearest_label": None})
+            "pred_w": detections["w"].to_numpy(), "pred_h": detections["h"].to_numpy(), "nearest_label": None,
+            **NO_SKELETONS})
         evaluations[result.model] = ObjectEvaluation(outcomes, {}, pd.DataFrame(), {"labelled": False})
     measured = []
     for result in found:  # each model's detections against the objects that model reports, not another's

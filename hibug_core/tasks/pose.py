@@ -8,6 +8,8 @@ import pandas as pd
 
 from hibug_core.config import IngestConfig
 from hibug_core.errors import ManifestError, RowIssue
+from hibug_core.objects.keypoint_errors import KEYPOINT_ERRORS
+from hibug_core.objects.matching import ERROR_TYPES
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.tasks.base import Capabilities, Nouns
 from hibug_core.tasks.detection import Detection, names_keypoints
@@ -28,6 +30,7 @@ class Pose(Detection):
                                                      "(hibug new --coco ... --results NAME=results.json)"),
                                          ("generate", "generated images come without keypoints, so they cannot teach "
                                                       "a pose model; repair with selected pool images")))
+    error_types = (*KEYPOINT_ERRORS, *ERROR_TYPES)  # a missed person's commonest keypoint error, else TIDE's
     focus = "include attributes of hard instances: occlusion, truncation, unusual poses, small people, crowds"
     library = "pose"
 

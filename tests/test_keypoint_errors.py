@@ -1,0 +1,243 @@
+"""Ronchi and Perona's keypoint error types on hand-built people: one case per type, the left/right pairs read from
+keypoint names, a person's worst type, the mix of a group, and the fix that moves a type's keypoints home."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hibug_core.objects.keypoint_errors import (Skeleton, encode, fixed_results, keypoint_mix, keypoint_types,
+                                                mirror_pairs, person_type, similarity, type_people)
+
+NAMES = ("nose", "left shoulder", "right shoulder", "left hip", "right hip")
+SKELETON = Skeleton.from_names(NAMES, [0.1] * 5, [(1, 2), (1, 3), (2, 4), (3, 4)])
+AREA = 10_000.0  # ks = exp(-d^2 / 800): good within 11.4 px, near (jitter) within 23.5 px
+# A person facing the camera: their left on the image's right.
+TRUTH = np.array([[50, 10, 2], [80, 30, 2], [20, 30, 2], [70, 80, 2], [30, 80, 2]], float)
+OTHER = TRUTH + [300, 0, 0]  # a second person, far to the right
+
+
+def test_names_give_left_right_pairs_in_every_common_spelling():
+    names = ["nose", "left_eye", "right_eye", "l_knee", "r_knee", "leftWrist", "rightWrist", "Left Ankle",
+             "Right Ankle", "left ear", "rear", "lips"]
+    assert mirror_pairs(names) == (0, 2, 1, 4, 3, 6, 5, 8, 7, 9, 10, 11)
+    assert SKELETON.mirror == (0, 2, 1, 4, 3)
+    with pytest.raises(ValueError, match="5 keypoints needs 5 mirrors and 5 sigmas; got 5 and 4"):
+        Skeleton(NAMES, (0, 2, 1, 4, 3), (), (0.1,) * 4)
+    with pytest.raises(ValueError, match="limbs: every end is a keypoint index from 0 to 4"):
+        Skeleton.from_names(NAMES, [0.1] * 5, [(0, 5)])
+
+
+def test_similarity_is_cocos():
+    assert similarity(np.array([[3.0, 4.0]]), np.array([[0.0, 0.0]]), 100.0, np.array([0.5]))[0] == \
+        pytest.approx(np.exp(-25 / (2 * 100 * 1.0)))
+
+
+@pytest.mark.parametrize("moved, expected", [
+    ({}, "ggggg"),
+    ({3: (70 + 5, 80)}, "ggggg"),  # 5 px off: similarity 0.969
+    ({3: (70 + 15, 80)}, "gggjg"),  # 15 px off: 0.755, jitter
+    ({3: (30, 80)}, "gggig"),  # the left hip on the right hip: inversion
+    ({1: (20 + 3, 30), 2: (80, 30 - 3)}, "giigg"),  # both shoulders the wrong way round: two inversions
+    ({3: (370, 80)}, "gggsg"),  # on the other person's left hip: swap
+    ({3: (330, 80)}, "gggsg"),  # on the other person's right hip: swap too
+    ({3: (70, 200)}, "gggmg"),  # nowhere near any hip: miss
+    ({0: (50, 60)}, "mgggg"),  # the nose has no counterpart, so far off it is a miss
+])
+def test_each_keypoint_gets_its_type(moved, expected):
+    predicted = TRUTH[:, :2].copy()
+    for j, point in moved.items():
+        predicted[j] = point
+    types, values = keypoint_types(predicted, TRUTH, AREA, [(OTHER, AREA)], SKELETON)
+    assert encode(types) == expected
+    assert values[3] == pytest.approx(np.exp(-((predicted[3] - TRUTH[3, :2]) ** 2).sum() / 800))
+
+
+def test_an_unlabelled_keypoint_has_no_type_and_cannot_be_an_inversion_target():
+    truth = TRUTH.copy()
+    truth[4, 2] = 0  # the right hip is not labelled
+    predicted = TRUTH[:, :2].copy()
+    predicted[3] = (30, 80)  # on the unlabelled right hip
+    types, values = keypoint_types(predicted, truth, AREA, [], SKELETON)
+    assert encode(types) == "gggm-" and np.isnan(values[4])
+
+
+def test_a_person_is_named_by_their_commonest_error_ties_to_the_more_severe():
+    assert person_type(["good"] * 5) == "good"
+    assert person_type(["jitter", "jitter", "miss", "good"]) == "jitter"
+    assert person_type(["jitter", "inversion", "good"]) == "inversion"
+    assert person_type(["swap", "miss", ""]) == "miss"
+
+
+def test_a_groups_mix_counts_failed_keypoints():
+    mix = keypoint_mix(["ggjji", "gg-mi", None, "ggggg"])
+    assert mix.to_dict() == {"jitter": 0.4, "inversion": 0.4, "swap": 0.0, "miss": 0.2}
+    assert keypoint_mix(["ggg"]).sum() == 0
+
+
+def _people_frames():
+    annotations = pd.DataFrame({"id": [11, 12], "image_id": [1, 1], "area": [AREA, AREA], "iscrowd": [0, 0],
+                                "keypoints": [TRUTH.ravel().tolist(), OTHER.ravel().tolist()]})
+    first = TRUTH.copy()
+    first[3, :2] = (30, 80)  # inversion
+    second = OTHER.copy()
+    second[0, :2] = (350 + 15, 10)  # jitter
+    records = [{"image_id": 1, "category_id": 1, "score": 0.9, "keypoints": first.ravel().tolist()},
+               {"image_id": 1, "category_id": 1, "score": 0.8, "keypoints": second.ravel().tolist()}]
+    detections = pd.DataFrame({"keypoints": [r["keypoints"] for r in records]})
+    return annotations, records, detections
+
+
+def test_people_are_typed_against_their_neighbours_and_a_fix_moves_only_its_type():
+    annotations, records, detections = _people_frames()
+    pairs = pd.Series({11: 0, 12: 1})
+    typed = type_people(annotations, detections, pairs, SKELETON)
+    assert typed["keypoint_types"].to_dict() == {11: "gggig", 12: "jgggg"}
+    assert typed["keypoint_error"].to_dict() == {11: "inversion", 12: "jitter"}
+    fixed = fixed_results(records, pairs, typed["keypoint_types"], annotations, "inversion")
+    assert fixed[0]["keypoints"] == TRUTH.ravel().tolist() and fixed[1] == records[1]
+    assert records[0]["keypoints"] != fixed[0]["keypoints"], "the records given are not changed"
+
+
+def _coco_people():
+    """Three images: a person predicted with one hip inverted (still found), a person predicted with both hips and
+    shoulders inverted (OKS below .5: missed, near), a person nobody predicted, and a prediction on an empty image."""
+    from hibug_core.objects.coco import parse_ground_truth, parse_results
+
+    category = {"id": 1, "name": "person", "keypoints": list(NAMES), "skeleton": [[2, 3], [2, 4], [3, 5], [4, 5]]}
+    images = [{"id": i, "file_name": f"{i}.png", "width": 400, "height": 300} for i in (1, 2, 3, 4)]
+    people = [{"id": 10 + i, "image_id": i, "category_id": 1, "bbox": [20, 10, 100, 100], "area": AREA,
+               "iscrowd": 0, "keypoints": TRUTH.ravel().tolist()} for i in (1, 2, 3)]
+    truth = parse_ground_truth({"images": images, "categories": [category], "annotations": people}, "people.json")
+    one_hip = TRUTH.copy()
+    one_hip[3, :2] = (30, 80)
+    turned = TRUTH[[0, 2, 1, 4, 3]].copy()  # seen from behind: every pair the wrong way round
+    results = [{"image_id": 1, "category_id": 1, "score": 0.9, "keypoints": one_hip.ravel().tolist()},
+               {"image_id": 2, "category_id": 1, "score": 0.8, "keypoints": turned.ravel().tolist()},
+               {"image_id": 4, "category_id": 1, "score": 0.7, "keypoints": TRUTH.ravel().tolist()}]
+    return truth, parse_results(results, truth, "results.json", model="m")
+
+
+def test_matching_people_types_their_keypoints_and_says_the_ap_each_fix_would_give():
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    from hibug_core.objects.matching import MatchConfig, match
+
+    truth, results = _coco_people()
+    matched = match(truth, results, MatchConfig(keypoint_sigmas=(0.1,) * 5))
+    people = matched.objects
+    assert people["keypoint_types"].to_dict() == {11: "gggig", 12: "giiii", 13: None}
+    assert people["outcome"].tolist() == ["true positive", "missed", "missed"]
+    assert people["error_type"].tolist() == ["", "inversion", "missed"]
+    fixes = matched.fixes.set_index("error type")
+    assert fixes["count"].to_dict() == {"jitter": 0, "inversion": 5, "swap": 0, "miss": 0, "background": 1,
+                                        "missed": 1}
+    assert fixes.loc["jitter", "AP if fixed"] == matched.summary["AP"]
+
+    # The inversions fixed: what pycocotools says of the results with those keypoints moved home
+    fixed = [dict(r) for r in results.records]
+    fixed[0]["keypoints"] = fixed[1]["keypoints"] = TRUTH.ravel().tolist()
+    coco = COCO()
+    coco.dataset = {**truth.dataset}
+    coco.createIndex()
+    evaluator = COCOeval(coco, coco.loadRes([{**r, "id": i + 1} for i, r in enumerate(fixed)]), "keypoints")
+    evaluator.params.kpt_oks_sigmas = np.array([0.1] * 5)
+    evaluator.evaluate(), evaluator.accumulate(), evaluator.summarize()
+    assert fixes.loc["inversion", "AP if fixed"] == pytest.approx(evaluator.stats[0], abs=1e-9)
+    assert fixes.loc["inversion", "AP gain"] > 0 and fixes.loc["missed", "AP gain"] > 0
+
+
+def _people_project(folder):
+    """The hand-built people imported as a pose project in `folder`/project (its files beside it)."""
+    import json
+
+    from PIL import Image
+
+    from hibug_core.objects.matching import MatchConfig
+    from hibug_core.store.project import Project
+    from hibug_core.tasks import load_coco
+
+    truth, results = _coco_people()
+    for i in (1, 2, 3, 4):
+        Image.new("RGB", (400, 300), (200, 200, 200)).save(folder / f"{i}.png")
+    (folder / "people.json").write_text(json.dumps({**truth.dataset, "categories": [
+        {**truth.dataset["categories"][0], "skeleton": [[2, 3], [2, 4], [3, 5], [4, 5]]}]}))
+    (folder / "m.json").write_text(json.dumps(results.records))
+    manifest = load_coco(folder / "people.json", [folder / "m.json"],
+                         match_config=MatchConfig(keypoint_sigmas=(0.1,) * 5))
+    assert manifest.task == "pose"
+    return Project.create_from_manifest(folder / "project", manifest)
+
+
+def test_an_imported_pose_model_keeps_its_keypoint_types_skeletons_and_fixes(tmp_path):
+    import json
+
+    _, results = _coco_people()
+    with _people_project(tmp_path) as project:
+        people = project.objects("m")
+        people = people[people["object_kind"] == "object"]
+        assert people["keypoint_types"].tolist()[:2] == ["gggig", "giiii"] and pd.isna(people["keypoint_types"].iat[2])
+        assert people["error_type"].tolist() == ["", "inversion", "missed"]
+        assert json.loads(people["pred_keypoints_json"].iat[1]) == results.records[1]["keypoints"]
+        similarity = json.loads(people["keypoint_similarity_json"].iat[0])
+        assert similarity[:3] == [1.0, 1.0, 1.0] and similarity[3] == pytest.approx(np.exp(-1600 / 800), abs=1e-4)
+        fixes = project.object_evaluation("m")["fixes"].set_index("error type")
+        assert fixes.loc["inversion", "count"] == 5 and fixes.loc["inversion", "AP gain"] > 0
+
+
+def test_the_per_keypoint_table_counts_types_and_similarity():
+    from hibug_core.objects.summary import keypoint_table
+
+    people = pd.DataFrame({"keypoint_types": ["gjim", "g-gg", None],
+                           "keypoint_similarity_json": ["[1.0, 0.6, 0.1, 0.0]", "[0.9, null, 0.95, 0.86]", None]})
+    table = keypoint_table(people, ["a", "b", "c", "d"]).set_index("keypoint")
+    assert table["labelled"].tolist() == [2, 1, 2, 2]
+    assert table["mean similarity"].round(3).tolist() == [0.95, 0.6, 0.525, 0.43]
+    assert table["similarity ≥ 0.5"].tolist() == [1.0, 1.0, 0.5, 0.5]
+    assert table.loc["c", ["good", "inversion"]].tolist() == [0.5, 0.5] and table.loc["b", "jitter"] == 1.0
+
+
+def test_the_overview_of_a_pose_model_shows_the_ap_each_fix_gives_and_each_keypoint(monkeypatch, tmp_path):
+    from page_support import open_page
+
+    _people_project(tmp_path).close()
+    at = open_page(monkeypatch, "app.py", tmp_path / "project")
+    assert not at.exception
+    fixes = next(d.value for d in at.dataframe if "AP if fixed" in d.value.columns).set_index("error type")
+    assert fixes["count"].to_dict() == {"jitter": 0, "inversion": 5, "swap": 0, "miss": 0, "background": 1,
+                                        "missed": 1}
+    keypoints = next(d.value for d in at.dataframe if "mean similarity" in d.value.columns).set_index("keypoint")
+    assert keypoints.index.tolist() == list(NAMES)
+    assert keypoints.loc["left hip", "inversion"] == 1.0 and keypoints.loc["nose", "good"] == 1.0
+    assert any("Keypoint AP if each error type were fixed" in m.value for m in at.markdown)
+
+
+def test_a_persons_keypoints_are_summed_up_in_words():
+    from hibug_core.objects.keypoint_errors import keypoint_summary
+
+    assert keypoint_summary("ggi-m") == "2 good, 1 inversion, 1 miss, 1 not labelled"
+
+
+def test_a_persons_picture_draws_both_skeletons_with_joints_coloured_by_type(tmp_path):
+    from PIL import Image
+
+    from hibug_core.objects.crops import KEYPOINT_COLOURS, OUTCOME_COLOURS, TRUE_BOX, picture_of, render_picture
+
+    with _people_project(tmp_path) as project:
+        people = project.objects("m")
+        limbs = project.object_evaluation("m")["settings"]["limbs"]
+        assert project.keypoint_skeleton() == {"names": list(NAMES), "limbs": [(1, 2), (1, 3), (2, 4), (3, 4)]}
+    assert limbs == [[1, 2], [1, 3], [2, 4], [3, 4]]
+    turned = people.loc[people["keypoint_types"] == "giiii"].iloc[0]
+    picture = picture_of(turned, limbs)
+    assert picture.types == "giiii" and len(picture.points) == len(picture.pred_points) == 5
+    pixels = np.asarray(render_picture(Image.open(tmp_path / "2.png"), picture, size=320)).reshape(-1, 3)
+    colours = {tuple(p) for p in pixels}
+    assert {TRUE_BOX, OUTCOME_COLOURS["near miss"], KEYPOINT_COLOURS["i"], KEYPOINT_COLOURS["g"]} <= colours
+    assert KEYPOINT_COLOURS["m"] not in colours and KEYPOINT_COLOURS["j"] not in colours
+    found = people.loc[people["keypoint_types"] == "gggig"].iloc[0]
+    pixels = np.asarray(render_picture(Image.open(tmp_path / "1.png"), picture_of(found, limbs))).reshape(-1, 3)
+    assert OUTCOME_COLOURS["true positive"] in {tuple(p) for p in pixels}
+    box_only = picture_of(found)  # without limbs: joints only
+    assert box_only.limbs == () and len(box_only.points) == 5
