@@ -184,6 +184,9 @@ def test_an_imported_pose_model_keeps_its_keypoint_types_skeletons_and_fixes(tmp
         assert similarity[:3] == [1.0, 1.0, 1.0] and similarity[3] == pytest.approx(np.exp(-1600 / 800), abs=1e-4)
         fixes = project.object_evaluation("m")["fixes"].set_index("error type")
         assert fixes.loc["inversion", "count"] == 5 and fixes.loc["inversion", "AP gain"] > 0
+        measured = project.known_tags().reindex(people.index)  # what the true keypoints say of each person
+        assert measured["body orientation"].tolist() == ["upright"] * 3
+        assert measured["facing"].tolist() == ["front"] * 3 and measured["visible keypoints"].tolist() == ["all"] * 3
 
 
 def test_the_per_keypoint_table_counts_types_and_similarity():

@@ -44,14 +44,15 @@ class Skeleton:
         return cls(names, mirror_pairs(names), tuple((int(a), int(b)) for a, b in limbs), tuple(map(float, sigmas)))
 
 
+def sides(names) -> list[tuple[str, str] | None]:
+    """Per keypoint name, its side ("l" or "r") and the part it names ("knee"), or None for a keypoint of no side."""
+    found = [_SIDES.match(name.strip()) for name in names]
+    return [(m.group(1).lower()[0], m.group(2).strip(" _-.").lower()) if m else None for m in found]
+
+
 def mirror_pairs(names) -> tuple[int, ...]:
     """Per keypoint, the index of its counterpart on the other side of the body, or its own index."""
-    keys = {}
-    for i, name in enumerate(names):
-        found = _SIDES.match(name.strip())
-        if found:
-            side = found.group(1).lower()[0]
-            keys[(side, found.group(2).strip(" _-.").lower())] = i
+    keys = {key: i for i, key in enumerate(sides(names)) if key is not None}
     mirror = list(range(len(names)))
     for (side, part), i in keys.items():
         other = keys.get(("r" if side == "l" else "l", part))

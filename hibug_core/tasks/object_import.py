@@ -16,6 +16,7 @@ from hibug_core.ingest.manifest import ModelOutputs, ValidatedManifest
 from hibug_core.objects.coco import (BACKGROUND, DETECTION_KIND, MISSED, OBJECT_KIND, UNLABELLED, CocoGroundTruth,
                                      CocoResults, image_sizes_issues, read_ground_truth, read_results)
 from hibug_core.objects.geometry import GeometryConfig, measure_objects
+from hibug_core.objects.pose_geometry import measure_people
 from hibug_core.objects.matching import FALSE_POSITIVE, MatchConfig, Matches, known_objects, match
 from hibug_core.progress import ProgressCallback, no_progress
 
@@ -176,6 +177,12 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
                                rows["image_id"].to_numpy(), samples[["width", "height"]].to_numpy(),
                                goes_with, objects[["id", "image_id", "x", "y", "w", "h"]],
                                geometry)
+    if truth.has_keypoints:  # people: what their true keypoints say of them too
+        names = next(iter(truth.keypoints.values()))
+        true_points = [p if kind == OBJECT_KIND else None for p, kind in zip(rows["keypoints"], rows["kind"])]
+        people = measure_people(true_points, names)
+        measured = pd.concat([measured, people], axis=1).astype(object)
+        measured = measured.where(measured.notna(), None)  # a false positive has no true keypoints to measure
     known_tags = {name: measured[name].tolist() for name in measured.columns}
     given = pd.DataFrame(list(objects["attributes"]), index=object_rows_of(rows)) if len(objects) else pd.DataFrame()
     for name in given.columns:  # the annotations' own attributes (CVAT's); a false positive has none

@@ -34,6 +34,11 @@ class Pose(Detection):
     focus = "include attributes of hard instances: occlusion, truncation, unusual poses, small people, crowds"
     library = "pose"
 
+    def measured_attributes(self) -> list:
+        from hibug_core.objects.pose_geometry import pose_attributes
+
+        return [*super().measured_attributes(), *pose_attributes()]
+
     def claims_table(self, columns: list[str]) -> bool:
         return names_keypoints(columns)
 

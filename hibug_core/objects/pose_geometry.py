@@ -1,0 +1,108 @@
+"""Person attributes measured exactly from the true keypoints: how many are visible, the body's orientation (upright,
+lying, upside down), which way the person faces (front or back, from the left/right order) and whether arms or legs
+cross the body's midline."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.attributes.measured import Bins
+from hibug_core.attributes.schema import Attribute
+from hibug_core.objects.keypoint_errors import sides
+
+NOT_VISIBLE = "not visible"  # too few keypoints labelled to say
+
+
+@dataclass(frozen=True)
+class PoseGeometryConfig:
+    """Bins of the measured person attributes."""
+
+    visible: Bins = Bins(("few", "some", "most", "all"), (1 / 3, 2 / 3, 1.0))  # share of keypoints labelled visible
+    upright: float = 45.0  # the torso within this many degrees of up: upright; beyond 180 minus it: upside down
+
+
+POSE_DESCRIPTIONS = {
+    "visible keypoints": "the share of the person's keypoints labelled visible (few under a third, all: every one)",
+    "body orientation": "the torso's direction, hips to shoulders: upright within 45 degrees of up, upside down "
+                        "within 45 degrees of down, else lying",
+    "facing": "front when the person's left side is on the image's right (seen along the torso), else back",
+    "is crossing limbs": "a wrist or ankle lies across the body's midline, on the other side from its shoulder or hip",
+}
+
+
+def pose_attributes(config: PoseGeometryConfig = PoseGeometryConfig()) -> list[Attribute]:
+    """The measured person attributes' definitions, as the schema holds them."""
+    tags = {"visible keypoints": config.visible.tags, "body orientation": ("upright", "lying", "upside down",
+                                                                           NOT_VISIBLE),
+            "facing": ("front", "back", NOT_VISIBLE), "is crossing limbs": ("yes", "no", NOT_VISIBLE)}
+    return [Attribute(name=name, group="main object", kind="binary" if name.startswith("is ") else "descriptive",
+                      tags=tags[name], source="measured",
+                      description=f"measured from the keypoints: {POSE_DESCRIPTIONS[name]}") for name in tags]
+
+
+@dataclass(frozen=True)
+class BodyParts:
+    """Where the skeleton's shoulders, hips, wrists and ankles are, by name (-1 when it names none)."""
+
+    left_shoulder: int
+    right_shoulder: int
+    left_hip: int
+    right_hip: int
+    ends: tuple[tuple[int, int], ...]  # (a wrist or ankle, the shoulder or hip of its side)
+
+    @classmethod
+    def named(cls, names) -> BodyParts:
+        named = sides(names)
+
+        def find(side: str, part: str) -> int:
+            return next((i for i, key in enumerate(named) if key and key[0] == side and part in key[1]), -1)
+
+        ends = tuple((find(side, end), find(side, root)) for side in "lr"
+                     for end, root in (("wrist", "shoulder"), ("ankle", "hip")))
+        return cls(find("l", "shoulder"), find("r", "shoulder"), find("l", "hip"), find("r", "hip"),
+                   tuple((e, r) for e, r in ends if e >= 0 and r >= 0))
+
+
+def measure_people(keypoints: list, names, config: PoseGeometryConfig = PoseGeometryConfig()) -> pd.DataFrame:
+    """Each person's measured tags from their true keypoints ([x, y, v] * k, or None for a row that is no person)."""
+    parts = BodyParts.named(names)
+    k = len(names)
+    rows = []
+    for points in keypoints:
+        if points is None:
+            rows.append({name: None for name in POSE_DESCRIPTIONS})
+            continue
+        p = np.asarray(points, np.float64).reshape(k, 3)
+        rows.append(_measure_one(p, parts, config))
+    return pd.DataFrame(rows, columns=list(POSE_DESCRIPTIONS), index=pd.RangeIndex(len(keypoints)))
+
+
+def _measure_one(p: np.ndarray, parts: BodyParts, config: PoseGeometryConfig) -> dict:
+    seen = p[:, 2] > 0
+    visible = np.asarray(config.visible.tags, dtype=object)[config.visible.tag(np.array([(p[:, 2] == 2).mean()]))][0]
+    torso = [parts.left_shoulder, parts.right_shoulder, parts.left_hip, parts.right_hip]
+    if min(torso) < 0 or not seen[torso].all():
+        return {"visible keypoints": visible, "body orientation": NOT_VISIBLE, "facing": NOT_VISIBLE,
+                "is crossing limbs": NOT_VISIBLE}
+    shoulders = (p[parts.left_shoulder, :2] + p[parts.right_shoulder, :2]) / 2
+    hips = (p[parts.left_hip, :2] + p[parts.right_hip, :2]) / 2
+    up = shoulders - hips
+    # image y grows downwards: the angle between the torso and straight up (0, -1)
+    angle = np.degrees(np.arccos(np.clip(-up[1] / max(np.linalg.norm(up), 1e-9), -1, 1)))
+    orientation = "upright" if angle <= config.upright else "upside down" if angle >= 180 - config.upright else "lying"
+    across = (p[parts.left_shoulder, :2] - p[parts.right_shoulder, :2]) + (p[parts.left_hip, :2] - p[parts.right_hip, :2])
+    facing = "front" if up[0] * across[1] - up[1] * across[0] > 0 else "back"
+    # the midline: the line through the hips' and shoulders' centres; a side by the sign of the cross product
+    centre = (shoulders + hips) / 2
+
+    def side(point) -> float:
+        offset = point - centre
+        return float(np.sign(up[0] * offset[1] - up[1] * offset[0]))
+
+    ends = [(e, r) for e, r in parts.ends if seen[e]]
+    crossing = NOT_VISIBLE if not ends else "yes" if any(
+        side(p[e, :2]) != 0 and side(p[e, :2]) != side(p[r, :2]) for e, r in ends) else "no"
+    return {"visible keypoints": visible, "body orientation": orientation, "facing": facing,
+            "is crossing limbs": crossing}
