@@ -2,6 +2,8 @@
 keypoint names, a person's worst type, the mix of a group, and the fix that moves a type's keypoints home."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -244,3 +246,36 @@ def test_a_persons_picture_draws_both_skeletons_with_joints_coloured_by_type(tmp
     assert OUTCOME_COLOURS["true positive"] in {tuple(p) for p in pixels}
     box_only = picture_of(found)  # without limbs: joints only
     assert box_only.limbs == () and len(box_only.points) == 5
+
+
+def test_cocos_own_sigmas_give_pycocotools_keypoint_ap():
+    """17 person keypoints and no sigmas given: COCO's (pycocotools' values), the same AP to the last digit."""
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    from hibug_core.objects.coco import parse_ground_truth, parse_results
+    from hibug_core.objects.matching import summarize
+    from pose_support import NAMES as COCO_NAMES
+    from pose_support import STANDING
+
+    rng = np.random.default_rng(0)
+    images, people, results = [], [], []
+    for image_id in range(1, 21):
+        images.append({"id": image_id, "file_name": f"{image_id}.png", "width": 400, "height": 300})
+        points = STANDING * [80, 160] + rng.uniform(0, 100, 2)
+        people.append({"id": image_id, "image_id": image_id, "category_id": 1, "bbox": [*points.min(0), 80, 160],
+                       "area": 80 * 160.0, "iscrowd": 0,
+                       "keypoints": np.column_stack([points, np.full(17, 2)]).ravel().tolist()})
+        guess = points + rng.normal(0, 2 + image_id / 2, points.shape)
+        results.append({"image_id": image_id, "category_id": 1, "score": float(rng.random()),
+                        "keypoints": np.column_stack([guess, np.ones(17)]).ravel().tolist()})
+    document = {"images": images, "annotations": people,
+                "categories": [{"id": 1, "name": "person", "keypoints": COCO_NAMES}]}
+    truth = parse_ground_truth(document, "people.json")
+    ours = summarize(truth, parse_results(results, truth, "r.json", model="m"))[0]["AP"]
+    coco = COCO()
+    coco.dataset = json.loads(json.dumps(truth.dataset))
+    coco.createIndex()
+    evaluator = COCOeval(coco, coco.loadRes(results), "keypoints")
+    evaluator.evaluate(), evaluator.accumulate(), evaluator.summarize()
+    assert 0.05 < ours < 0.95 and ours == pytest.approx(evaluator.stats[0], abs=1e-12)

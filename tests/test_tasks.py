@@ -82,9 +82,10 @@ def _pose(request, tmp_path: Path) -> Case:
     project = build_pose_project(tmp_path)
     tune = RepairConfig(retrain=RetrainConfig(lam=1.0, fine_tune=TuneConfig(epochs=1)))
     # The keypoint model is trained here from its seed: its outcome after fine-tuning is pinned to a point.
-    return Case(project, "people", 307, ("person", "people"), {"object size", "is truncated", "occlusion"},
-                "object aspect ratio = wide", 3, 3, tune, training=32, held_out=38, before=37 / 38, after=38 / 38,
-                new_samples=3, tolerance=0.03, extra={"AP before": 0.8673602302000702})
+    return Case(project, "people", 329, ("person", "people"),
+                {"object size", "is truncated", "occlusion", "body orientation", "facing", "is crossing limbs"},
+                "object aspect ratio = wide", 3, 3, tune, training=32, held_out=38, before=29 / 38, after=30 / 38,
+                new_samples=3, tolerance=0.03, extra={"AP before": 0.26414072251174})
 
 
 CASES = {"classification": _classification, "detection": _detection, "pose": _pose}

@@ -20,8 +20,9 @@ BELOW_THRESHOLD = "below the confidence threshold"
 ERROR_TYPES = ("classification", "localization", "both", "duplicate", "background", "missed")  # TIDE's six
 SUMMARY_NAMES = ("AP", "AP50", "AP75", "AP small", "AP medium", "AP large",
                  "AR1", "AR10", "AR100", "AR small", "AR medium", "AR large")
-# COCO's keypoint sigmas for its 17 person keypoints (pycocotools' defaults).
-COCO_PERSON_SIGMAS = (.26, .25, .25, .35, .35, .79, .79, .72, .72, .62, .62, 1.07, 1.07, .87, .87, .89, .89)
+# COCO's keypoint sigmas for its 17 person keypoints: pycocotools' defaults (the published values divided by 10).
+COCO_PERSON_SIGMAS = tuple(v / 10.0 for v in (.26, .25, .25, .35, .35, .79, .79, .72, .72, .62, .62, 1.07, 1.07, .87,
+                                              .87, .89, .89))
 
 
 @dataclass(frozen=True)
