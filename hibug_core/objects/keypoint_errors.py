@@ -3,6 +3,7 @@ good, jitter, inversion, swap or miss by its keypoint similarity; and the keypoi
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,21 +78,32 @@ def keypoint_types(predicted: np.ndarray, truth: np.ndarray, area: float, others
     lies on the person's own counterpart keypoint (left for right), a swap when it lies on that keypoint or its
     counterpart of another person (similarity 0.5 or more in their scale), else a miss. An unlabelled keypoint (v 0)
     has no type (""), and a similarity of NaN."""
+    k = len(skeleton.names)
+    other_truth = np.asarray([o for o, _ in others], np.float64).reshape(len(others), k, 3)
+    types, values = _typed(np.asarray(predicted, np.float64)[None], np.asarray(truth, np.float64)[None],
+                           np.array([area], np.float64), np.zeros(len(others), np.int64), other_truth,
+                           np.array([a for _, a in others], np.float64), skeleton)
+    return types[0], values[0]
+
+
+def _typed(predicted: np.ndarray, truth: np.ndarray, areas: np.ndarray, other_of: np.ndarray,
+           other_truth: np.ndarray, other_areas: np.ndarray, skeleton: Skeleton) -> tuple[np.ndarray, np.ndarray]:
+    """keypoint_types of n people at once: predicted (n, k, 2), truth (n, k, 3), areas (n,); their neighbours as
+    rows (m, k, 3) with areas (m,), other_of (m,) naming the person each neighbours."""
     sigmas = np.asarray(skeleton.sigmas, np.float64)
     mirror = np.asarray(skeleton.mirror)
-    truth = np.asarray(truth, np.float64)
-    labelled = truth[:, 2] > 0
-    own = similarity(predicted, truth[:, :2], area, sigmas)
-    inverted = similarity(predicted, truth[mirror, :2], area, sigmas[mirror]) * labelled[mirror]
-    swapped = np.zeros(len(own))
-    for other, other_area in others:
-        other = np.asarray(other, np.float64)
-        for order in (np.arange(len(own)), mirror):
-            seen = other[order, 2] > 0
-            swapped = np.maximum(swapped, similarity(predicted, other[order, :2], other_area, sigmas[order]) * seen)
-    types = np.full(len(own), MISS, dtype=object)
+    n, k = truth.shape[:2]
+    labelled = truth[:, :, 2] > 0
+    own = similarity(predicted, truth[:, :, :2], areas[:, None], sigmas)
+    inverted = similarity(predicted, truth[:, mirror, :2], areas[:, None], sigmas[mirror]) * labelled[:, mirror]
+    swapped = np.zeros((n, k))
+    for order in (np.arange(k), mirror):
+        seen = other_truth[:, order, 2] > 0
+        near = similarity(predicted[other_of], other_truth[:, order, :2], other_areas[:, None], sigmas[order]) * seen
+        np.maximum.at(swapped, other_of, near)
+    types = np.full((n, k), MISS, dtype=object)
     types[swapped >= NEAR_SIMILARITY] = SWAP
-    types[(inverted >= NEAR_SIMILARITY) & (mirror != np.arange(len(own)))] = INVERSION
+    types[(inverted >= NEAR_SIMILARITY) & (mirror != np.arange(k))[None, :]] = INVERSION
     types[own >= NEAR_SIMILARITY] = JITTER
     types[own >= GOOD_SIMILARITY] = GOOD
     types[~labelled] = ""
@@ -108,36 +120,37 @@ def type_people(annotations: pd.DataFrame, detections: pd.DataFrame, pairs: pd.S
     """Per person (annotation id) a prediction went with (`pairs`: annotation id -> detection record), its keypoint
     types as letters, each keypoint's similarity, and the person's worst type (the commonest error, ties to the more
     severe: miss, swap, inversion, jitter; good when every labelled keypoint is)."""
-    people = annotations.set_index("id")
-    by_image = {image: frame for image, frame in people.groupby("image_id")}
-    codes, similarities, worst = {}, {}, {}
     k = len(skeleton.names)
-    for annotation_id, record in pairs.items():
-        person = people.loc[annotation_id]
-        truth = np.asarray(person["keypoints"], np.float64).reshape(k, 3)
-        predicted = np.asarray(detections["keypoints"].iat[int(record)], np.float64).reshape(k, 3)[:, :2]
-        neighbours = by_image[person["image_id"]]
-        others = [(np.asarray(row["keypoints"], np.float64).reshape(k, 3), float(row["area"]))
-                  for other_id, row in neighbours.iterrows()
-                  if other_id != annotation_id and row["keypoints"] is not None and not row["iscrowd"]]
-        types, values = keypoint_types(predicted, truth, float(person["area"]), others, skeleton)
-        codes[annotation_id] = encode(types)
-        similarities[annotation_id] = values
-        worst[annotation_id] = person_type(types)
+    people = annotations[annotations["keypoints"].notna() & (annotations["iscrowd"] == 0)]
+    position = pd.Series(np.arange(len(people)), index=people["id"].to_numpy())
+    truth = np.array(people["keypoints"].tolist(), np.float64).reshape(len(people), k, 3)
+    areas = people["area"].to_numpy(np.float64)
+    mine = position.reindex(pairs.index).to_numpy()
+    predictions = detections["keypoints"].to_numpy(object)[pairs.to_numpy(np.int64)]
+    predicted = np.array(predictions.tolist(), np.float64).reshape(len(pairs), k, 3)[:, :, :2]
+    # Every (paired person, another person of their image): the people a keypoint may be swapped with.
+    image_ids = people["image_id"].to_numpy()
+    members = pd.DataFrame({"image": image_ids, "person": np.arange(len(people))})
+    paired = pd.DataFrame({"image": image_ids[mine], "pair": np.arange(len(pairs))})
+    neighbours = paired.merge(members, on="image")
+    neighbours = neighbours[neighbours["person"].to_numpy() != mine[neighbours["pair"].to_numpy()]]
+    other = neighbours["person"].to_numpy()
+    types, values = _typed(predicted, truth[mine], areas[mine], neighbours["pair"].to_numpy(), truth[other],
+                           areas[other], skeleton)
     index = pd.Index(list(pairs.index), name="annotation_id")
-    return pd.DataFrame({"keypoint_types": pd.Series(codes, dtype=object).reindex(index),
-                         "keypoint_similarity": pd.Series(similarities, dtype=object).reindex(index),
-                         "keypoint_error": pd.Series(worst, dtype=object).reindex(index)}, index=index)
+    return pd.DataFrame({"keypoint_types": pd.Series([encode(t) for t in types], index=index, dtype=object),
+                         "keypoint_similarity": pd.Series(list(values), index=index, dtype=object),
+                         "keypoint_error": pd.Series([person_type(t) for t in types], index=index, dtype=object)},
+                        index=index)
 
 
 def person_type(types) -> str:
     """The commonest error type among a person's keypoints (ties to the more severe), or good."""
-    errors = [t for t in types if t in KEYPOINT_ERRORS]
-    if not errors:
+    counts = Counter(t for t in types if t in KEYPOINT_ERRORS)
+    if not counts:
         return GOOD
-    counts = pd.Series(errors).value_counts()
-    tied = counts.index[counts == counts.max()]
-    return next(t for t in reversed(KEYPOINT_ERRORS) if t in tied)
+    most = max(counts.values())
+    return next(t for t in reversed(KEYPOINT_ERRORS) if counts.get(t) == most)
 
 
 def keypoint_mix(codes) -> pd.Series:

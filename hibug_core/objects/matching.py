@@ -3,7 +3,6 @@ error type of every miss and false positive, and COCO's AP summary."""
 from __future__ import annotations
 
 import contextlib
-import copy
 import io
 from dataclasses import dataclass, field
 
@@ -64,20 +63,38 @@ class Matches:
     fixes: pd.DataFrame | None = None  # people: per error type, how many and the keypoint AP were it fixed
 
 
+def _records(records: list[dict]) -> list[dict]:
+    """Copies the library may add keys to (ids, areas, ignore flags); it sets keys and never changes a list in place,
+    so the records' numbers are shared, not copied (a deep copy took most of a large keypoint set's matching)."""
+    return [dict(record) for record in records]
+
+
 def _coco_pair(ground_truth: CocoGroundTruth, results: CocoResults):
     from faster_coco_eval import COCO
 
+    dataset = {key: _records(value) if isinstance(value, list) else value
+               for key, value in ground_truth.dataset.items()}
     with contextlib.redirect_stdout(io.StringIO()):
-        gt = COCO(copy.deepcopy(ground_truth.dataset), print_function=lambda *a: None)
-        dt = gt.loadRes(copy.deepcopy(results.records)) if results.records else None
+        gt = COCO(dataset, print_function=lambda *a: None)
+        dt = gt.loadRes(_records(results.records)) if results.records else None
     return gt, dt
 
 
-def _evaluator(gt, dt, iou_type: str, sigmas, *, thresholds=None, max_detections: int | None = None):
+def _evaluator(gt, dt, iou_type: str, sigmas, *, thresholds=None, max_detections: int | None = None,
+               known: dict | None = None, changed: set | None = None):
+    """The library's evaluation, evaluated and accumulated. known: the overlaps (IoU or OKS matrices) of an earlier
+    evaluation of the same files, by (image, category), reused for every image not in `changed` (a fix that moves
+    some people's keypoints needs the OKS of their images only)."""
     from faster_coco_eval import COCOeval_faster
 
-    evaluator = COCOeval_faster(gt, dt, iou_type, print_function=lambda *a: None, separate_eval=True,
-                                extra_calc=thresholds is not None)
+    class Reusing(COCOeval_faster):
+        def computeOks(self, image_id, category_id):
+            if known is not None and image_id not in changed and (image_id, category_id) in known:
+                return known[image_id, category_id]
+            return super().computeOks(image_id, category_id)
+
+    evaluator = Reusing(gt, dt, iou_type, print_function=lambda *a: None, separate_eval=True,
+                        extra_calc=thresholds is not None)
     if sigmas is not None:
         evaluator.params.kpt_oks_sigmas = np.asarray(sigmas, dtype=np.float64)
     if thresholds is not None:
@@ -121,7 +138,9 @@ def summarize(ground_truth: CocoGroundTruth, results: CocoResults, config: Match
     return _summary(*_coco_pair(ground_truth, results), iou_type, sigmas, ground_truth, results)
 
 
-def _summary(gt, dt, iou_type, sigmas, ground_truth, results):
+def _summary(gt, dt, iou_type, sigmas, ground_truth, results, *, known: dict | None = None, changed: set | None = None,
+             keep: list | None = None):
+    """COCO's summary and AP per class; `keep` (a list) receives the evaluation's overlaps by (image, category)."""
     categories = sorted(ground_truth.categories)
     objects = ground_truth.annotations[ground_truth.annotations["iscrowd"] == 0]
     per_class = pd.DataFrame({"class": [ground_truth.categories[c] for c in categories],
@@ -131,7 +150,9 @@ def _summary(gt, dt, iou_type, sigmas, ground_truth, results):
     if dt is None:
         names = SUMMARY_NAMES if iou_type == "bbox" else _keypoint_names()
         return {name: -1.0 for name in names}, per_class.assign(AP=np.nan, AP50=np.nan)
-    evaluator = _evaluator(gt, dt, iou_type, sigmas)
+    evaluator = _evaluator(gt, dt, iou_type, sigmas, known=known, changed=changed)
+    if keep is not None:
+        keep.append(evaluator.ious)
     with contextlib.redirect_stdout(io.StringIO()):
         evaluator.summarize()
     names = SUMMARY_NAMES if iou_type == "bbox" else _keypoint_names()
@@ -159,14 +180,15 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
     iou_type = _iou_type(ground_truth, results, config)
     sigmas = _sigmas(ground_truth, config) if iou_type == "keypoints" else None
     gt, dt = _coco_pair(ground_truth, results)
-    summary, per_class = _summary(gt, dt, iou_type, sigmas, ground_truth, results)
+    overlaps: list = []
+    summary, per_class = _summary(gt, dt, iou_type, sigmas, ground_truth, results, keep=overlaps)
     # 2. COCO's matching at the one threshold asked for.
     matched: dict[int, tuple[int, float]] = {}  # detection record -> (annotation id, IoU or OKS)
     kept = np.flatnonzero(results.detections["score"].to_numpy() >= config.confidence_threshold)
     evaluator = None
     if len(kept):
         with contextlib.redirect_stdout(io.StringIO()):
-            operating = gt.loadRes(copy.deepcopy([results.records[i] for i in kept]))
+            operating = gt.loadRes(_records([results.records[i] for i in kept]))
         evaluator = _evaluator(gt, operating, iou_type, sigmas, thresholds=[config.iou_threshold],
                                max_detections=config.max_detections)
         for pair, value in evaluator.eval["matched"].items():
@@ -179,7 +201,8 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
     fixes = None
     if iou_type == "keypoints":
         objects = _type_keypoints(ground_truth, results, objects, sigmas)
-        fixes = _keypoint_fixes(ground_truth, results, objects, detections, sigmas, summary["AP"])
+        fixes = _keypoint_fixes(ground_truth, results, objects, detections, sigmas, summary["AP"],
+                                overlaps[0] if overlaps else None)
     settings = {"iou_threshold": config.iou_threshold, "background_iou": config.background_iou,
                 "max_detections": config.max_detections, "confidence_threshold": config.confidence_threshold,
                 "score": config.score, "iou_type": iou_type,
@@ -222,7 +245,7 @@ def _type_keypoints(ground_truth: CocoGroundTruth, results: CocoResults, objects
 
 
 def _keypoint_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.DataFrame,
-                    detections: pd.DataFrame, sigmas, ap: float) -> pd.DataFrame:
+                    detections: pd.DataFrame, sigmas, ap: float, known: dict | None) -> pd.DataFrame:
     """Per error type, how many keypoints (or people, or false positives) have it and the keypoint AP were it fixed:
     a keypoint type by moving those keypoints onto their true place (Ronchi and Perona), background false positives
     by removing them, missed people (no prediction near) by leaving them out of the ground truth (TIDE)."""
@@ -230,15 +253,17 @@ def _keypoint_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects
     codes = objects["keypoint_types"]
     people = ground_truth.annotations
     letters = pd.Series(list("".join(codes.dropna())), dtype=object)
+    image_of_person = people.set_index("id")["image_id"]
     rows = []
     for kind in KEYPOINT_ERRORS:
         count = int((letters == CODES[kind]).sum())
         fixed = fixed_results(results.records, pairs, codes, people, kind) if count else None
-        rows.append((kind, "keypoints", count, fixed, ground_truth))
+        touched = set(image_of_person.reindex(codes.index[codes.str.contains(CODES[kind], na=False)]))
+        rows.append((kind, "keypoints", count, fixed, ground_truth, touched))
     background = detections["error_type"].to_numpy() == "background"
     rows.append(("background", "false positives", int(background.sum()),
                  [r for r, drop in zip(results.records, background) if not drop] if background.any() else None,
-                 ground_truth))
+                 ground_truth, set(results.detections["image_id"].to_numpy()[background])))
     missed_ids = set(objects.index[objects["error_type"] == "missed"])
     kept_truth = None
     if missed_ids:
@@ -247,13 +272,15 @@ def _keypoint_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects
         kept_truth = CocoGroundTruth(ground_truth.source, dataset, ground_truth.images, ground_truth.categories,
                                      ground_truth.keypoints, people[~people["id"].isin(missed_ids)],
                                      ground_truth.skeletons)
-    rows.append(("missed", "people", len(missed_ids), results.records if missed_ids else None, kept_truth))
+    rows.append(("missed", "people", len(missed_ids), results.records if missed_ids else None, kept_truth,
+                 set(image_of_person.reindex(list(missed_ids)))))
     table = []
-    for kind, unit, count, records, truth in rows:
+    for kind, unit, count, records, truth, touched in rows:
         fixed_ap = ap
         if records is not None and records:
             fixed = CocoResults(results.source, results.model, records, results.detections)
-            fixed_ap = summarize(truth, fixed, MatchConfig(keypoints=True, keypoint_sigmas=tuple(sigmas)))[0]["AP"]
+            fixed_ap = _summary(*_coco_pair(truth, fixed), "keypoints", sigmas, truth, fixed, known=known,
+                                changed=touched)[0]["AP"]
         table.append({"error type": kind, "unit": unit, "count": count, "AP if fixed": fixed_ap,
                       "AP gain": fixed_ap - ap})
     return pd.DataFrame(table)

@@ -92,7 +92,8 @@ def _measure_one(p: np.ndarray, parts: BodyParts, config: PoseGeometryConfig) ->
     # image y grows downwards: the angle between the torso and straight up (0, -1)
     angle = np.degrees(np.arccos(np.clip(-up[1] / max(np.linalg.norm(up), 1e-9), -1, 1)))
     orientation = "upright" if angle <= config.upright else "upside down" if angle >= 180 - config.upright else "lying"
-    across = (p[parts.left_shoulder, :2] - p[parts.right_shoulder, :2]) + (p[parts.left_hip, :2] - p[parts.right_hip, :2])
+    across = (p[parts.left_shoulder, :2] - p[parts.right_shoulder, :2]
+              + p[parts.left_hip, :2] - p[parts.right_hip, :2])  # from the person's right to their left
     facing = "front" if up[0] * across[1] - up[1] * across[0] > 0 else "back"
     # the midline: the line through the hips' and shoulders' centres; a side by the sign of the cross product
     centre = (shoulders + hips) / 2
