@@ -279,3 +279,42 @@ def test_cocos_own_sigmas_give_pycocotools_keypoint_ap():
     evaluator = COCOeval(coco, coco.loadRes(results), "keypoints")
     evaluator.evaluate(), evaluator.accumulate(), evaluator.summarize()
     assert 0.05 < ours < 0.95 and ours == pytest.approx(evaluator.stats[0], abs=1e-12)
+
+
+def test_a_category_may_state_its_own_sigmas_and_a_bad_list_is_named():
+    from hibug_core.errors import ManifestError
+    from hibug_core.objects.coco import parse_ground_truth
+    from hibug_core.objects.matching import MatchConfig, match
+
+    truth, results = _coco_people()
+    stated = {**truth.dataset, "categories": [{**truth.dataset["categories"][0], "sigmas": [0.1] * 5}]}
+    own = parse_ground_truth(stated, "people.json")
+    assert own.sigmas == {1: (0.1,) * 5}
+    assert match(own, results).fixes.equals(match(truth, results, MatchConfig(keypoint_sigmas=(0.1,) * 5)).fixes)
+    with pytest.raises(ManifestError, match=r"categories\[0\].*sigmas.*must be 5 positive numbers, one OKS sigma per "
+                                            r"keypoint; found \[0.1, -1\]"):
+        parse_ground_truth({**truth.dataset, "categories": [{**truth.dataset["categories"][0], "sigmas": [0.1, -1]}]},
+                           "people.json")
+    with pytest.raises(Exception, match="give one OKS sigma per keypoint .5., on the command line or as the "
+                                        "category's 'sigmas' list"):
+        match(truth, results)
+
+
+def test_a_persons_details_list_each_keypoints_type_and_similarity(monkeypatch, tmp_path):
+    from page_support import open_page
+
+    with _people_project(tmp_path) as project:
+        people = project.objects("m")
+        turned = int(people.index[people["keypoint_types"] == "giiii"][0])
+    at = open_page(monkeypatch, "app.py", tmp_path / "project")
+    at.session_state["overview_object_confusion"] = {"selection": {"rows": [], "columns": [],
+                                                                   "cells": [[0, "(missed)"]]}}
+    at.session_state["detail_open"] = ("overview_confusion", turned)
+    at.run()
+    assert not at.exception
+    assert any(e.label == "Keypoints: 1 good, 4 inversion" for e in at.expander)
+    listed = next(d.value for d in at.dataframe if "similarity" in d.value.columns and "type" in d.value.columns)
+    assert listed["keypoint"].tolist() == list(NAMES)
+    assert listed["type"].tolist() == ["good", "inversion", "inversion", "inversion", "inversion"]
+    assert listed["similarity"].iat[0] == 1.0 and listed["similarity"].iat[1] < 0.5
+    assert any("the true skeleton in blue" in c.value for c in at.caption)

@@ -30,6 +30,7 @@ class CocoGroundTruth:
     keypoints: dict[int, list[str]]  # category id -> keypoint names (pose)
     annotations: pd.DataFrame  # id, image_id, category_id, x, y, w, h, area, iscrowd, keypoints, attributes, record
     skeletons: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # category id -> limbs (0-based pairs)
+    sigmas: dict[int, tuple[float, ...]] = field(default_factory=dict)  # category id -> OKS sigmas, where it states them
 
     @property
     def has_keypoints(self) -> bool:
@@ -140,6 +141,7 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
     categories: dict[int, str] = {}
     keypoints: dict[int, list[str]] = {}
     skeletons: dict[int, list[tuple[int, int]]] = {}
+    sigmas: dict[int, tuple[float, ...]] = {}
     category_records = []
     for i, record in enumerate(categories_in):
         if not isinstance(record, dict):
@@ -167,6 +169,9 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
                     limbs = _skeleton(record.get("skeleton"), len(names), i, issues)
                     if limbs:
                         skeletons[cid] = limbs
+                    stated = _sigmas(record.get("sigmas"), len(names), i, issues)
+                    if stated:
+                        sigmas[cid] = stated
             category_records.append({"id": cid, "name": name, **({"keypoints": names} if names else {})})
 
     image_rows, image_records = {}, []
@@ -262,7 +267,7 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
     images = pd.DataFrame.from_dict(image_rows, orient="index")
     images.index.name = "image_id"
     dataset = {"images": image_records, "categories": category_records, "annotations": annotation_records}
-    return CocoGroundTruth(str(path), dataset, images, categories, keypoints, annotations, skeletons)
+    return CocoGroundTruth(str(path), dataset, images, categories, keypoints, annotations, skeletons, sigmas)
 
 
 def _skeleton(edges, count: int, index: int, issues: Issues) -> list[tuple[int, int]]:
@@ -275,6 +280,17 @@ def _skeleton(edges, count: int, index: int, issues: Issues) -> list[tuple[int, 
                                       f"{_short(edges)}", unit="categories")
         return []
     return [(a - 1, b - 1) for a, b in edges]
+
+
+def _sigmas(values, count: int, index: int, issues: Issues) -> tuple[float, ...]:
+    """A category's own OKS sigmas (one positive number per keypoint), where it states them."""
+    if values is None:
+        return ()
+    if not isinstance(values, list) or len(values) != count or not all(_number(v) and v > 0 for v in values):
+        issues.add(index, "sigmas", f"must be {count} positive numbers, one OKS sigma per keypoint; found "
+                                    f"{_short(values)}", unit="categories")
+        return ()
+    return tuple(float(v) for v in values)
 
 
 def _tag_texts(tags: dict) -> dict[str, str]:

@@ -3,6 +3,7 @@ error type of every miss and false positive, and COCO's AP summary."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 from dataclasses import dataclass, field
 
@@ -121,10 +122,13 @@ def _sigmas(ground_truth: CocoGroundTruth, config: MatchConfig) -> tuple[float, 
         raise ConfigError(f"the categories name different numbers of keypoints ({sorted(counts)}); match them "
                           "separately")
     count = counts.pop()
-    sigmas = config.keypoint_sigmas or (COCO_PERSON_SIGMAS if count == 17 else None)
+    stated = {tuple(v) for v in ground_truth.sigmas.values()}
+    if len(stated) > 1:
+        raise ConfigError("the categories state different keypoint sigmas; match them separately")
+    sigmas = config.keypoint_sigmas or (stated.pop() if stated else COCO_PERSON_SIGMAS if count == 17 else None)
     if sigmas is None:
-        raise ConfigError(f"keypoint_sigmas: give one OKS sigma per keypoint ({count}); COCO's defaults are for its 17 "
-                          "person keypoints only")
+        raise ConfigError(f"keypoint_sigmas: give one OKS sigma per keypoint ({count}), on the command line or as the "
+                          "category's 'sigmas' list; COCO's defaults are for its 17 person keypoints only")
     if len(sigmas) != count:
         raise ConfigError(f"keypoint_sigmas: {len(sigmas)} given, the categories have {count} keypoints")
     return tuple(sigmas)
@@ -269,9 +273,8 @@ def _keypoint_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects
     if missed_ids:
         dataset = {**ground_truth.dataset,
                    "annotations": [a for a in ground_truth.dataset["annotations"] if a["id"] not in missed_ids]}
-        kept_truth = CocoGroundTruth(ground_truth.source, dataset, ground_truth.images, ground_truth.categories,
-                                     ground_truth.keypoints, people[~people["id"].isin(missed_ids)],
-                                     ground_truth.skeletons)
+        kept_truth = dataclasses.replace(ground_truth, dataset=dataset,
+                                         annotations=people[~people["id"].isin(missed_ids)])
     rows.append(("missed", "people", len(missed_ids), results.records if missed_ids else None, kept_truth,
                  set(image_of_person.reindex(list(missed_ids)))))
     table = []
