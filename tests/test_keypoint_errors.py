@@ -318,3 +318,80 @@ def test_a_persons_details_list_each_keypoints_type_and_similarity(monkeypatch, 
     assert listed["type"].tolist() == ["good", "inversion", "inversion", "inversion", "inversion"]
     assert listed["similarity"].iat[0] == 1.0 and listed["similarity"].iat[1] < 0.5
     assert any("the true skeleton in blue" in c.value for c in at.caption)
+
+
+def _people_rows(folder) -> pd.DataFrame:
+    """The hand-built people as a per-row object manifest: a row per person and per prediction on nobody."""
+    truth, results = _coco_people()
+    files = {1: "1.png", 2: "2.png", 3: "3.png", 4: "4.png"}
+    rows = []
+    predicted = {r["image_id"]: r for r in results.records}
+    for person in truth.dataset["annotations"]:
+        guess = predicted.pop(person["image_id"], None)
+        rows.append({"image": files[person["image_id"]], "label": "person", "box": "20 10 100 100",
+                     "keypoints": " ".join(f"{v:g}" for v in person["keypoints"]),
+                     "pred_box": "20 10 100 100" if guess else "", "prediction": "person" if guess else "",
+                     "confidence": str(guess["score"]) if guess else "",
+                     "pred_keypoints": " ".join(f"{v:g}" for v in guess["keypoints"]) if guess else ""})
+    for image_id, guess in predicted.items():
+        rows.append({"image": files[image_id], "label": "", "box": "", "keypoints": "", "pred_box": "20 10 100 100",
+                     "prediction": "person", "confidence": str(guess["score"]),
+                     "pred_keypoints": " ".join(f"{v:g}" for v in guess["keypoints"])})
+    return pd.DataFrame(rows)
+
+
+def test_a_per_row_manifest_of_people_types_them_as_their_coco_file_does(tmp_path):
+    from hibug_core.errors import ManifestError
+    from hibug_core.objects.matching import MatchConfig
+    from hibug_core.tasks.importing import validate_table
+    from hibug_core.tasks.object_manifest import validate_object_manifest
+
+    _people_project(tmp_path).close()  # the images, and the same people imported from COCO files
+    frame = _people_rows(tmp_path)
+    manifest = validate_object_manifest(frame, source="people.csv", base_dir=tmp_path, task="pose",
+                                        match_config=MatchConfig(keypoint_sigmas=(0.1,) * 5))
+    assert manifest.task == "pose"
+    outcomes = manifest.object_evaluations["model"].outcomes
+    # Five keypoints in a manifest are named 'keypoint 1', ...: no sides, so what a COCO file calls an inversion
+    # is a miss here
+    assert outcomes["keypoint_types"].dropna().tolist() == ["gggmg", "gmmmm"]
+    assert outcomes["error_type"].tolist()[:3] == ["", "miss", "missed"]
+    with pytest.raises(ManifestError) as refused:  # five keypoints and no sigmas: said what to do
+        validate_table(frame, source="people.csv", base_dir=tmp_path)
+    assert "5 keypoints per person: a per-row manifest gives COCO's 17 person keypoints" in str(refused.value)
+    broken = frame.copy()
+    broken.loc[0, "keypoints"] = "1 2 3 4"
+    broken.loc[1, "pred_keypoints"] = "50 10 1 80 30 1"
+    with pytest.raises(ManifestError) as refused:
+        validate_table(broken, source="people.csv", base_dir=tmp_path)
+    message = str(refused.value)
+    assert "'1 2 3 4' is not x y v (v 0, 1 or 2) for each keypoint" in message
+    assert "2 keypoints; the other rows have 5" in message
+
+
+def test_a_per_row_manifest_of_cocos_17_keypoints_has_their_names_limbs_and_sigmas(tmp_path):
+    from PIL import Image
+
+    from hibug_core.objects.matching import COCO_PERSON_SKELETON
+    from hibug_core.store.project import Project
+    from hibug_core.tasks.importing import validate_table
+    from pose_support import STANDING
+
+    Image.new("RGB", (200, 200), (200, 200, 200)).save(tmp_path / "a.png")
+    truth = STANDING * [80, 160] + [40, 20]
+    behind = truth[[0, 2, 1, 4, 3, 6, 5, 8, 7, 10, 9, 12, 11, 14, 13, 16, 15]]  # left and right the wrong way round
+    frame = pd.DataFrame([{"image": "a.png", "label": "person", "box": "40 20 80 160",
+                           "keypoints": " ".join(f"{x:.2f} {y:.2f} 2" for x, y in truth), "pred_box": "40 20 80 160",
+                           "prediction": "person", "confidence": "0.9",
+                           "pred_keypoints": " ".join(f"{x:.2f} {y:.2f} 1" for x, y in behind)}])
+    manifest = validate_table(frame, source="people.csv", base_dir=tmp_path)
+    assert manifest.task == "pose"
+    codes = manifest.object_evaluations["model"].outcomes["keypoint_types"].iat[0]
+    # The nose stays; the head and arms land on their counterparts (inversion); hips, knees and ankles, 19 px from
+    # theirs with COCO's wide hip and leg sigmas, are still within jitter of their own place (jitter comes first)
+    assert codes == "g" + "i" * 10 + "j" * 6
+    with Project.create_from_manifest(tmp_path / "project", manifest) as project:
+        skeleton = project.keypoint_skeleton()
+        assert skeleton["names"][:3] == ["nose", "left_eye", "right_eye"]
+        assert skeleton["limbs"] == [(a - 1, b - 1) for a, b in COCO_PERSON_SKELETON]
+        assert project.known_tags()["facing"].dropna().tolist() == ["front"]

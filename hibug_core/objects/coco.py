@@ -30,7 +30,7 @@ class CocoGroundTruth:
     keypoints: dict[int, list[str]]  # category id -> keypoint names (pose)
     annotations: pd.DataFrame  # id, image_id, category_id, x, y, w, h, area, iscrowd, keypoints, attributes, record
     skeletons: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # category id -> limbs (0-based pairs)
-    sigmas: dict[int, tuple[float, ...]] = field(default_factory=dict)  # category id -> OKS sigmas, where it states them
+    sigmas: dict[int, tuple[float, ...]] = field(default_factory=dict)  # category id -> its own OKS sigmas
 
     @property
     def has_keypoints(self) -> bool:

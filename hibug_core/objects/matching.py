@@ -20,6 +20,11 @@ BELOW_THRESHOLD = "below the confidence threshold"
 ERROR_TYPES = ("classification", "localization", "both", "duplicate", "background", "missed")  # TIDE's six
 SUMMARY_NAMES = ("AP", "AP50", "AP75", "AP small", "AP medium", "AP large",
                  "AR1", "AR10", "AR100", "AR small", "AR medium", "AR large")
+COCO_PERSON_KEYPOINTS = ("nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder",
+                         "left_elbow", "right_elbow", "left_wrist", "right_wrist", "left_hip", "right_hip",
+                         "left_knee", "right_knee", "left_ankle", "right_ankle")
+COCO_PERSON_SKELETON = ((16, 14), (14, 12), (17, 15), (15, 13), (12, 13), (6, 12), (7, 13), (6, 7), (6, 8), (7, 9),
+                        (8, 10), (9, 11), (2, 3), (1, 2), (1, 3), (2, 4), (3, 5), (4, 6), (5, 7))  # 1-based, as COCO
 # COCO's keypoint sigmas for its 17 person keypoints: pycocotools' defaults (the published values divided by 10).
 COCO_PERSON_SIGMAS = tuple(v / 10.0 for v in (.26, .25, .25, .35, .35, .79, .79, .72, .72, .62, .62, 1.07, 1.07, .87,
                                               .87, .89, .89))

@@ -16,7 +16,7 @@ from hibug_core.ingest.manifest import DEFAULT_MODEL
 from hibug_core.objects.coco import RESERVED_NAMES, parse_ground_truth, parse_results
 from hibug_core.objects.geometry import GeometryConfig
 from hibug_core.tasks.object_import import objects_manifest
-from hibug_core.objects.matching import MatchConfig
+from hibug_core.objects.matching import COCO_PERSON_KEYPOINTS, COCO_PERSON_SKELETON, MatchConfig
 from hibug_core.progress import ProgressCallback, no_progress
 
 _NUMBERS = re.compile(r"[\s,;\[\]()]+")
@@ -37,17 +37,29 @@ def _box(text: str) -> list[float] | None:
     return values if len(values) == 4 and all(math.isfinite(v) for v in values) else None
 
 
+def _points(text: str) -> list[float] | None:
+    """'x y v x y v ...' (or with commas, or a JSON list) as finite numbers, three per keypoint; None if not."""
+    parts = [p for p in _NUMBERS.split(text.strip()) if p]
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        return None
+    return values if values and len(values) % 3 == 0 and all(math.isfinite(v) for v in values) else None
+
+
 def _model_columns(columns: list[str], default_model: str, issues: Issues) -> dict[str, dict[str, str | None]]:
-    """Per model, its pred_box, prediction and confidence columns."""
+    """Per model, its pred_box, prediction and confidence columns (and pred_keypoints, for people)."""
     models: dict[str, dict[str, str | None]] = {}
     if "pred_box" in columns:
         models[default_model] = {"box": "pred_box", "prediction": "prediction" if "prediction" in columns else None,
-                                 "confidence": "confidence" if "confidence" in columns else None}
+                                 "confidence": "confidence" if "confidence" in columns else None,
+                                 "keypoints": "pred_keypoints" if "pred_keypoints" in columns else None}
     for column in columns:
         if column.startswith("pred_box:"):
             name = column.split(":", 1)[1].strip()
             models[name] = {"box": column, "prediction": f"pred:{name}" if f"pred:{name}" in columns else None,
-                            "confidence": f"confidence:{name}" if f"confidence:{name}" in columns else None}
+                            "confidence": f"confidence:{name}" if f"confidence:{name}" in columns else None,
+                            "keypoints": f"pred_keypoints:{name}" if f"pred_keypoints:{name}" in columns else None}
     for name, plan in models.items():
         suffix = "" if plan["box"] == "pred_box" else f":{name}"
         for role, column in (("prediction", "prediction" if not suffix else f"pred{suffix}"),
@@ -62,7 +74,9 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
                              config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress,
                              task: str):
     """Check every row and column of an object manifest, match each model's detections by COCO's rules and return
-    the validated manifest of objects (image paths relative to `base_dir`)."""
+    the validated manifest of objects (image paths relative to `base_dir`). People carry 'keypoints' (x y v per
+    keypoint) and per model 'pred_keypoints' (x y score per keypoint): 17 are COCO's person keypoints, with its
+    names, limbs and sigmas; another count is named 'keypoint 1', ... and needs its sigmas in match_config."""
     frame = frame.reset_index(drop=True)
     # 1. Structure: which columns play which role.
     issues = Issues(config.max_issues)
@@ -98,6 +112,33 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
         guess = next(iter(difflib.get_close_matches(split_of_row.iat[i], config.allowed_splits, n=1)), None)
         issues.add(i, "split", f"unknown split '{frame.at[i, 'split']}'; use one of "
                                f"{', '.join(config.allowed_splits)}" + (f" (did you mean '{guess}'?)" if guess else ""))
+    points: dict[tuple[str, int], list[float]] = {}  # (column, row) -> the row's keypoints
+    point_columns = [c for c in (["keypoints"] if "keypoints" in columns else []) + [
+        plan["keypoints"] for plan in models.values() if plan["keypoints"]]]
+    for column in point_columns:
+        rows_with = np.flatnonzero((frame[column] != "").to_numpy())
+        for i in rows_with:
+            values = _points(frame.at[i, column])
+            visibility_ok = values is not None and (column != "keypoints" or all(v in (0, 1, 2) for v in values[2::3]))
+            if not visibility_ok:
+                what = "x y v (v 0, 1 or 2)" if column == "keypoints" else "x y score"
+                issues.add(i, column, f"'{str(frame.at[i, column])[:60]}' is not {what} for each keypoint")
+            else:
+                points[column, int(i)] = values
+        if column == "keypoints":
+            for i in np.flatnonzero(has_box & (frame[column] == "").to_numpy()):
+                issues.add(i, column, "empty; every person needs their keypoints (x y 0 for one not labelled)")
+    counts = {len(v) // 3 for v in points.values()}
+    if len(counts) == 1 and counts != {len(COCO_PERSON_KEYPOINTS)} and match_config.keypoint_sigmas is None:
+        issues.add(None, point_columns[0], (
+            f"{next(iter(counts))} keypoints per person: a per-row manifest gives COCO's {len(COCO_PERSON_KEYPOINTS)} "
+            "person keypoints (their names, limbs and OKS sigmas are COCO's); for another skeleton import a COCO "
+            "keypoints file whose category lists its 'keypoints', 'skeleton' and 'sigmas'"))
+    if len(counts) > 1:
+        common = pd.Series([len(v) // 3 for v in points.values()]).mode().iat[0]
+        for (column, i), values in points.items():
+            if len(values) // 3 != common:
+                issues.add(i, column, f"{len(values) // 3} keypoints; the other rows have {common}")
     detections: dict[str, dict[int, tuple[list[float], str, float]]] = {}
     for name, plan in models.items():
         mine = {}
@@ -131,10 +172,12 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
     labels = sorted(set(frame.loc[list(boxes), "label"]) | {d[1] for m in detections.values() for d in m.values()})
     category = {label: k + 1 for k, label in enumerate(labels)}
     truth_rows = sorted(boxes)
+    skeleton = _skeleton(counts.pop()) if counts else {}
     document = {"images": [{"id": k + 1, "file_name": image} for k, image in enumerate(distinct)],
-                "categories": [{"id": k, "name": label} for label, k in category.items()],
+                "categories": [{"id": k, "name": label, **skeleton} for label, k in category.items()],
                 "annotations": [{"id": j + 1, "image_id": int(codes[i]) + 1, "category_id": category[frame.at[i, "label"]],
                                  "bbox": boxes[i], "iscrowd": 0,
+                                 **({"keypoints": points["keypoints", i]} if ("keypoints", i) in points else {}),
                                  "attributes": {c.split(":", 1)[1].strip(): frame.at[i, c] for c in columns
                                                 if c.startswith("attr:") and frame.at[i, c] != ""}}
                                 for j, i in enumerate(truth_rows)]}
@@ -142,13 +185,22 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
     found = []
     for name, mine in detections.items():
         rows = sorted(mine)
+        column = models[name]["keypoints"]
         records = [{"image_id": int(codes[i]) + 1, "category_id": category[mine[i][1]], "bbox": mine[i][0],
-                    "score": mine[i][2]} for i in rows]
+                    "score": mine[i][2], **({"keypoints": points[column, i]} if (column, i) in points else {})}
+                   for i in rows]
         found.append(_translated(lambda: parse_results(records, truth, source, model=name), source, {"results": rows}))
     split_of_image = {k + 1: split_by_image[image][0] for k, image in enumerate(distinct)}
     # 4. Images, matching, samples.
     return objects_manifest(truth, found, Path(base_dir), split_of_image, task=task, match_config=match_config,
                             geometry=geometry, config=config, progress=progress)
+
+
+def _skeleton(count: int) -> dict:
+    """What a category of people with `count` keypoints says of them: COCO's names and limbs for its 17."""
+    if count == len(COCO_PERSON_KEYPOINTS):
+        return {"keypoints": list(COCO_PERSON_KEYPOINTS), "skeleton": [list(limb) for limb in COCO_PERSON_SKELETON]}
+    return {"keypoints": [f"keypoint {k + 1}" for k in range(count)]}
 
 
 def _translated(parse, source: str, rows_of: dict[str, list[int]]):

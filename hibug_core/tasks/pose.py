@@ -7,7 +7,6 @@ from pathlib import Path
 import pandas as pd
 
 from hibug_core.config import IngestConfig
-from hibug_core.errors import ManifestError, RowIssue
 from hibug_core.objects.keypoint_errors import KEYPOINT_ERRORS
 from hibug_core.objects.matching import ERROR_TYPES
 from hibug_core.progress import ProgressCallback, no_progress
@@ -47,6 +46,7 @@ class Pose(Detection):
 
     def validate_table(self, frame: pd.DataFrame, *, source: str, base_dir: Path, default_model: str,
                        config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress):
-        raise ManifestError(source, [RowIssue(None, "keypoints", (
-            "a per-row manifest of people is not read yet; import the people as a COCO keypoints file (hibug new "
-            "--coco person_keypoints.json --results NAME=results.json)"))])
+        from hibug_core.tasks.object_manifest import validate_object_manifest
+
+        return validate_object_manifest(frame, source=source, base_dir=base_dir, default_model=default_model,
+                                        config=config, progress=progress, task=self.name)
