@@ -60,19 +60,26 @@ def make_data(folder: Path, n_images: int, per_image: int, seed: int = 0) -> tup
     return truth, results
 
 
-def peer(truth: Path, results: Path) -> tuple[float, float]:
-    """pycocotools alone: seconds and AP."""
+def peer(truth: Path, results: Path, iou_type: str = "bbox") -> tuple[float, float]:
+    """pycocotools alone (its evaluation of boxes, or of "keypoints"): seconds and AP."""
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
     start = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
         gt = COCO(str(truth))
-        evaluation = COCOeval(gt, gt.loadRes(str(results)), "bbox")
+        evaluation = COCOeval(gt, gt.loadRes(str(results)), iou_type)
         evaluation.evaluate()
         evaluation.accumulate()
         evaluation.summarize()
     return time.perf_counter() - start, float(evaluation.stats[0])
+
+
+def import_and_slice(project: Path, truth: Path, results: Path, model: str) -> tuple[float, float]:
+    """Seconds of `hibug new --coco` and of the first `hibug slices` on the project it made."""
+    hibug = [sys.executable, "-m", "hibug_core.cli"]
+    new_s = timed([*hibug, "new", str(project), "--coco", str(truth), "--results", f"{model}={results}"])
+    return new_s, timed([*hibug, "slices", str(project), "--model", model, "--top", "5"])
 
 
 def main() -> None:
@@ -84,10 +91,8 @@ def main() -> None:
     folder = Path(args.dir)
     shutil.rmtree(folder, ignore_errors=True)
     truth, results = make_data(folder / "data", args.images, args.objects_per_image)
-    hibug = [sys.executable, "-m", "hibug_core.cli"]
     project = folder / "project"
-    new_s = timed([*hibug, "new", str(project), "--coco", str(truth), "--results", f"detector={results}"])
-    slices_s = timed([*hibug, "slices", str(project), "--model", "detector", "--top", "5"])
+    new_s, slices_s = import_and_slice(project, truth, results, "detector")
     peer_s, peer_ap = peer(truth, results)
     from hibug_core.store.project import Project
 

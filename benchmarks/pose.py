@@ -11,19 +11,16 @@ Usage: python benchmarks/pose.py [--images 5000] [--people 11000] [--dir /tmp/hi
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest import timed  # noqa: E402  (a hibug command timed as the ingest benchmark times it)
+from objects import import_and_slice, peer  # noqa: E402  (timed as the object benchmark times them)
 
 WIDTH, HEIGHT = 640, 480
 NAMES = ["nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder", "left_elbow",
@@ -90,21 +87,6 @@ def make_data(folder: Path, n_images: int, n_people: int, seed: int = 0) -> tupl
     return truth, predictions
 
 
-def peer(truth: Path, results: Path) -> tuple[float, float]:
-    """pycocotools' keypoint evaluation alone: seconds and keypoint AP."""
-    from pycocotools.coco import COCO
-    from pycocotools.cocoeval import COCOeval
-
-    start = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()):
-        gt = COCO(str(truth))
-        evaluation = COCOeval(gt, gt.loadRes(str(results)), "keypoints")
-        evaluation.evaluate()
-        evaluation.accumulate()
-        evaluation.summarize()
-    return time.perf_counter() - start, float(evaluation.stats[0])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=5_000)
@@ -114,11 +96,9 @@ def main() -> None:
     folder = Path(args.dir)
     shutil.rmtree(folder, ignore_errors=True)
     truth, results = make_data(folder / "data", args.images, args.people)
-    hibug = [sys.executable, "-m", "hibug_core.cli"]
     project = folder / "project"
-    new_s = timed([*hibug, "new", str(project), "--coco", str(truth), "--results", f"pose={results}"])
-    slices_s = timed([*hibug, "slices", str(project), "--model", "pose", "--top", "5"])
-    peer_s, peer_ap = peer(truth, results)
+    new_s, slices_s = import_and_slice(project, truth, results, "pose")
+    peer_s, peer_ap = peer(truth, results, "keypoints")
     from hibug_core.store.project import Project
 
     with Project.open(project, read_only=True) as opened:

@@ -27,24 +27,25 @@ def is_object_manifest(columns: list[str]) -> bool:
     return any(c == "box" or c == "pred_box" or c.startswith("pred_box:") for c in columns)
 
 
-def _box(text: str) -> list[float] | None:
-    """'x y w h', 'x,y,w,h' or '[x, y, w, h]' as four finite numbers; None if it is not that."""
-    parts = [p for p in _NUMBERS.split(text.strip()) if p]
+def _numbers(text: str) -> list[float] | None:
+    """A cell of numbers ('1 2 3', '1,2,3' or '[1, 2, 3]') as finite floats; None if it is not that."""
     try:
-        values = [float(p) for p in parts]
+        values = [float(p) for p in _NUMBERS.split(text.strip()) if p]
     except ValueError:
         return None
-    return values if len(values) == 4 and all(math.isfinite(v) for v in values) else None
+    return values if all(math.isfinite(v) for v in values) else None
+
+
+def _box(text: str) -> list[float] | None:
+    """'x y w h', 'x,y,w,h' or '[x, y, w, h]' as four finite numbers; None if it is not that."""
+    values = _numbers(text)
+    return values if values is not None and len(values) == 4 else None
 
 
 def _points(text: str) -> list[float] | None:
     """'x y v x y v ...' (or with commas, or a JSON list) as finite numbers, three per keypoint; None if not."""
-    parts = [p for p in _NUMBERS.split(text.strip()) if p]
-    try:
-        values = [float(p) for p in parts]
-    except ValueError:
-        return None
-    return values if values and len(values) % 3 == 0 and all(math.isfinite(v) for v in values) else None
+    values = _numbers(text)
+    return values if values and len(values) % 3 == 0 else None
 
 
 def _model_columns(columns: list[str], default_model: str, issues: Issues) -> dict[str, dict[str, str | None]]:
