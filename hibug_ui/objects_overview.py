@@ -40,7 +40,8 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str) -> N
         st.dataframe(evaluation["per_class"], hide_index=True, width="stretch",
                      column_config={"AP": st.column_config.NumberColumn(format="%.3f"),
                                     "AP50": st.column_config.NumberColumn(format="%.3f")})
-        st.markdown("**Errors by type** (TIDE)")
+        st.markdown("**Errors by type** (a missed person's commonest keypoint error, Ronchi and Perona's; TIDE's for "
+                    "the rest)" if evaluation.get("fixes") is not None else "**Errors by type** (TIDE)")
         breakdown = error_breakdown(evaluated, task.error_types)
         figure = px.bar(breakdown.reset_index().melt(id_vars="error type", var_name="what", value_name="count"),
                         x="error type", y="count", color="what", barmode="stack",
