@@ -25,7 +25,7 @@ def _new_arguments(parser) -> None:
     parser.add_argument("--iou-threshold", type=float, default=0.5, help="with --coco: IoU (OKS for keypoints) at "
                         "which a detection finds its object (default: 0.5)")
     parser.add_argument("--keypoint-sigmas", help="with --coco: OKS sigmas, comma-separated, one per keypoint "
-                        "(default: COCO's for its 17 person keypoints)")
+                        "(default: the category's own 'sigmas', else COCO's for its 17 person keypoints)")
     parser.add_argument("--predictions", help="with --image-folder: CSV of model outputs, 'image' relative to root")
     parser.add_argument("--image-column", default="image", help="with --hf-dataset: the image column")
     parser.add_argument("--label-column", default="label", help="with --hf-dataset: the label column")
