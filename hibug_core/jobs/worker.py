@@ -127,12 +127,12 @@ def run_job(project, job_id: int) -> None:
         finish_job(project, job_id, "cancelled", message="cancelled before it started")
         return
     try:
-        _run(project, job)
+        _run(project, job, release)
     finally:
-        release()
+        release()  # also when the process is interrupted (giving a slot back twice is harmless)
 
 
-def _run(project, job) -> None:
+def _run(project, job, release: Callable[[], None]) -> None:
     job_id = job.id
     mark_running(project, job_id, os.getpid())
     reporter = _Reporter(project, job_id)
@@ -143,17 +143,18 @@ def _run(project, job) -> None:
         from hibug_core.jobs.kinds import run_kind  # the operations and their libraries: after step_aside
 
         result = run_kind(project, job.kind, job.params, reporter, author=job.author)
+        ending = ("done", {"result": result})
     except JobCancelled:
-        finish_job(project, job_id, "cancelled", message="cancelled; what was stored is kept, resume to finish")
+        ending = ("cancelled", {"message": "cancelled; what was stored is kept, resume to finish"})
     except HibugError as error:
-        finish_job(project, job_id, "failed", error=str(error))
+        ending = ("failed", {"error": str(error)})
     except Exception as error:  # noqa: BLE001 (the job's log keeps the traceback; the row says what happened)
         traceback.print_exc()
-        finish_job(project, job_id, "failed", error=f"{type(error).__name__}: {error} (see jobs/job-{job_id}.log)")
-    else:
-        finish_job(project, job_id, "done", result=result)
+        ending = ("failed", {"error": f"{type(error).__name__}: {error} (see jobs/job-{job_id}.log)"})
     finally:
         stop.set()
+    release()  # the slot is free before anyone can see the job ended: an ended job never holds one
+    finish_job(project, job_id, ending[0], **ending[1])
 
 
 def step_aside() -> None:

@@ -133,6 +133,16 @@ def _state_the_task(connection: Connection) -> None:
     connection.execute(text("INSERT INTO project_meta (key, value) VALUES ('task', :v)"), {"v": task})
 
 
+def _add_columns(connection: Connection, columns: dict[str, tuple[str, ...]]) -> None:
+    """ALTER TABLE ... ADD COLUMN for each column a table lacks, so the migration may run again safely (a project
+    whose record of it was lost, as a copy restored from its database file alone)."""
+    for table, wanted in columns.items():
+        present = {column["name"] for column in inspect(connection).get_columns(table)}
+        for column in wanted:
+            if column.split()[0] not in present:
+                connection.execute(text(f"ALTER TABLE {table} ADD COLUMN {column}"))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "samples, predictions, known tags, imports, audit log", V1_STATEMENTS),
     Migration(2, "attribute schema versions, tag runs, tag corrections, multimodal-LLM answers", V2_STATEMENTS),
@@ -161,10 +171,9 @@ MIGRATIONS: tuple[Migration, ...] = (
               _state_the_task),
     Migration(12, "people: each model's type and similarity of every keypoint (Ronchi and Perona's), its predicted "
                   "skeleton, and per evaluation the AP if each error type were fixed",
-              ("ALTER TABLE object_outcomes ADD COLUMN keypoint_types TEXT",
-               "ALTER TABLE object_outcomes ADD COLUMN keypoint_similarity_json TEXT",
-               "ALTER TABLE object_outcomes ADD COLUMN pred_keypoints_json TEXT",
-               "ALTER TABLE object_evaluations ADD COLUMN fixes_json TEXT")),
+              run=lambda connection: _add_columns(connection, {
+                  "object_outcomes": ("keypoint_types TEXT", "keypoint_similarity_json TEXT", "pred_keypoints_json TEXT"),
+                  "object_evaluations": ("fixes_json TEXT",)})),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
