@@ -172,7 +172,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(12, "people: each model's type and similarity of every keypoint (Ronchi and Perona's), its predicted "
                   "skeleton, and per evaluation the AP if each error type were fixed",
               run=lambda connection: _add_columns(connection, {
-                  "object_outcomes": ("keypoint_types TEXT", "keypoint_similarity_json TEXT", "pred_keypoints_json TEXT"),
+                  "object_outcomes": ("keypoint_types TEXT", "keypoint_similarity_json TEXT",
+                                      "pred_keypoints_json TEXT"),
                   "object_evaluations": ("fixes_json TEXT",)})),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
