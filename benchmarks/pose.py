@@ -22,17 +22,15 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from objects import import_and_slice, peer  # noqa: E402  (timed as the object benchmark times them)
 
+from hibug_core.objects.keypoint_errors import mirror_pairs  # noqa: E402
+from hibug_core.objects.matching import COCO_PERSON_KEYPOINTS, COCO_PERSON_SKELETON  # noqa: E402
+
 WIDTH, HEIGHT = 640, 480
-NAMES = ["nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder", "left_elbow",
-         "right_elbow", "left_wrist", "right_wrist", "left_hip", "right_hip", "left_knee", "right_knee", "left_ankle",
-         "right_ankle"]
-SKELETON = [[16, 14], [14, 12], [17, 15], [15, 13], [12, 13], [6, 12], [7, 13], [6, 7], [6, 8], [7, 9], [8, 10],
-            [9, 11], [2, 3], [1, 2], [1, 3], [2, 4], [3, 5], [4, 6], [5, 7]]
 # (x, y) of each keypoint in a unit box, standing and facing the camera (the person's left on the image's right)
 STANDING = np.array([(.5, .08), (.55, .05), (.45, .05), (.6, .07), (.4, .07), (.7, .25), (.3, .25), (.8, .42),
                      (.2, .42), (.85, .58), (.15, .58), (.62, .55), (.38, .55), (.63, .77), (.37, .77), (.64, .97),
                      (.36, .97)])
-MIRROR = [0, 2, 1, 4, 3, 6, 5, 8, 7, 10, 9, 12, 11, 14, 13, 16, 15]
+MIRROR = list(mirror_pairs(COCO_PERSON_KEYPOINTS))
 
 
 def make_data(folder: Path, n_images: int, n_people: int, seed: int = 0) -> tuple[Path, Path]:
@@ -80,7 +78,8 @@ def make_data(folder: Path, n_images: int, n_people: int, seed: int = 0) -> tupl
             box = STANDING * [60, 120] + [float(rng.uniform(0, WIDTH - 60)), float(rng.uniform(0, HEIGHT - 120))]
             results.append({"image_id": image_id, "category_id": 1, "score": float(rng.uniform(0.3, 0.9)),
                             "keypoints": np.column_stack([box, np.ones(17)]).ravel().round(2).tolist()})
-    categories = [{"id": 1, "name": "person", "keypoints": NAMES, "skeleton": SKELETON}]
+    categories = [{"id": 1, "name": "person", "keypoints": list(COCO_PERSON_KEYPOINTS),
+                   "skeleton": [list(limb) for limb in COCO_PERSON_SKELETON]}]
     truth, predictions = folder / "person_keypoints.json", folder / "pose.json"
     truth.write_text(json.dumps({"images": images, "annotations": annotations, "categories": categories}))
     predictions.write_text(json.dumps(results))

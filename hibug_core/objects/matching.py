@@ -144,12 +144,11 @@ def summarize(ground_truth: CocoGroundTruth, results: CocoResults, config: Match
     """COCO's summary (the 12 numbers pycocotools prints) and AP per class, for checking against your evaluation."""
     iou_type = _iou_type(ground_truth, results, config)
     sigmas = _sigmas(ground_truth, config) if iou_type == "keypoints" else None
-    return _summary(*_coco_pair(ground_truth, results), iou_type, sigmas, ground_truth, results)
+    return _summary(*_coco_pair(ground_truth, results), iou_type, sigmas, ground_truth, results)[:2]
 
 
-def _summary(gt, dt, iou_type, sigmas, ground_truth, results, *, known: dict | None = None, changed: set | None = None,
-             keep: list | None = None):
-    """COCO's summary and AP per class; `keep` (a list) receives the evaluation's overlaps by (image, category)."""
+def _summary(gt, dt, iou_type, sigmas, ground_truth, results, *, known: dict | None = None, changed: set | None = None):
+    """COCO's summary, AP per class, and the evaluation's overlaps by (image, category) (None without results)."""
     categories = sorted(ground_truth.categories)
     objects = ground_truth.annotations[ground_truth.annotations["iscrowd"] == 0]
     per_class = pd.DataFrame({"class": [ground_truth.categories[c] for c in categories],
@@ -158,10 +157,8 @@ def _summary(gt, dt, iou_type, sigmas, ground_truth, results, *, known: dict | N
                               .reindex(categories, fill_value=0).values})
     if dt is None:
         names = SUMMARY_NAMES if iou_type == "bbox" else _keypoint_names()
-        return {name: -1.0 for name in names}, per_class.assign(AP=np.nan, AP50=np.nan)
+        return {name: -1.0 for name in names}, per_class.assign(AP=np.nan, AP50=np.nan), None
     evaluator = _evaluator(gt, dt, iou_type, sigmas, known=known, changed=changed)
-    if keep is not None:
-        keep.append(evaluator.ious)
     with contextlib.redirect_stdout(io.StringIO()):
         evaluator.summarize()
     names = SUMMARY_NAMES if iou_type == "bbox" else _keypoint_names()
@@ -175,7 +172,7 @@ def _summary(gt, dt, iou_type, sigmas, ground_truth, results, *, known: dict | N
         ap.append(float(values[values > -1].mean()) if (values > -1).any() else np.nan)
         first = values[0]
         ap50.append(float(first[first > -1].mean()) if (first > -1).any() else np.nan)
-    return summary, per_class.assign(AP=ap, AP50=ap50)
+    return summary, per_class.assign(AP=ap, AP50=ap50), evaluator.ious
 
 
 def _keypoint_names() -> tuple[str, ...]:
@@ -189,8 +186,7 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
     iou_type = _iou_type(ground_truth, results, config)
     sigmas = _sigmas(ground_truth, config) if iou_type == "keypoints" else None
     gt, dt = _coco_pair(ground_truth, results)
-    overlaps: list = []
-    summary, per_class = _summary(gt, dt, iou_type, sigmas, ground_truth, results, keep=overlaps)
+    summary, per_class, overlaps = _summary(gt, dt, iou_type, sigmas, ground_truth, results)
     # 2. COCO's matching at the one threshold asked for.
     matched: dict[int, tuple[int, float]] = {}  # detection record -> (annotation id, IoU or OKS)
     kept = np.flatnonzero(results.detections["score"].to_numpy() >= config.confidence_threshold)
@@ -210,8 +206,7 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
     fixes = None
     if iou_type == "keypoints":
         objects = _type_keypoints(ground_truth, results, objects, sigmas)
-        fixes = _keypoint_fixes(ground_truth, results, objects, detections, sigmas, summary["AP"],
-                                overlaps[0] if overlaps else None)
+        fixes = _keypoint_fixes(ground_truth, results, objects, detections, sigmas, summary["AP"], overlaps)
     settings = {"iou_threshold": config.iou_threshold, "background_iou": config.background_iou,
                 "max_detections": config.max_detections, "confidence_threshold": config.confidence_threshold,
                 "score": config.score, "iou_type": iou_type,
