@@ -42,10 +42,11 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str) -> N
                                     "AP50": st.column_config.NumberColumn(format="%.3f")})
         st.markdown("**Errors by type** (a missed person's commonest keypoint error, Ronchi and Perona's; TIDE's for "
                     "the rest)" if evaluation.get("fixes") is not None else "**Errors by type** (TIDE)")
-        breakdown = error_breakdown(evaluated, task.error_types)
+        missed = f"missed {nouns.samples}"  # the legend in the task's words (people for a pose model)
+        breakdown = error_breakdown(evaluated, task.error_types).rename(columns={"missed objects": missed})
         figure = px.bar(breakdown.reset_index().melt(id_vars="error type", var_name="what", value_name="count"),
                         x="error type", y="count", color="what", barmode="stack",
-                        color_discrete_map={"missed objects": "#ea8c00", "false positives": "#dc2626"})
+                        color_discrete_map={missed: "#ea8c00", "false positives": "#dc2626"})
         figure.update_layout(margin=dict(l=0, r=0, t=10, b=0), height=260, legend_title_text="")
         st.plotly_chart(figure, width="stretch", key="overview_error_types")
     with right:
