@@ -1,15 +1,15 @@
-"""Benchmark: does selecting pool images by the objects in them that fall in error slices repair a detector better
-than the baselines?
+"""Benchmark: does selecting pool images by the objects in them that fall in error slices repair a detector (or a
+keypoint model) better than the baselines?
 
-On the detection demo (FCOS trained with three planted annotation bugs), for each seed: select a budget of pool
-images with each method (the pool's detections ranked by it, an image taken with its first ranked detection),
-label them (the pool's annotations stand in for a labelling team), fine-tune the detector on its training
-annotations plus the new images (loss = L(original) + lambda * L(new)), and count the held-out test objects found at
-the operating point, overall and in the planted slices. Also: the same fine-tuning with no new data (control).
-Prints mean ± sd over seeds, the paired difference of each method against random with its 95% t-interval, and the
-test AP.
-Usage: python benchmarks/object_repair.py [--seeds 0 1 2] [--budget 240] [--epochs 3] [--lam 1.0]
-       [--methods "expected failures" hibug random uncertainty] [--dir object-repair-bench]
+On the detection demo (FCOS trained with three planted annotation bugs), or with --task pose on the pose demo
+(Keypoint R-CNN trained with four planted bugs), for each seed: select a budget of pool images with each method (the
+pool's detections ranked by it, an image taken with its first ranked detection), label them (the pool's annotations
+stand in for a labelling team), fine-tune the model on its training annotations plus the new images (loss =
+L(original) + lambda * L(new)), and count the held-out test objects (people) found at the operating point, overall
+and in the planted slices. Also: the same fine-tuning with no new data (control). Prints mean ± sd over seeds, the
+paired difference of each method against random with its 95% t-interval, and the test AP (keypoint AP for pose).
+Usage: python benchmarks/object_repair.py [--task detection|pose] [--seeds 0 1 2] [--budget 240] [--epochs 3]
+       [--lam 1.0] [--methods "expected failures" hibug random uncertainty] [--dir object-repair-bench]
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.bench.summary import markdown_table
-from hibug_core.demo.detection import ensure_detection_demo
+from hibug_core.demo import DEMOS
 from hibug_core.models.finetune import TuneConfig
 from hibug_core.repair.loop import CONTROL, RepairConfig, method_difference, run_repair
 from hibug_core.repair.retrain import RetrainConfig
@@ -31,6 +31,8 @@ from hibug_core.tasks import task_of
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", choices=("detection", "pose"), default="detection",
+                        help="the demo repaired: detection (FCOS) or pose (Keypoint R-CNN)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--budget", type=parse_budget, default=240, help="pool images (a count, or a share of training "
                                                                    "images below 1)")
@@ -39,7 +41,7 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=["expected failures", "hibug", "random", "uncertainty"])
     parser.add_argument("--dir", default="object-repair-bench")
     args = parser.parse_args()
-    project = ensure_detection_demo(Path(args.dir) / "demo")
+    project = DEMOS.build(args.task, folder=Path(args.dir) / "demo")
     runs, changes = [], []
     started = time.perf_counter()
     for k, method in enumerate(args.methods):
@@ -81,7 +83,7 @@ def main() -> None:
                                               f"{row.high * 100:+.1f}]", "seeds won": row.won})
     print("\nPaired difference against random (95% t-interval over seeds):\n")
     print(markdown_table(pd.DataFrame(differences)))
-    print(f"\n{len(runs)} fine-tuned detectors in {time.perf_counter() - started:.0f} s; "
+    print(f"\n{len(runs)} fine-tuned models in {time.perf_counter() - started:.0f} s; "
           f"{np.mean(runs['new_images']):.0f} new images on average")
 
 

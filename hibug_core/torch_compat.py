@@ -22,29 +22,29 @@ _FALLBACK_SCHEMAS = {
 
 
 def nms_reference(boxes, scores, iou_threshold: float):
-    """Greedy non-maximum suppression in plain torch (same contract as torchvision.ops.nms)."""
+    """Greedy non-maximum suppression in plain torch (same contract as torchvision.ops.nms). The overlaps of every
+    pair are computed at once; only the greedy pass over them is a loop (of cheap numpy steps: a detector's training
+    calls this for every image and pyramid level)."""
+    import numpy as np
     import torch
 
     if boxes.numel() == 0:
         return torch.empty(0, dtype=torch.long, device=boxes.device)
-    boxes = boxes.float()
-    x1, y1, x2, y2 = boxes.unbind(1)
-    areas = (x2 - x1).clamp(min=0) * (y2 - y1).clamp(min=0)
     order = scores.argsort(descending=True, stable=True)
+    x1, y1, x2, y2 = boxes.float()[order].unbind(1)
+    areas = (x2 - x1).clamp(min=0) * (y2 - y1).clamp(min=0)
+    width = (torch.minimum(x2[:, None], x2[None]) - torch.maximum(x1[:, None], x1[None])).clamp(min=0)
+    height = (torch.minimum(y2[:, None], y2[None]) - torch.maximum(y1[:, None], y1[None])).clamp(min=0)
+    inter = width * height
+    overlaps = (inter / (areas[:, None] + areas[None] - inter).clamp(min=1e-12) > iou_threshold).cpu().numpy()
+    suppressed = np.zeros(len(order), dtype=bool)
     keep = []
-    suppressed = torch.zeros(len(order), dtype=torch.bool, device=boxes.device)
     for position in range(len(order)):
         if suppressed[position]:
             continue
-        i = order[position]
-        keep.append(i)
-        rest = order[position + 1 :]
-        width = (torch.minimum(x2[i], x2[rest]) - torch.maximum(x1[i], x1[rest])).clamp(min=0)
-        height = (torch.minimum(y2[i], y2[rest]) - torch.maximum(y1[i], y1[rest])).clamp(min=0)
-        inter = width * height
-        iou = inter / (areas[i] + areas[rest] - inter).clamp(min=1e-12)
-        suppressed[position + 1 :] |= iou > iou_threshold
-    return torch.stack(keep).to(torch.long)
+        keep.append(position)
+        suppressed[position + 1:] |= overlaps[position, position + 1:]
+    return order[torch.as_tensor(keep, dtype=torch.long, device=boxes.device)]
 
 
 def _compiled_ops_load() -> bool:

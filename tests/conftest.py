@@ -78,6 +78,26 @@ def detection_demo(detection_demo_build) -> Path:
     return detection_demo_build[0]
 
 
+@pytest.fixture(scope="session")
+def pose_demo_build(tmp_path_factory):
+    """(folder, the finished process): the pose demo built once per test session by the command a user runs,
+    `hibug demo --task pose --build-only`, from the shipped keypoint model."""
+    import subprocess
+    import sys
+
+    folder = tmp_path_factory.mktemp("pose") / "hibug-pose-demo"
+    run = subprocess.run([sys.executable, "-m", "hibug_core.cli", "demo", "--task", "pose", "--build-only",
+                          "--dir", str(folder)], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return folder, run
+
+
+@pytest.fixture(scope="session")
+def pose_demo(pose_demo_build) -> Path:
+    """The pose demo project (built once per test session); tests open it read-only."""
+    return pose_demo_build[0]
+
+
 @pytest.fixture
 def colour_project(tmp_path: Path):
     """A 12-image project of red, green and blue circles and squares on white, with the colour as known truth,

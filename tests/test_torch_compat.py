@@ -19,6 +19,31 @@ def test_nms_reference_matches_the_greedy_definition():
     assert nms_reference(boxes[:0], scores[:0], 0.5).tolist() == []
 
 
+def _greedy(boxes, scores, threshold):
+    """NMS as defined, one box at a time (the definition the vectorised pass must keep)."""
+    kept = []
+    for i in sorted(range(len(scores)), key=lambda k: (-float(scores[k]), k)):
+        a = boxes[i].tolist()
+        if all(_iou(a, boxes[j].tolist()) <= threshold for j in kept):
+            kept.append(i)
+    return kept
+
+
+def _iou(a, b):
+    inter = max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_nms_reference_keeps_the_greedy_choice_on_crowded_random_boxes(seed):
+    generator = torch.Generator().manual_seed(seed)
+    corners = torch.rand(400, 2, generator=generator) * 100
+    boxes = torch.cat([corners, corners + 5 + torch.rand(400, 2, generator=generator) * 30], dim=1)
+    scores = torch.rand(400, generator=generator).round(decimals=2)  # ties too, kept in their given order
+    for threshold in (0.3, 0.5, 0.7):
+        assert nms_reference(boxes, scores, threshold).tolist() == _greedy(boxes, scores, threshold)
+
+
 def test_model_libraries_import_after_hibug_core():
     script = (
         "import hibug_core, torch\n"

@@ -1,5 +1,5 @@
-"""The bundled demos, one per task: easy-vqa shapes with a CNN (classification) and scenes of shapes with a detector
-(detection), each with planted bugs."""
+"""The bundled demos, one per task: easy-vqa shapes with a CNN (classification), scenes of shapes with a detector
+(detection) and scenes of drawn figures with a keypoint model (pose), each with planted bugs."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +9,7 @@ from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import Registry
 
 DEMOS = Registry("demo")  # name: the task it shows; build(folder, progress) opens it, building it first if needed
-DEMO_FOLDERS = {"classification": "hibug-demo", "detection": "hibug-detection-demo"}  # default folders
+DEMO_FOLDERS = {"classification": "hibug-demo", "detection": "hibug-detection-demo", "pose": "hibug-pose-demo"}  # default folders
 
 
 @DEMOS.register("classification", "easy-vqa shapes and a CNN (default)")
@@ -22,6 +22,13 @@ def _detection(folder: str | Path, progress: ProgressCallback = no_progress):
     from hibug_core.demo.detection import DetectionDemoConfig, ensure_detection_demo
 
     return ensure_detection_demo(folder, DetectionDemoConfig(), progress=progress)
+
+
+@DEMOS.register("pose", "scenes of drawn figures and a keypoint model (Keypoint R-CNN), one sample per person")
+def _pose(folder: str | Path, progress: ProgressCallback = no_progress):
+    from hibug_core.demo.pose import PoseDemoConfig, ensure_pose_demo
+
+    return ensure_pose_demo(folder, PoseDemoConfig(), progress=progress)
 
 
 __all__ = ["DEMOS", "DEMO_FOLDERS", "DemoConfig", "build_demo", "ensure_demo"]

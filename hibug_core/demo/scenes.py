@@ -1,4 +1,4 @@
-"""Scenes for the detection demo: several easy-vqa-style shapes per image, with their exact boxes and corners."""
+"""Scenes for the detection demo: several easy-vqa-style shapes per image, with their exact boxes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,7 +10,6 @@ from hibug_core.repair.generators import COLOURS
 
 SCENE_SHAPES = ("circle", "rectangle", "triangle")
 SCENE_COLOURS = tuple(c for c in COLOURS if c not in ("gray",))  # gray is too close to the backgrounds
-CORNERS = ("top left", "top right", "bottom right", "bottom left")  # the pose variant's keypoints: the box corners
 
 
 @dataclass(frozen=True)
@@ -83,10 +82,3 @@ def _iou(a, b) -> float:
     ax1, ay1, bx1, by1 = a[0] + a[2], a[1] + a[3], b[0] + b[2], b[1] + b[3]
     inter = max(0.0, min(ax1, bx1) - max(a[0], b[0])) * max(0.0, min(ay1, by1) - max(a[1], b[1]))
     return inter / (a[2] * a[3] + b[2] * b[3] - inter)
-
-
-def corner_keypoints(objects: pd.DataFrame) -> np.ndarray:
-    """The pose variant's keypoints: each box's four corners as COCO (x, y, visibility) triples, (n, 12)."""
-    x, y, w, h = (objects[c].to_numpy(float) for c in ("x", "y", "w", "h"))
-    points = np.stack([x, y, x + w, y, x + w, y + h, x, y + h], axis=1).reshape(-1, 4, 2)
-    return np.concatenate([points, np.full((len(objects), 4, 1), 2.0)], axis=2).reshape(len(objects), 12)

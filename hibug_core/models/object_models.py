@@ -76,14 +76,15 @@ class ObjectModelAdapter(ModelUnderTest):
     def features(self, images: list, *, network=None) -> np.ndarray:
         import torch
 
-        from hibug_core.models.zoo.fitting import image_batch
+        from hibug_core.models.zoo.fitting import compute_device, image_batch, on_device
 
         network = network or self.network
-        network.eval()
+        device = compute_device()
+        network.to(device).eval()
         with torch.no_grad():
-            batch, _ = network.transform(list(image_batch(images)))
+            batch, _ = network.transform(on_device(image_batch(images), None, device)[0])
             levels = network.backbone(batch.tensors)
-            return levels[list(levels)[-1]].mean(dim=(2, 3)).numpy().astype(np.float32)
+            return levels[list(levels)[-1]].mean(dim=(2, 3)).cpu().numpy().astype(np.float32)
 
     def _schedule(self, tune):
         """The family's training settings with the epochs, peak rate and seed `tune` gives (its own where unset)."""

@@ -38,7 +38,8 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
     tag_train_masks: the training rows with each slice's tags, its class conditions left out (None for a slice of
     class conditions only), with train_labels: evidence that a tag goes with a class in training, which tells a
     spurious correlation (the model learnt the tag as a shortcut) from a rare case (the combination is just rare).
-    error_types: objects' TIDE error type per evaluation row; a slice's failures are then described by their mix.
+    error_types: objects' error type per evaluation row (TIDE's; a person's keypoint error): every slice's failures
+    are then described by their mix.
     """
     n_eval = len(labels)
     n_train = len(train_masks[0]) if train_masks else 0
@@ -84,6 +85,8 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
             bug, reason = "hard case", f"common in training; its failures: {error_mix(error_types[mask][failed])}"
         else:
             bug, reason = "hard case", "common in training, no dominant wrong prediction"
+        if error_types is not None and bug != "hard case" and failed.any():  # objects: what kind of failure, always
+            reason += f"; its failures: {error_mix(error_types[mask][failed])}"
         rows.append({"bug_type": bug, "reason": reason, "train_count": train_count, "train_share": train_share,
                      "eval_share": eval_share, "top_label": top_label, "top_prediction": top_prediction,
                      "top_prediction_share": prediction_share, "failure_top_prediction": failure_top,

@@ -7,6 +7,19 @@ import numpy as np
 from hibug_core.progress import ProgressCallback, no_progress
 
 
+def compute_device():
+    """Where the zoo's networks train and run: the GPU when torch sees one, else the CPU."""
+    import torch
+
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def on_device(tensors, targets: list[dict] | None, device):
+    """A batch's images (a list of tensors) and targets moved to `device`."""
+    moved = [t.to(device) for t in tensors]
+    return moved, None if targets is None else [{k: v.to(device) for k, v in t.items()} for t in targets]
+
+
 def image_batch(images: list):
     """PIL images of one size as a float tensor (n, 3, h, w) in [0, 1]."""
     import torch
@@ -20,9 +33,11 @@ def fit_detector(model, inputs, targets: list[dict], config, progress: ProgressC
     """Train `model` (a torchvision detector in train mode returning its losses) on `inputs` and their `targets`;
     `config` gives epochs, batch_size, learning_rate and seed. With `new_targets`, every step also takes a batch of
     them, its loss weighted by `lam` (loss = L(original) + lam * L(new)). Progress after each step (a job cancels by
-    raising from it). Returns the model in eval mode."""
+    raising from it). Trains on compute_device(); returns the model there, in eval mode."""
     import torch
 
+    device = compute_device()
+    model.to(device)
     steps_per_epoch = max(1, len(targets) // config.batch_size)
     optimiser = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=1e-4)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, config.learning_rate,
@@ -35,11 +50,11 @@ def fit_detector(model, inputs, targets: list[dict], config, progress: ProgressC
         order = rng.permutation(len(targets))
         for step in range(steps_per_epoch):
             batch = order[step * config.batch_size:(step + 1) * config.batch_size]
-            losses = model(list(inputs[batch]), [targets[i] for i in batch])
+            losses = model(*on_device(inputs[batch], [targets[i] for i in batch], device))
             loss = sum(losses.values())
             if new_targets:
                 taken = np.roll(new_order, -(epoch * steps_per_epoch + step) * config.batch_size)[:config.batch_size]
-                extra = model(list(new_inputs[taken]), [new_targets[i] for i in taken])
+                extra = model(*on_device(new_inputs[taken], [new_targets[i] for i in taken], device))
                 loss = loss + lam * sum(extra.values())
             optimiser.zero_grad()
             loss.backward()

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from hibug_core.errors import check_fields
-from hibug_core.models.zoo.fitting import fit_detector, image_batch
+from hibug_core.models.zoo.fitting import compute_device, fit_detector, image_batch, on_device
 from hibug_core.native_memory import reuse_freed_tensor_memory
 from hibug_core.progress import ProgressCallback, no_progress
 
@@ -138,10 +138,13 @@ def detect(model, images: list, classes: list[str], *, batch_size: int = 64, sco
 def _detect(model, images: list, classes: list[str], batch_size: int, progress: ProgressCallback) -> list[list[dict]]:
     import torch
 
+    device = compute_device()
+    model.to(device)
     found = []
     with torch.no_grad():
         for start in range(0, len(images), batch_size):
-            for output in model(list(image_batch(images[start:start + batch_size]))):
+            for output in model(on_device(image_batch(images[start:start + batch_size]), None, device)[0]):
+                output = {k: v.cpu() for k, v in output.items()}
                 boxes = output["boxes"].numpy().astype(float)
                 found.append([{"category": classes[int(label) - 1],
                                "bbox": [round(b[0], 2), round(b[1], 2), round(b[2] - b[0], 2), round(b[3] - b[1], 2)],

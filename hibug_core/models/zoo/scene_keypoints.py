@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from hibug_core.errors import check_fields
-from hibug_core.models.zoo.fitting import fit_detector, image_batch
+from hibug_core.models.zoo.fitting import compute_device, fit_detector, image_batch, on_device
 from hibug_core.models.zoo.scene_fcos import pyramid_backbone
 from hibug_core.native_memory import reuse_freed_tensor_memory
 from hibug_core.progress import ProgressCallback, no_progress
@@ -76,8 +76,16 @@ def _targets(people_by_image: list, classes: list[str]) -> list[dict]:
         corners[:, 2:] += corners[:, :2]
         targets.append({"boxes": corners, "labels": torch.tensor([classes.index(n) + 1 for n in names],
                                                                   dtype=torch.int64),
-                        "keypoints": torch.tensor(np.asarray(points, dtype=np.float32).reshape(len(names), -1, 3))})
+                        "keypoints": torch.tensor(_keypoint_rows(points, len(names)))})
     return targets
+
+
+def _keypoint_rows(points, people: int) -> np.ndarray:
+    """(people, k, 3) float32; an image with nobody in it keeps its keypoint count where its empty array states it."""
+    points = np.asarray(points, dtype=np.float32)
+    if people:
+        return points.reshape(people, -1, 3)
+    return points.reshape(0, points.shape[-2] if points.ndim == 3 else 0, 3)
 
 
 def train_keypoint_model(images: list, people_by_image: list, classes: list[str], keypoints: int,
@@ -107,11 +115,13 @@ def detect_people(model, images: list, classes: list[str], *, batch_size: int = 
     predicted point counts as visible, as COCO's results format has it)."""
     import torch
 
-    model.eval()
+    device = compute_device()
+    model.to(device).eval()
     found = []
     with torch.no_grad():
         for start in range(0, len(images), batch_size):
-            for output in model(list(image_batch(images[start:start + batch_size]))):
+            for output in model(on_device(image_batch(images[start:start + batch_size]), None, device)[0]):
+                output = {k: v.cpu() for k, v in output.items()}
                 boxes = output["boxes"].numpy().astype(float)
                 points = output["keypoints"].numpy().astype(float)
                 found.append([{"category": classes[int(label) - 1],
@@ -124,12 +134,16 @@ def detect_people(model, images: list, classes: list[str], *, batch_size: int = 
     return found
 
 
-def save_keypoint_model(path: Path, model, classes: list[str], keypoints: int, config: KeypointModelConfig) -> None:
+def save_keypoint_model(path: Path, model, classes: list[str], keypoints: int, config: KeypointModelConfig,
+                        fingerprint: str | None = None, *, half: bool = False) -> None:
+    """The weights (in half precision where asked: a shipped asset stays small), with what they were trained on
+    where given."""
     import torch
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"state_dict": model.state_dict(), "classes": classes, "keypoints": keypoints,
-                "config": asdict(config)}, path)
+    state = {k: v.half() if half and v.is_floating_point() else v for k, v in model.state_dict().items()}
+    torch.save({"state_dict": state, "classes": classes, "keypoints": keypoints, "config": asdict(config),
+                **({"training_fingerprint": fingerprint} if fingerprint else {})}, path)
 
 
 def load_keypoint_model(path: Path):
@@ -139,7 +153,25 @@ def load_keypoint_model(path: Path):
     stored = torch.load(path, map_location="cpu", weights_only=True)
     classes, keypoints = list(stored["classes"]), int(stored["keypoints"])
     config = KeypointModelConfig(**stored["config"])
+    return _network(stored, classes, keypoints, config), classes, keypoints, config
+
+
+def load_trained_keypoint_model(path: Path, classes: list[str], keypoints: int, config: KeypointModelConfig,
+                                fingerprint: str):
+    """The stored model if it was trained on exactly this data and settings (its fingerprint), else None."""
+    import torch
+
+    if not Path(path).exists():
+        return None
+    stored = torch.load(path, map_location="cpu", weights_only=True)
+    if (stored.get("classes") != classes or stored.get("keypoints") != keypoints
+            or stored.get("config") != asdict(config) or stored.get("training_fingerprint") != fingerprint):
+        return None
+    return _network(stored, classes, keypoints, config)
+
+
+def _network(stored: dict, classes: list[str], keypoints: int, config: KeypointModelConfig):
     model = build_keypoint_model(classes, keypoints, config)
-    model.load_state_dict(stored["state_dict"])
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in stored["state_dict"].items()})
     model.eval()
-    return model, classes, keypoints, config
+    return model

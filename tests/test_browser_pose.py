@@ -1,0 +1,78 @@
+"""The pose demo in real headless Chromium: the Overview's keypoint evaluation (the AP if each error type were fixed),
+then a planted pose slice found among the top ranked error slices with its keypoint error mix, opened, and its people
+shown with their skeletons drawn (checked in the pixels the browser shows)."""
+from __future__ import annotations
+
+import io
+import re
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from browser_support import ARTIFACTS, idle, serve, shot
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+PLANTED = ("facing = back", "pose = lying", "body orientation = lying", "shirt colour = black & pose = arms raised",
+           "object size = small")  # the demo's planted slices, as the slice table names them
+
+
+@pytest.fixture(scope="module")
+def pose_server(pose_demo):
+    yield from serve(pose_demo)
+
+
+def test_find_a_planted_pose_slice_with_its_error_mix_and_see_its_skeletons(browser, pose_server, pose_demo):
+    from hibug_core.slices.report import error_slices
+    from hibug_core.store.project import Project
+
+    with Project.open(pose_demo, read_only=True) as project:  # where the page ranks the planted slices
+        ranked = error_slices(project)
+    descriptions = ranked.slices["description"].tolist()
+    row = next(rank for rank, d in enumerate(descriptions[:5]) if d in PLANTED)  # one is in the top 5
+    planted = descriptions[row]
+    mix = ranked.slices["reason"].iat[row]
+    assert "its failures: " in mix
+
+    page = browser.new_page(viewport={"width": 1500, "height": 1600})
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(pose_server)
+    page.get_by_text("COCO evaluation").first.wait_for(timeout=90_000)
+    page.get_by_text("Keypoint AP if each error type were fixed").first.wait_for(timeout=60_000)
+    shot(page, "pose-1-overview")
+
+    page.goto(f"{pose_server}/Error_slices")
+    page.get_by_text("error slices (score below").first.wait_for(timeout=90_000)
+    idle(page)
+    grid = page.get_by_test_id("stDataFrame").first
+    grid.locator("canvas").first.wait_for()
+    area = grid.bounding_box()
+    y = area["y"] + 35 + 35 * row + 17  # header, then 35-pixel rows
+    page.mouse.move(area["x"] + 12, y)
+    page.mouse.click(area["x"] + 12, y)  # the row marker of the planted slice
+    page.wait_for_url(re.compile(r"slice="), timeout=30_000)
+    page.get_by_role("heading", name=planted).wait_for(timeout=60_000)
+    page.get_by_text("its failures: " + mix.split("its failures: ")[1].split(",")[0]).first.wait_for(timeout=60_000)
+    page.get_by_text("Its failures by error type").first.wait_for(timeout=60_000)
+    image = page.locator("[data-testid='stImage'] img").first
+    image.wait_for(timeout=60_000)
+    image.scroll_into_view_if_needed()
+    page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle(), timeout=30_000)
+    idle(page)
+    shot(page, "pose-2-planted-slice")
+    raw = image.screenshot()
+    (ARTIFACTS / "pose-first-person.png").write_bytes(raw)
+    pixels = np.asarray(Image.open(io.BytesIO(raw)).convert("RGB")).astype(int)
+    red, green, blue = pixels[..., 0], pixels[..., 1], pixels[..., 2]
+    # The true skeleton's blue (37, 99, 235): the figures' blue shirts (30, 60, 190) have less green and less blue.
+    true_skeleton = ((blue > 225) & (red < 70) & (green >= 85) & (green <= 115)).sum()
+    assert true_skeleton > 40, "the true skeleton is not drawn over the person"
+    # Predicted joints coloured by their keypoint type: good green (22, 163, 74), jitter yellow (234, 179, 8),
+    # inversion purple (147, 51, 234), swap orange (249, 115, 22), miss red (220, 38, 38); the figures' own colours
+    # are none of these.
+    typed = [((red - r) ** 2 + (green - g) ** 2 + (blue - b) ** 2 < 20 ** 2).sum() for r, g, b in
+             ((22, 163, 74), (234, 179, 8), (147, 51, 234), (249, 115, 22), (220, 38, 38))]
+    assert sum(typed) > 20, f"no predicted joint coloured by its type: {typed}"
+    assert errors == [], errors
+    page.close()
