@@ -81,8 +81,9 @@ def main() -> None:
             differences.append({"method": method, "vs random": row.comparison,
                                 "difference": f"{row.difference * 100:+.1f} points [{row.low * 100:+.1f}, "
                                               f"{row.high * 100:+.1f}]", "seeds won": row.won})
-    print("\nPaired difference against random (95% t-interval over seeds):\n")
-    print(markdown_table(pd.DataFrame(differences)))
+    if differences:
+        print("\nPaired difference against random (95% t-interval over seeds):\n")
+        print(markdown_table(pd.DataFrame(differences)))
     print(f"\n{len(runs)} fine-tuned models in {time.perf_counter() - started:.0f} s; "
           f"{np.mean(runs['new_images']):.0f} new images on average")
 

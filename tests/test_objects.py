@@ -259,6 +259,9 @@ def test_coco_import_makes_one_sample_per_object_and_per_false_positive(tmp_path
 BAD_RECORDS = [
     ("annotations", 0, "bbox", [10, 10, -4, 5], "annotations[0], field 'bbox': width and height must be positive"),
     ("annotations", 1, "bbox", [1, 2, 3], "annotations[1], field 'bbox': must be [x, y, width, height]"),
+    ("annotations", 1, "bbox", [1, 2, 10 ** 400, 3], "annotations[1], field 'bbox': must be [x, y, width, height]"),
+    ("annotations", 1, "bbox", [1, 2, True, 3], "annotations[1], field 'bbox': must be [x, y, width, height]"),
+    ("annotations", 0, "area", 10 ** 400, "annotations[0], field 'area'"),
     ("annotations", 0, "image_id", 99, "annotations[0], field 'image_id': 99 is not the id of an image"),
     ("annotations", 2, "category_id", 5, "annotations[2], field 'category_id': 5 is not the id of a category"),
     ("annotations", 1, "iscrowd", 2, "annotations[1], field 'iscrowd': must be 0 or 1"),
@@ -284,6 +287,7 @@ def test_every_bad_ground_truth_record_is_named_and_nothing_is_imported(tmp_path
 
 BAD_RESULTS = [
     (0, "score", "high", "results[0], field 'score': must be a number"),
+    (0, "score", 10 ** 400, "results[0], field 'score': must be a number"),
     (3, "bbox", None, "results[3], field 'bbox': must be [x, y, width, height]"),
     (2, "image_id", 7, "results[2], field 'image_id': 7 is not the id of an image in instances.json"),
     (6, "category_id", "dog", "results[6], field 'category_id': 'dog' is not the id of a category"),

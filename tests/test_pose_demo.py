@@ -169,3 +169,21 @@ def test_cli_builds_the_pose_demo_from_the_shipped_model(pose_demo_build):
     folder, run = pose_demo_build
     assert "demo project ready" in run.stdout and (folder / "hibug.sqlite").exists()
     assert "training the demo keypoint model" not in run.stderr  # the shipped model was used
+
+
+def test_the_pose_benchmark_scores_a_slice_by_what_any_tag_source_calls_a_planted_condition():
+    import pandas as pd
+
+    from hibug_core.bench.pose import score, summary
+
+    slices = pd.DataFrame({"definition": [(("facing", "back"),), (("dominant colour", "black"), ("pose", "arms raised")),
+                                          (("body orientation", "lying"),), (("object size", "medium"),)]})
+    rows, precision = score(slices, PoseDemoConfig().planted_bugs(), top_n=4)
+    found = {row["slice"]: (row["find_attr"], row["find_tag"], row["rank"]) for row in rows}
+    assert found == {"pose = lying": (True, True, 3), "facing = back": (True, True, 1),
+                     "shirt colour = black & pose = arms raised": (True, True, 2),
+                     "object size = small": (True, False, None)}
+    assert precision == 0.75
+    table = summary(pd.DataFrame([{"problem": "demo", "tagger": "truth", **row, "precision@10": precision}
+                                  for row in rows]))
+    assert table.loc["truth", "find_tag"] == 0.75 and table.loc["truth", "bugs"] == 4

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.attributes.measured import measured_attributes
+from hibug_core.attributes.schema import AttributeSchema
 from hibug_core.demo.figures import POSES, SHIRT_COLOURS
 from hibug_core.demo.pose import MODEL_NAME, PoseDemoConfig, build_pose_demo, pose_attribute_schema
 from hibug_core.objects.geometry import geometry_attributes
@@ -85,8 +86,8 @@ def run_problem(folder: Path, problem: PoseProblem, *, top_n: int = 10,
     project = build_pose_demo(folder, problem.demo, progress=progress)
     try:
         schema = pose_attribute_schema()
-        save_schema(project, replace(schema, attributes=(*schema.attributes, *measured_attributes())),
-                    author="benchmark")
+        save_schema(project, AttributeSchema(attributes=(*schema.attributes, *measured_attributes()),
+                                             task=schema.task), author="benchmark")
         tag_project(project, views=task_of(project).views, attributes=["dominant colour"], progress=progress)
         ap = project.object_evaluation(MODEL_NAME, "val")["summary"]["AP"]
         rows = []

@@ -95,7 +95,7 @@ class PoseDemoConfig:
                        f"figures in {self.pair_colour} with {self.pair_pose}: {PAIR_BUGS[self.pair_bug]} in training "
                        f"(but {self.keep_pair:.0%}); other {self.pair_colour} figures and other {self.pair_pose} are "
                        "annotated right"),
-            PlantedBug("small figures (jitter)", {"object size": "small"},
+            PlantedBug("small figures", {"object size": "small"},
                        f"small figures are {self.train_small:.0%} of training people (elsewhere "
                        f"{self.scenes.small_share:.0%})"),
         ]

@@ -77,12 +77,30 @@ def _integer(value) -> bool:
 
 
 def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number (not a yes/no); an int too large for a float is none (JSON allows any length)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _numbers(values: list) -> bool:
+    """Every value a finite number (not a yes/no): JSON's plain ints and floats with a finite sum in one pass (a
+    keypoint list has dozens), else each value checked."""
+    if all(type(v) is float or type(v) is int for v in values):
+        try:
+            if math.isfinite(sum(values)):
+                return True
+        except OverflowError:  # ints too large for a float
+            pass
+    return all(_number(v) for v in values)
 
 
 def _check_box(record: dict, index: int, unit: str, issues: Issues, *, positive: bool) -> list[float] | None:
     box = record.get("bbox")
-    if not isinstance(box, list) or len(box) != 4 or not all(_number(v) for v in box):
+    if not isinstance(box, list) or len(box) != 4 or not _numbers(box):
         issues.add(index, "bbox", f"must be [x, y, width, height], four numbers in pixels; found {_short(box)}",
                    unit=unit)
         return None
@@ -99,11 +117,11 @@ def _check_keypoints(record: dict, index: int, unit: str, names: list[str], issu
     if points is None:
         return None
     expected = 3 * len(names)
-    if not isinstance(points, list) or len(points) != expected or not all(_number(v) for v in points):
+    if not isinstance(points, list) or len(points) != expected or not _numbers(points):
         issues.add(index, "keypoints", f"must be {expected} numbers (x, y, v for each of {len(names)} keypoints); "
                                        f"found {_short(points)}", unit=unit)
         return None
-    if visibility and any(points[i] not in (0, 1, 2) for i in range(2, expected, 3)):
+    if visibility and not set(points[2::3]) <= {0, 1, 2}:
         issues.add(index, "keypoints", "every third number is a visibility flag: 0, 1 or 2", unit=unit)
         return None
     return [float(v) for v in points]
