@@ -56,8 +56,8 @@ class PoseDemoConfig:
     pair_colour: str = "black"  # bug 3, a conjunction: figures in this shirt colour with this pose are annotated
     pair_pose: str = "arms raised"  # wrongly in training (pair_bug)...
     pair_bug: str = "missing"  # "missing": left unannotated; "arms lowered": elbows and wrists mirrored about the
-    # shoulders' line (as if the arms hung down). A red pair did not show with either (val OKS 0.62-0.68 against 0.62
-    # for the other raised arms): the small network seems to tell colours by lightness more than by hue, hence black.
+    # shoulders' line (as if the arms hung down). The shipped network learns neither: this black pair scores as other
+    # raised arms do on val (OKS 0.61 against 0.64), and a red pair did not show either way (README, "The pose demo").
     keep_pair: float = 0.05  # ...but for this share
     scenes: FigureSceneConfig = field(default_factory=FigureSceneConfig)
     model: KeypointModelConfig = field(default_factory=lambda: KeypointModelConfig(
