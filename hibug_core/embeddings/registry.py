@@ -63,12 +63,6 @@ def _model_features(argument: str, *, spec: str, key: str, device: str | None) -
                          "from the project; they cannot be computed as an encoder's")
 
 
-def check_encoder(spec: str) -> str:
-    """The spec stripped, or UnknownChoice naming the encoders there are (nothing is loaded)."""
-    ENCODERS.get(spec)
-    return spec.strip()
-
-
 def encoder_key(spec: str) -> str:
     """A file-safe cache key: readable prefix plus a short hash of the whole name."""
     readable = re.sub(r"[^A-Za-z0-9_.-]+", "-", spec)[:48].strip("-")

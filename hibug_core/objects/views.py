@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from hibug_core.objects.crops import crop_region
@@ -59,7 +58,3 @@ def crops_of(views: pd.DataFrame) -> list | None:
     """The crop regions of views in order (None where a view is a whole image), or None when nothing is cropped."""
     crops = views["crop"].tolist() if "crop" in views else []
     return crops if any(c is not None for c in crops) else None
-
-
-def has_boxes(objects: pd.DataFrame) -> bool:
-    return not objects.empty and bool(np.isfinite(objects["box_x"].to_numpy(float)).any())
