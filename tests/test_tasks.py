@@ -48,7 +48,8 @@ def _classification(request, tmp_path: Path) -> Case:
     project = Project.open(folder)
     return Case(project, "shape-cnn", 3866, ("image", "images"), {"brightness", "dominant colour"}, "color = blue",
                 0.05, 69, RepairConfig(retrain=RetrainConfig(method="linear head", lam=1.0), record_models=False),
-                training=1378, held_out=888, before=790 / 888, after=821 / 888, new_samples=69)
+                training=1378, held_out=888, before=790 / 888, after=821 / 888, new_samples=69,
+                tolerance=0.005)  # the retrained head's outcome to a point: CPU kernels differ by machine (820 seen)
 
 
 def _detection(request, tmp_path: Path) -> Case:
@@ -77,15 +78,27 @@ def _detection(request, tmp_path: Path) -> Case:
 
 
 def _pose(request, tmp_path: Path) -> Case:
-    from pose_support import build_pose_project
+    import json
 
-    project = build_pose_project(tmp_path)
+    from hibug_core.models.recorded import RecordedModel, record_model
+
+    folder = tmp_path / "pose"
+    shutil.copytree(request.getfixturevalue("pose_demo"), folder)
+    project = Project.open(folder)
+    # Retraining starts from what the keypoint model learnt on: here its first 100 training scenes, to keep it small.
+    trained = json.loads((folder / "data" / "train_annotations.json").read_text())
+    kept = {image["id"] for image in trained["images"][:100]}
+    (folder / "data" / "train_small.json").write_text(json.dumps({
+        **trained, "images": trained["images"][:100],
+        "annotations": [a for a in trained["annotations"] if a["image_id"] in kept]}))
+    record_model(project, RecordedModel("figure-keypoints", "scene-keypoints:models/figure-keypoints.pt",
+                                        training="data/train_small.json"))
     tune = RepairConfig(retrain=RetrainConfig(lam=1.0, fine_tune=TuneConfig(epochs=1)))
-    # The keypoint model is trained here from its seed: its outcome after fine-tuning is pinned to a point.
-    return Case(project, "people", 329, ("person", "people"),
+    # As for detection, the fine-tuned model's outcome is pinned to a point (CPU kernels differ by machine).
+    return Case(project, "figure-keypoints", 7045, ("person", "people"),
                 {"object size", "is truncated", "occlusion", "body orientation", "facing", "is crossing limbs"},
-                "object aspect ratio = wide", 3, 3, tune, training=32, held_out=38, before=29 / 38, after=30 / 38,
-                new_samples=3, tolerance=0.03, extra={"AP before": 0.26414072251174})
+                "facing = back", 12, 12, tune, training=1200, held_out=785, before=468 / 785,
+                after=486 / 785, new_samples=12, tolerance=0.02, extra={"AP before": 0.35552863591446476})
 
 
 CASES = {"classification": _classification, "detection": _detection, "pose": _pose}
