@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -95,3 +96,28 @@ def shot(page, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
     assert page.locator("[data-testid='stException']").count() == 0, f"exception on {name}"
+
+
+def open_slice_row(page, url: str, row: int, heading: str) -> None:
+    """Open the Error slices page of the dashboard at `url`, choose the slice table's `row` by its row marker and wait
+    for the chosen slice's heading."""
+    page.goto(f"{url}/Error_slices")
+    page.get_by_text("error slices (score below").first.wait_for(timeout=90_000)
+    idle(page)
+    grid = page.get_by_test_id("stDataFrame").first
+    grid.locator("canvas").first.wait_for()
+    area = grid.bounding_box()
+    y = area["y"] + 35 + 35 * row + 17  # header, then 35-pixel rows
+    page.mouse.move(area["x"] + 12, y)
+    page.mouse.click(area["x"] + 12, y)
+    page.wait_for_url(re.compile(r"slice="), timeout=30_000)
+    page.get_by_role("heading", name=heading).wait_for(timeout=60_000)
+
+
+def first_picture(page):
+    """The page's first picture (a grid's), in view and loaded."""
+    image = page.locator("[data-testid='stImage'] img").first
+    image.wait_for(timeout=60_000)
+    image.scroll_into_view_if_needed()
+    page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle(), timeout=30_000)
+    return image

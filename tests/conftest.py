@@ -58,18 +58,23 @@ def demo_copy(demo_project, tmp_path) -> Path:
     return folder
 
 
-@pytest.fixture(scope="session")
-def detection_demo_build(tmp_path_factory):
-    """(folder, the finished process): the detection demo built once per test session by the command a user runs,
-    `hibug demo --task detection --build-only`, from the shipped detector."""
+def _demo_built_by_the_cli(tmp_path_factory, task: str, folder_name: str):
+    """(folder, the finished process): a demo built by the command a user runs, `hibug demo --task TASK
+    --build-only`, from its shipped model."""
     import subprocess
     import sys
 
-    folder = tmp_path_factory.mktemp("detection") / "hibug-detection-demo"
-    run = subprocess.run([sys.executable, "-m", "hibug_core.cli", "demo", "--task", "detection", "--build-only",
+    folder = tmp_path_factory.mktemp(task) / folder_name
+    run = subprocess.run([sys.executable, "-m", "hibug_core.cli", "demo", "--task", task, "--build-only",
                           "--dir", str(folder)], capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     return folder, run
+
+
+@pytest.fixture(scope="session")
+def detection_demo_build(tmp_path_factory):
+    """The detection demo built once per test session by the command, from the shipped detector."""
+    return _demo_built_by_the_cli(tmp_path_factory, "detection", "hibug-detection-demo")
 
 
 @pytest.fixture(scope="session")
@@ -80,16 +85,8 @@ def detection_demo(detection_demo_build) -> Path:
 
 @pytest.fixture(scope="session")
 def pose_demo_build(tmp_path_factory):
-    """(folder, the finished process): the pose demo built once per test session by the command a user runs,
-    `hibug demo --task pose --build-only`, from the shipped keypoint model."""
-    import subprocess
-    import sys
-
-    folder = tmp_path_factory.mktemp("pose") / "hibug-pose-demo"
-    run = subprocess.run([sys.executable, "-m", "hibug_core.cli", "demo", "--task", "pose", "--build-only",
-                          "--dir", str(folder)], capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return folder, run
+    """The pose demo built once per test session by the command, from the shipped keypoint model."""
+    return _demo_built_by_the_cli(tmp_path_factory, "pose", "hibug-pose-demo")
 
 
 @pytest.fixture(scope="session")

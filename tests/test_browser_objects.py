@@ -4,13 +4,12 @@ objects shown as crops with their true boxes drawn (checked in the pixels the br
 from __future__ import annotations
 
 import io
-import re
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from browser_support import ARTIFACTS, idle, serve, shot
+from browser_support import ARTIFACTS, first_picture, idle, open_slice_row, serve, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 PLANTED = "color = green & class = triangle"
@@ -39,22 +38,9 @@ def test_find_the_planted_object_slice_and_see_its_boxes(browser, objects_server
     page.get_by_text("Errors by type").first.wait_for()
     shot(page, "objects-1-overview")
 
-    page.goto(f"{objects_server}/Error_slices")
-    page.get_by_text("error slices (score below").first.wait_for(timeout=90_000)
-    idle(page)
-    grid = page.get_by_test_id("stDataFrame").first
-    grid.locator("canvas").first.wait_for()
-    area = grid.bounding_box()
-    y = area["y"] + 35 + 35 * row + 17  # header, then 35-pixel rows
-    page.mouse.move(area["x"] + 12, y)
-    page.mouse.click(area["x"] + 12, y)  # the row marker of the planted slice
-    page.wait_for_url(re.compile(r"slice="), timeout=30_000)
-    page.get_by_role("heading", name=PLANTED).wait_for(timeout=60_000)
+    open_slice_row(page, objects_server, row, PLANTED)
     page.get_by_text("Its failures by error type").first.wait_for(timeout=60_000)
-    image = page.locator("[data-testid='stImage'] img").first
-    image.wait_for(timeout=60_000)
-    image.scroll_into_view_if_needed()
-    page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle(), timeout=30_000)
+    image = first_picture(page)
     idle(page)
     shot(page, "objects-2-planted-slice")
     raw = image.screenshot()

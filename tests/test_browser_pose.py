@@ -4,13 +4,12 @@ shown with their skeletons drawn (checked in the pixels the browser shows)."""
 from __future__ import annotations
 
 import io
-import re
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from browser_support import ARTIFACTS, idle, serve, shot
+from browser_support import ARTIFACTS, first_picture, idle, open_slice_row, serve, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 PLANTED = ("facing = back", "pose = lying", "body orientation = lying", "shirt colour = black & pose = arms raised",
@@ -43,23 +42,10 @@ def test_find_a_planted_pose_slice_with_its_error_mix_and_see_its_skeletons(brow
     page.get_by_text("Keypoint AP if each error type were fixed").first.wait_for(timeout=60_000)
     shot(page, "pose-1-overview")
 
-    page.goto(f"{pose_server}/Error_slices")
-    page.get_by_text("error slices (score below").first.wait_for(timeout=90_000)
-    idle(page)
-    grid = page.get_by_test_id("stDataFrame").first
-    grid.locator("canvas").first.wait_for()
-    area = grid.bounding_box()
-    y = area["y"] + 35 + 35 * row + 17  # header, then 35-pixel rows
-    page.mouse.move(area["x"] + 12, y)
-    page.mouse.click(area["x"] + 12, y)  # the row marker of the planted slice
-    page.wait_for_url(re.compile(r"slice="), timeout=30_000)
-    page.get_by_role("heading", name=planted).wait_for(timeout=60_000)
+    open_slice_row(page, pose_server, row, planted)
     page.get_by_text("its failures: " + mix.split("its failures: ")[1].split(",")[0]).first.wait_for(timeout=60_000)
     page.get_by_text("Its failures by error type").first.wait_for(timeout=60_000)
-    image = page.locator("[data-testid='stImage'] img").first
-    image.wait_for(timeout=60_000)
-    image.scroll_into_view_if_needed()
-    page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle(), timeout=30_000)
+    image = first_picture(page)
     idle(page)
     shot(page, "pose-2-planted-slice")
     raw = image.screenshot()

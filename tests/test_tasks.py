@@ -52,22 +52,27 @@ def _classification(request, tmp_path: Path) -> Case:
                 tolerance=0.005)  # the retrained head's outcome to a point: CPU kernels differ by machine (820 seen)
 
 
-def _detection(request, tmp_path: Path) -> Case:
+def _demo_trained_on_fewer(demo: Path, folder: Path, model: str, family: str, scenes: int) -> Project:
+    """A copy of an object demo whose recorded model retrains on only its first `scenes` training scenes."""
     import json
 
     from hibug_core.models.recorded import RecordedModel, record_model
 
-    folder = tmp_path / "detection"
-    shutil.copytree(request.getfixturevalue("detection_demo"), folder)
+    shutil.copytree(demo, folder)
     project = Project.open(folder)
-    # Retraining starts from what the detector learnt on: here its first 200 training scenes, to keep the round small.
     trained = json.loads((folder / "data" / "train_annotations.json").read_text())
-    kept = {image["id"] for image in trained["images"][:200]}
+    kept = {image["id"] for image in trained["images"][:scenes]}
     (folder / "data" / "train_small.json").write_text(json.dumps({
-        **trained, "images": trained["images"][:200],
+        **trained, "images": trained["images"][:scenes],
         "annotations": [a for a in trained["annotations"] if a["image_id"] in kept]}))
-    record_model(project, RecordedModel("shape-fcos", "scene-fcos:models/shape-fcos.pt",
-                                        training="data/train_small.json"))
+    record_model(project, RecordedModel(model, f"{family}:models/{model}.pt", training="data/train_small.json"))
+    return project
+
+
+def _detection(request, tmp_path: Path) -> Case:
+    # Retraining starts from what the detector learnt on: here its first 200 training scenes, to keep the round small.
+    project = _demo_trained_on_fewer(request.getfixturevalue("detection_demo"), tmp_path / "detection",
+                                     "shape-fcos", "scene-fcos", 200)
     # The fine-tuned detector's outcome is pinned to a point: torch's CPU kernels may differ in the last bits by
     # machine.
     tune = RepairConfig(retrain=RetrainConfig(lam=1.0, fine_tune=TuneConfig(epochs=1)))
@@ -78,21 +83,9 @@ def _detection(request, tmp_path: Path) -> Case:
 
 
 def _pose(request, tmp_path: Path) -> Case:
-    import json
-
-    from hibug_core.models.recorded import RecordedModel, record_model
-
-    folder = tmp_path / "pose"
-    shutil.copytree(request.getfixturevalue("pose_demo"), folder)
-    project = Project.open(folder)
     # Retraining starts from what the keypoint model learnt on: here its first 100 training scenes, to keep it small.
-    trained = json.loads((folder / "data" / "train_annotations.json").read_text())
-    kept = {image["id"] for image in trained["images"][:100]}
-    (folder / "data" / "train_small.json").write_text(json.dumps({
-        **trained, "images": trained["images"][:100],
-        "annotations": [a for a in trained["annotations"] if a["image_id"] in kept]}))
-    record_model(project, RecordedModel("figure-keypoints", "scene-keypoints:models/figure-keypoints.pt",
-                                        training="data/train_small.json"))
+    project = _demo_trained_on_fewer(request.getfixturevalue("pose_demo"), tmp_path / "pose", "figure-keypoints",
+                                     "scene-keypoints", 100)
     tune = RepairConfig(retrain=RetrainConfig(lam=1.0, fine_tune=TuneConfig(epochs=1)))
     # As for detection, the fine-tuned model's outcome is pinned to a point (CPU kernels differ by machine).
     return Case(project, "figure-keypoints", 7045, ("person", "people"),

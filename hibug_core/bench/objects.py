@@ -149,13 +149,19 @@ def run_object_benchmark(folder: str | Path, config: ObjectBenchConfig = ObjectB
 
 def summary(rows: pd.DataFrame, top_n: int = 10) -> pd.DataFrame:
     """Find Attr, Find Tag (share of planted bugs) and mean Precision@top_n per tagger, and per kind of bug."""
+    kinds = rows.assign(what=np.where(rows["conjunction"], "conjunction ", "single ") + rows["kind"])
+    return finding_table(kinds, "what", top_n)
+
+
+def finding_table(rows: pd.DataFrame, group: str, top_n: int = 10) -> pd.DataFrame:
+    """Per tagger: Find Attr, Find Tag (share of planted bugs), mean Precision@top_n over problems, the bugs counted,
+    and Find Tag per value of the rows' `group` column."""
     column = f"precision@{top_n}"
     per_problem = rows.drop_duplicates(["problem", "tagger"]).groupby("tagger")[column].mean()
     table = rows.groupby("tagger")[["find_attr", "find_tag"]].mean().join(per_problem)
     table["bugs"] = rows.groupby("tagger").size()
-    kinds = rows.assign(what=np.where(rows["conjunction"], "conjunction ", "single ") + rows["kind"])
-    by_kind = kinds.pivot_table(index="tagger", columns="what", values="find_tag", aggfunc="mean")
-    return table.join(by_kind.add_prefix("find_tag: "))
+    by_group = rows.pivot_table(index="tagger", columns=group, values="find_tag", aggfunc="mean")
+    return table.join(by_group.add_prefix("find_tag: "))
 
 
 def quick(config: ObjectBenchConfig) -> ObjectBenchConfig:

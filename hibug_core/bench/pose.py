@@ -13,6 +13,7 @@ import pandas as pd
 
 from hibug_core.attributes.measured import measured_attributes
 from hibug_core.attributes.schema import AttributeSchema
+from hibug_core.bench.objects import finding_table
 from hibug_core.demo.figures import POSES, SHIRT_COLOURS
 from hibug_core.demo.pose import MODEL_NAME, PoseDemoConfig, build_pose_demo, pose_attribute_schema
 from hibug_core.objects.geometry import geometry_attributes
@@ -114,9 +115,4 @@ def run_pose_benchmark(folder: str | Path, problems: int = 1, *, top_n: int = 10
 
 def summary(rows: pd.DataFrame, top_n: int = 10) -> pd.DataFrame:
     """Find Attr, Find Tag (share of planted bugs) and mean Precision@top_n per tagger, and Find Tag per bug."""
-    column = f"precision@{top_n}"
-    per_problem = rows.drop_duplicates(["problem", "tagger"]).groupby("tagger")[column].mean()
-    table = rows.groupby("tagger")[["find_attr", "find_tag"]].mean().join(per_problem)
-    table["bugs"] = rows.groupby("tagger").size()
-    by_bug = rows.pivot_table(index="tagger", columns="bug", values="find_tag", aggfunc="mean")
-    return table.join(by_bug.add_prefix("find_tag: "))
+    return finding_table(rows, "bug", top_n)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hibug_core.demo.build import DemoConfig, build_demo, ensure_demo
+from hibug_core.demo.build import DemoConfig, build_demo, ensure_demo, open_or_build
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import Registry
 
@@ -19,16 +19,16 @@ def _classification(folder: str | Path, progress: ProgressCallback = no_progress
 
 @DEMOS.register("detection", "scenes of shapes and a detector (FCOS), one sample per object")
 def _detection(folder: str | Path, progress: ProgressCallback = no_progress):
-    from hibug_core.demo.detection import DetectionDemoConfig, ensure_detection_demo
+    from hibug_core.demo.detection import DetectionDemoConfig, build_detection_demo
 
-    return ensure_detection_demo(folder, DetectionDemoConfig(), progress=progress)
+    return open_or_build(folder, lambda where: build_detection_demo(where, DetectionDemoConfig(), progress=progress))
 
 
 @DEMOS.register("pose", "scenes of drawn figures and a keypoint model (Keypoint R-CNN), one sample per person")
 def _pose(folder: str | Path, progress: ProgressCallback = no_progress):
-    from hibug_core.demo.pose import PoseDemoConfig, ensure_pose_demo
+    from hibug_core.demo.pose import PoseDemoConfig, build_pose_demo
 
-    return ensure_pose_demo(folder, PoseDemoConfig(), progress=progress)
+    return open_or_build(folder, lambda where: build_pose_demo(where, PoseDemoConfig(), progress=progress))
 
 
 __all__ = ["DEMOS", "DEMO_FOLDERS", "DemoConfig", "build_demo", "ensure_demo"]

@@ -105,9 +105,7 @@ def _slice_mask(known: list[dict[str, str]], slice_: dict[str, str]) -> np.ndarr
 def build_demo(folder: str | Path, config: DemoConfig = DemoConfig(), *, progress: ProgressCallback = no_progress,
                checkpoint: Path | None = ASSET_CHECKPOINT, save_trained_checkpoint: bool = False) -> Project:
     """Build the demo project in `folder` (which must not exist yet); nothing is left behind on failure."""
-    folder = Path(folder).resolve()
-    if folder.exists() and any(folder.iterdir()):
-        raise ProjectError(f"{folder} exists and is not empty; choose another folder for the demo")
+    folder = new_demo_folder(folder)
     world = load_shape_world(progress)
     images, pixels = world.images, world.pixels
     shapes, colors, sizes = (world.attributes[c].to_numpy() for c in ("shape", "color", "size"))
@@ -172,7 +170,20 @@ def build_demo(folder: str | Path, config: DemoConfig = DemoConfig(), *, progres
 def ensure_demo(folder: str | Path, config: DemoConfig = DemoConfig(), *,
                 progress: ProgressCallback = no_progress) -> Project:
     """Open the demo project in `folder`, building it first if it is not there."""
+    return open_or_build(folder, lambda where: build_demo(where, config, progress=progress))
+
+
+def open_or_build(folder: str | Path, build) -> Project:
+    """The project in `folder`, built first by build(folder) if it is not there (every demo's way to open)."""
     folder = Path(folder)
     if (folder / DB_FILE).exists():
         return Project.open(folder)
-    return build_demo(folder, config, progress=progress)
+    return build(folder)
+
+
+def new_demo_folder(folder: str | Path) -> Path:
+    """`folder` resolved; ProjectError if it holds anything (a demo is built only where nothing is lost)."""
+    folder = Path(folder).resolve()
+    if folder.exists() and any(folder.iterdir()):
+        raise ProjectError(f"{folder} exists and is not empty; choose another folder for the demo")
+    return folder

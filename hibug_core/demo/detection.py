@@ -11,18 +11,17 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.attributes.schema import Attribute, AttributeSchema
-from hibug_core.demo.build import PlantedBug
+from hibug_core.demo.build import PlantedBug, new_demo_folder
 from hibug_core.models.zoo.scene_fcos import (DetectorConfig, detect, load_detector, save_detector, train_detector,
                                       training_fingerprint)
 from hibug_core.demo.scenes import SCENE_COLOURS, SCENE_SHAPES, SceneConfig, render_scenes
 from hibug_core.repair.generators import COLOURS
-from hibug_core.errors import ProjectError
 from hibug_core.models.recorded import POOL_LABELS_META, RecordedModel, record_model
 from hibug_core.objects.geometry import geometry_attributes
 from hibug_core.tasks import load_coco
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.store.attribute_versions import save_schema
-from hibug_core.store.project import DB_FILE, Project
+from hibug_core.store.project import Project
 from hibug_core.store.staging import staged_folder
 
 logger = logging.getLogger(__name__)
@@ -192,9 +191,7 @@ def build_detection_demo(folder: str | Path, config: DetectionDemoConfig = Detec
                          save_trained_checkpoint: bool = False) -> Project:
     """Build the detection demo project in `folder` (which must not exist yet); nothing is left behind on failure."""
     # 1. Check the folder.
-    folder = Path(folder).resolve()
-    if folder.exists() and any(folder.iterdir()):
-        raise ProjectError(f"{folder} exists and is not empty; choose another folder for the demo")
+    folder = new_demo_folder(folder)
     # 2. The scenes of every split (seeded), and the annotations the detector learns from.
     counts = {"train": config.train_scenes, "val": config.val_scenes, "test": config.test_scenes,
               "pool": config.pool_scenes}
@@ -243,12 +240,3 @@ def build_detection_demo(folder: str | Path, config: DetectionDemoConfig = Detec
         project.close()
     logger.info("detection demo built in %s: %s", folder, {s: report[s] for s in counts})
     return Project.open(folder)
-
-
-def ensure_detection_demo(folder: str | Path, config: DetectionDemoConfig = DetectionDemoConfig(), *,
-                          progress: ProgressCallback = no_progress) -> Project:
-    """Open the detection demo in `folder`, building it first if it is not there."""
-    folder = Path(folder)
-    if (folder / DB_FILE).exists():
-        return Project.open(folder)
-    return build_detection_demo(folder, config, progress=progress)

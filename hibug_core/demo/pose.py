@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.attributes.schema import Attribute, AttributeSchema
-from hibug_core.demo.build import PlantedBug
+from hibug_core.demo.build import PlantedBug, new_demo_folder
 from hibug_core.demo.figures import (BACKGROUNDS, FIGURE_KEYPOINTS, FIGURE_LIMBS, FIGURE_SIGMAS, POSES, SHIRT_COLOURS,
                                      FigureSceneConfig, render_figures)
-from hibug_core.errors import ProjectError, check_fields
+from hibug_core.errors import check_fields
 from hibug_core.models.recorded import POOL_LABELS_META, RecordedModel, record_model
 from hibug_core.models.zoo.scene_keypoints import (KeypointModelConfig, detect_people, load_trained_keypoint_model,
                                                    save_keypoint_model, train_keypoint_model)
@@ -24,7 +24,7 @@ from hibug_core.objects.keypoint_errors import mirror_pairs
 from hibug_core.objects.pose_geometry import pose_attributes
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.store.attribute_versions import save_schema
-from hibug_core.store.project import DB_FILE, Project
+from hibug_core.store.project import Project
 from hibug_core.store.staging import staged_folder
 from hibug_core.tasks import load_coco
 
@@ -210,9 +210,7 @@ def build_pose_demo(folder: str | Path, config: PoseDemoConfig = PoseDemoConfig(
                     save_trained_checkpoint: bool = False) -> Project:
     """Build the pose demo project in `folder` (which must not exist yet); nothing is left behind on failure."""
     # 1. Check the folder.
-    folder = Path(folder).resolve()
-    if folder.exists() and any(folder.iterdir()):
-        raise ProjectError(f"{folder} exists and is not empty; choose another folder for the demo")
+    folder = new_demo_folder(folder)
     # 2. The scenes of every split (seeded; training's with its rare poses and sizes), and what the model learns from.
     counts = {"train": config.train_scenes, "val": config.val_scenes, "test": config.test_scenes,
               "pool": config.pool_scenes}
@@ -272,22 +270,10 @@ def _write_split(folder: Path, split: str, images: list, people: pd.DataFrame, m
     if split == "pool":
         truth = folder / "images_pool.json"
         truth.write_text(json.dumps(coco_people(split, images, people.iloc[:0])))
-    model.roi_heads.score_thresh = config.pool_score_floor if split == "pool" else config.model.score_threshold
-    try:
-        found = detect_people(model, images, CLASSES, progress=progress)
-    finally:
-        model.roi_heads.score_thresh = config.model.score_threshold
+    found = detect_people(model, images, CLASSES, progress=progress,
+                          score_floor=config.pool_score_floor if split == "pool" else None)
     results = folder / f"{MODEL_NAME}_{split}.json"
     results.write_text(json.dumps([{"image_id": index + 1, "category_id": 1, "bbox": d["bbox"], "score": d["score"],
                                     "keypoints": d["keypoints"]} for index, found_here in enumerate(found)
                                    for d in found_here]))
     return truth, results
-
-
-def ensure_pose_demo(folder: str | Path, config: PoseDemoConfig = PoseDemoConfig(), *,
-                     progress: ProgressCallback = no_progress) -> Project:
-    """Open the pose demo in `folder`, building it first if it is not there."""
-    folder = Path(folder)
-    if (folder / DB_FILE).exists():
-        return Project.open(folder)
-    return build_pose_demo(folder, config, progress=progress)

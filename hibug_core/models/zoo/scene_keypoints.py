@@ -109,10 +109,22 @@ def train_keypoint_model(images: list, people_by_image: list, classes: list[str]
                         "fine-tuning the keypoint model")
 
 
-def detect_people(model, images: list, classes: list[str], *, batch_size: int = 32,
+def detect_people(model, images: list, classes: list[str], *, batch_size: int = 32, score_floor: float | None = None,
                   progress: ProgressCallback = no_progress) -> list[list[dict]]:
     """Per image, what the model finds as {category, bbox [x, y, w, h], score, keypoints [x, y, v, ...]} (v = 2: a
-    predicted point counts as visible, as COCO's results format has it)."""
+    predicted point counts as visible, as COCO's results format has it); down to `score_floor` where given (else the
+    model's own score threshold)."""
+    kept = model.roi_heads.score_thresh
+    if score_floor is not None:
+        model.roi_heads.score_thresh = score_floor
+    try:
+        return _detect_people(model, images, classes, batch_size, progress)
+    finally:
+        model.roi_heads.score_thresh = kept
+
+
+def _detect_people(model, images: list, classes: list[str], batch_size: int,
+                   progress: ProgressCallback) -> list[list[dict]]:
     import torch
 
     device = compute_device()
