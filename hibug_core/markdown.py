@@ -16,3 +16,8 @@ def plain(value) -> str:
                                                    else m.group(2) + "\\"), text)
     text = re.sub(r"(?i)\b(www)\.", r"\1\\.", text)  # GFM would turn a bare www.… into a link
     return text.replace("\n", "  \n")
+
+
+def cell(value) -> str:
+    """`value` as literal text on one line of Markdown (a table cell, a heading): escaped, its line breaks spaces."""
+    return plain(" ".join(str(value).split()))

@@ -1,4 +1,4 @@
-"""Every operation hibug runs (embed, tag, teach, map, predict, propose, suggest tags, find slices, select, repair,
+"""Every operation hibug runs (embed, tag, teach, map, predict, propose, suggest tags, find slices, compare, check,
 generate, failure search, report): one typed definition each, with its defaults, allowed choices (from the registries) and
 checks. The CLI's options, the pages' forms and the background jobs are built from these, so they cannot drift."""
 from __future__ import annotations
@@ -21,6 +21,7 @@ from hibug_core.repair.loop import DATA_SOURCES, RepairConfig
 from hibug_core.repair.prompts import PROMPT_METHODS
 from hibug_core.repair.retrain import RETRAIN_METHODS, RetrainConfig
 from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, budget_problem, parse_budget
+from hibug_core.slices.compare import CompareConfig
 from hibug_core.slices.report import TAG_SOURCES
 from hibug_core.slices.search import RANKINGS, SliceConfig
 
@@ -270,6 +271,59 @@ class FindSlices(Operation):
                            rank_by=self.rank_by, by_class=self.by_class)
 
 
+class _ComparedSlices(BaseModel):
+    """What two or more models are compared on: the split, the slices (their depth, support, tags) and the test."""
+
+    split: str = Field("val", min_length=1, description="labelled split the models are compared on")
+    depth: int = Field(2, ge=1, le=4, description="most (attribute = tag) pairs per slice (1-4)")
+    support: int = Field(30, ge=1, description="minimum shared samples in a slice compared")
+    attributes: Annotated[list[str] | None, Cli(comma=True)] = Field(
+        None, description="comma-separated attributes to slice by (default: every tagged one)")
+    by_class: bool = Field(SliceConfig.by_class, description="slice by the class too")
+    tags: Annotated[str, OneOf(TAG_SOURCES)] = Field("in force", description="tag source (see `hibug slices --help`)")
+    alpha: float = Field(CompareConfig.alpha, gt=0, lt=1, description="false discovery rate at which a change is "
+                                                                       "significant (Benjamini-Hochberg over the slices)")
+
+    def slice_config(self) -> SliceConfig:
+        return SliceConfig(max_depth=self.depth, min_support=self.support, by_class=self.by_class)
+
+
+class CompareModels(Operation, _ComparedSlices):
+    kind: ClassVar[str] = "compare"
+    summary: ClassVar[str] = ("compare models slice by slice on the samples they share: what got better or worse than "
+                              "the baseline, with a paired test and q-values")
+    models: Annotated[list[str], Cli(comma=True)] = Field(
+        min_length=2, description="comma-separated model names, the baseline first (see `hibug info`)")
+    top: int = Field(20, ge=1, description="slices shown per candidate")
+    output: str | None = Field(None, description="also write the comparison to this .html, .md or .csv file")
+
+    def compare_config(self) -> CompareConfig:
+        return CompareConfig(alpha=self.alpha)
+
+
+class Check(Operation, _ComparedSlices):
+    kind: ClassVar[str] = "check"
+    summary: ClassVar[str] = ("a gate for CI: exit 1 when the candidate model is significantly worse than the baseline "
+                              "by more than --max-drop overall, on a class or on a slice; 0 otherwise; 2 for bad input")
+    baseline: str = Field(min_length=1, description="the model to hold the line (e.g. the main branch's)")
+    candidate: str = Field(min_length=1, description="the model to check (e.g. the pull request's)")
+    max_drop: float = Field(CompareConfig.max_drop, ge=0, le=1, description="a drop of the score (a share: 0.02 is "
+                                                                             "2 points) that is tolerated")
+    min_count: int | None = Field(None, ge=1, description="check slices of at least this many shared samples "
+                                                          "(default: --support)")
+    junit: str | None = Field(None, description="write JUnit XML here: one test case per check")
+    markdown: str | None = Field(None, description="write a Markdown summary here (to post on a pull request)")
+
+    def compare_config(self) -> CompareConfig:
+        return CompareConfig(alpha=self.alpha, max_drop=self.max_drop, min_count=self.min_count)
+
+    @model_validator(mode="after")
+    def _two_models(self):
+        if self.baseline == self.candidate:
+            raise ValueError(f"baseline and candidate are both '{self.baseline}': name two different models")
+        return self
+
+
 # ----- repair ------------------------------------------------------------------------------------------------------
 def _budget(value):
     problem = budget_problem(value)
@@ -426,8 +480,8 @@ class Report(Operation):
 
 
 OPERATIONS: dict[str, type[Operation]] = {op.kind: op for op in (
-    Embed, Tag, Teach, EmbeddingMap, Predict, ProposeAttributes, SuggestTags, FindSlices, Select, Repair, Generate,
-    FailureSearch, Report)}
+    Embed, Tag, Teach, EmbeddingMap, Predict, ProposeAttributes, SuggestTags, FindSlices, CompareModels, Check, Select,
+    Repair, Generate, FailureSearch, Report)}
 
 
 def register_operation(op: type[Operation]) -> None:

@@ -44,3 +44,34 @@ def benjamini_hochberg(p_values: np.ndarray) -> np.ndarray:
     out = np.empty(m)
     out[order] = np.minimum(q, 1.0)
     return out
+
+
+def mcnemar_p_values(first_only: np.ndarray, second_only: np.ndarray) -> np.ndarray:
+    """Two-sided exact McNemar test of paired right/wrong outcomes: `first_only` pairs where only the first model is
+    right, `second_only` where only the second is. Under no difference each discordant pair goes either way with
+    probability 1/2, so p = 2 P(X <= min) for X ~ Binomial(discordant, 1/2), capped at 1 (1 with no discordant pair)."""
+    from scipy.stats import binom
+
+    first_only = np.rint(np.asarray(first_only, dtype=float))
+    second_only = np.rint(np.asarray(second_only, dtype=float))
+    discordant = first_only + second_only
+    with np.errstate(invalid="ignore"):
+        p = np.minimum(1.0, 2 * binom.cdf(np.minimum(first_only, second_only), discordant, 0.5))
+    return np.where(discordant > 0, p, 1.0)
+
+
+def paired_t_p_values(sum_difference: np.ndarray, sum_squared_difference: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Two-sided paired t-test of mean difference 0, from each group's sum of differences, sum of squared
+    differences and size (so an enumeration's per-slice sums are enough). A group whose differences are all equal
+    gets 1 when they are 0 and 0 otherwise; fewer than two pairs, 1."""
+    from scipy.stats import t as student_t
+
+    total, squares, n = (np.asarray(a, dtype=float) for a in (sum_difference, sum_squared_difference, n))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / n
+        variance = np.maximum(squares - n * mean * mean, 0.0) / (n - 1)
+        statistic = mean / np.sqrt(variance / n)
+        p = 2 * student_t.sf(np.abs(statistic), n - 1)
+    constant = variance <= 1e-12 * np.maximum(squares / n, 1e-300)
+    p = np.where(constant, np.where(np.abs(mean) > 1e-12, 0.0, 1.0), p)
+    return np.where(n >= 2, p, 1.0)

@@ -281,39 +281,3 @@ def test_llm_predictions_are_validated_and_checked(demo_with_true_tags):
         server.text_reply = "I think triangles are hard"
         with pytest.raises(TaggingError, match="answer could not be used: the reply is not JSON"):
             predict_with_llm(report, schema, config, classes=["circle", "rectangle", "triangle"])
-
-
-def test_two_models_compared_on_the_same_slices(tmp_path):
-    from PIL import Image
-
-    from hibug_core.tasks import load_manifest
-    from hibug_core.slices.compare import compare_models
-    from hibug_core.store import tag_store
-    from hibug_core.store.project import Project
-
-    Image.new("RGB", (8, 8)).save(tmp_path / "x.png")
-    lines = ["id,image,label,prediction,pred:other,split,attr:color"]
-    for i in range(40):
-        color = "red" if i < 20 else "blue"
-        first = "dog" if i % 4 == 0 or i == 2 else "cat"  # wrong on 11 samples, 6 red and 5 blue
-        other = "dog" if (i < 20 and i % 2 == 0) or i == 0 else "cat"  # wrong on the 10 even red samples
-        lines.append(f"s{i},x.png,cat,{first},{other},val,{color}")
-    (tmp_path / "m.csv").write_text("\n".join(lines) + "\n")
-    project = Project.create_from_manifest(tmp_path / "p", load_manifest(tmp_path / "m.csv"))
-    known = project.known_tags()
-    codes = np.array([[("red", "blue").index(t)] for t in known["color"]], dtype=np.int16)
-    ones = np.ones(codes.shape, np.float32)
-    tag_store.save_run(project, tag_store.TagResult(known.index.to_numpy(), {"color": ("red", "blue")}, codes, ones,
-                                                    ones), method="ground truth")
-    result = compare_models(project, ["model", "other"], config=SliceConfig(max_depth=1, min_support=5),
-                            worst_share=0.5)
-    scores = result.scores.set_index("description")
-    assert scores.loc["color = red", "model"] == 0.7 and scores.loc["color = red", "other"] == 0.5
-    assert scores.loc["color = blue", "other"] == 1.0
-    iou = result.failure_iou.iloc[0]
-    # model fails on 0,2,4,8,...,36 (11); other on 0,2,...,18 (10); both on 0,2,4,8,12,16 (6)
-    assert (iou["failures_a"], iou["failures_b"], iou["both"]) == (11, 10, 6)
-    assert iou["iou"] == pytest.approx(6 / 15)
-    overlap = result.worst_overlap.iloc[0]
-    assert overlap["jaccard"] == 1.0  # both are worst on red
-    assert result.overall == {"model": 0.725, "other": 0.75}

@@ -15,7 +15,7 @@ INDEX = {
     "new": "projects", "import": "projects", "info": "projects", "serve": "projects", "demo": "projects",
     "embed": "tagging", "predict": "tagging", "tag": "tagging", "tags": "tagging", "teach": "tagging",
     "attributes": "attributes",
-    "slices": "slices", "report": "slices", "bench": "slices",
+    "slices": "slices", "report": "slices", "bench": "slices", "compare": "compare", "check": "compare",
     "select": "repair", "repair": "repair", "generate": "repair", "failure-search": "repair",
 }
 

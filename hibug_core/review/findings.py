@@ -11,7 +11,7 @@ import pandas as pd
 
 from hibug_core.errors import HibugError
 from hibug_core.llm.client import image_data_url
-from hibug_core.markdown import plain
+from hibug_core.markdown import cell as _md, plain
 from hibug_core.review.board import comments, reviews
 from hibug_core.store.audit import now
 from hibug_core.tasks import task_of
@@ -57,11 +57,6 @@ def findings(project, report, *, top: int = 20) -> pd.DataFrame:
 
 def report_csv(table: pd.DataFrame) -> bytes:
     return table[COLUMNS].to_csv(index=False).encode()
-
-
-def _md(text) -> str:
-    """Text for one line of Markdown (a table cell, a heading): escaped, on one line."""
-    return plain(text).replace("  \n", " ")
 
 
 def report_markdown(project, report, table: pd.DataFrame) -> str:

@@ -1,52 +1,304 @@
-"""Several models on the same slices: one enumeration, a score per model, overlap of their worst slices and of
-their failure sets."""
+"""Two or more models on the samples they share: every slice's score per model, the change against the baseline (the
+first model) with a paired test (exact McNemar for right/wrong scores, a paired t-test for IoU/OKS scores) and
+Benjamini-Hochberg q-values over the slices compared; the same per class and overall; the samples where two models
+disagree; and between every pair the overlap of their worst slices and of their failures."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 
 import numpy as np
 import pandas as pd
 
+from hibug_core.errors import check_fields
+from hibug_core.slices.redundancy import mark_repeats
 from hibug_core.slices.report import SliceError, enumerated_slices, enumeration_for, tag_frame
-from hibug_core.slices.search import SliceConfig, TagMatrix
+from hibug_core.slices.search import SliceConfig, TagMatrix, parse_definition
+from hibug_core.stats import benjamini_hochberg, mcnemar_p_values, paired_t_p_values
+
+REGRESSION, IMPROVEMENT, UNCHANGED = "regression", "improvement", "no significant change"
+MCNEMAR, PAIRED_T = "exact McNemar", "paired t-test"
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """How changes between models are called and gated."""
+
+    alpha: float = 0.05  # false discovery rate (Benjamini-Hochberg) at which a change is called significant
+    max_drop: float = 0.02  # the gate fails on a significant drop larger than this (a share of the score)
+    min_count: int | None = None  # the gate checks slices with at least this many shared samples (None: the
+    # slice settings' minimum support; smaller slices are not enumerated at all)
+    worst_share: float = 0.1  # each model's worst slices whose overlap is measured
+    right_from: float = 0.5  # a sample is right for a model when its score is at least this (a correct class; an
+    # object found at IoU 0.5)
+    z: float = 1.96  # width of the interval behind confident_change, the order of regressions and improvements
+    grouped: int = 300  # regressions (and improvements) checked for repeats of one another, in order
+
+    def __post_init__(self):
+        check_fields(self, {
+            "alpha": (0 < self.alpha < 1, "in (0, 1)"), "max_drop": (0 <= self.max_drop <= 1, "in [0, 1]"),
+            "min_count": (self.min_count is None or (isinstance(self.min_count, int) and self.min_count >= 1),
+                          "None or a count of 1 or more"),
+            "worst_share": (0 < self.worst_share <= 1, "in (0, 1]"),
+            "right_from": (0 < self.right_from <= 1, "in (0, 1]"), "z": (self.z > 0, "above 0"),
+            "grouped": (isinstance(self.grouped, int) and self.grouped >= 0, "a count of 0 or more")})
 
 
 @dataclass
 class ModelComparison:
-    scores: pd.DataFrame  # one row per enumerated slice: slice_id, description, depth, count, one score column per model
-    worst_overlap: pd.DataFrame  # model pairs: Jaccard overlap of their worst `worst_share` slices
-    failure_iou: pd.DataFrame  # model pairs: intersection over union of the samples each gets wrong
-    overall: dict[str, float]
+    models: list[str]  # the baseline first, then the candidates
+    split: str
+    test: str  # MCNEMAR when every score is right or wrong, else PAIRED_T
+    overall: pd.DataFrame  # per model: n, score, and against the baseline: difference, p_value, change
+    slices: pd.DataFrame  # per candidate and slice: the change against the baseline, regressions first
+    classes: pd.DataFrame  # per candidate and class, the same columns
+    worst_overlap: pd.DataFrame  # per model pair: their worst slices and how many they share (Jaccard)
+    failure_iou: pd.DataFrame  # per model pair: the samples each gets wrong, and their intersection over union
+    evaluation: pd.DataFrame  # the shared samples: label, and per model prediction:<m>, score:<m>
+    tags: TagMatrix  # their tags
+    config: CompareConfig = field(default_factory=CompareConfig)
+    slice_config: SliceConfig = field(default_factory=SliceConfig)
+
+    @property
+    def baseline(self) -> str:
+        return self.models[0]
+
+    @property
+    def candidates(self) -> list[str]:
+        return self.models[1:]
+
+    def against(self, candidate: str | None = None) -> pd.DataFrame:
+        """The slice table of one candidate (default: the first)."""
+        candidate = candidate or self.candidates[0]
+        if candidate not in self.candidates:
+            raise SliceError(f"'{candidate}' is not compared here; candidates: {', '.join(self.candidates)}")
+        return self.slices[self.slices["candidate"] == candidate]
+
+    def definition(self, ref) -> tuple[tuple[str, str], ...]:
+        """A slice by id, description ("color = blue & size = small") or definition."""
+        if isinstance(ref, tuple):
+            return ref
+        hit = self.slices.index[self.slices["slice_id"] == ref]
+        if len(hit):
+            return self.slices.at[hit[0], "definition"]
+        try:
+            return parse_definition(ref)
+        except ValueError:
+            raise SliceError(f"no slice '{ref}' in this comparison") from None
+
+    def right(self, model: str) -> pd.Series:
+        """Whether each shared sample is right for `model` (score at least config.right_from)."""
+        return self.evaluation[f"score:{model}"] >= self.config.right_from
+
+    def disagreements(self, ref, first: str, second: str) -> pd.DataFrame:
+        """The slice's shared samples that exactly one of the two models gets right, with `right` naming which
+        (first's wins, then second's, each with the bigger score gap first)."""
+        try:
+            mask = self.tags.mask(self.definition(ref)) if ref is not None else np.ones(len(self.evaluation), bool)
+        except ValueError as error:
+            raise SliceError(f"slice '{ref}' uses a tag these samples do not have: {error}") from None
+        rows = self.evaluation[mask]
+        a, b = rows[f"score:{first}"] >= self.config.right_from, rows[f"score:{second}"] >= self.config.right_from
+        chosen = rows[a != b].assign(right=np.where(a[a != b], first, second),
+                                     gap=(rows[f"score:{first}"] - rows[f"score:{second}"]).abs()[a != b])
+        order = np.lexsort((-chosen["gap"].to_numpy(), chosen["right"].to_numpy() != first))
+        return chosen.iloc[order].drop(columns="gap")
+
+    def regressions(self, candidate: str | None = None) -> pd.DataFrame:
+        """What fails the gate: the overall score and every slice or class of at least config.min_count shared
+        samples that the candidate makes significantly worse (after Benjamini-Hochberg) by more than max_drop."""
+        return self.checked(candidate).query("failed")
+
+    def checked(self, candidate: str | None = None) -> pd.DataFrame:
+        """Every check of the gate (overall, each class, each slice with enough samples) and whether it failed;
+        `repeats` names the listed slice a slice's change belongs to (slices.redundancy)."""
+        candidate = candidate or self.candidates[0]
+        overall = self.overall[self.overall["model"] == candidate].assign(
+            kind="overall", description="overall", slice_id="overall", q_value=lambda f: f["p_value"])
+        least = self.config.min_count or self.slice_config.min_support
+        parts = [overall.assign(repeats=""), self.classes[self.classes["candidate"] == candidate].assign(
+            kind="class", repeats=""), self.against(candidate).assign(kind="slice")]
+        table = pd.concat([p.rename(columns={"n": "count"}) for p in parts], ignore_index=True)
+        table = table[(table["kind"] == "overall") | (table["count"] >= least)]
+        table["failed"] = ((table["q_value"] <= self.config.alpha) & (table["difference"] < -self.config.max_drop))
+        return table[["kind", "description", "slice_id", "count", "baseline_score", "candidate_score", "difference",
+                      "p_value", "q_value", "repeats", "failed"]].reset_index(drop=True)
 
 
-def compare_models(project, models: list[str], *, split: str = "val", config: SliceConfig = SliceConfig(),
-                   worst_share: float = 0.1, attributes: list[str] | None = None) -> ModelComparison:
+def compare_models(project, models: list[str], *, split: str = "val", slices: SliceConfig = SliceConfig(),
+                   config: CompareConfig = CompareConfig(), attributes: list[str] | None = None,
+                   tags: str = "in force") -> ModelComparison:
+    """Compare `models` (the first is the baseline) on the labelled `split` samples that every one of them predicts,
+    over the tags from `tags` (see slices.report.tag_frame)."""
+    # 1. Check inputs: two or more distinct, known models sharing labelled samples of the split.
     if len(models) < 2:
-        raise SliceError("compare at least two models")
+        raise SliceError("compare at least two models (the first is the baseline)")
+    twice = sorted({m for m in models if models.count(m) > 1})
+    if twice:
+        raise SliceError(f"model(s) named more than once: {', '.join(twice)}")
+    known = project.models()
+    unknown = [m for m in models if m not in known]
+    if unknown:
+        raise SliceError(f"no model {', '.join(repr(m) for m in unknown)} in this project; known: "
+                         f"{', '.join(known) or 'none yet'}")
     frames = {m: project.samples(m) for m in models}
     base = frames[models[0]]
-    rows = base.index[(base["split"] == split) & base["label"].notna()]
+    in_split = (base["split"] == split) & base["label"].notna()
+    evaluated = {m: int((in_split & frames[m]["prediction"].notna()).sum()) for m in models}
+    shared = in_split.to_numpy().copy()
     for model in models:
-        rows = rows[frames[model].loc[rows, "prediction"].notna().to_numpy()]
+        shared &= frames[model]["prediction"].notna().to_numpy()
+    rows = base.index[shared]
     if len(rows) == 0:
         raise SliceError(f"no labelled '{split}' samples that every one of {', '.join(models)} predicts")
-    tags = TagMatrix.from_frame(tag_frame(project, attributes).loc[rows])
-    errors = np.stack([1.0 - frames[m].loc[rows, "score"].to_numpy(float) for m in models], axis=1)
-    enumeration = enumeration_for(project, tags, errors, list(models), split, config)
-    table, slice_errors = enumerated_slices(tags, enumeration)
-    table = table.drop(columns="definition")
-    for column, model in enumerate(models):
-        table[model] = 1 - slice_errors[:, column] / table["count"]
-    worst = {m: set(table.nsmallest(max(1, int(round(worst_share * len(table)))), m)["slice_id"]) for m in models}
-    failed = {m: set(rows[errors[:, i] > 0.5]) for i, m in enumerate(models)}
+    # 2. The shared samples with each model's prediction and score, and their tags.
+    evaluation = pd.DataFrame({"label": base.loc[rows, "label"]})
+    for model in models:
+        evaluation[f"prediction:{model}"] = frames[model].loc[rows, "prediction"]
+        evaluation[f"score:{model}"] = frames[model].loc[rows, "score"].astype(float)
+    scores = evaluation[[f"score:{m}" for m in models]].to_numpy(float)
+    if np.isnan(scores).any():
+        raise SliceError("some shared samples have a prediction but no score; import a score for them")
+    errors = 1.0 - scores
+    binary = bool(np.isin(errors, (0.0, 1.0)).all())
+    frame = tag_frame(project, attributes, tags, by_class=slices.by_class).loc[rows]
+    # An attribute with one tag on every shared sample (one class) names the whole set again: nothing to slice by.
+    frame = frame[[c for c in frame.columns if not (frame[c].notna().all() and frame[c].nunique() == 1)]]
+    if frame.columns.empty:
+        raise SliceError(f"no attribute tells the shared '{split}' samples apart; tag them first (`hibug tag`)")
+    tag_matrix = TagMatrix.from_frame(frame)
+    # 3. One enumeration over the errors and, per candidate, the squared difference from the baseline.
+    squared = (errors[:, :1] - errors[:, 1:]) ** 2
+    columns = np.concatenate([errors, squared], axis=1)
+    enumeration = enumeration_for(project, tag_matrix, columns, ["compare", *models], split, slices)
+    table, sums = enumerated_slices(tag_matrix, enumeration)
+    # 4. Changes against the baseline: every slice, every class, overall.
+    test = MCNEMAR if binary else PAIRED_T
+    m = len(models)
+    slice_rows = [_grouped(_changes(table, sums[:, 0], sums[:, k], sums[:, m + k - 1], models[0], models[k], binary,
+                                    config), tag_matrix, errors[:, 0], errors[:, k], slices.max_overlap,
+                           config.grouped) for k in range(1, m)]
+    labels, codes = np.unique(evaluation["label"].astype(str).to_numpy(), return_inverse=True)
+    per_class = np.stack([np.bincount(codes, weights=c, minlength=len(labels)) for c in columns.T], axis=1)
+    class_table = pd.DataFrame({"description": [f"class = {c}" for c in labels], "slice_id": [f"class:{c}" for c in labels],
+                                "label": labels, "count": np.bincount(codes, minlength=len(labels))})
+    class_rows = [_changes(class_table, per_class[:, 0], per_class[:, k], per_class[:, m + k - 1], models[0],
+                           models[k], binary, config) for k in range(1, m)]
+    total = columns.sum(axis=0)
+    overall = pd.DataFrame({"model": models, "evaluated": [evaluated[x] for x in models], "n": len(rows),
+                            "score": 1 - total[:m] / len(rows)})
+    for name in ("baseline_score", "candidate_score", "difference", "p_value", "change"):
+        overall[name] = np.nan if name != "change" else ""
+    for k in range(1, m):
+        change = _changes(pd.DataFrame({"count": [len(rows)]}), total[:1], total[k:k + 1], total[m + k - 1:m + k],
+                          models[0], models[k], binary, config, family=False)
+        for name in ("baseline_score", "candidate_score", "difference", "p_value", "change"):
+            overall.loc[k, name] = change[name].iat[0]
+    # 5. Between every pair: overlap of their worst slices and of the samples they get wrong.
+    per_model = pd.DataFrame({x: 1 - sums[:, i] / table["count"].to_numpy() for i, x in enumerate(models)})
+    worst_n = max(1, int(round(config.worst_share * len(table))))
+    worst = {x: set(table["slice_id"].to_numpy()[np.argsort(per_model[x].to_numpy(), kind="stable")[:worst_n]])
+             for x in models}
+    failed = {x: set(rows[scores[:, i] < config.right_from]) for i, x in enumerate(models)}
     overlap, iou = [], []
     for a, b in combinations(models, 2):
-        overlap.append({"model_a": a, "model_b": b, "worst_slices": len(worst[a]),
-                        "shared": len(worst[a] & worst[b]),
+        overlap.append({"model_a": a, "model_b": b, "worst_slices": len(worst[a]), "shared": len(worst[a] & worst[b]),
                         "jaccard": len(worst[a] & worst[b]) / max(len(worst[a] | worst[b]), 1)})
-        union = failed[a] | failed[b]
         iou.append({"model_a": a, "model_b": b, "failures_a": len(failed[a]), "failures_b": len(failed[b]),
-                    "both": len(failed[a] & failed[b]), "iou": len(failed[a] & failed[b]) / max(len(union), 1)})
-    return ModelComparison(table, pd.DataFrame(overlap), pd.DataFrame(iou),
-                           {m: float(1 - errors[:, i].mean()) for i, m in enumerate(models)})
+                    "both": len(failed[a] & failed[b]),
+                    "iou": len(failed[a] & failed[b]) / max(len(failed[a] | failed[b]), 1)})
+    return ModelComparison(list(models), split, test, overall, pd.concat(slice_rows, ignore_index=True),
+                           pd.concat(class_rows, ignore_index=True), pd.DataFrame(overlap), pd.DataFrame(iou),
+                           evaluation, tag_matrix, config, slices)
+
+
+def _changes(table: pd.DataFrame, base_errors, candidate_errors, squared, baseline: str, candidate: str, binary: bool,
+             config: CompareConfig, *, family: bool = True) -> pd.DataFrame:
+    """Per row of `table` (a slice or class with its count): both scores, the difference (candidate - baseline), the
+    paired test's p-value, the q-value over the rows (family) and the change; regressions first (largest drop first),
+    then improvements (largest gain first), then the rest (smallest p first)."""
+    n = table["count"].to_numpy(float)
+    gain = np.asarray(base_errors, float) - np.asarray(candidate_errors, float)  # sum of (candidate - baseline) scores
+    squared = np.asarray(squared, float)
+    out = table.copy()
+    out.insert(0, "candidate", candidate)
+    out["baseline"] = baseline
+    out["baseline_score"] = 1 - np.asarray(base_errors, float) / n
+    out["candidate_score"] = 1 - np.asarray(candidate_errors, float) / n
+    out["difference"] = gain / n
+    if binary:  # discordant pairs: squared differences count them, the gain is their balance
+        out["baseline_only"] = np.rint((squared - gain) / 2).astype(np.int64)
+        out["candidate_only"] = np.rint((squared + gain) / 2).astype(np.int64)
+        out["p_value"] = mcnemar_p_values(out["baseline_only"], out["candidate_only"])
+    else:
+        out["p_value"] = paired_t_p_values(gain, squared, n)
+    out["q_value"] = benjamini_hochberg(out["p_value"].to_numpy()) if family else out["p_value"]
+    with np.errstate(invalid="ignore", divide="ignore"):  # the paired differences' standard error
+        spread = np.sqrt(np.maximum(squared - gain * gain / n, 0) / (n * (n - 1)))
+    out["confident_change"] = np.maximum(np.abs(out["difference"]) - config.z * np.nan_to_num(spread), 0)
+    significant = out["q_value"] <= config.alpha
+    out["change"] = np.select([significant & (out["difference"] < 0), significant & (out["difference"] > 0)],
+                              [REGRESSION, IMPROVEMENT], UNCHANGED)
+    group = out["change"].map({REGRESSION: 0, IMPROVEMENT: 1, UNCHANGED: 2}).to_numpy()
+    # Most samples surely lost (gained) first: a broad slice before the narrower ones cut from it.
+    within = np.where(group < 2, -out["confident_change"] * n, out["p_value"])
+    depth = out["depth"].to_numpy() if "depth" in out else np.zeros(len(out))
+    return out.iloc[np.lexsort((-n, depth, within, group))].reset_index(drop=True)
+
+
+def _grouped(rows: pd.DataFrame, tags: TagMatrix, base_errors: np.ndarray, candidate_errors: np.ndarray,
+             max_overlap: float, top: int) -> pd.DataFrame:
+    """The slice table with `repeats`: within the regressions (and the improvements), a slice whose lost (gained)
+    samples are mostly those of another listed slice is marked as part of it and listed after the distinct ones
+    (slices.redundancy, as error slices are), over the first `top` of each; the rest keep their order."""
+    parts = []
+    for change, moved in ((REGRESSION, np.maximum(candidate_errors - base_errors, 0)),
+                          (IMPROVEMENT, np.maximum(base_errors - candidate_errors, 0))):
+        chosen = rows[rows["change"] == change]
+        parts += [mark_repeats(chosen.head(top), tags, moved, max_overlap), chosen.iloc[top:].assign(repeats="")]
+    parts.append(rows[rows["change"] == UNCHANGED].assign(repeats=""))
+    return pd.concat(parts, ignore_index=True)
+
+
+def error_mix_shifts(comparison: ModelComparison, error_types: dict[str, pd.Series], candidate: str | None = None, *,
+                     top: int = 200) -> pd.DataFrame:
+    """Slices whose failures' error-type mix differs between the baseline and `candidate` (objects: TIDE's or the
+    keypoint types; `error_types`: per model, the error type of each sample, '' where it is right), over the first
+    `top` slices of the candidate's table: each model's failures by type, the total variation distance between the
+    two mixes and a chi-squared test of one mix, biggest shift first."""
+    from scipy.stats import chi2_contingency
+
+    candidate = candidate or comparison.candidates[0]
+    models = (comparison.baseline, candidate)
+    ids = comparison.evaluation.index
+    kinds = {m: error_types[m].reindex(ids).fillna("").astype(str).to_numpy() for m in models}
+    types = sorted({t for m in models for t in np.unique(kinds[m]) if t})
+    rows = []
+    for _, row in comparison.against(candidate).head(top).iterrows():
+        mask = comparison.tags.mask(row["definition"])
+        counts = np.array([[np.count_nonzero(kinds[m][mask] == t) for t in types] for m in models])
+        used = counts.sum(axis=0) > 0
+        if counts.sum(axis=1).min() == 0 or used.sum() < 2:
+            continue
+        shares = counts / counts.sum(axis=1, keepdims=True)
+        rows.append({"slice_id": row["slice_id"], "description": row["description"], "count": row["count"],
+                     "shift": 0.5 * np.abs(shares[0] - shares[1]).sum(),
+                     "p_value": chi2_contingency(counts[:, used]).pvalue,
+                     **{f"{t} ({m})": int(counts[i, j]) for i, m in enumerate(("baseline", "candidate"))
+                        for j, t in enumerate(types)}})
+    frame = pd.DataFrame(rows, columns=["slice_id", "description", "count", "shift", "p_value"] +
+                         [f"{t} ({m})" for m in ("baseline", "candidate") for t in types])
+    return frame.sort_values("shift", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def pair_matrix(pairs: pd.DataFrame, models: list[str], value: str) -> pd.DataFrame:
+    """A symmetric model x model matrix of a pairwise measure (worst_overlap's 'jaccard', failure_iou's 'iou'), 1 on
+    the diagonal."""
+    matrix = pd.DataFrame(np.eye(len(models)), index=models, columns=models)
+    for a, b, v in zip(pairs["model_a"], pairs["model_b"], pairs[value]):
+        matrix.loc[a, b] = matrix.loc[b, a] = v
+    return matrix
+
+
+__all__ = ["IMPROVEMENT", "MCNEMAR", "PAIRED_T", "REGRESSION", "UNCHANGED", "CompareConfig",
+           "ModelComparison", "compare_models", "error_mix_shifts", "pair_matrix"]

@@ -1,0 +1,206 @@
+"""Models compared slice by slice (hibug_core.slices.compare), `hibug compare` and the CI gate `hibug check`: exact
+figures on seeded manifests."""
+from __future__ import annotations
+
+from xml.etree import ElementTree
+
+import numpy as np
+import pytest
+from PIL import Image
+from scipy.stats import binomtest, ttest_rel
+
+from hibug_core.cli import main
+from hibug_core.slices.compare import (IMPROVEMENT, MCNEMAR, PAIRED_T, REGRESSION, UNCHANGED, CompareConfig,
+                                       compare_models, pair_matrix)
+from hibug_core.slices.search import SliceConfig
+from hibug_core.store.project import Project
+from hibug_core.tasks import load_manifest
+
+
+def _project(folder, header: str, rows: list[str]) -> Project:
+    folder.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (8, 8)).save(folder / "x.png")
+    (folder / "m.csv").write_text("\n".join([header, *rows]) + "\n")
+    return Project.create_from_manifest(folder / "p", load_manifest(folder / "m.csv"))
+
+
+@pytest.fixture
+def two_models(tmp_path):
+    """40 cats: `model` wrong on 11 (6 red, 5 blue), `other` wrong on the 10 even red ones."""
+    rows = []
+    for i in range(40):
+        color = "red" if i < 20 else "blue"
+        first = "dog" if i % 4 == 0 or i == 2 else "cat"
+        other = "dog" if (i < 20 and i % 2 == 0) or i == 0 else "cat"
+        rows.append(f"s{i},x.png,cat,{first},{other},val,{color}")
+    with _project(tmp_path, "id,image,label,prediction,pred:other,split,attr:color", rows) as project:
+        yield project
+
+
+def test_two_models_compared_slice_by_slice_with_exact_mcnemar(two_models):
+    result = compare_models(two_models, ["model", "other"], slices=SliceConfig(max_depth=1, min_support=5),
+                            config=CompareConfig(worst_share=0.5))
+    assert result.test == MCNEMAR
+    table = result.against("other").set_index("description")
+    red, blue = table.loc["color = red"], table.loc["color = blue"]
+    assert (red["baseline_score"], red["candidate_score"]) == (0.7, 0.5)
+    assert (blue["baseline_score"], blue["candidate_score"]) == (0.75, 1.0)
+    # red: 4 samples only the baseline gets right (6, 10, 14, 18), none only the candidate; blue: 0 and 5
+    assert (red["baseline_only"], red["candidate_only"], blue["baseline_only"], blue["candidate_only"]) == (4, 0, 0, 5)
+    assert red["p_value"] == binomtest(0, 4).pvalue == 0.125
+    assert blue["p_value"] == binomtest(0, 5).pvalue == 0.0625
+    # Benjamini-Hochberg over the two slices compared ("class = cat" is every sample: not a slice)
+    assert len(table) == 2
+    assert red["q_value"] == blue["q_value"] == pytest.approx(0.125)
+    assert set(table["change"]) == {UNCHANGED}
+    overall = result.overall.set_index("model")
+    assert overall.loc["model", "score"] == 0.725 and overall.loc["other", "score"] == 0.75
+    assert overall.loc["other", "difference"] == pytest.approx(0.025)
+    assert overall.loc["other", "p_value"] == binomtest(4, 9).pvalue == 1.0  # 4 lost against 5 gained
+    iou = result.failure_iou.iloc[0]
+    # model fails on 0,2,4,8,...,36 (11); other on 0,2,...,18 (10); both on 0,2,4,8,12,16 (6)
+    assert (iou["failures_a"], iou["failures_b"], iou["both"]) == (11, 10, 6)
+    assert iou["iou"] == pytest.approx(6 / 15)
+    assert result.worst_overlap.iloc[0]["jaccard"] == 1.0  # both are worst on red
+    matrix = pair_matrix(result.failure_iou, result.models, "iou")
+    assert matrix.loc["other", "model"] == matrix.loc["model", "other"] == pytest.approx(0.4)
+    disagree = result.disagreements("color = blue", "model", "other")
+    assert list(disagree.index.map(lambda i: two_models.samples().at[i, "sample_key"])) == \
+        ["s20", "s24", "s28", "s32", "s36"]
+    assert set(disagree["right"]) == {"other"}
+
+
+def _planted(tmp_path, *, same: bool = False):
+    """300 images over color (red/green/blue) and size; `base` wrong on a seeded tenth; `cand` as base, but wrong on
+    40 green images that base gets right (unless `same`)."""
+    rng = np.random.default_rng(7)
+    colors = np.repeat(["red", "green", "blue"], 100)
+    sizes = np.tile(["small", "large"], 150)
+    base_right = rng.random(300) > 0.1
+    cand_right = base_right.copy()
+    if not same:
+        green_right = np.flatnonzero((colors == "green") & base_right)
+        cand_right[rng.choice(green_right, 40, replace=False)] = False
+    rows = [f"s{i},x.png,cat,{'cat' if base_right[i] else 'dog'},{'cat' if cand_right[i] else 'dog'},val,"
+            f"{colors[i]},{sizes[i]}" for i in range(300)]
+    return _project(tmp_path, "id,image,label,pred:base,pred:cand,split,attr:color,attr:size", rows).close()
+
+
+def test_check_fails_on_a_planted_slice_regression_and_names_it(tmp_path, capsys):
+    _planted(tmp_path)
+    junit, summary = tmp_path / "gate.xml", tmp_path / "gate.md"
+    code = main(["check", str(tmp_path / "p"), "--baseline", "base", "--candidate", "cand", "--junit", str(junit),
+                 "--markdown", str(summary)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "FAILED" in out and "color = green" in out
+    with Project.open(tmp_path / "p", read_only=True) as project:
+        checked = compare_models(project, ["base", "cand"], slices=SliceConfig(max_depth=2, min_support=30)).checked()
+    failed = checked[checked["failed"]]
+    green = failed.set_index("description").loc["color = green"]
+    assert green["baseline_score"] - green["candidate_score"] == pytest.approx(0.4)
+    assert green["repeats"] == "" and green["kind"] == "slice"
+    # every other failing slice is a repeat of the green one, the overall drop included in its own row
+    assert set(failed.loc[failed["kind"] == "slice", "repeats"]) <= {"", "color = green"}
+    assert set(failed.loc[failed["repeats"] == "", "description"]) == {"overall", "class = cat", "color = green"}
+    suite = ElementTree.parse(junit).getroot().find("testsuite")
+    cases = suite.findall("testcase")
+    assert int(suite.get("tests")) == len(cases) == len(checked)
+    assert int(suite.get("failures")) == len(failed) == sum(c.find("failure") is not None for c in cases)
+    green_case = next(c for c in cases if c.get("name") == "color = green")
+    assert green_case.get("classname") == "hibug.slice"
+    assert green_case.find("failure").get("message").startswith(
+        "significant regression: 100 samples: 90.0% -> 50.0% (-40.0 pts), p = ")
+    red_case = next(c for c in cases if c.get("name") == "color = red")
+    assert red_case.find("failure") is None and "+0.0 pts" in red_case.find("system-out").text
+    text = summary.read_text()
+    assert "Gate **failed**" in text and "color = green" in text
+
+
+def test_check_passes_on_identical_columns(tmp_path, capsys):
+    _planted(tmp_path, same=True)
+    junit = tmp_path / "gate.xml"
+    assert main(["check", str(tmp_path / "p"), "--baseline", "base", "--candidate", "cand", "--junit",
+                 str(junit)]) == 0
+    assert "passed" in capsys.readouterr().out
+    suite = ElementTree.parse(junit).getroot().find("testsuite")
+    assert suite.get("failures") == "0" and len(suite.findall("testcase")) > 1
+    assert not suite.findall(".//failure")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--baseline", "base", "--candidate", "nope"], "no model 'nope' in this project; known: base, cand"),
+    (["--baseline", "base", "--candidate", "base"], "baseline and candidate are both 'base'"),
+    (["--baseline", "base", "--candidate", "cand", "--split", "test"], "no labelled 'test' samples"),
+    (["--baseline", "base", "--candidate", "cand", "--max-drop", "2"], "max_drop = 2.0"),
+])
+def test_check_refuses_bad_input_with_status_2(tmp_path, capsys, args, message):
+    _planted(tmp_path, same=True)
+    assert main(["check", str(tmp_path / "p"), *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_scores_that_are_not_right_or_wrong_get_a_paired_t_test(tmp_path):
+    rng = np.random.default_rng(3)
+    base = rng.uniform(0.3, 1.0, 200)
+    cand = np.clip(base + rng.normal(0.0, 0.05, 200) - np.where(np.arange(200) < 100, 0.1, 0.0), 0, 1)
+    rows = [f"s{i},x.png,person,person,person,val,{'lying' if i < 100 else 'standing'},{base[i]:.6f},{cand[i]:.6f}"
+            for i in range(200)]
+    with _project(tmp_path, "id,image,label,pred:base,pred:cand,split,attr:pose,score:base,score:cand",
+                  rows) as project:
+        result = compare_models(project, ["base", "cand"], slices=SliceConfig(max_depth=1, min_support=10))
+    assert result.test == PAIRED_T
+    table = result.against().set_index("description")
+    base6, cand6 = np.round(base, 6), np.round(cand, 6)
+    for name, rows_of in (("pose = lying", slice(0, 100)), ("pose = standing", slice(100, 200))):
+        expected = ttest_rel(cand6[rows_of], base6[rows_of]).pvalue
+        assert table.loc[name, "p_value"] == pytest.approx(expected, rel=1e-9)
+        assert table.loc[name, "difference"] == pytest.approx((cand6[rows_of] - base6[rows_of]).mean(), abs=1e-12)
+    assert table.loc["pose = lying", "change"] == REGRESSION
+    assert table.loc["pose = standing", "change"] == UNCHANGED
+    assert "baseline_only" not in table.columns
+
+
+def test_compare_command_prints_and_writes_every_format(tmp_path, capsys):
+    _planted(tmp_path)
+    project = str(tmp_path / "p")
+    assert main(["compare", project, "--models", "base,cand", "--output", str(tmp_path / "c.html")]) == 0
+    out = capsys.readouterr().out
+    assert "cand against base: " in out and "regression   color = green" in out
+    page = (tmp_path / "c.html").read_text()
+    assert "<tr class=\"regression\"><td>cand</td><td>color = green</td>" in page
+    assert main(["compare", project, "--models", "base,cand", "--output", str(tmp_path / "c.csv")]) == 0
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "c.csv")
+    assert table.loc[table["description"] == "color = green", "change"].tolist() == [REGRESSION]
+    assert main(["compare", project, "--models", "base,cand", "--output", str(tmp_path / "c.md")]) == 0
+    markdown = (tmp_path / "c.md").read_text()
+    green = table[table["description"] == "color = green"].iloc[0]
+    assert f"| cand | color = green | {green['count']} | {green['baseline_score']:.1%} | " in markdown
+    capsys.readouterr()
+    assert main(["compare", project, "--models", "base,cand", "--output", str(tmp_path / "c.txt")]) == 2
+    assert ".html, .md, .csv" in capsys.readouterr().err
+    assert main(["compare", project, "--models", "base"]) == 2
+    assert IMPROVEMENT not in set(table["change"])
+
+
+def test_three_models_each_against_the_baseline(tmp_path):
+    rows = []
+    for i in range(40):
+        first = "dog" if i % 4 == 0 or i == 2 else "cat"  # as above: wrong on 11
+        other = "dog" if (i < 20 and i % 2 == 0) or i == 0 else "cat"
+        rows.append(f"s{i},x.png,cat,{first},{other},cat,val,{'red' if i < 20 else 'blue'}")
+    with _project(tmp_path, "id,image,label,prediction,pred:other,pred:third,split,attr:color", rows) as project:
+        result = compare_models(project, ["model", "other", "third"], slices=SliceConfig(max_depth=1, min_support=5))
+        with pytest.raises(Exception, match="model\\(s\\) named more than once: model"):
+            compare_models(project, ["model", "model"])
+    assert result.candidates == ["other", "third"]
+    overall = result.overall.set_index("model")
+    # `third` is always right: it gains the baseline's 11 failures and loses nothing
+    assert overall.loc["third", "p_value"] == binomtest(0, 11).pvalue and overall.loc["third", "change"] == IMPROVEMENT
+    assert overall.loc["other", "change"] == UNCHANGED
+    assert result.against("third").set_index("description").loc["color = red", "candidate_only"] == 6
+    assert len(result.failure_iou) == 3
+    iou = pair_matrix(result.failure_iou, result.models, "iou")
+    assert iou.loc["third", "model"] == 0.0 and iou.loc["other", "model"] == pytest.approx(0.4)
