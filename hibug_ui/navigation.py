@@ -20,6 +20,7 @@ PAGES = [Page("pages/1_Attributes.py", "Attributes", ":material/label:"),
          Page("pages/2_Tagging.py", "Tagging", ":material/sell:"),
          Page("pages/3_Embedding_map.py", "Embedding map", ":material/scatter_plot:"),
          Page("pages/4_Error_slices.py", "Error slices", ":material/bug_report:"),
+         Page("pages/7_Compare.py", "Compare", ":material/compare_arrows:"),
          Page("pages/5_Repair.py", "Repair", ":material/build:"),
          Page("pages/6_Review.py", "Review", ":material/forum:")]
 URL_PATHS = ("", *(page.url_path for page in PAGES))  # "" is the Overview

@@ -195,6 +195,19 @@ def _slice_report(folder: str, model: str, split: str, config, state: str, tags:
     return kept_error_slices(open_project(folder), model, split=split, config=config, tags=tags)
 
 
+def model_comparison(project: Project, models: tuple[str, ...], split: str, slices, config, tags: str = "in force"):
+    """Models compared slice by slice (slices.compare); recomputed only when the settings or the project change."""
+    return _model_comparison(str(project.folder), tuple(models), split, slices, config, tags, project_state(project))
+
+
+@st.cache_resource(show_spinner="Comparing the models…", max_entries=6)  # shared, never mutated by a page
+def _model_comparison(folder: str, models: tuple[str, ...], split: str, slices, config, tags: str, state: str):
+    from hibug_core.slices.compare import compare_models
+
+    del state
+    return compare_models(open_project(folder), list(models), split=split, slices=slices, config=config, tags=tags)
+
+
 def source_ranking(project: Project):
     """Every tag source of every attribute of the newest schema, measured (tagging.sources.SourceRanking)."""
     return _source_ranking(str(project.folder), project_state(project))

@@ -6,7 +6,6 @@ from xml.etree import ElementTree
 
 import numpy as np
 import pytest
-from PIL import Image
 from scipy.stats import binomtest, ttest_rel
 
 from hibug_core.cli import main
@@ -14,14 +13,8 @@ from hibug_core.slices.compare import (IMPROVEMENT, MCNEMAR, PAIRED_T, REGRESSIO
                                        compare_models, pair_matrix)
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.project import Project
-from hibug_core.tasks import load_manifest
 
-
-def _project(folder, header: str, rows: list[str]) -> Project:
-    folder.mkdir(parents=True, exist_ok=True)
-    Image.new("RGB", (8, 8)).save(folder / "x.png")
-    (folder / "m.csv").write_text("\n".join([header, *rows]) + "\n")
-    return Project.create_from_manifest(folder / "p", load_manifest(folder / "m.csv"))
+from compare_support import manifest_project, planted_pair
 
 
 @pytest.fixture
@@ -33,7 +26,7 @@ def two_models(tmp_path):
         first = "dog" if i % 4 == 0 or i == 2 else "cat"
         other = "dog" if (i < 20 and i % 2 == 0) or i == 0 else "cat"
         rows.append(f"s{i},x.png,cat,{first},{other},val,{color}")
-    with _project(tmp_path, "id,image,label,prediction,pred:other,split,attr:color", rows) as project:
+    with manifest_project(tmp_path, "id,image,label,prediction,pred:other,split,attr:color", rows) as project:
         yield project
 
 
@@ -70,24 +63,8 @@ def test_two_models_compared_slice_by_slice_with_exact_mcnemar(two_models):
     assert set(disagree["right"]) == {"other"}
 
 
-def _planted(tmp_path, *, same: bool = False):
-    """300 images over color (red/green/blue) and size; `base` wrong on a seeded tenth; `cand` as base, but wrong on
-    40 green images that base gets right (unless `same`)."""
-    rng = np.random.default_rng(7)
-    colors = np.repeat(["red", "green", "blue"], 100)
-    sizes = np.tile(["small", "large"], 150)
-    base_right = rng.random(300) > 0.1
-    cand_right = base_right.copy()
-    if not same:
-        green_right = np.flatnonzero((colors == "green") & base_right)
-        cand_right[rng.choice(green_right, 40, replace=False)] = False
-    rows = [f"s{i},x.png,cat,{'cat' if base_right[i] else 'dog'},{'cat' if cand_right[i] else 'dog'},val,"
-            f"{colors[i]},{sizes[i]}" for i in range(300)]
-    return _project(tmp_path, "id,image,label,pred:base,pred:cand,split,attr:color,attr:size", rows).close()
-
-
 def test_check_fails_on_a_planted_slice_regression_and_names_it(tmp_path, capsys):
-    _planted(tmp_path)
+    planted_pair(tmp_path)
     junit, summary = tmp_path / "gate.xml", tmp_path / "gate.md"
     code = main(["check", str(tmp_path / "p"), "--baseline", "base", "--candidate", "cand", "--junit", str(junit),
                  "--markdown", str(summary)])
@@ -118,7 +95,7 @@ def test_check_fails_on_a_planted_slice_regression_and_names_it(tmp_path, capsys
 
 
 def test_check_passes_on_identical_columns(tmp_path, capsys):
-    _planted(tmp_path, same=True)
+    planted_pair(tmp_path, same=True)
     junit = tmp_path / "gate.xml"
     assert main(["check", str(tmp_path / "p"), "--baseline", "base", "--candidate", "cand", "--junit",
                  str(junit)]) == 0
@@ -135,7 +112,7 @@ def test_check_passes_on_identical_columns(tmp_path, capsys):
     (["--baseline", "base", "--candidate", "cand", "--max-drop", "2"], "max_drop = 2.0"),
 ])
 def test_check_refuses_bad_input_with_status_2(tmp_path, capsys, args, message):
-    _planted(tmp_path, same=True)
+    planted_pair(tmp_path, same=True)
     assert main(["check", str(tmp_path / "p"), *args]) == 2
     assert message in capsys.readouterr().err
 
@@ -146,7 +123,7 @@ def test_scores_that_are_not_right_or_wrong_get_a_paired_t_test(tmp_path):
     cand = np.clip(base + rng.normal(0.0, 0.05, 200) - np.where(np.arange(200) < 100, 0.1, 0.0), 0, 1)
     rows = [f"s{i},x.png,person,person,person,val,{'lying' if i < 100 else 'standing'},{base[i]:.6f},{cand[i]:.6f}"
             for i in range(200)]
-    with _project(tmp_path, "id,image,label,pred:base,pred:cand,split,attr:pose,score:base,score:cand",
+    with manifest_project(tmp_path, "id,image,label,pred:base,pred:cand,split,attr:pose,score:base,score:cand",
                   rows) as project:
         result = compare_models(project, ["base", "cand"], slices=SliceConfig(max_depth=1, min_support=10))
     assert result.test == PAIRED_T
@@ -162,7 +139,7 @@ def test_scores_that_are_not_right_or_wrong_get_a_paired_t_test(tmp_path):
 
 
 def test_compare_command_prints_and_writes_every_format(tmp_path, capsys):
-    _planted(tmp_path)
+    planted_pair(tmp_path)
     project = str(tmp_path / "p")
     assert main(["compare", project, "--models", "base,cand", "--output", str(tmp_path / "c.html")]) == 0
     out = capsys.readouterr().out
@@ -191,7 +168,7 @@ def test_three_models_each_against_the_baseline(tmp_path):
         first = "dog" if i % 4 == 0 or i == 2 else "cat"  # as above: wrong on 11
         other = "dog" if (i < 20 and i % 2 == 0) or i == 0 else "cat"
         rows.append(f"s{i},x.png,cat,{first},{other},cat,val,{'red' if i < 20 else 'blue'}")
-    with _project(tmp_path, "id,image,label,prediction,pred:other,pred:third,split,attr:color", rows) as project:
+    with manifest_project(tmp_path, "id,image,label,prediction,pred:other,pred:third,split,attr:color", rows) as project:
         result = compare_models(project, ["model", "other", "third"], slices=SliceConfig(max_depth=1, min_support=5))
         with pytest.raises(Exception, match="model\\(s\\) named more than once: model"):
             compare_models(project, ["model", "model"])
@@ -204,3 +181,26 @@ def test_three_models_each_against_the_baseline(tmp_path):
     assert len(result.failure_iou) == 3
     iou = pair_matrix(result.failure_iou, result.models, "iou")
     assert iou.loc["third", "model"] == 0.0 and iou.loc["other", "model"] == pytest.approx(0.4)
+
+
+def test_error_mix_shift_of_a_slice(tmp_path):
+    import pandas as pd
+
+    from hibug_core.slices.compare import error_mix_shifts
+
+    folder = planted_pair(tmp_path)
+    with Project.open(folder, read_only=True) as project:
+        result = compare_models(project, ["base", "cand"], slices=SliceConfig(max_depth=1, min_support=30))
+        samples = project.samples("base")
+    green = samples["sample_key"].str[1:].astype(int).between(100, 199).reindex(result.evaluation.index)
+    wrong = {m: result.evaluation[f"score:{m}"] < 0.5 for m in ("base", "cand")}
+    # base's failures are all "missed"; cand's green failures are "localization", the others "missed"
+    types = {"base": pd.Series(np.where(wrong["base"], "missed", ""), index=result.evaluation.index),
+             "cand": pd.Series(np.where(wrong["cand"], np.where(green, "localization", "missed"), ""),
+                               index=result.evaluation.index)}
+    shifts = error_mix_shifts(result, types).set_index("description")
+    green = shifts.loc["color = green"]
+    assert green["missed (baseline)"] == 10 and green["localization (candidate)"] == 50
+    assert green["missed (candidate)"] == 0 and green["shift"] == 1.0
+    assert shifts.loc["color = red", "shift"] == 0.0
+    assert shifts.index[0] == "color = green"

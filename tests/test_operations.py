@@ -21,11 +21,12 @@ from fake_openai import FakeOpenAIServer
 from page_support import open_page
 
 REQUIRED = {"teach": {"attribute": "color"}, "failure search": {"label": "triangle"},
-            "report": {"output": "findings.html"}, "predict": {"model": "timm:resnet50:/models/birds.pth"}}
+            "report": {"output": "findings.html"}, "predict": {"model": "timm:resnet50:/models/birds.pth"},
+            "compare": {"models": ["main", "pr-12"]}, "check": {"baseline": "main", "candidate": "pr-12"}}
 # CLI options that are not fields: they say how to read or show the operation's input or output
 CLI_EXTRAS = {"teach": {"examples"}, "generate": {"dry_run"}}
 # command -> operation of the commands built from one
-OPERATION_COMMANDS = {"embed": "embed", "predict": "predict", "tag": "tag", "teach": "teach", "slices": "slices", "report": "report",
+OPERATION_COMMANDS = {"compare": "compare", "check": "check", "embed": "embed", "predict": "predict", "tag": "tag", "teach": "teach", "slices": "slices", "report": "report",
                       "select": "select", "repair": "repair", "generate": "generate",
                       "failure-search": "failure search"}
 
@@ -44,8 +45,8 @@ def dests(parser) -> set[str]:
 
 def test_every_operation_builds_with_its_defaults_and_lists_in_one_place():
     built_in = [kind for kind, op in OPERATIONS.items() if op.__module__ == "hibug_core.operations"]  # not tests'
-    assert built_in == ["embed", "tag", "teach", "map", "predict", "propose", "suggest tags", "slices", "select",
-                                "repair", "generate", "failure search", "report"]
+    assert built_in == ["embed", "tag", "teach", "map", "predict", "propose", "suggest tags", "slices", "compare",
+                        "check", "select", "repair", "generate", "failure search", "report"]
     for kind in built_in:
         op = OPERATIONS[kind]
         built = op.build(REQUIRED.get(kind, {}))
@@ -66,6 +67,9 @@ def test_every_operation_builds_with_its_defaults_and_lists_in_one_place():
     (Report, {"output": "findings.pdf"}, "report: output = 'findings.pdf': write the report to a .html, .md or .csv "
                                          "file"),
     (operation("failure search"), {}, "failure search: label: Field required"),
+    (operation("compare"), {"models": ["main"]}, "compare: models = ['main']: List should have at least 2 items"),
+    (operation("check"), {"baseline": "main", "candidate": "main", "max_drop": 0.1},
+     "check: baseline and candidate are both 'main': name two different models"),
 ])
 def test_bad_parameters_are_refused_naming_the_field(op, params, message):
     with pytest.raises(OperationError) as refused:
@@ -111,7 +115,8 @@ def test_cli_options_are_the_operations_fields_with_the_same_defaults(command):
     assert dests(parser) == expected
     required = {"teach": ["color", "--examples", "e.csv"], "failure-search": ["--label", "triangle"],
                 "report": ["--output", "findings.html"],
-                "predict": ["--model", "timm:resnet50:/models/birds.pth"]}.get(command, [])
+                "predict": ["--model", "timm:resnet50:/models/birds.pth"], "compare": ["--models", "main,pr-12"],
+                "check": ["--baseline", "main", "--candidate", "pr-12"]}.get(command, [])
     args = build_parser().parse_args([command, "PROJECT", *required])
     assert operation_from_args(op, args) == op.build(REQUIRED.get(op.kind, {}))
 
@@ -130,9 +135,9 @@ def test_a_command_imports_only_its_own_module(tmp_path):
              "print(sorted(m for m in sys.modules if m.startswith('hibug_core.cli.')))")
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True).stdout
     assert out.strip().splitlines()[-1] == "['hibug_core.cli.command', 'hibug_core.cli.projects']"
-    assert set(INDEX.values()) == {"projects", "tagging", "attributes", "slices", "repair"}
+    assert set(INDEX.values()) == {"projects", "tagging", "attributes", "slices", "compare", "repair"}
     assert list(INDEX) == ["new", "import", "info", "serve", "demo", "embed", "predict", "tag", "tags", "teach",
-                           "attributes", "slices", "report", "bench", "select", "repair", "generate", "failure-search"]
+                           "attributes", "slices", "report", "bench", "compare", "check", "select", "repair", "generate", "failure-search"]
     for name, module in INDEX.items():
         assert name in commands(module)
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from hibug_core.errors import HibugError
 from hibug_core.llm.client import image_data_url
-from hibug_core.markdown import cell as _md, plain
+from hibug_core.markdown import cell as _md
 from hibug_core.review.board import comments, reviews
 from hibug_core.store.audit import now
 from hibug_core.tasks import task_of

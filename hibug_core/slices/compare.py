@@ -278,12 +278,12 @@ def error_mix_shifts(comparison: ModelComparison, error_types: dict[str, pd.Seri
         mask = comparison.tags.mask(row["definition"])
         counts = np.array([[np.count_nonzero(kinds[m][mask] == t) for t in types] for m in models])
         used = counts.sum(axis=0) > 0
-        if counts.sum(axis=1).min() == 0 or used.sum() < 2:
+        if counts.sum(axis=1).min() == 0:
             continue
         shares = counts / counts.sum(axis=1, keepdims=True)
         rows.append({"slice_id": row["slice_id"], "description": row["description"], "count": row["count"],
                      "shift": 0.5 * np.abs(shares[0] - shares[1]).sum(),
-                     "p_value": chi2_contingency(counts[:, used]).pvalue,
+                     "p_value": chi2_contingency(counts[:, used]).pvalue if used.sum() > 1 else 1.0,
                      **{f"{t} ({m})": int(counts[i, j]) for i, m in enumerate(("baseline", "candidate"))
                         for j, t in enumerate(types)}})
     frame = pd.DataFrame(rows, columns=["slice_id", "description", "count", "shift", "p_value"] +

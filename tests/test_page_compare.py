@@ -1,0 +1,76 @@
+"""The Compare page under AppTest: the slice table of a planted regression, deep links, the images where two models
+disagree, a compared slice put on the review board, and a project with one model."""
+from __future__ import annotations
+
+from compare_support import manifest_project, planted_pair
+from page_support import labelled, open_page
+from hibug_core.slices.search import slice_id
+
+PAGE = "pages/7_Compare.py"
+
+
+def test_a_planted_regression_comes_first_with_its_figures_and_disagreements(monkeypatch, tmp_path):
+    at = open_page(monkeypatch, PAGE, planted_pair(tmp_path))
+    assert not at.exception
+    metrics = {m.label: (m.value, m.delta) for m in at.metric}
+    assert metrics["base (baseline)"] == ("90.0%", "")
+    assert metrics["cand"] == ("76.7%", "-13.3 pts")
+    table = at.dataframe(key="compare_table").value
+    assert table["description"].iat[0] == "color = green" and table["change"].iat[0] == "▼ worse"
+    assert table["difference"].iat[0] == -40.0 and table["count"].iat[0] == 100
+    assert set(table["repeats"].iloc[1:]) <= {"color = green"}
+    assert at.subheader[0].value == "color = green"
+    assert "base right, cand wrong** (40 images" in " ".join(m.value for m in at.markdown)
+    assert "cand right, base wrong** (0 images" in " ".join(m.value for m in at.markdown)
+    classes = next(d.value for d in at.dataframe if d.value["description"].str.startswith("class =").all())
+    assert classes["description"].tolist() == ["class = cat"]
+
+
+def test_a_link_opens_a_comparison_and_a_slice(monkeypatch, tmp_path):
+    folder = planted_pair(tmp_path)
+    red = slice_id((("color", "red"),))
+    at = open_page(monkeypatch, PAGE, folder, models="cand,base", slice=red, depth="1", show="all")
+    assert not at.exception
+    assert at.multiselect(key="compare_models").value == ["cand", "base"]
+    assert at.number_input(key="compare_depth").value == 1
+    assert {m.label for m in at.metric} == {"cand (baseline)", "base"}
+    at.segmented_control(key="compare_show").set_value("all").run()
+    assert at.subheader[0].value == "color = red"
+    # unknown models in a link are ignored: the first two recorded ones are compared
+    at = open_page(monkeypatch, PAGE, folder, models="nope,<b>x</b>")
+    assert not at.exception and at.multiselect(key="compare_models").value == ["base", "cand"]
+
+
+def test_settings_are_kept_in_the_url(monkeypatch, tmp_path):
+    at = open_page(monkeypatch, PAGE, planted_pair(tmp_path))
+    at.number_input(key="compare_support").set_value(50)
+    at.multiselect(key="compare_models").set_value(["cand", "base"])
+    at.button(key="compare_submit").click().run()
+    assert not at.exception
+    assert at.query_params["support"] == "50" and at.query_params["models"] == "cand,base"
+    table = at.dataframe(key="compare_table").value
+    assert table["description"].iat[0] == "color = green" and table["change"].iat[0] == "▲ better"
+    assert (table["count"] >= 50).all()
+
+
+def test_a_compared_slice_goes_on_the_review_board(monkeypatch, tmp_path):
+    from hibug_core.review.board import comments, reviews
+    from hibug_core.store.project import Project
+
+    folder = planted_pair(tmp_path)
+    at = open_page(monkeypatch, PAGE, folder, user="ana")
+    labelled(at.button, "Review this slice").click().run()
+    with Project.open(folder, read_only=True) as project:
+        board = reviews(project)
+        notes = comments(project)
+    assert board["title"].tolist() == ["color = green"] and board["created_by"].tolist() == ["ana"]
+    assert notes["body"].iat[0] == "Compared cand with base on val: 90.0% → 50.0% (-40.0 pts, p = 1.8e-12, " \
+                                   "q = 2e-11)."
+
+
+def test_a_project_with_one_model_says_how_to_get_another(monkeypatch, tmp_path):
+    rows = [f"s{i},x.png,cat,cat,val,red" for i in range(5)]
+    manifest_project(tmp_path, "id,image,label,prediction,split,attr:color", rows).close()
+    at = open_page(monkeypatch, PAGE, tmp_path / "p")
+    assert not at.exception
+    assert "This project holds one model" in at.info[0].value
