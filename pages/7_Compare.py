@@ -72,8 +72,7 @@ if len(comparison.candidates) > 1:
         keep_setting(candidate=candidate)
 st.caption(f"{nouns.count(len(comparison.evaluation))} of the '{op.split}' split that every model predicts · "
            f"{comparison.test} per slice, Benjamini-Hochberg q-values over the slices compared (significant at "
-           f"{op.alpha:g}) · a {nouns.sample} is right for a model when its {nouns.score} is at least "
-           f"{comparison.config.right_from:g}")
+           f"{op.alpha:g}) · right: an {nouns.score} of at least {comparison.config.right_from:g}")
 
 # Overall: each model's score on the shared samples, the change against the baseline; AP where the task has one.
 overall = comparison.overall.set_index("model")
@@ -122,6 +121,13 @@ with slices_tab:
     listed = table if show == "all" else table[table["change"] != UNCHANGED]
     st.caption(f"{counts.get(REGRESSION, 0)} slices worse, {counts.get(IMPROVEMENT, 0)} better, of {len(table):,} "
                f"compared; regressions first, each group by the {nouns.samples} surely lost or gained.")
+    distinct = table[(table["change"] != UNCHANGED) & (table["repeats"] == "")]
+    for change, title in ((REGRESSION, "Worse"), (IMPROVEMENT, "Better")):
+        named = distinct[distinct["change"] == change]
+        if len(named):  # the changes that are not repeats of one another, in the table's order
+            st.markdown(f"**{title}** ({len(named)}): " + " · ".join(
+                f"{plain(r['description'])} {100 * r['difference']:+.1f} pts" for _, r in named.head(6).iterrows())
+                + (" · …" if len(named) > 6 else ""))
     if listed.empty:
         st.info("No slice changed significantly between these models. Show all to see every slice's figures.")
         chosen_id = None

@@ -204,3 +204,38 @@ def test_error_mix_shift_of_a_slice(tmp_path):
     assert green["missed (candidate)"] == 0 and green["shift"] == 1.0
     assert shifts.loc["color = red", "shift"] == 0.0
     assert shifts.index[0] == "color = green"
+
+
+def test_the_ci_recipe_two_prediction_files_to_the_gate_in_three_commands(tmp_path, capsys):
+    """As the README shows: the main branch's manifest makes the project, the pull request's predictions on the same
+    rows are added, the gate runs."""
+    from PIL import Image
+
+    Image.new("RGB", (8, 8)).save(tmp_path / "x.png")
+    rng = np.random.default_rng(1)
+    colors = np.repeat(["red", "green"], 60)
+    main_right = rng.random(120) > 0.1
+    pr_right = main_right & ~((colors == "green") & (rng.random(120) < 0.5))
+    for name, right in (("main", main_right), ("pr-7", pr_right)):
+        rows = [f"s{i},x.png,cat,{'cat' if right[i] else 'dog'},val,{colors[i]}" for i in range(120)]
+        (tmp_path / f"{name}.csv").write_text("\n".join([f"id,image,label,pred:{name},split,attr:color", *rows]) + "\n")
+    gate = str(tmp_path / "gate")
+    assert main(["new", gate, "--manifest", str(tmp_path / "main.csv")]) == 0
+    assert main(["import", gate, "--manifest", str(tmp_path / "pr-7.csv"), "--models-only"]) == 0
+    assert "added to " in capsys.readouterr().out
+    assert main(["check", gate, "--baseline", "main", "--candidate", "pr-7", "--junit", str(tmp_path / "g.xml")]) == 1
+    assert "color = green" in capsys.readouterr().out
+    # the same rows again: the model is there already; a row the project lacks, or a label that differs, is refused
+    assert main(["import", gate, "--manifest", str(tmp_path / "pr-7.csv"), "--models-only"]) == 2
+    assert "a model named 'pr-7' is already in this project" in capsys.readouterr().err
+    lines = (tmp_path / "pr-7.csv").read_text().splitlines()
+    lines[0] = lines[0].replace("pred:pr-7", "pred:pr-8")
+    lines[3] = lines[3].replace("s2,", "s999,")
+    lines[5] = lines[5].replace(",cat,", ",dog,", 1)
+    (tmp_path / "pr-8.csv").write_text("\n".join(lines) + "\n")
+    assert main(["import", gate, "--manifest", str(tmp_path / "pr-8.csv"), "--models-only"]) == 2
+    err = capsys.readouterr().err
+    assert "row 3, column 'id': 's999' is not in the project" in err
+    assert "row 5, column 'label': 'dog' differs from the project's 'cat'" in err
+    with Project.open(gate, read_only=True) as project:
+        assert project.models() == ["main", "pr-7"]

@@ -36,6 +36,13 @@ def _new_arguments(parser) -> None:
     parser.add_argument("--model-name", default="model", help="name of the model in the 'prediction' column")
 
 
+def _import_arguments(parser) -> None:
+    _new_arguments(parser)
+    parser.add_argument("--models-only", action="store_true", help="add only the model outputs of rows already in "
+                        "the project (matched by id, or by image; same labels and splits), e.g. a new version of the "
+                        "model run on the same images, to compare (`hibug compare`, `hibug check`)")
+
+
 def _new_with_name(parser) -> None:
     _new_arguments(parser)
     parser.add_argument("--name", help="display name of the project (default: the folder name)")
@@ -64,16 +71,27 @@ def cmd_new(args) -> int:
             manifest = _load_coco(args, report)
         else:
             manifest = load_manifest(args.manifest, default_model=args.model_name, progress=report)
-        if args.command == "import":
+        if getattr(args, "models_only", False):
+            if args.coco:
+                raise HibugError("--models-only takes a manifest: a detector's results are matched with their ground "
+                                 "truth, so import every model's results together: hibug new PROJECT --coco GT "
+                                 "--results main=A.json pr=B.json")
+            with Project.open(args.project) as project:
+                project.add_model_outputs(manifest)
+        elif args.command == "import":
             with Project.open(args.project) as project:
                 project.import_manifest(manifest)
         else:
             Project.create_from_manifest(args.project, manifest, name=args.name).close()
     finally:
         close()
-    print(f"{'imported' if args.command == 'import' else 'created'} {args.project}: {manifest.n_rows} samples, "
-          f"models: {', '.join(manifest.models) or 'none yet (run yours: hibug predict PROJECT --model SPEC)'}")
-    if manifest.known_tags:
+    if getattr(args, "models_only", False):
+        print(f"added to {args.project}: {', '.join(manifest.models)} on {manifest.n_rows} samples already there"
+              + (f" (its attr: columns were not read: {', '.join(manifest.known_tags)})" if manifest.known_tags else ""))
+    else:
+        print(f"{'imported' if args.command == 'import' else 'created'} {args.project}: {manifest.n_rows} samples, "
+              f"models: {', '.join(manifest.models) or 'none yet (run yours: hibug predict PROJECT --model SPEC)'}")
+    if manifest.known_tags and not getattr(args, "models_only", False):
         print(f"known attributes: {', '.join(manifest.known_tags)}")
     if manifest.ignored_columns:
         print(f"ignored columns (not in the data contract): {', '.join(manifest.ignored_columns)}")
@@ -202,7 +220,8 @@ def cmd_demo(args) -> int:
 
 COMMANDS = {
     "new": Command("create a project from a manifest or an image folder", _new_with_name, cmd_new),
-    "import": Command("add the rows of a manifest to an existing project", _new_arguments, cmd_new),
+    "import": Command("add the rows of a manifest to an existing project (or, with --models-only, its models' outputs "
+                      "on rows already there)", _import_arguments, cmd_new),
     "info": Command("summarise a project", _info_arguments, cmd_info),
     "serve": Command("open the dashboard on a project", _serve_arguments, cmd_serve),
     "demo": Command("build the demo project if needed and open the dashboard on it", _demo_arguments, cmd_demo),

@@ -62,7 +62,7 @@ def data_roots(folders: list[Path]) -> dict[Path, Path]:
 
 @dataclass(frozen=True)
 class ImportSummary:
-    import_id: int
+    import_id: int | None  # None: only model outputs were added to samples already there
     rows: int
     models: list[str]
     attributes: list[str]
@@ -288,6 +288,58 @@ class Project:
         logger.info("imported %d rows from %s as import #%d", manifest.n_rows, manifest.source, import_id)
         return ImportSummary(import_id, manifest.n_rows, list(manifest.models), list(manifest.known_tags),
                              manifest.ignored_columns)
+
+    def add_model_outputs(self, manifest, *, author: str | None = None) -> ImportSummary:
+        """Add the models of a validated manifest whose rows are all in the project already (matched by id, or by
+        image where the manifest has no id), as a new version of a model is run on the same images: only their
+        outputs are stored. Every row must be known, with the label and split stored for it; every model must be
+        new. Nothing is written unless all of it is."""
+        import pandas as pd
+
+        author = author or default_actor()
+        rows = manifest.samples
+        stored = self.samples()
+        positions = pd.Index(stored["sample_key"].to_numpy(object)).get_indexer(rows["sample_key"].to_numpy(object))
+        issues = [RowIssue(int(i) + 1, manifest.key_column, f"'{rows['sample_key'].iat[i]}' is not in the project; "
+                           "add new images with `hibug import` without --models-only")
+                  for i in np.flatnonzero(positions < 0)[:20]]
+        known = np.flatnonzero(positions >= 0)
+        for column in ("label", "split"):
+            theirs = stored[column].to_numpy(object)[positions[known]]
+            ours = rows[column].to_numpy(object)[known]
+            differs = np.array([not (pd.isna(a) and pd.isna(b)) and a != b for a, b in zip(theirs, ours)], dtype=bool)
+            issues += [RowIssue(int(known[i]) + 1, column, f"'{ours[i]}' differs from the project's '{theirs[i]}' for "
+                                "this sample; the models are compared on the stored labels and splits")
+                       for i in np.flatnonzero(differs)[:20]]
+        taken = [name for name in manifest.models if name in self.models()]
+        issues += [RowIssue(None, f"pred:{name}", f"a model named '{name}' is already in this project; name the "
+                            "new one differently (e.g. by its version)") for name in taken]
+        if not manifest.models:
+            issues.append(RowIssue(None, None, "no model output to add: give a 'prediction' or 'pred:<model>' column"))
+        if issues:
+            raise ManifestError(manifest.source, issues)
+        sample_ids = stored.index.to_numpy()[positions]
+        splits = rows["split"].to_numpy(object)
+        staged = []
+        try:
+            with write_transaction(self.engine) as connection:
+                for name, outputs in manifest.models.items():
+                    model_id = self._model_id(connection, name, outputs.classes)
+                    _insert_predictions(connection, model_id, sample_ids, np.asarray(outputs.prediction, dtype=object),
+                                        outputs.confidence, outputs.score, splits)
+                    if outputs.probabilities is not None:
+                        staged.append(self.arrays.stage(
+                            f"probabilities/{_safe(name)}/added", sample_ids=sample_ids,
+                            probabilities=outputs.probabilities, classes=np.array(outputs.classes, dtype=str)))
+                    record_audit(connection, author, "add model", f"model:{name}", None,
+                                 {"samples": len(sample_ids), "source": manifest.source})
+        except BaseException:
+            for item in staged:
+                item.discard()
+            raise
+        for item in staged:
+            item.commit()
+        return ImportSummary(None, manifest.n_rows, list(manifest.models), [], manifest.ignored_columns)
 
     def _model_id(self, connection: Connection, name: str, classes: list[str] | None) -> int:
         row = connection.execute(text("SELECT id, classes_json FROM models WHERE name = :n"), {"n": name}).first()
