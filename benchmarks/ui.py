@@ -10,6 +10,8 @@ a UMAP map of every image; serves it with `hibug serve`; then times, from the cl
   5. recolour the embedding map (WebGL points up to 20,000; above, a datashader density image of every point),
   6. release a lasso drawn on the map and see the selected images and their over-represented tags (the drawing
      itself, mouse moves at the hand's pace, is printed apart),
+  7. open the Compare page (the demo network against a version wrong on green images) and switch the model pair
+     (from the click on Compare to the updated table; typing the model's name is not timed),
   and, apart from the target, the Overview loaded in a new tab (the browser loads the whole app again first).
 Each is done once to warm the caches, then --repeats times; the median and the worst are printed against the 2 s
 target, with the dashboard server's peak memory (VmHWM). It also checks what the map draws: every point as WebGL
@@ -49,7 +51,11 @@ def build(folder: Path, rows: int) -> Path:
 
     project_folder = folder / "project"
     if (project_folder / "hibug.sqlite").exists():
-        return project_folder
+        with Project.open(project_folder, read_only=True) as project:
+            if set(COMPARED) <= set(project.models()):
+                return project_folder
+        raise SystemExit(f"{project_folder} was built by an older version of this benchmark (no models "
+                         f"{', '.join(COMPARED)} to compare): give another --dir")
     demo = ensure_demo(folder / "demo")
     samples, known = demo.samples("shape-cnn"), demo.known_tags()
     manifest = folder / "manifest.csv"
@@ -57,7 +63,8 @@ def build(folder: Path, rows: int) -> Path:
     base = np.arange(rows) % len(samples)
     columns = {"id": np.char.add("s", np.arange(rows).astype(str)), "image": samples["image_path"].to_numpy()[base],
                **{c: samples[c].to_numpy()[base] for c in ("label", "split", "prediction")},
-               **{f"attr:{a}": known[a].reindex(samples.index).to_numpy()[base] for a in known.columns}}
+               **{f"attr:{a}": known[a].reindex(samples.index).to_numpy()[base] for a in known.columns},
+               **{f"pred:{name}": other_version(samples, known, change)[base] for name, change in COMPARED.items()}}
     pd.DataFrame(columns).to_csv(manifest, index=False)
     project = Project.create_from_manifest(project_folder, load_manifest(manifest, default_model="shape-cnn"),
                                            name=f"{rows:,} images (the demo's, repeated)")
@@ -70,6 +77,24 @@ def build(folder: Path, rows: int) -> Path:
     project.close()
     demo.close()
     return project_folder
+
+
+# Two more versions of the demo network to compare with it: one wrong on the green images it gets right, one right
+# on the blue ones it gets wrong (its planted bug fixed).
+COMPARED = {"v2": ("green", "break"), "v3": ("blue", "fix")}
+
+
+def other_version(samples: pd.DataFrame, known: pd.DataFrame, change: tuple[str, str]) -> np.ndarray:
+    colour, how = change
+    labels, predicted = samples["label"].to_numpy(object), samples["prediction"].to_numpy(object).copy()
+    classes = sorted(samples["label"].dropna().unique())
+    chosen = (known["color"].reindex(samples.index).to_numpy(object) == colour) & pd.notna(labels)
+    if how == "fix":
+        predicted[chosen] = labels[chosen]
+    else:
+        chosen &= predicted == labels
+        predicted[chosen] = [classes[(classes.index(label) + 1) % len(classes)] for label in labels[chosen]]
+    return predicted
 
 
 def settle(page, timeout_ms: int = 60_000) -> None:
@@ -100,6 +125,7 @@ def main() -> int:
     from hibug_ui.plots import MAP_POINTS_LIMIT
 
     folder = build(Path(args.dir).resolve(), args.rows)
+    first_comparison(folder)
     server = serve(folder)
     url = next(server)
     results: dict[str, list[float]] = {}
@@ -172,6 +198,23 @@ def main() -> int:
                 settle(page)
             return ready
 
+        def compare_ready(candidate: str):
+            def ready():
+                page.get_by_test_id("stMetric").filter(has_text=candidate).first.wait_for(timeout=180_000)
+                page.get_by_text(re.compile("slices worse, ")).first.wait_for(timeout=180_000)
+                page.get_by_test_id("stDataFrame").first.locator("canvas").first.wait_for(timeout=60_000)
+                settle(page)
+            return ready
+
+        def choose_pair(candidate: str):
+            """Replace the compared model in the form (not timed: typing); the click on Compare is what is timed."""
+            box = page.get_by_test_id("stMultiSelect").first
+            box.click()
+            page.keyboard.press("Backspace")
+            page.keyboard.type(candidate)
+            page.keyboard.press("Enter")
+            page.keyboard.press("Escape")
+
         for attempt in range(args.repeats + 1):  # the first round warms the caches and is not counted
             rounds = {}
             rounds["load the overview in a new tab"] = timed(lambda: page.goto(url), overview_ready)
@@ -191,6 +234,11 @@ def main() -> int:
                                       "traces: p._fullData.map(t => [t.type, t._length]),"
                                       "images: (p._fullLayout.images || []).length} }")
                 selected = page.get_by_text(re.compile("images selected")).first.inner_text()
+            rounds["open the Compare page"] = timed(sidebar("Compare"), compare_ready("v2"))
+            for candidate in ("v3", "v2"):
+                choose_pair(candidate)
+                rounds[f"switch the model pair (to {candidate})"] = timed(
+                    lambda: page.get_by_role("button", name="Compare", exact=True).click(), compare_ready(candidate))
             rounds["open overview"] = timed(sidebar("Overview"), overview_ready)
             if attempt == 0:
                 points = sum(n for _, n in drawn["traces"])
@@ -224,6 +272,7 @@ def main() -> int:
 
 # Each page by URL, and what shows once its script has run to the end on a project with a model, tags and a map.
 FIRST_OPENS = {"Overview": ("", "Confusion matrix"), "Attributes": ("Attributes", "Attributes"),
+               "Compare": ("Compare", re.compile("slices worse, ")),
                "Tagging": ("Tagging", "Tag sources"), "Embedding map": ("Embedding_map", "Colour by"),
                "Error slices": ("Error_slices", re.compile("error slices \\(score below")),
                "Repair": ("Repair", "Repair"), "Review": ("Review", "Review")}
@@ -269,6 +318,28 @@ def first_opens(projects: dict[str, Path]) -> None:
     for title, by_project in figures.items():
         print(f"{title:<16}" + "".join(f"{by_project[n]:>12.2f}" for n in names) +
               f"{by_project[names[-1]] / by_project[names[0]]:>8.2f}")
+
+
+def first_comparison(folder: Path) -> None:
+    """A model pair compared for the first time in a process (every row read and enumerated; nothing cached), against
+    the error-slice report of one model computed the same way (the peer: one enumeration over every row)."""
+    from hibug_core.slices.compare import CompareConfig, compare_models
+    from hibug_core.slices.report import ENUMERATIONS, error_slices
+    from hibug_core.slices.search import SliceConfig
+    from hibug_core.store.project import Project
+
+    with Project.open(folder, read_only=True) as project:
+        project.samples("shape-cnn"), project.samples("v2")  # the column files, as a started dashboard has them
+        started = time.perf_counter()
+        compare_models(project, ["shape-cnn", "v2"], slices=SliceConfig(max_depth=2, min_support=30),
+                       config=CompareConfig())
+        compared = time.perf_counter() - started
+        ENUMERATIONS.clear()
+        started = time.perf_counter()
+        error_slices(project, "shape-cnn", config=SliceConfig(max_depth=2, min_support=30))
+        report = time.perf_counter() - started
+    print(f"a model pair compared for the first time: {compared:.2f} s, {compared / report:.2f}x one model's error "
+          f"slices at the same depth and support ({report:.2f} s)")
 
 
 def _peak_memory_gib(pid: int) -> float:

@@ -71,6 +71,17 @@ def blue_review(folder: Path) -> int:
         return ensure_review(project, (("color", "blue"),)).id
 
 
+def repaired_model(folder: Path) -> str:
+    """The model the repair recorded first (its chosen method, first seed)."""
+    from urllib.parse import quote
+
+    from hibug_core.store.project import Project
+
+    with Project.open(folder, read_only=True) as project:
+        models = project.models()
+    return quote(models[0]) + "," + quote(next(m for m in models if " · repair " in m))
+
+
 def photograph(url: str, folder: Path) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -97,6 +108,7 @@ def photograph(url: str, folder: Path) -> None:
                 ("embedding-map", "Embedding_map", "Colour by", None, False),
                 ("error-slices", "Error_slices", "Parent and child slices", None, True),
                 ("repair", "Repair", "Select pool images", "Retrain and compare", False),
+                ("compare", f"Compare?models={repaired_model(folder)}", "Better (", None, True),
                 ("review", f"Review?review={blue_review(folder)}", "Comments", None, False)):
             settle(path, text, tab=tab, images=images)
             page.screenshot(path=str(OUT / f"{name}.png"))

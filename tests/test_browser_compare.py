@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from browser_support import first_picture, idle, serve, shot
