@@ -1,6 +1,7 @@
 """Every operation hibug runs (embed, tag, teach, map, predict, propose, suggest tags, find slices, compare, check,
-generate, failure search, report): one typed definition each, with its defaults, allowed choices (from the registries) and
-checks. The CLI's options, the pages' forms and the background jobs are built from these, so they cannot drift."""
+select, repair, generate, failure search, report): one typed definition each, with its defaults, allowed choices (from
+the registries) and checks. The CLI's options, the pages' forms and the background jobs are built from these, so they
+cannot drift."""
 from __future__ import annotations
 
 import types
@@ -282,7 +283,7 @@ class _ComparedSlices(BaseModel):
     by_class: bool = Field(SliceConfig.by_class, description="slice by the class too")
     tags: Annotated[str, OneOf(TAG_SOURCES)] = Field("in force", description="tag source (see `hibug slices --help`)")
     alpha: float = Field(CompareConfig.alpha, gt=0, lt=1, description="false discovery rate at which a change is "
-                                                                       "significant (Benjamini-Hochberg over the slices)")
+                         "significant (Benjamini-Hochberg over the slices)")
 
     def slice_config(self) -> SliceConfig:
         return SliceConfig(max_depth=self.depth, min_support=self.support, by_class=self.by_class)

@@ -9,6 +9,7 @@ from hibug_core.operations import CompareModels
 from hibug_core.review.board import add_comment, ensure_review
 from hibug_core.review.views import save_view
 from hibug_core.slices.compare import IMPROVEMENT, REGRESSION, UNCHANGED, error_mix_shifts, pair_matrix
+from hibug_core.slices.search import CLASS
 from hibug_ui.fields import field_input
 from hibug_ui.state import current_project, current_task, current_user, load_samples, model_comparison
 from hibug_ui.visitor import may_edit
@@ -93,6 +94,9 @@ CHANGE_ICONS = {REGRESSION: "▼ worse", IMPROVEMENT: "▲ better", UNCHANGED: "
 
 
 def change_table(frame, key: str, *, selectable: bool):
+    if "tag_warning" in frame:
+        frame = frame.assign(description=[("⚠ " if w else "") + d for d, w in zip(frame["description"],
+                                                                                  frame["tag_warning"])])
     shown = frame.assign(change=frame["change"].map(CHANGE_ICONS),
                          baseline_score=frame["baseline_score"] * 100, candidate_score=frame["candidate_score"] * 100,
                          difference=frame["difference"] * 100)
@@ -121,14 +125,25 @@ with slices_tab:
     listed = table if show == "all" else table[table["change"] != UNCHANGED]
     st.caption(f"{counts.get(REGRESSION, 0)} slices worse, {counts.get(IMPROVEMENT, 0)} better, of {len(table):,} "
                f"compared; regressions first, each group by the {nouns.samples} surely lost or gained.")
+    poor = int((table["tag_warning"] != "").sum())
+    if poor:
+        st.caption(f"⚠ {poor} slices rest on tags measured too poor to trust (Tagging → Tag sources): their change "
+                   "is real, but their names may not describe their images; each group lists them last.")
     distinct = table[(table["change"] != UNCHANGED) & (table["repeats"] == "")]
     for change, title in ((REGRESSION, "Worse"), (IMPROVEMENT, "Better")):
         named = distinct[distinct["change"] == change]
         if len(named):  # the changes that are not repeats of one another, in the table's order
             st.markdown(f"**{title}** ({len(named)}): " + " · ".join(
-                f"{plain(r['description'])} {100 * r['difference']:+.1f} pts" for _, r in named.head(6).iterrows())
+                f"{'⚠ ' if r['tag_warning'] else ''}{plain(r['description'])} {100 * r['difference']:+.1f} pts"
+                for _, r in named.head(6).iterrows())
                 + (" · …" if len(named) > 6 else ""))
-    if listed.empty:
+    if table.empty:
+        untagged = not [a for a in comparison.tags.attributes if a != CLASS]
+        st.info("No slices to compare: no attribute is tagged yet (Attributes and Tagging pages); the models are "
+                "compared overall and per class." if untagged else f"No slice has {op.support} shared "
+                f"{nouns.samples} or more: lower the minimum size.")
+        chosen_id = None
+    elif listed.empty:
         st.info("No slice changed significantly between these models. Show all to see every slice's figures.")
         chosen_id = None
     else:

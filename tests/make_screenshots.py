@@ -108,7 +108,7 @@ def photograph(url: str, folder: Path) -> None:
                 ("embedding-map", "Embedding_map", "Colour by", None, False),
                 ("error-slices", "Error_slices", "Parent and child slices", None, True),
                 ("repair", "Repair", "Select pool images", "Retrain and compare", False),
-                ("compare", f"Compare?models={repaired_model(folder)}", "Better (", None, True),
+                ("compare", f"Compare?models={repaired_model(folder)}", "slices worse, ", None, True),
                 ("review", f"Review?review={blue_review(folder)}", "Comments", None, False)):
             settle(path, text, tab=tab, images=images)
             page.screenshot(path=str(OUT / f"{name}.png"))

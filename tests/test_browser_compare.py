@@ -20,7 +20,8 @@ SETTINGS = {"split": "val", "depth": 2, "support": 30}
 @pytest.fixture(scope="module")
 def compare_project(demo_project, tmp_path_factory):
     """The demo with a second model imported as a prediction column: wrong on the green images of val that the
-    network gets right, right on the blue ones it gets wrong (the demo's planted bug), the network's answer elsewhere."""
+    network gets right, right on the blue ones it gets wrong (the demo's planted bug), the network's answer
+    elsewhere."""
     import pandas as pd
 
     from hibug_core.store.project import Project
@@ -68,14 +69,15 @@ def expected_headlines(folder, models: list[str]) -> list[str]:
     from hibug_core.store.project import Project
 
     with Project.open(folder, read_only=True) as project:
-        table = compare_models(project, models, split="val",
-                               slices=SliceConfig(max_depth=SETTINGS["depth"], min_support=SETTINGS["support"])).against()
+        settings = SliceConfig(max_depth=SETTINGS["depth"], min_support=SETTINGS["support"])
+        table = compare_models(project, models, split="val", slices=settings).against()
     lines = []
     for change, title in ((REGRESSION, "Worse"), (IMPROVEMENT, "Better")):
         named = table[(table["change"] == change) & (table["repeats"] == "")]
         if len(named):
             lines.append(f"{title} ({len(named)}): " + " · ".join(
-                f"{r['description']} {100 * r['difference']:+.1f} pts" for _, r in named.head(6).iterrows())
+                f"{'⚠ ' if r['tag_warning'] else ''}{r['description']} {100 * r['difference']:+.1f} pts"
+                for _, r in named.head(6).iterrows())
                 + (" · …" if len(named) > 6 else ""))
     return lines
 

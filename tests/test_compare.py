@@ -168,7 +168,8 @@ def test_three_models_each_against_the_baseline(tmp_path):
         first = "dog" if i % 4 == 0 or i == 2 else "cat"  # as above: wrong on 11
         other = "dog" if (i < 20 and i % 2 == 0) or i == 0 else "cat"
         rows.append(f"s{i},x.png,cat,{first},{other},cat,val,{'red' if i < 20 else 'blue'}")
-    with manifest_project(tmp_path, "id,image,label,prediction,pred:other,pred:third,split,attr:color", rows) as project:
+    header = "id,image,label,prediction,pred:other,pred:third,split,attr:color"
+    with manifest_project(tmp_path, header, rows) as project:
         result = compare_models(project, ["model", "other", "third"], slices=SliceConfig(max_depth=1, min_support=5))
         with pytest.raises(Exception, match="model\\(s\\) named more than once: model"):
             compare_models(project, ["model", "model"])
@@ -217,25 +218,42 @@ def test_the_ci_recipe_two_prediction_files_to_the_gate_in_three_commands(tmp_pa
     main_right = rng.random(120) > 0.1
     pr_right = main_right & ~((colors == "green") & (rng.random(120) < 0.5))
     for name, right in (("main", main_right), ("pr-7", pr_right)):
-        rows = [f"s{i},x.png,cat,{'cat' if right[i] else 'dog'},val,{colors[i]}" for i in range(120)]
-        (tmp_path / f"{name}.csv").write_text("\n".join([f"id,image,label,pred:{name},split,attr:color", *rows]) + "\n")
+        rows = [f"x.png,cat,{'cat' if right[i] else 'dog'},val,{colors[i]},s{i}" for i in range(120)]
+        (tmp_path / f"{name}.csv").write_text("\n".join(["image,label,prediction,split,attr:color,id", *rows]) + "\n")
     gate = str(tmp_path / "gate")
-    assert main(["new", gate, "--manifest", str(tmp_path / "main.csv")]) == 0
-    assert main(["import", gate, "--manifest", str(tmp_path / "pr-7.csv"), "--models-only"]) == 0
+
+    def add_version(file: str, name: str) -> int:
+        return main(["import", gate, "--manifest", str(tmp_path / f"{file}.csv"), "--model-name", name,
+                     "--models-only"])
+
+    assert main(["new", gate, "--manifest", str(tmp_path / "main.csv"), "--model-name", "main"]) == 0
+    assert add_version("pr-7", "pr-7") == 0
     assert "added to " in capsys.readouterr().out
     assert main(["check", gate, "--baseline", "main", "--candidate", "pr-7", "--junit", str(tmp_path / "g.xml")]) == 1
     assert "color = green" in capsys.readouterr().out
     # the same rows again: the model is there already; a row the project lacks, or a label that differs, is refused
-    assert main(["import", gate, "--manifest", str(tmp_path / "pr-7.csv"), "--models-only"]) == 2
+    assert add_version("pr-7", "pr-7") == 2
     assert "a model named 'pr-7' is already in this project" in capsys.readouterr().err
     lines = (tmp_path / "pr-7.csv").read_text().splitlines()
-    lines[0] = lines[0].replace("pred:pr-7", "pred:pr-8")
-    lines[3] = lines[3].replace("s2,", "s999,")
-    lines[5] = lines[5].replace(",cat,", ",dog,", 1)
+    lines[3] = lines[3].replace(",s2", ",s999")
+    lines[5] = lines[5].replace("x.png,cat,", "x.png,dog,", 1)
     (tmp_path / "pr-8.csv").write_text("\n".join(lines) + "\n")
-    assert main(["import", gate, "--manifest", str(tmp_path / "pr-8.csv"), "--models-only"]) == 2
+    assert add_version("pr-8", "pr-8") == 2
     err = capsys.readouterr().err
     assert "row 3, column 'id': 's999' is not in the project" in err
     assert "row 5, column 'label': 'dog' differs from the project's 'cat'" in err
     with Project.open(gate, read_only=True) as project:
         assert project.models() == ["main", "pr-7"]
+
+
+def test_models_without_tags_are_still_compared_overall_and_per_class(tmp_path, capsys):
+    rows = [f"s{i},x.png,{'cat' if i % 2 else 'dog'},{'cat' if i % 2 else 'dog'},cat,val" for i in range(100)]
+    manifest_project(tmp_path, "id,image,label,pred:base,pred:cand,split", rows).close()
+    project = str(tmp_path / "p")
+    assert main(["check", project, "--baseline", "base", "--candidate", "cand", "--no-by-class"]) == 1
+    out = capsys.readouterr().out
+    # cand calls every dog a cat: the 50 dogs are lost, overall and in the class
+    assert "overall  overall" in out and "class    class = dog" in out and "n=50" in out
+    with Project.open(project, read_only=True) as opened:
+        result = compare_models(opened, ["base", "cand"], slices=SliceConfig(by_class=False))
+    assert result.slices.empty and result.overall.set_index("model").loc["cand", "difference"] == -0.5

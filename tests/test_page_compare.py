@@ -74,3 +74,13 @@ def test_a_project_with_one_model_says_how_to_get_another(monkeypatch, tmp_path)
     at = open_page(monkeypatch, PAGE, tmp_path / "p")
     assert not at.exception
     assert "This project holds one model" in at.info[0].value
+
+
+def test_models_without_tags_are_compared_per_class(monkeypatch, tmp_path):
+    rows = [f"s{i},x.png,{'cat' if i % 2 else 'dog'},{'cat' if i % 2 else 'dog'},cat,val" for i in range(40)]
+    manifest_project(tmp_path, "id,image,label,pred:base,pred:cand,split", rows).close()
+    at = open_page(monkeypatch, PAGE, tmp_path / "p", by_class="0")
+    assert not at.exception
+    assert "no attribute is tagged yet" in at.info[0].value
+    classes = next(d.value for d in at.dataframe if d.value["description"].str.startswith("class =").all())
+    assert classes.set_index("description").loc["class = dog", "difference"] == -100.0

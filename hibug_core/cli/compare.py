@@ -18,7 +18,8 @@ def _compare(project_folder: str, op, models: list[str]):
 
 
 def _line(row) -> str:
-    return (f"{row['description']:<55} n={int(row['count']):<6} {row['baseline_score']:6.1%} -> "
+    warning = "(untrusted tags) " if row.get("tag_warning") else ""
+    return (f"{warning + row['description']:<55} n={int(row['count']):<6} {row['baseline_score']:6.1%} -> "
             f"{row['candidate_score']:6.1%} ({100 * row['difference']:+5.1f} pts) q={row['q_value']:.1e}")
 
 
@@ -74,7 +75,8 @@ def cmd_check(args) -> int:
         Path(op.markdown).write_text(gate_markdown(comparison, checked, op.candidate), encoding="utf-8")
     print(f"{op.candidate} against {op.baseline} on {op.split}: {len(checked)} checks on "
           f"{len(comparison.evaluation):,} shared samples ({comparison.test}); "
-          + (f"FAILED: {len(failed)} significant drop(s) over {100 * op.max_drop:g} points" if len(failed) else "passed"))
+          + (f"FAILED: {len(failed)} significant drop(s) over {100 * op.max_drop:g} points" if len(failed)
+             else "passed"))
     for _, row in failed[failed["repeats"] == ""].iterrows():
         print(f"  {row['kind']:<8} {_line(row)}")
     repeats = int((failed["repeats"] != "").sum())

@@ -86,8 +86,9 @@ def cmd_new(args) -> int:
     finally:
         close()
     if getattr(args, "models_only", False):
+        unread = f" (its attr: columns were not read: {', '.join(manifest.known_tags)})" if manifest.known_tags else ""
         print(f"added to {args.project}: {', '.join(manifest.models)} on {manifest.n_rows} samples already there"
-              + (f" (its attr: columns were not read: {', '.join(manifest.known_tags)})" if manifest.known_tags else ""))
+              + unread)
     else:
         print(f"{'imported' if args.command == 'import' else 'created'} {args.project}: {manifest.n_rows} samples, "
               f"models: {', '.join(manifest.models) or 'none yet (run yours: hibug predict PROJECT --model SPEC)'}")

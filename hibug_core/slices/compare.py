@@ -12,7 +12,8 @@ import pandas as pd
 
 from hibug_core.errors import check_fields
 from hibug_core.slices.redundancy import mark_repeats
-from hibug_core.slices.report import SliceError, enumerated_slices, enumeration_for, tag_frame
+from hibug_core.slices.report import (TAG_SOURCES, SliceError, enumerated_slices, enumeration_for, poor_attributes,
+                                     tag_frame)
 from hibug_core.slices.search import SliceConfig, TagMatrix, parse_definition
 from hibug_core.stats import benjamini_hochberg, mcnemar_p_values, paired_t_p_values
 
@@ -116,13 +117,13 @@ class ModelComparison:
         overall = self.overall[self.overall["model"] == candidate].assign(
             kind="overall", description="overall", slice_id="overall", q_value=lambda f: f["p_value"])
         least = self.config.min_count or self.slice_config.min_support
-        parts = [overall.assign(repeats=""), self.classes[self.classes["candidate"] == candidate].assign(
-            kind="class", repeats=""), self.against(candidate).assign(kind="slice")]
+        parts = [overall.assign(repeats="", tag_warning=""), self.classes[self.classes["candidate"] == candidate].assign(
+            kind="class", repeats="", tag_warning=""), self.against(candidate).assign(kind="slice")]
         table = pd.concat([p.rename(columns={"n": "count"}) for p in parts], ignore_index=True)
         table = table[(table["kind"] == "overall") | (table["count"] >= least)]
         table["failed"] = ((table["q_value"] <= self.config.alpha) & (table["difference"] < -self.config.max_drop))
         return table[["kind", "description", "slice_id", "count", "baseline_score", "candidate_score", "difference",
-                      "p_value", "q_value", "repeats", "failed"]].reset_index(drop=True)
+                      "p_value", "q_value", "repeats", "tag_warning", "failed"]].reset_index(drop=True)
 
 
 def compare_models(project, models: list[str], *, split: str = "val", slices: SliceConfig = SliceConfig(),
@@ -161,30 +162,41 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
         raise SliceError("some shared samples have a prediction but no score; import a score for them")
     errors = 1.0 - scores
     binary = bool(np.isin(errors, (0.0, 1.0)).all())
-    frame = tag_frame(project, attributes, tags, by_class=slices.by_class).loc[rows]
+    if tags not in TAG_SOURCES:
+        raise SliceError(f"unknown tag source '{tags}'; choose one of {', '.join(TAG_SOURCES)}")
+    # Nothing tagged yet: the models are still compared overall and per class.
+    frame = tag_frame(project, attributes, tags, by_class=slices.by_class, allow_empty=not attributes).loc[rows]
     # An attribute with one tag on every shared sample (one class) names the whole set again: nothing to slice by.
     frame = frame[[c for c in frame.columns if not (frame[c].notna().all() and frame[c].nunique() == 1)]]
-    if frame.columns.empty:
-        raise SliceError(f"no attribute tells the shared '{split}' samples apart; tag them first (`hibug tag`)")
     tag_matrix = TagMatrix.from_frame(frame)
     # 3. One enumeration over the errors and, per candidate, the squared difference from the baseline.
     squared = (errors[:, :1] - errors[:, 1:]) ** 2
     columns = np.concatenate([errors, squared], axis=1)
-    enumeration = enumeration_for(project, tag_matrix, columns, ["compare", *models], split, slices)
-    table, sums = enumerated_slices(tag_matrix, enumeration)
+    if frame.columns.empty:
+        table = pd.DataFrame({"definition": [], "slice_id": [], "description": [], "depth": [],
+                              "count": np.zeros(0, dtype=np.int64)})
+        sums = np.zeros((0, columns.shape[1]))
+    else:
+        enumeration = enumeration_for(project, tag_matrix, columns, ["compare", *models], split, slices)
+        table, sums = enumerated_slices(tag_matrix, enumeration)
+    # Slices on tags measured too poor to trust are flagged, as error slices are.
+    poor = poor_attributes(project, frame, tags, slices)
+    table["tag_warning"] = ["; ".join(f"{a}: {poor[a]}" for a, _ in d if a in poor) for d in table["definition"]]
     # 4. Changes against the baseline: every slice, every class, overall.
     test = MCNEMAR if binary else PAIRED_T
     m = len(models)
+    total = columns.sum(axis=0)
+    overall_change = (total[0] - total[1:m]) / len(rows)  # each candidate's, the level slices are ordered beyond
     slice_rows = [_grouped(_changes(table, sums[:, 0], sums[:, k], sums[:, m + k - 1], models[0], models[k], binary,
-                                    config), tag_matrix, errors[:, 0], errors[:, k], slices.max_overlap,
-                           config.grouped) for k in range(1, m)]
+                                    config, overall=overall_change[k - 1]), tag_matrix, errors[:, 0], errors[:, k],
+                           slices.max_overlap, config.grouped) for k in range(1, m)]
     labels, codes = np.unique(evaluation["label"].astype(str).to_numpy(), return_inverse=True)
     per_class = np.stack([np.bincount(codes, weights=c, minlength=len(labels)) for c in columns.T], axis=1)
-    class_table = pd.DataFrame({"description": [f"class = {c}" for c in labels], "slice_id": [f"class:{c}" for c in labels],
+    class_table = pd.DataFrame({"description": [f"class = {c}" for c in labels],
+                                "slice_id": [f"class:{c}" for c in labels],
                                 "label": labels, "count": np.bincount(codes, minlength=len(labels))})
     class_rows = [_changes(class_table, per_class[:, 0], per_class[:, k], per_class[:, m + k - 1], models[0],
-                           models[k], binary, config) for k in range(1, m)]
-    total = columns.sum(axis=0)
+                           models[k], binary, config, overall=overall_change[k - 1]) for k in range(1, m)]
     overall = pd.DataFrame({"model": models, "evaluated": [evaluated[x] for x in models], "n": len(rows),
                             "score": 1 - total[:m] / len(rows)})
     for name in ("baseline_score", "candidate_score", "difference", "p_value", "change"):
@@ -213,10 +225,12 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
 
 
 def _changes(table: pd.DataFrame, base_errors, candidate_errors, squared, baseline: str, candidate: str, binary: bool,
-             config: CompareConfig, *, family: bool = True) -> pd.DataFrame:
+             config: CompareConfig, *, family: bool = True, overall: float = 0.0) -> pd.DataFrame:
     """Per row of `table` (a slice or class with its count): both scores, the difference (candidate - baseline), the
-    paired test's p-value, the q-value over the rows (family) and the change; regressions first (largest drop first),
-    then improvements (largest gain first), then the rest (smallest p first)."""
+    paired test's p-value, the q-value over the rows (family) and the change; regressions first, then improvements,
+    then the rest (smallest p first). Within regressions (improvements), the samples surely lost (gained) beyond the
+    `overall` change order them: a slice where the change concentrates comes before one that only follows the
+    overall change (a slice of nearly every sample), and a broad slice before the narrower ones cut from it."""
     n = table["count"].to_numpy(float)
     gain = np.asarray(base_errors, float) - np.asarray(candidate_errors, float)  # sum of (candidate - baseline) scores
     squared = np.asarray(squared, float)
@@ -240,22 +254,32 @@ def _changes(table: pd.DataFrame, base_errors, candidate_errors, squared, baseli
     out["change"] = np.select([significant & (out["difference"] < 0), significant & (out["difference"] > 0)],
                               [REGRESSION, IMPROVEMENT], UNCHANGED)
     group = out["change"].map({REGRESSION: 0, IMPROVEMENT: 1, UNCHANGED: 2}).to_numpy()
-    # Most samples surely lost (gained) first: a broad slice before the narrower ones cut from it.
-    within = np.where(group < 2, -out["confident_change"] * n, out["p_value"])
+    beyond = np.abs(out["difference"] - overall) - config.z * np.nan_to_num(spread)
+    out["beyond_overall"] = np.where(np.sign(out["difference"] - overall) == np.sign(out["difference"]),
+                                     np.maximum(beyond, 0), 0.0)
+    # rounded: equal slices (one set of samples named twice) summed in other orders differ in the last bits
+    within = np.round(np.where(group < 2, -out["beyond_overall"] * n, out["p_value"]), 9)
+    then = np.round(np.where(group < 2, -out["confident_change"] * n, 0), 9)
     depth = out["depth"].to_numpy() if "depth" in out else np.zeros(len(out))
-    return out.iloc[np.lexsort((-n, depth, within, group))].reset_index(drop=True)
+    return out.iloc[np.lexsort((-n, depth, then, within, group))].reset_index(drop=True)
 
 
 def _grouped(rows: pd.DataFrame, tags: TagMatrix, base_errors: np.ndarray, candidate_errors: np.ndarray,
              max_overlap: float, top: int) -> pd.DataFrame:
     """The slice table with `repeats`: within the regressions (and the improvements), a slice whose lost (gained)
     samples are mostly those of another listed slice is marked as part of it and listed after the distinct ones
-    (slices.redundancy, as error slices are), over the first `top` of each; the rest keep their order."""
+    (slices.redundancy, as error slices are), over the first `top` of each; slices on tags too poor to trust come
+    after the others of their group, grouped among themselves; the rest keep their order."""
     parts = []
     for change, moved in ((REGRESSION, np.maximum(candidate_errors - base_errors, 0)),
                           (IMPROVEMENT, np.maximum(base_errors - candidate_errors, 0))):
         chosen = rows[rows["change"] == change]
-        parts += [mark_repeats(chosen.head(top), tags, moved, max_overlap), chosen.iloc[top:].assign(repeats="")]
+        head, tail = chosen.head(top), chosen.iloc[top:].assign(repeats="")
+        trusted = (head["tag_warning"] == "").to_numpy()
+        # the broadest listed slice stands for its refinements: ranked by the change beyond the overall one, it is
+        # where the change concentrates
+        parts += [mark_repeats(head[trusted], tags, moved, max_overlap, narrow=False),
+                  mark_repeats(head[~trusted], tags, moved, max_overlap, narrow=False), tail]
     parts.append(rows[rows["change"] == UNCHANGED].assign(repeats=""))
     return pd.concat(parts, ignore_index=True)
 

@@ -14,16 +14,16 @@ from hibug_core.markdown import cell as _md
 from hibug_core.slices.compare import ModelComparison
 
 TABLE_COLUMNS = ["candidate", "description", "count", "baseline_score", "candidate_score", "difference", "p_value",
-                 "q_value", "change", "repeats"]
+                 "q_value", "change", "repeats", "tag_warning"]
 FORMATS = (".html", ".md", ".csv")
 
 
 def comparison_table(comparison: ModelComparison, top: int | None = None) -> pd.DataFrame:
     """Overall, per class, then per slice, for every candidate: the columns a reader needs, regressions first."""
     overall = comparison.overall.iloc[1:].rename(columns={"model": "candidate", "n": "count"}).assign(
-        description="overall", kind="overall", q_value=lambda f: f["p_value"], repeats="")
+        description="overall", kind="overall", q_value=lambda f: f["p_value"], repeats="", tag_warning="")
     slices = comparison.slices.groupby("candidate", sort=False).head(top) if top else comparison.slices
-    parts = [overall, comparison.classes.assign(kind="class", repeats=""), slices.assign(kind="slice")]
+    parts = [overall, comparison.classes.assign(kind="class", repeats="", tag_warning=""), slices.assign(kind="slice")]
     return pd.concat([p[["kind", *TABLE_COLUMNS]] for p in parts], ignore_index=True)
 
 
@@ -36,7 +36,8 @@ def _points(value) -> str:
 
 
 def _rows_markdown(table: pd.DataFrame) -> list[str]:
-    lines = ["| model | slice | samples | baseline | candidate | change | q |", "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| model | slice | samples | baseline | candidate | change | q |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for _, row in table.iterrows():
         lines.append(f"| {_md(row['candidate'])} | {_md(row['description'])} | {int(row['count']):,} | "
                      f"{_percent(row['baseline_score'])} | {_percent(row['candidate_score'])} | "
@@ -69,11 +70,11 @@ def comparison_html(comparison: ModelComparison, title: str, top: int = 20) -> s
         rows.append(f'<tr class="{html.escape(str(row["change"]).split()[0])}">{cells}</tr>')
     head = "".join(f"<th>{html.escape(c)}</th>" for c in TABLE_COLUMNS)
     summary = (f"Baseline <b>{html.escape(comparison.baseline)}</b> on the {html.escape(comparison.split)} split: "
-               f"{len(comparison.evaluation):,} shared samples, {html.escape(comparison.test)}, q-values over the slices "
-               f"compared.")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{style}</style>"
-            f"</head><body><h1>{html.escape(title)}</h1><p>{summary}</p><table><thead><tr>{head}</tr></thead><tbody>"
-            f"{''.join(rows)}</tbody></table></body></html>\n")
+               f"{len(comparison.evaluation):,} shared samples, {html.escape(comparison.test)}, q-values over the "
+               "slices compared.")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{style}</style></head><body><h1>{html.escape(title)}</h1><p>{summary}</p>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></body></html>\n")
 
 
 def write_comparison(comparison: ModelComparison, output: str | Path, title: str, top: int = 20) -> Path:
@@ -110,7 +111,8 @@ def gate_markdown(comparison: ModelComparison, checked: pd.DataFrame, candidate:
     improved = checked[(checked["q_value"] <= config.alpha) & (checked["difference"] > 0)]
     if len(improved):
         lines += ["", f"{len(improved)} check(s) improved significantly, e.g. "
-                  + "; ".join(f"{_md(r['description'])} {_points(r['difference'])}" for _, r in improved.head(3).iterrows())
+                  + "; ".join(f"{_md(r['description'])} {_points(r['difference'])}"
+                              for _, r in improved.head(3).iterrows())
                   + "."]
     return "\n".join(lines) + "\n"
 
@@ -126,6 +128,8 @@ def gate_junit(comparison: ModelComparison, checked: pd.DataFrame, candidate: st
                    f"q = {row['q_value']:.3g}")
         if row["repeats"]:
             figures += f"; part of: {row['repeats']}"
+        if row["tag_warning"]:
+            figures += f"; tags too poor to trust: {row['tag_warning']}"
         if row["failed"]:
             failure = ElementTree.SubElement(case, "failure", message=f"significant regression: {figures}",
                                              type="regression")

@@ -1,7 +1,8 @@
 """Slices that tell nothing new on their own. Reported slices form families by refinement (a slice and the reported
 slices that add conditions to it); each family is shown by one representative: from its root, go down to the
 refinement that holds most of the failures while it holds at least `max_overlap` of them (the bug is that narrower
-slice), else stop (the failures are spread: the broader slice stands for them). A representative with most of its
+slice), else stop (the failures are spread: the broader slice stands for them); with narrow=False the root stands for
+its family. A representative with most of its
 failures inside a distinct slice ranked above it (often the same images named by other attributes) repeats it too.
 The rest are listed after the distinct slices, each with the slice it belongs to."""
 from __future__ import annotations
@@ -12,12 +13,14 @@ import pandas as pd
 from hibug_core.slices.search import TagMatrix
 
 
-def repeated_slices(definitions, tags: TagMatrix, errors: np.ndarray, max_overlap: float) -> list[int | None]:
+def repeated_slices(definitions, tags: TagMatrix, errors: np.ndarray, max_overlap: float, *,
+                    narrow: bool = True) -> list[int | None]:
     """For slices in rank order, the position of the slice each belongs to (None: it is distinct)."""
     errors = np.asarray(errors, dtype=float)
     conditions = [frozenset(d) for d in definitions]
     masks = [tags.mask(d) for d in definitions]
     failures = [errors[m].sum() for m in masks]
+    sizes = [int(m.sum()) for m in masks]
     n = len(definitions)
     ancestors = [[j for j in range(n) if j != i and conditions[j] < conditions[i]] for i in range(n)]
     roots = [i for i in range(n) if not ancestors[i]]
@@ -27,7 +30,10 @@ def repeated_slices(definitions, tags: TagMatrix, errors: np.ndarray, max_overla
         family = [i for i in range(n) if i == root or root in ancestors[i]]
         chosen = root
         while True:
-            below = [i for i in family if conditions[chosen] < conditions[i]]
+            # a refinement that holds the very same samples only names them with more words: it never stands for them
+            below = [i for i in family if conditions[chosen] < conditions[i] and sizes[i] < sizes[chosen]]
+            if not narrow:
+                break
             best = max(below, key=lambda i: (failures[i], -i), default=None)
             if best is None or failures[best] < max_overlap * failures[chosen]:
                 break
@@ -52,12 +58,13 @@ def repeated_slices(definitions, tags: TagMatrix, errors: np.ndarray, max_overla
     return of
 
 
-def mark_repeats(slices: pd.DataFrame, tags: TagMatrix, errors: np.ndarray, max_overlap: float) -> pd.DataFrame:
+def mark_repeats(slices: pd.DataFrame, tags: TagMatrix, errors: np.ndarray, max_overlap: float, *,
+                 narrow: bool = True) -> pd.DataFrame:
     """Adds `repeats` (the description of the slice it belongs to, or "") and moves those slices after the distinct
     ones, keeping the order within each group. max_overlap >= 1 turns this off."""
     if slices.empty or max_overlap >= 1:
         return slices.assign(repeats="")
-    of = repeated_slices(list(slices["definition"]), tags, errors, max_overlap)
+    of = repeated_slices(list(slices["definition"]), tags, errors, max_overlap, narrow=narrow)
     descriptions = slices["description"].to_numpy()
     flags = np.array([j is not None for j in of])
     slices = slices.assign(repeats=[descriptions[j] if j is not None else "" for j in of])

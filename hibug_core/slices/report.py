@@ -114,12 +114,12 @@ TAG_SOURCES = ("in force", "imported", "model")
 
 
 def tag_frame(project, attributes: list[str] | None, source: str = "in force", *,
-              by_class: bool = False) -> pd.DataFrame:
+              by_class: bool = False, allow_empty: bool = False) -> pd.DataFrame:
     """Tags of every sample to slice by. source: "in force" (per schema attribute the best measured source or the
     one a person chose, plus imported attr: columns that no schema attribute covers), "imported" (attr: columns
     only, e.g. ground truth) or "model" (tagging runs only). Any imported column can also be asked for by name as
     "known: <column>", whatever the source. by_class adds the label as the attribute CLASS, unless an attribute
-    already equals it."""
+    already equals it. With allow_empty, no tags at all is an empty frame instead of an error."""
     from hibug_core.store.attribute_versions import latest_version
     from hibug_core.tagging.run import current_tags
 
@@ -145,7 +145,7 @@ def tag_frame(project, attributes: list[str] | None, source: str = "in force", *
             raise SliceError(f"no tags for attribute(s) {', '.join(missing)}; choose from: {', '.join(choices)}")
         tags = tags[attributes]
     tags = tags[tags.columns[tags.notna().any()]]
-    if tags.columns.empty:
+    if tags.columns.empty and not allow_empty:
         raise SliceError("no attribute has tags yet; run a tagger first (Tagging page or `hibug tag`)")
     if by_class and not label_attributes(tags, samples["label"]):
         # A false positive has no true class: "class = (background)" would only say that false positives fail.
@@ -185,7 +185,7 @@ def enumeration_for(project, tags: TagMatrix, errors: np.ndarray, models: list[s
         tags.codes, [len(t) for t in tags.tags], errors, max_depth=config.max_depth, min_support=config.min_support))
 
 
-def _poor_attributes(project, frame: pd.DataFrame, source: str, config: SliceConfig) -> dict[str, str]:
+def poor_attributes(project, frame: pd.DataFrame, source: str, config: SliceConfig) -> dict[str, str]:
     """Sliced attributes whose tags in force are too poor to trust (tagging.sources.untrusted), with why."""
     from hibug_core.store.attribute_versions import schema_names
     from hibug_core.tagging.sources import rank_sources, untrusted
@@ -252,7 +252,7 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     truth = ground_truth(project) if check_tags else None
     precision = slice_tag_precision(slices["definition"], frame, truth, skip={CLASS}, z=config.z)
     slices = pd.concat([slices, evidence.set_index(slices.index), precision.set_index(slices.index)], axis=1)
-    poor = _poor_attributes(project, frame, tags_source, config) if check_tags else {}
+    poor = poor_attributes(project, frame, tags_source, config) if check_tags else {}
     slices["tag_warning"] = [
         "; ".join(f"{a}: {poor[a]}" for a, _ in definition if a in poor) for definition in slices["definition"]]
     slices["trusted"] = ~(slices["tag_precision_high"] < config.min_tag_precision) & (slices["tag_warning"] == "")
