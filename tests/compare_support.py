@@ -33,3 +33,26 @@ def planted_pair(folder: Path, *, same: bool = False) -> Path:
             f"{colors[i]},{sizes[i]}" for i in range(300)]
     manifest_project(folder, "id,image,label,pred:base,pred:cand,split,attr:color,attr:size", rows).close()
     return folder / "p"
+
+
+def two_detectors(detection_demo: Path, folder: Path) -> Path:
+    """A project of the detection demo's val scenes with two detectors' results: the demo's, and a version that drops
+    a seeded 30% of its circles and shifts every other box by a pixel. Returns the project's folder."""
+    import json
+
+    from hibug_core.cli import main
+
+    data = detection_demo / "data"
+    rng = np.random.default_rng(0)
+    worse = []
+    for record in json.loads((data / "shape-fcos_val.json").read_text()):
+        if record["category_id"] == 1 and rng.random() < 0.3:
+            continue
+        x, y, w, h = record["bbox"]
+        worse.append({**record, "bbox": [x + 1.0, y, w, h]})
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "v2.json").write_text(json.dumps(worse))
+    code = main(["new", str(folder / "p"), "--coco", str(data / "instances_val.json"), "--results",
+                 f"main={data / 'shape-fcos_val.json'}", f"v2={folder / 'v2.json'}"])
+    assert code == 0
+    return folder / "p"

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from urllib.parse import quote
 
 import pytest
 
@@ -147,3 +148,13 @@ def test_an_imported_column_and_a_repaired_model_compared_with_the_network(page,
     open_compare(page, compare_server, ["shape-cnn", repaired])
     assert headlines(page) == expected_headlines(compare_project, ["shape-cnn", repaired])
     shot(page, "compare-2-repaired-model")
+
+    # 3. All three: each against the network, and the overlap matrices of every pair.
+    page.goto(f"{compare_server}/Compare?models=shape-cnn,planted,{quote(repaired)}")
+    page.get_by_text("Against the baseline").first.wait_for(timeout=120_000)
+    assert headlines(page) == expected_headlines(compare_project, ["shape-cnn", "planted"])
+    page.get_by_role("tab", name="Every pair").click()
+    plots = page.get_by_role("tabpanel", name="Every pair").locator(".js-plotly-plot")
+    plots.nth(1).wait_for(timeout=60_000)
+    assert plots.count() == 2
+    shot(page, "compare-3-three-models")

@@ -257,3 +257,29 @@ def test_models_without_tags_are_still_compared_overall_and_per_class(tmp_path, 
     with Project.open(project, read_only=True) as opened:
         result = compare_models(opened, ["base", "cand"], slices=SliceConfig(by_class=False))
     assert result.slices.empty and result.overall.set_index("model").loc["cand", "difference"] == -0.5
+
+
+def test_two_detectors_compared_by_iou_with_their_error_mix(detection_demo, tmp_path):
+    import pandas as pd
+
+    from hibug_core.slices.compare import error_mix_shifts
+
+    from compare_support import two_detectors
+
+    with Project.open(two_detectors(detection_demo, tmp_path), read_only=True) as project:
+        result = compare_models(project, ["main", "v2"])
+        types = {m: project.samples(m).join(project.objects(m)[["error_type"]])["error_type"] for m in result.models}
+        evaluations = {m: project.object_evaluation(m, "val")["summary"]["AP"] for m in result.models}
+    assert result.test == PAIRED_T  # IoU scores
+    # shared: the 2,096 ground-truth objects; each model was evaluated on them and its own false positives
+    assert len(result.evaluation) == 2096
+    assert result.overall.set_index("model")["evaluated"].to_dict() == {"main": 2219, "v2": 2207}
+    classes = result.classes.set_index("description")
+    assert classes.loc["class = circle", "change"] == REGRESSION
+    assert classes.loc["class = circle", "difference"] < classes.loc["class = rectangle", "difference"] < 0
+    assert evaluations["v2"] < evaluations["main"]
+    # a dropped circle is missed: the circles' failures shift towards "missed"
+    shifts = error_mix_shifts(result, {m: pd.Series(t) for m, t in types.items()})
+    assert not shifts.empty and {"missed (baseline)", "missed (candidate)"} <= set(shifts.columns)
+    circles = shifts[shifts["description"].str.contains("class = circle")]
+    assert (circles["missed (candidate)"] > circles["missed (baseline)"]).all()

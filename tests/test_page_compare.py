@@ -84,3 +84,18 @@ def test_models_without_tags_are_compared_per_class(monkeypatch, tmp_path):
     assert "no attribute is tagged yet" in at.info[0].value
     classes = next(d.value for d in at.dataframe if d.value["description"].str.startswith("class =").all())
     assert classes.set_index("description").loc["class = dog", "difference"] == -100.0
+
+
+def test_two_detectors_with_their_ap_and_error_type_shifts(monkeypatch, detection_demo, tmp_path):
+    from compare_support import two_detectors
+
+    at = open_page(monkeypatch, PAGE, two_detectors(detection_demo, tmp_path), models="main,v2")
+    assert not at.exception
+    captions = [c.value for c in at.caption]
+    assert captions[0].startswith("2,096 objects of the 'val' split that every model predicts · paired t-test")
+    assert "AP 0.566 (COCO, as imported)" in captions
+    assert [t.label for t in at.tabs] == ["Slices", "Per class", "Error types"]
+    text = " ".join(m.value for m in at.markdown)
+    assert "main right, v2 wrong** (" in text and " objects; drawn with v2's prediction)" in text
+    shifts = next(d.value for d in at.dataframe if "missed (candidate)" in d.value.columns)
+    assert len(shifts) and (shifts["shift"] >= 0).all()
