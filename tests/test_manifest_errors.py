@@ -51,6 +51,25 @@ def test_corrupt_and_unreadable_images(image_dir, write_csv):
     ]
 
 
+def test_a_png_damaged_inside_its_pixel_data_is_refused(image_dir, write_csv):
+    """Bytes changed in the middle of a PNG's compressed pixels: its chunk checksum no longer matches (a PNG is
+    checked by its checksums through to its end, not decoded)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    noise = Image.fromarray((np.random.default_rng(0).random((48, 48, 3)) * 255).astype("uint8"))
+    buffer = io.BytesIO()
+    noise.save(buffer, "PNG")
+    data = bytearray(buffer.getvalue())
+    at = data.index(b"IDAT") + 40
+    data[at:at + 200] = bytes(200)
+    (image_dir / "damaged.png").write_bytes(bytes(data))
+    path = write_csv(HEADER + "images/damaged.png,cat,cat,val\nimages/a.png,cat,cat,val\n")
+    assert messages(path) == ["row 1, column 'image': corrupt or truncated image data: images/damaged.png"]
+
+
 def test_unknown_split(image_dir, write_csv):
     path = write_csv(HEADER + "images/a.png,cat,cat,validation\nimages/b.png,cat,cat,holdout\n")
     assert messages(path) == [

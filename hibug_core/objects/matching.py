@@ -90,13 +90,17 @@ def _evaluator(gt, dt, iou_type: str, sigmas, *, thresholds=None, max_detections
                known: dict | None = None, changed: set | None = None):
     """The library's evaluation, evaluated and accumulated. known: the overlaps (IoU or OKS matrices) of an earlier
     evaluation of the same files, by (image, category), reused for every image not in `changed` (a fix that moves
-    some people's keypoints needs the OKS of their images only)."""
+    some people's keypoints needs the OKS of their images only) whose detections it covered (an evaluation of more
+    detections per image computes the images that have more)."""
     from faster_coco_eval import COCOeval_faster
 
     class Reusing(COCOeval_faster):
         def computeOks(self, image_id, category_id):
             if known is not None and image_id not in changed and (image_id, category_id) in known:
-                return known[image_id, category_id]
+                value = known[image_id, category_id]
+                evaluated = min(len(self.dt_dataset.get(image_id, category_id)), self.params.maxDets[-1])
+                if len(value) == 0 or len(value) == evaluated:
+                    return value
             return super().computeOks(image_id, category_id)
 
     evaluator = Reusing(gt, dt, iou_type, print_function=lambda *a: None, separate_eval=True,
@@ -194,8 +198,10 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
     if len(kept):
         with contextlib.redirect_stdout(io.StringIO()):
             operating = gt.loadRes(_records([results.records[i] for i in kept]))
+        # every detection kept: the summary's overlaps hold for each image whose detections it evaluated
         evaluator = _evaluator(gt, operating, iou_type, sigmas, thresholds=[config.iou_threshold],
-                               max_detections=config.max_detections)
+                               max_detections=config.max_detections,
+                               known=overlaps if len(kept) == len(results.records) else None, changed=set())
         for pair, value in evaluator.eval["matched"].items():
             detection_id, annotation_id = (int(part) for part in pair.split("_", 1))
             matched[int(kept[detection_id - 1])] = (annotation_id, float(value))
