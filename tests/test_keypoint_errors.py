@@ -396,3 +396,56 @@ def test_a_per_row_manifest_of_cocos_17_keypoints_has_their_names_limbs_and_sigm
         assert skeleton["names"][:3] == ["nose", "left_eye", "right_eye"]
         assert skeleton["limbs"] == [(a - 1, b - 1) for a, b in COCO_PERSON_SKELETON]
         assert project.known_tags()["facing"].dropna().tolist() == ["front"]
+
+
+@pytest.mark.parametrize("use_area, max_detections", [(True, 20), (True, 2), (False, 20)])
+def test_every_oks_matrix_at_once_equals_the_librarys_bit_for_bit(use_area, max_detections):
+    """Seeded people with some keypoints unlabelled, one with none labelled (OKS outside twice its box), images with
+    more detections than maxDets, one with no detection and one with no person."""
+    import contextlib
+    import io
+    import itertools
+
+    from faster_coco_eval import COCO, COCOeval_faster
+
+    from hibug_core.objects.matching import oks_matrices
+
+    rng = np.random.default_rng(5)
+    k = 5
+    images = [{"id": i, "width": 200, "height": 200, "file_name": f"{i}.png"} for i in range(1, 7)]
+    people, found = [], []
+    for image in range(1, 6):
+        for _ in range(int(rng.integers(1, 4))):
+            x, y, w, h = (float(v) for v in rng.uniform(10, 80, 4))
+            points = np.column_stack([rng.uniform(x, x + w, k), rng.uniform(y, y + h, k),
+                                      rng.choice([0, 1, 2], k, p=[0.2, 0.3, 0.5])])
+            if len(people) == 2:
+                points[:, 2] = 0
+            points[points[:, 2] == 0, :2] = 0
+            people.append({"id": len(people) + 1, "image_id": image, "category_id": 1, "bbox": [x, y, w, h],
+                           "area": w * h, "iscrowd": 0, "num_keypoints": int((points[:, 2] > 0).sum()),
+                           "keypoints": points.ravel().round(2).tolist()})
+    for image in (1, 2, 3, 4, 6):
+        for _ in range(int(rng.integers(1, 5))):
+            points = np.column_stack([rng.uniform(0, 120, k), rng.uniform(0, 120, k), np.ones(k)])
+            found.append({"image_id": image, "category_id": 1, "score": float(rng.choice([0.5, 0.7, 0.9])),
+                          "keypoints": points.ravel().round(2).tolist()})
+    dataset = {"images": images, "annotations": people,
+               "categories": [{"id": 1, "name": "person", "keypoints": [f"p{i}" for i in range(k)]}]}
+    with contextlib.redirect_stdout(io.StringIO()):
+        truth = COCO(dataset, print_function=lambda *a: None)
+        evaluator = COCOeval_faster(truth, truth.loadRes(found), "keypoints", print_function=lambda *a: None,
+                                    use_area=use_area)
+    evaluator.params.kpt_oks_sigmas = np.full(k, 0.08)
+    evaluator.params.maxDets = [max_detections]
+    evaluator._prepare()
+    pairs = list(itertools.product(evaluator.params.imgIds, evaluator.params.catIds))
+    ours = oks_matrices(evaluator, pairs)
+    for pair in pairs:
+        theirs = evaluator.computeOks(*pair)
+        assert np.asarray(ours[pair]).shape == np.asarray(theirs).shape
+        assert np.array_equal(ours[pair], theirs)
+    assert ours[(5, 1)] == [] and ours[(6, 1)] == []
+    for image in (1, 2, 3, 4):  # detections by score, at most maxDets, against every person of the image
+        shown = min(sum(d["image_id"] == image for d in found), max_detections)
+        assert ours[(image, 1)].shape == (shown, sum(p["image_id"] == image for p in people))
