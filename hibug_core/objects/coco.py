@@ -401,3 +401,13 @@ def image_sizes_issues(ground_truth: CocoGroundTruth, measured: dict[int, tuple[
 def boxes(frame: pd.DataFrame) -> np.ndarray:
     """The [x, y, w, h] columns of an annotations or detections frame as an (n, 4) float array."""
     return frame[["x", "y", "w", "h"]].to_numpy(np.float64)
+
+
+def positions_by(keys) -> dict:
+    """{key: the positions holding it, ascending} of an array of keys (an image id per object): one sort, where a
+    pandas group-by with apply cost a Python call per group."""
+    keys = np.asarray(keys)
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(keys) else np.zeros(0, np.int64)
+    return dict(zip(ordered[starts].tolist(), np.split(order, starts[1:])))

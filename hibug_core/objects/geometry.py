@@ -9,6 +9,7 @@ import pandas as pd
 
 from hibug_core.attributes.measured import Bins
 from hibug_core.attributes.schema import Attribute
+from hibug_core.objects.coco import positions_by
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,8 @@ def _largest_cover(boxes: np.ndarray, image_ids: np.ndarray, own_ids: np.ndarray
         return cover
     other_boxes = others[["x", "y", "w", "h"]].to_numpy(np.float64)
     other_ids = others["id"].to_numpy()
-    by_image = pd.Series(np.arange(len(others))).groupby(others["image_id"].to_numpy()).apply(np.asarray).to_dict()
-    mine = pd.Series(np.arange(len(boxes))).groupby(np.asarray(image_ids)).apply(np.asarray).to_dict()
+    by_image = positions_by(others["image_id"].to_numpy())
+    mine = positions_by(image_ids)
     for image_id, rows in mine.items():
         members = by_image.get(image_id)
         if members is None:

@@ -166,14 +166,15 @@ def fixed_results(records: list[dict], pairs: pd.Series, codes: pd.Series, annot
                   fixing: str) -> list[dict]:
     """The results records with one error type fixed: every keypoint of that type, in a prediction that went with a
     person, moved onto the person's true keypoint (Ronchi and Perona's correction)."""
-    people = annotations.set_index("id")["keypoints"]
+    people = dict(zip(annotations["id"].tolist(), annotations["keypoints"].tolist()))
+    code_of = dict(zip(codes.index.tolist(), codes.tolist()))
     letter = CODES[fixing]
     fixed = list(records)
-    for annotation_id, record in pairs.items():
-        code = codes.get(annotation_id)
+    for annotation_id, record in zip(pairs.index.tolist(), pairs.tolist()):
+        code = code_of.get(annotation_id)
         if not isinstance(code, str) or letter not in code:
             continue
-        truth = people.loc[annotation_id]
+        truth = people[annotation_id]
         points = list(fixed[int(record)]["keypoints"])
         for j, c in enumerate(code):
             if c == letter:

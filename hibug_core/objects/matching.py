@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.errors import ConfigError, check_fields
-from hibug_core.objects.coco import CocoGroundTruth, CocoResults, boxes
+from hibug_core.objects.coco import CocoGroundTruth, CocoResults, boxes, positions_by
 from hibug_core.objects.keypoint_errors import CODES, KEYPOINT_ERRORS, Skeleton, fixed_results, type_people
 
 TRUE_POSITIVE, FALSE_POSITIVE, MISSED_OUTCOME = "true positive", "false positive", "missed"
@@ -433,10 +433,11 @@ def _outcomes(ground_truth: CocoGroundTruth, results: CocoResults, matched: dict
     obj_class = objects["category_id"].to_numpy()
     det_class = detections["category_id"].to_numpy()
     det_score = detections["score"].to_numpy()
-    obj_by_image = pd.Series(np.arange(n_obj)).groupby(objects["image_id"].to_numpy()).apply(np.asarray).to_dict()
+    obj_by_image = positions_by(objects["image_id"].to_numpy())
     unmatched = det_outcome == FALSE_POSITIVE
-    fp_by_image = (pd.Series(np.flatnonzero(unmatched)).groupby(detections["image_id"].to_numpy()[unmatched])
-                   .apply(np.asarray).to_dict()) if unmatched.any() else {}
+    fp_positions = np.flatnonzero(unmatched)
+    fp_by_image = {image: fp_positions[rows] for image, rows in
+                   positions_by(detections["image_id"].to_numpy()[unmatched]).items()}
     explained_by = np.full(n_obj, -1, dtype=np.int64)  # TIDE: a miss covered by a classification/localization error
     for image_id, fps in fp_by_image.items():
         fps = fps[np.argsort(-det_score[fps], kind="mergesort")]

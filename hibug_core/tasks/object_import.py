@@ -88,7 +88,8 @@ def objects_manifest(truth: CocoGroundTruth, found: list[CocoResults], folder: P
     (labelled=False: every detection is an unlabelled sample, nothing is matched)."""
     # 1. The images: each distinct file read, hashed and its size checked once.
     used = sorted(set(truth.annotations["image_id"]).union(*(set(r.detections["image_id"]) for r in found)))
-    paths = {iid: Path(folder, truth.images.at[iid, "file_name"]).resolve() for iid in used}
+    names = truth.images["file_name"].reindex(used).tolist()
+    paths = {iid: Path(folder, name).resolve() for iid, name in zip(used, names)}
     infos, problems = inspect_images(list(paths.values()), workers=config.workers,
                                      check_size=config.image_check_size, progress=progress, within=config.image_roots)
     issues = [RowIssue(int(truth.images.at[iid, "record"]), "file_name",
