@@ -281,7 +281,7 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
     fixes = None
     if iou_type == "keypoints":
         objects = _type_keypoints(ground_truth, results, objects, sigmas)
-        fixes = _keypoint_fixes(ground_truth, results, objects, detections, sigmas, summary["AP"], overlaps)
+        fixes = _keypoint_fixes(ground_truth, results, objects, detections, sigmas, summary["AP"], overlaps, gt)
     settings = {"iou_threshold": config.iou_threshold, "background_iou": config.background_iou,
                 "max_detections": config.max_detections, "confidence_threshold": config.confidence_threshold,
                 "score": config.score, "iou_type": iou_type,
@@ -324,10 +324,11 @@ def _type_keypoints(ground_truth: CocoGroundTruth, results: CocoResults, objects
 
 
 def _keypoint_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.DataFrame,
-                    detections: pd.DataFrame, sigmas, ap: float, known: dict | None) -> pd.DataFrame:
+                    detections: pd.DataFrame, sigmas, ap: float, known: dict | None, gt) -> pd.DataFrame:
     """Per error type, how many keypoints (or people, or false positives) have it and the keypoint AP were it fixed:
     a keypoint type by moving those keypoints onto their true place (Ronchi and Perona), background false positives
-    by removing them, missed people (no prediction near) by leaving them out of the ground truth (TIDE)."""
+    by removing them, missed people (no prediction near) by leaving them out of the ground truth (TIDE). `gt`: the
+    library's index of the ground truth, reused by every fix that keeps it."""
     pairs = objects["detection"][objects["keypoint_types"].notna()].astype(np.int64)
     codes = objects["keypoint_types"]
     people = ground_truth.annotations
@@ -357,8 +358,12 @@ def _keypoint_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects
         fixed_ap = ap
         if records is not None and records:
             fixed = CocoResults(results.source, results.model, records, results.detections)
-            fixed_ap = _summary(*_coco_pair(truth, fixed), "keypoints", sigmas, truth, fixed, known=known,
-                                changed=touched)[0]["AP"]
+            if truth is ground_truth:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    pair = gt, gt.loadRes(_records(records))
+            else:
+                pair = _coco_pair(truth, fixed)
+            fixed_ap = _summary(*pair, "keypoints", sigmas, truth, fixed, known=known, changed=touched)[0]["AP"]
         table.append({"error type": kind, "unit": unit, "count": count, "AP if fixed": fixed_ap,
                       "AP gain": fixed_ap - ap})
     return pd.DataFrame(table)
