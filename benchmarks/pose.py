@@ -5,7 +5,8 @@ Times `hibug new --coco` (read and check both files and every image, match with 
 keypoint, the keypoint AP with each error type fixed, measured geometry and keypoint attributes, write the project)
 and then the first `hibug slices` on it (ready to slice), against the target (< 60 s together) and against the peer
 measured in the same run: pycocotools' keypoint evaluation alone (COCO + loadRes + COCOeval evaluate / accumulate /
-summarize, no images, no store; target: hibug's import within 3x of it). Both must give the same keypoint AP. Each is run --repeats times, alternating, and their medians are compared.
+summarize, no images, no store; target: hibug's import within 3x of it). Both must give the same keypoint AP.
+Each is run --repeats times, alternating, and their medians are compared.
 Usage: python benchmarks/pose.py [--images 5000] [--people 11000] [--dir /tmp/hibug-bench-pose] [--repeats 3]
 """
 from __future__ import annotations

@@ -117,8 +117,9 @@ class ModelComparison:
         overall = self.overall[self.overall["model"] == candidate].assign(
             kind="overall", description="overall", slice_id="overall", q_value=lambda f: f["p_value"])
         least = self.config.min_count or self.slice_config.min_support
-        parts = [overall.assign(repeats="", tag_warning=""), self.classes[self.classes["candidate"] == candidate].assign(
-            kind="class", repeats="", tag_warning=""), self.against(candidate).assign(kind="slice")]
+        classes = self.classes[self.classes["candidate"] == candidate]
+        parts = [overall.assign(repeats="", tag_warning=""), classes.assign(kind="class", repeats="", tag_warning=""),
+                 self.against(candidate).assign(kind="slice")]
         table = pd.concat([p.rename(columns={"n": "count"}) for p in parts], ignore_index=True)
         table = table[(table["kind"] == "overall") | (table["count"] >= least)]
         table["failed"] = ((table["q_value"] <= self.config.alpha) & (table["difference"] < -self.config.max_drop))
@@ -131,7 +132,9 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
                    tags: str = "in force") -> ModelComparison:
     """Compare `models` (the first is the baseline) on the labelled `split` samples that every one of them predicts,
     over the tags from `tags` (see slices.report.tag_frame)."""
-    # 1. Check inputs: two or more distinct, known models sharing labelled samples of the split.
+    # 1. Check inputs: a known tag source, two or more distinct, known models sharing labelled samples of the split.
+    if tags not in TAG_SOURCES:
+        raise SliceError(f"unknown tag source '{tags}'; choose one of {', '.join(TAG_SOURCES)}")
     if len(models) < 2:
         raise SliceError("compare at least two models (the first is the baseline)")
     twice = sorted({m for m in models if models.count(m) > 1})
@@ -162,8 +165,6 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
         raise SliceError("some shared samples have a prediction but no score; import a score for them")
     errors = 1.0 - scores
     binary = bool(np.isin(errors, (0.0, 1.0)).all())
-    if tags not in TAG_SOURCES:
-        raise SliceError(f"unknown tag source '{tags}'; choose one of {', '.join(TAG_SOURCES)}")
     # Nothing tagged yet: the models are still compared overall and per class.
     frame = tag_frame(project, attributes, tags, by_class=slices.by_class, allow_empty=not attributes).loc[rows]
     # An attribute with one tag on every shared sample (one class) names the whole set again: nothing to slice by.
