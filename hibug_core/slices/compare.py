@@ -13,8 +13,8 @@ import pandas as pd
 from hibug_core.errors import check_fields
 from hibug_core.slices.redundancy import mark_repeats
 from hibug_core.slices.report import (TAG_SOURCES, SliceError, enumerated_slices, enumeration_for, poor_attributes,
-                                     tag_frame)
-from hibug_core.slices.search import SliceConfig, TagMatrix, parse_definition
+                                     slice_definition, tag_frame)
+from hibug_core.slices.search import SliceConfig, TagMatrix
 from hibug_core.stats import benjamini_hochberg, mcnemar_p_values, paired_t_p_values
 
 REGRESSION, IMPROVEMENT, UNCHANGED = "regression", "improvement", "no significant change"
@@ -77,15 +77,7 @@ class ModelComparison:
 
     def definition(self, ref) -> tuple[tuple[str, str], ...]:
         """A slice by id, description ("color = blue & size = small") or definition."""
-        if isinstance(ref, tuple):
-            return ref
-        hit = self.slices.index[self.slices["slice_id"] == ref]
-        if len(hit):
-            return self.slices.at[hit[0], "definition"]
-        try:
-            return parse_definition(ref)
-        except ValueError:
-            raise SliceError(f"no slice '{ref}' in this comparison") from None
+        return slice_definition(self.slices, ref, "this comparison")
 
     def right(self, model: str) -> pd.Series:
         """Whether each shared sample is right for `model` (score at least config.right_from)."""

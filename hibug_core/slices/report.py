@@ -58,15 +58,7 @@ class SliceReport:
 
     def definition(self, ref) -> tuple[tuple[str, str], ...]:
         """A slice by id, description ("color = blue & size = small") or definition."""
-        if isinstance(ref, tuple):
-            return ref
-        hit = self.slices.index[self.slices["slice_id"] == ref]
-        if len(hit):
-            return self.slices.at[hit[0], "definition"]
-        try:
-            return parse_definition(ref)
-        except ValueError:
-            raise SliceError(f"no slice '{ref}' in this report") from None
+        return slice_definition(self.slices, ref, "this report")
 
     def stats(self, definition) -> dict:
         """Count, failures and score of any slice over the evaluated samples."""
@@ -97,6 +89,19 @@ class SliceReport:
             raise SliceError(f"slice '{ref}' uses a tag the current attributes do not have: {error}") from None
         chosen = self.evaluation.iloc[np.flatnonzero(mask)]
         return chosen.sort_values("error", ascending=False, kind="stable").index.to_numpy()
+
+
+def slice_definition(slices: pd.DataFrame, ref, within: str) -> tuple[tuple[str, str], ...]:
+    """A slice of a table with slice_id and definition columns, by id, description or definition."""
+    if isinstance(ref, tuple):
+        return ref
+    hit = slices.index[slices["slice_id"] == ref]
+    if len(hit):
+        return slices.at[hit[0], "definition"]
+    try:
+        return parse_definition(ref)
+    except ValueError:
+        raise SliceError(f"no slice '{ref}' in {within}") from None
 
 
 def enumerated_slices(tags: TagMatrix, enumeration: Enumeration) -> tuple[pd.DataFrame, np.ndarray]:
