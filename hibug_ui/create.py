@@ -11,9 +11,10 @@ from hibug_core.config import IngestConfig
 from hibug_core.errors import HibugError
 from hibug_core.tasks import load_manifest
 from hibug_core.tasks import load_uploaded_manifest
+from hibug_core.values import normalise_name
 from hibug_core.markdown import plain
 from hibug_core.store.project import Project
-from hibug_ui.state import KEPT, NEXT_PROJECT_KEY, PROJECT_KEY, open_project
+from hibug_ui.state import IMPORT_NOTES_KEY, KEPT, NEXT_PROJECT_KEY, PROJECT_KEY, open_project
 from hibug_ui.visitor import may, server_policy
 
 
@@ -36,6 +37,7 @@ def create_project_form(user: str) -> None:
             return
     try:
         folder = policy.new_project_folder(name.strip())
+        model_name = normalise_name(model_name, "the model's name")
         config = dataclasses.replace(IngestConfig(), image_roots=policy.data_roots)
         with st.spinner("Checking the manifest and its images…"):
             if upload is not None:
@@ -52,6 +54,7 @@ def create_project_form(user: str) -> None:
         st.error(plain(error))
         return
     st.session_state[NEXT_PROJECT_KEY] = folder.name
+    st.session_state[IMPORT_NOTES_KEY] = manifest.notes  # said once the new project is open
     st.rerun()
 
 

@@ -22,6 +22,7 @@ PROJECT_KEY = "hibug_project"
 MODEL_KEY = "hibug_model"
 USER_KEY = "hibug_user"
 NEXT_PROJECT_KEY = "hibug_project_next"
+IMPORT_NOTES_KEY = "hibug_import_notes"  # the changes a new project's import made to its values
 USER_COOKIE = "hibug_user"
 REMEMBER_KEY = "hibug_remember_user"
 KEPT = "kept_"  # prefix of the plain session keys that keep the sidebar's values from page to page
@@ -88,6 +89,8 @@ def chosen_folder() -> str:
     served = policy.served_projects()
     if NEXT_PROJECT_KEY in st.session_state:  # a project just created: open it
         st.session_state[KEPT + PROJECT_KEY] = st.session_state.pop(NEXT_PROJECT_KEY)
+        for note in st.session_state.pop(IMPORT_NOTES_KEY, []):
+            st.toast(f"Changed to the stored form: {plain(note)}", icon=":material/info:", duration="long")
     asked = st.query_params.get("project")
     if asked and asked != st.session_state.get(KEPT + PROJECT_KEY):
         policy.project_folder(asked)  # NotServed (and a line in the server's log) unless it names a served one

@@ -237,8 +237,8 @@ def test_a_project_on_a_read_only_mount_opens_read_only(colour_project, tmp_path
 
 @pytest.mark.parametrize("header, expected", [
     ("image,label,prediction,attr:color,attr:color ",
-     "column 'attr:color': the column appears 2 times ('attr:color', 'attr:color ', spaces around names do not "
-     "count); remove or rename all but one"),
+     "column 'attr:color': the column appears 2 times ('attr:color', 'attr:color '; spaces around names, invisible "
+     "characters and Unicode forms do not count); remove or rename all but one"),
     ("image,label,prediction,attr:a:b,attr: a:b ",
      "column 'attr: a:b': attribute 'a:b' is also given by column 'attr:a:b'; keep one of them"),
     ("image,label, label,prediction", "column 'label': the column appears 2 times ('label', ' label'"),

@@ -217,11 +217,3 @@ def test_white_space_around_cells_is_removed_and_kept_inside(image_dir, write_cs
     assert manifest.samples["split"].tolist() == ["train", "val"]
     assert manifest.models["model"].prediction == ["cat", "dog"]
     assert manifest.known_tags == {"kind": ["big dog", "small dog"]}
-
-
-def test_a_table_is_stripped_whenever_a_cell_could_hold_white_space():
-    from hibug_core.ingest.table import _may_hold_spaces
-
-    assert not _may_hold_spaces(b"a,b\nc,d\n") and not _may_hold_spaces(b"a,b\r\nc,d\r\n")
-    for body in (b"a,b \nc,d\n", b"a,b\nc,\td\n", b"a,b\rc,d\n", b"a,b\nc,d\x0c\n", "a,b\nc,d\u3000\n".encode()):
-        assert _may_hold_spaces(body), body

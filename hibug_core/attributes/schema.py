@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hibug_core.errors import SchemaError, validation_reasons
+from hibug_core.values import normalise_name
 
 GROUPS = ("main object", "background", "global")
 NOT_VISIBLE = "not visible"
@@ -67,17 +68,16 @@ class Attribute(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        value = " ".join(value.split())
-        if not value:
+        if not str(value).strip():
             raise ValueError("an attribute needs a name")
-        return _short(value, MAX_NAME, "the attribute name")
+        return _short(normalise_name(value, "the attribute name"), MAX_NAME, "the attribute name")
 
     @field_validator("tags")
     @classmethod
     def _tags(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        cleaned = tuple(" ".join(t.split()) for t in value)
-        if any(not t for t in cleaned):
+        if any(not str(t).strip() for t in value):
             raise ValueError("tags cannot be empty")
+        cleaned = tuple(normalise_name(t, "the tag") for t in value)
         if len(cleaned) > MAX_TAGS:
             raise ValueError(f"{len(cleaned)} tags; an attribute can have at most {MAX_TAGS}")
         for tag in cleaned:
@@ -89,6 +89,11 @@ class Attribute(BaseModel):
         if len(cleaned) < 2:
             raise ValueError("an attribute needs at least two tags")
         return cleaned
+
+    @field_validator("tag_prompts")
+    @classmethod
+    def _tag_prompts(cls, value: dict) -> dict:
+        return {normalise_name(tag, "the tag of a prompt"): prompts for tag, prompts in value.items()}
 
     @field_validator("templates")
     @classmethod

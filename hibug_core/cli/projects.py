@@ -96,6 +96,8 @@ def cmd_new(args) -> int:
         print(f"known attributes: {', '.join(manifest.known_tags)}")
     if manifest.ignored_columns:
         print(f"ignored columns (not in the data contract): {', '.join(manifest.ignored_columns)}")
+    for note in manifest.notes:
+        print(f"changed to the stored form: {note}")
     return 0
 
 

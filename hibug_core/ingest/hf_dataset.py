@@ -105,15 +105,16 @@ def load_hf_dataset(source: str, images_dir: str | Path, *, image_column: str = 
             label = row[label_column]
             if isinstance(labels, datasets.ClassLabel) and label is not None and label >= 0:
                 label = labels.int2str(label)
+            unlabelled = label is None or isinstance(label, int) and label == -1  # -1: ClassLabel's "no label"
             rows.append({"image": _image_file(row[image_column], folder / f"{index:07d}"),
-                         "label": "" if label is None or label == -1 else str(label),
-                         "split": (str(row[split_column]) if split_column else SPLIT_NAMES.get(name.lower(), ""))})
+                         "label": "" if unlabelled else label,  # as typed: the manifest's checks refuse a list
+                         "split": row[split_column] if split_column else SPLIT_NAMES.get(name.lower(), "")})
             done += 1
             if done % 256 == 0 or done == total:
                 progress("writing the dataset's images", done, total)
         frames.append(pd.DataFrame(rows, columns=["image", "label", "split"]))
     frame = pd.concat(frames, ignore_index=True)
-    if not frame["split"].ne("").any():
+    if not frame["split"].astype(str).ne("").any():
         frame = frame.drop(columns="split")  # one unnamed split: the manifest's default split
     # 3. Check it as a manifest is checked (paths, readable images, labels, splits), naming rows.
     return validate_manifest(frame, source=source, base_dir=images_dir, default_model=default_model, config=config,

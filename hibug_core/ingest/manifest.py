@@ -13,6 +13,7 @@ import pandas as pd
 from hibug_core.config import IngestConfig
 from hibug_core.errors import Issues, ManifestError, RowIssue
 from hibug_core.ingest.images import inspect_images
+from hibug_core.ingest.table import explained, normalised_table
 from hibug_core.progress import ProgressCallback, no_progress
 
 DEFAULT_MODEL = "model"
@@ -66,6 +67,7 @@ class ValidatedManifest:
     objects: pd.DataFrame | None = None  # objects only (hibug_core.objects): image_key, object_kind, owner, box_*
     object_evaluations: dict = field(default_factory=dict)  # model -> hibug_core.tasks.object_import.ObjectEvaluation
     task: str = field(kw_only=True)  # the task whose validator made it (hibug_core.tasks), stored at the first import
+    notes: list[str] = field(default_factory=list, kw_only=True)  # harmless changes made to its values, said once
 
     @property
     def n_rows(self) -> int:
@@ -205,6 +207,7 @@ def validate_manifest(
 ) -> ValidatedManifest:
     """Check every row and column of a manifest of images (classification); raise ManifestError listing every problem
     found. Which task reads a manifest is decided by hibug_core.tasks.importing."""
+    frame, notes = normalised_table(frame, source, config.max_issues)
     plan, structural = plan_columns(list(frame.columns), default_model, config.require_model)
     if plan is None:
         raise ManifestError(source, structural)
@@ -317,7 +320,8 @@ def validate_manifest(
                 issues.add(int(first_rows[code]), plan.image, f"{problem}: {distinct_images[code]}{detail}")
     if issues.items:
         position = {column: i for i, column in enumerate(frame.columns)}
-        raise ManifestError(source, sorted(issues.items, key=lambda x: (x.row or 0, position.get(x.column, len(position)))))
+        raise ManifestError(source, explained(frame, sorted(issues.items, key=lambda x: (
+            x.row or 0, position.get(x.column, len(position))))))
 
     info = [infos[p] for p in distinct_paths]
     text_columns = {  # kept as Python strings, which the database is handed (not converted to Arrow and back)
@@ -333,4 +337,5 @@ def validate_manifest(
         "height": np.array([i.height for i in info], dtype=np.int64)[image_codes],
     })
     known_tags = {name: _none_where_empty(frame[column]).tolist() for name, column in plan.attributes.items()}
-    return ValidatedManifest(source, samples, models, known_tags, plan.ignored, keys_column, task="classification")
+    return ValidatedManifest(source, samples, models, known_tags, plan.ignored, keys_column, task="classification",
+                             notes=notes)

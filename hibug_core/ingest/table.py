@@ -1,17 +1,18 @@
-"""Reading a manifest file (CSV or Parquet) into a table of strings, mapping read failures to row issues."""
+"""Reading a manifest file (CSV or Parquet) into a table, mapping read failures to row issues, and bringing its cells
+into the stored form by their column's role in the data contract."""
 from __future__ import annotations
 
 import codecs
 import csv
 import io
-import math
 import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from hibug_core.errors import ManifestError, RowIssue
+from hibug_core.errors import Issues, ManifestError, RowIssue
+from hibug_core.values import Role, ValueRefused, normalise_column, normalise_value, shown
 
 _TOKENIZE = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 csv.field_size_limit(2 ** 31 - 1)  # a cell as long as the file allows (the default, 128 kB, fails with a traceback)
@@ -71,13 +72,14 @@ def _unquoted_field_count_issues(body: bytes, delimiter: str, cap: int) -> list[
                      "commas") for i in wrong]
 
 
-def header_issues(columns: list[str]) -> list[RowIssue]:
-    """Column names that clash once the spaces around them are removed (pandas would rename or mix them)."""
+def header_issues(columns: list[str], written: list | None = None) -> list[RowIssue]:
+    """Column names that clash once in the stored form (the spaces around them, invisible characters and Unicode forms
+    do not count; pandas would rename or mix them); `written`: the names as the file wrote them, to show."""
     seen: dict[str, list[str]] = {}
-    for column in columns:
-        seen.setdefault(str(column).strip(), []).append(str(column))
-    return [RowIssue(None, name, f"the column appears {len(raw)} times ({', '.join(repr(r) for r in raw)}, spaces "
-                     "around names do not count); remove or rename all but one")
+    for column, raw in zip(columns, written or columns):
+        seen.setdefault(str(column).strip(), []).append(str(raw))
+    return [RowIssue(None, name, f"the column appears {len(raw)} times ({', '.join(repr(r) for r in raw)}; spaces "
+                     "around names, invisible characters and Unicode forms do not count); remove or rename all but one")
             for name, raw in seen.items() if len(raw) > 1]
 
 
@@ -114,7 +116,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
     except Exception:  # noqa: BLE001 - any failure is read again below, where the problem is named
         frame = None
     if frame is not None:
-        return _stripped(frame) if _may_hold_spaces(body) else frame
+        return frame
     issues = _field_count_issues(text, body, delimiter)
     if issues:
         raise ManifestError(str(path), issues)
@@ -128,33 +130,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
         else:
             issue = RowIssue(None, None, f"not a readable CSV file: {error}")
         raise ManifestError(str(path), [issue]) from None
-    return _stripped(frame)
-
-
-def _may_hold_spaces(body: bytes) -> bool:
-    """Whether any cell of this UTF-8 text could start or end with white space: it holds an ASCII space-like
-    character other than line ends, or any non-ASCII character (a few hundredths of a second at a million rows;
-    stripping every cell takes most of a second)."""
-    if not body.isascii() or any(space in body for space in b"\t\x0b\x0c\x1c\x1d\x1e\x1f "):
-        return True
-    return b"\r" in body and body.count(b"\r") != body.count(b"\r\n")
-
-
-def _stripped(frame: pd.DataFrame) -> pd.DataFrame:
-    """Every cell as text without the white space around it."""
-    return frame.apply(lambda column: column.astype(str).str.strip())
-
-
-def _cell_to_text(value) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        if math.isnan(value):
-            return ""
-        return str(int(value)) if value.is_integer() else repr(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    return str(value)
+    return frame
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
@@ -162,19 +138,13 @@ def _read_parquet(path: Path) -> pd.DataFrame:
         frame = pd.read_parquet(path)
     except Exception as error:  # pyarrow raises several unrelated types for a bad file
         raise ManifestError(str(path), [RowIssue(None, None, f"not a readable Parquet file: {error}")]) from None
-    out = {}
-    for column in frame.columns:
-        try:
-            out[str(column)] = [_cell_to_text(v) for v in frame[column].tolist()]
-        except UnicodeDecodeError:
-            raise ManifestError(
-                str(path), [RowIssue(None, str(column), "binary data is not valid UTF-8 text")]
-            ) from None
-    return _stripped(pd.DataFrame(out, dtype=object))
+    frame.columns = [str(c) for c in frame.columns]
+    return frame
 
 
 def read_table(path: Path) -> pd.DataFrame:
-    """The manifest as a DataFrame of stripped strings ('' for empty cells), one row per data row."""
+    """The manifest as a DataFrame, one row per data row: text cells of a CSV file, typed cells of a Parquet one, as
+    they were written (normalised_table brings them into the stored form)."""
     path = Path(path)
     if not path.exists():
         raise ManifestError(str(path), [RowIssue(None, None, "file not found")])
@@ -192,3 +162,85 @@ def read_table(path: Path) -> pd.DataFrame:
         raise ManifestError(str(path), issues)
     frame.columns = [str(c).strip() for c in frame.columns]
     return frame
+
+
+_NUMBER_COLUMNS = ("confidence", "score", "prob")
+_NUMBERS_COLUMNS = ("box", "pred_box", "keypoints", "pred_keypoints")
+
+
+def column_role(column: str) -> Role:
+    """What a manifest column holds by the data contract: the image's path, a number (confidence, score, prob:*),
+    a list of numbers (boxes and keypoints), or text (labels, predictions, ids, splits, tags)."""
+    kind = column.partition(":")[0].strip()
+    if column == "image":
+        return "path"
+    if kind in _NUMBER_COLUMNS:
+        return "number"
+    if kind in _NUMBERS_COLUMNS:
+        return "numbers"
+    return "text"
+
+
+def column_names(frame: pd.DataFrame) -> list[str]:
+    """The table's column names in the stored form (as written where one cannot be stored: normalised_table names
+    it)."""
+    names = []
+    for column in frame.columns:
+        try:
+            names.append(normalise_value(column, "text") or str(column))
+        except ValueRefused:
+            names.append(str(column))
+    return names
+
+
+def normalised_table(frame: pd.DataFrame, source: str, max_issues: int = 200) -> tuple[pd.DataFrame, list[str]]:
+    """Every cell in the stored form (hibug_core.values; '' where missing) and every column name too; raise
+    ManifestError naming each refused cell by row, column and why. Returns the table and one note per kind of
+    harmless change (invisible characters removed, spaces made one)."""
+    issues = Issues(max_issues)
+    names = column_names(frame)
+    for column in frame.columns:
+        try:
+            normalise_value(column, "text")
+        except ValueRefused as error:
+            issues.add(None, str(column), f"column name {error}")
+    notes, out, missing_spelled = [], {}, {}
+    for column, name in zip(frame.columns, names):
+        normalised = normalise_column(frame[column], column_role(name))
+        for row, why in normalised.refused:
+            issues.add(row, name, f"{shown(frame[column].iat[row])} {why}")
+        notes += normalised.notes(name)
+        if normalised.spelled_missing:
+            rows = normalised.spelled_missing
+            spelled = sorted({str(frame[column].iat[r]).strip() for r in rows})
+            notes.append(f"column '{name}': {len(rows):,} value{'s' if len(rows) != 1 else ''} spelling a missing "
+                         f"value ({', '.join(spelled[:5])}) read as missing (row {rows[0] + 1}"
+                         f"{' ...' if len(rows) > 1 else ''})")
+            missing_spelled.update({(r, name): str(frame[column].iat[r]).strip() for r in rows})
+        if not normalised.changed_any:
+            out[name] = frame[column]
+            continue
+        values = np.array(normalised.values, dtype=object)
+        values[pd.isna(values)] = ""  # None (missing) as the empty text manifests always used for it
+        out[name] = pd.Series(values, dtype=object, index=frame.index)
+    clashes = header_issues(names, list(frame.columns))
+    if clashes:
+        raise ManifestError(source, clashes)
+    if issues.items:
+        raise ManifestError(source, issues.items)
+    table = pd.DataFrame(out, index=frame.index)
+    table.attrs[SPELLED_MISSING] = missing_spelled
+    return table, notes
+
+
+SPELLED_MISSING = "hibug_spelled_missing"  # normalised_table's {(0-based row, column): the text read as missing}
+
+
+def explained(frame: pd.DataFrame, issues: list[RowIssue]) -> list[RowIssue]:
+    """Issues of a normalised table, each about a cell whose text spelled a missing value saying so (a refused
+    "empty label" was written "NaN")."""
+    spelled = frame.attrs.get(SPELLED_MISSING) or {}
+    if not spelled:
+        return issues
+    return [RowIssue(i.row, i.column, f"{i.message} ({spelled[(i.row - 1, i.column)]!r} is read as a missing value)",
+                     i.unit) if i.row is not None and (i.row - 1, i.column) in spelled else i for i in issues]

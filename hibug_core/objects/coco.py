@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.errors import Issues, ManifestError, RowIssue
+from hibug_core.values import ValueRefused, normalise_value, shown
 
 BACKGROUND = "(background)"  # the label of a false positive: no object of any class is there
 MISSED = "(missed)"  # the prediction of a ground-truth object no detection found
@@ -170,9 +171,11 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
             issues.add(i, "id", f"must be an integer; found {_short(cid)}", unit="categories")
         elif cid in categories:
             issues.add(i, "id", f"{cid} is given twice", unit="categories")
-        elif not isinstance(name, str) or not name.strip():
+        elif not isinstance(name, str) or _stored(name) is None:
             issues.add(i, "name", f"must be a non-empty text; found {_short(name)}", unit="categories")
-        elif name in RESERVED_NAMES:
+        elif isinstance(_stored(name), ValueRefused):
+            issues.add(i, "name", f"{shown(name)} {_stored(name)}", unit="categories")
+        elif (name := _stored(name)) in RESERVED_NAMES:
             issues.add(i, "name", f"{name} is how hibug names the missing object; rename the category", unit="categories")
         elif name in categories.values():
             issues.add(i, "name", f"'{name}' is the name of another category too", unit="categories")
@@ -180,9 +183,11 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
             categories[cid] = name
             names = record.get("keypoints")
             if names is not None:
-                if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-                    issues.add(i, "keypoints", "must be a list of keypoint names", unit="categories")
+                if not isinstance(names, list) or not names or not all(isinstance(_stored(n), str) for n in names):
+                    issues.add(i, "keypoints", "must be a list of keypoint names (non-empty texts, one line each)",
+                               unit="categories")
                 else:
+                    names = [_stored(n) for n in names]
                     keypoints[cid] = names
                     limbs = _skeleton(record.get("skeleton"), len(names), i, issues)
                     if limbs:
@@ -262,10 +267,12 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
                        unit="annotations")
             continue
         tags = record.get("attributes") or {}
-        if not isinstance(tags, dict) or not all(isinstance(k, str) and k.strip() and isinstance(v, (str, bool, int))
+        if not isinstance(tags, dict) or not all(isinstance(k, str) and isinstance(_stored(k), str)
+                                                 and isinstance(v, (str, bool, int)) and not isinstance(_stored(v),
+                                                                                                        ValueRefused)
                                                  for k, v in tags.items()):
-            issues.add(i, "attributes", "must map attribute names to tags (text, yes/no or whole numbers); found "
-                                        f"{_short(tags)}", unit="annotations")
+            issues.add(i, "attributes", "must map attribute names to tags (text, yes/no or whole numbers, one line "
+                                        f"each); found {_short(tags)}", unit="annotations")
             continue
         clean = {"id": aid, "image_id": iid, "category_id": cid, "bbox": box, "area": float(area),
                  "iscrowd": int(crowd)}
@@ -311,10 +318,19 @@ def _sigmas(values, count: int, index: int, issues: Issues) -> tuple[float, ...]
     return tuple(float(v) for v in values)
 
 
+def _stored(value):
+    """A text of the file in the stored form (hibug_core.values), None where it is missing, or why it is refused."""
+    try:
+        return normalise_value(value, "text")
+    except ValueRefused as error:
+        return error
+
+
 def _tag_texts(tags: dict) -> dict[str, str]:
-    """An annotation's own attributes (CVAT writes them into COCO) as tags: yes/no for true/false."""
-    return {name.strip(): ("yes" if value else "no") if isinstance(value, bool) else str(value).strip()
-            for name, value in tags.items()}
+    """An annotation's own attributes (CVAT writes them into COCO) as tags (yes/no for true/false); a missing tag is
+    left out."""
+    stored = {_stored(name): _stored(value) for name, value in tags.items()}
+    return {name: value for name, value in stored.items() if value is not None}
 
 
 def _check_not_normalised(rows: list, image_rows: dict, issues: Issues) -> None:

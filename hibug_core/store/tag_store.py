@@ -13,6 +13,7 @@ from hibug_core.errors import ProjectError, TaggingError
 from hibug_core.store.arrays import DamagedArraysError
 from hibug_core.store.audit import default_actor, now, record
 from hibug_core.store.db import read_connection, write_transaction
+from hibug_core.values import ValueRefused, normalise_name
 
 logger = logging.getLogger(__name__)
 
@@ -57,13 +58,24 @@ class TagTable:
         return column.cat.codes.to_numpy(), list(column.cat.categories)
 
 
+def _stored_attributes(attributes: dict) -> dict[str, list[str]]:
+    """A new run's attribute and tag names in the stored form, whichever tagger made them (runs stored before are
+    read as they are); two that become one are refused."""
+    stored = {normalise_name(name, "the attribute"): [normalise_name(t, f"a tag of {name!r}") for t in tags]
+              for name, tags in attributes.items()}
+    if len(stored) != len(attributes) or any(len(set(t)) != len(t) for t in stored.values()):
+        raise ValueRefused(f"two attributes, or two tags of one attribute, are one name once written in one form: "
+                           f"{dict(attributes)}")
+    return stored
+
+
 def begin_run(project, *, method: str, encoder: str | None, schema_version: int | None,
               attributes: dict[str, tuple[str, ...]], author: str | None = None) -> int:
     with write_transaction(project.engine) as connection:
         connection.execute(
             text("INSERT INTO tag_runs (method, encoder, schema_version, attributes_json, status, n_samples, "
                  "author, created_at) VALUES (:m, :e, :v, :a, 'running', 0, :u, :t)"),
-            {"m": method, "e": encoder, "v": schema_version, "a": json.dumps({k: list(v) for k, v in attributes.items()}),
+            {"m": method, "e": encoder, "v": schema_version, "a": json.dumps(_stored_attributes(attributes)),
              "u": author or default_actor(), "t": now()})
         return int(connection.execute(text("SELECT MAX(id) FROM tag_runs")).scalar_one())
 
@@ -80,7 +92,7 @@ def finish_run(project, run_id: int, result: TagResult, *, author: str | None = 
                 text("UPDATE tag_runs SET status = 'finished', array_name = :n, n_samples = :c, attributes_json = :a, "
                      "finished_at = :t WHERE id = :i"),
                 {"n": name, "c": len(result.sample_ids), "t": now(), "i": run_id,
-                 "a": json.dumps({k: list(v) for k, v in result.attributes.items()})})
+                 "a": json.dumps(_stored_attributes(result.attributes))})
             method = connection.execute(text("SELECT method FROM tag_runs WHERE id = :i"), {"i": run_id}).scalar_one()
             record(connection, author or default_actor(), "tag", f"tag_run:{run_id}", None,
                    {"method": method, "attributes": list(result.attributes), "samples": len(result.sample_ids)})
@@ -178,6 +190,8 @@ def correct_tags(project, attribute: str, sample_ids, tag: str | None, *, kind: 
     since is refused with StaleTagError and nothing is written."""
     if kind not in CORRECTION_KINDS:
         raise ValueError(f"kind must be one of {CORRECTION_KINDS}")
+    attribute = normalise_name(attribute, "the attribute")
+    tag = None if tag is None else normalise_name(tag, "the tag")
     sample_ids = [int(s) for s in np.atleast_1d(sample_ids)]
     author = author or default_actor()
     with write_transaction(project.engine) as connection:

@@ -21,6 +21,7 @@ from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version, load_schema
 from hibug_core.store.db import read_connection, write_transaction
 from hibug_core.tagging.choice import chosen_attributes, prompt_labels
+from hibug_core.values import ValueRefused, normalise_value, shown
 
 logger = logging.getLogger(__name__)
 
@@ -54,13 +55,19 @@ def response_schema(attributes: list[Attribute]) -> dict:
 def validate_answer(answer: dict, attributes: list[Attribute]) -> dict[str, str]:
     """attribute -> tag, matching tags case-insensitively; ValueError listing everything that is wrong."""
     problems, tags = [], {}
-    lowered = {k.strip().lower(): v for k, v in answer.items()}
+    lowered = {}
+    for key, value in answer.items():
+        try:
+            lowered[(normalise_value(key) or "").casefold()] = normalise_value(value)
+        except ValueRefused as error:
+            problems.append(f'"{key}": {shown(value)} {error}')
     for attribute in attributes:
-        value = lowered.get(attribute.name.lower())
+        value = lowered.get(attribute.name.casefold())
         if value is None:
-            problems.append(f'"{attribute.name}" is missing')
+            if not any(p.startswith(f'"{attribute.name}"') for p in problems):
+                problems.append(f'"{attribute.name}" is missing')
             continue
-        match = {t.lower(): t for t in attribute.tags}.get(str(value).strip().lower())
+        match = {t.casefold(): t for t in attribute.tags}.get(value.casefold())
         if match is None:
             problems.append(f'"{attribute.name}": "{value}" is not one of {list(attribute.tags)}')
         else:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from hibug_core.config import IngestConfig
 from hibug_core.ingest.manifest import DEFAULT_MODEL, ValidatedManifest
-from hibug_core.ingest.table import read_table
+from hibug_core.ingest.table import column_names, read_table
 from hibug_core.objects.coco import read_ground_truth
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.tasks.object_import import load_coco as load_coco_objects
@@ -20,7 +20,7 @@ def validate_table(frame: pd.DataFrame, *, source: str, base_dir: Path, default_
                    config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress
                    ) -> ValidatedManifest:
     """Check a manifest table with the task that claims its columns (images, objects, people)."""
-    task = claiming_table([str(c) for c in frame.columns], source)
+    task = claiming_table(column_names(frame), source)
     return task.validate_table(frame, source=source, base_dir=base_dir, default_model=default_model, config=config,
                                progress=progress)
 

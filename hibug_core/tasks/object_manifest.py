@@ -13,6 +13,7 @@ import pandas as pd
 from hibug_core.config import IngestConfig
 from hibug_core.errors import Issues, ManifestError, RowIssue
 from hibug_core.ingest.manifest import DEFAULT_MODEL
+from hibug_core.ingest.table import explained, normalised_table
 from hibug_core.objects.coco import RESERVED_NAMES, parse_ground_truth, parse_results
 from hibug_core.objects.geometry import GeometryConfig
 from hibug_core.tasks.object_import import objects_manifest
@@ -78,7 +79,7 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
     the validated manifest of objects (image paths relative to `base_dir`). People carry 'keypoints' (x y v per
     keypoint) and per model 'pred_keypoints' (x y score per keypoint): 17 are COCO's person keypoints, with its
     names, limbs and sigmas; another count is named 'keypoint 1', ... and needs its sigmas in match_config."""
-    frame = frame.reset_index(drop=True)
+    frame, notes = normalised_table(frame.reset_index(drop=True), source, config.max_issues)
     # 1. Structure: which columns play which role.
     issues = Issues(config.max_issues)
     columns = list(frame.columns)
@@ -167,7 +168,7 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
             issues.add(row, "split", f"image '{image}' is given several splits ({', '.join(found)}); an image's objects "
                                      "share one split")
     if issues.items:
-        raise ManifestError(source, issues.items)
+        raise ManifestError(source, explained(frame, issues.items))
     # 3. The same objects and detections as COCO documents, so one matching serves both formats.
     codes, distinct = pd.factorize(images.to_numpy(object))
     labels = sorted(set(frame.loc[list(boxes), "label"]) | {d[1] for m in detections.values() for d in m.values()})
@@ -193,8 +194,10 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
         found.append(_translated(lambda: parse_results(records, truth, source, model=name), source, {"results": rows}))
     split_of_image = {k + 1: split_by_image[image][0] for k, image in enumerate(distinct)}
     # 4. Images, matching, samples.
-    return objects_manifest(truth, found, Path(base_dir), split_of_image, task=task, match_config=match_config,
-                            geometry=geometry, config=config, progress=progress)
+    manifest = objects_manifest(truth, found, Path(base_dir), split_of_image, task=task, match_config=match_config,
+                                geometry=geometry, config=config, progress=progress)
+    manifest.notes[:0] = notes
+    return manifest
 
 
 def _skeleton(count: int) -> dict:
