@@ -1,9 +1,11 @@
 """hibug_core: find, explain and repair the error slices of computer-vision models (HiBug, HiBug2)."""
 import warnings
 
+from hibug_core.redaction import redact_logs as _redact_logs
 from hibug_core.torch_compat import install_import_hook as _install_import_hook
 
 _install_import_hook()
+_redact_logs()  # no log line of this process carries a key (the HTTP client logs request URLs)
 # Pillow warns about images above 89 Mpx and refuses them above 179 Mpx; hibug reads what Pillow reads, silently,
 # and names the refused ones (ingest.images).
 warnings.filterwarnings("ignore", message=r"Image size \(\d+ pixels\) exceeds limit")

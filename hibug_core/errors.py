@@ -4,9 +4,14 @@ from __future__ import annotations
 import errno
 from dataclasses import dataclass
 
+from hibug_core.redaction import redact
+
 
 class HibugError(Exception):
-    """Base class of every error hibug reports to a person."""
+    """Base class of every error hibug reports to a person; its message never carries a secret (redaction)."""
+
+    def __init__(self, *args):
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
 
 class ConfigError(HibugError, ValueError):

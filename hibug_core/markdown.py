@@ -1,9 +1,11 @@
 """People's text (comments, attribute and tag names, project and user names) shown as text in Markdown (the
-dashboard's and the reports'): every character that Markdown would read as markup (links, emphasis, HTML, LaTeX, colour and icon directives, headings and
-lists) is escaped."""
+dashboard's and the reports'): every character that Markdown would read as markup (links, emphasis, HTML, LaTeX,
+colour and icon directives, headings and lists) is escaped, and any secret in it hidden."""
 from __future__ import annotations
 
 import re
+
+from hibug_core.redaction import redact
 
 _ANYWHERE = re.compile(r"([\\`*_{}\[\]()<>~$|:&!])")  # & keeps entities literal
 _LINE_START = re.compile(r"^(\s*)([#+\-=]|\d+(?=[.)]))", re.MULTILINE)  # headings, list items, setext underlines
@@ -11,7 +13,7 @@ _LINE_START = re.compile(r"^(\s*)([#+\-=]|\d+(?=[.)]))", re.MULTILINE)  # headin
 
 def plain(value) -> str:
     """`value` as literal text inside st.markdown, st.caption, st.subheader and the like."""
-    text = _ANYWHERE.sub(r"\\\1", str(value))
+    text = _ANYWHERE.sub(r"\\\1", redact(str(value)))
     text = _LINE_START.sub(lambda m: m.group(1) + ("\\" + m.group(2) if not m.group(2)[0].isdigit()
                                                    else m.group(2) + "\\"), text)
     text = re.sub(r"(?i)\b(www)\.", r"\1\\.", text)  # GFM would turn a bare www.… into a link

@@ -9,7 +9,8 @@ import typing
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 from hibug_core.attributes.library import LIBRARY
 from hibug_core.embeddings.projection import MapConfig
@@ -25,6 +26,7 @@ from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, budg
 from hibug_core.slices.compare import CompareConfig
 from hibug_core.slices.report import TAG_SOURCES
 from hibug_core.slices.search import RANKINGS, SliceConfig
+from hibug_core.redaction import carries_secret, redact
 
 NO_BASELINE = "none"
 
@@ -154,8 +156,18 @@ Seed = Annotated[int, Field(ge=0, description="random seed")]
 class LLMSettings(BaseModel):
     """Where the language model is: model name and server; the key never passes through an operation."""
 
+    model_config = ConfigDict(hide_input_in_errors=True)  # a refused URL may hold a key
+
     llm_model: LLMModel = None
     llm_base_url: LLMBaseURL = None
+
+    @field_validator("llm_base_url")
+    @classmethod
+    def _no_key_in_the_url(cls, value: str | None) -> str | None:
+        if carries_secret(value):
+            raise ValueError(f"the server URL carries a key ({redact(value)}); give the URL without it and put the "
+                             "key in OPENAI_API_KEY or Streamlit secrets (a URL is stored with the job and shown)")
+        return value
 
     def llm_config(self):
         from hibug_core.llm.client import LLMConfig

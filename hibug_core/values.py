@@ -25,8 +25,15 @@ _BIDI_CONTROLS = frozenset([*range(0x202A, 0x202F), *range(0x2066, 0x206A)])
 _ODD_SPACE = re.compile(r"[^\S ]|\s{2,}")  # a space other than ' ' (no-break, ideographic...), or a run of spaces
 _BREAKS = frozenset("\t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85")
 
-Role = Literal["text", "number", "numbers", "path"]
-ROLES = ("text", "number", "numbers", "path")
+# "none" is also a word a tag can be (occlusion: none, partial, heavy): for tags it is one.
+TAG_MISSING_SPELLINGS = MISSING_SPELLINGS - {"none"}
+
+Role = Literal["text", "tag", "number", "numbers", "path"]
+ROLES = ("text", "tag", "number", "numbers", "path")
+
+
+def _missing(role: str) -> frozenset:
+    return TAG_MISSING_SPELLINGS if role == "tag" else MISSING_SPELLINGS
 
 
 class ValueRefused(HibugError, ValueError):
@@ -58,7 +65,7 @@ def code_point(character: str) -> str:
     return f"U+{ord(character):04X}" + (f" {name}" if name else "")
 
 
-def _clean_text(text: str, changes: list[str]) -> str | None:
+def _clean_text(text: str, changes: list[str], missing: frozenset = MISSING_SPELLINGS) -> str | None:
     """One text in the stored form; None where it spells a missing value. Raises ValueRefused."""
     text = text.strip()
     if not (text.isascii() and text.isprintable()):
@@ -83,7 +90,7 @@ def _clean_text(text: str, changes: list[str]) -> str | None:
         text = " ".join(text.split())
         changes.append("unusual or repeated spaces made one space")
     text = unicodedata.normalize("NFC", text)
-    return None if text.casefold() in MISSING_SPELLINGS else text
+    return None if text.casefold() in missing else text
 
 
 def _type_name(value) -> str:
@@ -107,9 +114,10 @@ def _number_text(value: float | int) -> str:
 
 
 def normalise_value(value, role: Role = "text", changes: list[str] | None = None) -> str | None:
-    """The stored form of one value (None: missing). role: "text" (a class, tag, id or name: whole numbers become
-    their digits, other numbers are refused), "number" (a number kept as its text), "numbers" (a list of numbers, e.g.
-    a box, as space-separated text), "path" (a file path: only trimmed, never rewritten). Raises ValueRefused."""
+    """The stored form of one value (None: missing). role: "text" (a class, id or name: whole numbers become their
+    digits, other numbers are refused), "tag" (the same, but "none" is a tag, not a missing value), "number" (a number
+    kept as its text), "numbers" (a list of numbers, e.g. a box, as space-separated text), "path" (a file path: only
+    trimmed, never rewritten). Raises ValueRefused."""
     changes = [] if changes is None else changes
     if value is None:
         return None
@@ -120,7 +128,7 @@ def normalise_value(value, role: Role = "text", changes: list[str] | None = None
                 bad = next(c for c in text if unicodedata.category(c) == "Cc")
                 raise ValueRefused(f"holds the control character {code_point(bad)}; remove it")
             return None if text.casefold() in MISSING_SPELLINGS else text
-        return _clean_text(value, changes)
+        return _clean_text(value, changes, _missing(role))
     if isinstance(value, (bool, np.bool_)):
         if role in ("number", "numbers"):
             raise ValueRefused(f"is {bool(value)}, not a number")
@@ -133,7 +141,7 @@ def normalise_value(value, role: Role = "text", changes: list[str] | None = None
             return None
         if role == "number":
             return _number_text(value) if isinstance(value, decimal.Decimal) else repr(float(value))
-        if role in ("text", "path") and not (math.isfinite(float(value)) and float(value).is_integer()):
+        if role in ("text", "tag", "path") and not (math.isfinite(float(value)) and float(value).is_integer()):
             raise ValueRefused("is a number that is not whole: a class or name is text or a whole number")
         return _number_text(value)
     if role == "numbers" and isinstance(value, (list, tuple, np.ndarray)):
@@ -165,7 +173,7 @@ def _plain_mask(cells, role: Role) -> np.ndarray | None:
     odd = pc.or_(odd, pc.and_(pc.invert(pc.ascii_is_printable(text)), pc.not_equal(text, "")))
     short = pc.less_equal(pc.binary_length(text), max(len(s) for s in MISSING_SPELLINGS))
     if pc.any(short).as_py():
-        spelled = pc.is_in(pc.ascii_lower(text), value_set=pa.array(sorted(MISSING_SPELLINGS - {""})))
+        spelled = pc.is_in(pc.ascii_lower(text), value_set=pa.array(sorted(_missing(role) - {""})))
         odd = pc.or_(odd, spelled)
     return ~np.asarray(odd.to_numpy(zero_copy_only=False) if hasattr(odd, "to_numpy") else odd, dtype=bool)
 
@@ -210,11 +218,11 @@ def normalise_column(cells, role: Role = "text") -> NormalisedColumn:
     return out
 
 
-def normalise_name(value, what: str) -> str:
+def normalise_name(value, what: str, role: Role = "text") -> str:
     """A name typed or answered (an attribute, a tag, a model, a project): its stored form; ValueRefused naming
     `what` when it is missing or cannot be stored."""
     try:
-        text = normalise_value(value, "text")
+        text = normalise_value(value, role)
     except ValueRefused as error:
         raise ValueRefused(f"{what} {shown(value)} {error}") from None
     if text is None:

@@ -16,7 +16,7 @@ import numpy as np
 from PIL import Image
 
 MODES = ("ok", "flaky", "junk", "deep", "huge", "truncated", "empty", "refusal", "wrong_types", "bad_tag",
-         "http500", "slow", "bad_key")
+         "http500", "slow", "bad_key", "echo")
 DEEP = '{"color": ' + "[" * 100_000 + "]" * 100_000 + "}"  # JSON nested 100,000 deep
 
 
@@ -64,7 +64,11 @@ class FakeOpenAIServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
-                    if server.mode == "bad_key":  # as hosted APIs do: the refused key is echoed back in the message
+                    if server.mode == "echo":  # a careless server: its error repeats the request's path and headers
+                        status, payload = 401, {"error": {"message": f"refused {self.path} sent with "
+                                                                     f"{dict(self.headers.items())}",
+                                                          "type": "invalid_request_error"}}
+                    elif server.mode == "bad_key":  # as hosted APIs do: the refused key is echoed back in the message
                         key = self.headers.get("Authorization", "").split()[-1]
                         status, payload = 401, {"error": {"message": f"Incorrect API key provided: {key}",
                                                           "type": "invalid_request_error"}}

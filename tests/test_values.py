@@ -22,6 +22,7 @@ CLASSES = ("café", "Ångström", "naïve bird", "crème brûlée", "크다")  #
 INVISIBLE = ("\u200b", "\u200c", "\u2060", "\ufeff", "\u00ad", "\u200e")  # zero-width, word joiner, BOM, soft hyphen
 SPACES = ("", " ", "  ", "\u00a0", "\u3000", "\t", "\u2009")
 MISSING = ("NaN", "nan", "None", "null", "N/A", "NA", "n/a", "NULL", "<NA>", "#N/A", " none ")
+TAG_MISSING = tuple(m for m in MISSING if m.strip().casefold() != "none")  # "none" is a tag (occlusion: none)
 HYPOTHESIS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                                 HealthCheck.too_slow])
 
@@ -73,7 +74,8 @@ def test_missing_value_spellings_are_unlabelled_in_the_pool(images):
     manifest = load_manifest(path)
     assert manifest.samples["label"].tolist() == ["cat", None, None, "dog"]
     assert sorted(set(manifest.samples["label"].dropna())) == ["cat", "dog"]  # no class named "NaN" or "None"
-    assert manifest.notes == ["column 'label': 2 values spelling a missing value (NaN, None) read as missing (row 2 ...)"]
+    assert manifest.notes == [
+        "column 'label': 2 values spelling a missing value (NaN, None) read as missing (row 2 ...)"]
 
 
 def test_a_label_and_a_prediction_that_differ_only_in_form_are_one_class(images):
@@ -84,7 +86,8 @@ def test_a_label_and_a_prediction_that_differ_only_in_form_are_one_class(images)
     manifest = load_manifest(path)
     assert manifest.samples["label"].tolist() == ["\u00e9t\u00e9", "cat", "cat"]
     assert manifest.models["model"].score.tolist() == [1.0, 1.0, 1.0]
-    assert manifest.notes == ["column 'label': invisible characters removed (U+200B ZERO WIDTH SPACE) in 1 value (row 2)"]
+    assert manifest.notes == [
+        "column 'label': invisible characters removed (U+200B ZERO WIDTH SPACE) in 1 value (row 2)"]
 
 
 @pytest.mark.parametrize("labels, named", [
@@ -198,11 +201,13 @@ def test_coco_category_names_and_annotation_tags_take_one_form(images, data):
                 "categories": [{"id": i, "name": name} for i, name in names.items()],
                 "annotations": [{"id": i, "image_id": 1, "category_id": i, "bbox": [1, 1, 4, 4],
                                  "attributes": {data.draw(written("colour")): tag,
-                                                "occluded": data.draw(st.sampled_from(MISSING))}}
+                                                "occluded": data.draw(st.sampled_from(TAG_MISSING)),
+                                                "blur": "None"}}
                                 for i in names]}
     truth = parse_ground_truth(document, str(images / "instances.json"))
     assert truth.categories == {i + 1: name for i, name in enumerate(CLASSES[:3])}
-    assert truth.annotations["attributes"].tolist() == [{"colour": "crème"}] * 3  # the missing tag left out
+    # the missing tag left out; "None" is a tag
+    assert truth.annotations["attributes"].tolist() == [{"colour": "crème", "blur": "None"}] * 3
 
 
 def test_coco_categories_that_are_one_name_in_one_form_are_refused(images):
@@ -230,6 +235,7 @@ def test_a_missing_spelling_cannot_name_a_tag():
 
     with pytest.raises(ValueError, match=re.escape("the tag is empty or spells a missing value ('N/A')")):
         Attribute(name="occlusion", tags=["N/A", "heavy"])
+    assert Attribute(name="occlusion", tags=[" none", "heavy"]).tags == ("none", "heavy")  # a word a tag can be
 
 
 @HYPOTHESIS

@@ -77,7 +77,7 @@ class Attribute(BaseModel):
     def _tags(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if any(not str(t).strip() for t in value):
             raise ValueError("tags cannot be empty")
-        cleaned = tuple(normalise_name(t, "the tag") for t in value)
+        cleaned = tuple(normalise_name(t, "the tag", "tag") for t in value)
         if len(cleaned) > MAX_TAGS:
             raise ValueError(f"{len(cleaned)} tags; an attribute can have at most {MAX_TAGS}")
         for tag in cleaned:
@@ -93,7 +93,7 @@ class Attribute(BaseModel):
     @field_validator("tag_prompts")
     @classmethod
     def _tag_prompts(cls, value: dict) -> dict:
-        return {normalise_name(tag, "the tag of a prompt"): prompts for tag, prompts in value.items()}
+        return {normalise_name(tag, "the tag of a prompt", "tag"): prompts for tag, prompts in value.items()}
 
     @field_validator("templates")
     @classmethod

@@ -170,7 +170,7 @@ _NUMBERS_COLUMNS = ("box", "pred_box", "keypoints", "pred_keypoints")
 
 def column_role(column: str) -> Role:
     """What a manifest column holds by the data contract: the image's path, a number (confidence, score, prob:*),
-    a list of numbers (boxes and keypoints), or text (labels, predictions, ids, splits, tags)."""
+    a list of numbers (boxes and keypoints), a tag (attr:*), or text (labels, predictions, ids, splits)."""
     kind = column.partition(":")[0].strip()
     if column == "image":
         return "path"
@@ -178,7 +178,7 @@ def column_role(column: str) -> Role:
         return "number"
     if kind in _NUMBERS_COLUMNS:
         return "numbers"
-    return "text"
+    return "tag" if kind == "attr" else "text"
 
 
 def column_names(frame: pd.DataFrame) -> list[str]:

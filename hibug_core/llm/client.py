@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from hibug_core.access import check_spec, check_url
 from hibug_core.errors import ModelLoadError
 from hibug_core.llm.errors import LLMAnswerError, LLMUnavailable
+from hibug_core.redaction import redact, remember_secret
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ class LLMConfig:
         from hibug_core.llm.local import is_local
 
         return f"{self.model} in process" if is_local(self.model) else \
-            f"{self.model} at {self.base_url or 'api.openai.com'}"
+            f"{self.model} at {redact(self.base_url or 'api.openai.com')}"
 
 
 def make_client(config: LLMConfig, api_key: str | None = None):
@@ -67,6 +68,7 @@ def make_client(config: LLMConfig, api_key: str | None = None):
     except ImportError as error:
         raise ModelLoadError("the openai package is missing; reinstall hibug (`pip install -e .`)") from error
     key = api_key or os.environ.get(config.api_key_env)
+    remember_secret(key)
     if not key:
         if config.base_url is None:
             raise ModelLoadError(f"no API key: set {config.api_key_env} in the environment (or Streamlit secrets), "
@@ -110,17 +112,6 @@ def parse_json_reply(content: str | None) -> dict:
     return value
 
 
-_KEY_LIKE = re.compile(r"\b(sk|key|api)[-_][A-Za-z0-9*_\-]{6,}", re.IGNORECASE)
-
-
-def scrub(message: str, config: LLMConfig, api_key: str | None = None) -> str:
-    """A server's error message without any key in it (some echo a masked key back)."""
-    for secret in (api_key, os.environ.get(config.api_key_env)):
-        if secret:
-            message = message.replace(secret, "[key hidden]")
-    return _KEY_LIKE.sub("[key hidden]", message)
-
-
 def ask(client, config: LLMConfig, messages: list[dict], *, parse, format_hint: str,
         response_format: dict | None = None):
     """The one way hibug asks a language model. `parse(content)` returns the value or raises ValueError with what
@@ -137,13 +128,13 @@ def ask(client, config: LLMConfig, messages: list[dict], *, parse, format_hint: 
         try:
             reply = client.chat.completions.create(model=config.model, messages=messages, temperature=0, **options)
         except (openai.APIConnectionError, openai.APITimeoutError) as error:
-            raise LLMUnavailable(f"could not reach {config.describe()}: {scrub(str(error), config).rstrip('.')}") \
+            raise LLMUnavailable(f"could not reach {config.describe()}: {redact(str(error)).rstrip('.')}") \
                 from None
         except openai.APIStatusError as error:
             if error.status_code >= 500 or error.status_code in (401, 403, 404, 429):
                 raise LLMUnavailable(f"{config.describe()} answered HTTP {error.status_code}: "
-                                     f"{scrub(str(error.message), config).rstrip('.')}") from None
-            problem = f"HTTP {error.status_code}: {scrub(str(error.message), config)}"
+                                     f"{redact(str(error.message)).rstrip('.')}") from None
+            problem = f"HTTP {error.status_code}: {redact(str(error.message))}"
         else:
             message = reply.choices[0].message if reply.choices else None
             content = getattr(message, "content", None) or ""

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.errors import Issues, ManifestError, RowIssue
-from hibug_core.values import ValueRefused, normalise_value, shown
+from hibug_core.values import Role, ValueRefused, normalise_value, shown
 
 BACKGROUND = "(background)"  # the label of a false positive: no object of any class is there
 MISSED = "(missed)"  # the prediction of a ground-truth object no detection found
@@ -267,10 +267,9 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
                        unit="annotations")
             continue
         tags = record.get("attributes") or {}
-        if not isinstance(tags, dict) or not all(isinstance(k, str) and isinstance(_stored(k), str)
-                                                 and isinstance(v, (str, bool, int)) and not isinstance(_stored(v),
-                                                                                                        ValueRefused)
-                                                 for k, v in tags.items()):
+        if not isinstance(tags, dict) or not all(
+                isinstance(k, str) and isinstance(_stored(k), str) and isinstance(v, (str, bool, int))
+                and not isinstance(_stored(v, "tag"), ValueRefused) for k, v in tags.items()):
             issues.add(i, "attributes", "must map attribute names to tags (text, yes/no or whole numbers, one line "
                                         f"each); found {_short(tags)}", unit="annotations")
             continue
@@ -318,10 +317,10 @@ def _sigmas(values, count: int, index: int, issues: Issues) -> tuple[float, ...]
     return tuple(float(v) for v in values)
 
 
-def _stored(value):
+def _stored(value, role: Role = "text"):
     """A text of the file in the stored form (hibug_core.values), None where it is missing, or why it is refused."""
     try:
-        return normalise_value(value, "text")
+        return normalise_value(value, role)
     except ValueRefused as error:
         return error
 
@@ -329,7 +328,7 @@ def _stored(value):
 def _tag_texts(tags: dict) -> dict[str, str]:
     """An annotation's own attributes (CVAT writes them into COCO) as tags (yes/no for true/false); a missing tag is
     left out."""
-    stored = {_stored(name): _stored(value) for name, value in tags.items()}
+    stored = {_stored(name): _stored(value, "tag") for name, value in tags.items()}
     return {name: value for name, value in stored.items() if value is not None}
 
 

@@ -9,6 +9,7 @@ import os
 from sqlalchemy import Connection, text
 
 from hibug_core.access import acting_identity
+from hibug_core.redaction import redact
 
 
 def now() -> str:
@@ -31,4 +32,5 @@ def record(connection: Connection, actor: str, action: str, entity: str, before,
         text("INSERT INTO audit_log (at, actor, action, entity, before_json, after_json) "
              "VALUES (:at, :actor, :action, :entity, :b, :a)"),
         {"at": now(), "actor": actor, "action": action, "entity": entity,
-         "b": None if before is None else json.dumps(before), "a": None if after is None else json.dumps(after)})
+         "b": None if before is None else redact(json.dumps(before)),
+         "a": None if after is None else redact(json.dumps(after))})

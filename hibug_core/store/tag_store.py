@@ -14,6 +14,7 @@ from hibug_core.store.arrays import DamagedArraysError
 from hibug_core.store.audit import default_actor, now, record
 from hibug_core.store.db import read_connection, write_transaction
 from hibug_core.values import ValueRefused, normalise_name
+from hibug_core.redaction import redact
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class TagTable:
 def _stored_attributes(attributes: dict) -> dict[str, list[str]]:
     """A new run's attribute and tag names in the stored form, whichever tagger made them (runs stored before are
     read as they are); two that become one are refused."""
-    stored = {normalise_name(name, "the attribute"): [normalise_name(t, f"a tag of {name!r}") for t in tags]
+    stored = {normalise_name(name, "the attribute"): [normalise_name(t, f"a tag of {name!r}", "tag") for t in tags]
               for name, tags in attributes.items()}
     if len(stored) != len(attributes) or any(len(set(t)) != len(t) for t in stored.values()):
         raise ValueRefused(f"two attributes, or two tags of one attribute, are one name once written in one form: "
@@ -105,7 +106,7 @@ def finish_run(project, run_id: int, result: TagResult, *, author: str | None = 
 def fail_run(project, run_id: int, message: str) -> None:
     with write_transaction(project.engine) as connection:
         connection.execute(text("UPDATE tag_runs SET status = 'failed', message = :m, finished_at = :t WHERE id = :i"),
-                           {"m": message, "t": now(), "i": run_id})
+                           {"m": redact(message), "t": now(), "i": run_id})
 
 
 def save_run(project, result: TagResult, *, method: str, encoder: str | None = None,
@@ -191,7 +192,7 @@ def correct_tags(project, attribute: str, sample_ids, tag: str | None, *, kind: 
     if kind not in CORRECTION_KINDS:
         raise ValueError(f"kind must be one of {CORRECTION_KINDS}")
     attribute = normalise_name(attribute, "the attribute")
-    tag = None if tag is None else normalise_name(tag, "the tag")
+    tag = None if tag is None else normalise_name(tag, "the tag", "tag")
     sample_ids = [int(s) for s in np.atleast_1d(sample_ids)]
     author = author or default_actor()
     with write_transaction(project.engine) as connection:

@@ -58,7 +58,7 @@ def validate_answer(answer: dict, attributes: list[Attribute]) -> dict[str, str]
     lowered = {}
     for key, value in answer.items():
         try:
-            lowered[(normalise_value(key) or "").casefold()] = normalise_value(value)
+            lowered[(normalise_value(key) or "").casefold()] = normalise_value(value, "tag")
         except ValueRefused as error:
             problems.append(f'"{key}": {shown(value)} {error}')
     for attribute in attributes:
