@@ -5,7 +5,7 @@ import os
 import uuid
 from pathlib import Path
 
-from PIL import Image
+from hibug_core.image_loader import open_image, shown_as_stored
 
 THUMBS_DIR = "thumbs"
 
@@ -16,21 +16,21 @@ def thumbnail_path(project_folder: Path, content_hash: str, size: int) -> Path:
 
 def ensure_thumbnail(project_folder: Path, image_path: Path, content_hash: str, size: int = 128,
                      original_size: tuple[int, int] | None = None) -> Path:
-    """Path of a JPEG no larger than size x size; images already that small are used as they are.
+    """Path of a JPEG no larger than size x size, made by the one image loader; images already that small, in a
+    format browsers show as the loader reads it, are used as they are.
 
     Passing the stored original_size (width, height) spares opening small images on every call.
     """
-    if original_size is not None and max(original_size) <= size:
+    as_stored = shown_as_stored(image_path)
+    if as_stored and original_size is not None and max(original_size) <= size:
         return Path(image_path)
     target = thumbnail_path(project_folder, content_hash, size)
     if target.exists():
         return target
-    with Image.open(image_path) as image:
-        if max(image.size) <= size:
-            return Path(image_path)
-        image.draft("RGB", (size, size))
-        small = image.convert("RGB")
-        small.thumbnail((size, size))
+    small = open_image(image_path, size_hint=size)
+    if as_stored and max(small.size) <= size:
+        return Path(image_path)
+    small.thumbnail((size, size))
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{uuid.uuid4().hex}.tmp")
     small.save(temporary, "JPEG", quality=85)

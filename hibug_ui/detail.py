@@ -8,12 +8,14 @@ import pandas as pd
 import streamlit as st
 
 from hibug_core.errors import HibugError
+from hibug_core.image_loader import shown_as_stored
 from hibug_core.markdown import plain
 from hibug_core.objects.crops import ensure_object_picture, picture_of
 from hibug_core.objects.keypoint_errors import TYPE_OF_CODE, keypoint_summary
 from hibug_core.slices.search import CLASS
 from hibug_core.store import tag_store
 from hibug_core.tagging.sources import source_label
+from hibug_core.thumbnails import ensure_thumbnail
 from hibug_ui.state import keypoint_skeleton, tag_table
 from hibug_ui.visitor import may_edit
 
@@ -58,6 +60,7 @@ def slices_of(report, sample_id: int) -> list[str]:
     return held
 
 
+DETAIL_SIZE = 1024  # the largest side of the copy shown for a file browsers cannot draw
 OPEN_KEY = "detail_open"  # (grid key, sample id) of the image whose detail view is open
 
 
@@ -76,6 +79,8 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
                 picture = picture_of(row, keypoint_skeleton(project).get("limbs", ()))
                 image = ensure_object_picture(project.folder, image, row["content_hash"], picture, size=512,
                                               whole=True)
+            elif not shown_as_stored(image):  # a format browsers do not draw (TIFF...): the loader's copy
+                image = ensure_thumbnail(project.folder, image, row["content_hash"], size=DETAIL_SIZE)
             st.image(str(image), width="stretch")
         except (OSError, ValueError, TypeError, HibugError):
             st.caption("image not available")

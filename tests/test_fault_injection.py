@@ -48,7 +48,8 @@ MUTATIONS = {
     "latin-1 bytes in a label": (lambda t: t.replace("s1,images/1.png,cat", "s1,images/1.png,caf\xe9").encode(
         "latin-1"), "row 2, column 'label': text is not valid UTF-8 (byte 0xe9)"),
     "utf-16": (lambda t: t.encode("utf-16"), "header: text is not valid UTF-8"),
-    "a NUL byte in a cell": (_replace_cell(1, "attr:color", "re\x00d"), 6),
+    "a NUL byte in a cell": (_replace_cell(1, "attr:color", "re\x00d"), "row 1, column 'attr:color': 're\\x00d' holds "
+                                                                         "the control character U+0000; remove it"),
     # headers
     "no image column": (lambda t: t.replace(",image,", ",picture,", 1), "column 'image': required column is missing"),
     "no label column": (lambda t: t.replace(",label,", ",class,", 1), "column 'label': required column is missing"),
@@ -64,14 +65,15 @@ MUTATIONS = {
     # quoting
     "an unbalanced quote": (lambda t: t.replace("s2,images/2.png,dog", 's2,images/2.png,"dog'), "row"),
     "a quoted comma in a label": (lambda t: t.replace("s0,images/0.png,dog", 's0,images/0.png,"dog, small"'), 6),
-    "a quoted newline in a label": (lambda t: t.replace("s0,images/0.png,dog", 's0,images/0.png,"dog\nsmall"'), 6),
+    "a quoted newline in a label": (lambda t: t.replace("s0,images/0.png,dog", 's0,images/0.png,"dog\nsmall"'),
+                                    "row 1, column 'label': 'dog\\nsmall' holds a line break or tab (U+000A)"),
     "a row with an extra field": (lambda t: t.replace("s3,", "s3,extra,", 1), "row 4: expected 7 fields, found 8"),
     "a row with a missing field": (lambda t: t.replace(",val,", ",", 1), "row 1: expected 7 fields, found 6"),
     # values
     "an empty label on val": (_replace_cell(2, "label", ""), "row 2, column 'label': empty label"),
     "a confidence that is text": (_replace_cell(1, "confidence", "high"), "row 1, column 'confidence'"),
     "a confidence above 1": (_replace_cell(1, "confidence", "1.5"), "row 1, column 'confidence'"),
-    "a confidence that is nan": (_replace_cell(1, "confidence", "nan"), "row 1, column 'confidence'"),
+    "a confidence that is nan": (_replace_cell(1, "confidence", "nan"), 6),  # a missing value's spelling
     "split 'validation'": (_replace_cell(1, "split", "validation"), "row 1, column 'split': unknown split"),
     "an empty split": (_replace_cell(1, "split", ""), "row 1, column 'split': empty split"),
     "a missing image file": (_replace_cell(1, "image", "images/none.png"), "row 1, column 'image': file not found"),

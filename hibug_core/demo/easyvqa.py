@@ -125,12 +125,12 @@ _WORLD: list[ShapeWorld] = []
 
 def load_shape_world(progress: ProgressCallback = no_progress) -> ShapeWorld:
     """Load the images once per process and measure their size and position."""
-    from PIL import Image
+    from hibug_core.image_loader import open_image
 
     if _WORLD:
         return _WORLD[0]
     images = tuple(load_shape_images())
-    pixels = np.stack([np.asarray(Image.open(item.path).convert("RGB")) for item in images])
+    pixels = np.stack([np.asarray(open_image(item.path)) for item in images])
     rows = []
     for i, (item, array) in enumerate(zip(images, pixels)):
         rows.append({"shape": item.shape, "color": item.color, **measure_geometry(array)})

@@ -21,14 +21,6 @@ def normalize_rows(matrix: np.ndarray) -> np.ndarray:
     return (matrix / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
-def load_rgb(path: str, size_hint: int | None = None) -> Image.Image:
-    """Decode an image as RGB; JPEGs are decoded at reduced scale when only `size_hint` pixels are needed."""
-    image = Image.open(path)
-    if size_hint:
-        image.draft("RGB", (size_hint, size_hint))
-    return image.convert("RGB")
-
-
 class Encoder(ABC):
     """Maps images and texts into one space where cosine similarity says how well a text describes an image."""
 

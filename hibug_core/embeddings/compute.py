@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hibug_core.embeddings.base import Encoder, load_rgb
+from hibug_core.embeddings.base import Encoder
 from hibug_core.embeddings.cache import ContentCache
 from hibug_core.embeddings.registry import DEFAULT_ENCODER, encoder_key, load_encoder
 from hibug_core.errors import TaggingError
@@ -17,6 +17,7 @@ from hibug_core.native_memory import reuse_freed_tensor_memory
 from hibug_core.models.recorded import recorded_model
 from hibug_core.objects.views import crops_of, object_views
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.image_loader import open_image
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ def decode(path: str, transform, size_hint: int, crop=None):
     """The encoder's input tensor of one image file (or of its region `crop`: left, top, right, bottom), or None
     (logged) when the file cannot be read."""
     try:
-        image = load_rgb(path, None if crop is not None else size_hint)
+        image = open_image(path, size_hint=None if crop is not None else size_hint)
         return transform(image.crop(tuple(crop)) if crop is not None else image)
     except (OSError, ValueError) as error:
         logger.warning("cannot read %s: %s", path, error)

@@ -12,6 +12,7 @@ from typing import Iterable
 
 from PIL import Image, UnidentifiedImageError
 
+from hibug_core.image_loader import as_rgb, seen_size
 from hibug_core.progress import ProgressCallback, no_progress
 
 
@@ -46,9 +47,10 @@ def _too_large(error: Exception) -> str:
 
 def inspect_image(path: Path, check_size: int = 64) -> ImageInfo:
     """Read, hash and check one image; raise ValueError if unusable (any error of the file system, a name too long
-    included, says what it was). A PNG is checked by its chunks' checksums through to its end (Pillow's verify: a
-    truncated or damaged file fails, and nothing is decompressed); other formats are decoded, at reduced size where
-    the format allows (JPEG)."""
+    included, says what it was). The size is the one a person sees (EXIF orientation applied). An 8-bit PNG is
+    checked by its chunks' checksums through to its end (Pillow's verify: a truncated or damaged file fails, and
+    nothing is decompressed); other images are read as the image loader reads them, at reduced size where the format
+    allows (JPEG)."""
     try:
         outside = _link_out_of_folder(path)
         if outside:
@@ -66,12 +68,17 @@ def inspect_image(path: Path, check_size: int = 64) -> ImageInfo:
         raise ValueError("file is empty")
     try:
         with Image.open(io.BytesIO(data)) as image:
-            width, height = image.size
-            if image.format == "PNG":  # decoding costs 50x the check of every chunk's CRC, which damage breaks
-                image.verify()
+            if image.format == "PNG" and image.mode in ("RGB", "RGBA", "L", "P"):
+                width, height = image.size
+                image.verify()  # decoding costs 50x the check of every chunk's CRC, which damage breaks
+                if b"eXIf" in data:  # a PNG can carry an EXIF orientation too (read after: verify comes first)
+                    with Image.open(io.BytesIO(data)) as again:
+                        width, height = seen_size(again)
             else:
+                width, height = seen_size(image)  # as a person sees it: turned by its EXIF orientation  # read as every reader will (image_loader), so what cannot be read is named now
                 image.draft("RGB", (check_size, check_size))
                 image.load()
+                as_rgb(image)
     except UnidentifiedImageError:
         raise ValueError("not an image, or a format Pillow cannot read") from None
     except Image.DecompressionBombError as error:

@@ -82,11 +82,9 @@ def image_data_url(image, max_side: int = 512) -> str:
     """An image (a file path or a PIL image) as a base64 PNG data URL, downscaled to at most max_side pixels."""
     from PIL import Image
 
-    if isinstance(image, Image.Image):
-        small = image.convert("RGB")
-    else:
-        with Image.open(image) as opened:
-            small = opened.convert("RGB")
+    from hibug_core.image_loader import as_rgb, open_image
+
+    small = as_rgb(image) if isinstance(image, Image.Image) else open_image(image, size_hint=max_side)
     small.thumbnail((max_side, max_side))
     buffer = io.BytesIO()
     small.save(buffer, format="PNG")

@@ -5,7 +5,6 @@ per process and runs on the GPU (fp16) when there is one."""
 from __future__ import annotations
 
 import base64
-import io
 import logging
 import queue
 import threading
@@ -29,12 +28,9 @@ def is_local(model: str) -> bool:
 
 def _image(url: str):
     """A PIL image from a data URL (how hibug sends images) or a local file path."""
-    from PIL import Image
+    from hibug_core.image_loader import open_image
 
-    if url.startswith("data:"):
-        return Image.open(io.BytesIO(base64.b64decode(url.partition(",")[2]))).convert("RGB")
-    with Image.open(url) as image:
-        return image.convert("RGB")
+    return open_image(base64.b64decode(url.partition(",")[2]) if url.startswith("data:") else url)
 
 
 def conversation(messages: list[dict]) -> tuple[list[dict], list]:

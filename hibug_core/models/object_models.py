@@ -39,8 +39,8 @@ class TrainingSet:
 def coco_training_set(path: Path, file_names: list[str] | None = None) -> TrainingSet:
     """Images and boxes (and keypoints, when its categories name them) of a COCO file (or of its images `file_names`,
     in that order), crowd regions left out; images are read under the file's folder."""
+    from hibug_core.image_loader import open_image
     from hibug_core.objects.coco import read_ground_truth
-    from PIL import Image
 
     truth = read_ground_truth(path)
     images = truth.images.reset_index()
@@ -59,8 +59,7 @@ def coco_training_set(path: Path, file_names: list[str] | None = None) -> Traini
     loaded, targets, points = [], [], []
     for image_id, name in zip(images["image_id"], images["file_name"]):
         group = grouped.get(image_id, empty)
-        with Image.open(folder / name) as image:
-            loaded.append(image.convert("RGB"))
+        loaded.append(open_image(folder / name))
         targets.append((group[["x", "y", "w", "h"]].to_numpy(float),
                         [truth.categories[c] for c in group["category_id"]]))
         points.append(np.array([p if isinstance(p, list) else [0.0] * (3 * count) for p in group["keypoints"]],

@@ -406,10 +406,12 @@ def image_sizes_issues(ground_truth: CocoGroundTruth, measured: dict[int, tuple[
     issues = []
     for iid, (width, height) in measured.items():
         row = ground_truth.images.loc[iid]
-        if row["width"] and (int(row["width"]), int(row["height"])) != (width, height):
+        recorded = (int(row["width"]), int(row["height"])) if row["width"] else None
+        if recorded and recorded != (width, height):
+            turned = (" as seen (where its EXIF orientation turns it a quarter turn, boxes are drawn on the turned "
+                      "image, as viewers and hibug show it)") if recorded == (height, width) else ""
             issues.append(RowIssue(int(row["record"]), "width", f"the file {row['file_name']} is {width} x {height} "
-                                   f"pixels, the record says {int(row['width'])} x {int(row['height'])}",
-                                   unit="images"))
+                                   f"pixels{turned}, the record says {recorded[0]} x {recorded[1]}", unit="images"))
     return issues
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from hibug_core.objects.coco import UNLABELLED
 from hibug_core.thumbnails import THUMBS_DIR
+from hibug_core.image_loader import open_image
 
 TRUE_BOX = (37, 99, 235)  # blue: where the object is
 OUTCOME_COLOURS = {"true positive": (22, 163, 74), "false positive": (220, 38, 38), "near miss": (234, 140, 0),
@@ -149,14 +150,11 @@ def render_picture(image, picture: ObjectPicture, *, size: int = 160, margin: fl
 def ensure_object_picture(project_folder: Path, image_path: Path, content_hash: str, picture: ObjectPicture, *,
                           size: int = 160, margin: float = 0.3, whole: bool = False) -> Path:
     """Path of the picture's PNG, made on first use and kept under the project's thumbnails."""
-    from PIL import Image
-
     target = Path(project_folder) / THUMBS_DIR / "objects" / content_hash[:2] / (
         picture.key(content_hash, size, margin, whole) + ".png")
     if target.exists():
         return target
-    with Image.open(image_path) as image:
-        shown = render_picture(image, picture, size=size, margin=margin, whole=whole)
+    shown = render_picture(open_image(image_path), picture, size=size, margin=margin, whole=whole)
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{uuid.uuid4().hex}.tmp")
     shown.save(temporary, "PNG")

@@ -3,7 +3,6 @@ procedural renderer of the easy-vqa shape world that stands in for a diffusion m
 from __future__ import annotations
 
 import base64
-import io
 import logging
 import re
 from dataclasses import dataclass
@@ -201,7 +200,7 @@ class OpenAIImagesGenerator:
         self.name = f"openai:{self.model}"
 
     def generate(self, prompts: list[str], seeds: list[int]):
-        from PIL import Image
+        from hibug_core.image_loader import open_image
 
         images = []
         for prompt in prompts:
@@ -214,7 +213,7 @@ class OpenAIImagesGenerator:
             data = reply.data[0].b64_json if reply.data else None
             if not data:
                 raise ModelLoadError("the images API returned no image data (b64_json); check the model name")
-            images.append(Image.open(io.BytesIO(base64.b64decode(data))).convert("RGB"))
+            images.append(open_image(base64.b64decode(data)))
         return images
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 
 from hibug_core.attributes.measured import COLOUR_NAMES, MeasuredConfig, measure_bins
 from hibug_core.attributes.schema import Attribute
-from hibug_core.embeddings.base import load_rgb
+from hibug_core.image_loader import open_image
 from hibug_core.embeddings.cache import ContentCache
 from hibug_core.embeddings.compute import encoder_views
 from hibug_core.objects.views import crops_of
@@ -60,7 +60,7 @@ def measure_pixels(rgb: np.ndarray, foreground_distance: float = MeasuredConfig.
 
 def _measure_file(path: str, crop=None) -> np.ndarray:
     try:
-        image = load_rgb(path, None if crop is not None else MEASURE_SIZE)
+        image = open_image(path, size_hint=None if crop is not None else MEASURE_SIZE)
         image = image.crop(tuple(crop)) if crop is not None else image
     except (OSError, ValueError):
         return np.full(len(PIXEL_MEASURES), np.nan, dtype=np.float32)

@@ -82,14 +82,12 @@ def _views(path: str, box) -> list[str]:
     image with the outline (hibug_core.objects.crops)."""
     if box is None:
         return [image_data_url(path)]
-    from PIL import Image
-
+    from hibug_core.image_loader import open_image
     from hibug_core.objects.crops import ObjectPicture, render_picture
 
-    picture = ObjectPicture(tuple(box), None, "near miss")
-    with Image.open(path) as image:
-        return [image_data_url(render_picture(image, picture, size=320)),
-                image_data_url(render_picture(image, picture, size=512, whole=True))]
+    picture, image = ObjectPicture(tuple(box), None, "near miss"), open_image(path)
+    return [image_data_url(render_picture(image, picture, size=320)),
+            image_data_url(render_picture(image, picture, size=512, whole=True))]
 
 
 def ask_image(client, config: LLMConfig, path: str, attributes: list[Attribute], label: str | None,

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.errors import ModelLoadError
+from hibug_core.image_loader import open_image
 from hibug_core.models.object_models import (OBJECT_FAMILIES, DetectorError, ObjectModelAdapter, TrainingSet,
                                              coco_training_set)
 from hibug_core.models.recorded import POOL_LABELS_META, recorded_model
@@ -199,8 +200,6 @@ class ObjectRepairRound(RepairRound):
 
     def __init__(self, project, report, config, *, training_count: int, measure: str = OBJECTS_FOUND,
                  samples: str = "objects", progress: ProgressCallback = no_progress, author: str | None = None):
-        from PIL import Image
-
         # 1. Check inputs: new data from labelled pool images, fine-tuning, a retrainable model and the pool's labels.
         if config.data == GENERATED:
             raise RepairError("generated images have no boxes to train a detector on (nor keypoints for a pose model); "
@@ -221,8 +220,7 @@ class ObjectRepairRound(RepairRound):
         self.trained = coco_training_set(project.folder / recorded.training)
         self.eval_images = []
         for name in self.truth.images["file_name"]:
-            with Image.open(truth_path.parent / name) as image:
-                self.eval_images.append(image.convert("RGB"))
+            self.eval_images.append(open_image(truth_path.parent / name))
         self.project, self.report, self.config, self.progress = project, report, config, progress
         self.measure, self.samples = measure, samples  # the task's words: "people found", "people"
         self.held = held
