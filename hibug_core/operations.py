@@ -27,6 +27,7 @@ from hibug_core.slices.compare import CompareConfig
 from hibug_core.slices.report import TAG_SOURCES
 from hibug_core.slices.search import RANKINGS, SliceConfig
 from hibug_core.redaction import carries_secret, redact
+from hibug_core.values import normalise_name
 
 NO_BASELINE = "none"
 
@@ -146,7 +147,13 @@ Splits = Annotated[list[str] | None, Cli(flag="--split", repeat=True),
                    Field(description="only these splits (repeatable; default: all)")]
 Attributes = Annotated[list[str] | None, Cli(comma=True),
                        Field(description="comma-separated attribute names (default: every enabled one)")]
-ModelName = Annotated[str | None, Field(description="model name (default: the project's first)")]
+def _stored_name(value: str | None) -> str | None:
+    """A name typed for a model, an attribute or a view, in the one form the store keeps (hibug_core.values)."""
+    return None if value is None or not str(value).strip() else normalise_name(value, "the name")
+
+
+StoredName = AfterValidator(_stored_name)
+ModelName = Annotated[str | None, StoredName, Field(description="model name (default: the project's first)")]
 LLMModel = Annotated[str | None, Field(description="LLM model name (default: HIBUG_LLM_MODEL, else gpt-4o-mini)")]
 LLMBaseURL = Annotated[str | None, Field(description="OpenAI-compatible server URL (default: HIBUG_LLM_BASE_URL); "
                                                      "the key is read from OPENAI_API_KEY or Streamlit secrets")]
@@ -232,7 +239,8 @@ class Predict(Operation, RaySettings):
     summary: ClassVar[str] = ("run your own model over the project's images and record its predictions and features "
                               "as a model (resumable)")
     model: Annotated[str, OneOf(MODELS)] = Field(description="the model: " + MODELS.help_text())
-    name: str | None = Field(None, description="name it is recorded under (default: from the spec)")
+    name: Annotated[str | None, StoredName] = Field(None, description="name it is recorded under (default: from the "
+                                                                       "spec)")
     splits: Splits = None
     batch_size: int = Field(64, ge=1, description="images per batch")
     workers: int | None = Field(None, ge=0, description="image decoding processes (default: chosen for this machine)")

@@ -13,6 +13,7 @@ from streamlit.errors import StreamlitSecretNotFoundError
 
 from hibug_core.errors import HibugError, environment_failure
 from hibug_core.markdown import plain
+from hibug_core.redaction import remember_secret
 from hibug_core.store.project import Project
 from hibug_core.store.tag_store import project_state
 from hibug_core.tasks import Task, task_of
@@ -265,4 +266,6 @@ def secret(name: str) -> str | None:
         value = st.secrets.get(name)
     except (FileNotFoundError, StreamlitSecretNotFoundError):
         value = None
-    return value or os.environ.get(name)
+    value = value or os.environ.get(name)
+    remember_secret(value if isinstance(value, str) else None)  # hidden wherever it could show (redaction)
+    return value

@@ -228,6 +228,18 @@ def test_names_typed_in_the_dashboard_take_one_form(data):
                           tags=[data.draw(written(name)) for name in CLASSES[:3]])
     assert attribute.name == "crème colour" and attribute.tags == CLASSES[:3]
     assert normalise_name(data.draw(written("Ångström")), "a model") == "Ångström"
+    from hibug_core.operations import Predict
+
+    assert Predict(model="timm:resnet18", name=data.draw(written("Ångström"))).name == "Ångström"
+
+
+def test_a_saved_view_name_is_stored_in_one_form(colour_project):
+    from hibug_core.review.board import ReviewError
+    from hibug_core.review.views import save_view
+
+    save_view(colour_project, "cafe\u0301\u200b view", "Error_slices", {"slice": "x"})
+    with pytest.raises(ReviewError, match="a view named 'café view' was saved by"):
+        save_view(colour_project, " café  view", "Error_slices", {"slice": "y"})
 
 
 def test_a_missing_spelling_cannot_name_a_tag():

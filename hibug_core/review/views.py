@@ -11,15 +11,16 @@ from sqlalchemy import text
 from hibug_core.review.board import ReviewError
 from hibug_core.store.audit import default_actor, now, record
 from hibug_core.store.db import read_connection, write_transaction
+from hibug_core.values import normalise_name
 
 PAGE_PATH = re.compile(r"^[A-Za-z0-9_]{0,64}$")  # a page's URL path ("Error_slices"; "" is the front page)
 
 
 def save_view(project, name: str, page: str, query: dict[str, str], *, author: str | None = None) -> int:
     """Store a view under a new name; a name already taken is refused (naming who took it)."""
-    name = " ".join(name.split())
-    if not name:
+    if not str(name).strip():
         raise ReviewError("a view needs a name")
+    name = normalise_name(name, "the view's name")
     if not PAGE_PATH.match(page):
         raise ReviewError(f"'{page}' is not a page of the dashboard: use its URL path, e.g. Error_slices")
     author = author or default_actor()
