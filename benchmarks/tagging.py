@@ -23,7 +23,7 @@ from ingest import make_data  # noqa: E402
 import hibug_core  # noqa: E402,F401
 from hibug_core.attributes import Attribute, AttributeSchema  # noqa: E402
 from hibug_core.demo import ensure_demo  # noqa: E402
-from hibug_core.embeddings.base import load_rgb  # noqa: E402
+from hibug_core.image_loader import open_image  # noqa: E402
 from hibug_core.embeddings.compute import EmbedConfig, configure_threads, embed_project  # noqa: E402
 from hibug_core.embeddings.registry import load_encoder  # noqa: E402
 from hibug_core.tasks import load_manifest, task_of  # noqa: E402
@@ -35,7 +35,7 @@ from hibug_core.tagging.run import tag_project  # noqa: E402
 def forward_rate(encoder, paths: list[str], batch_size: int) -> float:
     import torch
 
-    tensors = torch.stack([encoder.transform(load_rgb(p, encoder.input_size)) for p in paths])
+    tensors = torch.stack([encoder.transform(open_image(p, size_hint=encoder.input_size)) for p in paths])
     encoder.encode_images(tensors[:batch_size])  # warm-up
     start = time.perf_counter()
     for i in range(0, len(tensors), batch_size):

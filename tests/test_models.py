@@ -79,7 +79,7 @@ def test_each_library_loads_with_its_own_preprocessing_and_gives_probabilities_a
     import torch
 
     image = colour_project.samples()["image_path"].iat[0]
-    from hibug_core.embeddings.base import load_rgb
+    from hibug_core.image_loader import open_image
 
     expected = {f"timm:test_resnet:{timm_checkpoint}": (SHAPES, 160, 96),
                 f"torchvision:mobilenet_v3_small:{torchvision_checkpoint}": (["Circle", "Square"], 224, 1024),
@@ -88,7 +88,7 @@ def test_each_library_loads_with_its_own_preprocessing_and_gives_probabilities_a
     for spec, (classes, size, width) in expected.items():
         adapter = load_model(spec)
         assert adapter.classes == classes and adapter.input_size == size, spec
-        batch = torch.stack([adapter.transform(load_rgb(image))] * 2)
+        batch = torch.stack([adapter.transform(open_image(image))] * 2)
         out = adapter.encode_images(batch)
         assert out["probabilities"].shape == (2, len(classes))
         assert np.allclose(out["probabilities"].sum(axis=1), 1, atol=1e-5)

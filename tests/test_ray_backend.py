@@ -9,7 +9,7 @@ ray = pytest.importorskip("ray")
 
 import torch  # noqa: E402
 
-from hibug_core.embeddings.base import load_rgb  # noqa: E402
+from hibug_core.image_loader import open_image  # noqa: E402
 from hibug_core.embeddings.compute import embed_project  # noqa: E402
 from hibug_core.embeddings.ray_backend import RayOptions, embed_with_ray  # noqa: E402
 from hibug_core.embeddings.registry import encoder_key, load_encoder  # noqa: E402
@@ -29,7 +29,7 @@ def test_ray_embeddings_match_local_ones_and_fill_the_cache(colour_project, loca
     assert on_ray.embedding.shape == (12, 64) and parts
     encoder = load_encoder("tiny-open_clip")
     paths = colour_project.samples()["image_path"]
-    direct = encoder.encode_images(torch.stack([encoder.transform(load_rgb(p)) for p in paths]))["embedding"]
+    direct = encoder.encode_images(torch.stack([encoder.transform(open_image(p)) for p in paths]))["embedding"]
     assert np.allclose(on_ray.embedding, direct, atol=2e-3)  # stored as float16
     local = embed_project(colour_project, "tiny-open_clip")
     assert colour_project.arrays.names(f"embeddings/{encoder_key('tiny-open_clip')}/") == parts, "nothing re-encoded"
