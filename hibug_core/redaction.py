@@ -9,17 +9,23 @@ from urllib.parse import quote
 
 HIDDEN = "[hidden]"
 MIN_SECRET = 6  # shorter values are not searched for (they would hide ordinary words)
-_SECRET_NAME = r"[\w.-]*(?:key|token|secret|passw(?:or)?d|pwd|signature|sig|credential|auth)[\w.-]*"
+# A query parameter named by one of these words or ending in one after a separator (api-key, access_token, sig);
+# not "keypoints" or "monkey".
+_SECRET_QUERY = (r"(?:[\w.-]*[-_.])?(?:key|token|secret|password|passwd|pwd|signature|sig|credential|auth)|apikey|"
+                 r"accesstoken")
+# A name: value or name=value assignment that holds a key (api_key: ..., "x-api-key": ..., password=...).
+_SECRET_SETTING = (r"(?:x-)?(?:api|access|auth|secret|private|client|subscription|session)[-_]?key|apikey|"
+                   r"(?:access|auth|refresh|id|api|session|bearer)[-_]?token|token|client[-_]?secret|password|passwd|pwd")
 _SECRET_ENVIRONMENT = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 _PATTERNS = (
     # scheme://user:password@host (or a token as the user name)
     (re.compile(r"(?P<keep>\b[a-z][a-z0-9+.-]*://)[^/@\s?#'\"<>]+@", re.IGNORECASE), rf"\g<keep>{HIDDEN}@"),
     # ?api-key=..., &access_token=..., ;sig=...
-    (re.compile(rf"(?P<keep>[?&;]{_SECRET_NAME}=)[^&#\s'\"<>]+", re.IGNORECASE), rf"\g<keep>{HIDDEN}"),
+    (re.compile(rf"(?P<keep>[?&;](?:{_SECRET_QUERY})=)[^&#\s'\"<>]+", re.IGNORECASE), rf"\g<keep>{HIDDEN}"),
     # Authorization: Bearer ..., x-api-key: ..., api_key="...", "api-key": "..."
     (re.compile(r"(?P<keep>\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token)\s+)?)"
                 r"[^\s,;'\"<>]+", re.IGNORECASE), rf"\g<keep>{HIDDEN}"),
-    (re.compile(rf"(?P<keep>\b{_SECRET_NAME}[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token)\s+)?)"
+    (re.compile(rf"(?P<keep>\b(?:{_SECRET_SETTING})\b[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token)\s+)?)"
                 rf"(?!{re.escape(HIDDEN)}|(?:bearer|basic|token)\s)[^\s,;'\"<>&]+", re.IGNORECASE),
      rf"\g<keep>{HIDDEN}"),
     (re.compile(r"(?P<keep>\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE), rf"\g<keep>{HIDDEN}"),

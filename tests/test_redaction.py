@@ -42,6 +42,11 @@ def _files_leaking(folder: Path) -> list[str]:
     ('{"api_key": "s3cr3tvalue"}', f'{{"api_key": "{HIDDEN}"}}'),
     ("Incorrect API key provided: sk-proj-abcdefghijk", f"Incorrect API key provided: {HIDDEN}"),
     ("a tag colour = red, model resnet at 0.5", "a tag colour = red, model resnet at 0.5"),  # nothing to hide
+    ("column 'keypoints': must be a list", "column 'keypoints': must be a list"),
+    ("column 'attr:key': empty label", "column 'attr:key': empty label"),
+    ("max tokens: 300; keys: 4", "max tokens: 300; keys: 4"),
+    ("/v1/people?keypoints=17&monkey=3", "/v1/people?keypoints=17&monkey=3"),
+    ("password=hunter22 and token: abc12345", f"password={HIDDEN} and token: {HIDDEN}"),
 ])
 def test_every_kind_of_secret_is_hidden_and_nothing_else(text, expected):
     assert redact(text) == expected
