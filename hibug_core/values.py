@@ -29,7 +29,6 @@ _BREAKS = frozenset("\t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85")
 TAG_MISSING_SPELLINGS = MISSING_SPELLINGS - {"none"}
 
 Role = Literal["text", "tag", "number", "numbers", "path"]
-ROLES = ("text", "tag", "number", "numbers", "path")
 
 
 def _missing(role: str) -> frozenset:
