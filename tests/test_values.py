@@ -190,6 +190,20 @@ def test_a_datasets_dataset_stores_one_form_per_class(images, tmp_path_factory, 
     assert stored[:6] == labels and stored[6] is None
 
 
+def test_a_datasets_label_that_is_a_list_is_refused_by_row(images, tmp_path):
+    import datasets
+
+    from hibug_core.ingest.hf_dataset import load_hf_dataset
+
+    datasets.Dataset.from_dict({"image": [str(images / f"{i}.png") for i in range(2)], "label": [["a", "b"], ["c"]]}
+                               ).save_to_disk(str(tmp_path / "saved"))
+    with pytest.raises(ManifestError) as raised:
+        load_hf_dataset(str(tmp_path / "saved"), tmp_path / "images")
+    assert raised.value.messages[:2] == ["row 1, column 'label': ['a', 'b'] is a list, not one value; give one text "
+                                         "per cell", "row 2, column 'label': ['c'] is a list, not one value; give "
+                                         "one text per cell"]
+
+
 @HYPOTHESIS
 @given(data=st.data())
 def test_coco_category_names_and_annotation_tags_take_one_form(images, data):
