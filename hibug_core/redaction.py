@@ -2,6 +2,7 @@
 parameters, bearer tokens and key headers, and the values of the keys it was given (environment, Streamlit secrets)."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -16,6 +17,7 @@ _SECRET_QUERY = (r"(?:[\w.-]*[-_.])?(?:key|token|secret|password|passwd|pwd|sign
 # A name: value or name=value assignment that holds a key (api_key: ..., "x-api-key": ..., password=...).
 _SECRET_SETTING = (r"(?:x-)?(?:api|access|auth|secret|private|client|subscription|session)[-_]?key|apikey|"
                    r"(?:access|auth|refresh|id|api|session|bearer)[-_]?token|token|client[-_]?secret|password|passwd|pwd")
+_SECRET_FIELD = re.compile(_SECRET_SETTING, re.IGNORECASE)
 _SECRET_ENVIRONMENT = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 _PATTERNS = (
     # scheme://user:password@host (or a token as the user name)
@@ -62,6 +64,23 @@ def redact(text: str) -> str:
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+def redact_json(value) -> str:
+    """json.dumps of `value` with every text in it (keys and values) redacted, and the value of a field named like a
+    key (api_key, password) hidden: still valid JSON."""
+    def walk(item):
+        if isinstance(item, str):
+            return redact(item)
+        if isinstance(item, dict):
+            return {walk(k) if isinstance(k, str) else k:
+                    HIDDEN if isinstance(k, str) and _SECRET_FIELD.fullmatch(k) and v else walk(v)
+                    for k, v in item.items()}
+        if isinstance(item, (list, tuple)):
+            return [walk(v) for v in item]
+        return item
+
+    return json.dumps(walk(value))
 
 
 def carries_secret(text: str | None) -> bool:

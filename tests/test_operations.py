@@ -177,7 +177,7 @@ def test_a_key_the_server_echoes_back_never_reaches_the_message(monkeypatch):
             ask(make_client(config), config, [{"role": "user", "content": "hi"}], parse=str, format_hint="")
     message = str(refused.value)
     assert message.startswith("fake at http://127.0.0.1") and "answered HTTP 401" in message
-    assert "secret" not in message and "[key hidden]" in message
+    assert "secret" not in message and "Incorrect API key provided: [hidden]" in message
 
 
 def test_the_llm_model_of_the_environment_is_used_when_a_page_leaves_it_empty(monkeypatch, colour_project):

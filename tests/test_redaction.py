@@ -53,6 +53,17 @@ def test_every_kind_of_secret_is_hidden_and_nothing_else(text, expected):
     assert carries_secret(text) == (text != expected)
 
 
+def test_json_stays_json_with_its_secrets_hidden():
+    import json
+
+    from hibug_core.redaction import redact_json
+
+    record = {"status": "open", "assignee": None, "api_key": "abc12345", "url": "http://u:pw123456@h/v1", "n": 3}
+    assert json.loads(redact_json(record)) == {"status": "open", "assignee": None, "api_key": HIDDEN,
+                                               "url": f"http://{HIDDEN}@h/v1", "n": 3}
+    assert json.loads(redact_json({"note": "api_key: abc12345"})) == {"note": f"api_key: {HIDDEN}"}
+
+
 def test_a_configured_key_is_hidden_as_written_and_url_encoded(monkeypatch):
     monkeypatch.setenv("MY_SERVICE_TOKEN", "plain/value+with=odd")
     remember_secret("fromStreamlitSecrets42")

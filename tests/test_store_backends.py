@@ -125,7 +125,8 @@ def test_hostile_text_and_missing_values_round_trip(store_url, tmp_path):
 
     images = tmp_path / "images"
     images.mkdir()
-    labels = ['a,b', 'say "hi"', "back\\slash", "two\nlines", "ünï 中", "\\N", "NULL", "x"]
+    # (a line break inside a value and a bare NULL no longer enter a project: hibug_core.values)
+    labels = ['a,b', 'say "hi"', "back\\slash", "escaped\\nbreak", "ünï 中", "\\N", "Null Island", "x"]
     with open(images / "manifest.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["image", "label", "prediction", "split", "confidence", "attr:note"])

@@ -13,7 +13,7 @@ from hibug_core.access import AccessDenied, Role, acting_identity, current_actor
 from hibug_core.errors import HibugError
 from hibug_core.store.audit import default_actor, now, record
 from hibug_core.store.db import read_connection, write_transaction
-from hibug_core.redaction import redact
+from hibug_core.redaction import redact, redact_json
 
 LIVE = ("queued", "running")
 FINISHED = ("done", "failed", "cancelled")
@@ -151,7 +151,7 @@ def finish_job(project, job_id: int, status: str, *, result: dict | None = None,
     with write_transaction(project.engine) as connection:
         connection.execute(text("UPDATE jobs SET status = :s, result_json = :r, error = :e, message = :m, "
                                 "finished_at = :t, heartbeat_at = :t WHERE id = :i"),
-                           {"s": status, "r": redact(json.dumps(result)) if result is not None else None,
+                           {"s": status, "r": redact_json(result) if result is not None else None,
                             "e": redact(error), "m": redact(message), "t": now(), "i": job_id})
 
 

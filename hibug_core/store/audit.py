@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import datetime as dt
 import getpass
-import json
 import os
 
 from sqlalchemy import Connection, text
 
 from hibug_core.access import acting_identity
-from hibug_core.redaction import redact
+from hibug_core.redaction import redact_json
 
 
 def now() -> str:
@@ -32,5 +31,5 @@ def record(connection: Connection, actor: str, action: str, entity: str, before,
         text("INSERT INTO audit_log (at, actor, action, entity, before_json, after_json) "
              "VALUES (:at, :actor, :action, :entity, :b, :a)"),
         {"at": now(), "actor": actor, "action": action, "entity": entity,
-         "b": None if before is None else redact(json.dumps(before)),
-         "a": None if after is None else redact(json.dumps(after))})
+         "b": None if before is None else redact_json(before),
+         "a": None if after is None else redact_json(after)})
