@@ -108,7 +108,8 @@ def test_an_imported_column_and_a_repaired_model_compared_with_the_network(page,
     assert lines[0].startswith("Worse (1): color = green -") and lines[1].startswith("Better (1): color = blue +")
     heading = page.get_by_role("heading", level=3).first
     assert heading.inner_text() == "color = green"
-    assert page.get_by_text(re.compile(r"shape-cnn right, planted wrong \(\d+ images")).first.is_visible()
+    # the disagreements are drawn after the heading: wait for them, as a person would (a race under load)
+    page.get_by_text(re.compile(r"shape-cnn right, planted wrong \(\d+ images")).first.wait_for(timeout=60_000)
     picture = first_picture(page)
     assert picture.evaluate("img => img.naturalWidth") > 0
     shot(page, "compare-1-imported-column")
@@ -132,7 +133,7 @@ def test_an_imported_column_and_a_repaired_model_compared_with_the_network(page,
     page.goto(f"{compare_server}/Compare?models=shape-cnn,planted&slice={blue}")
     page.get_by_role("heading", name="color = blue", exact=True).wait_for(timeout=60_000)
     gained = int(table.loc[table["description"] == "color = blue", "candidate_only"].iat[0])
-    assert page.get_by_text(f"planted right, shape-cnn wrong ({gained} images").first.is_visible()
+    page.get_by_text(f"planted right, shape-cnn wrong ({gained} images").first.wait_for(timeout=60_000)
 
     # 2. Retrain and compare on the Repair page (one seed), then compare the repaired model with the network.
     page.goto(f"{compare_server}/Repair")
