@@ -86,7 +86,7 @@ with sources:
                "against the true tags the project holds (imported ones and people's audits). The one in force is "
                "the best measured, unless a person chose another; people's corrections always win over all of them.")
     ranking = source_ranking(project)
-    warning = trust_message(ranking)
+    warning = trust_message(ranking, text=plain)
     if warning:
         st.warning(warning, icon=":material/warning:")
     table = ranking.table

@@ -68,9 +68,9 @@ st.caption(f"{model} on {split}: score {report.overall_score:.1%} over {nouns.co
            f"{slices.attrs['cut']:.1%})")
 if tag_source == "in force":
     ranking = source_ranking(project)
-    warning = trust_message(ranking, attributes=report.all_tags.columns)
+    warning = trust_message(ranking, attributes=report.all_tags.columns, text=plain)
     if warning:
-        st.warning(plain(warning), icon=":material/warning:")
+        st.warning(warning, icon=":material/warning:")
         link_to("pages/2_Tagging.py", "See every tag source on the Tagging page", icon=":material/sell:")
 if slices.attrs.get("untrusted"):
     st.caption(f"{slices.attrs['untrusted']} slice(s) rest on tags measured below "

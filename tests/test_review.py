@@ -159,3 +159,16 @@ def test_findings_report_in_html_markdown_and_csv_escapes_text_and_says_how_to_r
     assert back["slice"].tolist() == table["slice"].tolist() and back["review_status"].iat[0] == "confirmed bug"
     for text in (page, markdown, csv):
         assert "sk-test-never-in-a-report" not in text
+
+
+def test_the_reproduce_block_writes_characters_not_escapes(demo_project, monkeypatch):
+    from hibug_core.review.findings import findings, report_html
+    from hibug_core.slices.report import error_slices
+    from hibug_core.store import tag_store
+    from hibug_core.store.project import Project
+
+    monkeypatch.setattr(tag_store, "tags_version", lambda project: "run 1 · measured")
+    with Project.open(demo_project, read_only=True) as project:
+        report = error_slices(project)
+        page = report_html(project, report, findings(project, report, top=1), thumbnails=0)
+    assert '"tags": "run 1 · measured"' in page and "\\u00b7" not in page

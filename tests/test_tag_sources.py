@@ -97,6 +97,11 @@ def test_poor_tags_are_named_with_what_to_do_including_unchecked_ones_of_a_poor_
                               "color (0% right, run #1 (zero-shot, test)); is round (unchecked")
     assert "teach them by example" in message
     assert trust_message(ranking, attributes=["brightness"]) is None
+    from hibug_core.markdown import plain
+
+    shown = trust_message(ranking, text=plain)  # on a page: people's words escaped, the advice's code spans kept
+    assert "color (0% right, run #1 \\(zero-shot, test\\))" in shown
+    assert "(`open_clip:<arch>:<checkpoint>`)" in shown
 
 
 def test_slice_tag_precision_on_seeded_tags():

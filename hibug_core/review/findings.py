@@ -98,7 +98,8 @@ def report_html(project, report, table: pd.DataFrame, *, thumbnails: int = 12) -
              f"<style>{_STYLE}</style></head><body>", f"<h1>Findings: {e(meta['project'])}</h1>",
              f"<p>{e(meta['model'])} on {e(meta['split'])}: score {meta['overall_score']:.1%} over "
              f"{nouns.count(meta['evaluated'])}.</p>",
-             "<h2>Reproduce</h2><pre>" + e(json.dumps(meta, indent=2, default=str), quote=False) + "</pre>",
+             "<h2>Reproduce</h2><pre>" + e(json.dumps(meta, indent=2, default=str, ensure_ascii=False), quote=False)
+             + "</pre>",
              f"<h2>Error slices</h2><table><tr><th>rank</th><th>slice</th><th>{nouns.samples}</th><th>score</th>"
              "<th>95% interval</th><th>q</th><th>bug type</th><th>review</th><th>assignee</th></tr>"]
     for _, row in table.iterrows():

@@ -165,14 +165,16 @@ def untrusted(ranking: SourceRanking, floor: float = TRUST_FLOOR, attributes=Non
     return poor
 
 
-def trust_message(ranking: SourceRanking, floor: float = TRUST_FLOOR, attributes=None) -> str | None:
-    """A plain sentence when some tags in force (of `attributes`, default all) are too poor to trust, with what to
-    do; None when all are fine."""
+def trust_message(ranking: SourceRanking, floor: float = TRUST_FLOOR, attributes=None, *,
+                  text=str) -> str | None:
+    """A sentence when some tags in force (of `attributes`, default all) are too poor to trust, with what to do; None
+    when all are fine. text: how people's words (attribute names, reasons) are written (markdown.plain on a page, so
+    they stay text while the advice keeps its code spans)."""
     poor = untrusted(ranking, floor, attributes)
     if poor.empty:
         return None
     grouped = poor.groupby("why", sort=False)["attribute"].agg(", ".join)
-    listed = "; ".join(f"{attributes} ({why})" for why, attributes in grouped.items())
+    listed = "; ".join(f"{text(attributes)} ({text(why)})" for why, attributes in grouped.items())
     return (f"These tags are too poor to trust (below {floor:.0%} right against the known tags and audits): {listed}. "
             f"Slices that use them are flagged and ranked down. To do better, {ADVICE}.")
 
