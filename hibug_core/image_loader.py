@@ -19,7 +19,6 @@ QUARTER_TURNS = (5, 6, 7, 8)
 ORIENTATION_TAG = 0x0112
 # Formats a browser draws as this loader does (orientation, colour profile, 16 bits, CMYK), so a small one is served
 # as it is; any other (TIFF, ...) is shown through a copy this loader made.
-BROWSER_FORMATS = frozenset({"JPEG", "PNG", "GIF", "WEBP", "BMP"})
 BROWSER_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".gif", ".webp", ".bmp"})
 BACKGROUND = (255, 255, 255)  # transparent pixels are seen over the page: white
 _SRGB = None

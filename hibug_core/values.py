@@ -47,15 +47,21 @@ class NormalisedColumn:
     changed_any: bool = True
     refused: list[tuple[int, str]] = field(default_factory=list)  # (0-based row, why)
     changed: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))  # what was changed -> rows
-    spelled_missing: list[int] = field(default_factory=list)  # rows whose text spells a missing value ("NaN", "N/A")
+    spelled_missing: dict[int, str] = field(default_factory=dict)  # row -> its text spelling a missing value ("NaN")
 
     def notes(self, column: str) -> list[str]:
-        """One line per kind of harmless change, naming the column and the first rows."""
+        """One line per kind of harmless change, and one for the values read as missing, naming the column and the
+        first rows."""
         lines = []
         for what, rows in self.changed.items():
             first = ", ".join(str(r + 1) for r in rows[:3]) + (" ..." if len(rows) > 3 else "")
             lines.append(f"column '{column}': {what} in {len(rows):,} value{'s' if len(rows) != 1 else ''} "
                          f"(row {first})")
+        if self.spelled_missing:
+            rows, spelled = list(self.spelled_missing), sorted(set(self.spelled_missing.values()))
+            lines.append(f"column '{column}': {len(rows):,} value{'s' if len(rows) != 1 else ''} spelling a missing "
+                         f"value ({', '.join(spelled[:5])}) read as missing (row {rows[0] + 1}"
+                         f"{' ...' if len(rows) > 1 else ''})")
         return lines
 
 
@@ -123,8 +129,8 @@ def normalise_value(value, role: Role = "text", changes: list[str] | None = None
     if isinstance(value, str):
         if role == "path":
             text = value.strip()
-            if any(unicodedata.category(c) == "Cc" for c in text):
-                bad = next(c for c in text if unicodedata.category(c) == "Cc")
+            bad = next((c for c in text if unicodedata.category(c) == "Cc"), None)
+            if bad is not None:
                 raise ValueRefused(f"holds the control character {code_point(bad)}; remove it")
             return None if text.casefold() in MISSING_SPELLINGS else text
         return _clean_text(value, changes, _missing(role))
@@ -209,12 +215,20 @@ def normalise_column(cells, role: Role = "text") -> NormalisedColumn:
                 done[key] = (result, changes, problem)
         values[row] = result
         if result is None and problem is None and isinstance(value, str) and value.strip():
-            out.spelled_missing.append(row)
+            out.spelled_missing[row] = value.strip()
         if problem:
             out.refused.append((row, problem))
         for what in changes:
             out.changed[what].append(row)
     return out
+
+
+def stored_or_why(value, role: Role = "text") -> str | None | ValueRefused:
+    """normalise_value's answer, or the refusal itself instead of raising it (for checks that collect problems)."""
+    try:
+        return normalise_value(value, role)
+    except ValueRefused as error:
+        return error
 
 
 def normalise_name(value, what: str, role: Role = "text") -> str:

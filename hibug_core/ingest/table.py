@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.errors import Issues, ManifestError, RowIssue
-from hibug_core.values import Role, ValueRefused, normalise_column, normalise_value, shown
+from hibug_core.values import Role, ValueRefused, normalise_column, shown, stored_or_why
 
 _TOKENIZE = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 csv.field_size_limit(2 ** 31 - 1)  # a cell as long as the file allows (the default, 128 kB, fails with a traceback)
@@ -184,13 +184,8 @@ def column_role(column: str) -> Role:
 def column_names(frame: pd.DataFrame) -> list[str]:
     """The table's column names in the stored form (as written where one cannot be stored: normalised_table names
     it)."""
-    names = []
-    for column in frame.columns:
-        try:
-            names.append(normalise_value(column, "text") or str(column))
-        except ValueRefused:
-            names.append(str(column))
-    return names
+    return [name if isinstance(name, str) else str(column)
+            for column, name in ((c, stored_or_why(c)) for c in frame.columns)]
 
 
 def normalised_table(frame: pd.DataFrame, source: str, max_issues: int = 200) -> tuple[pd.DataFrame, list[str]]:
@@ -200,23 +195,16 @@ def normalised_table(frame: pd.DataFrame, source: str, max_issues: int = 200) ->
     issues = Issues(max_issues)
     names = column_names(frame)
     for column in frame.columns:
-        try:
-            normalise_value(column, "text")
-        except ValueRefused as error:
-            issues.add(None, str(column), f"column name {error}")
+        why = stored_or_why(column)
+        if isinstance(why, ValueRefused):
+            issues.add(None, str(column), f"column name {why}")
     notes, out, missing_spelled = [], {}, {}
     for column, name in zip(frame.columns, names):
         normalised = normalise_column(frame[column], column_role(name))
         for row, why in normalised.refused:
             issues.add(row, name, f"{shown(frame[column].iat[row])} {why}")
         notes += normalised.notes(name)
-        if normalised.spelled_missing:
-            rows = normalised.spelled_missing
-            spelled = sorted({str(frame[column].iat[r]).strip() for r in rows})
-            notes.append(f"column '{name}': {len(rows):,} value{'s' if len(rows) != 1 else ''} spelling a missing "
-                         f"value ({', '.join(spelled[:5])}) read as missing (row {rows[0] + 1}"
-                         f"{' ...' if len(rows) > 1 else ''})")
-            missing_spelled.update({(r, name): str(frame[column].iat[r]).strip() for r in rows})
+        missing_spelled.update({(row, name): text for row, text in normalised.spelled_missing.items()})
         if not normalised.changed_any:
             out[name] = frame[column]
             continue

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.errors import Issues, ManifestError, RowIssue
-from hibug_core.values import Role, ValueRefused, normalise_value, shown
+from hibug_core.values import ValueRefused, shown, stored_or_why
 
 BACKGROUND = "(background)"  # the label of a false positive: no object of any class is there
 MISSED = "(missed)"  # the prediction of a ground-truth object no detection found
@@ -167,15 +167,16 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
             issues.add(i, None, "must be an object with 'id' and 'name'", unit="categories")
             continue
         cid, name = record.get("id"), record.get("name")
+        stored = stored_or_why(name) if isinstance(name, str) else None
         if not _integer(cid):
             issues.add(i, "id", f"must be an integer; found {_short(cid)}", unit="categories")
         elif cid in categories:
             issues.add(i, "id", f"{cid} is given twice", unit="categories")
-        elif not isinstance(name, str) or _stored(name) is None:
+        elif stored is None:
             issues.add(i, "name", f"must be a non-empty text; found {_short(name)}", unit="categories")
-        elif isinstance(_stored(name), ValueRefused):
-            issues.add(i, "name", f"{shown(name)} {_stored(name)}", unit="categories")
-        elif (name := _stored(name)) in RESERVED_NAMES:
+        elif isinstance(stored, ValueRefused):
+            issues.add(i, "name", f"{shown(name)} {stored}", unit="categories")
+        elif (name := stored) in RESERVED_NAMES:
             issues.add(i, "name", f"{name} is how hibug names the missing object; rename the category", unit="categories")
         elif name in categories.values():
             issues.add(i, "name", f"'{name}' is the name of another category too", unit="categories")
@@ -183,11 +184,12 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
             categories[cid] = name
             names = record.get("keypoints")
             if names is not None:
-                if not isinstance(names, list) or not names or not all(isinstance(_stored(n), str) for n in names):
+                stored_names = [stored_or_why(n) for n in names] if isinstance(names, list) else []
+                if not stored_names or not all(isinstance(n, str) for n in stored_names):
                     issues.add(i, "keypoints", "must be a list of keypoint names (non-empty texts, one line each)",
                                unit="categories")
                 else:
-                    names = [_stored(n) for n in names]
+                    names = stored_names
                     keypoints[cid] = names
                     limbs = _skeleton(record.get("skeleton"), len(names), i, issues)
                     if limbs:
@@ -266,12 +268,10 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
             issues.add(i, "keypoints", f"category {categories[cid]!r} names no keypoints; add its 'keypoints' list",
                        unit="annotations")
             continue
-        tags = record.get("attributes") or {}
-        if not isinstance(tags, dict) or not all(
-                isinstance(k, str) and isinstance(_stored(k), str) and isinstance(v, (str, bool, int))
-                and not isinstance(_stored(v, "tag"), ValueRefused) for k, v in tags.items()):
+        tags = _tag_texts(record.get("attributes") or {})
+        if tags is None:
             issues.add(i, "attributes", "must map attribute names to tags (text, yes/no or whole numbers, one line "
-                                        f"each); found {_short(tags)}", unit="annotations")
+                                        f"each); found {_short(record.get('attributes'))}", unit="annotations")
             continue
         clean = {"id": aid, "image_id": iid, "category_id": cid, "bbox": box, "area": float(area),
                  "iscrowd": int(crowd)}
@@ -279,7 +279,7 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
             clean["keypoints"] = points
             clean["num_keypoints"] = int(sum(1 for v in points[2::3] if v > 0))
         annotation_records.append(clean)
-        rows.append((aid, iid, cid, *box, float(area), int(crowd), points, _tag_texts(tags), i))
+        rows.append((aid, iid, cid, *box, float(area), int(crowd), points, tags, i))
     if not issues.items and rows and image_rows:
         _check_not_normalised(rows, image_rows, issues)
     if issues.items:
@@ -317,19 +317,20 @@ def _sigmas(values, count: int, index: int, issues: Issues) -> tuple[float, ...]
     return tuple(float(v) for v in values)
 
 
-def _stored(value, role: Role = "text"):
-    """A text of the file in the stored form (hibug_core.values), None where it is missing, or why it is refused."""
-    try:
-        return normalise_value(value, role)
-    except ValueRefused as error:
-        return error
-
-
-def _tag_texts(tags: dict) -> dict[str, str]:
-    """An annotation's own attributes (CVAT writes them into COCO) as tags (yes/no for true/false); a missing tag is
-    left out."""
-    stored = {_stored(name): _stored(value, "tag") for name, value in tags.items()}
-    return {name: value for name, value in stored.items() if value is not None}
+def _tag_texts(tags) -> dict[str, str] | None:
+    """An annotation's own attributes (CVAT writes them into COCO) as tags in the stored form (yes/no for
+    true/false), a missing tag left out; None when they are not a map of names to text, yes/no or whole numbers."""
+    if not isinstance(tags, dict):
+        return None
+    stored = {}
+    for name, value in tags.items():
+        key, tag = stored_or_why(name), stored_or_why(value, "tag")
+        if not isinstance(name, str) or not isinstance(key, str) or not isinstance(value, (str, bool, int)) or \
+                isinstance(tag, ValueRefused):
+            return None
+        if tag is not None:
+            stored[key] = tag
+    return stored
 
 
 def _check_not_normalised(rows: list, image_rows: dict, issues: Issues) -> None:
