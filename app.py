@@ -5,17 +5,26 @@ import streamlit as st
 
 from hibug_core import metrics
 from hibug_core.access import Role
-from hibug_core.markdown import plain
 from hibug_core.checklist import checklist, next_step
+from hibug_core.markdown import plain
 from hibug_ui.create import create_project_form, delete_project_button
 from hibug_ui.navigation import PAGES, STEP_PAGES
 from hibug_ui.objects_overview import object_overview
 from hibug_ui.plots import literal_values
 from hibug_ui.predict import predict_panel
-from hibug_ui.state import (chosen_folder, shown_as_messages, current_model, current_project, current_task,
-                            current_user, load_samples, source_ranking)
+from hibug_ui.state import (
+    chosen_folder,
+    current_model,
+    current_project,
+    current_task,
+    current_user,
+    load_samples,
+    shown_as_messages,
+    source_ranking,
+)
 from hibug_ui.visitor import may, server_policy
 from hibug_ui.widgets import as_percent, image_grid, percent_column
+
 
 def overview() -> None:
     st.set_page_config(page_title="hibug · Overview", page_icon="🐞", layout="wide")
@@ -99,12 +108,14 @@ def classifier_overview(project, model: str, samples, split: str) -> None:
     with left:
         st.markdown("**Per class**")
         table = metrics.per_class(samples, split).rename(columns={"score": "accuracy"})
-        st.dataframe(as_percent(table, "accuracy"), column_config={"accuracy": percent_column("accuracy", progress=True)},
+        st.dataframe(as_percent(table, "accuracy"),
+                     column_config={"accuracy": percent_column("accuracy", progress=True)},
                      width="stretch")
     with right:
         st.markdown("**Confusion matrix** (rows: label, columns: prediction)")
         matrix = metrics.confusion(samples, split)
-        matrix.index, matrix.columns = literal_values(matrix.index.to_series()), literal_values(matrix.columns.to_series())
+        matrix.index = literal_values(matrix.index.to_series())
+        matrix.columns = literal_values(matrix.columns.to_series())
         figure = px.imshow(matrix, text_auto=True, color_continuous_scale="Oranges", aspect="auto",
                            labels={"x": "prediction", "y": "label", "color": "images"})
         figure.update_layout(margin=dict(l=0, r=0, t=10, b=0), height=320)

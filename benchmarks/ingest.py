@@ -116,8 +116,8 @@ def on_postgres(url: str, manifest: Path, folder: Path, sqlite_project: Path) ->
     """The same import into a PostgreSQL store: its time, the peer's on the same server, and the same figures."""
     import sqlalchemy
 
-    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project
+    from hibug_core.tasks import load_manifest
 
     engine = sqlalchemy.create_engine(url)
     with engine.begin() as connection:  # a fresh schema for each run
@@ -161,7 +161,7 @@ def main() -> None:
     manifest = make_data(folder / "data", args.rows, args.images)
     hibug = [sys.executable, "-m", "hibug_core.cli"]
     new_runs, peer_runs = [], []
-    for run in range(args.repeat):  # alternated, so that a busy spell of a shared machine weighs on both
+    for _ in range(args.repeat):  # alternated, so that a busy spell of a shared machine weighs on both
         shutil.rmtree(folder / "project", ignore_errors=True)
         (folder / "peer.sqlite").unlink(missing_ok=True)
         new_runs.append(timed([*hibug, "new", str(folder / "project"), "--manifest", str(manifest)]))

@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest import timed  # noqa: E402  (a hibug command timed as the ingest benchmark times it)
+from ingest import timed
 
 CLASSES = ["person", "car", "dog", "bicycle", "chair"]
 WIDTH, HEIGHT = 640, 480
@@ -104,7 +104,8 @@ def main() -> None:
     print(f"hibug new --coco: {new_s:6.2f} s; first hibug slices: {slices_s:5.2f} s; together {total:6.2f} s "
           f"(target < 60 s: {'PASS' if total < 60 else 'FAIL'})")
     print(f"pycocotools alone (matching and AP only): {peer_s:5.2f} s; hibug's whole import is {new_s / peer_s:.1f}x "
-          f"that; AP {ours_ap:.6f} (pycocotools {peer_ap:.6f}: {'equal' if abs(ours_ap - peer_ap) < 1e-12 else 'DIFFERENT'})")
+          f"that; AP {ours_ap:.6f} "
+          f"(pycocotools {peer_ap:.6f}: {'equal' if abs(ours_ap - peer_ap) < 1e-12 else 'DIFFERENT'})")
 
 
 if __name__ == "__main__":

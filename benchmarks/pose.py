@@ -22,10 +22,10 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from objects import import_and_slice, peer  # noqa: E402  (timed as the object benchmark times them)
+from objects import import_and_slice, peer
 
-from hibug_core.objects.keypoint_errors import mirror_pairs  # noqa: E402
-from hibug_core.objects.matching import COCO_PERSON_KEYPOINTS, COCO_PERSON_SKELETON  # noqa: E402
+from hibug_core.objects.keypoint_errors import mirror_pairs
+from hibug_core.objects.matching import COCO_PERSON_KEYPOINTS, COCO_PERSON_SKELETON
 
 WIDTH, HEIGHT = 640, 480
 # (x, y) of each keypoint in a unit box, standing and facing the camera (the person's left on the image's right)

@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tagging import forward_rate  # noqa: E402  (the same bare-forward measurement as the encoders')
+from tagging import forward_rate
 
-from hibug_core.demo import ensure_demo  # noqa: E402
-from hibug_core.embeddings.compute import EmbedConfig, configure_threads  # noqa: E402
-from hibug_core.models.predict import predict_project  # noqa: E402
-from hibug_core.models.registry import load_model  # noqa: E402
+from hibug_core.demo import ensure_demo
+from hibug_core.embeddings.compute import EmbedConfig, configure_threads
+from hibug_core.models.predict import predict_project
+from hibug_core.models.registry import load_model
 
 
 def random_checkpoint(kind: str, architecture: str, classes: list[str], path: Path) -> str:
@@ -151,7 +151,8 @@ def main() -> None:
     for round_, ((forward, pipeline), one) in enumerate(zip(rates, ratios)):
         print(f"  round {round_}: bare forward {forward:7.1f} images/s (tensors already decoded), hibug predict "
               f"{pipeline:7.1f} images/s = {one:.0%}")
-    print(f"hibug predict : median {ratio:.0%} of the forward rate (target >= 90%: {'PASS' if ratio >= 0.9 else 'FAIL'})")
+    print(f"hibug predict : median {ratio:.0%} of the forward rate "
+          f"(target >= 90%: {'PASS' if ratio >= 0.9 else 'FAIL'})")
     time_fine_tune(adapter, project.samples(), args.train, args.epochs, args.batch_size, folder)
 
 

@@ -32,10 +32,10 @@ def build(folder: Path, db_url: str | None) -> None:
     from PIL import Image
 
     from hibug_core.attributes import Attribute, AttributeSchema
-    from hibug_core.tasks import load_manifest
     from hibug_core.review.board import ensure_review
     from hibug_core.store.attribute_versions import save_schema
     from hibug_core.store.project import Project
+    from hibug_core.tasks import load_manifest
 
     data = folder / "data"
     data.mkdir(parents=True)
@@ -91,7 +91,7 @@ def write(folder: str, db_url: str | None, author: str, seconds: float, seed: in
                 detail = {"body": body}
         except (StaleTagError, StaleSchemaError, StaleReviewError):
             outcome = "refused"
-        except Exception as error:  # anything else reached the person: counted as an error
+        except Exception as error:  # noqa: BLE001 - anything else reached the person: counted as an error
             outcome, detail = "error", {"error": f"{type(error).__name__}: {error}"[:300]}
         records.append({"author": author, "kind": kind, "outcome": outcome,
                         "ms": (time.perf_counter() - started) * 1000, **detail})

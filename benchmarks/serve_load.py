@@ -36,8 +36,8 @@ def build(folder: Path, job_projects: int, job_images: int) -> Path:
     import pandas as pd
 
     from hibug_core.demo import ensure_demo
-    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project
+    from hibug_core.tasks import load_manifest
 
     root = folder / "projects"
     root.mkdir(parents=True, exist_ok=True)
@@ -131,8 +131,9 @@ def main() -> int:
         parser.error(f"--job-projects must be at least {VISITORS // 2}: each visitor needs a project and kind free")
     from playwright.sync_api import sync_playwright
 
-    from browser_support import CHROMIUM, CHROMIUM_ARGS, serving
     from hibug_core.jobs.store import get_job
+
+    from browser_support import CHROMIUM, CHROMIUM_ARGS, serving
 
     root = build(Path(args.dir).resolve(), args.job_projects, args.job_images)
     options = ["--projects-root", str(root), "--open-to-anyone", "--max-jobs", str(LIMITS["max_running"]),

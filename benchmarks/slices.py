@@ -161,7 +161,7 @@ def machine_limits() -> dict:
     @njit(parallel=True, cache=False)
     def and_popcount(a, b, repeats):
         total = 0
-        for r in prange(repeats):
+        for _ in prange(repeats):
             for w in range(a.shape[0]):
                 total += popcount64(a[w] & b[w])
         return total
@@ -218,7 +218,8 @@ def main() -> None:
             return
         recount = ours["recount"]
         print(f"1,000,000 rows x 50 attributes, depth 3: {ours['slices']:,} slices in {ours['seconds']:.2f} s "
-              f"(median of 3; the search with scoring {ours['search_seconds']:.2f} s), peak {ours['peak_mb'] / 1024:.2f} GB "
+              f"(median of 3; the search with scoring {ours['search_seconds']:.2f} s), "
+              f"peak {ours['peak_mb'] / 1024:.2f} GB "
               f"({ours['extra_mb'] / 1024:.2f} GB above the process after imports); planted ranks "
               f"{ours['planted_ranks']}; {recount['checked']} slices recounted with boolean masks: "
               f"{recount['differ']} differ")
@@ -252,12 +253,13 @@ def main() -> None:
                           f"{theirs['extra_mb'] / max(ours['extra_mb'], 1):>4.0f}x"
                           if "seconds" in theirs else f"{theirs['failed']:>35}")
         naive_text = (f"{naive['seconds']:>7.1f}{'*' if naive.get('extrapolated') else ' '} "
-                      f"{naive['seconds'] / ours['seconds']:>7.0f}x" if "seconds" in naive else f"{naive['failed']:>17}")
+                      f"{naive['seconds'] / ours['seconds']:>7.0f}x" if "seconds" in naive
+                      else f"{naive['failed']:>17}")
         print(f"{rows:>7} {attributes:>5} {depth:>5} {ours['slices']:>9} | {ours['seconds']:>7.2f} "
               f"{ours['extra_mb']:>6.0f} | {sliceline_text} | {naive_text} | "
               f"{ours['word_ops'] / ours['seconds'] / 1e9:>9.1f} {str(ours['planted_ranks']):<20} {same}")
-    print("* naive scan timed on a sample of candidates and extrapolated. G words/s: candidate slices x bitset words x 2"
-          " per second, the work a pure bitset engine would do; compare with the machine's AND+popcount rate above.")
+    print("* naive scan timed on a sample of candidates and extrapolated. G words/s: candidate slices x bitset words "
+          "x 2 per second, the work a pure bitset engine would do; compare with the machine's AND+popcount rate above.")
     print("MB: peak resident memory above the process's size after its imports (hibug's whole process stays under "
           "the figure plus about 250 MB of libraries).")
     print("targets: 100k x 50 depth 3 < 4 s; 100k x 20 depth 4 < 5 s; peak < 2 GB; >= 100x faster and >= 10x less "

@@ -18,18 +18,18 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest import make_data  # noqa: E402
+from ingest import make_data
 
-import hibug_core  # noqa: E402,F401
-from hibug_core.attributes import Attribute, AttributeSchema  # noqa: E402
-from hibug_core.demo import ensure_demo  # noqa: E402
-from hibug_core.image_loader import open_image  # noqa: E402
-from hibug_core.embeddings.compute import EmbedConfig, configure_threads, embed_project  # noqa: E402
-from hibug_core.embeddings.registry import load_encoder  # noqa: E402
-from hibug_core.tasks import load_manifest, task_of  # noqa: E402
-from hibug_core.store.attribute_versions import load_schema, save_schema  # noqa: E402
-from hibug_core.store.project import Project  # noqa: E402
-from hibug_core.tagging.run import tag_project  # noqa: E402
+import hibug_core  # noqa: F401
+from hibug_core.attributes import Attribute, AttributeSchema
+from hibug_core.demo import ensure_demo
+from hibug_core.embeddings.compute import EmbedConfig, configure_threads, embed_project
+from hibug_core.embeddings.registry import load_encoder
+from hibug_core.image_loader import open_image
+from hibug_core.store.attribute_versions import load_schema, save_schema
+from hibug_core.store.project import Project
+from hibug_core.tagging.run import tag_project
+from hibug_core.tasks import load_manifest, task_of
 
 
 def forward_rate(encoder, paths: list[str], batch_size: int) -> float:

@@ -43,11 +43,11 @@ def build(folder: Path, rows: int) -> Path:
     """The big project (built once; later runs reuse it)."""
     from hibug_core.demo import ensure_demo
     from hibug_core.demo.attributes import demo_attribute_schema
-    from hibug_core.store.attribute_versions import save_schema
     from hibug_core.embeddings.compute import embed_project
     from hibug_core.embeddings.projection import compute_map
-    from hibug_core.tasks import load_manifest
+    from hibug_core.store.attribute_versions import save_schema
     from hibug_core.store.project import Project
+    from hibug_core.tasks import load_manifest
 
     project_folder = folder / "project"
     if (project_folder / "hibug.sqlite").exists():
@@ -119,10 +119,11 @@ def main() -> int:
     parser.add_argument("--first-opens", action="store_true", help="also time each page's first open in a newly "
                         "started dashboard, on this project and on the demo")
     args = parser.parse_args()
-    from browser_support import CHROMIUM, CHROMIUM_ARGS, SERVED, serve
     from playwright.sync_api import sync_playwright
 
     from hibug_ui.plots import MAP_POINTS_LIMIT
+
+    from browser_support import CHROMIUM, CHROMIUM_ARGS, SERVED, serve
 
     folder = build(Path(args.dir).resolve(), args.rows)
     first_comparison(folder)
@@ -281,12 +282,13 @@ FIRST_OPENS = {"Overview": ("", "Confusion matrix"), "Attributes": ("Attributes"
 def first_opens(projects: dict[str, Path]) -> None:
     """Each page opened by its URL in a newly started dashboard (one server process per page and project), from the
     navigation to the end of the page's script; the browser's own load of the app is in every figure alike."""
-    from browser_support import CHROMIUM, CHROMIUM_ARGS, serve
     from playwright.sync_api import sync_playwright
 
     from hibug_core.embeddings.compute import embed_project
     from hibug_core.embeddings.projection import compute_map
     from hibug_core.store.project import Project
+
+    from browser_support import CHROMIUM, CHROMIUM_ARGS, serve
 
     for folder in projects.values():  # every project with its map, as the big one has
         with Project.open(folder) as project:

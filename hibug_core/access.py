@@ -7,9 +7,9 @@ import contextvars
 import enum
 import json
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from hibug_core.errors import HibugError
 
@@ -22,7 +22,7 @@ class Role(enum.IntEnum):
     ADMIN = 3  # create and delete projects; cancel anyone's job
 
     @classmethod
-    def named(cls, name: str) -> "Role":
+    def named(cls, name: str) -> Role:
         try:
             return cls[str(name).strip().upper()]
         except KeyError:
@@ -68,7 +68,7 @@ class Reach:
             raise AccessDenied(f"{what}: a shared dashboard contacts only the language-model server it was started "
                                "with (HIBUG_LLM_BASE_URL); leave the URL empty")
 
-    def with_roots(self, *roots) -> "Reach":
+    def with_roots(self, *roots) -> Reach:
         return Reach(tuple(dict.fromkeys([*self.roots, *(os.path.realpath(r) for r in roots)])), self.llm_base_url)
 
     def to_environment(self) -> dict[str, str]:

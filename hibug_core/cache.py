@@ -4,10 +4,11 @@ from __future__ import annotations
 import functools
 import threading
 from collections import OrderedDict
-from typing import Callable, Hashable, TypeVar
+from collections.abc import Callable, Hashable
+from typing import TypeVar
 
 T = TypeVar("T")
-_ALL: dict[str, "BoundedCache"] = {}
+_ALL: dict[str, BoundedCache] = {}
 
 
 class BoundedCache:

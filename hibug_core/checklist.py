@@ -47,7 +47,8 @@ def checklist(project, ranking=None) -> list[Step]:
              "find, rank and explain where the model fails"),
         Step("Embedding map", bool(maps), "computed" if maps else "optional",
              "see the images on a map and select groups", required=False),
-        Step("Repair", repaired > 0, f"{repaired} comparison{'s' if repaired != 1 else ''}" if repaired else "not repaired yet",
+        Step("Repair", repaired > 0,
+             f"{repaired} comparison{'s' if repaired != 1 else ''}" if repaired else "not repaired yet",
              "select or generate data for the worst slices, retrain, compare with random"),
     ]
 

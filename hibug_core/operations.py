@@ -9,14 +9,23 @@ import typing
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
-                      model_validator)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from hibug_core.attributes.library import LIBRARY
 from hibug_core.embeddings.projection import MapConfig
 from hibug_core.embeddings.registry import DEFAULT_ENCODER, ENCODERS
 from hibug_core.errors import HibugError
 from hibug_core.models.registry import MODELS
+from hibug_core.redaction import carries_secret, redact
 from hibug_core.registry import Registry
 from hibug_core.repair.generators import GENERATORS, SHAPE_RENDERER
 from hibug_core.repair.loop import DATA_SOURCES, RepairConfig
@@ -26,7 +35,6 @@ from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, budg
 from hibug_core.slices.compare import CompareConfig
 from hibug_core.slices.report import TAG_SOURCES
 from hibug_core.slices.search import RANKINGS, SliceConfig
-from hibug_core.redaction import carries_secret, redact
 from hibug_core.values import normalise_name
 
 NO_BASELINE = "none"
@@ -415,7 +423,8 @@ class Repair(Operation):
         RepairConfig.data, description="new training data: selected pool images (labelled) or the generated split")
     retrain: Annotated[str, OneOf(RETRAIN_METHODS)] = Field(RetrainConfig.method, description="how the model is "
                                                             "retrained: " + RETRAIN_METHODS.help_text())
-    lam: float | None = Field(None, ge=0, description="weight of the new data's mean loss (default: as if simply added)")
+    lam: float | None = Field(None, ge=0,
+                              description="weight of the new data's mean loss (default: as if simply added)")
     epochs: int | None = Field(None, ge=1, description="fine-tune: epochs (default: the retraining's own)")
     features: Features = RetrainConfig.features
     seeds: list[int] = Field(

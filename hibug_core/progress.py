@@ -1,7 +1,8 @@
 """Progress reporting for long work: the core calls a callback, the UI and CLI decide how to show it."""
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 
 class ProgressCallback(Protocol):

@@ -2,8 +2,8 @@
 name, help text and constructor together, feeding the operations' validation, the CLI's choices and the pages' menus."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 from hibug_core.access import check_spec
 from hibug_core.errors import HibugError

@@ -1,4 +1,4 @@
-"""Statistics of slices: Wilson intervals, a one-sided test against the rest of the data, Benjamini-Hochberg q-values."""
+"""Statistics of slices: Wilson intervals, a one-sided test against the rest, Benjamini-Hochberg q-values."""
 from __future__ import annotations
 
 import numpy as np

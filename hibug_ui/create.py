@@ -9,11 +9,10 @@ import streamlit as st
 from hibug_core.access import Role
 from hibug_core.config import IngestConfig
 from hibug_core.errors import HibugError
-from hibug_core.tasks import load_manifest
-from hibug_core.tasks import load_uploaded_manifest
-from hibug_core.values import normalise_name
 from hibug_core.markdown import plain
 from hibug_core.store.project import Project
+from hibug_core.tasks import load_manifest, load_uploaded_manifest
+from hibug_core.values import normalise_name
 from hibug_ui.state import IMPORT_NOTES_KEY, KEPT, NEXT_PROJECT_KEY, PROJECT_KEY, open_project
 from hibug_ui.visitor import may, server_policy
 
@@ -24,7 +23,8 @@ def create_project_form(user: str) -> None:
     policy = server_policy()
     if policy.projects_root is None or not may(Role.ADMIN):
         return
-    roots = ", ".join(f"`{plain(str(root))}`" for root in policy.data_roots) or "none (start the server with --data-root)"
+    roots = (", ".join(f"`{plain(str(root))}`" for root in policy.data_roots)
+             or "none (start the server with --data-root)")
     with st.form("create_project"):
         st.markdown("**Create a project** from a manifest (CSV or Parquet: image, label, prediction, split, attr:…)")
         st.caption(f"Manifests and images are read only inside this server's data roots: {roots}.")

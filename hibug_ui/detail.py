@@ -21,7 +21,7 @@ from hibug_ui.visitor import may_edit
 
 
 def sample_tags(project, sample_id: int) -> pd.DataFrame:
-    """Every tag in force of one sample: attribute, tag, where it comes from (a person, imported, a run) and its margin."""
+    """Every tag in force of one sample: attribute, tag, its source (a person, imported, a run) and its margin."""
     table = tag_table(project)
     if sample_id not in table.tags.index:
         return pd.DataFrame(columns=["attribute", "tag", "source", "margin"])

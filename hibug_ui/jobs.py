@@ -40,7 +40,8 @@ def job_status(project, kind: str, user: str, *, key: str) -> None:
         watching = f"{key}_watching"
         if job.live:
             st.session_state[watching] = job.id
-            label = f"{job.stage or 'starting'}: {job.done:,} / {job.total:,}" if job.total else (job.stage or "starting")
+            stage = job.stage or "starting"
+            label = f"{stage}: {job.done:,} / {job.total:,}" if job.total else stage
             phases = st.session_state.setdefault(f"{key}_phases_{job.id}", [])
             if job.stage and (not phases or phases[-1] != job.stage):
                 phases.append(job.stage)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 from hibug_core.errors import ConfigError, HibugError
 from hibug_core.serving.policy import POLICY_ENV, PROJECT_ENV, ServerPolicy

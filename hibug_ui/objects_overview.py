@@ -73,7 +73,8 @@ def _keypoint_errors(evaluation: dict, evaluated: pd.DataFrame, settings: dict) 
 
 
 def _confusion(project, evaluated: pd.DataFrame, nouns) -> None:
-    st.markdown(f"**Confusion matrix** (rows: true class, columns: predicted; select a cell to see its {nouns.samples})")
+    st.markdown("**Confusion matrix** (rows: true class, columns: predicted; "
+                f"select a cell to see its {nouns.samples})")
     matrix = object_confusion(evaluated)
     if matrix.empty:
         st.caption(f"No {nouns.samples} in this split.")

@@ -26,8 +26,9 @@ def value_colour(value) -> str | None:
     return f"rgb({red},{green},{blue})"
 
 
-MAP_POINTS_LIMIT = 20_000  # drawn as WebGL points up to this many; a density image above (benchmarks/ui.py: a lasso over
+# Drawn as WebGL points up to this many; a density image above (benchmarks/ui.py: a lasso over
 # 100,000 WebGL points takes 0.3 s per mouse move in headless Chromium, as plotly selects on every move)
+MAP_POINTS_LIMIT = 20_000
 MAP_HEIGHT = 620
 
 

@@ -5,13 +5,19 @@ import json
 import streamlit as st
 
 from hibug_core.attributes.diff import schema_diff
-from hibug_core.attributes.schema import AttributeSchema, GROUPS
+from hibug_core.attributes.schema import GROUPS, AttributeSchema
 from hibug_core.attributes.table import COLUMNS, schema_to_table, table_to_schema
 from hibug_core.errors import HibugError
 from hibug_core.llm.client import LLMConfig
-from hibug_core.operations import ProposeAttributes
 from hibug_core.markdown import plain
-from hibug_core.store.attribute_versions import StaleSchemaError, latest_version, load_schema, save_schema, schema_history
+from hibug_core.operations import ProposeAttributes
+from hibug_core.store.attribute_versions import (
+    StaleSchemaError,
+    latest_version,
+    load_schema,
+    save_schema,
+    schema_history,
+)
 from hibug_ui.state import current_model, current_project, current_task, current_user, secret
 from hibug_ui.visitor import may_edit
 
@@ -35,7 +41,8 @@ if newest != version:
         st.session_state[BASE] = newest
         st.rerun()
 schema = load_schema(project, version) if version is not None else AttributeSchema(attributes=(), task=project.name)
-st.caption(f"version {version} · {len(schema.attributes)} attributes · task: {plain(schema.task) if schema.task else '(not described)'}"
+described = plain(schema.task) if schema.task else "(not described)"
+st.caption(f"version {version} · {len(schema.attributes)} attributes · task: {described}"
            if version is not None else "No attributes yet: propose them below, or add rows to the table.")
 DRAFT = "attributes_draft"  # a proposal waiting to be saved: (schema JSON, notes, source)
 
@@ -46,7 +53,8 @@ def save(new: AttributeSchema, note: str) -> None:
     except StaleSchemaError as error:
         st.error(plain(error))
         newer = load_schema(project, error.newest)
-        st.markdown(f"**Version {error.newest}** (by {plain(error.author)}) has: " + ", ".join(map(plain, newer.names())))
+        st.markdown(f"**Version {error.newest}** (by {plain(error.author)}) has: "
+                    + ", ".join(map(plain, newer.names())))
         return
     st.session_state.pop(DRAFT, None)
     st.session_state[BASE] = saved
@@ -63,12 +71,14 @@ with propose:
                                            "language model (HiBug flow)"], horizontal=True, key="propose_source")
         kinds = ["chosen from the task", *ProposeAttributes.choices("library")]
         kind = st.selectbox("Library entry", kinds, key="propose_library")
-        llm_model = st.text_input("LLM model", value="", key="propose_llm_model", help=ProposeAttributes.help("llm_model"),
+        llm_model = st.text_input("LLM model", value="", key="propose_llm_model",
+                                  help=ProposeAttributes.help("llm_model"),
                                   placeholder=f"{LLMConfig.from_env().model} (the server's setting: HIBUG_LLM_MODEL)")
         llm_url = st.text_input("LLM server URL", value="", key="propose_llm_url",
-                                placeholder="http://localhost:8000/v1 (empty: OpenAI; key from OPENAI_API_KEY or secrets)")
+                                placeholder="http://localhost:8000/v1 "
+                                            "(empty: OpenAI; key from OPENAI_API_KEY or secrets)")
         if st.form_submit_button("Propose", type="primary", key="propose_submit", disabled=not editing):
-            from hibug_core.attributes.propose import propose_for_project
+            from hibug_core.tagging.propose import propose_for_project
 
             try:
                 op = ProposeAttributes.build(
@@ -99,10 +109,12 @@ with edit:
     st.caption("One row per attribute. Tags are separated by commas, prompt templates by '|' ({tag} and {label} are "
                "filled in). Yes/no attributes are named 'is …'.")
     edited = st.data_editor(
-        schema_to_table(schema), num_rows="dynamic" if editing else "fixed", disabled=not editing, hide_index=True, width="stretch", key=f"attributes_editor_{version}",
+        schema_to_table(schema), num_rows="dynamic" if editing else "fixed", disabled=not editing, hide_index=True,
+        width="stretch", key=f"attributes_editor_{version}",
         column_order=COLUMNS,
         column_config={"group": st.column_config.SelectboxColumn("group", options=list(GROUPS), required=True),
-                       "kind": st.column_config.SelectboxColumn("kind", options=["descriptive", "binary"], required=True),
+                       "kind": st.column_config.SelectboxColumn("kind", options=["descriptive", "binary"],
+                                                                required=True),
                        "enabled": st.column_config.CheckboxColumn("enabled", default=True),
                        "source": st.column_config.TextColumn("source", disabled=True, default="manual"),
                        "tags": st.column_config.TextColumn("tags", width="large"),

@@ -8,19 +8,27 @@ import plotly.express as px
 import streamlit as st
 
 from hibug_core.embeddings.registry import DEFAULT_ENCODER, ENCODERS
-from hibug_core.llm.client import LLMConfig
-from hibug_core.operations import Tag
 from hibug_core.errors import HibugError
+from hibug_core.llm.client import LLMConfig
 from hibug_core.markdown import plain
 from hibug_core.metrics import outcome
+from hibug_core.operations import Tag
 from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version, load_schema
 from hibug_core.tagging.run import TAGGERS, audit
 from hibug_core.tagging.sources import trust_message
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.plots import literal_values, plotly_literal
-from hibug_ui.state import (current_model, current_project, current_task, current_user, load_samples, secret,
-                            source_ranking, tag_table)
+from hibug_ui.state import (
+    current_model,
+    current_project,
+    current_task,
+    current_user,
+    load_samples,
+    secret,
+    source_ranking,
+    tag_table,
+)
 from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import as_percent, image_grid, paged, percent_column, url_setting
 
@@ -48,9 +56,11 @@ with run:
                            key="tag_run_backend")
         encoder = st.selectbox("Encoder", [*ENCODERS.names(), "other…"], key="tag_run_encoder",
                                help=ENCODERS.help_text())
-        other = st.text_input("Other encoder", placeholder="open_clip:ViT-B-32:/models/clip.bin or transformers:/models/clip",
+        other = st.text_input("Other encoder",
+                              placeholder="open_clip:ViT-B-32:/models/clip.bin or transformers:/models/clip",
                               key="tag_run_other_encoder")
-        chosen = st.multiselect("Attributes", names, default=[a.name for a in schema.enabled()], key="tag_run_attributes")
+        chosen = st.multiselect("Attributes", names, default=[a.name for a in schema.enabled()],
+                                key="tag_run_attributes")
         splits = st.multiselect("Splits", ["train", "val", "test", "pool"], default=[], key="tag_run_splits",
                                 help=f"Leave empty to tag every {nouns.sample}")
         llm_model = st.text_input("LLM model", value="", placeholder=f"{LLMConfig.from_env().model} (the server's "
@@ -91,9 +101,10 @@ with sources:
         st.warning(warning, icon=":material/warning:")
     table = ranking.table
     shown = as_percent(table.assign(
-        in_force=table["in_force"].map({True: "✓", False: ""}), chosen=table["chosen"].map({True: "by a person",
-                                                                                            False: ""}),
-        interval=[f"{lo:.1%}–{hi:.1%}" if n else "" for lo, hi, n in zip(table["low"], table["high"], table["checked"])]),
+        in_force=table["in_force"].map({True: "✓", False: ""}),
+        chosen=table["chosen"].map({True: "by a person", False: ""}),
+        interval=[f"{lo:.1%}–{hi:.1%}" if n else ""
+                  for lo, hi, n in zip(table["low"], table["high"], table["checked"])]),
         "accuracy")
     st.dataframe(shown[["attribute", "label", "in_force", "chosen", "accuracy", "interval", "checked", "tagged",
                         "against"]], hide_index=True, width="stretch", key="tag_sources_table", column_config={
@@ -131,8 +142,9 @@ def tag_counts(frame: pd.DataFrame, by: str) -> pd.DataFrame:
 
 
 with explore:
+    linked = url_setting("attribute", tagged[0])
     attribute = st.selectbox("Attribute", tagged, key="tagging_hist_attribute",
-                             index=tagged.index(url_setting("attribute", tagged[0])) if url_setting("attribute", tagged[0]) in tagged else 0)
+                             index=tagged.index(linked) if linked in tagged else 0)
     frame = pd.DataFrame({"tag": table.tags[attribute]}).join(samples[["label", "split", "correct"]])
     frame = frame[frame["tag"].notna()]
     frame["outcome"] = outcome(frame)
@@ -163,7 +175,8 @@ with uncertain:
 
 with review:
     attribute = st.selectbox("Attribute", tagged, key="tagging_audit_attribute")
-    tags = list(schema[attribute].tags) if attribute in schema.names() else sorted(table.tags[attribute].dropna().unique())
+    tags = (list(schema[attribute].tags) if attribute in schema.names()
+            else sorted(table.tags[attribute].dropna().unique()))
     tag = st.selectbox("Model tag to audit", tags, key="tagging_audit_tag")
     estimate = audit(project, attribute)
     if not estimate.empty:
@@ -192,7 +205,7 @@ with review:
     if AUDIT_ERROR in st.session_state:
         st.error(plain(st.session_state.pop(AUDIT_ERROR)))
     cells = st.columns(6)
-    for i, (sample_id, row) in enumerate(page.iterrows()):
+    for i, sample_id in enumerate(page.index):
         with cells[i % 6]:
             image_grid(project, page.loc[[sample_id]], columns=1, caption=lambda r: f"{r['label']}")
             st.button("✓ " + tag, key=f"confirm_{attribute}_{sample_id}", on_click=audit_tag,
@@ -216,7 +229,7 @@ with teach:
     shown = paged(samples, key="teach_page", per_page=12, among=pool, noun=nouns.samples)
     picked = []
     cells = st.columns(6)
-    for i, (sample_id, row) in enumerate(shown.iterrows()):
+    for i, sample_id in enumerate(shown.index):
         with cells[i % 6]:
             image_grid(project, shown.loc[[sample_id]], columns=1, caption=lambda r: f"{r['label']}")
             if st.checkbox(tag, key=f"teach_pick_{attribute}_{sample_id}", disabled=not editing):

@@ -9,14 +9,21 @@ from hibug_core.embeddings.projection import MapConfig, stored_map
 from hibug_core.embeddings.registry import DEFAULT_ENCODER
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
+from hibug_core.metrics import outcome
 from hibug_core.review.board import ensure_review, members
 from hibug_core.slices.selection import over_represented
-from hibug_core.metrics import outcome
 from hibug_core.store.tag_store import project_state
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.plots import MAP_POINTS_LIMIT, density_figure, map_figure, map_view, selection_mask
-from hibug_ui.state import (current_model, current_project, current_task, current_user, load_samples, open_project,
-                            tag_table)
+from hibug_ui.state import (
+    current_model,
+    current_project,
+    current_task,
+    current_user,
+    load_samples,
+    open_project,
+    tag_table,
+)
 from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import as_percent, image_grid, paged, percent_column, url_setting
 
@@ -83,9 +90,10 @@ else:
 event = st.plotly_chart(figure, width="stretch", key="map_chart", on_select="rerun",
                         selection_mode=("points", "box", "lasso"))
 shown = f"{int(in_view.sum()):,} of {nouns.count(len(frame))} in this view" if view else nouns.count(len(frame))
-st.caption(f"{shown} · " + ("more than {:,} points: a density image drawn by datashader; box or lasso selects every "
-                            "image under the shape; zoom into a selection to see and click single points"
-                            .format(MAP_POINTS_LIMIT) if dense else
+st.caption(f"{shown} · " + (f"more than {MAP_POINTS_LIMIT:,} points: a density image drawn by datashader; "
+                            "box or lasso selects every image under the shape; zoom into a selection to see and "
+                            "click single points"
+                            if dense else
                             "click a point to see its image, or box or lasso to select many"))
 
 selected = selection_mask((event or {}).get("selection") or {}, x, y, ids)

@@ -4,18 +4,33 @@ import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
+from hibug_core.objects.summary import error_breakdown
+from hibug_core.operations import FindSlices
 from hibug_core.review.board import ensure_review
 from hibug_core.review.views import save_view
-from hibug_core.operations import FindSlices
 from hibug_core.tagging.sources import ADVICE, trust_message
 from hibug_ui.fields import field_input
 from hibug_ui.plots import literal_values
-from hibug_core.objects.summary import error_breakdown
-from hibug_ui.state import (current_project, current_task, current_user, load_samples, required_model, slice_report,
-                            source_ranking)
+from hibug_ui.state import (
+    current_project,
+    current_task,
+    current_user,
+    load_samples,
+    required_model,
+    slice_report,
+    source_ranking,
+)
 from hibug_ui.visitor import may_edit
-from hibug_ui.widgets import (as_percent, grid_filters, image_grid, keep_setting, link_to, paged, percent_column,
-                               url_setting)
+from hibug_ui.widgets import (
+    as_percent,
+    grid_filters,
+    image_grid,
+    keep_setting,
+    link_to,
+    paged,
+    percent_column,
+    url_setting,
+)
 
 st.set_page_config(page_title="hibug · Error slices", page_icon="🐞", layout="wide")
 project = current_project()
@@ -147,7 +162,8 @@ with found:
         cells[0].metric(nouns.Samples, f"{row['count']:,}")
         cells[1].metric("Score", f"{row['score']:.1%}", f"{-row['gap']:.1%} vs overall")
         cells[2].metric("Share of evaluation", f"{row['eval_share']:.1%}")
-        cells[3].metric("Share of training", "–" if row["train_count"] is None or row["train_count"] != row["train_count"]
+        cells[3].metric("Share of training",
+                        "–" if row["train_count"] is None or row["train_count"] != row["train_count"]
                         else f"{row['train_share']:.2%}", help=f"{row['train_count']} training {nouns.samples}")
         cells[4].metric("Share of all failures", f"{row['coverage']:.1%}")
         left, right = st.columns([2, 3])

@@ -9,8 +9,8 @@ import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
-from hibug_core.repair.generated import GENERATED_SPLIT, generated_images
 from hibug_core.operations import FailureSearch, Generate, Repair, Select
+from hibug_core.repair.generated import GENERATED_SPLIT, generated_images
 from hibug_core.repair.generators import GENERATORS, missing_weights
 from hibug_core.repair.loop import repair_verdict
 from hibug_core.repair.runs import repair_runs
@@ -19,8 +19,15 @@ from hibug_core.slices.search import SliceConfig
 from hibug_ui.fields import budget_input, field_input
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.plots import literal_values
-from hibug_ui.state import (current_project, current_task, current_user, load_samples, required_model, secret,
-                            slice_report)
+from hibug_ui.state import (
+    current_project,
+    current_task,
+    current_user,
+    load_samples,
+    required_model,
+    secret,
+    slice_report,
+)
 from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import as_percent, image_grid, paged, percent_column
 
@@ -161,7 +168,8 @@ with retrain:
                                  key="repair_retrain_eval_split")
         control = field_input(st, Repair, "control", "Also retrain with no new data (control)",
                               key="repair_retrain_control")
-        if st.form_submit_button("Retrain and compare", type="primary", key="repair_retrain_submit", disabled=not editing):
+        if st.form_submit_button("Retrain and compare", type="primary", key="repair_retrain_submit",
+                                 disabled=not editing):
             params = {"model": model, "data": data, "method": method, "baseline": baseline, "budget": budget,
                       "retrain": how, "lam": float(lam) or None, "seeds": list(range(int(seeds))),
                       "eval_split": eval_split, "control": control}
@@ -234,7 +242,8 @@ with search:
                                key="repair_search_captions", step=1)
         llm_url = cells[2].text_input("LLM server URL", value="", placeholder="empty: OpenAI",
                                       key="repair_search_llm_url")
-        if st.form_submit_button("Search for failures", type="primary", key="repair_search_submit", disabled=not editing):
+        if st.form_submit_button("Search for failures", type="primary", key="repair_search_submit",
+                                 disabled=not editing):
             params = {"label": label, "model": model, "generator": generator_spec(kind, name),
                       "captioner": captioner, "images": int(images), "captions": int(captions),
                       "llm_base_url": llm_url or None}
@@ -246,8 +255,8 @@ with search:
     if not found.empty:
         result = found.iloc[0]["result"]
         table = pd.DataFrame(result["table"])
-        st.markdown(f"**{plain(result['label'])}**: {result['significant']} captions make the model fail significantly more "
-                    "often than the baseline (first row; FDR 5% over every caption tested).")
+        st.markdown(f"**{plain(result['label'])}**: {result['significant']} captions make the model fail "
+                    "significantly more often than the baseline (first row; FDR 5% over every caption tested).")
         st.dataframe(table, hide_index=True, width="stretch",
                      column_config={"failure_rate": st.column_config.ProgressColumn(
                          "failure rate", format="percent", min_value=0, max_value=1)})

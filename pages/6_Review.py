@@ -6,14 +6,24 @@ import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
-from hibug_core.review.board import (STATUSES, StaleReviewError, add_comment, comments, ensure_review, get_review,
-                                     members, reviews, update_review, with_slice_state)
+from hibug_core.review.board import (
+    STATUSES,
+    StaleReviewError,
+    add_comment,
+    comments,
+    ensure_review,
+    get_review,
+    members,
+    reviews,
+    update_review,
+    with_slice_state,
+)
 from hibug_core.review.findings import COLUMNS as REPORT_COLUMNS
 from hibug_core.review.findings import findings, report_csv, report_html, report_markdown
 from hibug_core.review.views import save_view, saved_views
-from hibug_ui.navigation import URL_PATHS
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.undo import UNDOABLE, undo
+from hibug_ui.navigation import URL_PATHS
 from hibug_ui.state import current_model, current_project, current_task, current_user, load_samples, slice_report
 from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import as_percent, image_grid, link_to, paged, percent_column, url_setting
@@ -144,7 +154,8 @@ with report_tab:
     if report is None:
         st.info("No error slices to report yet.")
     else:
-        top = st.number_input("Slices in the report", min_value=1, max_value=200, value=min(20, max(len(report.slices), 1)))
+        top = st.number_input("Slices in the report", min_value=1, max_value=200,
+                              value=min(20, max(len(report.slices), 1)))
         table = findings(project, report, top=int(top))
         st.dataframe(as_percent(table[REPORT_COLUMNS], "score", "gap", "score_low", "score_high"), hide_index=True,
                      width="stretch",

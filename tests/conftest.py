@@ -102,10 +102,10 @@ def colour_project(tmp_path: Path):
     from PIL import ImageDraw
 
     from hibug_core.attributes import Attribute, AttributeSchema
-    from hibug_core.tasks import load_manifest
+    from hibug_core.attributes.measured import measured_attributes
     from hibug_core.store.attribute_versions import save_schema
     from hibug_core.store.project import Project
-    from hibug_core.attributes.measured import measured_attributes
+    from hibug_core.tasks import load_manifest
 
     folder = tmp_path / "data"
     folder.mkdir()
@@ -134,8 +134,9 @@ def colour_project(tmp_path: Path):
 @pytest.fixture(scope="session")
 def browser():
     """Debian's headless Chromium driven by Playwright (never a downloaded browser)."""
-    from browser_support import CHROMIUM, CHROMIUM_ARGS, require_chromium
     from playwright.sync_api import sync_playwright
+
+    from browser_support import CHROMIUM, CHROMIUM_ARGS, require_chromium
 
     require_chromium()
     with sync_playwright() as playwright:
@@ -182,8 +183,8 @@ def slice_project(tmp_path: Path):
     known confidences; one tiny image file serves them all."""
     import pandas as pd
 
-    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project
+    from hibug_core.tasks import load_manifest
 
     Image.new("RGB", (8, 8), (200, 200, 200)).save(tmp_path / "x.png")
     rows = []

@@ -91,7 +91,7 @@ class FakeOpenAIServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
-    def __enter__(self) -> "FakeOpenAIServer":
+    def __enter__(self) -> FakeOpenAIServer:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         return self
 
@@ -159,5 +159,6 @@ class FakeOpenAIServer:
     @staticmethod
     def _completion(body: dict, number: int, content: str | None) -> dict:
         return {"id": f"c{number}", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": content}}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}

@@ -11,6 +11,7 @@ from hibug_core.errors import HibugError
 from hibug_core.jobs.kinds import EXTENSIONS_ENV, job_kind, load_extensions
 from hibug_core.jobs.store import get_job
 from hibug_core.operations import Operation
+
 from waiting import wait_until
 
 TESTS = str(Path(__file__).resolve().parent)

@@ -14,20 +14,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from browser_support import CHROMIUM, CHROMIUM_ARGS, serve  # noqa: E402
 from hibug_core.tasks import task_of
+
+from browser_support import CHROMIUM, CHROMIUM_ARGS, serve
 
 OUT = Path(__file__).resolve().parents[1] / "assets" / "screenshots"
 VIEWPORT = {"width": 1400, "height": 1000}
 
 
 def prepare(folder: Path) -> None:
+    from hibug_core.attributes.library import library_schema
     from hibug_core.demo.build import ensure_demo
     from hibug_core.jobs.kinds import run_kind
-    from hibug_core.tagging.run import tag_project
-
-    from hibug_core.attributes.library import library_schema
     from hibug_core.store.attribute_versions import load_schema, save_schema
+    from hibug_core.tagging.run import tag_project
 
     project = ensure_demo(folder)
     if project.meta().get("screenshots") == "ready":

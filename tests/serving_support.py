@@ -13,8 +13,8 @@ ROLES = {"admin": ["ada@example.com"], "editor": ["eddie@example.com"], "viewer"
 
 def make_project(folder: Path, images: Path) -> Path:
     """A three-image project in `folder`, its images and manifest in `images`."""
-    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project
+    from hibug_core.tasks import load_manifest
 
     images.mkdir(parents=True, exist_ok=True)
     for i, colour in enumerate([(200, 0, 0), (0, 200, 0), (0, 0, 200)]):

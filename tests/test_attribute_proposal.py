@@ -5,9 +5,10 @@ import json
 
 import pytest
 
-from fake_openai import FakeOpenAIServer
-from hibug_core.attributes.propose import ProposalError, propose_with_llm
 from hibug_core.llm.client import LLMConfig
+from hibug_core.tagging.propose import ProposalError, propose_with_llm
+
+from fake_openai import FakeOpenAIServer
 
 TASK, CLASSES = "classify bird species in photos", ["sparrow", "finch", "wren"]
 GOOD = {"attributes": [
@@ -34,7 +35,8 @@ def test_a_realistic_proposal_is_repaired_and_self_checked():
         result = propose_with_llm(TASK, CLASSES, config(server))
     schema = result.schema
     assert schema.names() == ["beak shape", "is wearing a ring", "perch"]
-    assert schema["is wearing a ring"].kind == "binary" and schema["is wearing a ring"].tags == ("yes", "no", "not visible")
+    ring = schema["is wearing a ring"]
+    assert ring.kind == "binary" and ring.tags == ("yes", "no", "not visible")
     assert schema["perch"].tags == ("branch", "wire", "ground") and schema["perch"].group == "background"
     assert schema["perch"].templates == ("a {label} sitting on a {tag}",)
     assert {a.source for a in schema.attributes} == {"llm"}
@@ -60,7 +62,8 @@ def test_malformed_json_is_retried_with_the_reason():
 def test_a_refusal_ends_in_a_clear_message():
     with FakeOpenAIServer() as server:
         server.text_replies = [{"refusal": "I can't help with that."}] * 3
-        with pytest.raises(ProposalError, match="no usable attributes after 3 attempts: the model refused: I can't help"):
+        with pytest.raises(ProposalError,
+                           match="no usable attributes after 3 attempts: the model refused: I can't help"):
             propose_with_llm(TASK, CLASSES, config(server))
 
 
@@ -73,7 +76,8 @@ def test_nothing_usable_is_rejected_not_stored():
 
 
 def test_a_dead_server_says_what_to_do():
-    with pytest.raises(ProposalError, match="could not reach fake-llm at http://127.0.0.1:9/v1: Connection error. Check the server, or use the built-in library"):
+    with pytest.raises(ProposalError, match="could not reach fake-llm at http://127.0.0.1:9/v1: Connection error. "
+                                            "Check the server, or use the built-in library"):
         propose_with_llm(TASK, CLASSES, LLMConfig(base_url="http://127.0.0.1:9/v1", model="fake-llm",
                                                   transport_retries=0, timeout_s=2))
 
@@ -97,7 +101,8 @@ def test_cli_proposes_with_a_language_model_and_stores_a_version(colour_project,
                      "--llm-model", "fake-llm", "--llm-base-url", server.url])
     assert code == 0
     out = capsys.readouterr().out
-    assert "note: rejected 'plumage'" in out and "saved version 2: 4 attributes proposed by fake-llm (hibug2 flow)" in out
+    assert "note: rejected 'plumage'" in out
+    assert "saved version 2: 4 attributes proposed by fake-llm (hibug2 flow)" in out
     assert load_schema(colour_project).names() == ["beak shape", "is wearing a ring", "perch", "lighting"]
     assert schema_history(colour_project)["note"].iat[0] == "proposed by fake-llm (hibug2 flow)"
 
@@ -125,8 +130,9 @@ def _two_colour_schema(project):
 
 
 def test_tags_the_data_need_are_added_from_a_multimodal_model(colour_project, tmp_path, monkeypatch):
-    from fake_openai import colour_of, images_of
     from hibug_core.tagging.suggest import propose_tags_from_data, refine_tags
+
+    from fake_openai import colour_of, images_of
 
     monkeypatch.setenv("HIBUG_CACHE", str(tmp_path / "cache"))
     schema = _two_colour_schema(colour_project)
@@ -155,8 +161,9 @@ def test_offline_tag_proposal_scores_a_vocabulary_with_the_encoder(colour_projec
 
 
 def test_comparative_method_sends_a_right_and_a_wrong_image_of_one_class(colour_project):
-    from fake_openai import images_of
     from hibug_core.tagging.suggest import propose_by_comparison
+
+    from fake_openai import images_of
 
     answer = {"attributes": [{"name": "corner sharpness", "kind": "descriptive", "tags": ["sharp", "rounded"],
                               "reason": "rounded corners look like a circle"},
@@ -172,9 +179,10 @@ def test_comparative_method_sends_a_right_and_a_wrong_image_of_one_class(colour_
 
 
 def test_whole_flow_propose_then_tags_from_the_data_then_edit(colour_project, tmp_path, monkeypatch, capsys):
-    from fake_openai import colour_of, images_of
     from hibug_core.cli import main
     from hibug_core.store.attribute_versions import load_schema, schema_history
+
+    from fake_openai import colour_of, images_of
 
     monkeypatch.setenv("HIBUG_CACHE", str(tmp_path / "cache"))
     folder = str(colour_project.folder)

@@ -8,8 +8,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hibug_core.bench.problems import (RARE, SPURIOUS, PlantedProblem, SplitConfig, base_splits, candidate_problems,
-                                       ground_truth, plant)
+from hibug_core.bench.problems import (
+    RARE,
+    SPURIOUS,
+    PlantedProblem,
+    SplitConfig,
+    base_splits,
+    candidate_problems,
+    ground_truth,
+    plant,
+)
 from hibug_core.bench.scoring import attribute_matches, score_report
 from hibug_core.bench.summary import markdown_table, summary_tables
 from hibug_core.demo.easyvqa import load_shape_world
@@ -73,7 +81,8 @@ def test_attribute_matching_by_name_or_tags():
     assert attribute_matches("Colour", [], "color", COLORS)
     assert attribute_matches("dominant colour", ["black", "white", "gray", "red", "orange", "brown", "yellow",
                                                  "green", "teal", "blue", "purple", "pink"], "color", COLORS)
-    assert attribute_matches("position", ["left", "center", "right"], "horizontal position", ["center", "left", "right"])
+    assert attribute_matches("position", ["left", "center", "right"], "horizontal position",
+                             ["center", "left", "right"])
     assert not attribute_matches("brightness", ["dark", "medium", "bright"], "size", ["large", "medium", "small"])
     assert not attribute_matches("position", ["left", "center", "right"], "vertical position",
                                  ["bottom", "middle", "top"])
@@ -140,7 +149,8 @@ def test_a_tag_that_goes_with_a_class_in_training_is_a_spurious_correlation():
 
 def test_summary_tables_and_markdown():
     rows = pd.DataFrame({
-        "tagger": ["truth"] * 4, "gap": [0.2] * 4, "parent_alpha": [0.05] * 4, "bug_type": [SPURIOUS, SPURIOUS, RARE, RARE],
+        "tagger": ["truth"] * 4, "gap": [0.2] * 4, "parent_alpha": [0.05] * 4,
+        "bug_type": [SPURIOUS, SPURIOUS, RARE, RARE],
         "attribute": ["color", "size", "color", "size"], "strength": [0.9, 0.99, 0.0, 0.0],
         "find_attr": [True, True, True, False], "find_tag": [True, False, True, False],
         "type_right": [True, None, False, None], "first_rank": [1.0, np.nan, 3.0, np.nan]})
@@ -161,8 +171,8 @@ def test_summary_tables_and_markdown():
 
 @pytest.mark.slow
 def test_planted_problems_through_the_cli(tmp_path, capsys):
-    """The CI version: 1 + 1 problems (one of each bug type), real models trained on planted splits, every tag source (a tiny random
-    encoder stands in for conse to keep CI short; the full benchmark uses conse)."""
+    """The CI version: 1 + 1 problems (one of each bug type), real models trained on planted splits, every tag source
+    (a tiny random encoder stands in for conse to keep CI short; the full benchmark uses conse)."""
     from hibug_core.cli import main
 
     out = tmp_path / "bench"
@@ -189,10 +199,11 @@ def test_planted_problems_through_the_cli(tmp_path, capsys):
 
 
 def test_llm_tag_source_slices_by_proposed_attributes_plus_measured():
-    from fake_openai import FakeOpenAIServer
     from hibug_core.bench.run import BenchConfig, tagger_schema
     from hibug_core.errors import HibugError
     from hibug_core.llm.client import LLMConfig
+
+    from fake_openai import FakeOpenAIServer
 
     proposal = {"attributes": [
         {"name": "fill colour", "group": "main object", "kind": "descriptive", "tags": ["red", "blue", "green"],

@@ -35,8 +35,8 @@ class Tracker:
 
 
 def test_labels_written_as_markup_are_shown_as_text(tmp_path, browser):
-    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project
+    from hibug_core.tasks import load_manifest
 
     tracker = Tracker()
     hostile = [f"![t]({tracker.url}/pixel.png)", "[click](https://example.com/phish)", "&lt;b&gt;bold&lt;/b&gt;",
@@ -63,7 +63,7 @@ def test_labels_written_as_markup_are_shown_as_text(tmp_path, browser):
         assert "&lt;b&gt;bold&lt;/b&gt;" in text, "an entity must not be decoded"
         assert "[click](https://example.com/phish)" in text, "a Markdown link must stay text"
         assert page.locator("a[href*='example.com']").count() == 0
-        assert page.locator("img[src*='127.0.0.1:%d']" % tracker.httpd.server_address[1]).count() == 0
+        assert page.locator(f"img[src*='127.0.0.1:{tracker.httpd.server_address[1]}']").count() == 0
         assert page.locator("[data-testid='stException']").count() == 0
         page.close()
     tracker.httpd.shutdown()

@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from waiting import wait_until
 from browser_support import idle, serve, shot
+from waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -17,9 +17,9 @@ def own_project(demo_project, tmp_path_factory):
     """The demo's images and labels as a team would bring them (no model outputs), its attributes saved as `hibug
     attributes` would, and the demo network's checkpoint copied out as "their" file."""
     from hibug_core.demo.attributes import demo_attribute_schema
-    from hibug_core.tasks import load_manifest
     from hibug_core.store.attribute_versions import save_schema
     from hibug_core.store.project import Project
+    from hibug_core.tasks import load_manifest
 
     root = tmp_path_factory.mktemp("own")
     shutil.copy(demo_project / "models" / "shape-cnn.pt", root / "my-cnn.pt")

@@ -33,7 +33,8 @@ def test_find_a_planted_pose_slice_with_its_error_mix_and_see_its_skeletons(brow
     mix = ranked.slices["reason"].iat[row]
     assert "its failures: " in mix
 
-    # Twice the pixels per CSS pixel: a grid's picture is shown at least at its own size, so thin limbs keep their colour
+    # Twice the pixels per CSS pixel: a grid's picture is shown at least at its own size, so thin limbs keep
+    # their colour
     page = browser.new_page(viewport={"width": 1500, "height": 1600}, device_scale_factor=2)
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))

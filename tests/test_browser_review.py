@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from waiting import wait_until
 from browser_support import ARTIFACTS, idle, serving
+from waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -9,9 +9,10 @@ from urllib.parse import quote
 
 import pytest
 
-from browser_support import LOGS, free_port, idle, serving, shot
 from hibug_core.ingest.images import OUTSIDE_ROOTS
 from hibug_core.serving.policy import NOT_SERVED, OUTSIDE_DATA_ROOTS
+
+from browser_support import LOGS, free_port, idle, serving, shot
 from serving_support import make_project, oidc_provider, write_sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -9,8 +9,16 @@ import pytest
 from scipy.stats import binomtest, ttest_rel
 
 from hibug_core.cli import main
-from hibug_core.slices.compare import (IMPROVEMENT, MCNEMAR, PAIRED_T, REGRESSION, UNCHANGED, CompareConfig,
-                                       compare_models, pair_matrix)
+from hibug_core.slices.compare import (
+    IMPROVEMENT,
+    MCNEMAR,
+    PAIRED_T,
+    REGRESSION,
+    UNCHANGED,
+    CompareConfig,
+    compare_models,
+    pair_matrix,
+)
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.project import Project
 

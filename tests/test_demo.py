@@ -55,4 +55,5 @@ def test_demo_project_has_real_known_bugs(demo_project):
     val = held_out["split"] == "val"
     assert (int((val & small_triangles).sum()), int(right[val & small_triangles].sum())) == (103, 72)
     train = samples[samples["split"] == "train"].join(tags)
-    assert ((train["size"] == "small") & (train["shape"] == "triangle")).sum() == report["planted_bugs"][1]["train_count"]
+    small_triangles = (train["size"] == "small") & (train["shape"] == "triangle")
+    assert small_triangles.sum() == report["planted_bugs"][1]["train_count"]

@@ -7,10 +7,17 @@ import numpy as np
 import pytest
 
 from hibug_core.demo.detection import DETECTOR_NAME, DetectionDemoConfig, training_annotations
-from hibug_core.models.zoo.scene_fcos import (DetectorConfig, build_detector, detect, load_detector, save_detector,
-                                      train_detector, training_fingerprint)
 from hibug_core.demo.scenes import render_scenes
 from hibug_core.errors import ConfigError
+from hibug_core.models.zoo.scene_fcos import (
+    DetectorConfig,
+    build_detector,
+    detect,
+    load_detector,
+    save_detector,
+    train_detector,
+    training_fingerprint,
+)
 from hibug_core.store.project import Project
 
 

@@ -98,8 +98,8 @@ MUTATIONS = {
 @pytest.fixture(scope="module")
 def mutation_project(tmp_path_factory):
     """A project with one import already in it, and the images the mutations point at."""
-    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project
+    from hibug_core.tasks import load_manifest
 
     root = tmp_path_factory.mktemp("mutations")
     (root / "images").mkdir()
@@ -274,9 +274,9 @@ def many_images(tmp_path_factory):
     """A project of 300 distinct images with the colour as known truth (an attribute schema included), and a
     manifest of 1,500 more."""
     from hibug_core.attributes import Attribute, AttributeSchema
-    from hibug_core.tasks import load_manifest
     from hibug_core.store.attribute_versions import save_schema
     from hibug_core.store.project import Project
+    from hibug_core.tasks import load_manifest
 
     root = tmp_path_factory.mktemp("kills")
     for folder, n, offset in (("first", 300, 0), ("more", 1500, 300)):
@@ -397,13 +397,13 @@ TAG_REPLIES = ("junk", "deep", "huge", "truncated", "empty", "refusal", "wrong_t
 
 @pytest.mark.parametrize("mode", TAG_REPLIES)
 def test_a_bad_tagging_reply_fails_the_run_with_a_short_message_and_a_good_server_finishes_it(colour_project, mode):
-    from fake_openai import FakeOpenAIServer
-
     from hibug_core.errors import HibugError
     from hibug_core.llm.client import LLMConfig
     from hibug_core.store import tag_store
     from hibug_core.tagging.mllm import tag_with_llm
     from hibug_core.tagging.run import current_tags
+
+    from fake_openai import FakeOpenAIServer
 
     # Only the silent server is meant to time out; every other reply gets time enough on a busy machine.
     settings = dict(model="fake-vision", timeout_s=0.5 if mode == "slow" else 30.0, transport_retries=0, concurrency=3,
@@ -433,9 +433,9 @@ PROPOSAL_REPLIES = {
 
 @pytest.mark.parametrize("reply", list(PROPOSAL_REPLIES))
 def test_a_bad_proposal_reply_stores_nothing_and_says_why(colour_project, reply, capsys):
-    from fake_openai import FakeOpenAIServer
-
     from hibug_core.store.attribute_versions import latest_version
+
+    from fake_openai import FakeOpenAIServer
 
     before = latest_version(colour_project)
     with FakeOpenAIServer() as server:
@@ -448,10 +448,10 @@ def test_a_bad_proposal_reply_stores_nothing_and_says_why(colour_project, reply,
 
 
 def test_a_proposal_of_a_thousand_attributes_is_capped_and_stored(colour_project, capsys):
-    from fake_openai import FakeOpenAIServer
-
     from hibug_core.attributes.schema import MAX_ATTRIBUTES
     from hibug_core.store.attribute_versions import load_schema
+
+    from fake_openai import FakeOpenAIServer
 
     many = json.dumps({"attributes": [{"name": f"attribute {i}", "tags": ["a", "b"]} for i in range(1000)]})
     with FakeOpenAIServer() as server:

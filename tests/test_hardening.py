@@ -89,15 +89,16 @@ def _llm(server, **overrides):
 @pytest.mark.parametrize("mode, problem", [("deep", "the reply is JSON nested too deeply to read"),
                                            ("huge", "... (1,200,0")])
 def test_deep_or_huge_llm_replies_end_the_run_with_a_short_message(colour_project, mode, problem):
-    from fake_openai import DEEP, FakeOpenAIServer
-
-    from hibug_core.attributes.propose import ProposalError, propose_with_llm
     from hibug_core.errors import TaggingError
     from hibug_core.store import tag_store
     from hibug_core.tagging.mllm import tag_with_llm
+    from hibug_core.tagging.propose import ProposalError, propose_with_llm
+
+    from fake_openai import DEEP, FakeOpenAIServer
 
     with FakeOpenAIServer(mode=mode) as server:
-        server.text_reply = DEEP if mode == "deep" else json.dumps({"attributes": [{"name": "x" * 2 ** 20, "tags": ["a", "b"]}]})
+        huge = {"attributes": [{"name": "x" * 2 ** 20, "tags": ["a", "b"]}]}
+        server.text_reply = DEEP if mode == "deep" else json.dumps(huge)
         with pytest.raises(TaggingError) as raised:
             tag_with_llm(colour_project, _llm(server), views=task_of(colour_project).views)
         if mode == "deep":
@@ -111,10 +112,10 @@ def test_deep_or_huge_llm_replies_end_the_run_with_a_short_message(colour_projec
 
 
 def test_a_silent_server_is_reported_while_waiting(colour_project, monkeypatch):
-    from fake_openai import FakeOpenAIServer
-
     from hibug_core.errors import TaggingError
     from hibug_core.tagging import mllm
+
+    from fake_openai import FakeOpenAIServer
 
     monkeypatch.setattr(mllm, "HEARTBEAT_S", 0.2)
     seen = []
@@ -126,8 +127,8 @@ def test_a_silent_server_is_reported_while_waiting(colour_project, monkeypatch):
 
 
 def test_a_proposal_of_a_thousand_attributes_keeps_the_cap(colour_project):
-    from hibug_core.attributes.propose import Proposal, repair
     from hibug_core.attributes.schema import MAX_ATTRIBUTES
+    from hibug_core.tagging.propose import Proposal, repair
 
     proposal = Proposal.model_validate({"attributes": [{"name": f"a{i}", "tags": ["x", "y"]} for i in range(1000)]})
     attributes, notes = repair(proposal)
@@ -275,11 +276,11 @@ def _image(path, colour=(200, 40, 40), size=(16, 16)):
 
 
 def test_a_link_made_inside_a_data_root_after_import_is_never_served(tmp_path, monkeypatch):
-    from page_support import open_page
-
     from hibug_core.errors import ProjectError
-    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project
+    from hibug_core.tasks import load_manifest
+
+    from page_support import open_page
 
     for name in "ab":
         _image(tmp_path / "data" / f"{name}.png")
@@ -313,8 +314,8 @@ def test_a_link_out_of_its_folder_is_refused_at_import(tmp_path):
 def test_images_in_distant_folders_get_their_own_data_roots(tmp_path):
     from sqlalchemy import text as sql
 
-    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project, data_roots
+    from hibug_core.tasks import load_manifest
 
     _image(tmp_path / "x" / "a.png")
     _image(tmp_path / "x" / "inner" / "c.png")

@@ -57,7 +57,8 @@ def test_every_reader_sees_the_same_pixels(tmp_path):
     assert sent.size == (20, 40) and _close(sent.getpixel((10, 5)), RED)
     thumb = Image.open(ensure_thumbnail(tmp_path / "project", path, "ab" * 16, size=16))
     assert thumb.size == (8, 16) and _close(thumb.getpixel((4, 2)), RED)
-    crop = ensure_object_picture(tmp_path / "project", path, "cd" * 16, ObjectPicture((0, 0, 20, 20), None, "near miss"),
+    crop = ensure_object_picture(tmp_path / "project", path, "cd" * 16,
+                                 ObjectPicture((0, 0, 20, 20), None, "near miss"),
                                  size=40, margin=0.0)
     with Image.open(crop) as picture:  # the box's square is the red top of the turned image
         assert _close(picture.convert("RGB").getpixel((picture.width // 2, picture.height // 2)), RED)

@@ -16,6 +16,7 @@ from hibug_core.errors import ConfigError
 from hibug_core.jobs.queue import JobQueue, QueueLimits, ServerBusy
 from hibug_core.jobs.store import get_job, request_cancel
 from hibug_core.jobs.worker import submit
+
 from job_helpers import register_in_workers, wait_for
 
 

@@ -11,9 +11,12 @@ import pytest
 from hibug_core.errors import HibugError
 from hibug_core.jobs import store as job_store
 from hibug_core.jobs.store import JobBusyError, create_job, get_job, jobs_frame, request_cancel
-from hibug_core.jobs.worker import main as worker_main, resume, submit
+from hibug_core.jobs.worker import main as worker_main
+from hibug_core.jobs.worker import resume, submit
+
 from job_helpers import register_in_workers, wait_for
 from waiting import wait_until
+
 
 @pytest.fixture(autouse=True)
 def helpers_importable(monkeypatch):

@@ -8,8 +8,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hibug_core.objects.keypoint_errors import (Skeleton, encode, fixed_results, keypoint_mix, keypoint_types,
-                                                mirror_pairs, person_type, similarity, type_people)
+from hibug_core.objects.keypoint_errors import (
+    Skeleton,
+    encode,
+    fixed_results,
+    keypoint_mix,
+    keypoint_types,
+    mirror_pairs,
+    person_type,
+    similarity,
+    type_people,
+)
 
 NAMES = ("nose", "left shoulder", "right shoulder", "left hip", "right hip")
 SKELETON = Skeleton.from_names(NAMES, [0.1] * 5, [(1, 2), (1, 3), (2, 4), (3, 4)])
@@ -256,6 +265,7 @@ def test_cocos_own_sigmas_give_pycocotools_keypoint_ap():
 
     from hibug_core.objects.coco import parse_ground_truth, parse_results
     from hibug_core.objects.matching import summarize
+
     from pose_support import NAMES as COCO_NAMES
     from pose_support import STANDING
 
@@ -376,6 +386,7 @@ def test_a_per_row_manifest_of_cocos_17_keypoints_has_their_names_limbs_and_sigm
     from hibug_core.objects.matching import COCO_PERSON_SKELETON
     from hibug_core.store.project import Project
     from hibug_core.tasks.importing import validate_table
+
     from pose_support import STANDING
 
     Image.new("RGB", (200, 200), (200, 200, 200)).save(tmp_path / "a.png")

@@ -9,14 +9,15 @@ import signal
 
 import pytest
 
-from fake_openai import FakeOpenAIServer
-from waiting import wait_until
 from hibug_core.jobs import store as job_store
 from hibug_core.jobs.store import get_job, jobs
 from hibug_core.jobs.worker import resume, submit
 from hibug_core.store import tag_store
 from hibug_core.store.db import read_connection
 from hibug_core.tagging.run import current_tags
+
+from fake_openai import FakeOpenAIServer
+from waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

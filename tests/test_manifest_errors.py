@@ -6,8 +6,8 @@ import pytest
 
 from hibug_core.config import IngestConfig
 from hibug_core.errors import ManifestError
-from hibug_core.tasks import load_manifest
 from hibug_core.store.project import Project
+from hibug_core.tasks import load_manifest
 
 HEADER = "image,label,prediction,split\n"
 

@@ -28,7 +28,9 @@ def save(state, path, classes=None):
 
 @pytest.fixture
 def timm_checkpoint(tmp_path):
-    import hibug_core  # noqa: F401  (torchvision import hook, needed by timm)
+    import hibug_core  # noqa: F401 (torchvision import hook, needed by timm)
+
+    # isort: split
     import timm
     import torch
 
@@ -207,6 +209,7 @@ def test_the_overview_runs_your_model_as_a_background_job(monkeypatch, colour_pr
     from pathlib import Path
 
     from hibug_core.jobs.store import jobs
+
     from page_support import open_page
     from waiting import wait_until
 
@@ -337,8 +340,8 @@ def small_demo(demo_project, tmp_path_factory):
     import pandas as pd
 
     from hibug_core.demo.attributes import demo_attribute_schema
-    from hibug_core.tasks import load_manifest
     from hibug_core.store.attribute_versions import save_schema
+    from hibug_core.tasks import load_manifest
 
     data = demo_project / "data"
     rows = pd.read_csv(data / "manifest.csv").groupby("split").sample(48, random_state=0)
@@ -357,7 +360,8 @@ def _shape_checkpoint(library: str, folder):
     if library == "timm":
         import timm
 
-        return f"timm:test_resnet:{save(timm.create_model('test_resnet', num_classes=3).state_dict(), folder / 'r.pt', SHAPES)}"
+        weights = timm.create_model("test_resnet", num_classes=3).state_dict()
+        return f"timm:test_resnet:{save(weights, folder / 'r.pt', SHAPES)}"
     if library == "torchvision":
         from torchvision import models
 

@@ -4,8 +4,15 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from hibug_core.bench.objects import ObjectBenchConfig, ObjectProblem, object_problems, quick, run_object_benchmark, \
-    score, summary
+from hibug_core.bench.objects import (
+    ObjectBenchConfig,
+    ObjectProblem,
+    object_problems,
+    quick,
+    run_object_benchmark,
+    score,
+    summary,
+)
 from hibug_core.demo.detection import DetectionDemoConfig, ObjectBug, plant_bugs
 from hibug_core.demo.scenes import render_scenes
 from hibug_core.slices.search import CLASS

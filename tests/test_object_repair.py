@@ -10,15 +10,15 @@ import pytest
 
 from hibug_core.models.finetune import TuneConfig
 from hibug_core.models.object_models import DetectorError
-from hibug_core.models.recorded import LEGACY_DETECTOR_META, MODEL_META, recorded_model
-from hibug_core.tasks.object_repair import OBJECTS_FOUND, found_after, held_out, object_model
 from hibug_core.repair.loop import RepairConfig, RepairError, run_repair
 from hibug_core.repair.prompts import slice_prompt
 from hibug_core.repair.retrain import RetrainConfig
 from hibug_core.repair.selection import SelectionConfig
 from hibug_core.slices.report import error_slices
 from hibug_core.store.project import Project
+from hibug_core.store.recorded_models import LEGACY_DETECTOR_META, MODEL_META, recorded_model
 from hibug_core.tasks import task_of
+from hibug_core.tasks.object_repair import OBJECTS_FOUND, found_after, held_out, object_model
 
 MODEL = "shape-fcos"
 

@@ -14,13 +14,11 @@ import pytest
 from PIL import Image
 
 from hibug_core.errors import ConfigError, ManifestError
-from hibug_core.objects.coco import BACKGROUND, MISSED, read_ground_truth, read_results
+from hibug_core.objects.coco import BACKGROUND, MISSED, UNLABELLED, read_ground_truth, read_results
 from hibug_core.objects.geometry import measure_objects
-from hibug_core.objects.coco import UNLABELLED
-from hibug_core.tasks import load_coco
 from hibug_core.objects.matching import MatchConfig, match
 from hibug_core.store.project import Project
-from hibug_core.tasks import task_of
+from hibug_core.tasks import load_coco, task_of
 
 CATEGORIES = [{"id": 1, "name": "cat"}, {"id": 2, "name": "dog"}]
 
@@ -446,14 +444,14 @@ def test_object_manifest_structure_and_values_are_checked(tmp_path):
 
 # ----- what encoders see of objects -----------------------------------------------------------------------------
 def test_objects_are_embedded_as_crops_and_tagged_by_group(tmp_path):
+    from PIL import ImageDraw
+
     from hibug_core.attributes import Attribute, AttributeSchema
     from hibug_core.embeddings.compute import embed_project
     from hibug_core.objects.views import crop_key, object_views
     from hibug_core.store.attribute_versions import save_schema
     from hibug_core.store.tag_store import runs
     from hibug_core.tagging.run import current_tags, tag_project
-
-    from PIL import ImageDraw
 
     truth_json, found = _tide_case()
     truth_file, results = _write(tmp_path / "data", truth_json, {"m": found})
@@ -513,12 +511,13 @@ def test_the_map_shows_objects_by_their_crops(tmp_path):
 def test_a_multimodal_llm_sees_each_object_outlined_in_its_crop_and_its_whole_image(tmp_path):
     from PIL import ImageDraw
 
-    from fake_openai import FakeOpenAIServer, images_of
     from hibug_core.attributes import Attribute, AttributeSchema
     from hibug_core.llm.client import LLMConfig
     from hibug_core.store.attribute_versions import save_schema
     from hibug_core.tagging.mllm import OBJECT_VIEWS, tag_with_llm
     from hibug_core.tagging.run import current_tags
+
+    from fake_openai import FakeOpenAIServer, images_of
 
     truth_json, found = _tide_case()
     truth_file, results = _write(tmp_path / "data", truth_json, {"m": found})
@@ -548,9 +547,10 @@ def test_a_multimodal_llm_sees_each_object_outlined_in_its_crop_and_its_whole_im
 
 
 def test_attribute_proposal_knows_the_project_is_one_of_objects(tmp_path):
-    from fake_openai import FakeOpenAIServer
-    from hibug_core.attributes.propose import propose_for_project
     from hibug_core.operations import ProposeAttributes
+    from hibug_core.tagging.propose import propose_for_project
+
+    from fake_openai import FakeOpenAIServer
 
     truth_file, results = _write(tmp_path / "data", *(_tide_case()[:1]), {"m": _tide_case()[1]})
     project = Project.create_from_manifest(tmp_path / "project", load_coco(truth_file, results))
@@ -576,7 +576,8 @@ def test_an_unlabelled_pool_imports_every_detection_as_an_unlabelled_sample(tmp_
     truth_json, found = _tide_case()
     project = Project.create_from_manifest(tmp_path / "project", load_coco(*_write(tmp_path / "val", truth_json,
                                                                                      {"m": found})))
-    pool_json = {"images": [dict(truth_json["images"][0], id=7, file_name="images/pool.png")], "categories": truth_json["categories"],
+    pool_json = {"images": [dict(truth_json["images"][0], id=7, file_name="images/pool.png")],
+                 "categories": truth_json["categories"],
                  "annotations": []}
     pool_found = [dict(d, image_id=7) for d in found[:3]] + [
         {"image_id": 7, "category_id": 2, "bbox": [125, 10, 40, 40], "score": 0.8}]  # covers 3/8 of detection 2

@@ -13,10 +13,10 @@ from hibug_core.cli.options import operation_from_args, option_names
 from hibug_core.embeddings.registry import ENCODERS
 from hibug_core.jobs.kinds import JOB_KINDS
 from hibug_core.llm.client import LLMConfig, LLMUnavailable, ask, make_client, parse_json_reply
-from hibug_core.operations import (OPERATIONS, FindSlices, OperationError, Repair, Report, Select, Tag,
-                                   operation)
+from hibug_core.operations import OPERATIONS, FindSlices, OperationError, Repair, Report, Select, Tag, operation
 from hibug_core.registry import Registry, UnknownChoice
 from hibug_core.repair.selection import SELECTION_METHODS
+
 from fake_openai import FakeOpenAIServer
 from page_support import open_page
 
@@ -26,7 +26,8 @@ REQUIRED = {"teach": {"attribute": "color"}, "failure search": {"label": "triang
 # CLI options that are not fields: they say how to read or show the operation's input or output
 CLI_EXTRAS = {"teach": {"examples"}, "generate": {"dry_run"}}
 # command -> operation of the commands built from one
-OPERATION_COMMANDS = {"compare": "compare", "check": "check", "embed": "embed", "predict": "predict", "tag": "tag", "teach": "teach", "slices": "slices", "report": "report",
+OPERATION_COMMANDS = {"compare": "compare", "check": "check", "embed": "embed", "predict": "predict", "tag": "tag",
+                      "teach": "teach", "slices": "slices", "report": "report",
                       "select": "select", "repair": "repair", "generate": "generate",
                       "failure-search": "failure search"}
 
@@ -137,7 +138,8 @@ def test_a_command_imports_only_its_own_module(tmp_path):
     assert out.strip().splitlines()[-1] == "['hibug_core.cli.command', 'hibug_core.cli.projects']"
     assert set(INDEX.values()) == {"projects", "tagging", "attributes", "slices", "compare", "repair"}
     assert list(INDEX) == ["new", "import", "info", "serve", "demo", "embed", "predict", "tag", "tags", "teach",
-                           "attributes", "slices", "report", "bench", "compare", "check", "select", "repair", "generate", "failure-search"]
+                           "attributes", "slices", "report", "bench", "compare", "check", "select", "repair",
+                           "generate", "failure-search"]
     for name, module in INDEX.items():
         assert name in commands(module)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from streamlit.testing.v1 import AppTest
 
 from hibug_core.store.attribute_versions import latest_version, load_schema, save_schema, schema_history
+
 from page_support import open_page as open_any
 
 
@@ -19,7 +20,8 @@ def test_propose_from_the_library_and_save(monkeypatch, colour_project):
     at.text_area(key="propose_task").set_value("classify the shape of simple drawings")
     at.button(key="propose_submit").click().run()
     assert not at.exception
-    assert any(m.value.replace("\\", "").startswith("**Proposal** (the built-in 'objects' library (no language model)): ")
+    assert any(m.value.replace("\\",
+                               "").startswith("**Proposal** (the built-in 'objects' library (no language model)): ")
                for m in at.markdown)
     at.button(key="propose_save").click().run()
     assert not at.exception

@@ -2,9 +2,10 @@
 disagree, a compared slice put on the review board, and a project with one model."""
 from __future__ import annotations
 
+from hibug_core.slices.search import slice_id
+
 from compare_support import manifest_project, planted_pair
 from page_support import labelled, open_page
-from hibug_core.slices.search import slice_id
 
 PAGE = "pages/7_Compare.py"
 

@@ -11,6 +11,7 @@ from hibug_core.embeddings.projection import MapConfig, compute_map
 from hibug_core.jobs.store import jobs
 from hibug_core.tagging.run import tag_project
 from hibug_core.tasks import task_of
+
 from page_support import open_page as open_any
 
 
@@ -72,8 +73,8 @@ def test_colouring_and_a_selection_show_images_and_over_represented_tags(monkeyp
 def test_a_project_without_attributes_still_shows_its_map(monkeypatch, tmp_path):
     from PIL import Image
 
-    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project
+    from hibug_core.tasks import load_manifest
 
     for i in range(6):
         Image.new("RGB", (16, 16), (40 * i, 200 - 30 * i, 90)).save(tmp_path / f"{i}.png")
@@ -135,8 +136,8 @@ def test_above_the_points_limit_the_map_is_a_density_image_and_a_lasso_selects_u
 def test_a_selection_on_the_map_of_a_project_without_a_model(monkeypatch, tmp_path):
     from PIL import Image
 
-    from hibug_core.tasks import load_manifest
     from hibug_core.store.project import Project
+    from hibug_core.tasks import load_manifest
 
     for i in range(6):
         Image.new("RGB", (16, 16), (40 * i, 200 - 30 * i, 90)).save(tmp_path / f"{i}.png")

@@ -2,14 +2,15 @@
 with its before/after comparison, and a failure-search job, all on a copy of the demo."""
 from __future__ import annotations
 
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from hibug_core.jobs.store import jobs
 from hibug_core.store.project import Project
+
+from page_support import labelled
+from page_support import open_page as open_any
 from waiting import wait_until
-from page_support import labelled, open_page as open_any
 
 
 def open_page(monkeypatch, folder, **query) -> AppTest:

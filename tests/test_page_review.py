@@ -2,14 +2,15 @@
 message for a stale edit, comments and names shown as text, undo from the audit log, and saved views."""
 from __future__ import annotations
 
-
 from streamlit.testing.v1 import AppTest
 
 from hibug_core.review.board import add_comment, ensure_review, get_review, reviews, update_review
 from hibug_core.review.views import saved_views
 from hibug_core.store.project import Project
 from hibug_core.store.tag_store import correct_tags, corrections
-from page_support import labelled, open_page as open_any
+
+from page_support import labelled
+from page_support import open_page as open_any
 
 SCRIPT = "<script>alert('x')</script> see [this link](http://evil.example) **now**"
 

@@ -22,7 +22,8 @@ def test_ranked_slices_of_the_demo_with_the_first_one_explained(monkeypatch, dem
     assert table["rank"].tolist() == [1, 2, 3, 4]
     assert table["bug_type"].tolist()[:2] == ["spurious correlation", "rare case"]
     assert table["part_of"].tolist() == ["", "", "color = blue", "color = blue"]
-    assert table["tags_right"].tolist()[:2] == ["100% of 415", "100% of 325"]  # imported tags checked against themselves
+    assert table["tags_right"].tolist()[:2] == ["100% of 415",
+                                                "100% of 325"]  # imported tags checked against themselves
     assert at.subheader[0].value == "color = blue"
     assert "spurious correlation" in at.markdown[0].value and "97% of those with its tags are 'circle'" in \
         at.markdown[0].value

@@ -2,15 +2,15 @@
 images, one-click audit with the precision estimate, and teaching by example."""
 from __future__ import annotations
 
-
 from streamlit.testing.v1 import AppTest
 
 from hibug_core.jobs.store import jobs
 from hibug_core.store import tag_store
 from hibug_core.tagging.run import tag_project
 from hibug_core.tasks import task_of
-from waiting import wait_until
+
 from page_support import open_page as open_any
+from waiting import wait_until
 
 
 def open_page(monkeypatch, project) -> AppTest:

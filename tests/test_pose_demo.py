@@ -81,9 +81,13 @@ def test_bugs_go_into_the_training_data_only_and_the_config_names_a_bad_field():
 
 def test_a_tiny_keypoint_model_trains_on_images_with_and_without_people_and_round_trips_its_checkpoint(tmp_path):
     from hibug_core.demo.pose import CLASSES, _people_by_image, training_fingerprint
-    from hibug_core.models.zoo.scene_keypoints import (KeypointModelConfig, detect_people,
-                                                       load_trained_keypoint_model, save_keypoint_model,
-                                                       train_keypoint_model)
+    from hibug_core.models.zoo.scene_keypoints import (
+        KeypointModelConfig,
+        detect_people,
+        load_trained_keypoint_model,
+        save_keypoint_model,
+        train_keypoint_model,
+    )
 
     config = KeypointModelConfig(image_size=128, width=8, pyramid_channels=16, head_channels=16, epochs=1,
                                  batch_size=4)
@@ -130,7 +134,8 @@ def test_the_pose_demo_shows_its_planted_bugs_with_their_error_types(pose_demo):
         # their arms raised score as other raised arms do (the README says so).
         black, raised = people["shirt colour"] == "black", people["pose"] == "arms raised"
         pair = people.loc[shown["black with arms raised"], "score"].mean()
-        assert shown["black with arms raised"].sum() >= 25 and abs(pair - people.loc[raised & ~black, "score"].mean()) < 0.1
+        assert shown["black with arms raised"].sum() >= 25
+        assert abs(pair - people.loc[raised & ~black, "score"].mean()) < 0.1
     val = samples[(samples["split"] == "val") & (samples["label"] != "(background)")]
     planted = _planted(val)
     failed = errors["error_type"].reindex(val.index)[val["score"] < 0.5]
@@ -176,7 +181,8 @@ def test_the_pose_benchmark_scores_a_slice_by_what_any_tag_source_calls_a_plante
 
     from hibug_core.bench.pose import score, summary
 
-    slices = pd.DataFrame({"definition": [(("facing", "back"),), (("dominant colour", "black"), ("pose", "arms raised")),
+    slices = pd.DataFrame({"definition": [(("facing", "back"),),
+                                          (("dominant colour", "black"), ("pose", "arms raised")),
                                           (("body orientation", "lying"),), (("object size", "medium"),)]})
     rows, precision = score(slices, PoseDemoConfig().planted_bugs(), top_n=4)
     found = {row["slice"]: (row["find_attr"], row["find_tag"], row["rank"]) for row in rows}

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from hibug_core.objects.pose_geometry import NOT_VISIBLE, measure_people, pose_attributes
+
 from pose_support import NAMES, STANDING
 
 

@@ -9,10 +9,10 @@ ray = pytest.importorskip("ray")
 
 import torch  # noqa: E402
 
-from hibug_core.image_loader import open_image  # noqa: E402
 from hibug_core.embeddings.compute import embed_project  # noqa: E402
 from hibug_core.embeddings.ray_backend import RayOptions, embed_with_ray  # noqa: E402
 from hibug_core.embeddings.registry import encoder_key, load_encoder  # noqa: E402
+from hibug_core.image_loader import open_image  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from fake_openai import FakeOpenAIServer
 
 from hibug_core.redaction import HIDDEN, carries_secret, redact, remember_secret
+
+from fake_openai import FakeOpenAIServer
 
 # Not shaped like any known key: only their being configured can hide them.
 SECRETS = {"environment": "Zq8plantedEnv0001", "password": "Pw8plantedUrl0002", "query": "Qk8plantedQuery0003"}

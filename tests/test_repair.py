@@ -12,23 +12,43 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fake_openai import FakeOpenAIServer
 from hibug_core.attributes import Attribute, AttributeSchema
 from hibug_core.errors import ConfigError, ModelLoadError
 from hibug_core.repair.compare import mcnemar_p, slice_changes
 from hibug_core.repair.failure_search import FailureSearchConfig, failure_search, reductions
 from hibug_core.repair.generated import generate_for_prompts, generated_images
-from hibug_core.repair.generators import (DiffusersGenerator, OpenAIImagesGenerator, ShapeWorldRenderer,
-                                          render_scene, scene_from_prompt)
-from hibug_core.repair.prompts import (background_prompts, hibug_prompts, images_per_prompt, slice_prompt,
-                                       uncommon_backgrounds)
+from hibug_core.repair.generators import (
+    DiffusersGenerator,
+    OpenAIImagesGenerator,
+    ShapeWorldRenderer,
+    render_scene,
+    scene_from_prompt,
+)
+from hibug_core.repair.prompts import (
+    background_prompts,
+    hibug_prompts,
+    images_per_prompt,
+    slice_prompt,
+    uncommon_backgrounds,
+)
 from hibug_core.repair.runs import repair_runs
-from hibug_core.repair.selection import (SelectionConfig, SelectionError, apportion, export_selection,
-                                         describe_budget, parse_budget, resolve_budget, select_pool)
+from hibug_core.repair.selection import (
+    SelectionConfig,
+    SelectionError,
+    apportion,
+    describe_budget,
+    export_selection,
+    parse_budget,
+    resolve_budget,
+    select_pool,
+)
 from hibug_core.slices.report import error_slices
 from hibug_core.slices.search import SliceConfig, TagMatrix, slice_id
 from hibug_core.store.project import Project
 from hibug_core.tasks import task_of
+
+from fake_openai import FakeOpenAIServer
+
 
 # Validation: (colour, shape, images, failures); pool: (colour, shape, confidences).
 def _pool_names(project, selection: pd.DataFrame) -> list[str]:
@@ -235,8 +255,8 @@ def test_diffusers_pipeline_runs_seeded_and_says_how_to_provide_missing_weights(
     assert (pixels[0] == pixels[2]).all() and not (pixels[0] == pixels[1]).all()
     with pytest.raises(ModelLoadError, match="huggingface-cli download"):
         DiffusersGenerator(str(tmp_path / "no-such-folder"))
-    from hibug_core.repair.generators import missing_weights
     from hibug_core.embeddings.tiny import tiny_diffusion_folder
+    from hibug_core.repair.generators import missing_weights
 
     assert missing_weights("tiny-random") is None and missing_weights(str(tiny_diffusion_folder())) is None
     assert "not in this machine's Hugging Face cache" in missing_weights("someone/not-downloaded")
@@ -395,7 +415,8 @@ def test_repair_loop_on_the_demo_records_models_and_compares_slice_by_slice(demo
         stored = repair_runs(project, "retrain")
         assert stored["result"].iat[0]["summary"] and stored["author"].iat[0] == "ana"
         # A linear head on the network's own frozen features, with the selected images weighted in.
-        from hibug_core.repair.retrain import RetrainConfig as Retrain, retrain
+        from hibug_core.repair.retrain import RetrainConfig as Retrain
+        from hibug_core.repair.retrain import retrain
 
         chosen = result.selections[("hibug", 0)].index
         ids, probabilities, classes = retrain(project, "shape-cnn", chosen, Retrain(method="linear head", lam=1.0))

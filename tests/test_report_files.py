@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hibug_core.tasks import load_manifest
 from hibug_core.slices import report_files
 from hibug_core.slices.report import ENUMERATIONS, error_slices
 from hibug_core.slices.report_files import kept_error_slices
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.project import IMPORT_TABLES, Project
+from hibug_core.tasks import load_manifest
 
 
 def new_process(folder, **options) -> Project:

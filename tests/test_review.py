@@ -7,8 +7,17 @@ import json
 import pytest
 
 from hibug_core.attributes import Attribute, AttributeSchema
-from hibug_core.review.board import (ReviewError, StaleReviewError, add_comment, comments, ensure_review,
-                                     get_review, reviews, update_review, with_slice_state)
+from hibug_core.review.board import (
+    ReviewError,
+    StaleReviewError,
+    add_comment,
+    comments,
+    ensure_review,
+    get_review,
+    reviews,
+    update_review,
+    with_slice_state,
+)
 from hibug_core.review.views import save_view, saved_views
 from hibug_core.store.attribute_versions import latest_version, load_schema, save_schema
 from hibug_core.store.tag_store import StaleTagError, correct_tags, corrections
@@ -23,7 +32,8 @@ def test_a_slice_review_is_created_once_and_edited_with_versions(colour_project)
     assert ensure_review(colour_project, [["color", "blue"]], author="bo").id == first.id  # same slice, same review
     moved = update_review(colour_project, first.id, version=1, status="confirmed bug", assignee="bo", author="ana")
     assert (moved.status, moved.assignee, moved.version, moved.updated_by) == ("confirmed bug", "bo", 2, "ana")
-    with pytest.raises(StaleReviewError, match="ana changed this review .* status 'confirmed bug', assignee 'bo'") as error:
+    with pytest.raises(StaleReviewError,
+                       match="ana changed this review .* status 'confirmed bug', assignee 'bo'") as error:
         update_review(colour_project, first.id, version=1, status="not a bug", author="cy")
     assert error.value.current.version == 2
     assert get_review(colour_project, first.id).status == "confirmed bug"  # the stale write changed nothing
@@ -68,7 +78,8 @@ def test_slice_reviews_survive_re_slicing_and_turn_stale_when_their_tags_go(demo
 
     shutil.copytree(demo_project, tmp_path / "demo")
     with Project.open(tmp_path / "demo") as project:
-        for definition in (BLUE, (("color", "red"),), (("color", "purple"),), (("shape", "triangle"), ("color", "blue"))):
+        for definition in (BLUE, (("color", "red"),), (("color", "purple"),),
+                           (("shape", "triangle"), ("color", "blue"))):
             ensure_review(project, definition, author="ana")
         board = with_slice_state(reviews(project), error_slices(project))
     state = dict(zip(board["title"], zip(board["state"], board["rank"])))

@@ -7,10 +7,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+
 from hibug_core.access import AccessDenied, Actor, Role, acting_as
 from hibug_core.errors import ConfigError, ManifestError
 from hibug_core.serving.policy import NOT_SERVED, OUTSIDE_DATA_ROOTS, NotServed, ServerPolicy
 from hibug_core.serving.roles import RoleMap
+
 from serving_support import make_project
 
 VIEWER, EDITOR, ADMIN = (Actor("vic@example.com", Role.VIEWER), Actor("eddie@example.com", Role.EDITOR),
@@ -268,6 +270,7 @@ def test_names_typed_on_a_shared_server_reach_only_its_data_roots_and_no_code(se
 def test_a_job_started_on_a_shared_server_reaches_what_its_starter_may(server):
     from hibug_core.jobs.worker import submit
     from hibug_core.store.project import Project
+
     from job_helpers import wait_for
 
     policy, _ = server

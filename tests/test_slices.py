@@ -42,7 +42,8 @@ def test_wilson_interval_of_8_out_of_10():
 
 
 def test_benjamini_hochberg_q_values():
-    assert benjamini_hochberg(np.array([0.01, 0.04, 0.03, 0.2])) == pytest.approx([0.04, 0.04 * 4 / 3, 0.04 * 4 / 3, 0.2])
+    assert benjamini_hochberg(np.array([0.01, 0.04, 0.03,
+                                        0.2])) == pytest.approx([0.04, 0.04 * 4 / 3, 0.04 * 4 / 3, 0.2])
 
 
 def test_p_value_of_a_slice_against_the_rest():
@@ -254,12 +255,13 @@ def test_tag_substitution_predicts_unseen_slices_and_checks_them(demo_with_true_
 def test_llm_predictions_are_validated_and_checked(demo_with_true_tags):
     import json
 
-    from fake_openai import FakeOpenAIServer
     from hibug_core.errors import TaggingError
     from hibug_core.llm.client import LLMConfig
     from hibug_core.slices.report import error_slices
     from hibug_core.slices.unseen import predict_with_llm
     from hibug_core.store.attribute_versions import load_schema
+
+    from fake_openai import FakeOpenAIServer
 
     report = error_slices(demo_with_true_tags, attributes=["shape", "color", "size"])
     schema = load_schema(demo_with_true_tags)

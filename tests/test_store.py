@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import text
 
 from hibug_core.errors import ProjectError
-from hibug_core.tasks import load_manifest
 from hibug_core.store.db import write_transaction
 from hibug_core.store.migrations import LATEST_VERSION, applied_versions
 from hibug_core.store.project import Project
+from hibug_core.tasks import load_manifest
 
 
 def test_new_project_records_each_migration(tmp_path):

@@ -8,7 +8,6 @@ import pytest
 from PIL import Image
 
 from hibug_core.attributes import Attribute, AttributeSchema
-from hibug_core.tasks import load_manifest
 from hibug_core.jobs.store import JobBusyError, create_job
 from hibug_core.review.board import StaleReviewError, add_comment, comments, ensure_review, members, update_review
 from hibug_core.review.views import save_view, saved_views
@@ -17,6 +16,7 @@ from hibug_core.store.migrations import LATEST_VERSION, applied_versions
 from hibug_core.store.project import Project
 from hibug_core.store.tag_store import StaleTagError, correct_tags, corrections
 from hibug_core.store.undo import undo
+from hibug_core.tasks import load_manifest
 
 
 def image_manifest(folder, rows: list[tuple[str, str, str, str]]):

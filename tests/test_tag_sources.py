@@ -32,7 +32,8 @@ def test_sources_are_measured_and_the_best_is_in_force(colour_project):
     good = save_colours(colour_project, TRUTH[:9] + ["red", "red", "red"])  # right on 10 of 12
     ranking = rank_sources(colour_project, ["color"])
     table = ranking.table.set_index("source")
-    assert ranking.order["color"] == ["imported", f"run:{good}", f"run:{poor}"]  # the reference first, then by lower bound
+    assert ranking.order["color"] == ["imported", f"run:{good}",
+                                      f"run:{poor}"]  # the reference first, then by lower bound
     assert table.loc[f"run:{good}", ["checked", "right"]].tolist() == [12, 10]
     assert table.loc[f"run:{good}", "accuracy"] == 10 / 12
     assert table.loc[f"run:{good}", "low"] == pytest.approx(0.5519, abs=1e-4)  # Wilson, 95%
@@ -171,7 +172,8 @@ def test_the_repair_verdict_says_one_seed_is_noise_and_who_won_over_seeds():
 
     one = repair_verdict(changes([0], [0.958], [0.962]))
     assert one == ("Held-out accuracy 88.0% before; after, hibug 95.8%, random 96.2%, no new data 90.0%. With one "
-                   "seed the difference (-0.4 points) is noise: run 3 or more seeds to tell whether hibug beats random.")
+                   "seed the difference (-0.4 points) is noise: run 3 or more seeds to tell whether hibug beats "
+                   "random.")
     won = repair_verdict(changes([0, 1, 2], [0.96, 0.97, 0.965], [0.94, 0.945, 0.95]))
     assert "On the overall held-out: hibug beat random (+2.0 points, 95% interval +0.8 to +3.2, better on 3 of 3 " \
            "seeds)." in won

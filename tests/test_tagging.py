@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from hibug_core.attributes import Attribute, AttributeSchema
+from hibug_core.attributes.measured import COLOUR_NAMES
 from hibug_core.embeddings.base import Encoder
 from hibug_core.embeddings.compute import embed_project, stored_embeddings
 from hibug_core.embeddings.registry import load_encoder
 from hibug_core.errors import ModelLoadError, ProjectError, TaggingError
 from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version, load_schema, save_schema, schema_history
-from hibug_core.attributes.measured import COLOUR_NAMES
 from hibug_core.tagging.measured import PIXEL_MEASURES, colour_names, measure_pixels
 from hibug_core.tagging.run import current_tags, project_tag_quality, tag_project, teach
 from hibug_core.tagging.zero_shot import tag_classifier, text_embeddings, zero_shot_tags
@@ -105,7 +105,8 @@ def test_an_attribute_edit_re_encodes_only_its_new_prompts():
     zero_shot_tags(np.array([1]), np.ones((1, 3), np.float32), np.array(["car"], dtype=object), [COLOR, shape], encoder)
     encoder.calls.clear()
     edited = COLOR.model_copy(update={"tags": ("red", "green", "blue", "pink")})
-    zero_shot_tags(np.array([1]), np.ones((1, 3), np.float32), np.array(["car"], dtype=object), [edited, shape], encoder)
+    zero_shot_tags(np.array([1]), np.ones((1, 3), np.float32), np.array(["car"], dtype=object), [edited, shape],
+                   encoder)
     assert encoder.calls == [["a pink car", "pink paint"]]
 
 
@@ -122,7 +123,8 @@ def test_noise_estimate_recovers_the_sigma_of_added_noise():
     rng = np.random.default_rng(0)
     noisy = np.clip(0.5 + rng.normal(0, 10 / 255, size=(256, 256, 3)), 0, 1).astype(np.float32)
     values = dict(zip(PIXEL_MEASURES, measure_pixels(noisy)))
-    assert values["noise level"] == pytest.approx(10 * np.sqrt(0.299**2 + 0.587**2 + 0.114**2), rel=0.05)  # sigma of luma
+    assert values["noise level"] == pytest.approx(10 * np.sqrt(0.299**2 + 0.587**2 + 0.114**2),
+                                                  rel=0.05)  # sigma of luma
 
 
 def test_colour_names_of_typical_pixels():
@@ -280,7 +282,8 @@ def test_two_editors_of_one_schema_never_lose_an_edit(colour_project):
     assert stale.value.newest == saved and latest_version(colour_project) == saved
     merged, conflicts = merge_schemas(base, ben, load_schema(colour_project, stale.value.newest))
     assert conflicts == []
-    assert merged["color"].tags[-1] == "pink" and not merged["is round"].enabled and merged["size"].tags == ("small", "large")
+    assert merged["color"].tags[-1] == "pink" and not merged["is round"].enabled
+    assert merged["size"].tags == ("small", "large")
     save_schema(colour_project, merged, author="ben", base_version=stale.value.newest)
     # Both change color: the stored one is kept and the conflict is named.
     current = load_schema(colour_project)

@@ -27,7 +27,8 @@ def demo_copy(demo_project, tmp_path_factory):
     samples, known = project.samples(), project.known_tags()
     validation = samples.index[samples["split"] == "val"][:300]
     train = samples.index[samples["split"] == "train"]
-    examples = {attribute: {int(s): tag for tag, group in known.loc[train, attribute].groupby(known.loc[train, attribute])
+    examples = {attribute: {int(s): tag
+                            for tag, group in known.loc[train, attribute].groupby(known.loc[train, attribute])
                             for s in group.index[:10]} for attribute in SHAPE_WORLD}
     yield project, validation, examples
     project.close()

@@ -5,13 +5,14 @@ import socket
 
 import pytest
 
-from fake_openai import FakeOpenAIServer
 from hibug_core.errors import TaggingError
 from hibug_core.llm.client import LLMConfig
 from hibug_core.store import tag_store
 from hibug_core.tagging.mllm import tag_with_llm
 from hibug_core.tagging.run import current_tags, project_tag_quality
 from hibug_core.tasks import task_of
+
+from fake_openai import FakeOpenAIServer
 
 # A timeout long enough that a busy machine is no failure; the tests of timeouts set a short one themselves.
 FAST = dict(model="fake-vision", timeout_s=30.0, transport_retries=0, concurrency=3, abort_after=2)
@@ -28,7 +29,8 @@ def test_one_request_per_image_returns_every_attribute(colour_project):
     assert server.max_in_flight <= 3
     request = server.requests[0]
     assert request["model"] == "fake-vision"
-    assert request["response_format"]["json_schema"]["schema"]["properties"]["color"]["enum"] == ["red", "green", "blue"]
+    properties = request["response_format"]["json_schema"]["schema"]["properties"]
+    assert properties["color"]["enum"] == ["red", "green", "blue"]
     assert tag_store.runs(colour_project).set_index("id").at[run_id, "status"] == "finished"
     tags = current_tags(colour_project).tags
     assert list(tags["color"].astype(str)) == ["red", "green", "blue"] * 4

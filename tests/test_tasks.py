@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from hibug_core.errors import HibugError
+from hibug_core.models.finetune import TuneConfig
 from hibug_core.repair.loop import RepairConfig
 from hibug_core.repair.retrain import RetrainConfig
 from hibug_core.repair.selection import SelectionConfig, resolve_budget
-from hibug_core.errors import HibugError
-from hibug_core.models.finetune import TuneConfig
 from hibug_core.slices.report import error_slices
 from hibug_core.store.project import Project
 from hibug_core.tasks import TASKS, all_tasks, task_of
@@ -56,7 +56,7 @@ def _demo_trained_on_fewer(demo: Path, folder: Path, model: str, family: str, sc
     """A copy of an object demo whose recorded model retrains on only its first `scenes` training scenes."""
     import json
 
-    from hibug_core.models.recorded import RecordedModel, record_model
+    from hibug_core.store.recorded_models import RecordedModel, record_model
 
     shutil.copytree(demo, folder)
     project = Project.open(folder)

@@ -27,7 +27,8 @@ STYLE = _a("image style", ("photo", "drawing", "painting", "3d render"), "global
 LIBRARY: dict[str, tuple[Attribute, ...]] = {
     "objects": (
         _a("color", COLOURS, templates=("a {tag} {label}", "a photo of a {tag} {label}")),
-        _a("size", ("small", "medium", "large"), templates=("a {tag} {label} in the image", "a photo of a {tag} {label}")),
+        _a("size", ("small", "medium", "large"),
+           templates=("a {tag} {label} in the image", "a photo of a {tag} {label}")),
         _a("position", ("left", "center", "right"), templates=("a {label} on the {tag} of the image",)),
         _a("viewpoint", ("front", "side", "back", "top"), templates=("a {label} seen from the {tag}",)),
         _a("texture", ("plain", "striped", "spotted", "patterned"), templates=("a {tag} {label}",)),

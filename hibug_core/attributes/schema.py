@@ -112,13 +112,13 @@ class Attribute(BaseModel):
     def _description(cls, value: str) -> str:
         return _short(value, MAX_DESCRIPTION, "the description")
 
-    def edited(self, **changes) -> "Attribute":
+    def edited(self, **changes) -> Attribute:
         """A copy with `changes`, validated like a new one (SchemaError naming what is wrong; pydantic's
         model_copy would not check)."""
         return _validated(type(self), {**self.model_dump(), **changes})
 
     @model_validator(mode="after")
-    def _binary(self) -> "Attribute":
+    def _binary(self) -> Attribute:
         if self.kind == "binary":
             if not self.name.lower().startswith("is "):
                 raise ValueError(f"binary attribute '{self.name}' must be named 'is ...'")
@@ -139,7 +139,8 @@ class Attribute(BaseModel):
     def _default_prompts(self, tag: str, label: str) -> list[str]:
         if tag == NOT_VISIBLE:
             subject = re.sub(r"^is\s+", "", self.name)
-            return [f"a photo of a {label} where the {subject} is not visible", f"a photo of a {label} without {subject}"]
+            return [f"a photo of a {label} where the {subject} is not visible",
+                    f"a photo of a {label} without {subject}"]
         if self.kind == "binary":
             phrase = self.name if tag == "yes" else re.sub(r"^is\s+", "is not ", self.name)
             templates = self.templates or ("a photo of a {label} that {phrase}", "a {label} that {phrase}")
@@ -180,15 +181,15 @@ class AttributeSchema(BaseModel):
     def enabled(self) -> list[Attribute]:
         return [a for a in self.attributes if a.enabled]
 
-    def edited(self, **changes) -> "AttributeSchema":
+    def edited(self, **changes) -> AttributeSchema:
         """A copy with `changes`, validated like a new schema (SchemaError naming what is wrong)."""
         return _validated(type(self), {**self.model_dump(), **changes})
 
-    def validated(self) -> "AttributeSchema":
+    def validated(self) -> AttributeSchema:
         """This schema checked again (one built by model_copy or by hand skips pydantic's checks)."""
         return self.edited()
 
-    def replace(self, attribute: Attribute, *, name: str | None = None) -> "AttributeSchema":
+    def replace(self, attribute: Attribute, *, name: str | None = None) -> AttributeSchema:
         """A new, validated schema with `attribute` in place of the one named `name` (default: its own name), or
         added at the end."""
         name = name or attribute.name
@@ -197,10 +198,10 @@ class AttributeSchema(BaseModel):
         kept.insert(position, attribute)
         return self.edited(attributes=tuple(kept))
 
-    def without(self, name: str) -> "AttributeSchema":
+    def without(self, name: str) -> AttributeSchema:
         return self.edited(attributes=tuple(a for a in self.attributes if a.name != name))
 
-    def with_new_from(self, other: "AttributeSchema") -> "AttributeSchema":
+    def with_new_from(self, other: AttributeSchema) -> AttributeSchema:
         """This schema plus the attributes of `other` it does not have (merging a proposal into people's edits)."""
         merged = self
         for attribute in other.attributes:
@@ -212,7 +213,7 @@ class AttributeSchema(BaseModel):
         return self.model_dump_json()
 
     @classmethod
-    def from_json(cls, raw: str) -> "AttributeSchema":
+    def from_json(cls, raw: str) -> AttributeSchema:
         """The schema stored as `raw`; SchemaError naming what is wrong when it does not validate."""
         try:
             return cls.model_validate_json(raw)

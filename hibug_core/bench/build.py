@@ -14,8 +14,8 @@ import numpy as np
 from hibug_core.bench.problems import SPURIOUS, PlantedProblem, SplitConfig, ground_truth
 from hibug_core.demo.easyvqa import ATTRIBUTES, SHAPES, ShapeWorld
 from hibug_core.models.zoo.shape_cnn import TrainConfig, predict_probabilities, train_shape_cnn
-from hibug_core.tasks import load_manifest
 from hibug_core.store.project import Project
+from hibug_core.tasks import load_manifest
 
 MODEL_NAME = "model-under-test"
 

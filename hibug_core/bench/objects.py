@@ -14,19 +14,17 @@ import pandas as pd
 from hibug_core.attributes.measured import COLOUR_NAMES, measured_attributes
 from hibug_core.attributes.schema import AttributeSchema
 from hibug_core.bench.scoring import attribute_matches
-from hibug_core.demo.detection import (DETECTOR_NAME, SIZES, DetectionDemoConfig, ObjectBug, plant_bugs,
-                                       write_coco_split)
-from hibug_core.models.zoo.scene_fcos import DetectorConfig, detect, train_detector
+from hibug_core.demo.detection import DETECTOR_NAME, SIZES, DetectionDemoConfig, ObjectBug, plant_bugs, write_coco_split
 from hibug_core.demo.scenes import SCENE_COLOURS, SCENE_SHAPES, render_scenes
+from hibug_core.models.zoo.scene_fcos import DetectorConfig, detect, train_detector
 from hibug_core.objects.geometry import geometry_attributes
-from hibug_core.tasks import load_coco
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.slices.report import error_slices
 from hibug_core.slices.search import CLASS
 from hibug_core.store.attribute_versions import save_schema
 from hibug_core.store.project import Project
 from hibug_core.tagging.run import tag_project
-from hibug_core.tasks import task_of
+from hibug_core.tasks import load_coco, task_of
 
 logger = logging.getLogger(__name__)
 

@@ -12,22 +12,22 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.attributes.library import library_schema
-from hibug_core.attributes.propose import propose_with_llm
+from hibug_core.attributes.measured import measured_attributes
 from hibug_core.attributes.schema import AttributeSchema
 from hibug_core.bench.build import Realised, build_problem_project, model_probabilities, realised
 from hibug_core.bench.problems import RARE, SPURIOUS, SplitConfig, base_splits, candidate_problems, plant
 from hibug_core.bench.scoring import score_report
 from hibug_core.demo.attributes import TASK, demo_attribute_schema
 from hibug_core.demo.easyvqa import SHAPES, ShapeWorld, load_shape_world
-from hibug_core.models.zoo.shape_cnn import TrainConfig
 from hibug_core.errors import HibugError
 from hibug_core.llm.client import LLMConfig
+from hibug_core.models.zoo.shape_cnn import TrainConfig
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.slices.report import error_slices
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.arrays import ArrayStore
 from hibug_core.store.attribute_versions import save_schema
-from hibug_core.attributes.measured import measured_attributes
+from hibug_core.tagging.propose import propose_with_llm
 from hibug_core.tagging.run import tag_project, teach
 from hibug_core.tasks import task_of
 

@@ -59,7 +59,7 @@ def summary_tables(rows: pd.DataFrame, problems: pd.DataFrame, gap: float,
         kept_drop = problems["drop"].where(problems["kept"].astype(bool))
         tables["generation"] = problems.assign(kept_drop=kept_drop).groupby(["bug_type", "strength"]).agg(
             tried=("kept", "size"), kept=("kept", "sum"), **{"median drop of kept": ("kept_drop", "median")})
-    for name, table in tables.items():
+    for table in tables.values():
         for column in ("problems", "tried", "kept"):
             if column in table:
                 table[column] = table[column].astype(int)

@@ -44,7 +44,7 @@ def cmd_attributes(args) -> int:
     with Project.open(args.project, read_only=True if args.action == "show" else None) as project:
         base = latest_version(project)
         if args.action == "propose":
-            from hibug_core.attributes.propose import propose_for_project
+            from hibug_core.tagging.propose import propose_for_project
             from hibug_core.tasks import task_of
 
             result = propose_for_project(project, operation_from_args(ProposeAttributes, args),
@@ -78,7 +78,8 @@ def cmd_attributes(args) -> int:
             schema = edited
         elif args.history:
             for row in schema_history(project).itertuples():
-                print(f"v{row.version:<4} {row.created_at}  {row.author:<12} {row.attributes:>3} attributes  {row.note}")
+                print(f"v{row.version:<4} {row.created_at}  {row.author:<12} {row.attributes:>3} attributes  "
+                      f"{row.note}")
             return 0
         else:
             schema = load_schema(project, args.version)

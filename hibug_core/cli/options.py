@@ -18,7 +18,7 @@ def _comma_list(kind):
 
 
 def option_names(op: type[Operation]) -> dict[str, str]:
-    """field -> its option as typed ('--batch-size', or the field name for a positional one); skipped fields left out."""
+    """field -> its option as typed ('--batch-size', or the field name for a positional one); skipped fields omitted."""
     names = {}
     shared_last = sorted(op.model_fields, key=lambda name: name in LLMSettings.model_fields)  # --llm-* at the end
     for name in shared_last:

@@ -49,9 +49,9 @@ def _new_with_name(parser) -> None:
 
 
 def cmd_new(args) -> int:
-    from hibug_core.tasks import load_manifest
     from hibug_core.ingest.image_folder import load_image_folder
     from hibug_core.store.project import Project
+    from hibug_core.tasks import load_manifest
 
     report, close = progress_bar()
     try:
@@ -102,8 +102,8 @@ def cmd_new(args) -> int:
 
 
 def _load_coco(args, report):
-    from hibug_core.tasks import load_coco
     from hibug_core.objects.matching import MatchConfig
+    from hibug_core.tasks import load_coco
 
     if not args.results:
         raise HibugError("--coco needs --results: one COCO results file per model ([MODEL=]results.json)")
@@ -213,8 +213,7 @@ def cmd_demo(args) -> int:
     project.close()
     if args.build_only:
         return 0
-    from hibug_ui.launch import serve
-    from hibug_ui.launch import server_policy
+    from hibug_ui.launch import serve, server_policy
 
     policy = server_policy(args, project=args.dir)
     print(f"opening the dashboard on http://{args.address}:{args.port}")

@@ -36,7 +36,8 @@ def cmd_slices(args) -> int:
               f"{row['reason']}{_precision_note(row)}")
     rare = report.rare_classes[report.rare_classes["rare"]]
     if len(rare):
-        print("rare classes in training: " + ", ".join(f"{c} ({n})" for c, n in zip(rare["class"], rare["train_count"])))
+        named = (f"{c} ({n})" for c, n in zip(rare["class"], rare["train_count"]))
+        print("rare classes in training: " + ", ".join(named))
     return 0
 
 

@@ -82,7 +82,8 @@ def cmd_tags(args) -> int:
         for choice in args.choose or []:
             attribute, _, source = choice.rpartition("=")
             if not attribute:
-                raise HibugError(f"--choose takes ATTRIBUTE=SOURCE (SOURCE: auto, imported or run:<id>), not {choice!r}")
+                raise HibugError("--choose takes ATTRIBUTE=SOURCE (SOURCE: auto, imported or run:<id>), "
+                                 f"not {choice!r}")
             tag_store.choose_source(project, attribute.strip(), source.strip())
         ranking = rank_sources(project, schema_names(project))
     for attribute, rows in ranking.table.groupby("attribute", sort=False):

@@ -9,7 +9,8 @@ from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import Registry
 
 DEMOS = Registry("demo")  # name: the task it shows; build(folder, progress) opens it, building it first if needed
-DEMO_FOLDERS = {"classification": "hibug-demo", "detection": "hibug-detection-demo", "pose": "hibug-pose-demo"}  # default folders
+DEMO_FOLDERS = {"classification": "hibug-demo", "detection": "hibug-detection-demo",
+                "pose": "hibug-pose-demo"}  # default folders
 
 
 @DEMOS.register("classification", "easy-vqa shapes and a CNN (default)")

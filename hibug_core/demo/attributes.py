@@ -1,9 +1,9 @@
 """The demo's attribute schema: the shape world's own attributes (with ground truth) plus the measured ones."""
 from __future__ import annotations
 
+from hibug_core.attributes.measured import measured_attributes
 from hibug_core.attributes.schema import Attribute, AttributeSchema
 from hibug_core.demo.easyvqa import COLORS, SHAPES
-from hibug_core.attributes.measured import measured_attributes
 
 TASK = "classify the shape (circle, rectangle or triangle) in small synthetic drawings"
 

@@ -14,15 +14,15 @@ import pandas as pd
 
 from hibug_core.demo.attributes import demo_attribute_schema
 from hibug_core.demo.easyvqa import ATTRIBUTES, SHAPES, load_shape_world
-from hibug_core.models.zoo.shape_cnn import TrainConfig, load_checkpoint, save_checkpoint, train_shape_cnn
 from hibug_core.errors import ProjectError
-from hibug_core.tasks import load_manifest
 from hibug_core.models.predict import predict_project
 from hibug_core.models.registry import load_model
+from hibug_core.models.zoo.shape_cnn import TrainConfig, load_checkpoint, save_checkpoint, train_shape_cnn
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.store.attribute_versions import save_schema
 from hibug_core.store.project import DB_FILE, Project
 from hibug_core.store.staging import staged_folder
+from hibug_core.tasks import load_manifest
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +144,8 @@ def build_demo(folder: str | Path, config: DemoConfig = DemoConfig(), *, progres
         predict_project(project, load_model(MODEL_SPEC, root=staging), name=MODEL_NAME, author="hibug demo",
                         progress=progress)
         predicted = project.samples(MODEL_NAME)
-        by_id = pd.Series(predicted["correct"].to_numpy(bool), index=predicted["image_path"].map(lambda p: Path(p).stem))
+        by_id = pd.Series(predicted["correct"].to_numpy(bool),
+                          index=predicted["image_path"].map(lambda p: Path(p).stem))
         correct = by_id.reindex(ids, fill_value=False).to_numpy(bool)  # unused images are never read below
         evaluated = kept & ((split == "val") | (split == "test"))
         report = {

@@ -12,17 +12,23 @@ import pandas as pd
 
 from hibug_core.attributes.schema import Attribute, AttributeSchema
 from hibug_core.demo.build import PlantedBug, new_demo_folder
-from hibug_core.models.zoo.scene_fcos import (DetectorConfig, detect, load_detector, save_detector, train_detector,
-                                      training_fingerprint)
 from hibug_core.demo.scenes import SCENE_COLOURS, SCENE_SHAPES, SceneConfig, render_scenes
-from hibug_core.repair.generators import COLOURS
-from hibug_core.models.recorded import POOL_LABELS_META, RecordedModel, record_model
+from hibug_core.models.zoo.scene_fcos import (
+    DetectorConfig,
+    detect,
+    load_detector,
+    save_detector,
+    train_detector,
+    training_fingerprint,
+)
 from hibug_core.objects.geometry import geometry_attributes
-from hibug_core.tasks import load_coco
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.repair.generators import COLOURS
 from hibug_core.store.attribute_versions import save_schema
 from hibug_core.store.project import Project
+from hibug_core.store.recorded_models import POOL_LABELS_META, RecordedModel, record_model
 from hibug_core.store.staging import staged_folder
+from hibug_core.tasks import load_coco
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +70,8 @@ class DetectionDemoConfig:
             PlantedBug("bad boxes", {"is truncated": "yes"},
                        f"boxes of objects cut by the border annotated at {self.truncated_shrink:.0%} of their size"),
             PlantedBug("missing annotations (a conjunction)", {"color": self.pair_colour, "class": self.pair_shape},
-                       f"{self.pair_colour} {self.pair_shape}s left unannotated in training (but {self.keep_pair:.0%}); "
+                       f"{self.pair_colour} {self.pair_shape}s left unannotated in training "
+                       f"(but {self.keep_pair:.0%}); "
                        f"other {self.pair_colour} objects and other {self.pair_shape}s are kept"),
         ]
 
@@ -195,7 +202,8 @@ def build_detection_demo(folder: str | Path, config: DetectionDemoConfig = Detec
     # 2. The scenes of every split (seeded), and the annotations the detector learns from.
     counts = {"train": config.train_scenes, "val": config.val_scenes, "test": config.test_scenes,
               "pool": config.pool_scenes}
-    scenes = {split: render_scenes(n, config.seed * 10 + k, config.scenes) for k, (split, n) in enumerate(counts.items())}
+    scenes = {split: render_scenes(n, config.seed * 10 + k, config.scenes)
+              for k, (split, n) in enumerate(counts.items())}
     taught = training_annotations(scenes["train"][1], config)
     grouped = {scene: (group[["x", "y", "w", "h"]].to_numpy(), group["shape"].tolist())
                for scene, group in taught.groupby("scene")}

@@ -105,7 +105,8 @@ def _draw_figure(draw, points: np.ndarray, height: float, shirt, trousers, skin,
         draw.line([tuple(points[a]), tuple(points[b])], fill=shirt, width=limb)
     for wrist in (5, 6):
         r = limb * 0.6
-        draw.ellipse([points[wrist][0] - r, points[wrist][1] - r, points[wrist][0] + r, points[wrist][1] + r], fill=skin)
+        draw.ellipse([points[wrist][0] - r, points[wrist][1] - r, points[wrist][0] + r, points[wrist][1] + r],
+                     fill=skin)
     x, y = points[0]
     r = max(2.0, height * 0.075)
     draw.ellipse([x - r, y - r, x + r, y + r], fill=skin if back is None else HAIR if back else skin)

@@ -13,18 +13,31 @@ import pandas as pd
 
 from hibug_core.attributes.schema import Attribute, AttributeSchema
 from hibug_core.demo.build import PlantedBug, new_demo_folder
-from hibug_core.demo.figures import (BACKGROUNDS, FIGURE_KEYPOINTS, FIGURE_LIMBS, FIGURE_SIGMAS, POSES, SHIRT_COLOURS,
-                                     FigureSceneConfig, render_figures)
+from hibug_core.demo.figures import (
+    BACKGROUNDS,
+    FIGURE_KEYPOINTS,
+    FIGURE_LIMBS,
+    FIGURE_SIGMAS,
+    POSES,
+    SHIRT_COLOURS,
+    FigureSceneConfig,
+    render_figures,
+)
 from hibug_core.errors import check_fields
-from hibug_core.models.recorded import POOL_LABELS_META, RecordedModel, record_model
-from hibug_core.models.zoo.scene_keypoints import (KeypointModelConfig, detect_people, load_trained_keypoint_model,
-                                                   save_keypoint_model, train_keypoint_model)
+from hibug_core.models.zoo.scene_keypoints import (
+    KeypointModelConfig,
+    detect_people,
+    load_trained_keypoint_model,
+    save_keypoint_model,
+    train_keypoint_model,
+)
 from hibug_core.objects.geometry import geometry_attributes
 from hibug_core.objects.keypoint_errors import mirror_pairs
 from hibug_core.objects.pose_geometry import pose_attributes
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.store.attribute_versions import save_schema
 from hibug_core.store.project import Project
+from hibug_core.store.recorded_models import POOL_LABELS_META, RecordedModel, record_model
 from hibug_core.store.staging import staged_folder
 from hibug_core.tasks import load_coco
 

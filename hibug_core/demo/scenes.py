@@ -55,8 +55,10 @@ def render_scenes(n: int, seed: int, config: SceneConfig = SceneConfig()) -> tup
                 if side >= 12 and rng.random() < config.truncated_share:  # across an edge, up to 60% outside
                     edge = int(rng.integers(4))
                     cut = rng.uniform(0.2, 0.6)
-                    x = rng.uniform(0, size - w) if edge in (0, 2) else (-cut * w if edge == 1 else size - (1 - cut) * w)
-                    y = rng.uniform(0, size - h) if edge in (1, 3) else (-cut * h if edge == 0 else size - (1 - cut) * h)
+                    x = (rng.uniform(0, size - w) if edge in (0, 2)
+                         else (-cut * w if edge == 1 else size - (1 - cut) * w))
+                    y = (rng.uniform(0, size - h) if edge in (1, 3)
+                         else (-cut * h if edge == 0 else size - (1 - cut) * h))
                 else:
                     x, y = rng.uniform(0, size - w), rng.uniform(0, size - h)
                 box = (x, y, w, h)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from PIL import Image
@@ -27,7 +27,7 @@ class Encoder(ABC):
     spec: str  # the registry name this encoder was loaded from
     key: str  # stable, file-safe name under which its embeddings are cached
     logit_scale: float  # temperature of the softmax over tag prompts
-    transform: Callable[[Image.Image], "object"]  # PIL image -> tensor, picklable (runs in loader workers)
+    transform: Callable[[Image.Image], object]  # PIL image -> tensor, picklable (runs in loader workers)
     input_size: int
 
     @abstractmethod

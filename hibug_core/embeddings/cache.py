@@ -9,7 +9,6 @@ import pandas as pd
 
 from hibug_core.cache import BoundedCache
 
-
 # Loaded parts per (arrays folder, cache folder, the parts there): a new part is a new key, so never stale.
 LOADED_PARTS = BoundedCache("content cache parts", max_items=4)
 

@@ -10,8 +10,9 @@ from hibug_core.embeddings.base import Encoder, normalize_rows, pick_device
 from hibug_core.embeddings.hub import offline_unless_reachable
 from hibug_core.errors import ModelLoadError
 
-OFFLINE_ADVICE = ("Without internet, point at local weights instead: `open_clip:<architecture>:/path/to/checkpoint.bin` "
-                  "or `transformers:/path/to/folder` (a folder written by CLIPModel.save_pretrained with its "
+OFFLINE_ADVICE = ("Without internet, point at local weights instead: "
+                  "`open_clip:<architecture>:/path/to/checkpoint.bin` or `transformers:/path/to/folder` "
+                  "(a folder written by CLIPModel.save_pretrained with its "
                   "tokenizer and preprocessor files).")
 
 

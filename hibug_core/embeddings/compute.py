@@ -13,11 +13,11 @@ from hibug_core.embeddings.base import Encoder
 from hibug_core.embeddings.cache import ContentCache
 from hibug_core.embeddings.registry import DEFAULT_ENCODER, encoder_key, load_encoder
 from hibug_core.errors import TaggingError
+from hibug_core.image_loader import open_image
 from hibug_core.native_memory import reuse_freed_tensor_memory
-from hibug_core.models.recorded import recorded_model
 from hibug_core.objects.views import crops_of, object_views
 from hibug_core.progress import ProgressCallback, no_progress
-from hibug_core.image_loader import open_image
+from hibug_core.store.recorded_models import recorded_model
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,8 @@ def encode_paths(encoder: Encoder, paths: list[str], on_chunk, config: EmbedConf
         done += len(batch)
         if (done - pending_start >= config.save_every or done == len(paths)
                 or time.monotonic() - saved_at >= config.save_every_s):
-            on_chunk(pending_start, done, {k: np.concatenate(v) for k, v in pending.items()}, np.concatenate(pending_ok))
+            on_chunk(pending_start, done, {k: np.concatenate(v) for k, v in pending.items()},
+                     np.concatenate(pending_ok))
             pending, pending_ok, pending_start, saved_at = {}, [], done, time.monotonic()
         progress(stage, done, len(paths))  # after storing: a cancel here keeps the chunk just done
     return np.concatenate(readable) if readable else np.zeros(0, dtype=bool)
@@ -166,7 +167,8 @@ def embed_project(project, encoder: str | Encoder = DEFAULT_ENCODER, *, sample_i
 
         def store(start: int, stop: int, arrays: dict[str, np.ndarray], readable: np.ndarray) -> None:
             # Unreadable images are never cached, so fixing the file and re-running embeds them.
-            cache.add([h for h, ok in zip(todo[start:stop], readable) if ok], {k: v[readable] for k, v in arrays.items()})
+            cache.add([h for h, ok in zip(todo[start:stop], readable) if ok],
+                      {k: v[readable] for k, v in arrays.items()})
 
         logger.info("embedding %d new images with %s", len(todo), encoder.spec)
         readable = encode_paths(encoder, paths, store, config, progress, crops=regions)

@@ -36,7 +36,8 @@ class ConseEncoder(Encoder):
             from efficientnet_lite_pytorch import EfficientNet
             from torchvision import transforms
         except ImportError as error:
-            raise ModelLoadError(f"the conse encoder needs {error.name}; reinstall hibug (`pip install -e .`)") from error
+            raise ModelLoadError(f"the conse encoder needs {error.name}; "
+                                 "reinstall hibug (`pip install -e .`)") from error
         self.device = pick_device(device)
         self.top_classes = top_classes
         with contextlib.redirect_stdout(io.StringIO()):  # the package prints on load

@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-from typing import Iterator
+from collections.abc import Iterator
 
 from hibug_core.cache import process_cache
 

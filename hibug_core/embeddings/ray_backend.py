@@ -3,13 +3,15 @@ are GPUs) for encoders and for the user's own models; results land in the same p
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from hibug_core.embeddings.cache import ContentCache
 from hibug_core.embeddings.compute import EmbeddingSet, _from_cache, embedding_cache
-from hibug_core.embeddings.registry import DEFAULT_ENCODER, encoder_key
+from hibug_core.embeddings.registry import DEFAULT_ENCODER, encoder_key, load_encoder
 from hibug_core.errors import ModelLoadError, TaggingError
 from hibug_core.progress import ProgressCallback, no_progress
 
@@ -29,20 +31,14 @@ class RayOptions:
 
 
 class EncodingActor:
-    """Loads the encoder (kind "encoder") or the user's model (kind "model", resolved under `root`) once per actor;
-    turns a batch of paths into its outputs (unreadable files flagged)."""
+    """Builds its encoder once per actor with `load` (a picklable callable: an encoder or the user's model, any object
+    with `transform`, `input_size` and `encode_images`); turns a batch of paths into its outputs (unreadable files
+    flagged)."""
 
-    def __init__(self, spec: str, kind: str = "encoder", root: str | None = None):
+    def __init__(self, load: Callable[[], object]):
         import hibug_core  # noqa: F401  (installs the torchvision import hook in the worker process)
 
-        if kind == "model":
-            from hibug_core.models.registry import load_model
-
-            self.encoder = load_model(spec, root=root)
-        else:
-            from hibug_core.embeddings.registry import load_encoder
-
-            self.encoder = load_encoder(spec)
+        self.encoder = load()
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import torch
@@ -64,11 +60,11 @@ class EncodingActor:
         return output
 
 
-def run_on_ray(spec: str, kind: str, hashes: list[str], paths: list[str], cache: ContentCache, *,
-               options: RayOptions = RayOptions(), root: str | None = None, progress: ProgressCallback = no_progress,
+def run_on_ray(load: Callable[[], object], hashes: list[str], paths: list[str], cache: ContentCache, *,
+               options: RayOptions = RayOptions(), progress: ProgressCallback = no_progress,
                stage: str = "running on Ray") -> list[str]:
-    """Run `spec` over the images (one path per content hash) on Ray, storing each returned part in `cache` as it
-    comes; returns the paths that could not be read."""
+    """Run what `load` builds (in each actor) over the images (one path per content hash) on Ray, storing each
+    returned part in `cache` as it comes; returns the paths that could not be read."""
     try:
         import ray
     except ImportError as error:
@@ -80,7 +76,7 @@ def run_on_ray(spec: str, kind: str, hashes: list[str], paths: list[str], cache:
         gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
     path_of = dict(zip(hashes, paths))
     dataset = ray.data.from_items([{"hash": h, "path": p} for h, p in zip(hashes, paths)])
-    encoded = dataset.map_batches(EncodingActor, fn_constructor_kwargs={"spec": spec, "kind": kind, "root": root},
+    encoded = dataset.map_batches(EncodingActor, fn_constructor_kwargs={"load": load},
                                   batch_size=options.batch_size, batch_format="numpy",
                                   compute=ray.data.ActorPoolStrategy(size=options.actors), num_gpus=gpus)
     done, unreadable = 0, []
@@ -92,7 +88,7 @@ def run_on_ray(spec: str, kind: str, hashes: list[str], paths: list[str], cache:
                       {k: v[ok] for k, v in batch.items() if k not in ("hash", "ok")})
         done += len(ok)
         progress(stage, done, len(hashes))
-    logger.info("ran %s on %d images on Ray", spec, done)
+    logger.info("ran %s on %d images on Ray", getattr(load, "args", load), done)
     return unreadable
 
 
@@ -103,8 +99,8 @@ def embed_with_ray(project, encoder: str = DEFAULT_ENCODER, *, sample_ids=None, 
     cache = embedding_cache(project, encoder_key(encoder))
     todo, paths = cache.missing(samples)
     if todo:
-        unreadable = run_on_ray(encoder, "encoder", todo, paths, cache, options=options, progress=progress,
-                                stage="embedding images on Ray")
+        unreadable = run_on_ray(partial(load_encoder, encoder), todo, paths, cache, options=options,
+                                progress=progress, stage="embedding images on Ray")
         if unreadable:
             raise TaggingError(f"{len(unreadable)} image(s) could not be read (e.g. {unreadable[0]}); fix or remove "
                                "them and run again (the other embeddings are stored)")

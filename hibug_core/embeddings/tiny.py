@@ -96,7 +96,8 @@ def tiny_diffusion_folder(seed: int = 0, root: Path | None = None) -> Path:
         torch.manual_seed(seed)
         unet = UNet2DConditionModel(
             sample_size=8, in_channels=4, out_channels=4, layers_per_block=1, block_out_channels=(16, 32),
-            down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+            down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+            up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
             cross_attention_dim=TINY_WIDTH, attention_head_dim=2, norm_num_groups=8)
         vae = AutoencoderKL(in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(16, 32),
                             down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2,

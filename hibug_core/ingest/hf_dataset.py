@@ -84,7 +84,8 @@ def load_hf_dataset(source: str, images_dir: str | Path, *, image_column: str = 
                 issues.append(RowIssue(None, column, f"no such column{where}; the dataset has "
                                                      f"{', '.join(part.column_names)}"))
         if name and not split_column and SPLIT_NAMES.get(name.lower()) is None:
-            issues.append(RowIssue(None, "split", f"split '{name}' is not one of hibug's ({', '.join(config.allowed_splits)}"
+            issues.append(RowIssue(None, "split",
+                                   f"split '{name}' is not one of hibug's ({', '.join(config.allowed_splits)}"
                                                   f"); rename it, or give a split column"))
     if issues:
         raise ManifestError(source, issues)

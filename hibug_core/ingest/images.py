@@ -5,10 +5,10 @@ import hashlib
 import io
 import os
 import re
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from PIL import Image, UnidentifiedImageError
 
@@ -28,7 +28,7 @@ def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-MAX_PIXELS = 2 * Image.MAX_IMAGE_PIXELS  # Pillow's refusal; below it hibug reads without Pillow's warning (see __init__)
+MAX_PIXELS = 2 * Image.MAX_IMAGE_PIXELS  # Pillow's refusal; below it hibug reads without its warning (see __init__)
 
 
 def _link_out_of_folder(path: Path) -> str | None:
@@ -75,7 +75,9 @@ def inspect_image(path: Path, check_size: int = 64) -> ImageInfo:
                     with Image.open(io.BytesIO(data)) as again:
                         width, height = seen_size(again)
             else:
-                width, height = seen_size(image)  # as a person sees it: turned by its EXIF orientation  # read as every reader will (image_loader), so what cannot be read is named now
+                # The size as a person sees it (turned by its EXIF orientation), read as every reader will
+                # (image_loader), so what cannot be read is named now.
+                width, height = seen_size(image)
                 image.draft("RGB", (check_size, check_size))
                 image.load()
                 as_rgb(image)

@@ -141,7 +141,8 @@ def plan_columns(columns: list[str], default_model: str = DEFAULT_MODEL,
             elif target is not None:
                 target[class_name] = column
             else:
-                issues.append(RowIssue(None, column, "no model for these probabilities; name it 'prob:<model>:<class>'"))
+                issues.append(RowIssue(None, column,
+                                       "no model for these probabilities; name it 'prob:<model>:<class>'"))
         elif kind == "attr" and rest:
             if rest in attributes:
                 issues.append(RowIssue(None, column, f"attribute '{rest}' is also given by column "

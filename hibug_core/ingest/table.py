@@ -136,7 +136,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
 def _read_parquet(path: Path) -> pd.DataFrame:
     try:
         frame = pd.read_parquet(path)
-    except Exception as error:  # pyarrow raises several unrelated types for a bad file
+    except Exception as error:  # noqa: BLE001 - pyarrow raises several unrelated types for a bad file
         raise ManifestError(str(path), [RowIssue(None, None, f"not a readable Parquet file: {error}")]) from None
     frame.columns = [str(c) for c in frame.columns]
     return frame

@@ -5,8 +5,18 @@ from __future__ import annotations
 import importlib
 import os
 
-from hibug_core.operations import (Embed, EmbeddingMap, FailureSearch, Generate, Operation, Predict, Repair, Tag,
-                                   Teach, register_operation)
+from hibug_core.operations import (
+    Embed,
+    EmbeddingMap,
+    FailureSearch,
+    Generate,
+    Operation,
+    Predict,
+    Repair,
+    Tag,
+    Teach,
+    register_operation,
+)
 from hibug_core.registry import Registry
 from hibug_core.tasks import task_of
 
@@ -140,8 +150,13 @@ def repair(project, op: Repair, progress, author: str | None = None) -> dict:
 @job_kind(FailureSearch)
 def search_failures(project, op: FailureSearch, progress, author: str | None = None) -> dict:
     """The table is kept as a repair run of kind "failure search"."""
-    from hibug_core.repair.failure_search import (FailureSearchConfig, LLMCaptioner, RendererCaption,
-                                                  failure_search, network_predictor)
+    from hibug_core.repair.failure_search import (
+        FailureSearchConfig,
+        LLMCaptioner,
+        RendererCaption,
+        failure_search,
+        network_predictor,
+    )
     from hibug_core.repair.generators import load_generator
     from hibug_core.repair.runs import finish_run, start_run
 

@@ -9,9 +9,9 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from hibug_core.errors import ConfigError, HibugError, check_fields
 
@@ -121,7 +121,7 @@ class JobQueue:
                                        **asdict(self.limits)})}
 
     @classmethod
-    def from_worker_environment(cls, environ=os.environ) -> tuple["JobQueue", int] | None:
+    def from_worker_environment(cls, environ=os.environ) -> tuple[JobQueue, int] | None:
         text = environ.get(QUEUE_ENV)
         if not text:
             return None

@@ -11,9 +11,9 @@ from sqlalchemy import text
 
 from hibug_core.access import AccessDenied, Role, acting_identity, current_actor, require
 from hibug_core.errors import HibugError
+from hibug_core.redaction import redact, redact_json
 from hibug_core.store.audit import default_actor, now, record
 from hibug_core.store.db import read_connection, write_transaction
-from hibug_core.redaction import redact, redact_json
 
 LIVE = ("queued", "running")
 FINISHED = ("done", "failed", "cancelled")

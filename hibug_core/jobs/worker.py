@@ -9,8 +9,8 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from hibug_core.access import Role, acting_identity, current_reach, require
 from hibug_core.errors import HibugError
@@ -99,7 +99,7 @@ class _Reporter:
                 with self.lock:
                     job = get_job(self.project, self.job_id)
                     report_progress(self.project, self.job_id, None, job.done, job.total)
-            except Exception:  # noqa: BLE001 (a missed beat is retried; the job itself goes on)
+            except Exception:
                 logger.exception("heartbeat of job %d failed", self.job_id)
 
 

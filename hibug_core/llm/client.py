@@ -19,7 +19,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class LLMConfig:
-    """Where the (multimodal) language model lives. The key itself is never part of the config: only where to find it."""
+    """Where the (multimodal) language model lives. The key is never part of the config: only where to find it."""
 
     base_url: str | None = None  # None: the OpenAI API
     model: str = "gpt-4o-mini"
@@ -31,7 +31,7 @@ class LLMConfig:
     abort_after: int = 3  # consecutive transport failures that end the run (the server is down, not one image)
 
     @classmethod
-    def from_env(cls, **overrides) -> "LLMConfig":
+    def from_env(cls, **overrides) -> LLMConfig:
         """Settings from HIBUG_LLM_BASE_URL / OPENAI_BASE_URL, HIBUG_LLM_MODEL and HIBUG_LLM_CONCURRENCY, then
         `overrides`."""
         config = cls(base_url=os.environ.get("HIBUG_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL") or None,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import hashlib
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -18,8 +18,8 @@ from hibug_core.progress import ProgressCallback, no_progress
 
 class ModelUnderTest(ABC):
     """What every model under test gives hibug, whatever its task: the model registry builds one from a spec, a
-    project records it (hibug_core.models.recorded), and repair retrains it. `network` is the model's own; each method
-    also takes another network of its architecture (a repaired copy)."""
+    project records it (hibug_core.store.recorded_models), and repair retrains it. `network` is the model's own; each
+    method also takes another network of its architecture (a repaired copy)."""
 
     spec: str
     classes: list[str]

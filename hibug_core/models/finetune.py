@@ -10,10 +10,9 @@ import json
 import logging
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-
-from typing import TYPE_CHECKING
 
 from hibug_core.errors import HibugError, check_fields
 from hibug_core.native_memory import reuse_freed_tensor_memory
@@ -43,7 +42,8 @@ class TuneConfig:
     workers: int = 0  # image decoding processes
 
     def __post_init__(self):
-        check_fields(self, {"epochs": (self.epochs is None or self.epochs >= 1, "None or 1 or more"), "batch_size": (self.batch_size >= 1, "1 or more"),
+        check_fields(self, {"epochs": (self.epochs is None or self.epochs >= 1, "None or 1 or more"),
+                            "batch_size": (self.batch_size >= 1, "1 or more"),
                             "learning_rate": (self.learning_rate is None or self.learning_rate > 0,
                                               "above 0, or None (the network's own)"),
                             "patience": (self.patience >= 0, "0 or more")})

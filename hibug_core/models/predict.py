@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -13,9 +14,9 @@ from hibug_core.embeddings.cache import ContentCache
 from hibug_core.embeddings.compute import EmbedConfig, encode_paths, model_cache
 from hibug_core.errors import HibugError
 from hibug_core.models.adapter import ModelAdapter
-from hibug_core.models.recorded import RecordedModel, record_model
 from hibug_core.models.registry import absolute_spec, load_model
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.store.recorded_models import RecordedModel, record_model
 
 logger = logging.getLogger(__name__)
 
@@ -101,14 +102,15 @@ def predict_project(project, spec: str | ModelAdapter, *, name: str | None = Non
     todo, paths = cache.missing(samples)
     if todo:
         def store(start: int, stop: int, arrays: dict[str, np.ndarray], readable: np.ndarray) -> None:
-            cache.add([h for h, ok in zip(todo[start:stop], readable) if ok], {k: v[readable] for k, v in arrays.items()})
+            cache.add([h for h, ok in zip(todo[start:stop], readable) if ok],
+                      {k: v[readable] for k, v in arrays.items()})
 
         logger.info("running %s on %d images", adapter.spec, len(todo))
         if ray is not None:
             from hibug_core.embeddings.ray_backend import run_on_ray
 
-            unreadable = run_on_ray(absolute_spec(adapter.spec, project.folder), "model", todo, paths, cache,
-                                    options=ray, progress=progress, stage="running the model on Ray")
+            unreadable = run_on_ray(partial(load_model, absolute_spec(adapter.spec, project.folder)), todo, paths,
+                                    cache, options=ray, progress=progress, stage="running the model on Ray")
         else:
             readable = encode_paths(adapter, paths, store, config, progress, stage="running the model")
             unreadable = [p for p, ok in zip(paths, readable) if not ok]

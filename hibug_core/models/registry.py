@@ -44,7 +44,8 @@ def read_checkpoint(path: str, spec: str) -> tuple[dict, list[str], dict]:
                 break
     if not classes:
         raise ModelLoadError(f"{spec}: no class names for {file}; save the checkpoint as {{'state_dict': ..., "
-                             f"'classes': [...]}} or write them, one per line in output order, to {file.name}.classes.txt")
+                             f"'classes': [...]}} or write them, one per line in output order, "
+                             f"to {file.name}.classes.txt")
     return state, classes, extra
 
 

@@ -177,7 +177,8 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
         elif isinstance(stored, ValueRefused):
             issues.add(i, "name", f"{shown(name)} {stored}", unit="categories")
         elif (name := stored) in RESERVED_NAMES:
-            issues.add(i, "name", f"{name} is how hibug names the missing object; rename the category", unit="categories")
+            issues.add(i, "name", f"{name} is how hibug names the missing object; rename the category",
+                       unit="categories")
         elif name in categories.values():
             issues.add(i, "name", f"'{name}' is the name of another category too", unit="categories")
         else:

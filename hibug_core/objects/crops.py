@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
+from hibug_core.image_loader import open_image
 from hibug_core.objects.coco import UNLABELLED
 from hibug_core.thumbnails import THUMBS_DIR
-from hibug_core.image_loader import open_image
 
 TRUE_BOX = (37, 99, 235)  # blue: where the object is
 OUTCOME_COLOURS = {"true positive": (22, 163, 74), "false positive": (220, 38, 38), "near miss": (234, 140, 0),

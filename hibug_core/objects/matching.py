@@ -102,7 +102,7 @@ def _evaluator(gt, dt, iou_type: str, sigmas, *, thresholds=None, max_detections
             evaluated = min(len(self.dt_dataset.get(*pair)), self.params.maxDets[-1])
             return len(known[pair]) == 0 or len(known[pair]) == evaluated
 
-        def computeOks(self, image_id, category_id):
+        def computeOks(self, image_id, category_id):  # noqa: N802 - overrides faster-coco-eval's method
             pair = (image_id, category_id)
             if self._reusable(pair):
                 return known[pair]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -134,7 +135,8 @@ def failure_search(generator: Generator, predict: Callable[[list], list[str]], c
                                  "caption (try another class or more images)")
 
     def significant(row: dict) -> tuple[float, bool]:
-        table = [[row["failures"], row["images"] - row["failures"]], [base["failures"], base["images"] - base["failures"]]]
+        table = [[row["failures"], row["images"] - row["failures"]],
+                 [base["failures"], base["images"] - base["failures"]]]
         p = float(fisher_exact(table, alternative="greater")[1])
         return p, p < config.alpha
 

@@ -121,7 +121,7 @@ HOW_TO_PROVIDE = ("On a machine with internet run `huggingface-cli download <hub
 
 
 def missing_weights(model: str) -> str | None:
-    """Why `model` (a folder or a hub id) cannot load offline, with how to provide it; None when its weights are here."""
+    """Why `model` (a folder or a hub id) cannot load offline and how to provide it; None when its weights are here."""
     if model == "tiny-random":
         return None
     folder = Path(model).expanduser()
@@ -207,7 +207,7 @@ class OpenAIImagesGenerator:
             extra = {"response_format": "b64_json"} if self.model.startswith("dall-e") else {}
             try:
                 reply = self.client.images.generate(model=self.model, prompt=prompt, n=1, size=self.size, **extra)
-            except Exception as error:  # the client's own errors: connection, auth, rate limit, bad request
+            except Exception as error:  # noqa: BLE001 - the client's errors: connection, auth, rate limit, request
                 raise ModelLoadError(f"the images API at {self.base_url or 'api.openai.com'} failed: "
                                      f"{type(error).__name__}: {str(error)[:200]}") from None
             data = reply.data[0].b64_json if reply.data else None

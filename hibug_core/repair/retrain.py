@@ -11,9 +11,9 @@ import pandas as pd
 from hibug_core.embeddings.compute import own_features
 from hibug_core.errors import HibugError, check_fields
 from hibug_core.models.finetune import CLASSIFIER_EPOCHS, DecodedImages, TuneConfig
-from hibug_core.models.recorded import recorded_model
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import Registry
+from hibug_core.store.recorded_models import recorded_model
 
 RETRAIN_METHODS = Registry("retraining method")
 NETWORK_DIR = "models"
@@ -84,7 +84,7 @@ class RetrainInputs:
     """What every retraining method gets, checked: the training split, the new samples, classes and lambda."""
 
     project: object
-    config: "RetrainConfig"
+    config: RetrainConfig
     samples: pd.DataFrame
     train: pd.DataFrame
     new: pd.DataFrame
@@ -160,7 +160,8 @@ def _fine_tune(*, inputs: RetrainInputs, from_scratch: bool = False) -> np.ndarr
     schedule = replace(config.fine_tune, seed=config.seed)
     if from_scratch:  # as the network was trained, where its recipe is known
         recipe = adapter.recipe
-        schedule = replace(schedule, from_scratch=True, epochs=recipe.get("epochs", schedule.epochs or CLASSIFIER_EPOCHS),
+        schedule = replace(schedule, from_scratch=True,
+                           epochs=recipe.get("epochs", schedule.epochs or CLASSIFIER_EPOCHS),
                            batch_size=recipe.get("batch_size", schedule.batch_size),
                            learning_rate=schedule.learning_rate or recipe.get("learning_rate", SCRATCH_RATE))
     tuned = fine_tune(adapter, list(inputs.train["image_path"]), inputs.y, list(inputs.new["image_path"]),

@@ -6,7 +6,8 @@ import json
 import pandas as pd
 from sqlalchemy import text
 
-from hibug_core.store.audit import default_actor, now, record as record_audit
+from hibug_core.store.audit import default_actor, now
+from hibug_core.store.audit import record as record_audit
 from hibug_core.store.db import read_connection, write_transaction
 
 

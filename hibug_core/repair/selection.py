@@ -9,10 +9,10 @@ import pandas as pd
 
 from hibug_core.embeddings.base import normalize_rows
 from hibug_core.errors import HibugError, check_fields
+from hibug_core.registry import Registry
 from hibug_core.repair import pool_outputs
 from hibug_core.repair.active_learning import badge, k_center_greedy, smallest_margins
 from hibug_core.repair.expected_failures import failure_chance, spread_out
-from hibug_core.registry import Registry
 from hibug_core.slices.search import CLASS, describe
 
 SELECTION_METHODS = Registry("selection method")
@@ -232,7 +232,7 @@ def taken_slices(report, beta: float) -> pd.DataFrame:
     slices = slices.iloc[np.lexsort((-slices["count"].to_numpy(), slices["score"].to_numpy()))]
     _need_slices(slices)
     covered = np.zeros(len(errors), bool)
-    for taken, definition in enumerate(slices["definition"], start=1):
+    for taken, definition in enumerate(slices["definition"], start=1):  # noqa: B007 - read after the loop
         covered |= report.tags.mask(definition)
         if errors[covered].sum() >= beta * errors.sum():
             break

@@ -88,8 +88,9 @@ def ensure_review(project, definition=None, *, kind: str = "slice", key: str | N
             return _review(row)
         stamp = now()
         connection.execute(
-            text("INSERT INTO reviews (target_kind, target_key, title, definition_json, members_json, status, assignee, "
-                 "version, created_by, created_at, updated_by, updated_at) VALUES (:k, :t, :ti, :d, :m, 'open', NULL, "
+            text("INSERT INTO reviews (target_kind, target_key, title, definition_json, members_json, status, "
+                 "assignee, version, created_by, created_at, updated_by, updated_at) "
+                 "VALUES (:k, :t, :ti, :d, :m, 'open', NULL, "
                  "1, :a, :at, :a, :at)"),
             {"k": kind, "t": key, "ti": title or key, "d": json.dumps(definition) if definition else None,
              "m": json.dumps([int(m) for m in members]) if members is not None else None, "a": author, "at": stamp})

@@ -48,7 +48,8 @@ def findings(project, report, *, top: int = 20) -> pd.DataFrame:
     reviewed = [s in board.index for s in table["slice_id"]]
     table["review_id"] = pd.Series([int(board.at[s, "id"]) if r else None for s, r in zip(table["slice_id"], reviewed)],
                                    dtype=object)
-    table["review_status"] = [board.at[s, "status"] if r else "not reviewed" for s, r in zip(table["slice_id"], reviewed)]
+    table["review_status"] = [board.at[s, "status"] if r else "not reviewed"
+                              for s, r in zip(table["slice_id"], reviewed)]
     assignees = [board.at[s, "assignee"] if r else None for s, r in zip(table["slice_id"], reviewed)]
     table["assignee"] = pd.Series([a if isinstance(a, str) else None for a in assignees], dtype=object)
     table["comments"] = [int(board.at[s, "comments"]) if s in board.index else 0 for s in table["slice_id"]]
@@ -71,7 +72,8 @@ def report_markdown(project, report, table: pd.DataFrame) -> str:
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for _, row in table.iterrows():
         lines.append(f"| {row['rank']} | {_md(row['slice'])} | {row['count']} | {row['score']:.1%} | "
-                     f"{row['score_low']:.0%}–{row['score_high']:.0%} | {row['q_value']:.1e} | {_md(row['bug_type'])} | "
+                     f"{row['score_low']:.0%}–{row['score_high']:.0%} | {row['q_value']:.1e} | "
+                     f"{_md(row['bug_type'])} | "
                      f"{_md(row['review_status'])} | {_md(row['assignee'] or '')} | {row['comments']} |")
     for _, row in table.iterrows():
         lines += ["", f"## {row['rank']}. {_md(row['slice'])}", "", f"{_md(row['bug_type'])}: {_md(row['reason'])}"]

@@ -8,7 +8,6 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -38,8 +37,8 @@ class ServerPolicy(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    project: Optional[Path] = Field(None, description="the one project served (hibug serve PROJECT)")
-    projects_root: Optional[Path] = Field(None, description="serve the projects inside this folder, chosen by name")
+    project: Path | None = Field(None, description="the one project served (hibug serve PROJECT)")
+    projects_root: Path | None = Field(None, description="serve the projects inside this folder, chosen by name")
     data_roots: tuple[Path, ...] = Field((), description="folders manifests and images may be read from")
     address: str = Field("localhost", description="the address the server listens on")
     read_only: bool = Field(False, description="nothing can be written and no job started")
@@ -53,7 +52,7 @@ class ServerPolicy(BaseModel):
 
     @field_validator("project", "projects_root")
     @classmethod
-    def _a_folder(cls, value: Optional[Path]) -> Optional[Path]:
+    def _a_folder(cls, value: Path | None) -> Path | None:
         if value is None:
             return None
         value = Path(value).expanduser().resolve()
@@ -78,7 +77,7 @@ class ServerPolicy(BaseModel):
         return RoleMap.from_mapping(value).as_mapping()
 
     @model_validator(mode="after")
-    def _one_thing_served(self) -> "ServerPolicy":
+    def _one_thing_served(self) -> ServerPolicy:
         if self.project is not None and self.projects_root is not None:
             raise ValueError("serve one project or a projects root, not both")
         if self.project is not None and not (self.project / DB_FILE).exists():  # a damaged one is named on opening
@@ -86,7 +85,7 @@ class ServerPolicy(BaseModel):
         return self
 
     @classmethod
-    def build(cls, **fields) -> "ServerPolicy":
+    def build(cls, **fields) -> ServerPolicy:
         """The policy, or ConfigError naming each bad field."""
         try:
             return cls(**fields)
@@ -98,7 +97,7 @@ class ServerPolicy(BaseModel):
         return {POLICY_ENV: self.model_dump_json()}
 
     @classmethod
-    def from_environment(cls, environ=os.environ) -> "ServerPolicy":
+    def from_environment(cls, environ=os.environ) -> ServerPolicy:
         """The policy `hibug serve` started this process with; without one, the project in HIBUG_PROJECT (if any) on
         localhost, as `streamlit run app.py` and the page tests run it."""
         text = environ.get(POLICY_ENV)
@@ -211,7 +210,7 @@ class ServerPolicy(BaseModel):
         return resolved
 
     @property
-    def queue_dir(self) -> Optional[Path]:
+    def queue_dir(self) -> Path | None:
         """Where this server keeps its job queue (None where it serves nothing or writes nothing)."""
         home = self.projects_root or self.project
         return None if home is None or self.read_only else home / SERVER_DIR

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import fnmatch
-import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+
+import tomllib
 
 from hibug_core.access import Role
 from hibug_core.errors import ConfigError
@@ -19,7 +20,7 @@ class RoleMap:
     patterns: Mapping[Role, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
-    def from_mapping(cls, mapping: Mapping, *, source: str = "roles") -> "RoleMap":
+    def from_mapping(cls, mapping: Mapping, *, source: str = "roles") -> RoleMap:
         """From {"admin": [...], "editor": [...], "viewer": [...]}; a bad role or entry is refused, naming it."""
         patterns: dict[Role, tuple[str, ...]] = {}
         for name, entries in mapping.items():
@@ -36,7 +37,7 @@ class RoleMap:
         return cls(patterns)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "RoleMap":
+    def from_file(cls, path: str | Path) -> RoleMap:
         path = Path(path)
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))

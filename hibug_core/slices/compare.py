@@ -12,8 +12,15 @@ import pandas as pd
 
 from hibug_core.errors import check_fields
 from hibug_core.slices.redundancy import mark_repeats
-from hibug_core.slices.report import (TAG_SOURCES, SliceError, enumerated_slices, enumeration_for, poor_attributes,
-                                     slice_definition, tag_frame)
+from hibug_core.slices.report import (
+    TAG_SOURCES,
+    SliceError,
+    enumerated_slices,
+    enumeration_for,
+    poor_attributes,
+    slice_definition,
+    tag_frame,
+)
 from hibug_core.slices.search import SliceConfig, TagMatrix
 from hibug_core.stats import benjamini_hochberg, mcnemar_p_values, paired_t_p_values
 

@@ -281,7 +281,8 @@ def enumerate_slices(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, *
     flat = feature_of.ravel()
     count = np.bincount(flat, minlength=n_features + 1)[:n_features].astype(np.int64)
     level_errors = np.stack([np.bincount(flat, weights=np.repeat(errors[:, q], codes.shape[1]),
-                                         minlength=n_features + 1)[:n_features] for q in range(errors.shape[1])], axis=1)
+                                         minlength=n_features + 1)[:n_features]
+                             for q in range(errors.shape[1])], axis=1)
     keep = count >= min_support
     features = np.flatnonzero(keep).astype(np.int32)[:, None]
     levels = [Level(features, pack_keys(features), count[keep], level_errors[keep])]

@@ -14,10 +14,9 @@ from hibug_core.objects.coco import BACKGROUND
 from hibug_core.slices.diagnosis import DiagnosisConfig, diagnose, rare_classes
 from hibug_core.slices.enumeration import Enumeration, enumerate_slices
 from hibug_core.slices.redundancy import mark_repeats
+from hibug_core.slices.search import CLASS, SliceConfig, TagMatrix, describe, parse_definition, score_slices, slice_id
 from hibug_core.slices.tag_precision import KNOWN_PREFIX, slice_tag_precision
 from hibug_core.tagging.sources import ground_truth
-from hibug_core.slices.search import (CLASS, SliceConfig, TagMatrix, describe, parse_definition, score_slices,
-                                      slice_id)
 
 ENUMERATIONS = BoundedCache("slice enumerations", max_items=4)
 
@@ -267,7 +266,8 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     slices = pd.concat([mark_repeats(slices[trusted], tags, errors, config.max_overlap),
                         mark_repeats(slices[~trusted], tags, errors, config.max_overlap)]).reset_index(drop=True)
     slices.index.name = "rank"
-    slices.attrs.update(summary, untrusted=int((~slices["trusted"]).sum()), repeats=int((slices["repeats"] != "").sum()))
+    slices.attrs.update(summary, untrusted=int((~slices["trusted"]).sum()),
+                        repeats=int((slices["repeats"] != "").sum()))
     classes = rare_classes(train["label"].to_numpy(), evaluation["label"].to_numpy(), errors, diagnosis)
     return SliceReport(model, split, slices, float(1 - errors.mean()), classes, evaluation, tags,
                        int(slices.attrs.get("enumerated", 0)), config, samples, frame, enumeration, names.index(model))

@@ -13,7 +13,6 @@ from hibug_core.slices.enumeration import Enumeration, enumerate_slices, pack_ke
 from hibug_core.stats import benjamini_hochberg, wilson_interval, worse_than_rest_p_values
 from hibug_core.tagging.sources import TRUST_FLOOR
 
-
 CLASS = "class"  # pseudo-attribute: the true label
 RANKINGS = ("confident_gap", "gap", "size", "sliceline")  # orders of error slices (SliceConfig.rank_by)
 
@@ -64,7 +63,7 @@ class TagMatrix:
     codes: np.ndarray  # (n, A) int16, -1 where a sample has no tag
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame) -> "TagMatrix":
+    def from_frame(cls, frame: pd.DataFrame) -> TagMatrix:
         """From one categorical column per attribute (as TagTable.tags)."""
         columns = [frame[c] if isinstance(frame[c].dtype, pd.CategoricalDtype) else frame[c].astype("category")
                    for c in frame.columns]
@@ -73,7 +72,7 @@ class TagMatrix:
         return cls(frame.index.to_numpy(), list(frame.columns), [list(map(str, c.cat.categories)) for c in columns],
                    codes)
 
-    def aligned(self, frame: pd.DataFrame) -> "TagMatrix":
+    def aligned(self, frame: pd.DataFrame) -> TagMatrix:
         """Other samples' tags (same attribute columns) coded with this matrix's tag lists."""
         codes = np.stack([pd.Categorical(frame[a].astype(object), categories=self.tags[i]).codes
                           for i, a in enumerate(self.attributes)], axis=1) if self.attributes else \

@@ -14,7 +14,6 @@ from hibug_core.slices.report import SliceReport
 from hibug_core.slices.search import CLASS, describe, slice_id
 
 
-
 @dataclass(frozen=True)
 class UnseenConfig:
     top: int = 20  # error slices whose tags are substituted
@@ -27,7 +26,8 @@ def _check(report: SliceReport, definition, config: UnseenConfig) -> dict:
     """Counts in the evaluation, pool and check splits, and the observed scores where there are enough samples."""
     out = {}
     for split, labelled in ((report.split, True), ("pool", False), (config.check_split, True)):
-        matrix, rows = report.split_matrix(split, labelled) if split != report.split else (report.tags, report.evaluation)
+        matrix, rows = (report.split_matrix(split, labelled) if split != report.split
+                        else (report.tags, report.evaluation))
         mask = _mask(matrix, rows, definition)
         name = "eval" if split == report.split else ("pool" if split == "pool" else "check")
         out[f"n_{name}"] = int(mask.sum())
@@ -118,7 +118,8 @@ def predict_with_llm(report: SliceReport, schema: AttributeSchema, llm_config, *
     client = make_client(llm_config, api_key)
     try:
         answer = ask(client, llm_config, [{"role": "user", "content": prompt}], parse=parse_json_reply,
-                     format_hint="Answer with the JSON object described above.", response_format={"type": "json_object"})
+                     format_hint="Answer with the JSON object described above.",
+                     response_format={"type": "json_object"})
     except LLMAnswerError as error:
         raise TaggingError(f"the language model's answer could not be used: {error.problem}") from None
     except LLMUnavailable as error:

@@ -127,7 +127,7 @@ class ArrayStore:
         found = [p.relative_to(self.root).with_suffix("").as_posix() for p in folder.rglob("*.npz")]
         return sorted(name for name in found if name.startswith(prefix))
 
-    def link_from(self, other: "ArrayStore", prefix: str) -> int:
+    def link_from(self, other: ArrayStore, prefix: str) -> int:
         """Take the arrays under `prefix` that `other` has and this store lacks, as hard links (copies across file
         systems). Only for immutable, uniquely named parts (content-keyed caches): they can then be shared."""
         mine = set(self.names(prefix))

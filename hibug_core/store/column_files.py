@@ -6,8 +6,9 @@ import errno
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -73,9 +74,11 @@ class ColumnFiles:
             return
         path = self.path(name)
         temporary = temporary_beside(path)
+        from pandas.api.types import is_object_dtype
+
         try:
             objects = {str(name): _missing_value(frame[name])
-                       for name, dtype in frame.dtypes.items() if dtype == object}
+                       for name, dtype in frame.dtypes.items() if is_object_dtype(dtype)}
             table = pa.Table.from_pandas(_dictionary_encoded(frame, list(objects)), preserve_index=True)
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), _VERSION: version.encode(),
                                                    _OBJECTS: json.dumps(objects).encode()})

@@ -4,8 +4,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 from sqlalchemy import Connection, Engine, create_engine, event

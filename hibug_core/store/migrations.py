@@ -1,8 +1,8 @@
 """Versioned schema migrations: each project database records which versions it has applied."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from sqlalchemy import Connection, Engine, inspect, text
 
@@ -152,7 +152,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "the images of a reviewed selection", ("ALTER TABLE reviews ADD COLUMN members_json TEXT",)),
     Migration(7, "which tag source is in force per attribute, chosen by a person",
               ("""CREATE TABLE tag_source_choices (
-                  id {auto_id}, attribute TEXT NOT NULL, source TEXT NOT NULL, actor TEXT NOT NULL, at TEXT NOT NULL)""",)),
+                  id {auto_id}, attribute TEXT NOT NULL, source TEXT NOT NULL, actor TEXT NOT NULL,
+                  at TEXT NOT NULL)""",)),
     Migration(8, "per model and split, the count and sum of scores (kept by the writers of predictions, read by "
                  "hibug info and the Overview without scanning every prediction)",
               ("""CREATE TABLE model_split_scores (

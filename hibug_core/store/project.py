@@ -22,10 +22,18 @@ from hibug_core.cache import BoundedCache
 from hibug_core.config import StoreConfig
 from hibug_core.errors import ManifestError, ProjectError, RowIssue
 from hibug_core.store.arrays import ArrayStore
-from hibug_core.store.audit import default_actor, now, record as record_audit
+from hibug_core.store.audit import default_actor, now
+from hibug_core.store.audit import record as record_audit
 from hibug_core.store.column_files import ColumnFiles
-from hibug_core.store.db import (insert_columns, keys_checked_at_end, make_engine, read_columns, read_connection,
-                                 sqlite_url, write_transaction)
+from hibug_core.store.db import (
+    insert_columns,
+    keys_checked_at_end,
+    make_engine,
+    read_columns,
+    read_connection,
+    sqlite_url,
+    write_transaction,
+)
 from hibug_core.store.integrity import check_sqlite_file, pending_migrations
 from hibug_core.store.migrations import LATEST_VERSION, migrate
 from hibug_core.store.staging import staged_folder
@@ -88,7 +96,7 @@ class Project:
 
     # ----- opening and creating -------------------------------------------------------------
     @classmethod
-    def open(cls, folder: str | Path, *, db_url: str | None = None, read_only: bool | None = None) -> "Project":
+    def open(cls, folder: str | Path, *, db_url: str | None = None, read_only: bool | None = None) -> Project:
         """Open a project; nothing is written unless its database needs upgrading. read_only: True never writes
         (edits are refused with a message), None (default) is read-only when the folder cannot be written."""
         folder = Path(folder)
@@ -134,7 +142,7 @@ class Project:
         return project
 
     @classmethod
-    def create(cls, folder: str | Path, *, name: str | None = None, db_url: str | None = None) -> "Project":
+    def create(cls, folder: str | Path, *, name: str | None = None, db_url: str | None = None) -> Project:
         require(Role.ADMIN, "create a project")
         folder = Path(folder)
         if (folder / DB_FILE).exists():
@@ -165,7 +173,7 @@ class Project:
 
     @classmethod
     def create_from_manifest(cls, folder: str | Path, manifest, *, name: str | None = None,
-                             author: str | None = None) -> "Project":
+                             author: str | None = None) -> Project:
         """Create a project and import a validated manifest; on any failure no folder is left behind."""
         require(Role.ADMIN, "create a project")
         folder = Path(folder).resolve()
@@ -187,7 +195,7 @@ class Project:
                 del OPEN_DATABASES[self._database]
             self._database = None
 
-    def __enter__(self) -> "Project":
+    def __enter__(self) -> Project:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -384,7 +392,8 @@ class Project:
         with write_transaction(self.engine) as connection:
             before = connection.execute(text("SELECT value FROM project_meta WHERE key = :k"), {"k": key}).scalar()
             if before is None:
-                connection.execute(text("INSERT INTO project_meta (key, value) VALUES (:k, :v)"), {"k": key, "v": value})
+                connection.execute(text("INSERT INTO project_meta (key, value) VALUES (:k, :v)"),
+                                   {"k": key, "v": value})
             else:
                 connection.execute(text("UPDATE project_meta SET value = :v WHERE key = :k"), {"k": key, "v": value})
             record_audit(connection, author or default_actor(), "set meta", f"meta:{key}", before, value)
@@ -443,7 +452,8 @@ class Project:
                                       also=f"roots {json.dumps(sorted(roots.items()))}")
             frame = cached.copy(deep=False) if sample_ids is None else cached.loc[np.asarray(sample_ids)]
             if model is not None:
-                row = connection.execute(text("SELECT id, created_at FROM models WHERE name = :n"), {"n": model}).first()
+                row = connection.execute(text("SELECT id, created_at FROM models WHERE name = :n"),
+                                         {"n": model}).first()
                 if row is None:
                     raise ProjectError(f"no model named '{model}' in this project; known: {', '.join(self.models())}")
                 # A model's predictions change only with an import or when the model is added (never after).
@@ -731,8 +741,8 @@ def _insert_object_evaluation(connection: Connection, model_id: int, import_id: 
     if not evaluation.summary:  # unlabelled images (a pool): nothing to evaluate
         return
     connection.execute(
-        text("INSERT INTO object_evaluations (model_id, import_id, splits, settings_json, summary_json, per_class_json, "
-             "fixes_json, created_at) VALUES (:m, :i, :p, :s, :y, :c, :f, :t)"),
+        text("INSERT INTO object_evaluations (model_id, import_id, splits, settings_json, summary_json, "
+             "per_class_json, fixes_json, created_at) VALUES (:m, :i, :p, :s, :y, :c, :f, :t)"),
         {"m": int(model_id), "i": int(import_id), "p": ",".join(splits), "s": json.dumps(evaluation.settings),
          "y": json.dumps(evaluation.summary), "c": evaluation.per_class.to_json(orient="records"),
          "f": evaluation.fixes.to_json(orient="records") if evaluation.fixes is not None else None, "t": now()})

@@ -7,8 +7,8 @@ import os
 import shutil
 import socket
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from hibug_core.errors import ProjectError
 

@@ -10,11 +10,11 @@ import pandas as pd
 from sqlalchemy import text
 
 from hibug_core.errors import ProjectError, TaggingError
+from hibug_core.redaction import redact
 from hibug_core.store.arrays import DamagedArraysError
 from hibug_core.store.audit import default_actor, now, record
 from hibug_core.store.db import read_connection, write_transaction
 from hibug_core.values import ValueRefused, normalise_name
-from hibug_core.redaction import redact
 
 logger = logging.getLogger(__name__)
 
@@ -257,7 +257,8 @@ def choose_source(project, attribute: str, source: str, *, author: str | None = 
     author = author or default_actor()
     with write_transaction(project.engine) as connection:
         before = _chosen(connection).get(attribute, AUTO)
-        connection.execute(text("INSERT INTO tag_source_choices (attribute, source, actor, at) VALUES (:a, :s, :u, :t)"),
+        connection.execute(text("INSERT INTO tag_source_choices (attribute, source, actor, at) "
+                                "VALUES (:a, :s, :u, :t)"),
                            {"a": attribute, "s": source, "u": author, "t": now()})
         record(connection, author, "choose tag source", f"tags:{attribute}", {"source": before}, {"source": source})
 

@@ -20,7 +20,7 @@ def undo(project, entry_id: int, *, author: str | None = None) -> str:
     """Reverse audit entry `entry_id` and say what was done. Tags go back to the corrections they had before (a
     sample without one has its correction withdrawn); attributes go back to the version before, saved as a new one."""
     from hibug_core.store.attribute_versions import load_schema, save_schema
-    from hibug_core.store.tag_store import AUTO, chosen_sources, choose_source, correct_tags, latest_corrections
+    from hibug_core.store.tag_store import AUTO, choose_source, chosen_sources, correct_tags, latest_corrections
 
     with read_connection(project.engine) as connection:
         row = connection.execute(text("SELECT action, entity, before_json, after_json FROM audit_log WHERE id = :i"),
@@ -57,7 +57,8 @@ def undo(project, entry_id: int, *, author: str | None = None) -> str:
     changed = [s for s in samples if current.get(s) != done_tag]
     if changed:
         raise UndoError(f"'{attribute}' of sample {changed[0]} was changed after entry #{entry_id} (now "
-                        f"'{current.get(changed[0]) or 'no correction'}'); undo that change first, or correct it by hand")
+                        f"'{current.get(changed[0]) or 'no correction'}'); undo that change first, "
+                        "or correct it by hand")
     for tag, ids in by_tag.items():
         correct_tags(project, attribute, ids, tag, kind="correct", author=author, seen={s: done_tag for s in ids})
     return f"'{attribute}' of {len(samples)} image(s) back to the tags before entry #{entry_id}"

@@ -8,14 +8,15 @@ import pandas as pd
 
 from hibug_core.attributes.measured import COLOUR_NAMES, MeasuredConfig, measure_bins
 from hibug_core.attributes.schema import Attribute
-from hibug_core.image_loader import open_image
 from hibug_core.embeddings.cache import ContentCache
 from hibug_core.embeddings.compute import encoder_views
+from hibug_core.image_loader import open_image
 from hibug_core.objects.views import crops_of
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.store.tag_store import TagResult
 
-PIXEL_MEASURES = ("brightness", "contrast", "saturation", "colourfulness", "sharpness", "noise level", "dominant colour")
+PIXEL_MEASURES = ("brightness", "contrast", "saturation", "colourfulness", "sharpness", "noise level",
+                  "dominant colour")
 MEASURE_SIZE = 256  # images are measured at most this big, so a 12-megapixel photo costs what a thumbnail does
 
 

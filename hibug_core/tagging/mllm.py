@@ -152,7 +152,8 @@ def tag_with_llm(project, config: LLMConfig = LLMConfig(), *, views: SampleViews
     client = make_client(config, api_key)
     run_id = resumable_run(project, config.model, chosen) if resume else None
     if run_id is None:
-        run_id = tag_store.begin_run(project, method="mllm", encoder=config.model, schema_version=latest_version(project),
+        run_id = tag_store.begin_run(project, method="mllm", encoder=config.model,
+                                     schema_version=latest_version(project),
                                      attributes={a.name: a.tags for a in chosen}, author=author)
     stored = _answers(project, run_id)
     done = set(stored.loc[stored["answer_json"].notna(), "sample_id"].astype(int))

@@ -1,4 +1,4 @@
-"""Tag quality against ground truth (imported attr: columns, or tags people confirmed): accuracy, precision, confusion."""
+"""Tag quality against ground truth (imported attr: columns, tags people confirmed): accuracy, precision, confusion."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,7 +44,8 @@ def tag_quality(model_tags: pd.DataFrame, truth: pd.DataFrame, mapping: dict[str
                              "precision": correct / predicted if predicted else np.nan,
                              "recall": correct / support if support else np.nan})
     return TagQuality(pd.DataFrame(rows, columns=["attribute", "truth", "n", "accuracy"]),
-                      pd.DataFrame(tag_rows, columns=["attribute", "tag", "support", "predicted", "precision", "recall"]),
+                      pd.DataFrame(tag_rows,
+                                   columns=["attribute", "tag", "support", "predicted", "precision", "recall"]),
                       confusion)
 
 

@@ -6,6 +6,7 @@ import logging
 import numpy as np
 import pandas as pd
 
+from hibug_core.attributes.measured import MeasuredConfig
 from hibug_core.attributes.schema import AttributeSchema
 from hibug_core.embeddings.compute import EmbedConfig, embed_project
 from hibug_core.embeddings.registry import DEFAULT_ENCODER, load_encoder
@@ -14,7 +15,6 @@ from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import Registry
 from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version, load_schema
-from hibug_core.attributes.measured import MeasuredConfig
 from hibug_core.tagging.choice import chosen_attributes, prompt_labels
 from hibug_core.tagging.measured import measure_project, measured_tags
 from hibug_core.tagging.mllm import tag_with_llm

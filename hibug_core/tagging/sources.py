@@ -1,4 +1,4 @@
-"""Tag sources per attribute (imported tags, each tagging run), measured against the ground truth, and which is in force."""
+"""Tag sources per attribute (imported tags, each tagging run), measured against ground truth, and the one in force."""
 from __future__ import annotations
 
 from dataclasses import dataclass

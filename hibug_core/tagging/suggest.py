@@ -10,10 +10,17 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.attributes.library import COLOURS
-from hibug_core.attributes.propose import FORMAT, ProposalError, ProposalResult, ask_structured, repair
 from hibug_core.attributes.schema import MAX_DESCRIPTION, MAX_NAME, MAX_TAGS, NOT_VISIBLE, AttributeSchema
-from hibug_core.llm.client import (LLMAnswerError, LLMConfig, LLMUnavailable, ask, image_data_url, make_client,
-                                   parse_json_reply)
+from hibug_core.llm.client import (
+    LLMAnswerError,
+    LLMConfig,
+    LLMUnavailable,
+    ask,
+    image_data_url,
+    make_client,
+    parse_json_reply,
+)
+from hibug_core.tagging.propose import FORMAT, ProposalError, ProposalResult, ask_structured, repair
 
 # Candidate values the zero-shot encoder chooses among when there is no multimodal model, by attribute keyword.
 VOCABULARY = {
@@ -174,7 +181,8 @@ def propose_by_comparison(project, model: str, config: LLMConfig, *, pairs: int 
         if right.empty:
             continue
         good, bad = right.iloc[rng.integers(len(right))], wrong.iloc[rng.integers(len(wrong))]
-        content = [{"type": "text", "text": COMPARE_PROMPT.format(label=label, prediction=bad["prediction"]) + "\n" + FORMAT},
+        content = [{"type": "text",
+                    "text": COMPARE_PROMPT.format(label=label, prediction=bad["prediction"]) + "\n" + FORMAT},
                    {"type": "image_url", "image_url": {"url": image_data_url(good["image_path"])}},
                    {"type": "image_url", "image_url": {"url": image_data_url(bad["image_path"])}}]
         proposal, problem = ask_structured(client, config, [{"role": "user", "content": content}])
@@ -188,8 +196,8 @@ def propose_by_comparison(project, model: str, config: LLMConfig, *, pairs: int 
                 described = f"tells a right from a wrong '{label}': {attribute.description}"
                 attributes.append(attribute.edited(description=described[:MAX_DESCRIPTION]))
     if not attributes:
-        raise ProposalError("the comparisons gave no usable attribute" + (f": {'; '.join(notes)}" if notes else
-                                                                           " (no class has both right and wrong predictions)"))
+        why = f": {'; '.join(notes)}" if notes else " (no class has both right and wrong predictions)"
+        raise ProposalError("the comparisons gave no usable attribute" + why)
     return ProposalResult(AttributeSchema(attributes=tuple(attributes)), notes, "comparative")
 
 

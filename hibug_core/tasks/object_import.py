@@ -13,13 +13,22 @@ from hibug_core.config import IngestConfig
 from hibug_core.errors import ManifestError, RowIssue
 from hibug_core.ingest.images import inspect_images
 from hibug_core.ingest.manifest import ModelOutputs, ValidatedManifest
-from hibug_core.objects.coco import (BACKGROUND, DETECTION_KIND, MISSED, OBJECT_KIND, UNLABELLED, CocoGroundTruth,
-                                     CocoResults, image_sizes_issues, read_ground_truth, read_results)
+from hibug_core.objects.coco import (
+    BACKGROUND,
+    DETECTION_KIND,
+    MISSED,
+    OBJECT_KIND,
+    UNLABELLED,
+    CocoGroundTruth,
+    CocoResults,
+    image_sizes_issues,
+    read_ground_truth,
+    read_results,
+)
 from hibug_core.objects.geometry import GeometryConfig, measure_objects
-from hibug_core.objects.pose_geometry import measure_people
 from hibug_core.objects.matching import FALSE_POSITIVE, MatchConfig, Matches, known_objects, match
+from hibug_core.objects.pose_geometry import measure_people
 from hibug_core.progress import ProgressCallback, no_progress
-
 
 
 @dataclass

@@ -16,9 +16,9 @@ from hibug_core.ingest.manifest import DEFAULT_MODEL
 from hibug_core.ingest.table import explained, normalised_table
 from hibug_core.objects.coco import RESERVED_NAMES, parse_ground_truth, parse_results
 from hibug_core.objects.geometry import GeometryConfig
-from hibug_core.tasks.object_import import objects_manifest
 from hibug_core.objects.matching import COCO_PERSON_KEYPOINTS, COCO_PERSON_SKELETON, MatchConfig
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.tasks.object_import import objects_manifest
 
 _NUMBERS = re.compile(r"[\s,;\[\]()]+")
 
@@ -165,7 +165,8 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
     for image, found in split_by_image.items():
         if len(found) > 1 and image:
             row = int(np.flatnonzero(((images == image) & (split_of_row != found[0])).to_numpy())[0])
-            issues.add(row, "split", f"image '{image}' is given several splits ({', '.join(found)}); an image's objects "
+            issues.add(row, "split",
+                       f"image '{image}' is given several splits ({', '.join(found)}); an image's objects "
                                      "share one split")
     if issues.items:
         raise ManifestError(source, explained(frame, issues.items))
@@ -177,7 +178,8 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
     skeleton = _skeleton(counts.pop()) if counts else {}
     document = {"images": [{"id": k + 1, "file_name": image} for k, image in enumerate(distinct)],
                 "categories": [{"id": k, "name": label, **skeleton} for label, k in category.items()],
-                "annotations": [{"id": j + 1, "image_id": int(codes[i]) + 1, "category_id": category[frame.at[i, "label"]],
+                "annotations": [{"id": j + 1, "image_id": int(codes[i]) + 1,
+                                 "category_id": category[frame.at[i, "label"]],
                                  "bbox": boxes[i], "iscrowd": 0,
                                  **({"keypoints": points["keypoints", i]} if ("keypoints", i) in points else {}),
                                  "attributes": {c.split(":", 1)[1].strip(): frame.at[i, c] for c in columns
@@ -191,7 +193,8 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
         records = [{"image_id": int(codes[i]) + 1, "category_id": category[mine[i][1]], "bbox": mine[i][0],
                     "score": mine[i][2], **({"keypoints": points[column, i]} if (column, i) in points else {})}
                    for i in rows]
-        found.append(_translated(lambda: parse_results(records, truth, source, model=name), source, {"results": rows}))
+        found.append(_translated(lambda records=records, name=name: parse_results(records, truth, source, model=name),
+                                 source, {"results": rows}))
     split_of_image = {k + 1: split_by_image[image][0] for k, image in enumerate(distinct)}
     # 4. Images, matching, samples.
     manifest = objects_manifest(truth, found, Path(base_dir), split_of_image, task=task, match_config=match_config,

@@ -12,17 +12,29 @@ import pandas as pd
 
 from hibug_core.errors import ModelLoadError
 from hibug_core.image_loader import open_image
-from hibug_core.models.object_models import (OBJECT_FAMILIES, DetectorError, ObjectModelAdapter, TrainingSet,
-                                             coco_training_set)
-from hibug_core.models.recorded import POOL_LABELS_META, recorded_model
+from hibug_core.models.object_models import (
+    OBJECT_FAMILIES,
+    DetectorError,
+    ObjectModelAdapter,
+    TrainingSet,
+    coco_training_set,
+)
 from hibug_core.models.registry import MODELS, load_model
 from hibug_core.objects.coco import OBJECT_KIND, read_ground_truth, read_results
 from hibug_core.objects.matching import TRUE_POSITIVE, MatchConfig, known_objects, match
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.repair.expected_failures import slice_failures, slice_rates
 from hibug_core.repair.loop import CONTROL, GENERATED, RepairError, RepairRound, RoundResult
-from hibug_core.repair.selection import (SELECTION_METHODS, SelectionConfig, SelectionError, frame, pool_masks,
-                                        resolve_budget, taken_slices)
+from hibug_core.repair.selection import (
+    SELECTION_METHODS,
+    SelectionConfig,
+    SelectionError,
+    frame,
+    pool_masks,
+    resolve_budget,
+    taken_slices,
+)
+from hibug_core.store.recorded_models import POOL_LABELS_META, recorded_model
 
 FINE_TUNE_RATE = 5e-4  # the peak of the fine-tuning schedule when none is given (a quarter of the demo's training)
 FINE_TUNE_EPOCHS = 3
@@ -30,13 +42,14 @@ OBJECTS_FOUND = "objects found"  # what a detector's before and after are: held-
 
 
 def object_model(project, model: str):
-    """The adapter of a recorded model of objects that hibug can fine-tune and run (hibug_core.models.recorded), with
-    the annotations it was trained on; DetectorError saying what to do when only its results were imported."""
+    """The adapter of a recorded model of objects that hibug can fine-tune and run (hibug_core.store.recorded_models),
+    with the annotations it was trained on; DetectorError saying what to do when only its results were imported."""
     recorded = recorded_model(project, model)
     if recorded is None or recorded.training is None:
         families = "; ".join(f"{e.spelling}: {e.help}" for e in MODELS if e.name in OBJECT_FAMILIES)
         raise DetectorError(f"hibug cannot retrain '{model}': only its results were imported. Record the model (its "
-                            f"spec and training annotations: hibug_core.models.recorded.record_model; {families}), "
+                            "spec and training annotations: hibug_core.store.recorded_models.record_model; "
+                            f"{families}), "
                             "or retrain it yourself on the exported selection")
     try:
         adapter = load_model(recorded.spec, root=project.folder)

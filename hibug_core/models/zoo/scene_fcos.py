@@ -29,10 +29,12 @@ class DetectorConfig:
     seed: int = 0
 
     def __post_init__(self):
-        check_fields(self, {"image_size": (self.image_size >= 32, "32 or more"), "width": (self.width >= 4, "4 or more"),
+        check_fields(self, {"image_size": (self.image_size >= 32, "32 or more"),
+                            "width": (self.width >= 4, "4 or more"),
                             "pyramid_channels": (self.pyramid_channels % 32 == 0 and self.pyramid_channels > 0,
                                                  "a positive multiple of 32"),
-                            "epochs": (self.epochs >= 1, "1 or more"), "batch_size": (self.batch_size >= 1, "1 or more"),
+                            "epochs": (self.epochs >= 1, "1 or more"),
+                            "batch_size": (self.batch_size >= 1, "1 or more"),
                             "score_threshold": (0 <= self.score_threshold < 1, "in [0, 1)")})
 
 
@@ -68,11 +70,11 @@ def pyramid_backbone(width: int, channels: int):
 def build_detector(classes: list[str], config: DetectorConfig = DetectorConfig()):
     """An untrained FCOS for `classes` (labels 1..len(classes)) on a three-level pyramid at strides 8, 16 and 32."""
     import torch
+    from torchvision.models.detection import FCOS
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+    from torchvision.models.detection.fcos import FCOSHead
 
     import hibug_core.torch_compat as compat
-    from torchvision.models.detection import FCOS
-    from torchvision.models.detection.fcos import FCOSHead
-    from torchvision.models.detection.anchor_utils import AnchorGenerator
 
     compat.allow_fallback_nms()
 
@@ -80,7 +82,8 @@ def build_detector(classes: list[str], config: DetectorConfig = DetectorConfig()
     anchors = AnchorGenerator(sizes=((8,), (16,), (32,)), aspect_ratios=((1.0,),) * 3)
     return FCOS(pyramid_backbone(config.width, config.pyramid_channels), num_classes=len(classes) + 1,
                 min_size=config.image_size, max_size=config.image_size, image_mean=[0.5] * 3, image_std=[0.25] * 3,
-                anchor_generator=anchors, head=FCOSHead(config.pyramid_channels, 1, len(classes) + 1, config.head_convs),
+                anchor_generator=anchors, head=FCOSHead(config.pyramid_channels, 1, len(classes) + 1,
+                                                        config.head_convs),
                 score_thresh=config.score_threshold, nms_thresh=0.5,
                 detections_per_img=30, topk_candidates=100)
 

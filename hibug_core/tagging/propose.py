@@ -8,8 +8,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
-from hibug_core.attributes.schema import (BINARY_TAGS, MAX_ATTRIBUTES, MAX_NAME, NOT_VISIBLE, Attribute,
-                                         AttributeSchema, template_problem)
+from hibug_core.attributes.schema import (
+    BINARY_TAGS,
+    MAX_ATTRIBUTES,
+    MAX_NAME,
+    NOT_VISIBLE,
+    Attribute,
+    AttributeSchema,
+    template_problem,
+)
 from hibug_core.errors import HibugError
 from hibug_core.llm.client import LLMAnswerError, LLMConfig, LLMUnavailable, ask_json, make_client
 from hibug_core.objects.coco import RESERVED_NAMES
@@ -106,8 +113,8 @@ def repair(proposal: Proposal, source: str = "llm") -> tuple[list[Attribute], li
                 notes.append(f"'{name}': a yes/no attribute takes the tags yes / no; dropped {', '.join(extra)}")
             tags = wanted
         if len(tags) < 2:
-            notes.append(f"rejected '{name}': it has {len(tags)} tag{'s' if len(tags) != 1 else ''}; an attribute needs "
-                         "at least two")
+            notes.append(f"rejected '{name}': it has {len(tags)} tag{'s' if len(tags) != 1 else ''}; "
+                         "an attribute needs at least two")
             continue
         if name in seen:
             notes.append(f"rejected a second attribute named '{name}'")
@@ -148,7 +155,8 @@ def propose_with_llm(task: str, classes: list[str], config: LLMConfig, *, method
         task=task, classes=", ".join(classes) or "unknown", focus=focus)
     proposal, problem = ask_structured(client, config, [{"role": "user", "content": f"{prompt}\n{FORMAT}"}])
     if proposal is None:
-        raise ProposalError(f"{config.describe()} gave no usable attributes after {config.attempts} attempts: {problem}")
+        raise ProposalError(f"{config.describe()} gave no usable attributes after {config.attempts} attempts: "
+                            f"{problem}")
     attributes, notes = repair(proposal)
     if not attributes:
         raise ProposalError("every proposed attribute was rejected: " + "; ".join(notes))
