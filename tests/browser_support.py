@@ -83,12 +83,29 @@ def serving(folder, *options: str, address: str = "127.0.0.1", env: dict | None 
         next(running, None)
 
 
-def idle(page, timeout: float = 60_000) -> None:
-    """Wait until the page's script run is over (Streamlit's running indicator is gone), so a click is not lost to
-    a rerun that replaces the element."""
-    page.wait_for_timeout(300)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidgetRunningIcon\"]')",
-                           timeout=timeout)
+SETTLED = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    const settled = app && app.dataset.testScriptState === 'notRunning'
+        && app.dataset.testConnectionState === 'CONNECTED'
+        && !document.querySelector('[data-testid="stStatusWidgetRunningIcon"]');
+    if (!settled) { window.__hibugSettledSince = null; return false; }
+    window.__hibugSettledSince = window.__hibugSettledSince || performance.now();
+    return performance.now() - window.__hibugSettledSince > 250;
+}"""
+
+
+def idle(page, timeout: float = 180_000) -> None:
+    """Wait on the app's own signal until its script run is over: Streamlit's script-run and connection state on its
+    root element (`data-test-script-state`), settled for 250 ms (a click's rerun starts a moment after the click), so
+    a step waits as long as a loaded machine needs and a click is not lost to a rerun that replaces the element."""
+    page.evaluate("() => { window.__hibugSettledSince = null; }")
+    page.wait_for_function(SETTLED, timeout=timeout, polling=50)
+
+
+def open_app(page, url: str, timeout: float = 180_000) -> None:
+    """Open a page of the dashboard and wait until its first script run is over (see idle)."""
+    page.goto(url)
+    idle(page, timeout)
 
 
 def shot(page, name: str) -> None:
@@ -101,7 +118,7 @@ def shot(page, name: str) -> None:
 def open_slice_row(page, url: str, row: int, heading: str) -> None:
     """Open the Error slices page of the dashboard at `url`, choose the slice table's `row` by its row marker and wait
     for the chosen slice's heading."""
-    page.goto(f"{url}/Error_slices")
+    open_app(page, f"{url}/Error_slices")
     page.get_by_text("error slices (score below").first.wait_for(timeout=90_000)
     idle(page)
     grid = page.get_by_test_id("stDataFrame").first

@@ -5,7 +5,7 @@ import urllib.request
 
 import pytest
 
-from browser_support import ARTIFACTS, serve
+from browser_support import ARTIFACTS, idle, open_app, serve
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -24,13 +24,14 @@ def test_overview_renders_without_exception(server, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1600})
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(server)
+    open_app(page, server)
     page.get_by_text("Confusion matrix").wait_for(timeout=90_000)
     page.get_by_role("heading", name="easy-vqa shapes demo").wait_for(timeout=30_000)
     page.locator("[data-testid='stImage'] img").first.wait_for(timeout=30_000)
     assert page.locator("[data-testid='stException']").count() == 0
     assert errors == []
     page.get_by_test_id("stRadioGroup").get_by_text("test", exact=True).click()  # switch the split
+    idle(page)
     page.get_by_text("of 97 images").wait_for(timeout=30_000)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "overview.png"), full_page=True)

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
-from browser_support import first_picture, idle, serve, shot
+from browser_support import first_picture, idle, open_app, serve, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SETTINGS = {"split": "val", "depth": 2, "support": 30}
@@ -93,7 +93,7 @@ def headlines(page) -> list[str]:
 
 
 def open_compare(page, server: str, models: list[str]) -> None:
-    page.goto(f"{server}/Compare?models={','.join(models)}")
+    open_app(page, f"{server}/Compare?models={','.join(models)}")
     page.get_by_text("of the 'val' split that every model predicts").first.wait_for(timeout=120_000)
     idle(page)
 
@@ -130,13 +130,13 @@ def test_an_imported_column_and_a_repaired_model_compared_with_the_network(page,
     page.wait_for_url(re.compile(r"slice="), timeout=30_000)
     page.get_by_role("heading", name=table["description"].iat[1], exact=True).wait_for(timeout=60_000)
     blue = table.loc[table["description"] == "color = blue", "slice_id"].iat[0]
-    page.goto(f"{compare_server}/Compare?models=shape-cnn,planted&slice={blue}")
+    open_app(page, f"{compare_server}/Compare?models=shape-cnn,planted&slice={blue}")
     page.get_by_role("heading", name="color = blue", exact=True).wait_for(timeout=60_000)
     gained = int(table.loc[table["description"] == "color = blue", "candidate_only"].iat[0])
     page.get_by_text(f"planted right, shape-cnn wrong ({gained} images").first.wait_for(timeout=60_000)
 
     # 2. Retrain and compare on the Repair page (one seed), then compare the repaired model with the network.
-    page.goto(f"{compare_server}/Repair")
+    open_app(page, f"{compare_server}/Repair")
     page.get_by_role("tab", name="Retrain and compare").click()
     seeds = page.get_by_role("spinbutton", name="Seeds")
     seeds.fill("1")
@@ -151,7 +151,7 @@ def test_an_imported_column_and_a_repaired_model_compared_with_the_network(page,
     shot(page, "compare-2-repaired-model")
 
     # 3. All three: each against the network, and the overlap matrices of every pair.
-    page.goto(f"{compare_server}/Compare?models=shape-cnn,planted,{quote(repaired)}")
+    open_app(page, f"{compare_server}/Compare?models=shape-cnn,planted,{quote(repaired)}")
     page.get_by_text("Against the baseline").first.wait_for(timeout=120_000)
     assert headlines(page) == expected_headlines(compare_project, ["shape-cnn", "planted"])
     page.get_by_role("tab", name="Every pair").click()

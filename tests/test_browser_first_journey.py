@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from browser_support import idle, serve, shot
+from browser_support import idle, open_app, serve, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -31,7 +31,7 @@ def server(fresh_demo):
 
 def follow_checklist(page, server: str, step: str) -> None:
     """From the Overview, click the checklist's link to `step`."""
-    page.goto(server)
+    open_app(page, server)
     page.get_by_text("Confusion matrix").first.wait_for(timeout=90_000)
     page.get_by_role("link", name=step, exact=True).first.click()
     idle(page)
@@ -60,7 +60,7 @@ def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
     shot(page, "first-journey-1-attributes")
 
     # 2. Tags: the Overview's next step; start the default tagger and wait for its summary
-    page.goto(server)
+    open_app(page, server)
     page.get_by_role("link", name="Next step: Tags").first.wait_for(timeout=90_000)
     page.get_by_role("link", name="Next step: Tags").first.click()
     page.get_by_role("button", name="Start tagging").wait_for(timeout=60_000)

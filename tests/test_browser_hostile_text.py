@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from PIL import Image
 
-from browser_support import idle, serving
+from browser_support import idle, open_app, serving
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -54,7 +54,7 @@ def test_labels_written_as_markup_are_shown_as_text(tmp_path, browser):
 
     with serving(tmp_path / "project") as url:
         page = browser.new_page(viewport={"width": 1400, "height": 1600})
-        page.goto(url)
+        open_app(page, url)
         page.get_by_text("Confusion matrix").wait_for(timeout=90_000)
         page.locator("[data-testid='stImage'] img").first.wait_for(timeout=30_000)
         idle(page)

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from browser_support import idle, serve, shot
+from browser_support import idle, open_app, serve, shot
 from waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -55,7 +55,7 @@ def test_the_main_journey(page, journey_server, journey_project):
     from hibug_core.store.tag_store import corrections
 
     project = Project.open(journey_project)
-    page.goto(journey_server)
+    open_app(page, journey_server)
     wait_text(page, "Confusion matrix")
     navigation = page.get_by_test_id("stSidebarNav")
     assert navigation.get_by_text("Overview", exact=True).is_visible()
@@ -63,7 +63,7 @@ def test_the_main_journey(page, journey_server, journey_project):
     shot(page, "journey-1-overview")
 
     # Attributes: propose from the built-in library and save it as a new version
-    page.goto(f"{journey_server}/Attributes")
+    open_app(page, f"{journey_server}/Attributes")
     wait_text(page, "What does the model do?")
     page.get_by_role("button", name="Propose").click()
     wait_text(page, "Save as the new version")
@@ -73,7 +73,7 @@ def test_the_main_journey(page, journey_server, journey_project):
     shot(page, "journey-2-attributes")
 
     # Tagging: a background job with a small encoder; the page follows its progress and shows the result
-    page.goto(f"{journey_server}/Tagging")
+    open_app(page, f"{journey_server}/Tagging")
     wait_text(page, "Start tagging")
     choose(page, "Encoder", "other…")  # test-only encoders are typed, never offered
     page.get_by_label("Other encoder").fill("tiny-open_clip")
@@ -83,7 +83,7 @@ def test_the_main_journey(page, journey_server, journey_project):
     shot(page, "journey-3-tagging")
 
     # Embedding map: compute a PCA map in the background, then lasso a region of points
-    page.goto(f"{journey_server}/Embedding_map?encoder=tiny-open_clip&method=pca")
+    open_app(page, f"{journey_server}/Embedding_map?encoder=tiny-open_clip&method=pca")
     wait_text(page, "Compute the map")
     page.get_by_role("button", name="Compute the map").click()
     wait_text(page, "box or lasso to select", timeout=240_000)
@@ -102,7 +102,7 @@ def test_the_main_journey(page, journey_server, journey_project):
     shot(page, "journey-4-map")
 
     # Error slices: click the first row of the ranked table, see its evidence and its images
-    page.goto(f"{journey_server}/Error_slices")
+    open_app(page, f"{journey_server}/Error_slices")
     wait_text(page, "error slices (score below")
     wait_text(page, "Parent and child slices")
     first = page.get_by_role("heading", level=3).first.inner_text()
@@ -118,7 +118,7 @@ def test_the_main_journey(page, journey_server, journey_project):
     shot(page, "journey-5-error-slice")
 
     # Tagging audit: confirm one image's tag with one click
-    page.goto(f"{journey_server}/Tagging")
+    open_app(page, f"{journey_server}/Tagging")
     page.get_by_role("tab", name="Audit").click()
     wait_text(page, "not reviewed yet")
     choose(page, "Attribute", "dominant colour")
@@ -139,7 +139,7 @@ def test_the_repair_journey(page, journey_server, journey_project):
     from hibug_core.store.project import Project
 
     project = Project.open(journey_project)
-    page.goto(f"{journey_server}/Repair")
+    open_app(page, f"{journey_server}/Repair")
     wait_text(page, "Select pool images")
     page.get_by_role("button", name="Select pool images").click()
     wait_text(page, "Download CSV")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from browser_support import ARTIFACTS, first_picture, idle, open_slice_row, serve, shot
+from browser_support import ARTIFACTS, first_picture, idle, open_app, open_slice_row, serve, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 PLANTED = "color = green & class = triangle"
@@ -33,7 +33,7 @@ def test_find_the_planted_object_slice_and_see_its_boxes(browser, objects_server
     page = browser.new_page(viewport={"width": 1500, "height": 1600})
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(objects_server)
+    open_app(page, objects_server)
     page.get_by_text("COCO evaluation").first.wait_for(timeout=90_000)
     page.get_by_text("Errors by type").first.wait_for()
     shot(page, "objects-1-overview")

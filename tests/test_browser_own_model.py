@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from browser_support import idle, serve, shot
+from browser_support import idle, open_app, serve, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -46,7 +46,7 @@ def test_predict_with_your_model_then_repair_it_from_the_pages(browser, own_serv
     page = browser.new_page(viewport={"width": 1500, "height": 1400})
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(own_server)
+    open_app(page, own_server)
     page.get_by_text("This project has no model outputs yet").wait_for(timeout=90_000)
     page.get_by_label("Model", exact=True).fill(f"shape-cnn:{own_project / 'my-cnn.pt'}")
     page.get_by_label("Name", exact=True).fill("my-cnn")
@@ -56,7 +56,7 @@ def test_predict_with_your_model_then_repair_it_from_the_pages(browser, own_serv
     page.get_by_text("How my-cnn does").wait_for(timeout=90_000)
     shot(page, "own-model-1-predicted")
 
-    page.goto(f"{own_server}/Repair")
+    open_app(page, f"{own_server}/Repair")
     page.get_by_text("Repairing my-cnn").wait_for(timeout=90_000)
     page.get_by_role("tab", name="Retrain and compare").click()
     idle(page)

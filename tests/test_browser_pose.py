@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from browser_support import ARTIFACTS, first_picture, idle, open_slice_row, serve, shot
+from browser_support import ARTIFACTS, first_picture, idle, open_app, open_slice_row, serve, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 PLANTED = ("facing = back", "pose = lying", "body orientation = lying", "shirt colour = black & pose = arms raised",
@@ -38,7 +38,7 @@ def test_find_a_planted_pose_slice_with_its_error_mix_and_see_its_skeletons(brow
     page = browser.new_page(viewport={"width": 1500, "height": 1600}, device_scale_factor=2)
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(pose_server)
+    open_app(page, pose_server)
     page.get_by_text("COCO evaluation").first.wait_for(timeout=90_000)
     page.get_by_text("Keypoint AP if each error type were fixed").first.wait_for(timeout=60_000)
     shot(page, "pose-1-overview")

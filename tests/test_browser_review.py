@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from browser_support import ARTIFACTS, idle, serving
+from browser_support import ARTIFACTS, idle, open_app, serving
 from waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -46,7 +46,7 @@ def test_two_people_edit_one_review_and_the_second_sees_the_conflict(browser, re
         pages = []
         for context, name in ((ana, "ana"), (bo, "bo")):
             page = context.new_page()
-            page.goto(f"{url}/Review?review={review_id}")
+            open_app(page, f"{url}/Review?review={review_id}")
             page.get_by_role("button", name="Save", exact=True).wait_for(timeout=90_000)
             page.get_by_role("textbox", name="Your name").fill(name)
             page.get_by_role("textbox", name="Your name").press("Enter")
@@ -83,7 +83,7 @@ def test_the_name_is_entered_once_per_browser(browser, review_project):
     with serving(folder) as url:
         context = browser.new_context()
         page = context.new_page()
-        page.goto(f"{url}/Review")
+        open_app(page, f"{url}/Review")
         name = page.get_by_role("textbox", name="Your name")
         name.wait_for(timeout=90_000)
         name.fill('Ana "<b>" Ng')

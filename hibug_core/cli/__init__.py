@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 
+from hibug_core.cli.command import literal_help
 from hibug_core.errors import HibugError, environment_failure
 
 # command -> module of this package that defines it (its COMMANDS table holds help, options and handler)
@@ -36,7 +37,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             sub.add_parser(name)
             continue
         command = commands(module)[name]
-        p = sub.add_parser(name, help=command.help, description=command.help)
+        p = sub.add_parser(name, help=literal_help(command.help), description=command.help)
         command.arguments(p)
         p.set_defaults(handler=command.run)
     return parser

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from hibug_core.cli.command import literal_help
 from hibug_core.operations import Cli, LLMSettings, OneOf, Operation
 from hibug_core.registry import Registry
 
@@ -36,12 +37,13 @@ def add_operation_options(parser: argparse.ArgumentParser, op: type[Operation]) 
         cli, rule = _cli(info), op.rule(name)
         kind, is_list = op.field_type(name)
         default = op.default(name) if not info.is_required() else None
-        help_text = info.description or ""
+        help_text = literal_help(info.description or "")
         if kind is bool:
             parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=default,
                                 help=f"{help_text} (default: {'on' if default else 'off'})")
             continue
-        options: dict = {"help": help_text + (f" (default: {default})" if default not in (None, [], "") else "")}
+        shown_default = literal_help(f" (default: {default})") if default not in (None, [], "") else ""
+        options: dict = {"help": help_text + shown_default}
         if rule is not None and not _has_families(rule):
             options["choices"] = rule.names() + ([] if default in rule.names() or default is None else [default])
         if is_list:
