@@ -15,6 +15,7 @@ def run_app(monkeypatch, folder) -> AppTest:
     return open_page(monkeypatch, "app.py", folder)
 
 
+@pytest.mark.slow
 def test_overview_of_the_demo(monkeypatch, demo_project):
     at = run_app(monkeypatch, demo_project)
     assert not at.exception

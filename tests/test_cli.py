@@ -83,6 +83,7 @@ def test_embed_tag_and_teach_commands(colour_project, tmp_path, capsys, monkeypa
     assert "unknown attribute(s) colour; the schema has: color, is round" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_slices_command_prints_ranked_explained_slices(demo_project, tmp_path, capsys):
     import shutil
 

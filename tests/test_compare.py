@@ -267,6 +267,7 @@ def test_models_without_tags_are_still_compared_overall_and_per_class(tmp_path, 
     assert result.slices.empty and result.overall.set_index("model").loc["cand", "difference"] == -0.5
 
 
+@pytest.mark.slow
 def test_two_detectors_compared_by_iou_with_their_error_mix(detection_demo, tmp_path):
     import pandas as pd
 

@@ -311,6 +311,7 @@ def test_a_killed_import_lands_whole_or_not_at_all_and_runs_again(many_images, t
     assert not list(target.rglob("*.tmp"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", KILL_SEEDS)
 def test_a_killed_embedding_keeps_its_parts_and_the_rerun_finishes(many_images, tmp_path, seed):
     import shutil
@@ -329,6 +330,7 @@ def test_a_killed_embedding_keeps_its_parts_and_the_rerun_finishes(many_images, 
     assert not list(target.rglob("*.tmp"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", KILL_SEEDS)
 def test_a_killed_tagging_run_leaves_the_tags_before_and_the_rerun_finishes(many_images, tmp_path, seed):
     import shutil
@@ -349,6 +351,7 @@ def test_a_killed_tagging_run_leaves_the_tags_before_and_the_rerun_finishes(many
         assert current_tags(project).tags["color"].notna().sum() == 300
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", KILL_SEEDS)
 def test_a_killed_repair_keeps_the_project_sound_and_the_rerun_finishes(demo_project, tmp_path, seed):
     import shutil

@@ -72,6 +72,7 @@ def projects(colour_project, tmp_path):
         project.close()
 
 
+@pytest.mark.slow
 def test_a_job_waits_for_its_slot_runs_after_and_can_be_cancelled_while_waiting(projects, tmp_path):
     queue = JobQueue(tmp_path / "queue", QueueLimits(max_running=1, max_waiting=4, max_per_person=3))
     first = submit(projects[0], "count slowly", {"steps": 600, "pause": 0.05}, author="ann", queue=queue)
@@ -94,6 +95,7 @@ def test_a_job_waits_for_its_slot_runs_after_and_can_be_cancelled_while_waiting(
     assert queue.counts() == {"running": 0, "waiting": 0}
 
 
+@pytest.mark.slow
 def test_twenty_visitors_starting_jobs_at_once_the_limits_hold_and_nothing_is_lost(projects, tmp_path):
     """20 people press "start" at the same moment on a server that runs 2 jobs and queues 6: 8 are taken, each of the
     others is told the server is busy, never more than 2 run at once, and every job taken finishes."""

@@ -23,6 +23,7 @@ def helpers_importable(monkeypatch):
     register_in_workers(monkeypatch)
 
 
+@pytest.mark.slow
 def test_an_embedding_job_runs_in_its_own_process_and_stores_its_result(colour_project):
     from hibug_core.embeddings.compute import stored_embeddings
 
@@ -37,6 +38,7 @@ def test_an_embedding_job_runs_in_its_own_process_and_stores_its_result(colour_p
     assert (log["action"] == "start job").any() and (log["actor"] == "ana").any()
 
 
+@pytest.mark.slow
 def test_progress_is_stored_and_a_second_job_of_the_kind_is_refused_until_cancelled(colour_project):
     job_id = submit(colour_project, "count slowly", {"steps": 400}, author="ben")
     wait_for(colour_project, job_id, {"running"})
@@ -79,6 +81,7 @@ def test_the_worker_runs_only_registered_kinds_never_what_a_row_names(colour_pro
     assert not (colour_project.folder / "MARK").exists()
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_seen_as_interrupted_frees_its_kind_and_resumes(colour_project, monkeypatch):
     job_id = submit(colour_project, "count slowly", {"steps": 2000}, author="dee")
     wait_for(colour_project, job_id, {"running"})

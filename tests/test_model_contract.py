@@ -58,8 +58,8 @@ def _keypoints(tmp_path):
             TrainingSet(images[3:], people[3:], points[3:]), {})
 
 
-@pytest.mark.parametrize("family", [_classifier, _detector, _keypoints], ids=["shape-cnn", "scene-fcos",
-                                                                              "scene-keypoints"])
+@pytest.mark.parametrize("family", [pytest.param(_classifier, id="shape-cnn"), pytest.param(_detector, id="scene-fcos"),
+                                    pytest.param(_keypoints, id="scene-keypoints", marks=pytest.mark.slow)])
 def test_every_model_family_keeps_one_contract(family, tmp_path):
     name, checkpoint, images, data, new, options = family(tmp_path)
     adapter = load_model(f"{name}:{tmp_path / checkpoint}")

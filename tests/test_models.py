@@ -204,6 +204,7 @@ def test_the_classifier_layer_is_found_in_each_library(transformers_folder):
         classifier_layer(nn.Sequential(nn.Conv2d(3, 3, 1)))
 
 
+@pytest.mark.slow
 def test_the_overview_runs_your_model_as_a_background_job(monkeypatch, colour_project):
     import os
     from pathlib import Path
@@ -244,6 +245,7 @@ def shape_model():
     return network, transforms.Compose([transforms.Resize((32, 32)), transforms.ToTensor()]), SHAPES
 
 
+@pytest.mark.slow
 def test_your_model_goes_through_slices_selection_retraining_and_before_after(demo_project, tmp_path):
     """predict -> error slices -> selection -> a linear head on the model's own features -> before/after per slice."""
     from hibug_core.repair.loop import RepairConfig, run_repair
@@ -310,6 +312,7 @@ def test_fine_tuning_an_adapted_network_resumes_to_exactly_the_uninterrupted_res
     assert saved["best_epoch"] == whole.best_epoch == 1 + int(np.argmax(whole.val_accuracy))
 
 
+@pytest.mark.slow
 def test_repair_fine_tunes_a_predicted_network_and_keeps_its_checkpoint(demo_project, tmp_path):
     import torch
 

@@ -43,6 +43,7 @@ def _planted_objects_in(folder, image_keys) -> int:
         or (a["attributes"]["color"] == "green" and a["category_id"] == 3)))
 
 
+@pytest.mark.slow
 def test_pool_images_are_chosen_by_the_failures_expected_among_their_objects(detection_demo):
     with Project.open(detection_demo) as project:
         report = error_slices(project, MODEL)
@@ -77,6 +78,7 @@ def test_the_recorded_detector_run_again_finds_exactly_the_imported_outcomes(det
     assert summary["AP"] == pytest.approx(0.5687208483269237)
 
 
+@pytest.mark.slow
 def test_a_detector_repair_fine_tunes_and_compares_every_held_out_object(demo_copy, monkeypatch):
     config = RepairConfig(selection=SelectionConfig(method="expected failures", budget=24), baseline=None,
                           control=False, seeds=(0,), retrain=RetrainConfig(lam=1.0, fine_tune=TuneConfig(epochs=1)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from hibug_core.embeddings.compute import embed_project
@@ -19,6 +20,7 @@ def open_page(monkeypatch, project, **query) -> AppTest:
     return open_any(monkeypatch, "pages/3_Embedding_map.py", project.folder, user="ana", timeout=60, **query)
 
 
+@pytest.mark.slow
 def test_the_map_is_computed_by_a_background_job(monkeypatch, colour_project):
     at = open_page(monkeypatch, colour_project, encoder="tiny-open_clip", method="pca")
     assert not at.exception

@@ -122,6 +122,7 @@ def test_generating_with_missing_diffusion_weights_says_how_to_provide_them(monk
         assert not jobs(project, "generate")  # nothing was started
 
 
+@pytest.mark.slow
 def test_a_detector_gets_pool_images_chosen_by_their_objects_and_prompts_without_generation(monkeypatch,
                                                                                             detection_demo):
     at = open_page(monkeypatch, detection_demo)

@@ -2,6 +2,7 @@
 images, one-click audit with the precision estimate, and teaching by example."""
 from __future__ import annotations
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from hibug_core.jobs.store import jobs
@@ -17,6 +18,7 @@ def open_page(monkeypatch, project) -> AppTest:
     return open_any(monkeypatch, "pages/2_Tagging.py", project.folder, user="ana", timeout=60)
 
 
+@pytest.mark.slow
 def test_a_tagging_job_starts_from_the_form_and_its_result_shows(monkeypatch, colour_project):
     at = open_page(monkeypatch, colour_project)
     assert not at.exception

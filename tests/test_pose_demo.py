@@ -116,6 +116,7 @@ def _planted(val):
     }
 
 
+@pytest.mark.slow
 def test_the_pose_demo_shows_its_planted_bugs_with_their_error_types(pose_demo):
     with Project.open(pose_demo, read_only=True) as project:
         report = json.loads(project.meta()["demo"])

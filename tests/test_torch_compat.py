@@ -44,6 +44,7 @@ def test_nms_reference_keeps_the_greedy_choice_on_crowded_random_boxes(seed):
         assert nms_reference(boxes, scores, threshold).tolist() == _greedy(boxes, scores, threshold)
 
 
+@pytest.mark.slow
 def test_model_libraries_import_after_hibug_core():
     script = (
         "import hibug_core, torch\n"
