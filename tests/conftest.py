@@ -35,6 +35,16 @@ def write_csv(tmp_path: Path):
     return write
 
 
+# Building the detection or pose demo trains a network (30-100 s): every test that needs one is in the slow lane.
+SLOW_FIXTURES = {"detection_demo", "detection_demo_build", "pose_demo", "pose_demo_build"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def demo_project(tmp_path_factory) -> Path:
     """The full demo project, built once per test session from the shipped checkpoint."""

@@ -79,6 +79,7 @@ def test_bugs_go_into_the_training_data_only_and_the_config_names_a_bad_field():
         FigureSceneConfig(pose_shares=(0.5, 0.5, 0.5, 0.5))
 
 
+@pytest.mark.slow
 def test_a_tiny_keypoint_model_trains_on_images_with_and_without_people_and_round_trips_its_checkpoint(tmp_path):
     from hibug_core.demo.pose import CLASSES, _people_by_image, training_fingerprint
     from hibug_core.models.zoo.scene_keypoints import (

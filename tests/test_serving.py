@@ -267,6 +267,7 @@ def test_names_typed_on_a_shared_server_reach_only_its_data_roots_and_no_code(se
     assert Reach(("/data",)).with_roots("/data", "/srv") == Reach(("/data", "/srv"))
 
 
+@pytest.mark.slow
 def test_a_job_started_on_a_shared_server_reaches_what_its_starter_may(server):
     from hibug_core.jobs.worker import submit
     from hibug_core.store.project import Project

@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 
-from hibug_core.cli.command import literal_help
+from hibug_core.cli.help_text import literal_help
 from hibug_core.errors import HibugError, environment_failure
 
 # command -> module of this package that defines it (its COMMANDS table holds help, options and handler)

@@ -13,11 +13,6 @@ class Command:
     run: Callable[[argparse.Namespace], int]
 
 
-def literal_help(text: str) -> str:
-    """Help text as argparse shows it: it %-formats help, so a description's '10%' would break `--help`."""
-    return text.replace("%", "%%")
-
-
 def progress_bar():
     """(report, close) of a tqdm progress bar for the library's progress callback."""
     from hibug_core.progress import tqdm_progress

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from hibug_core.cli.command import literal_help
+from hibug_core.cli.help_text import literal_help
 from hibug_core.operations import Cli, LLMSettings, OneOf, Operation
 from hibug_core.registry import Registry
 
