@@ -129,6 +129,7 @@ def _two_colour_schema(project):
     return schema.replace(Attribute(name="color", tags=("red", "green")))
 
 
+@pytest.mark.slow
 def test_tags_the_data_need_are_added_from_a_multimodal_model(colour_project, tmp_path, monkeypatch):
     from hibug_core.tagging.suggest import propose_tags_from_data, refine_tags
 

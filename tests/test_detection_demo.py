@@ -60,7 +60,8 @@ def test_a_tiny_detector_trains_detects_and_round_trips_its_checkpoint(tmp_path)
     assert len(found) == 3 and all(isinstance(f, list) for f in found)
     fingerprint = training_fingerprint(teach, classes, config)
     save_detector(tmp_path / "d.pt", model, classes, config, fingerprint)
-    assert load_detector(tmp_path / "d.pt", classes, config, fingerprint) is not None
+    loaded = load_detector(tmp_path / "d.pt", classes, config, fingerprint)
+    assert detect(loaded, images[:3], classes) == found  # the same weights find exactly the same boxes
     assert load_detector(tmp_path / "d.pt", classes, config, "another") is None  # other data: train again
     with pytest.raises(ConfigError, match="pyramid_channels = 48 \\(must be a positive multiple of 32\\)"):
         DetectorConfig(pyramid_channels=48)

@@ -131,6 +131,7 @@ def test_classes_are_matched_to_the_labels_or_refused_naming_both_sides():
     assert default_name("transformers:/models/vit-birds") == "vit-birds"
 
 
+@pytest.mark.slow
 def test_predict_records_a_model_with_its_features_and_resumes_after_an_interruption(demo_project, tmp_path,
                                                                                      timm_checkpoint):
     folder = tmp_path / "demo"
@@ -245,6 +246,18 @@ def shape_model():
     return network, transforms.Compose([transforms.Resize((32, 32)), transforms.ToTensor()]), SHAPES
 
 
+def _assert_recounted(report) -> None:
+    """The model's error slices are its own: the worst is worse than the whole, and each slice's count and failures
+    are those of its rows recounted with a boolean mask."""
+    errors = report.evaluation["error"].to_numpy()
+    assert report.overall_score == pytest.approx(1 - errors.mean())
+    assert len(report.slices) > 0 and report.slices["score"].iloc[0] < report.overall_score
+    for definition, count, failures in report.slices[["definition", "count", "failures"]].head(5).itertuples(
+            index=False):
+        rows = report.tags.mask(definition)
+        assert (count, failures) == (rows.sum(), pytest.approx(errors[rows].sum()))
+
+
 @pytest.mark.slow
 def test_your_model_goes_through_slices_selection_retraining_and_before_after(demo_project, tmp_path):
     """predict -> error slices -> selection -> a linear head on the model's own features -> before/after per slice."""
@@ -259,7 +272,8 @@ def test_your_model_goes_through_slices_selection_retraining_and_before_after(de
         done = predict_project(project, "python:test_models:shape_model", name="mine")
         assert (done.samples, done.computed) == (3866, 3866)
         report = error_slices(project, "mine")
-        assert report.model == "mine" and len(report.evaluation) == 800 and not report.slices.empty
+        assert report.model == "mine" and len(report.evaluation) == 800
+        _assert_recounted(report)
         result = run_repair(project, RepairConfig(model="mine", selection=SelectionConfig(budget=40), seeds=(0,),
                                                   retrain=RetrainConfig(method="linear head")), task=task_of(project))
         assert result.runs["method"].tolist() == [SelectionConfig().method, "random", "no new data"]
@@ -399,7 +413,8 @@ def test_each_library_goes_from_predict_to_a_reproducible_fine_tuned_repair(libr
         assert (done.samples, done.computed) == (192, 192)
         assert model_outputs(project, "mine").shape == (192, features)
         report = error_slices(project, "mine")
-        assert len(report.evaluation) == 48 and not report.slices.empty
+        assert len(report.evaluation) == 48
+        _assert_recounted(report)
         config = RepairConfig(model="mine", selection=SelectionConfig(budget=8), seeds=(0,), control=False,
                               retrain=RetrainConfig(fine_tune=TuneConfig(epochs=2, batch_size=16, patience=1)))
         first = run_repair(project, config, task=task_of(project))

@@ -135,7 +135,8 @@ def test_a_command_imports_only_its_own_module(tmp_path):
     probe = ("import sys; from hibug_core.cli import main; main(['info', sys.argv[1]]); "
              "print(sorted(m for m in sys.modules if m.startswith('hibug_core.cli.')))")
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True).stdout
-    assert out.strip().splitlines()[-1] == "['hibug_core.cli.command', 'hibug_core.cli.projects']"
+    loaded = "['hibug_core.cli.command', 'hibug_core.cli.help_text', 'hibug_core.cli.projects']"
+    assert out.strip().splitlines()[-1] == loaded
     assert set(INDEX.values()) == {"projects", "tagging", "attributes", "slices", "compare", "repair"}
     assert list(INDEX) == ["new", "import", "info", "serve", "demo", "embed", "predict", "tag", "tags", "teach",
                            "attributes", "slices", "report", "bench", "compare", "check", "select", "repair",
