@@ -102,6 +102,15 @@ def idle(page, timeout: float = 180_000) -> None:
     page.wait_for_function(SETTLED, timeout=timeout, polling=50)
 
 
+def shown(page, text: str, *, timeout: float = 90_000, **match):
+    """The first element showing `text`, once the app's script run is over (see idle): a loaded machine makes the
+    run slower, never the wait for what it drew shorter."""
+    idle(page, max(timeout, 180_000))
+    found = page.get_by_text(text, **match).first
+    found.wait_for(timeout=timeout)
+    return found
+
+
 def open_app(page, url: str, timeout: float = 180_000) -> None:
     """Open a page of the dashboard and wait until its first script run is over (see idle)."""
     page.goto(url)

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
-from browser_support import first_picture, idle, open_app, serve, shot
+from browser_support import first_picture, idle, open_app, serve, shot, shown
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SETTINGS = {"split": "val", "depth": 2, "support": 30}
@@ -94,7 +94,7 @@ def headlines(page) -> list[str]:
 
 def open_compare(page, server: str, models: list[str]) -> None:
     open_app(page, f"{server}/Compare?models={','.join(models)}")
-    page.get_by_text("of the 'val' split that every model predicts").first.wait_for(timeout=120_000)
+    shown(page, "of the 'val' split that every model predicts", timeout=120_000)
     idle(page)
 
 
@@ -143,7 +143,7 @@ def test_an_imported_column_and_a_repaired_model_compared_with_the_network(page,
     seeds.press("Tab")
     idle(page)
     page.get_by_role("button", name="Retrain and compare").click()
-    page.get_by_text("Accuracy after repair on the held-out split").first.wait_for(timeout=300_000)
+    shown(page, "Accuracy after repair on the held-out split", timeout=300_000)
     with Project.open(compare_project, read_only=True) as project:
         repaired = next(m for m in project.models() if " · repair " in m)  # the chosen method's, recorded first
     open_compare(page, compare_server, ["shape-cnn", repaired])
@@ -152,7 +152,7 @@ def test_an_imported_column_and_a_repaired_model_compared_with_the_network(page,
 
     # 3. All three: each against the network, and the overlap matrices of every pair.
     open_app(page, f"{compare_server}/Compare?models=shape-cnn,planted,{quote(repaired)}")
-    page.get_by_text("Against the baseline").first.wait_for(timeout=120_000)
+    shown(page, "Against the baseline", timeout=120_000)
     assert headlines(page) == expected_headlines(compare_project, ["shape-cnn", "planted"])
     page.get_by_role("tab", name="Every pair").click()
     plots = page.get_by_role("tabpanel", name="Every pair").locator(".js-plotly-plot")

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from browser_support import idle, open_app, serve, shot
+from browser_support import idle, open_app, serve, shot, shown
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -32,7 +32,7 @@ def server(fresh_demo):
 def follow_checklist(page, server: str, step: str) -> None:
     """From the Overview, click the checklist's link to `step`."""
     open_app(page, server)
-    page.get_by_text("Confusion matrix").first.wait_for(timeout=90_000)
+    shown(page, "Confusion matrix", timeout=90_000)
     page.get_by_role("link", name=step, exact=True).first.click()
     idle(page)
 
@@ -51,11 +51,11 @@ def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
 
     # 1. Attributes: propose from the built-in library and save the proposal as the new version
     follow_checklist(page, server, "Attributes")
-    page.get_by_text("What does the model do?").first.wait_for(timeout=60_000)
+    shown(page, "What does the model do?", timeout=60_000)
     page.get_by_role("button", name="Propose").click()
     page.get_by_role("button", name="Save as the new version").wait_for(timeout=60_000)
     page.get_by_role("button", name="Save as the new version").click()
-    page.get_by_text("version 2 ·").first.wait_for(timeout=60_000)
+    shown(page, "version 2 ·", timeout=60_000)
     assert latest_version(project) == 2
     shot(page, "first-journey-1-attributes")
 
@@ -65,7 +65,7 @@ def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
     page.get_by_role("link", name="Next step: Tags").first.click()
     page.get_by_role("button", name="Start tagging").wait_for(timeout=60_000)
     page.get_by_role("button", name="Start tagging").click()
-    page.get_by_text("finished. Tagging run(s)").first.wait_for(timeout=1_200_000)
+    shown(page, "finished. Tagging run(s)", timeout=1_200_000)
     assert jobs(project, "tag")[0].status == "done"
     summary = page.get_by_text("finished. Tagging run(s)").first.inner_text()
     assert "Worse than what stays in force, so not used: color (run #2 (zero-shot, conse)" in summary
@@ -90,7 +90,7 @@ def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
     chosen = page.get_by_role("heading", level=3).first.inner_text()
     navigation = page.get_by_test_id("stSidebarNav")
     navigation.get_by_role("link", name="Overview").click()
-    page.get_by_text("Confusion matrix").first.wait_for(timeout=60_000)
+    shown(page, "Confusion matrix", timeout=60_000)
     navigation.get_by_role("link", name="Error slices").click()
     page.get_by_text("error slices (score below").first.wait_for(timeout=60_000)
     idle(page)

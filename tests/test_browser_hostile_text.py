@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from PIL import Image
 
-from browser_support import idle, open_app, serving
+from browser_support import idle, open_app, serving, shown
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -55,7 +55,7 @@ def test_labels_written_as_markup_are_shown_as_text(tmp_path, browser):
     with serving(tmp_path / "project") as url:
         page = browser.new_page(viewport={"width": 1400, "height": 1600})
         open_app(page, url)
-        page.get_by_text("Confusion matrix").wait_for(timeout=90_000)
+        shown(page, "Confusion matrix", timeout=90_000)
         page.locator("[data-testid='stImage'] img").first.wait_for(timeout=30_000)
         idle(page)
         page.wait_for_timeout(1500)

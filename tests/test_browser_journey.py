@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from browser_support import idle, open_app, serve, shot
+from browser_support import idle, open_app, serve, shot, shown
 from waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -36,10 +36,6 @@ def page(browser, journey_server):
     page.close()
 
 
-def wait_text(page, text: str, timeout: float = 90_000):
-    page.get_by_text(text).first.wait_for(timeout=timeout)
-
-
 def choose(page, label: str, option: str) -> None:
     """Pick `option` in the visible select box labelled `label`."""
     idle(page)
@@ -56,7 +52,7 @@ def test_the_main_journey(page, journey_server, journey_project):
 
     project = Project.open(journey_project)
     open_app(page, journey_server)
-    wait_text(page, "Confusion matrix")
+    shown(page, "Confusion matrix")
     navigation = page.get_by_test_id("stSidebarNav")
     assert navigation.get_by_text("Overview", exact=True).is_visible()
     assert navigation.get_by_role("link", name="Error slices").get_attribute("href").endswith("/Error_slices")
@@ -64,29 +60,29 @@ def test_the_main_journey(page, journey_server, journey_project):
 
     # Attributes: propose from the built-in library and save it as a new version
     open_app(page, f"{journey_server}/Attributes")
-    wait_text(page, "What does the model do?")
+    shown(page, "What does the model do?")
     page.get_by_role("button", name="Propose").click()
-    wait_text(page, "Save as the new version")
+    shown(page, "Save as the new version")
     page.get_by_role("button", name="Save as the new version").click()
-    wait_text(page, "version 2 ·")
+    shown(page, "version 2 ·")
     assert latest_version(project) == 2
     shot(page, "journey-2-attributes")
 
     # Tagging: a background job with a small encoder; the page follows its progress and shows the result
     open_app(page, f"{journey_server}/Tagging")
-    wait_text(page, "Start tagging")
+    shown(page, "Start tagging")
     choose(page, "Encoder", "other…")  # test-only encoders are typed, never offered
     page.get_by_label("Other encoder").fill("tiny-open_clip")
     page.get_by_role("button", name="Start tagging").click()
-    wait_text(page, "finished", timeout=240_000)
+    shown(page, "finished", timeout=240_000)
     assert jobs(project, "tag")[0].status == "done"
     shot(page, "journey-3-tagging")
 
     # Embedding map: compute a PCA map in the background, then lasso a region of points
     open_app(page, f"{journey_server}/Embedding_map?encoder=tiny-open_clip&method=pca")
-    wait_text(page, "Compute the map")
+    shown(page, "Compute the map")
     page.get_by_role("button", name="Compute the map").click()
-    wait_text(page, "box or lasso to select", timeout=240_000)
+    shown(page, "box or lasso to select", timeout=240_000)
     plot = page.locator(".js-plotly-plot").first
     plot.wait_for(timeout=60_000)
     box = plot.locator(".nsewdrag").first.bounding_box()
@@ -96,15 +92,15 @@ def test_the_main_journey(page, journey_server, journey_project):
     for fx, fy in ((0.8, 0.2), (0.8, 0.8), (0.2, 0.8), (0.2, 0.25)):
         page.mouse.move(x0 + w * fx, y0 + h * fy, steps=8)
     page.mouse.up()
-    wait_text(page, "images selected", timeout=60_000)
-    wait_text(page, "Tags over-represented in the selection")
+    shown(page, "images selected", timeout=60_000)
+    shown(page, "Tags over-represented in the selection")
     page.locator("[data-testid='stImage'] img").first.wait_for(timeout=60_000)  # the selection's images
     shot(page, "journey-4-map")
 
     # Error slices: click the first row of the ranked table, see its evidence and its images
     open_app(page, f"{journey_server}/Error_slices")
-    wait_text(page, "error slices (score below")
-    wait_text(page, "Parent and child slices")
+    shown(page, "error slices (score below")
+    shown(page, "Parent and child slices")
     first = page.get_by_role("heading", level=3).first.inner_text()
     grid = page.get_by_test_id("stDataFrame").first
     grid.locator("canvas").first.wait_for()
@@ -120,10 +116,10 @@ def test_the_main_journey(page, journey_server, journey_project):
     # Tagging audit: confirm one image's tag with one click
     open_app(page, f"{journey_server}/Tagging")
     page.get_by_role("tab", name="Audit").click()
-    wait_text(page, "not reviewed yet")
+    shown(page, "not reviewed yet")
     choose(page, "Attribute", "dominant colour")
     choose(page, "Model tag to audit", "blue")
-    wait_text(page, "images tagged 'blue' not reviewed yet")
+    shown(page, "images tagged 'blue' not reviewed yet")
     before = len(corrections(project))
     page.get_by_role("button", name="✓").first.click()
     wait_until(lambda: len(corrections(project)) > before, 30, what="the confirmed tag", every=0.2)
@@ -140,9 +136,9 @@ def test_the_repair_journey(page, journey_server, journey_project):
 
     project = Project.open(journey_project)
     open_app(page, f"{journey_server}/Repair")
-    wait_text(page, "Select pool images")
+    shown(page, "Select pool images")
     page.get_by_role("button", name="Select pool images").click()
-    wait_text(page, "Download CSV")
+    shown(page, "Download CSV")
     page.locator("[data-testid='stImage'] img").first.wait_for(timeout=60_000)
     shot(page, "journey-7-repair-selection")
 
@@ -150,13 +146,13 @@ def test_the_repair_journey(page, journey_server, journey_project):
     page.get_by_role("button", name="Write prompts").click()
     page.get_by_role("button", name="Generate", exact=True).wait_for(timeout=90_000)  # shown with the prompts
     page.get_by_role("button", name="Generate", exact=True).click()
-    wait_text(page, "images from shape-world renderer", timeout=120_000)
+    shown(page, "images from shape-world renderer", timeout=120_000)
     assert jobs(project, "generate")[0].status == "done"
     shot(page, "journey-8-repair-generated")
 
     page.get_by_role("tab", name="Retrain and compare").click()
     page.get_by_role("button", name="Retrain and compare").click()
-    wait_text(page, "Accuracy after repair on the held-out split", timeout=240_000)
+    shown(page, "Accuracy after repair on the held-out split", timeout=240_000)
     assert jobs(project, "repair")[0].status == "done"
     shot(page, "journey-9-repair-compared")
     project.close()

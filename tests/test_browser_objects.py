@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from browser_support import ARTIFACTS, first_picture, idle, open_app, open_slice_row, serve, shot
+from browser_support import ARTIFACTS, first_picture, idle, open_app, open_slice_row, serve, shot, shown
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 PLANTED = "color = green & class = triangle"
@@ -34,12 +34,12 @@ def test_find_the_planted_object_slice_and_see_its_boxes(browser, objects_server
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     open_app(page, objects_server)
-    page.get_by_text("COCO evaluation").first.wait_for(timeout=90_000)
-    page.get_by_text("Errors by type").first.wait_for()
+    shown(page, "COCO evaluation", timeout=90_000)
+    shown(page, "Errors by type")
     shot(page, "objects-1-overview")
 
     open_slice_row(page, objects_server, row, PLANTED)
-    page.get_by_text("Its failures by error type").first.wait_for(timeout=60_000)
+    shown(page, "Its failures by error type", timeout=60_000)
     image = first_picture(page)
     idle(page)
     shot(page, "objects-2-planted-slice")

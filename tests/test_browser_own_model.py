@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from browser_support import idle, open_app, serve, shot
+from browser_support import idle, open_app, serve, shot, shown
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -47,25 +47,25 @@ def test_predict_with_your_model_then_repair_it_from_the_pages(browser, own_serv
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     open_app(page, own_server)
-    page.get_by_text("This project has no model outputs yet").wait_for(timeout=90_000)
+    shown(page, "This project has no model outputs yet", timeout=90_000)
     page.get_by_label("Model", exact=True).fill(f"shape-cnn:{own_project / 'my-cnn.pt'}")
     page.get_by_label("Name", exact=True).fill("my-cnn")
     page.get_by_role("button", name="Run the model").click()
-    page.get_by_text("my-cnn: predictions for 3,866 images").first.wait_for(timeout=180_000)
+    shown(page, "my-cnn: predictions for 3,866 images", timeout=180_000)
     page.reload()
-    page.get_by_text("How my-cnn does").wait_for(timeout=90_000)
+    shown(page, "How my-cnn does", timeout=90_000)
     shot(page, "own-model-1-predicted")
 
     open_app(page, f"{own_server}/Repair")
-    page.get_by_text("Repairing my-cnn").wait_for(timeout=90_000)
+    shown(page, "Repairing my-cnn", timeout=90_000)
     page.get_by_role("tab", name="Retrain and compare").click()
     idle(page)
     seeds = page.get_by_role("spinbutton", name="Seeds")
     seeds.fill("1")
     seeds.press("Tab")
     page.get_by_role("button", name="Retrain and compare").click()
-    page.get_by_text("Accuracy after repair on the held-out split").wait_for(timeout=300_000)
-    page.get_by_text("Repaired checkpoints").wait_for(timeout=30_000)
+    shown(page, "Accuracy after repair on the held-out split", timeout=300_000)
+    shown(page, "Repaired checkpoints", timeout=30_000)
     download = page.get_by_role("button", name=f"Download the {SelectionConfig().method} checkpoint (seed 0)")
     assert download.is_visible()
     shot(page, "own-model-2-repaired")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from browser_support import ARTIFACTS, first_picture, idle, open_app, open_slice_row, serve, shot
+from browser_support import ARTIFACTS, first_picture, idle, open_app, open_slice_row, serve, shot, shown
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 PLANTED = ("facing = back", "pose = lying", "body orientation = lying", "shirt colour = black & pose = arms raised",
@@ -39,13 +39,13 @@ def test_find_a_planted_pose_slice_with_its_error_mix_and_see_its_skeletons(brow
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     open_app(page, pose_server)
-    page.get_by_text("COCO evaluation").first.wait_for(timeout=90_000)
-    page.get_by_text("Keypoint AP if each error type were fixed").first.wait_for(timeout=60_000)
+    shown(page, "COCO evaluation", timeout=90_000)
+    shown(page, "Keypoint AP if each error type were fixed", timeout=60_000)
     shot(page, "pose-1-overview")
 
     open_slice_row(page, pose_server, row, planted)
-    page.get_by_text("its failures: " + mix.split("its failures: ")[1].split(",")[0]).first.wait_for(timeout=60_000)
-    page.get_by_text("Its failures by error type").first.wait_for(timeout=60_000)
+    shown(page, "its failures: " + mix.split("its failures: ")[1].split(",")[0], timeout=60_000)
+    shown(page, "Its failures by error type", timeout=60_000)
     image = first_picture(page)
     idle(page)
     shot(page, "pose-2-planted-slice")
