@@ -81,15 +81,17 @@ with run:
                 st.rerun()
     st.markdown("**Tagging runs**")
     runs = tag_store.runs(project)
-    if not runs.empty:
+    if runs.empty:
+        st.caption("No tagging runs yet: start one above. Until then the tags in force are the imported ones.")
+    else:
         runs = runs.assign(attributes=[", ".join(json.loads(raw)) for raw in runs["attributes_json"]],
                            encoder=runs["encoder"].fillna("—"), finished_at=runs["finished_at"].fillna("—"))
         runs = runs[["id", "method", "encoder", "status", "n_samples", "attributes", "author", "created_at",
                      "finished_at"]].sort_values("id", ascending=False)
-    st.dataframe(runs, hide_index=True, width="stretch", column_config={
-        "id": st.column_config.NumberColumn("run", format="#%d"), "n_samples": nouns.samples,
-        "method": st.column_config.TextColumn("method", help=TAGGERS.help_text()),
-        "attributes": st.column_config.TextColumn("attributes", width="large")})
+        st.dataframe(runs, hide_index=True, width="stretch", key="tag_runs_table", column_config={
+            "id": st.column_config.NumberColumn("run", format="#%d"), "n_samples": nouns.samples,
+            "method": st.column_config.TextColumn("method", help=TAGGERS.help_text()),
+            "attributes": st.column_config.TextColumn("attributes", width="large")})
 
 with sources:
     st.caption("Every source of tags per attribute: the imported tags (attr: columns) and each tagging run, measured "

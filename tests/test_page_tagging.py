@@ -18,6 +18,14 @@ def open_page(monkeypatch, project) -> AppTest:
     return open_any(monkeypatch, "pages/2_Tagging.py", project.folder, user="ana", timeout=60)
 
 
+def test_before_any_run_the_runs_table_says_so_instead_of_showing_its_raw_columns(monkeypatch, colour_project):
+    at = open_page(monkeypatch, colour_project)
+    assert not at.exception
+    assert "No tagging runs yet: start one above. Until then the tags in force are the imported ones." in [
+        c.value for c in at.tabs[0].caption]
+    assert all("attributes_json" not in frame.value.columns for frame in at.dataframe)
+
+
 @pytest.mark.slow
 def test_a_tagging_job_starts_from_the_form_and_its_result_shows(monkeypatch, colour_project):
     at = open_page(monkeypatch, colour_project)
