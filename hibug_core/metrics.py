@@ -38,3 +38,8 @@ OUTCOMES = ("right", "wrong", "no label or prediction")
 def outcome(samples: pd.DataFrame) -> pd.Series:
     """Per sample: right, wrong, or no label or prediction (from the 'correct' column)."""
     return samples["correct"].map({True: OUTCOMES[0], False: OUTCOMES[1]}).fillna(OUTCOMES[2]).astype(object)
+
+
+def points(change: float) -> str:
+    """A change of a share, in percentage points ("+2.0 pts"; a share itself reads "38.9%"); empty when unknown."""
+    return "" if pd.isna(change) else f"{100 * change:+.1f} pts"

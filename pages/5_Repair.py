@@ -9,6 +9,7 @@ import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
+from hibug_core.metrics import points
 from hibug_core.operations import FailureSearch, Generate, Repair, Select
 from hibug_core.repair.generated import GENERATED_SPLIT, generated_images
 from hibug_core.repair.generators import GENERATORS, missing_weights
@@ -202,11 +203,11 @@ with retrain:
         overall = summary[summary["slice_id"] == "overall"]
         cells = st.columns(max(len(overall), 1))
         for cell, (_, row) in zip(cells, overall.iterrows()):
-            cell.metric(row["method"], f"{row['after']:.1%}", f"{row['change']:+.1%} overall")
+            cell.metric(row["method"], f"{row['after']:.1%}", f"{points(row['change'])} overall")
         worse = summary[summary["worse"] > 0]
         if len(worse):
             st.warning("Got significantly worse (exact McNemar test, 5%): " + "; ".join(
-                f"{r['slice']} with {r['method']} ({r['change']:+.1%}, {r['worse']} of {r['seeds']} seeds)"
+                f"{plain(r['slice'])} with {r['method']} ({points(r['change'])}, {r['worse']} of {r['seeds']} seeds)"
                 for _, r in worse.iterrows()))
         chart = summary[summary["slice_id"] != "overall"].assign(
             label=lambda f: literal_values(f["slice"] + f["planted"].map({True: " (planted)", False: ""})))
@@ -222,7 +223,8 @@ with retrain:
         st.dataframe(as_percent(shown[["slice", "planted", "n", "method", "before", "after ± sd", "change", "worse"]],
                                 "before", "change"),
                      hide_index=True, width="stretch",
-                     column_config={"before": percent_column("before"), "change": percent_column("change")})
+                     column_config={"before": percent_column("before"),
+                                    "change": st.column_config.NumberColumn("change", format="%+.1f pts")})
 
 with search:
     classes = project.model_classes(model) or sorted(load_samples(project, model)["label"].dropna().unique())

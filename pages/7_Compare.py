@@ -5,6 +5,7 @@ import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
+from hibug_core.metrics import points
 from hibug_core.operations import CompareModels
 from hibug_core.review.board import add_comment, ensure_review
 from hibug_core.review.views import save_view
@@ -80,7 +81,7 @@ overall = comparison.overall.set_index("model")
 cells = st.columns(len(comparison.models))
 for cell, model in zip(cells, comparison.models):
     row = overall.loc[model]
-    delta = None if model == baseline else f"{100 * row['difference']:+.1f} pts"
+    delta = None if model == baseline else points(row["difference"])
     cell.metric(plain(model) + (" (baseline)" if model == baseline else ""), f"{row['score']:.1%}", delta,
                 help=None if model == baseline else f"{row['change']}, p = {row['p_value']:.2g}; "
                 f"{nouns.count(int(row['evaluated']))} of this split evaluated in all")
@@ -134,7 +135,7 @@ with slices_tab:
         named = distinct[distinct["change"] == change]
         if len(named):  # the changes that are not repeats of one another, in the table's order
             st.markdown(f"**{title}** ({len(named)}): " + " · ".join(
-                f"{'⚠ ' if r['tag_warning'] else ''}{plain(r['description'])} {100 * r['difference']:+.1f} pts"
+                f"{'⚠ ' if r['tag_warning'] else ''}{plain(r['description'])} {points(r['difference'])}"
                 for _, r in named.head(6).iterrows())
                 + (" · …" if len(named) > 6 else ""))
     if table.empty:
@@ -159,7 +160,7 @@ with slices_tab:
         row = table[table["slice_id"] == chosen_id].iloc[0]
         st.subheader(plain(row["description"]))
         figures = (f"{row['baseline_score']:.1%} → {row['candidate_score']:.1%} "
-                   f"({100 * row['difference']:+.1f} pts, p = {row['p_value']:.2g}, q = {row['q_value']:.2g})")
+                   f"({points(row['difference'])}, p = {row['p_value']:.2g}, q = {row['q_value']:.2g})")
         st.markdown(f"**{CHANGE_ICONS[row['change']]}** on {nouns.count(int(row['count']))}: {plain(figures)}")
         review_cell, view_cell, _ = st.columns([1, 1, 4])
         if review_cell.button("Review this slice", key="compare_review", disabled=not editing):

@@ -82,12 +82,15 @@ def test_a_repair_job_shows_before_and_after_slice_by_slice(monkeypatch, demo_co
     assert job.params["seeds"] == [0, 1, 2] and job.author == "ana"
     result = wait_for(demo_copy, "repair")
     assert result["models"] == 9  # expected failures, random, no new data, over 3 seeds by default
-    assert result["summary"].startswith("Held-out accuracy 89.0% before; after, expected failures ")
+    assert result["summary"] == (f"Repair run {result['run']}: 9 models retrained and compared (3 methods x 3 seeds); "
+                                 "the verdict and the slice-by-slice comparison are below.")
     at = open_page(monkeypatch, demo_copy)
     assert not at.exception
     assert {m.label for m in at.metric} >= {"expected failures", "random", "no new data"}
     shown = [e.value.replace("\\", "") for e in (*at.info, *at.success)]  # the verdict, shown as escaped text
-    verdict = next(v for v in shown if v.startswith("Held-out accuracy 89.0% before"))
+    verdicts = [v for v in shown if "Held-out accuracy 89.0% before" in v]
+    assert len(verdicts) == 1  # once: in its own box, not again in the job's message
+    verdict = verdicts[0]
     assert "On the overall held-out: " in verdict and "of 3 seeds)." in verdict
     summary = at.dataframe[-1].value
     assert {"color = blue", "size = small & shape = triangle"} <= set(summary["slice"])

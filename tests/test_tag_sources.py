@@ -179,6 +179,11 @@ def test_the_repair_verdict_says_one_seed_is_noise_and_who_won_over_seeds():
            "seeds)." in won
     tie = repair_verdict(changes([0, 1, 2], [0.96, 0.94, 0.95], [0.95, 0.95, 0.95]))
     assert "no clear winner between hibug and random" in tie
+    assert tie.endswith("Next: to tell them apart, run more seeds (this run had 3) or give a larger budget.")
+    lost = repair_verdict(changes([0, 1, 2], [0.93, 0.935, 0.94], [0.96, 0.965, 0.97]))
+    assert "random beat hibug" in lost and lost.endswith(
+        "Next: try another selection method than hibug, a larger budget, or generated images for the worst slices.")
+    assert "Next:" not in won
 
 
 def test_schema_diff_names_added_removed_and_changed_attributes():

@@ -29,6 +29,7 @@ def cmd_select(args) -> int:
 def cmd_repair(args) -> int:
     from hibug_core.bench.summary import markdown_table
     from hibug_core.cli.options import operation_from_args
+    from hibug_core.metrics import points
     from hibug_core.repair.loop import run_repair
     from hibug_core.repair.selection import export_selection
     from hibug_core.store.project import Project
@@ -49,7 +50,7 @@ def cmd_repair(args) -> int:
     summary = result.summary.copy()
     summary["after"] = [f"{a:.1%} ± {s:.1%}" if s == s else f"{a:.1%}" for a, s in
                         zip(summary["after"], summary["after_sd"])]
-    summary["change"] = [f"{c:+.1%}" for c in summary["change"]]
+    summary["change"] = summary["change"].map(points)
     summary["before"] = [f"{b:.1%}" for b in summary["before"]]
     summary["planted"] = summary["planted"].map({True: "yes", False: ""})
     print(markdown_table(summary[["slice", "planted", "n", "method", "before", "after", "change", "worse"]]))

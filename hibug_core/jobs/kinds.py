@@ -144,7 +144,13 @@ def repair(project, op: Repair, progress, author: str | None = None) -> dict:
     from hibug_core.repair.loop import run_repair
 
     result = run_repair(project, op.repair_config(), task=task_of(project), author=author, progress=progress)
-    return {"run": result.run_id, "models": len(result.runs), "summary": result.verdict()}
+    methods = len(dict.fromkeys(result.runs["method"]))
+    seeds = result.runs["seed"].nunique()
+    # The verdict is the page's own box under the job: said once, not again in the job's message.
+    return {"run": result.run_id, "models": len(result.runs),
+            "summary": f"Repair run {result.run_id}: {len(result.runs)} models retrained and compared ({methods} "
+                       f"method{'s' if methods != 1 else ''} x {seeds} seed{'s' if seeds != 1 else ''}); "
+                       "the verdict and the slice-by-slice comparison are below."}
 
 
 @job_kind(FailureSearch)

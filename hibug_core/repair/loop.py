@@ -211,13 +211,20 @@ def repair_verdict(changes: pd.DataFrame, measure: str = "accuracy") -> str:
         return " ".join(text + [f"With one seed the difference ({row['difference'] * 100:+.1f} points) is noise: "
                                 "run 3 or more seeds to tell whether {main} beats {baseline}.".replace(
                                     "{main}", main).replace("{baseline}", baseline)])
+    calls = []
     for row in table.itertuples():
         if np.isnan(row.difference):
             continue
-        call = (f"{main} beat {baseline}" if row.low > 0 else f"{baseline} beat {main}" if row.high < 0
-                else f"no clear winner between {main} and {baseline}")
+        calls.append("won" if row.low > 0 else "lost" if row.high < 0 else "unclear")
+        call = {"won": f"{main} beat {baseline}", "lost": f"{baseline} beat {main}",
+                "unclear": f"no clear winner between {main} and {baseline}"}[calls[-1]]
         text.append(f"On the {row.comparison}: {call} ({row.difference * 100:+.1f} points, 95% interval "
                     f"{row.low * 100:+.1f} to {row.high * 100:+.1f}, better on {row.won} of {row.seeds} seeds).")
+    if "lost" in calls:
+        text.append(f"Next: try another selection method than {main}, a larger budget, or generated images for the "
+                    "worst slices.")
+    elif "unclear" in calls:
+        text.append(f"Next: to tell them apart, run more seeds (this run had {seeds}) or give a larger budget.")
     return " ".join(text)
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from hibug_core.errors import HibugError
 from hibug_core.markdown import cell as _md
+from hibug_core.metrics import points
 from hibug_core.slices.compare import ModelComparison
 
 TABLE_COLUMNS = ["candidate", "description", "count", "baseline_score", "candidate_score", "difference", "p_value",
@@ -31,17 +32,13 @@ def _percent(value) -> str:
     return "" if pd.isna(value) else f"{value:.1%}"
 
 
-def _points(value) -> str:
-    return "" if pd.isna(value) else f"{100 * value:+.1f} pts"
-
-
 def _rows_markdown(table: pd.DataFrame) -> list[str]:
     lines = ["| model | slice | samples | baseline | candidate | change | q |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for _, row in table.iterrows():
         lines.append(f"| {_md(row['candidate'])} | {_md(row['description'])} | {int(row['count']):,} | "
                      f"{_percent(row['baseline_score'])} | {_percent(row['candidate_score'])} | "
-                     f"{_points(row['difference'])} | {row['q_value']:.2g} |")
+                     f"{points(row['difference'])} | {row['q_value']:.2g} |")
     return lines
 
 
@@ -59,7 +56,7 @@ def comparison_markdown(comparison: ModelComparison, title: str, top: int = 20) 
 def comparison_html(comparison: ModelComparison, title: str, top: int = 20) -> str:
     table = comparison_table(comparison, top)
     shown = table.assign(**{c: table[c].map(_percent) for c in ("baseline_score", "candidate_score")},
-                         difference=table["difference"].map(_points),
+                         difference=table["difference"].map(points),
                          p_value=table["p_value"].map("{:.2g}".format), q_value=table["q_value"].map("{:.2g}".format))
     style = ("body{font-family:system-ui,sans-serif;margin:2em;color:#1f2937}table{border-collapse:collapse}"
              "td,th{border:1px solid #d1d5db;padding:4px 8px;text-align:left}tr.regression td{background:#fee2e2}"
@@ -111,7 +108,7 @@ def gate_markdown(comparison: ModelComparison, checked: pd.DataFrame, candidate:
     improved = checked[(checked["q_value"] <= config.alpha) & (checked["difference"] > 0)]
     if len(improved):
         lines += ["", f"{len(improved)} check(s) improved significantly, e.g. "
-                  + "; ".join(f"{_md(r['description'])} {_points(r['difference'])}"
+                  + "; ".join(f"{_md(r['description'])} {points(r['difference'])}"
                               for _, r in improved.head(3).iterrows())
                   + "."]
     return "\n".join(lines) + "\n"
@@ -124,7 +121,7 @@ def gate_junit(comparison: ModelComparison, checked: pd.DataFrame, candidate: st
     for _, row in checked.iterrows():
         case = ElementTree.SubElement(suite, "testcase", classname=f"hibug.{row['kind']}", name=row["description"])
         figures = (f"{int(row['count']):,} samples: {_percent(row['baseline_score'])} -> "
-                   f"{_percent(row['candidate_score'])} ({_points(row['difference'])}), p = {row['p_value']:.3g}, "
+                   f"{_percent(row['candidate_score'])} ({points(row['difference'])}), p = {row['p_value']:.3g}, "
                    f"q = {row['q_value']:.3g}")
         if row["repeats"]:
             figures += f"; part of: {row['repeats']}"
