@@ -29,9 +29,11 @@ def create_project_form(user: str) -> None:
         st.markdown("**Create a project** from a manifest (CSV or Parquet: image, label, prediction, split, attr:…)")
         st.caption(f"Manifests and images are read only inside this server's data roots: {roots}.")
         name = st.text_input("New project name", placeholder="birds", max_chars=64)
-        upload = st.file_uploader("Upload the manifest", type=["csv", "parquet", "pq", "tsv"])
-        base = st.text_input("Folder its image paths are relative to (for an upload)", placeholder="/data/images")
-        path = st.text_input("…or the manifest's path on this server", placeholder="/data/images/manifest.csv")
+        source = st.radio("The manifest", ["upload it", "a path on this server"], horizontal=True, key="create_source")
+        upload = st.file_uploader("Upload the manifest (when uploading)", type=["csv", "parquet", "pq", "tsv"])
+        base = st.text_input("Folder its image paths are relative to (when uploading)", placeholder="/data/images")
+        path = st.text_input("The manifest's path on this server (when giving a path)",
+                             placeholder="/data/images/manifest.csv")
         model_name = st.text_input("Name of the model in the 'prediction' column", value="model")
         if not st.form_submit_button("Create project", type="primary", key="create_submit"):
             return
@@ -40,15 +42,17 @@ def create_project_form(user: str) -> None:
         model_name = normalise_name(model_name, "the model's name")
         config = dataclasses.replace(IngestConfig(), image_roots=policy.data_roots)
         with st.spinner("Checking the manifest and its images…"):
-            if upload is not None:
+            if source == "upload it":
+                if upload is None:
+                    raise HibugError("choose the manifest file to upload (or choose 'a path on this server')")
                 if not base:
-                    raise HibugError("say which folder the uploaded manifest's image paths are relative to")
+                    raise HibugError(f"say which folder the image paths in {upload.name} are relative to")
                 manifest = load_uploaded_manifest(upload.getvalue(), upload.name, policy.data_path(base),
                                                   default_model=model_name, config=config)
-            elif path:
-                manifest = load_manifest(policy.data_path(path), default_model=model_name, config=config)
             else:
-                raise HibugError("upload a manifest or give its path")
+                if not path:
+                    raise HibugError("give the manifest's path on this server (or choose 'upload it')")
+                manifest = load_manifest(policy.data_path(path), default_model=model_name, config=config)
             Project.create_from_manifest(folder, manifest, author=user).close()
     except HibugError as error:
         st.error(plain(error))

@@ -76,7 +76,8 @@ def create_from_path(name, manifest) -> AppTest:
     """Fill the Overview's creation form with a manifest path on the server and submit it."""
     at = AppTest.from_file(APP, default_timeout=60).run()
     by_label(at, "New project name").set_value(name)
-    by_label(at, "…or the manifest's path on this server").set_value(str(manifest))
+    at.radio(key="create_source").set_value("a path on this server")
+    by_label(at, "The manifest's path on this server (when giving a path)").set_value(str(manifest))
     return at.button(key="create_submit").click().run()
 
 
@@ -123,6 +124,37 @@ def test_an_uploaded_manifest_resolves_images_against_the_folder_given(tmp_path)
     manifest = load_uploaded_manifest(b"image,label,prediction\na.png,cat,cat\nb.png,dog,cat\n", "upload.csv",
                                       tmp_path / "data")
     assert manifest.n_rows == 2 and manifest.source == "upload.csv"
+
+
+@pytest.mark.parametrize("name, data, problem", [
+    ("birds.parquet", b"not parquet at all", "not a readable Parquet file"),
+    ("birds.csv", b"", "the file is empty"),
+    ("birds.csv", b"image,label,label\na.png,cat,cat\n", "label"),
+])
+def test_an_upload_that_cannot_be_read_is_named_as_the_persons_file_never_the_servers_copy(tmp_path, name, data,
+                                                                                        problem):
+    import tempfile
+
+    from hibug_core.errors import ManifestError
+    from hibug_core.tasks import load_uploaded_manifest
+
+    with pytest.raises(ManifestError) as refused:
+        load_uploaded_manifest(data, name, tmp_path)
+    message = str(refused.value)
+    assert message.startswith(f"{name}: 1 problem found; nothing was imported.") and problem in message
+    assert tempfile.gettempdir() not in message and "manifest." not in message
+
+
+def test_the_form_says_which_source_it_reads_and_what_is_missing(monkeypatch, tmp_path):
+    serve_root(monkeypatch, tmp_path)
+    manifest = write_manifest(tmp_path / "data", ["a.png,cat,cat,val"])
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    by_label(at, "New project name").set_value("new-project")
+    by_label(at, "The manifest's path on this server (when giving a path)").set_value(str(manifest))
+    at.button(key="create_submit").click().run()  # "upload it" is chosen, and nothing was uploaded
+    assert at.error[0].value.replace("\\", "") == ("choose the manifest file to upload (or choose 'a path on this "
+                                                   "server')")
+    assert not (tmp_path / "projects" / "new-project").exists()
 
 
 def test_an_admin_deletes_a_project_of_the_root_after_typing_its_name(monkeypatch, tmp_path):

@@ -69,8 +69,10 @@ def create(page, url: str, name: str, *, path: str = "", upload: tuple[str, byte
         page.get_by_text(upload[0]).wait_for(timeout=30_000)
         idle(page)
     page.get_by_label("New project name").fill(name)
-    page.get_by_label("…or the manifest's path on this server").fill(path)
-    page.get_by_label("Folder its image paths are relative to (for an upload)").fill(base)
+    if not upload:
+        page.get_by_text("a path on this server", exact=True).click()
+    page.get_by_label("The manifest's path on this server (when giving a path)").fill(path)
+    page.get_by_label("Folder its image paths are relative to (when uploading)").fill(base)
     page.get_by_role("button", name="Create project").click()
     if refused:
         page.get_by_test_id("stAlertContentError").first.wait_for(timeout=60_000)

@@ -2,12 +2,14 @@
 states that task (the project stores it at its first import)."""
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from hibug_core.config import IngestConfig
+from hibug_core.errors import ManifestError
 from hibug_core.ingest.manifest import DEFAULT_MODEL, ValidatedManifest
 from hibug_core.ingest.table import column_names, read_table
 from hibug_core.objects.coco import read_ground_truth
@@ -41,7 +43,11 @@ def load_uploaded_manifest(data: bytes, name: str, base_dir: str | Path, *, defa
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"manifest{suffix}"
         path.write_bytes(data)
-        frame = read_table(path)
+        try:
+            frame = read_table(path)
+        except ManifestError as error:  # told as the person's file, never as the server's temporary copy
+            raise ManifestError(name, [dataclasses.replace(i, message=i.message.replace(str(path), name)
+                                                           .replace(folder, "")) for i in error.issues]) from None
     return validate_table(frame, source=name, base_dir=Path(base_dir).resolve(), default_model=default_model,
                           config=config, progress=progress)
 
