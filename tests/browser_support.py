@@ -137,6 +137,7 @@ def open_slice_row(page, url: str, row: int, heading: str) -> None:
     page.mouse.move(area["x"] + 12, y)
     page.mouse.click(area["x"] + 12, y)
     page.wait_for_url(re.compile(r"slice="), timeout=30_000)
+    idle(page)
     page.get_by_role("heading", name=heading).wait_for(timeout=60_000)
 
 

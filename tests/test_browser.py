@@ -32,6 +32,7 @@ def test_overview_renders_without_exception(server, browser, demo_project):
     open_app(page, server)
     shown(page, "Confusion matrix", timeout=90_000)
     page.get_by_role("heading", name="easy-vqa shapes demo").wait_for(timeout=30_000)
+    idle(page)
     page.locator("[data-testid='stImage'] img").first.wait_for(timeout=30_000)
     assert page.locator("[data-testid='stException']").count() == 0
     assert errors == []

@@ -109,6 +109,7 @@ def test_an_imported_column_and_a_repaired_model_compared_with_the_network(page,
     heading = page.get_by_role("heading", level=3).first
     assert heading.inner_text() == "color = green"
     # the disagreements are drawn after the heading: wait for them, as a person would (a race under load)
+    idle(page)
     page.get_by_text(re.compile(r"shape-cnn right, planted wrong \(\d+ images")).first.wait_for(timeout=60_000)
     picture = first_picture(page)
     assert picture.evaluate("img => img.naturalWidth") > 0
@@ -128,11 +129,13 @@ def test_an_imported_column_and_a_repaired_model_compared_with_the_network(page,
     area = grid.bounding_box()
     page.mouse.click(area["x"] + 12, area["y"] + 35 + 35 * 1 + 17)  # the row marker of the second row
     page.wait_for_url(re.compile(r"slice="), timeout=30_000)
+    idle(page)
     page.get_by_role("heading", name=table["description"].iat[1], exact=True).wait_for(timeout=60_000)
     blue = table.loc[table["description"] == "color = blue", "slice_id"].iat[0]
     open_app(page, f"{compare_server}/Compare?models=shape-cnn,planted&slice={blue}")
     page.get_by_role("heading", name="color = blue", exact=True).wait_for(timeout=60_000)
     gained = int(table.loc[table["description"] == "color = blue", "candidate_only"].iat[0])
+    idle(page)
     page.get_by_text(f"planted right, shape-cnn wrong ({gained} images").first.wait_for(timeout=60_000)
 
     # 2. Retrain and compare on the Repair page (one seed), then compare the repaired model with the network.

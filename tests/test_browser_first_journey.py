@@ -53,6 +53,7 @@ def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
     follow_checklist(page, server, "Attributes")
     shown(page, "What does the model do?", timeout=60_000)
     page.get_by_role("button", name="Propose").click()
+    idle(page)
     page.get_by_role("button", name="Save as the new version").wait_for(timeout=60_000)
     page.get_by_role("button", name="Save as the new version").click()
     shown(page, "version 2 ·", timeout=60_000)
@@ -63,6 +64,7 @@ def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
     open_app(page, server)
     page.get_by_role("link", name="Next step: Tags").first.wait_for(timeout=90_000)
     page.get_by_role("link", name="Next step: Tags").first.click()
+    idle(page)
     page.get_by_role("button", name="Start tagging").wait_for(timeout=60_000)
     page.get_by_role("button", name="Start tagging").click()
     shown(page, "finished. Tagging run(s)", timeout=1_200_000)
@@ -74,6 +76,7 @@ def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
 
     # 3. Error slices: what the page shows first is the spurious correlation, and a warning about poor tags
     follow_checklist(page, server, "Error slices")
+    idle(page)
     page.get_by_text("error slices (score below").first.wait_for(timeout=120_000)
     assert page.get_by_role("heading", level=3).first.inner_text() == "color = blue"
     assert page.get_by_text("These tags are too poor to trust").first.is_visible()
@@ -92,6 +95,7 @@ def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
     navigation.get_by_role("link", name="Overview").click()
     shown(page, "Confusion matrix", timeout=60_000)
     navigation.get_by_role("link", name="Error slices").click()
+    idle(page)
     page.get_by_text("error slices (score below").first.wait_for(timeout=60_000)
     idle(page)
     assert page.get_by_role("heading", level=3).first.inner_text() == chosen

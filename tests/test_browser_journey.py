@@ -110,6 +110,7 @@ def test_the_main_journey(page, journey_server, journey_project):
     page.wait_for_url(re.compile(r"slice="), timeout=30_000)
     page.wait_for_function("h => document.querySelector('h3') && document.querySelector('h3').innerText !== h",
                            arg=first, timeout=30_000)
+    idle(page)
     page.locator("[data-testid='stImage'] img").first.wait_for(timeout=60_000)
     shot(page, "journey-5-error-slice")
 
@@ -144,6 +145,7 @@ def test_the_repair_journey(page, journey_server, journey_project):
 
     page.get_by_role("tab", name="Generate images").click()
     page.get_by_role("button", name="Write prompts").click()
+    idle(page)
     page.get_by_role("button", name="Generate", exact=True).wait_for(timeout=90_000)  # shown with the prompts
     page.get_by_role("button", name="Generate", exact=True).click()
     shown(page, "images from shape-world renderer", timeout=120_000)

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from browser_support import ARTIFACTS, idle, open_app, serving
+from browser_support import ARTIFACTS, idle, open_app, serving, shown
 from waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -60,7 +60,7 @@ def test_two_people_edit_one_review_and_the_second_sees_the_conflict(browser, re
             wait_until(lambda: get_review(project, review_id).version >= 2, 60, what="ana's save", every=0.2)
         idle(first)
         set_status(second, "not a bug")  # bo's form still shows version 1
-        second.get_by_text("ana changed this review").wait_for(timeout=30_000)
+        shown(second, "ana changed this review", timeout=30_000)
         assert "Nothing was overwritten" in second.get_by_test_id("stAlert").first.inner_text()
         ARTIFACTS.mkdir(exist_ok=True)
         second.screenshot(path=str(ARTIFACTS / "review-conflict.png"), full_page=True)
@@ -69,9 +69,10 @@ def test_two_people_edit_one_review_and_the_second_sees_the_conflict(browser, re
         assert (kept.status, kept.version, kept.updated_by) == ("confirmed bug", 2, "ana")
 
         # A comment with markup is shown as the text it is.
+        idle(second)  # while a run redraws, the last run's form is still on the page beside the new one
         second.get_by_role("textbox", name="Add a comment").fill(COMMENT)
         second.get_by_role("button", name="Comment").click()
-        second.get_by_text(COMMENT).wait_for(timeout=30_000)
+        shown(second, COMMENT, timeout=30_000)
         assert second.title() != "owned"
         assert second.locator("a[href='http://evil.example']").count() == 0
         for context in (ana, bo):
@@ -91,10 +92,12 @@ def test_the_name_is_entered_once_per_browser(browser, review_project):
         page.wait_for_function("() => document.cookie.includes('hibug_user=')", timeout=30_000)
         other = context.new_page()  # a new tab of the same browser: a new session
         other.goto(f"{url}/Error_slices")
+        idle(other)
         other.get_by_role("textbox", name="Your name").wait_for(timeout=90_000)
         assert other.get_by_role("textbox", name="Your name").input_value() == 'Ana "<b>" Ng'
         stranger = browser.new_context().new_page()  # another browser knows nothing of it
         stranger.goto(f"{url}/Error_slices")
+        idle(stranger)
         stranger.get_by_role("textbox", name="Your name").wait_for(timeout=90_000)
         assert stranger.get_by_role("textbox", name="Your name").input_value() != 'Ana "<b>" Ng'
         context.close()
