@@ -159,6 +159,28 @@ def test_matching_people_types_their_keypoints_and_says_the_ap_each_fix_would_gi
     assert fixes.loc["inversion", "AP gain"] > 0 and fixes.loc["missed", "AP gain"] > 0
 
 
+def test_a_model_that_misses_everyone_or_a_class_with_nobody_is_matched_with_undefined_aps():
+    """faster-coco-eval evaluates keypoints only for categories with people in them: a category with none, or the
+    'missed' fix of a model that found nobody (no person left), has no AP (NaN) instead of crashing the import."""
+    from hibug_core.objects.coco import parse_ground_truth, parse_results
+    from hibug_core.objects.matching import MatchConfig, match
+
+    truth, _ = _coco_people()
+    dataset = {**truth.dataset, "categories": [*truth.dataset["categories"], {
+        "id": 2, "name": "robot", "keypoints": list(NAMES), "skeleton": [[2, 3]]}]}
+    truth = parse_ground_truth(dataset, "people.json")
+    far = (TRUTH + [250, 150, 0]).ravel().tolist()  # in the empty image's corner, near nobody
+    results = parse_results([{"image_id": 4, "category_id": 1, "score": 0.7, "keypoints": far}], truth, "r.json",
+                            model="m")
+    matched = match(truth, results, MatchConfig(keypoint_sigmas=(0.1,) * 5))
+    assert matched.objects["outcome"].tolist() == ["missed"] * 3
+    assert matched.per_class.set_index("class")["AP"].isna().to_dict() == {"person": False, "robot": True}
+    assert matched.per_class.set_index("class").at["person", "AP"] == 0.0
+    fixes = matched.fixes.set_index("error type")
+    assert fixes.at["missed", "count"] == 3 and np.isnan(fixes.at["missed", "AP if fixed"])
+    assert fixes["AP if fixed"].drop("missed").tolist() == [0.0] * 5 and matched.summary["AP"] == 0.0
+
+
 def _people_project(folder):
     """The hand-built people imported as a pose project in `folder`/project (its files beside it)."""
     import json

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import subprocess
@@ -611,4 +612,27 @@ def test_an_unlabelled_pool_imports_every_detection_as_an_unlabelled_sample(tmp_
     assert project.object_evaluation("m", "pool") is None and project.object_evaluation("m", "val") is not None
     with pytest.raises(ManifestError, match="an unlabelled split's instances file lists its images only"):
         load_coco(*_write(tmp_path / "bad", truth_json, {"m": found}), split="pool", labelled=False)
+    project.close()
+
+
+def test_a_coco_import_with_nothing_in_it_is_refused_and_the_project_keeps_what_it_had(tmp_path):
+    """An unlabelled pool the model found nothing in, or a file with no annotations and no detections, is named as
+    having nothing to import, before any row is written (it used to crash inside the store)."""
+    truth_json, found = _tide_case()
+    project = Project.create_from_manifest(tmp_path / "project", load_coco(*_write(tmp_path / "val", truth_json,
+                                                                                     {"m": found})))
+    before = len(project.samples("m"))
+    pool_json = {"images": [dict(truth_json["images"][0], id=7, file_name="images/pool.png")],
+                 "categories": truth_json["categories"], "annotations": []}
+    with pytest.raises(ManifestError, match="nothing to import: unlabelled images are imported as the model's "
+                                            "detections, and the results have none"):
+        load_coco(*_write(tmp_path / "pool", pool_json, {"m": []}), split="pool", labelled=False)
+    with pytest.raises(ManifestError, match="nothing to import: the file has no annotations and the results no "
+                                            "detections"):
+        load_coco(*_write(tmp_path / "empty", pool_json, {"m": []}), split="test")
+    manifest = load_coco(*_write(tmp_path / "val2", truth_json, {"m": found}), split="test")
+    empty = dataclasses.replace(manifest, samples=manifest.samples.iloc[:0])
+    with pytest.raises(ManifestError, match="nothing to import: it has no rows"):
+        project.import_manifest(empty, kind="coco")
+    assert len(project.samples("m")) == before
     project.close()

@@ -71,6 +71,14 @@ def test_bugs_go_into_the_training_data_only_and_the_config_names_a_bad_field():
     line = true[[1, 2], 1].mean()
     assert np.allclose(wrong[3:7, 1], 2 * line - true[3:7, 1]) and np.array_equal(wrong[7:], true[7:])
     assert (wrong[3:7, 1] > line).all() and (true[3:7, 1] < line).all()  # raised above the shoulders, annotated below
+    swapped = training_annotations(people, replace(config, pair_bug="left and right swapped", keep_pair=0.0))
+    turned = np.asarray([_points(t)[1, 0] != _points(p)[1, 0] for t, p in zip(swapped["keypoints"],
+                                                                               people["keypoints"])])
+    assert len(swapped) == len(people) and turned[pair.to_numpy()].all()  # swapped once, whichever way they face
+    others = people.index[~pair]  # everyone else is swapped exactly as with the pair left out
+    default = training_annotations(people, config)
+    assert np.array_equal(turned[~pair.to_numpy()], [_points(t)[1, 0] != _points(p)[1, 0] for t, p in zip(
+        default.loc[others, "keypoints"], people.loc[others, "keypoints"])])
     _, trained_on = render_figures(1500, 0, config.training_scenes())
     assert (trained_on["pose"] == "lying").mean() < 0.04 and trained_on["small"].mean() < 0.07
     with pytest.raises(ConfigError, match="pair_colour = 'pink'"):

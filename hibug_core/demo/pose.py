@@ -48,8 +48,10 @@ MODEL_NAME = "figure-keypoints"
 CLASSES = ["person"]
 POOL_LABELS = "data/people_pool.json"  # the pool's annotations, as a labelling team would return them
 TASK = "estimate the pose (13 body keypoints) of every person in scenes of drawn figures"
+# What bug 3 does to its figures' training annotations.
 PAIR_BUGS = {"arms lowered": "elbows and wrists annotated as if the arms hung down",
-             "missing": "left unannotated"}  # what bug 3 does to its figures' training annotations
+             "missing": "left unannotated",
+             "left and right swapped": "annotated with left and right swapped"}
 ARMS = (3, 4, 5, 6)  # elbows and wrists
 KNOWN = ("pose", "shirt colour", "background")  # the figures' attributes, imported with every person
 
@@ -69,8 +71,8 @@ class PoseDemoConfig:
     pair_colour: str = "black"  # bug 3, a conjunction: figures in this shirt colour with this pose are annotated
     pair_pose: str = "arms raised"  # wrongly in training (pair_bug)...
     pair_bug: str = "missing"  # "missing": left unannotated; "arms lowered": elbows and wrists mirrored about the
-    # shoulders' line (as if the arms hung down). The shipped network learns neither: this black pair scores as other
-    # raised arms do on val (OKS 0.61 against 0.64), and a red pair did not show either way (README, "The pose demo").
+    # shoulders' line (as if the arms hung down); "left and right swapped". The shipped network learns none of them on
+    # new figures: this black pair scores as other raised arms do on val (OKS 0.61 against 0.64; docs/demos.md).
     keep_pair: float = 0.05  # ...but for this share
     scenes: FigureSceneConfig = field(default_factory=FigureSceneConfig)
     model: KeypointModelConfig = field(default_factory=lambda: KeypointModelConfig(
@@ -124,6 +126,8 @@ def training_annotations(people: pd.DataFrame, config: PoseDemoConfig) -> pd.Dat
     if config.pair_bug == "arms lowered":
         kept["keypoints"] = [_arms_lowered(k) if flag else k for k, flag in zip(kept["keypoints"], wrong)]
     mirrored = (kept["facing"] == "back").to_numpy() & (draw[kept.index] < config.mirrored_back)
+    if config.pair_bug == "left and right swapped":  # swapped once, whichever way the figure faces
+        mirrored |= wrong[kept.index]
     swap = list(mirror_pairs(FIGURE_KEYPOINTS))
     kept["keypoints"] = [np.asarray(k, float).reshape(-1, 3)[swap].ravel().tolist() if flip else k
                          for k, flip in zip(kept["keypoints"], mirrored)]

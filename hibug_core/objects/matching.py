@@ -238,8 +238,14 @@ def _summary(gt, dt, iou_type, sigmas, ground_truth, results, *, known: dict | N
     summary = {name: float(value) for name, value in zip(names, evaluator.stats)}
     precision = np.asarray(evaluator.eval["precision"])  # [thresholds, recall, classes, areas, max dets]
     ap, ap50 = [], []
+    # The library evaluates only the categories with people in them for keypoints (every category for boxes): one
+    # with none has no AP, as pycocotools reports it (-1, here NaN).
     order = list(evaluator.params.catIds)
     for category in categories:
+        if category not in order:
+            ap.append(np.nan)
+            ap50.append(np.nan)
+            continue
         k = order.index(category)
         values = precision[:, :, k, 0, -1]
         ap.append(float(values[values > -1].mean()) if (values > -1).any() else np.nan)
@@ -364,6 +370,8 @@ def _keypoint_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects
             else:
                 pair = _coco_pair(truth, fixed)
             fixed_ap = _summary(*pair, "keypoints", sigmas, truth, fixed, known=known, changed=touched)[0]["AP"]
+            if fixed_ap < 0:  # nobody left to find (every person was missed): the AP is undefined
+                fixed_ap = np.nan
         table.append({"error type": kind, "unit": unit, "count": count, "AP if fixed": fixed_ap,
                       "AP gain": fixed_ap - ap})
     return pd.DataFrame(table)

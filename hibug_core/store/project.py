@@ -220,6 +220,8 @@ class Project:
 
         author = author or default_actor()
         samples = manifest.samples
+        if samples.empty:  # every source refuses this itself; here for any that does not
+            raise ManifestError(manifest.source, [RowIssue(None, None, "nothing to import: it has no rows")])
         keys = samples["sample_key"].to_numpy(object)
         # Data roots and relative paths once per distinct image.
         path_codes, distinct_text = pd.factorize(samples["image_path"].to_numpy(object))

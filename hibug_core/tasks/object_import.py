@@ -97,6 +97,11 @@ def objects_manifest(truth: CocoGroundTruth, found: list[CocoResults], folder: P
     (labelled=False: every detection is an unlabelled sample, nothing is matched)."""
     # 1. The images: each distinct file read, hashed and its size checked once.
     used = sorted(set(truth.annotations["image_id"]).union(*(set(r.detections["image_id"]) for r in found)))
+    if not used:
+        raise ManifestError(truth.source, [RowIssue(None, "annotations", "nothing to import: the file has no "
+                                                    "annotations and the results no detections" if labelled else
+                                                    "nothing to import: unlabelled images are imported as the "
+                                                    "model's detections, and the results have none")])
     names = truth.images["file_name"].reindex(used).tolist()
     paths = {iid: Path(folder, name).resolve() for iid, name in zip(used, names)}
     infos, problems = inspect_images(list(paths.values()), workers=config.workers,
