@@ -125,7 +125,7 @@ def _check_keypoints(record: dict, index: int, unit: str, names: list[str], issu
     if visibility and not set(points[2::3]) <= {0, 1, 2}:
         issues.add(index, "keypoints", "every third number is a visibility flag: 0, 1 or 2", unit=unit)
         return None
-    return [float(v) for v in points]
+    return list(map(float, points))
 
 
 def _short(value) -> str:

@@ -88,8 +88,9 @@ def _coco_pair(ground_truth: CocoGroundTruth, results: CocoResults):
 
 
 def _evaluator(gt, dt, iou_type: str, sigmas, *, thresholds=None, max_detections: int | None = None,
-               known: dict | None = None, changed: set | None = None):
-    """The library's evaluation, evaluated and accumulated. known: the overlaps (IoU or OKS matrices) of an earlier
+               known: dict | None = None, changed: set | None = None, all_areas_only: bool = False):
+    """The library's evaluation, evaluated and accumulated (all_areas_only: for the area range "all" alone, all the AP
+    needs; thresholds: at these overlaps, up to max_detections). known: the overlaps (IoU or OKS matrices) of an earlier
     evaluation of the same files, by (image, category), reused for every image not in `changed` (a fix that moves
     some people's keypoints needs the OKS of their images only) whose detections it covered (an evaluation of more
     detections per image computes the images that have more)."""
@@ -115,9 +116,10 @@ def _evaluator(gt, dt, iou_type: str, sigmas, *, thresholds=None, max_detections
                         extra_calc=thresholds is not None)
     if sigmas is not None:
         evaluator.params.kpt_oks_sigmas = np.asarray(sigmas, dtype=np.float64)
+    if thresholds is not None or all_areas_only:
+        evaluator.params.areaRng, evaluator.params.areaRngLbl = [evaluator.params.areaRng[0]], ["all"]
     if thresholds is not None:
         evaluator.params.iouThrs = np.asarray(thresholds, dtype=np.float64)
-        evaluator.params.areaRng, evaluator.params.areaRngLbl = [evaluator.params.areaRng[0]], ["all"]
         evaluator.params.maxDets = [max_detections]
     with contextlib.redirect_stdout(io.StringIO()):
         evaluator.evaluate()
@@ -254,6 +256,14 @@ def _summary(gt, dt, iou_type, sigmas, ground_truth, results, *, known: dict | N
     return summary, per_class.assign(AP=ap, AP50=ap50), evaluator.ious
 
 
+def _average_precision(evaluator) -> float:
+    """COCO's AP (the summary's first number: every threshold, class and recall, all areas, the most detections) of
+    an accumulated evaluation; NaN where nothing was evaluated (no person left to find)."""
+    values = np.asarray(evaluator.eval["precision"])[:, :, :, 0, -1]
+    values = values[values > -1]
+    return float(np.mean(values)) if len(values) else np.nan
+
+
 def _keypoint_names() -> tuple[str, ...]:
     return ("AP", "AP50", "AP75", "AP medium", "AP large", "AR", "AR50", "AR75", "AR medium", "AR large")
 
@@ -369,9 +379,8 @@ def _keypoint_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects
                     pair = gt, gt.loadRes(_records(records))
             else:
                 pair = _coco_pair(truth, fixed)
-            fixed_ap = _summary(*pair, "keypoints", sigmas, truth, fixed, known=known, changed=touched)[0]["AP"]
-            if fixed_ap < 0:  # nobody left to find (every person was missed): the AP is undefined
-                fixed_ap = np.nan
+            fixed_ap = _average_precision(_evaluator(*pair, "keypoints", sigmas, known=known, changed=touched,
+                                                     all_areas_only=True))
         table.append({"error type": kind, "unit": unit, "count": count, "AP if fixed": fixed_ap,
                       "AP gain": fixed_ap - ap})
     return pd.DataFrame(table)
@@ -393,17 +402,25 @@ def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray(mask.iou(a.tolist(), b.tolist(), [0] * len(b)), dtype=np.float64).reshape(len(a), len(b))
 
 
-def _library_oks(evaluator, image_id: int, category_id: int, kept: np.ndarray) -> pd.DataFrame:
-    """OKS of an image's detections of one class (rows: detection record) against its objects of that class
-    (columns: annotation id), as the evaluator computes them for its matching."""
+def _library_oks(evaluator, image_id: int, category_id: int, kept: np.ndarray, records: np.ndarray,
+                 annotation_ids: np.ndarray) -> np.ndarray:
+    """OKS of the detections `records` of one image and class (rows) against its objects `annotation_ids` (columns),
+    as the evaluator computes them for its matching; 0 for a pair it did not evaluate (beyond its maxDets)."""
     values = np.asarray(evaluator.computeOks(image_id, category_id), dtype=np.float64)
+    out = np.zeros((len(records), len(annotation_ids)))
+    if values.size == 0:
+        return out
     objects = evaluator.gt_dataset.get(image_id, category_id)
     found = evaluator.dt_dataset.get(image_id, category_id)
     order = np.argsort([-d["score"] for d in found], kind="mergesort")[:evaluator.params.maxDets[-1]]
-    if values.size == 0:
-        return pd.DataFrame()
-    return pd.DataFrame(values.reshape(len(order), len(objects)), index=[kept[found[i]["id"] - 1] for i in order],
-                        columns=[o["id"] for o in objects])
+    values = np.nan_to_num(values.reshape(len(order), len(objects)), nan=0.0)
+    row_of = {int(kept[found[i]["id"] - 1]): r for r, i in enumerate(order)}
+    column_of = {o["id"]: c for c, o in enumerate(objects)}
+    rows = np.array([row_of.get(int(r), -1) for r in records], dtype=np.int64)
+    columns = np.array([column_of.get(a, -1) for a in annotation_ids.tolist()], dtype=np.int64)
+    known = (rows[:, None] >= 0) & (columns[None, :] >= 0)
+    out[known] = values[np.ix_(np.maximum(rows, 0), np.maximum(columns, 0))][known]
+    return out
 
 
 def _outcomes(ground_truth: CocoGroundTruth, results: CocoResults, matched: dict[int, tuple[int, float]],
@@ -465,9 +482,7 @@ def _outcomes(ground_truth: CocoGroundTruth, results: CocoResults, matched: dict
             same_overlap = np.zeros_like(overlap)
             member_ids = objects["id"].to_numpy()[members]
             for category in np.unique(det_class[fps]):
-                oks = _library_oks(keypoint_evaluator, int(image_id), int(category), kept)
-                if not oks.empty:
-                    same_overlap += oks.reindex(index=fps, columns=member_ids).fillna(0.0).to_numpy()
+                same_overlap += _library_oks(keypoint_evaluator, int(image_id), int(category), kept, fps, member_ids)
         same = np.where(same_class, same_overlap, 0.0)
         other = np.where(same_class, 0.0, overlap)
         for row, record in enumerate(fps):

@@ -66,44 +66,52 @@ class BodyParts:
 
 
 def measure_people(keypoints: list, names, config: PoseGeometryConfig = PoseGeometryConfig()) -> pd.DataFrame:
-    """Each person's measured tags from their true keypoints ([x, y, v] * k, or None for a row that is no person)."""
+    """Each person's measured tags from their true keypoints ([x, y, v] * k, or None for a row that is no person);
+    every person at once."""
     parts = BodyParts.named(names)
     k = len(names)
-    rows = []
-    for points in keypoints:
-        if points is None:
-            rows.append({name: None for name in POSE_DESCRIPTIONS})
-            continue
-        p = np.asarray(points, np.float64).reshape(k, 3)
-        rows.append(_measure_one(p, parts, config))
-    return pd.DataFrame(rows, columns=list(POSE_DESCRIPTIONS), index=pd.RangeIndex(len(keypoints)))
-
-
-def _measure_one(p: np.ndarray, parts: BodyParts, config: PoseGeometryConfig) -> dict:
-    seen = p[:, 2] > 0
-    visible = np.asarray(config.visible.tags, dtype=object)[config.visible.tag(np.array([(p[:, 2] == 2).mean()]))][0]
+    rows = np.array([points is not None for points in keypoints], dtype=bool)
+    columns = {name: np.full(len(keypoints), None, dtype=object) for name in POSE_DESCRIPTIONS}
+    if not rows.any():
+        return pd.DataFrame({name: values.tolist() for name, values in columns.items()},
+                            index=pd.RangeIndex(len(keypoints)))
+    p = np.array([points for points in keypoints if points is not None], dtype=np.float64).reshape(-1, k, 3)
+    n = len(p)
+    seen = p[:, :, 2] > 0
+    visible = np.asarray(config.visible.tags, dtype=object)[config.visible.tag((p[:, :, 2] == 2).mean(axis=1))]
+    orientation, facing = np.full(n, NOT_VISIBLE, dtype=object), np.full(n, NOT_VISIBLE, dtype=object)
+    crossing = np.full(n, NOT_VISIBLE, dtype=object)
     torso = [parts.left_shoulder, parts.right_shoulder, parts.left_hip, parts.right_hip]
-    if min(torso) < 0 or not seen[torso].all():
-        return {"visible keypoints": visible, "body orientation": NOT_VISIBLE, "facing": NOT_VISIBLE,
-                "is crossing limbs": NOT_VISIBLE}
-    shoulders = (p[parts.left_shoulder, :2] + p[parts.right_shoulder, :2]) / 2
-    hips = (p[parts.left_hip, :2] + p[parts.right_hip, :2]) / 2
-    up = shoulders - hips
-    # image y grows downwards: the angle between the torso and straight up (0, -1)
-    angle = np.degrees(np.arccos(np.clip(-up[1] / max(np.linalg.norm(up), 1e-9), -1, 1)))
-    orientation = "upright" if angle <= config.upright else "upside down" if angle >= 180 - config.upright else "lying"
-    across = (p[parts.left_shoulder, :2] - p[parts.right_shoulder, :2]
-              + p[parts.left_hip, :2] - p[parts.right_hip, :2])  # from the person's right to their left
-    facing = "front" if up[0] * across[1] - up[1] * across[0] > 0 else "back"
-    # the midline: the line through the hips' and shoulders' centres; a side by the sign of the cross product
-    centre = (shoulders + hips) / 2
+    measured = seen[:, torso].all(axis=1) if min(torso) >= 0 else np.zeros(n, bool)
+    if measured.any():
+        q = p[measured]
+        shoulders = (q[:, parts.left_shoulder, :2] + q[:, parts.right_shoulder, :2]) / 2
+        hips = (q[:, parts.left_hip, :2] + q[:, parts.right_hip, :2]) / 2
+        up = shoulders - hips
+        # image y grows downwards: the angle between the torso and straight up (0, -1)
+        length = np.maximum(np.sqrt(up[:, 0] * up[:, 0] + up[:, 1] * up[:, 1]), 1e-9)
+        angle = np.degrees(np.arccos(np.clip(-up[:, 1] / length, -1, 1)))
+        orientation[measured] = np.where(angle <= config.upright, "upright",
+                                         np.where(angle >= 180 - config.upright, "upside down", "lying"))
+        across = (q[:, parts.left_shoulder, :2] - q[:, parts.right_shoulder, :2]
+                  + q[:, parts.left_hip, :2] - q[:, parts.right_hip, :2])  # from the person's right to their left
+        facing[measured] = np.where(up[:, 0] * across[:, 1] - up[:, 1] * across[:, 0] > 0, "front", "back")
+        # the midline: the line through the hips' and shoulders' centres; a side by the sign of the cross product
+        centre = (shoulders + hips) / 2
 
-    def side(point) -> float:
-        offset = point - centre
-        return float(np.sign(up[0] * offset[1] - up[1] * offset[0]))
+        def side(joint: int) -> np.ndarray:
+            offset = q[:, joint, :2] - centre
+            return np.sign(up[:, 0] * offset[:, 1] - up[:, 1] * offset[:, 0])
 
-    ends = [(e, r) for e, r in parts.ends if seen[e]]
-    crossing = NOT_VISIBLE if not ends else "yes" if any(
-        side(p[e, :2]) != 0 and side(p[e, :2]) != side(p[r, :2]) for e, r in ends) else "no"
-    return {"visible keypoints": visible, "body orientation": orientation, "facing": facing,
-            "is crossing limbs": crossing}
+        any_end, crossed = np.zeros(len(q), bool), np.zeros(len(q), bool)
+        for end, root in parts.ends:
+            shown = seen[measured, end]
+            end_side = side(end)
+            any_end |= shown
+            crossed |= shown & (end_side != 0) & (end_side != side(root))
+        crossing[measured] = np.where(any_end, np.where(crossed, "yes", "no"), NOT_VISIBLE)
+    for name, values in (("visible keypoints", visible), ("body orientation", orientation), ("facing", facing),
+                         ("is crossing limbs", crossing)):
+        columns[name][rows] = values
+    return pd.DataFrame({name: values.tolist() for name, values in columns.items()},
+                        index=pd.RangeIndex(len(keypoints)))

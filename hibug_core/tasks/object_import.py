@@ -221,8 +221,9 @@ def _predicted_skeletons(outcome: pd.DataFrame, result: CocoResults) -> dict[str
         return NO_SKELETONS
     shown = outcome["detection"].to_numpy()
     points = result.detections["keypoints"].to_numpy(object)
-    similarity = [None if not isinstance(v, np.ndarray) else json.dumps([None if np.isnan(x) else round(float(x), 4)
-                                                                           for x in v])
+    # rounded as Python rounds (to the nearest 4-decimal float); an unlabelled keypoint's NaN is JSON's null
+    similarity = [None if not isinstance(v, np.ndarray) else
+                  json.dumps([round(x, 4) for x in v.tolist()]).replace("NaN", "null")
                   for v in outcome["keypoint_similarity"]]
     return {"keypoint_types": outcome["keypoint_types"].to_numpy(object),
             "keypoint_similarity_json": np.array(similarity, dtype=object),
@@ -233,17 +234,21 @@ def _predicted_skeletons(outcome: pd.DataFrame, result: CocoResults) -> dict[str
 def _sample_columns(truth: CocoGroundTruth, rows: pd.DataFrame, paths: dict, infos: dict, splits: dict[int, str]
                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The samples' image columns and their object columns (image key, kind, owner, box, keypoints)."""
-    file_names = truth.images["file_name"].reindex(rows["image_id"]).to_numpy(object)
-    image_paths = np.array([str(paths[i]) for i in rows["image_id"]], dtype=object)
-    info = [infos[paths[i]] for i in rows["image_id"]]
-    keys = np.where(rows["kind"] == OBJECT_KIND,
-                    [f"{f}#object-{s}" for f, s in zip(file_names, rows["source_id"])],
-                    [f"{f}#{o}-detection-{s}" for f, o, s in zip(file_names, rows["owner"], rows["source_id"])])
+    image_ids, at = np.unique(rows["image_id"].to_numpy(), return_inverse=True)  # each image's columns once
+    info = [infos[paths[i]] for i in image_ids.tolist()]
+    file_names = truth.images["file_name"].reindex(image_ids).to_numpy(object)[at]
+    is_object = (rows["kind"] == OBJECT_KIND).to_numpy()
+    source, owner = rows["source_id"].to_numpy(), rows["owner"].to_numpy(object)
+    keys = np.empty(len(rows), dtype=object)
+    keys[is_object] = [f"{f}#object-{s}" for f, s in zip(file_names[is_object], source[is_object].tolist())]
+    keys[~is_object] = [f"{f}#{o}-detection-{s}" for f, o, s in zip(file_names[~is_object], owner[~is_object],
+                                                                    source[~is_object].tolist())]
     samples = pd.DataFrame({
-        "sample_key": keys.astype(object), "image_path": image_paths, "label": rows["label"].to_numpy(object),
-        "split": rows["image_id"].map(splits).to_numpy(object), "content_hash": [i.content_hash for i in info],
-        "width": np.array([i.width for i in info], dtype=np.int64),
-        "height": np.array([i.height for i in info], dtype=np.int64),
+        "sample_key": keys, "image_path": np.array([str(paths[i]) for i in image_ids.tolist()], dtype=object)[at],
+        "label": rows["label"].to_numpy(object), "split": rows["image_id"].map(splits).to_numpy(object),
+        "content_hash": np.array([i.content_hash for i in info], dtype=object)[at],
+        "width": np.array([i.width for i in info], dtype=np.int64)[at],
+        "height": np.array([i.height for i in info], dtype=np.int64)[at],
     })
     object_columns = pd.DataFrame({
         "image_key": file_names, "object_kind": rows["kind"].to_numpy(object), "owner": rows["owner"].to_numpy(object),
