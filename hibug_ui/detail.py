@@ -14,17 +14,21 @@ from hibug_core.objects.crops import ensure_object_picture, picture_of
 from hibug_core.objects.keypoint_errors import TYPE_OF_CODE, keypoint_summary
 from hibug_core.slices.search import CLASS
 from hibug_core.store import tag_store
-from hibug_core.tagging.sources import source_label
+from hibug_core.tagging.sources import source_label, too_poor
 from hibug_core.thumbnails import ensure_thumbnail
-from hibug_ui.state import keypoint_skeleton, tag_table
+from hibug_ui.state import keypoint_skeleton, source_ranking, tag_table
 from hibug_ui.visitor import may_edit
 
 
-def sample_tags(project, sample_id: int) -> pd.DataFrame:
-    """Every tag in force of one sample: attribute, tag, its source (a person, imported, a run) and its margin."""
+def sample_tags(project, sample_id: int, poor: dict[str, str] | None = None) -> pd.DataFrame:
+    """Every tag in force of one sample: attribute, tag, its source (a person, imported, a run), its margin, and
+    `trust`: why a tag from an attribute whose tags are too poor to trust (`poor`, tagging.sources.too_poor) is not
+    to be believed, as the slice table flags it (a person's tag is believed)."""
+    poor = poor or {}
     table = tag_table(project)
+    columns = ["attribute", "tag", "source", "margin", "trust"]
     if sample_id not in table.tags.index:
-        return pd.DataFrame(columns=["attribute", "tag", "source", "margin"])
+        return pd.DataFrame(columns=columns)
     runs = tag_store.runs(project)
     corrected = table.corrected if table.corrected is not None else pd.DataFrame()
     rows = []
@@ -36,13 +40,15 @@ def sample_tags(project, sample_id: int) -> pd.DataFrame:
         source = "a person" if by_person else source_label(table.source.get(attribute, "?"), runs)
         margin = table.margin.at[sample_id, attribute] if attribute in table.margin.columns else None
         rows.append({"attribute": attribute, "tag": str(tag), "source": source,
-                     "margin": None if by_person or pd.isna(margin) else float(margin)})
+                     "margin": None if by_person or pd.isna(margin) else float(margin),
+                     "trust": f"⚠ too poor to trust: {poor[attribute]}" if attribute in poor and not by_person
+                     else ""})
     known = project.known_tags()
     for column in known.columns:
         if sample_id in known.index and pd.notna(known.at[sample_id, column]):
             rows.append({"attribute": f"known: {column}", "tag": str(known.at[sample_id, column]),
-                         "source": "imported tags", "margin": None})
-    return pd.DataFrame(rows, columns=["attribute", "tag", "source", "margin"])
+                         "source": "imported tags", "margin": None, "trust": ""})
+    return pd.DataFrame(rows, columns=columns)
 
 
 def slices_of(report, sample_id: int) -> list[str]:
@@ -104,10 +110,14 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
         if held:
             more = f" and {len(held) - 5} more" if len(held) > 5 else ""
             st.markdown("**In the error slices** " + "; ".join(plain(h) for h in held[:5]) + more)
-        tags = sample_tags(project, sample_id)
+        tags = sample_tags(project, sample_id, too_poor(source_ranking(project)))
+        if tags["trust"].ne("").any():
+            st.caption("⚠ marks tags from attributes whose tags are too poor to trust (measured against the known "
+                       "tags and audits): read them as guesses.")
         st.dataframe(tags, hide_index=True, width="stretch", column_config={
             "margin": st.column_config.NumberColumn("margin", format="%.2f",
-                                                    help="how sure the tagger was (empty: set by a person)")})
+                                                    help="how sure the tagger was (empty: set by a person)"),
+            "trust": st.column_config.TextColumn("trust", help="why this tag is not to be believed, if it is not")})
         editable = [a for a in tags["attribute"] if not a.startswith("known: ")]
         if editable:
             _correct_here(project, sample_id, tags.set_index("attribute")["tag"], editable, user)

@@ -13,6 +13,7 @@ from hibug_core.metrics import outcome
 from hibug_core.review.board import ensure_review, members
 from hibug_core.slices.selection import over_represented
 from hibug_core.store.tag_store import project_state
+from hibug_core.tagging.sources import too_poor
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.plots import MAP_POINTS_LIMIT, density_figure, map_figure, map_view, selection_mask
 from hibug_ui.state import (
@@ -22,6 +23,7 @@ from hibug_ui.state import (
     current_user,
     load_samples,
     open_project,
+    source_ranking,
     tag_table,
 )
 from hibug_ui.visitor import may_edit
@@ -115,7 +117,10 @@ if chosen:
         table = tags[tagged].reindex(frame.index)
         if model is not None:
             table = table.assign(outcome=frame["outcome"], label=frame["label"])
-        found = over_represented(table, selected)
+        found = over_represented(table, selected, poor=too_poor(source_ranking(project)))
+        if found.head(20)["trust"].ne("").any():
+            st.caption("⚠: tags of an attribute too poor to trust (Tagging → Tag sources); read those rows as the "
+                       "tagger's habits, not the images'.")
         st.dataframe(as_percent(found.head(20), "share", "share_overall"), hide_index=True, width="stretch",
                      column_config={"share": percent_column("share"), "share_overall": percent_column("overall"),
             "lift": st.column_config.NumberColumn("lift", format="%.1f×"),

@@ -8,7 +8,7 @@ import pytest
 
 from hibug_core.store import tag_store
 from hibug_core.tagging.run import current_tags
-from hibug_core.tagging.sources import rank_sources, run_summary, trust_message, untrusted
+from hibug_core.tagging.sources import ADVICE, rank_sources, run_summary, trust_message, untrusted
 
 TRUTH = ["red", "green", "blue"] * 4  # colour_project's imported attr:color, by sample in order
 RGB = ("red", "green", "blue")
@@ -243,3 +243,94 @@ def test_a_project_without_attributes_has_no_poor_tags_and_no_warning(colour_pro
     ranking = rank_sources(colour_project, [])
     assert ranking.table.empty and untrusted(ranking, attributes=["color"]).empty
     assert trust_message(ranking, attributes=["color"]) is None
+
+
+def test_a_run_that_is_worse_poor_or_unmeasured_ends_with_a_warning_that_says_what_to_do(colour_project):
+    from hibug_core.tagging.sources import run_warning, too_poor
+
+    good = save_colours(colour_project, TRUTH)
+    assert run_warning(colour_project, [good]) is None  # as good as the reference: a plain success
+    worse = save_colours(colour_project, ["green"] * 12)
+    assert run_warning(colour_project, [worse]) == (
+        f"1 of the 1 attributes tagged are worse than the tags that stay in force (color). To do better, {ADVICE}.")
+    # A run whose tags go into force but are junk, and another attribute nothing can check.
+    junk = save_colours(colour_project, ["green", "blue", "red"] * 4, also={"is round": (("yes", "no"), ["yes"] * 12)})
+    tag_store.choose_source(colour_project, "color", f"run:{junk}")
+    warning = run_warning(colour_project, [junk])
+    assert warning == ("2 now in force are too poor to trust: color (0% right, run #3 (zero-shot, test)); is round "
+                       "(unchecked, from run #3 (zero-shot, test), which is 0% right where it can be checked). To do "
+                       f"better, {ADVICE}.")
+    assert too_poor(rank_sources(colour_project, ["color", "is round"])) == {
+        "color": "0% right, run #3 (zero-shot, test)",
+        "is round": "unchecked, from run #3 (zero-shot, test), which is 0% right where it can be checked"}
+    # Mostly unmeasured (2 of 3 attributes nothing checks), though what can be checked is right.
+    unmeasured = save_colours(colour_project, TRUTH, also={"is round": (("yes", "no"), ["yes"] * 12),
+                                                           "is big": (("yes", "no"), ["no"] * 12)})
+    tag_store.choose_source(colour_project, "color", f"run:{unmeasured}")
+    assert run_warning(colour_project, [unmeasured]) == (
+        "2 of the 3 now in force cannot be measured (no known tags or audits), so nothing says they are right: audit "
+        f"a few of each (Tagging → Audit). To do better, {ADVICE}.")
+
+
+def test_one_row_per_bug_folds_repeats_under_their_slice_and_flags_poor_tags():
+    from hibug_core.slices.report import one_row_per_bug, trust_note
+
+    slices = pd.DataFrame({
+        "description": ["color = blue", "size = small", "dominant colour = blue", "color = blue & size = large",
+                        "texture = patterned"],
+        "repeats": ["", "", "color = blue", "color = blue", ""],
+        "trusted": [True, True, True, True, False],
+        "tag_warning": ["", "", "", "", "texture: 3% right, run #2"],
+        "tag_precision": [1.0, 0.9, 1.0, 1.0, 0.5], "tag_checked": [10, 10, 10, 10, 4],
+        "tag_precision_high": [1.0, 1.0, 1.0, 1.0, 0.9]})
+    bugs = one_row_per_bug(slices)
+    assert bugs["description"].tolist() == ["color = blue", "size = small", "texture = patterned"]
+    assert bugs["rank"].tolist() == [1, 2, 3]
+    assert bugs["members"].tolist() == [["dominant colour = blue", "color = blue & size = large"], [], []]
+    assert [trust_note(row) for _, row in bugs.iterrows()] == [
+        "", "", "⚠ tags too poor to trust: texture: 3% right, run #2"]
+    measured = slices.iloc[4].copy()
+    measured["tag_warning"] = ""
+    assert trust_note(measured) == "⚠ tags too poor to trust: right on 50% of 4 checked (95% interval up to 90%)"
+
+
+def test_over_represented_tags_of_a_poor_attribute_are_flagged():
+    from hibug_core.slices.selection import over_represented
+
+    tags = pd.DataFrame({"texture": ["patterned"] * 6 + ["plain"] * 6, "color": ["blue"] * 6 + ["red"] * 6})
+    selected = np.arange(12) < 6
+    found = over_represented(tags, selected, poor={"texture": "3% right, run #2"}).set_index("attribute")
+    assert found.loc["texture", "trust"] == "⚠ too poor to trust: 3% right, run #2"
+    assert found.loc["color", "trust"] == ""
+    assert over_represented(tags, np.zeros(12, bool))["trust"].tolist() == []
+
+
+def test_a_poor_tag_is_flagged_in_the_image_details_and_a_persons_tag_is_not(colour_project):
+    from hibug_core.tagging.sources import too_poor
+    from hibug_ui.detail import sample_tags
+
+    junk = save_colours(colour_project, ["green", "blue", "red"] * 4)
+    tag_store.choose_source(colour_project, "color", f"run:{junk}")
+    first, second = colour_project.samples().index[:2]
+    tag_store.correct_tags(colour_project, "color", [int(second)], "green", author="ana")
+    poor = too_poor(rank_sources(colour_project, ["color"]))
+    shown = sample_tags(colour_project, int(first), poor).set_index("attribute")
+    assert shown.at["color", "tag"] == "green"
+    assert shown.at["color", "trust"] == f"⚠ too poor to trust: {poor['color']}"
+    assert shown.at["known: color", "trust"] == ""
+    corrected = sample_tags(colour_project, int(second), poor).set_index("attribute")
+    assert corrected.at["color", "source"] == "a person" and corrected.at["color", "trust"] == ""
+
+
+def test_a_selection_for_a_slice_on_poor_tags_says_so_in_its_name_and_reason():
+    from hibug_core.repair.selection import frame
+
+    pool = pd.DataFrame({"image_path": ["a.png", "b.png"], "split": ["pool"] * 2, "confidence": [0.4, 0.9]},
+                        index=pd.Index([7, 8]))
+    slices = [pd.Series({"slice_id": "s1", "definition": (("color", "blue"), ("texture", "patterned"))}),
+              pd.Series({"slice_id": "s2", "definition": (("shape", "triangle"),)})]
+    table = frame(pool, np.array([0, 1]), slices, ["hibug2: ranked #1", "hibug2: ranked #2"], 2,
+                  poor={"texture": "3% right, run #2"})
+    assert table["slice"].tolist() == ["⚠ color = blue & texture = patterned", "shape = triangle"]
+    assert table["reason"].tolist() == ["hibug2: ranked #1; ⚠ its tags are too poor to trust (texture: 3% right, "
+                                        "run #2)", "hibug2: ranked #2"]

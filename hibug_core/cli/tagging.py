@@ -28,6 +28,8 @@ def cmd_tag(args) -> int:
     with project:
         print(f"tagging runs stored: {', '.join(f'#{r}' for r in result['runs'])}")
         print("\n".join(run_summary(project, result["runs"])))
+        if result.get("warning"):
+            print(f"warning: {result['warning']}")
     return 0
 
 
@@ -62,6 +64,8 @@ def cmd_teach(args) -> int:
     project.close()
     print(f"taught '{args.attribute}' from {sum(result['examples'].values())} examples: cross-validated accuracy "
           f"{result['cv_accuracy']:.1%} ± {result['cv_std']:.1%} over {result['folds']} folds; run #{result['run']}")
+    if result.get("warning"):
+        print(f"warning: {result['warning']}")
     return 0
 
 

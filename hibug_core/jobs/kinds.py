@@ -62,7 +62,7 @@ def embed(project, op: Embed, progress, author: str | None = None) -> dict:
 def tag(project, op: Tag, progress, author: str | None = None) -> dict:
     """Zero-shot and measured tags with the encoder, or a multimodal LLM (the key comes from the worker's environment,
     never from the operation)."""
-    from hibug_core.tagging.sources import run_digest
+    from hibug_core.tagging.sources import run_digest, run_warning
 
     ids, views = project.split_ids(op.splits), task_of(project).views
     if op.llm:
@@ -75,19 +75,19 @@ def tag(project, op: Tag, progress, author: str | None = None) -> dict:
 
         runs = tag_project(project, views=views, encoder=op.encoder, attributes=op.attributes, model=op.model,
                            sample_ids=ids, progress=progress, author=author)
-    return {"runs": runs,
+    return {"runs": runs, "warning": run_warning(project, runs),
             "summary": f"Tagging run(s) {', '.join(f'#{r}' for r in runs)} stored. {run_digest(project, runs)}"}
 
 
 @job_kind(Teach)
 def teach(project, op: Teach, progress, author: str | None = None) -> dict:
     from hibug_core.tagging.run import teach as teach_attribute
-    from hibug_core.tagging.sources import run_digest
+    from hibug_core.tagging.sources import run_digest, run_warning
 
     run_id, report = teach_attribute(project, op.attribute, dict(op.examples), encoder=op.encoder, progress=progress,
                                      author=author)
     return {"run": run_id, "cv_accuracy": report.cv_accuracy, "cv_std": report.cv_std, "folds": report.folds,
-            "examples": report.examples,
+            "examples": report.examples, "warning": run_warning(project, [run_id]),
             "summary": f"Taught '{op.attribute}' from {sum(report.examples.values())} examples: "
                        f"cross-validated accuracy {report.cv_accuracy:.1%}. {run_digest(project, [run_id])}"}
 

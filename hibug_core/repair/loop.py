@@ -15,7 +15,7 @@ from hibug_core.repair.compare import slice_changes
 from hibug_core.repair.retrain import RetrainConfig
 from hibug_core.repair.runs import finish_run, start_run
 from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, resolve_budget
-from hibug_core.slices.report import error_slices
+from hibug_core.slices.report import error_slices, one_row_per_bug
 from hibug_core.slices.search import SliceConfig, TagMatrix, slice_id
 
 logger = logging.getLogger(__name__)
@@ -119,7 +119,8 @@ def run_repair(project, config: RepairConfig | None = None, *, task, author: str
     repair_round = task.repair_round(project, report, config, progress=progress, author=author)
     # 2. The slices compared (the top reported ones and the planted ones), the methods, the budget once.
     planted = planted_definitions(project)
-    found = [d for d in report.slices["definition"].head(config.top_slices) if slice_id(d) not in
+    # one slice per bug (a slice that repeats one above it would restate it in every chart and table)
+    found = [d for d in one_row_per_bug(report.slices)["definition"].head(config.top_slices) if slice_id(d) not in
              {slice_id(p) for p in planted}]
     before = repair_round.before
     main = GENERATED if config.data == GENERATED else config.selection.method

@@ -77,13 +77,17 @@ def hibug_prompts(report, schema: AttributeSchema | None = None, *, top: int = 5
                   min_share: float = 0.2) -> pd.DataFrame:
     """One prompt per (top error slice, class its failures belong to): the class from the slice's condition, else
     every class with at least `min_share` of the slice's failures. weight = the failures it stands for. Slices that
-    only refine or repeat one above them (report column `repeats`) are left out: their failures are already in it."""
+    only refine or repeat one above them (report column `repeats`) are left out: their failures are already in it;
+    so are slices on tags too poor to trust (column `trusted`): an image drawn from junk tags shows nothing real."""
     slices = report.slices
     if "repeats" in slices.columns:
         slices = slices[slices["repeats"] == ""]
+    if "trusted" in slices.columns:
+        slices = slices[slices["trusted"].astype(bool)]
     slices = slices.head(top)
     if slices.empty:
-        raise PromptError("no error slices to write prompts for; change the slice settings")
+        raise PromptError("no error slices on trusted tags to write prompts for; change the slice settings, or "
+                          "measure or improve the tags (Tagging → Audit)")
     evaluation = report.evaluation
     label_like = tuple(label_attributes(report.all_tags, report.samples["label"]))
     rows = []

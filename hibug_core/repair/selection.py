@@ -193,7 +193,8 @@ def _hibug(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig,
         slice_rows += [i] * len(ordered)
         reasons += [f"hibug: {quota[k]} of the budget for the slice's {failures[k]:.0f} validation failures; "
                     "least confident first"] * len(ordered)
-    return frame(pool, np.array(chosen, int), [slices.iloc[i] for i in slice_rows], reasons, budget)
+    return frame(pool, np.array(chosen, int), [slices.iloc[i] for i in slice_rows], reasons, budget,
+                 poor=report.poor)
 
 
 @SELECTION_METHODS.register("hibug2", "HiBug2: the reported slices by score, filled from the worst down, least "
@@ -215,7 +216,8 @@ def _hibug2(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig,
                            "first")
         if len(chosen) == budget:
             break
-    return frame(pool, np.array(chosen, int), [slices.iloc[i] for i in slice_rows], reasons, budget)
+    return frame(pool, np.array(chosen, int), [slices.iloc[i] for i in slice_rows], reasons, budget,
+                 poor=report.poor)
 
 
 def _labelled_train(report) -> pd.Index:
@@ -259,14 +261,20 @@ def pool_masks(report, slices: pd.DataFrame, pool: pd.DataFrame) -> list[np.ndar
     return masks
 
 
-def frame(pool: pd.DataFrame, rows: np.ndarray, slices: list, reasons: list[str], budget: int) -> pd.DataFrame:
-    """The selection table; attrs: budget, unspent (when the slices' pool images run out)."""
+def frame(pool: pd.DataFrame, rows: np.ndarray, slices: list, reasons: list[str], budget: int, *,
+          poor: dict[str, str] | None = None) -> pd.DataFrame:
+    """The selection table; attrs: budget, unspent (when the slices' pool images run out). A slice on an attribute in
+    `poor` (the report's tags too poor to trust) is flagged ⚠ with why, in its name and its reason."""
+    poor = poor or {}
+    warnings = [None if s is None else "; ".join(f"{a}: {poor[a]}" for a, _ in s["definition"] if a in poor)
+                for s in slices]
     frame = pd.DataFrame({
         "image_path": pool["image_path"].to_numpy()[rows],
         "split": pool["split"].to_numpy()[rows],
         "slice_id": [None if s is None else s["slice_id"] for s in slices],
-        "slice": [None if s is None else describe(s["definition"]) for s in slices],
-        "reason": reasons,
+        "slice": [None if s is None else ("⚠ " if w else "") + describe(s["definition"])
+                  for s, w in zip(slices, warnings)],
+        "reason": [r + (f"; ⚠ its tags are too poor to trust ({w})" if w else "") for r, w in zip(reasons, warnings)],
         "confidence": pool["confidence"].to_numpy(float)[rows],
         "order": np.arange(len(rows)),
     }, index=pd.Index(pool.index.to_numpy()[rows], name="sample_id"))
@@ -328,4 +336,5 @@ def _expected_failures(*, report, pool: pd.DataFrame, budget: int, config: Selec
         features = labelled = None  # no stored features: by expected failures alone
     chosen = spread_out(chance, features, budget, labelled)
     reasons = [f"expected failures: chance {chance[i]:.2f} of failing" for i in chosen]
-    return frame(pool, chosen, [slices.iloc[owner[i]] if owner[i] >= 0 else None for i in chosen], reasons, budget)
+    return frame(pool, chosen, [slices.iloc[owner[i]] if owner[i] >= 0 else None for i in chosen], reasons, budget,
+                 poor=report.poor)

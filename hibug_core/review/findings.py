@@ -13,12 +13,13 @@ from hibug_core.errors import HibugError
 from hibug_core.llm.client import image_data_url
 from hibug_core.markdown import cell as _md
 from hibug_core.review.board import comments, reviews
+from hibug_core.slices.report import one_row_per_bug, trust_note
 from hibug_core.store.audit import now
 from hibug_core.tasks import task_of
 
 THUMBNAIL_SIDE = 96  # pixels: the report's thumbnails are embedded, so they stay small
 COLUMNS = ["rank", "slice", "count", "score", "gap", "score_low", "score_high", "q_value", "bug_type", "reason",
-           "review_status", "assignee", "comments"]
+           "trust", "also", "review_status", "assignee", "comments"]
 
 
 def provenance(project, report) -> dict:
@@ -34,17 +35,20 @@ def provenance(project, report) -> dict:
 
 
 def findings(project, report, *, top: int = 20) -> pd.DataFrame:
-    """The top error slices with their statistics, diagnosis and review (status, assignee, comment count)."""
-    slices = report.slices.head(top)
+    """The top bugs, one row each (the slices that repeat one folded under it as `also`), with their statistics,
+    diagnosis, a flag when their tags are too poor to trust, and review (status, assignee, comment count)."""
+    slices = one_row_per_bug(report.slices).head(top)
     board = reviews(project)
     board = board[board["target_kind"] == "slice"].set_index("target_key")
     table = pd.DataFrame({
-        "rank": range(1, len(slices) + 1), "slice_id": slices["slice_id"].to_numpy(),
+        "rank": slices["rank"].to_numpy(), "slice_id": slices["slice_id"].to_numpy(),
         "slice": slices["description"].to_numpy(), "count": slices["count"].to_numpy(),
         "score": slices["score"].to_numpy(), "gap": slices["gap"].to_numpy(),
         "score_low": slices["score_low"].to_numpy(), "score_high": slices["score_high"].to_numpy(),
         "q_value": slices["q_value"].to_numpy(), "bug_type": slices["bug_type"].to_numpy(),
-        "reason": slices["reason"].to_numpy()})
+        "reason": slices["reason"].to_numpy(),
+        "trust": [trust_note(row) for _, row in slices.iterrows()],
+        "also": ["; ".join(members) for members in slices["members"]]})
     reviewed = [s in board.index for s in table["slice_id"]]
     table["review_id"] = pd.Series([int(board.at[s, "id"]) if r else None for s, r in zip(table["slice_id"], reviewed)],
                                    dtype=object)
@@ -71,12 +75,15 @@ def report_markdown(project, report, table: pd.DataFrame) -> str:
              f"| rank | slice | {nouns.samples} | score | 95% interval | q | bug type | review | assignee | comments |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for _, row in table.iterrows():
-        lines.append(f"| {row['rank']} | {_md(row['slice'])} | {row['count']} | {row['score']:.1%} | "
+        lines.append(f"| {row['rank']} | {'⚠ ' if row['trust'] else ''}{_md(row['slice'])} | {row['count']} | "
+                     f"{row['score']:.1%} | "
                      f"{row['score_low']:.0%}–{row['score_high']:.0%} | {row['q_value']:.1e} | "
                      f"{_md(row['bug_type'])} | "
                      f"{_md(row['review_status'])} | {_md(row['assignee'] or '')} | {row['comments']} |")
     for _, row in table.iterrows():
         lines += ["", f"## {row['rank']}. {_md(row['slice'])}", "", f"{_md(row['bug_type'])}: {_md(row['reason'])}"]
+        lines += ["", f"**{_md(row['trust'])}**"] if row["trust"] else []
+        lines += ["", f"Also the same bug: {_md(row['also'])}"] if row["also"] else []
         if row["review_id"] is not None and row["comments"]:
             for _, c in comments(project, int(row["review_id"])).iterrows():
                 lines.append(f"> {_md(c['author'])} ({c['created_at']}): {_md(c['body'])}")
@@ -105,14 +112,17 @@ def report_html(project, report, table: pd.DataFrame, *, thumbnails: int = 12) -
              f"<h2>Error slices</h2><table><tr><th>rank</th><th>slice</th><th>{nouns.samples}</th><th>score</th>"
              "<th>95% interval</th><th>q</th><th>bug type</th><th>review</th><th>assignee</th></tr>"]
     for _, row in table.iterrows():
-        parts.append(f"<tr><td>{row['rank']}</td><td>{e(row['slice'])}</td><td>{row['count']}</td>"
+        parts.append(f"<tr><td>{row['rank']}</td><td>{'⚠ ' if row['trust'] else ''}{e(row['slice'])}</td>"
+                     f"<td>{row['count']}</td>"
                      f"<td>{row['score']:.1%}</td><td>{row['score_low']:.0%}–{row['score_high']:.0%}</td>"
                      f"<td>{row['q_value']:.1e}</td><td>{e(row['bug_type'])}</td><td>{e(row['review_status'])}</td>"
                      f"<td>{e(row['assignee'] or '')}</td></tr>")
     parts.append("</table>")
     for _, row in table.iterrows():
         parts.append(f"<div class='slice'><h3>{row['rank']}. {e(row['slice'])}</h3>"
-                     f"<p><b>{e(row['bug_type'])}</b>: {e(row['reason'])}</p>")
+                     f"<p><b>{e(row['bug_type'])}</b>: {e(row['reason'])}</p>"
+                     + (f"<p class='trust'><b>{e(row['trust'])}</b></p>" if row["trust"] else "")
+                     + (f"<p><small>Also the same bug: {e(row['also'])}</small></p>" if row["also"] else ""))
         ids = report.sample_ids(row["slice_id"])[:thumbnails]
         images = []
         for sample_id in ids:

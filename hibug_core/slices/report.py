@@ -40,6 +40,7 @@ class SliceReport:
     all_tags: pd.DataFrame | None = None  # tags in force of every sample (the sliced attributes)
     enumeration: Enumeration | None = None  # every slice with enough support, reported or not
     model_column: int = 0  # this model's column in the enumeration's errors
+    poor: dict[str, str] = field(default_factory=dict)  # sliced attributes whose tags are too poor to trust: why
 
     def every_slice(self) -> pd.DataFrame:
         """Every enumerated slice, reported or not: definition, slice_id, description, depth, count, failures, score."""
@@ -192,13 +193,12 @@ def enumeration_for(project, tags: TagMatrix, errors: np.ndarray, models: list[s
 def poor_attributes(project, frame: pd.DataFrame, source: str, config: SliceConfig) -> dict[str, str]:
     """Sliced attributes whose tags in force are too poor to trust (tagging.sources.untrusted), with why."""
     from hibug_core.store.attribute_versions import schema_names
-    from hibug_core.tagging.sources import rank_sources, untrusted
+    from hibug_core.tagging.sources import rank_sources, too_poor
 
     names = [name for name in schema_names(project) if name in frame.columns]
     if source == "imported" or not names:
         return {}
-    poor = untrusted(rank_sources(project, names, model_only=source == "model"), config.min_tag_precision)
-    return dict(zip(poor["attribute"], poor["why"]))
+    return too_poor(rank_sources(project, names, model_only=source == "model"), config.min_tag_precision)
 
 
 def error_slices(project, model: str | None = None, *, split: str = "val", config: SliceConfig = SliceConfig(),
@@ -270,8 +270,31 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
                         repeats=int((slices["repeats"] != "").sum()))
     classes = rare_classes(train["label"].to_numpy(), evaluation["label"].to_numpy(), errors, diagnosis)
     return SliceReport(model, split, slices, float(1 - errors.mean()), classes, evaluation, tags,
-                       int(slices.attrs.get("enumerated", 0)), config, samples, frame, enumeration, names.index(model))
+                       int(slices.attrs.get("enumerated", 0)), config, samples, frame, enumeration, names.index(model),
+                       poor)
+
+
+def trust_note(row) -> str:
+    """Why a slice (a row of a report's slices) rests on tags too poor to trust, as every view flags it; "" when it
+    does not."""
+    if row.get("trusted", True):
+        return ""
+    if row.get("tag_warning"):
+        return f"⚠ tags too poor to trust: {row['tag_warning']}"
+    return (f"⚠ tags too poor to trust: right on {row['tag_precision']:.0%} of {int(row['tag_checked']):,} checked "
+            f"(95% interval up to {row['tag_precision_high']:.0%})")
+
+
+def one_row_per_bug(slices: pd.DataFrame) -> pd.DataFrame:
+    """A report's slices with one row per bug, in rank order: the distinct slices, each with `members` (the
+    descriptions of the slices that repeat it, folded under it) and `rank` (from 1; trusted bugs first)."""
+    repeats = slices.get("repeats", pd.Series("", index=slices.index))
+    folded = slices.loc[repeats != "", "description"].groupby(repeats[repeats != ""], sort=False).agg(list)
+    distinct = slices[repeats == ""].copy()
+    distinct["members"] = [folded.get(d, []) for d in distinct["description"]]
+    distinct.insert(0, "rank", np.arange(1, len(distinct) + 1))
+    return distinct
 
 
 __all__ = ["CLASS", "TAG_SOURCES", "SliceError", "SliceReport", "enumerated_slices", "error_slices", "evaluation_rows",
-           "slice_id"]
+           "one_row_per_bug", "slice_id", "trust_note"]

@@ -15,7 +15,7 @@ from hibug_core.slices.report import SliceReport, error_slices, evaluation_rows
 from hibug_core.slices.search import SliceConfig, TagMatrix
 from hibug_core.store.tag_store import project_state
 
-FORMAT = "1"  # bumped when what is kept changes: older files are then stale
+FORMAT = "2"  # bumped when what is kept changes: older files are then stale
 KEPT_REPORTS = 8  # the newest reports kept per project; older ones' files are removed
 KEPT_TAGS = 3  # the newest tag tables kept (one per tag source and class setting in use)
 PREFIX = "slice-report-"
@@ -58,7 +58,8 @@ def _load(project, names: dict, version: str, model: str, split: str, config: Sl
     matrix = TagMatrix.from_frame(frame.loc[evaluation.index])
     enumeration = _enumeration(parts["levels"], summary["enumeration"])
     return SliceReport(model, split, slices, summary["overall_score"], parts["rare"], evaluation, matrix,
-                       summary["enumerated"], config, samples, frame, enumeration, summary["model_column"])
+                       summary["enumerated"], config, samples, frame, enumeration, summary["model_column"],
+                       summary["poor"])
 
 
 def _save(project, names: dict, version: str, report: SliceReport) -> None:
@@ -66,7 +67,7 @@ def _save(project, names: dict, version: str, report: SliceReport) -> None:
         return
     enumeration = report.enumeration
     summary = {"attrs": report.slices.attrs, "overall_score": report.overall_score, "enumerated": report.enumerated,
-               "model_column": report.model_column,
+               "model_column": report.model_column, "poor": report.poor,
                "enumeration": {"depths": len(enumeration.levels),
                                "feature_attribute": enumeration.feature_attribute.tolist(),
                                "feature_tag": enumeration.feature_tag.tolist(), "n_rows": enumeration.n_rows,

@@ -8,18 +8,21 @@ import pandas as pd
 from hibug_core.stats import benjamini_hochberg
 
 
-def over_represented(tags: pd.DataFrame, selected: np.ndarray, *, min_count: int = 2) -> pd.DataFrame:
+def over_represented(tags: pd.DataFrame, selected: np.ndarray, *, min_count: int = 2,
+                     poor: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per (attribute, tag) seen at least `min_count` times in the selection and more often than overall:
     its count and share in the selection, its share overall, the lift, and p (chance of at least that many under
-    random selection) with BH q-values; most significant first."""
+    random selection) with BH q-values; most significant first. `trust`: why the tags of an attribute in `poor`
+    (tagging.sources.too_poor) are not to be believed, "" for the others."""
     from scipy.stats import hypergeom
 
     selected = np.asarray(selected, dtype=bool)
     n_all, n_selected = len(tags), int(selected.sum())
     columns = ["attribute", "tag", "count", "share", "share_overall", "lift", "p_value"]
     rows = []
+    poor = poor or {}
     if n_selected == 0:
-        return pd.DataFrame(columns=[*columns, "q_value"])
+        return pd.DataFrame(columns=[*columns, "q_value", "trust"])
     for attribute in tags.columns:
         codes, values = pd.factorize(tags[attribute])  # counted as codes: a million rows in milliseconds
         seen = codes >= 0
@@ -35,4 +38,5 @@ def over_represented(tags: pd.DataFrame, selected: np.ndarray, *, min_count: int
                          "p_value": float(hypergeom.sf(count - 1, n_all, total, n_selected))})
     frame = pd.DataFrame(rows, columns=columns)
     frame["q_value"] = benjamini_hochberg(frame["p_value"].to_numpy())
+    frame["trust"] = [f"⚠ too poor to trust: {poor[a]}" if a in poor else "" for a in frame["attribute"]]
     return frame.sort_values(["p_value", "lift"], ascending=[True, False], kind="stable").reset_index(drop=True)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from hibug_core.attributes.schema import NOT_VISIBLE, AttributeSchema
 from hibug_core.errors import TaggingError
-from hibug_core.slices.report import SliceReport
+from hibug_core.slices.report import SliceReport, one_row_per_bug
 from hibug_core.slices.search import CLASS, describe, slice_id
 
 
@@ -110,11 +110,13 @@ def predict_with_llm(report: SliceReport, schema: AttributeSchema, llm_config, *
     from hibug_core.llm.client import LLMAnswerError, LLMUnavailable, ask, make_client, parse_json_reply
 
     attributes = [a for a in schema.attributes if a.name in report.tags.attributes]
+    shown = one_row_per_bug(report.slices)  # the model is told of each bug once, and not of slices on junk tags
+    shown = shown[shown.get("trusted", pd.Series(True, index=shown.index)).astype(bool)]
     prompt = PREDICTION_PROMPT.format(
         task=schema.task or "image classification", classes=", ".join(classes), count=count,
         attributes="\n".join(f"- {a.name}: {', '.join(a.tags)}" for a in attributes),
         slices="\n".join(f"- {d} (score {s:.0%})" for d, s in
-                         zip(report.slices["description"].head(10), report.slices["score"].head(10))) or "- none")
+                         zip(shown["description"].head(10), shown["score"].head(10))) or "- none")
     client = make_client(llm_config, api_key)
     try:
         answer = ask(client, llm_config, [{"role": "user", "content": prompt}], parse=parse_json_reply,

@@ -165,6 +165,13 @@ def untrusted(ranking: SourceRanking, floor: float = TRUST_FLOOR, attributes=Non
     return poor
 
 
+def too_poor(ranking: SourceRanking, floor: float = TRUST_FLOOR, attributes=None) -> dict[str, str]:
+    """{attribute: why} of the attributes whose tags in force are too poor to trust (untrusted): what every view that
+    shows or uses a tag flags it by."""
+    poor = untrusted(ranking, floor, attributes)
+    return dict(zip(poor["attribute"], poor["why"]))
+
+
 def trust_message(ranking: SourceRanking, floor: float = TRUST_FLOOR, attributes=None, *,
                   text=str) -> str | None:
     """A sentence when some tags in force (of `attributes`, default all) are too poor to trust, with what to do; None
@@ -203,6 +210,30 @@ def run_outcomes(project, run_ids: list[int]) -> pd.DataFrame:
                                f"{other['accuracy']:.1%} right" if other["checked"] else other["against"]))
             rows.append(row)
     return pd.DataFrame(rows, columns=["attribute", "run", "label", "accuracy", "checked", "outcome", "other", "why"])
+
+
+def run_warning(project, run_ids: list[int], floor: float = TRUST_FLOOR) -> str | None:
+    """Why finished tagging runs are not a plain success, with what to do: some of their tags are worse than those
+    that stay in force, some now in force are too poor to trust, or most now in force cannot be measured. None when
+    none is so."""
+    outcomes = run_outcomes(project, run_ids)
+    if outcomes.empty:
+        return None
+    parts = []
+    worse = outcomes[outcomes["outcome"] == "worse"]
+    if len(worse):
+        parts.append(f"{len(worse)} of the {len(outcomes)} attributes tagged are worse than the tags that stay in "
+                     f"force ({', '.join(worse['attribute'])})")
+    in_force = outcomes[outcomes["outcome"] == "in force"]
+    poor = too_poor(rank_sources(project, list(in_force["attribute"])), floor) if len(in_force) else {}
+    if poor:
+        parts.append(f"{len(poor)} now in force are too poor to trust: "
+                     + "; ".join(f"{a} ({why})" for a, why in poor.items()))
+    unmeasured = in_force[in_force["checked"] == 0]
+    if len(unmeasured) * 2 > len(in_force):
+        parts.append(f"{len(unmeasured)} of the {len(in_force)} now in force cannot be measured (no known tags or "
+                     "audits), so nothing says they are right: audit a few of each (Tagging → Audit)")
+    return "; ".join(parts) + f". To do better, {ADVICE}." if parts else None
 
 
 def _measured(row) -> str:
@@ -249,5 +280,5 @@ def run_digest(project, run_ids: list[int]) -> str:
 
 
 __all__ = ["ADVICE", "AUTO", "IMPORTED", "SourceRanking", "TRUST_FLOOR", "ground_truth", "rank_sources", "run_digest",
-           "run_outcomes", "run_summary",
+           "run_outcomes", "run_summary", "run_warning", "too_poor",
            "source_label", "trust_message", "untrusted"]

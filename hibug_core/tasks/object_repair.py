@@ -144,7 +144,7 @@ def _by_expected_failures(report, pool: pd.DataFrame, images: int, config: Selec
     rows = best.loc[ranked].to_numpy()  # each image's likeliest failure stands for it
     table = frame(pool, rows, [slices.iloc[owner[r]] if owner[r] >= 0 else None for r in rows],
                   [f"expected failures: its likeliest failure {expected[k]:.2f} (of {n} objects seen)" for k, n in
-                   zip(ranked, pool["image_key"].value_counts().reindex(ranked))], images)
+                   zip(ranked, pool["image_key"].value_counts().reindex(ranked))], images, poor=report.poor)
     table.insert(0, "image_key", np.asarray(ranked, dtype=object))
     table["detections"] = pool["image_key"].value_counts().reindex(ranked).to_numpy()
     return table
