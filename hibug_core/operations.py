@@ -264,6 +264,8 @@ class ProposeAttributes(Operation, LLMSettings):
         None, description="built-in library entry (default: chosen from the task)")
     llm: bool = Field(False, description="ask a language model (OpenAI-compatible)")
     method: Annotated[str, OneOf(("hibug2", "hibug"))] = Field("hibug2", description="the language model's flow")
+    replace: bool = Field(False, description="replace the attributes in force with the proposal (default: add the "
+                                             "proposal's new attributes to them, keeping every current one)")
 
 
 class SuggestTags(Operation, LLMSettings):

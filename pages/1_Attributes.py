@@ -4,8 +4,8 @@ import json
 
 import streamlit as st
 
-from hibug_core.attributes.diff import schema_diff
-from hibug_core.attributes.schema import GROUPS, AttributeSchema
+from hibug_core.attributes.diff import proposed_version, schema_diff
+from hibug_core.attributes.schema import GROUPS, MAX_ATTRIBUTES, AttributeSchema
 from hibug_core.attributes.table import COLUMNS, schema_to_table, table_to_schema
 from hibug_core.errors import HibugError
 from hibug_core.llm.client import LLMConfig
@@ -97,13 +97,31 @@ with propose:
         st.markdown(f"**Proposal** ({plain(draft[2])}): {len(proposal.attributes)} attributes")
         for note in draft[1]:
             st.caption(note)
-        st.dataframe(schema_to_table(proposal), hide_index=True, width="stretch")
-        left, right = st.columns(2)
-        if left.button("Save as the new version", type="primary", key="propose_save", disabled=not editing):
-            save(proposal, f"proposed by {draft[2]}")
-        if right.button("Add the new ones to the current attributes", key="propose_merge",
-                        disabled=version is None or not editing):
-            save(schema.with_new_from(proposal), f"added attributes proposed by {draft[2]}")
+        with st.expander("The proposal as proposed", expanded=version is None):
+            st.dataframe(schema_to_table(proposal), hide_index=True, width="stretch")
+        if version is None:
+            if st.button("Save as version 1", type="primary", key="propose_save", disabled=not editing):
+                save(proposal, f"proposed by {draft[2]}")
+        else:
+            how = st.radio("Saving it", ["merge", "replace"], horizontal=True, key="propose_how",
+                           format_func={"merge": f"adds its new attributes to version {version} (keeps all yours)",
+                                        "replace": f"replaces version {version} with it"}.get,
+                           help=ProposeAttributes.help("replace"))
+            result, left_out = proposed_version(schema, proposal, replace=how == "replace")
+            if left_out:
+                st.caption(f"{left_out} proposed attributes left out: a schema holds at most {MAX_ATTRIBUTES}.")
+            changes = schema_diff(schema, result)
+            removed = int((changes["change"] == "removed").sum())
+            st.markdown(f"**Against version {version}**: {len(changes)} change(s)"
+                        + (f", **{removed} of your attributes removed**" if removed else ""))
+            if changes.empty:
+                st.caption(f"Nothing new: version {version} already has every attribute proposed.")
+            else:
+                st.dataframe(changes, hide_index=True, width="stretch", key="propose_diff")
+            if st.button("Save as a new version", type="primary", key="propose_save",
+                         disabled=changes.empty or not editing):
+                save(result, f"version {version} {'replaced by' if how == 'replace' else 'with the new attributes of'}"
+                             f" a proposal by {draft[2]}")
 
 with edit:
     st.caption("One row per attribute. Tags are separated by commas, prompt templates by '|' ({tag} and {label} are "

@@ -102,9 +102,24 @@ def test_cli_proposes_with_a_language_model_and_stores_a_version(colour_project,
     assert code == 0
     out = capsys.readouterr().out
     assert "note: rejected 'plumage'" in out
-    assert "saved version 2: 4 attributes proposed by fake-llm (hibug2 flow)" in out
+    # Merged into version 1 by default: its 11 attributes kept, the 4 proposed added, each change listed.
+    assert "saved version 2: 15 attributes (version 1 with the new attributes of the 4 proposed by fake-llm " \
+           "(hibug2 flow))" in out
+    assert "  added: beak shape (" in out and "  removed: " not in out
+    names = load_schema(colour_project).names()
+    assert names[:2] == ["color", "is round"] and names[-4:] == ["beak shape", "is wearing a ring", "perch", "lighting"]
+    assert schema_history(colour_project)["note"].iat[0] == ("version 1 with the new attributes of a proposal by "
+                                                             "fake-llm (hibug2 flow)")
+    # Replacing is asked for by name; the same proposal again adds nothing and saves nothing.
+    with FakeOpenAIServer() as server:
+        server.text_replies = [json.dumps(GOOD)] * 4
+        llm = ["--task", TASK, "--llm", "--llm-model", "fake-llm", "--llm-base-url", server.url]
+        assert main(["attributes", "propose", str(colour_project.folder), *llm]) == 0
+        assert "nothing new" in capsys.readouterr().out and schema_history(colour_project)["version"].max() == 2
+        assert main(["attributes", "propose", str(colour_project.folder), *llm, "--replace"]) == 0
+    out = capsys.readouterr().out
+    assert "saved version 3: 4 attributes (version 2 replaced by the 4 proposed by" in out and "  removed: color" in out
     assert load_schema(colour_project).names() == ["beak shape", "is wearing a ring", "perch", "lighting"]
-    assert schema_history(colour_project)["note"].iat[0] == "proposed by fake-llm (hibug2 flow)"
 
 
 def test_representative_images_are_the_samples_nearest_each_cluster_centre():
@@ -197,7 +212,7 @@ def test_whole_flow_propose_then_tags_from_the_data_then_edit(colour_project, tm
     with FakeOpenAIServer() as server:
         server.answer = answer
         llm = ["--llm", "--llm-model", "fake-llm", "--llm-base-url", server.url]
-        assert main(["attributes", "propose", folder, "--task", "classify shapes", *llm]) == 0
+        assert main(["attributes", "propose", folder, "--task", "classify shapes", *llm, "--replace"]) == 0
         assert main(["attributes", "suggest-tags", folder, "--encoder", "tiny-open_clip", *llm]) == 0
     out = capsys.readouterr().out
     assert "note: 'color': removed duplicate tags red" in out and "added color: blue" in out

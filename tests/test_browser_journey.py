@@ -62,8 +62,8 @@ def test_the_main_journey(page, journey_server, journey_project):
     open_app(page, f"{journey_server}/Attributes")
     shown(page, "What does the model do?")
     page.get_by_role("button", name="Propose").click()
-    shown(page, "Save as the new version")
-    page.get_by_role("button", name="Save as the new version").click()
+    shown(page, "Save as a new version")
+    page.get_by_role("button", name="Save as a new version").click()
     shown(page, "version 2 ·")
     assert latest_version(project) == 2
     shot(page, "journey-2-attributes")

@@ -13,7 +13,13 @@ def open_page(monkeypatch, project) -> AppTest:
     return open_any(monkeypatch, "pages/1_Attributes.py", project.folder, user="ana", timeout=60)
 
 
-def test_propose_from_the_library_and_save(monkeypatch, colour_project):
+def _diff(at):
+    """The proposal's changes against the version in force, as the page shows them."""
+    return next(d.value for d in at.dataframe if list(d.value.columns) == ["attribute", "change", "what"])
+
+
+def test_a_proposal_shows_its_changes_and_is_merged_into_the_current_version_by_default(monkeypatch,
+                                                                                         colour_project):
     at = open_page(monkeypatch, colour_project)
     assert not at.exception
     assert at.caption[0].value.startswith("version 1 · 11 attributes")
@@ -23,21 +29,35 @@ def test_propose_from_the_library_and_save(monkeypatch, colour_project):
     assert any(m.value.replace("\\",
                                "").startswith("**Proposal** (the built-in 'objects' library (no language model)): ")
                for m in at.markdown)
+    assert at.radio(key="propose_how").value == "merge"
+    diff = _diff(at)
+    assert set(diff["change"]) == {"added"} and "viewpoint" in diff["attribute"].tolist()
+    assert any(m.value.startswith(f"**Against version 1**: {len(diff)} change(s)") for m in at.markdown)
     at.button(key="propose_save").click().run()
     assert not at.exception
     assert latest_version(colour_project) == 2
     history = schema_history(colour_project)
-    assert history["note"].iat[0] == "proposed by the built-in 'objects' library (no language model)"
+    assert history["note"].iat[0] == ("version 1 with the new attributes of a proposal by the built-in 'objects' "
+                                      "library (no language model)")
     assert history["author"].iat[0] == "ana"
-    assert "viewpoint" in load_schema(colour_project).names()
-
-
-def test_adding_proposed_attributes_keeps_the_current_ones(monkeypatch, colour_project):
-    at = open_page(monkeypatch, colour_project)
-    at.button(key="propose_submit").click().run()
-    at.button(key="propose_merge").click().run()
     names = load_schema(colour_project).names()
     assert names[:2] == ["color", "is round"] and "viewpoint" in names and names.count("brightness") == 1
+    assert set(load_schema(colour_project, 1).names()) <= set(names)  # nothing of version 1 was lost
+
+
+def test_replacing_the_current_version_is_a_choice_that_says_what_it_removes(monkeypatch, colour_project):
+    at = open_page(monkeypatch, colour_project)
+    at.button(key="propose_submit").click().run()
+    at.radio(key="propose_how").set_value("replace").run()
+    diff = _diff(at)
+    removed_names = diff.loc[diff["change"] == "removed", "attribute"].tolist()
+    assert "is round" in removed_names
+    removed = int((diff["change"] == "removed").sum())
+    assert any(f"**{removed} of your attributes removed**" in m.value for m in at.markdown)
+    at.button(key="propose_save").click().run()
+    names = load_schema(colour_project).names()
+    assert "is round" not in names and "viewpoint" in names
+    assert schema_history(colour_project)["note"].iat[0].startswith("version 1 replaced by a proposal by")
 
 
 def test_an_edit_from_a_stale_version_is_refused_and_shows_the_newer_one(monkeypatch, colour_project):

@@ -1,9 +1,10 @@
-"""What changed between two versions of the attribute schema, one row per attribute that differs."""
+"""What changed between two versions of the attribute schema, one row per attribute that differs; what saving a
+proposal makes of the version in force."""
 from __future__ import annotations
 
 import pandas as pd
 
-from hibug_core.attributes.schema import AttributeSchema
+from hibug_core.attributes.schema import MAX_ATTRIBUTES, AttributeSchema
 
 FIELDS = ("group", "kind", "enabled", "templates", "source")
 
@@ -25,3 +26,16 @@ def schema_diff(old: AttributeSchema, new: AttributeSchema) -> pd.DataFrame:
             if what:
                 rows.append({"attribute": name, "change": "changed", "what": "; ".join(what)})
     return pd.DataFrame(rows, columns=["attribute", "change", "what"])
+
+
+def proposed_version(current: AttributeSchema | None, proposal: AttributeSchema, *,
+                     replace: bool = False) -> tuple[AttributeSchema, int]:
+    """What saving `proposal` makes of the version in force, and how many proposed attributes the schema's cap left
+    out: by default the proposal's new attributes added to it, in the proposal's order, up to MAX_ATTRIBUTES (people's
+    edits and the attributes measured or imported are kept); `replace` swaps it for the proposal. With no version
+    yet, the proposal."""
+    if current is None or not current.attributes or replace:
+        return proposal, 0
+    new = [a for a in proposal.attributes if a.name not in current.names()]
+    room = max(MAX_ATTRIBUTES - len(current.attributes), 0)
+    return current.with_new_from(proposal.model_copy(update={"attributes": tuple(new[:room])})), max(len(new) - room, 0)

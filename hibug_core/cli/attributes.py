@@ -37,6 +37,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_attributes(args) -> int:
+    from hibug_core.attributes.diff import proposed_version, schema_diff
+    from hibug_core.attributes.schema import MAX_ATTRIBUTES
     from hibug_core.cli.options import operation_from_args
     from hibug_core.store.attribute_versions import latest_version, load_schema, save_schema, schema_history
     from hibug_core.store.project import Project
@@ -47,13 +49,28 @@ def cmd_attributes(args) -> int:
             from hibug_core.tagging.propose import propose_for_project
             from hibug_core.tasks import task_of
 
-            result = propose_for_project(project, operation_from_args(ProposeAttributes, args),
-                                         task=task_of(project))
+            op = operation_from_args(ProposeAttributes, args)
+            result = propose_for_project(project, op, task=task_of(project))
             for note in result.notes:
                 print(f"  note: {note}")
-            version = save_schema(project, result.schema, note=f"proposed by {result.source}", base_version=base)
-            print(f"saved version {version}: {len(result.schema.attributes)} attributes proposed by {result.source}")
-            schema = result.schema
+            current = load_schema(project) if base is not None else None
+            schema, left_out = proposed_version(current, result.schema, replace=op.replace)
+            if left_out:
+                print(f"  note: {left_out} proposed attributes left out: a schema holds at most {MAX_ATTRIBUTES}")
+            changes = schema_diff(current, schema) if current is not None else None
+            if changes is not None and changes.empty:
+                print(f"nothing new: the {len(result.schema.attributes)} attributes proposed by {result.source} are "
+                      f"all in version {base} already; nothing saved (--replace replaces it with the proposal)")
+                return 0
+            how = "replaced by" if op.replace else "with the new attributes of"
+            version = save_schema(project, schema, base_version=base,
+                                  note=f"proposed by {result.source}" if current is None else
+                                  f"version {base} {how} a proposal by {result.source}")
+            print(f"saved version {version}: {len(schema.attributes)} attributes"
+                  + (f" (version {base} {how} the {len(result.schema.attributes)} proposed by {result.source})"
+                     if current is not None else f" proposed by {result.source}"))
+            for row in (changes.itertuples() if changes is not None else ()):
+                print(f"  {row.change}: {row.attribute} ({row.what})")
         elif args.action == "suggest-tags":
             from hibug_core.tagging.suggest import propose_tags_from_data, refine_tags
 
