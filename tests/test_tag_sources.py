@@ -334,3 +334,15 @@ def test_a_selection_for_a_slice_on_poor_tags_says_so_in_its_name_and_reason():
     assert table["slice"].tolist() == ["⚠ color = blue & texture = patterned", "shape = triangle"]
     assert table["reason"].tolist() == ["hibug2: ranked #1; ⚠ its tags are too poor to trust (texture: 3% right, "
                                         "run #2)", "hibug2: ranked #2"]
+
+
+def test_a_run_worse_where_it_can_be_checked_is_not_believed_where_it_cannot(colour_project):
+    from hibug_core.tagging.sources import run_warning
+
+    # Worse than the imported colours (so not in force), and alone on an attribute nothing can check.
+    run = save_colours(colour_project, ["green", "blue", "red"] * 4, also={"is shiny": (("yes", "no"), ["yes"] * 12)})
+    assert run_warning(colour_project, [run]) == (
+        "1 of the 2 attributes tagged are worse than the tags that stay in force (color); 1 now in force are too "
+        f"poor to trust: is shiny (unchecked, from run #{run} (zero-shot, test), which is 0% right where it can be "
+        f"checked); 1 of the 1 now in force cannot be measured (no known tags or audits), so nothing says they are "
+        f"right: audit a few of each (Tagging → Audit). To do better, {ADVICE}.")

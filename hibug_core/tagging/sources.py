@@ -225,7 +225,9 @@ def run_warning(project, run_ids: list[int], floor: float = TRUST_FLOOR) -> str 
         parts.append(f"{len(worse)} of the {len(outcomes)} attributes tagged are worse than the tags that stay in "
                      f"force ({', '.join(worse['attribute'])})")
     in_force = outcomes[outcomes["outcome"] == "in force"]
-    poor = too_poor(rank_sources(project, list(in_force["attribute"])), floor) if len(in_force) else {}
+    # ranked over everything the runs tagged: an unchecked attribute is judged by its run's checkable ones
+    poor = too_poor(rank_sources(project, list(outcomes["attribute"].unique())), floor,
+                    attributes=list(in_force["attribute"])) if len(in_force) else {}
     if poor:
         parts.append(f"{len(poor)} now in force are too poor to trust: "
                      + "; ".join(f"{a} ({why})" for a, why in poor.items()))
