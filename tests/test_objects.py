@@ -636,3 +636,31 @@ def test_a_coco_import_with_nothing_in_it_is_refused_and_the_project_keeps_what_
         project.import_manifest(empty, kind="coco")
     assert len(project.samples("m")) == before
     project.close()
+
+
+def test_the_annotations_a_detector_was_trained_on_say_which_objects_were_annotated_and_how_big(tmp_path):
+    """Per training object: annotated when a training box of its class overlaps it (a box at half its side still
+    does), and that box's area over its own; nothing when the model records no training annotations."""
+    from hibug_core.objects.training_evidence import annotation_evidence
+    from hibug_core.store.recorded_models import RecordedModel, record_model
+
+    truth_json, found = _tide_case()
+    project = Project.create_from_manifest(tmp_path / "project", load_coco(
+        *_write(tmp_path / "train", truth_json, {"m": found}), split="train"))
+    objects = project.objects("m")
+    objects = objects[objects["object_kind"] == "object"].assign(label=project.samples("m")["label"])
+    assert annotation_evidence(project, "m", objects) is None  # no training annotations recorded
+    taught = {**truth_json, "annotations": [
+        dict(truth_json["annotations"][0]),  # cat 1 as it is
+        dict(truth_json["annotations"][1], bbox=[110, 20, 20, 20], area=400),  # dog 2 at half its side
+        dict(truth_json["annotations"][2], category_id=2),  # cat 3 annotated as a dog: not its class
+    ]}  # dog 5 left out
+    (tmp_path / "project" / "taught.json").write_text(json.dumps(taught))
+    record_model(project, RecordedModel("m", "scene-fcos:models/m.pt", training="taught.json"))
+    evidence = annotation_evidence(project, "m", objects)
+    by_label = objects.assign(**evidence)[["label", "box_w", "annotated", "box_ratio"]]
+    assert by_label["annotated"].tolist() == [True, True, False, False]
+    assert by_label["box_ratio"].tolist()[:2] == [1.0, 0.25] and by_label["box_ratio"].iloc[2:].isna().all()
+    record_model(project, RecordedModel("m", "scene-fcos:models/m.pt", training="gone.json"))
+    assert annotation_evidence(project, "m", objects) is None  # a file that is not there is no evidence
+    project.close()

@@ -194,6 +194,62 @@ def test_each_bug_type_from_its_evidence():
     assert DiagnosisConfig().alpha == 0.8
 
 
+def test_a_detector_s_bugs_are_typed_from_its_training_annotations_or_its_boxes():
+    from hibug_core.slices.diagnosis import ObjectEvidence
+
+    # 20 evaluation objects, all missed but the last 5; 100 training objects
+    labels = np.array(["cat"] * 20)
+    predictions = np.array(["(missed)"] * 15 + ["cat"] * 5)
+    errors = (predictions == "(missed)").astype(float)
+    some = np.r_[np.ones(10, bool), np.zeros(10, bool)]
+    train_object = np.ones(100, bool)
+    in_train = np.r_[np.ones(20, bool), np.zeros(80, bool)]  # 20 training objects with the slice's tags
+    annotated = np.ones(100, bool)
+    annotated[:18] = False  # 2 of its 20 annotated: 10%, against 82% of all
+    boxes = np.ones(100)
+    evidence = ObjectEvidence(train_object, annotated, boxes, np.full(20, np.nan))
+    typed = diagnose([some], [in_train], labels, predictions, errors, objects=evidence)
+    assert typed.at[0, "bug_type"] == "missing annotations"
+    assert typed.at[0, "reason"] == ("20 in training images, but only 10% of them annotated in the training "
+                                     "annotations (82% of all objects)")
+    # Annotated, but with boxes a quarter of the objects' area
+    small = np.ones(100)
+    small[:20] = 0.25
+    evidence = ObjectEvidence(train_object, np.ones(100, bool), small, np.full(20, np.nan))
+    typed = diagnose([some], [in_train], labels, predictions, errors, objects=evidence)
+    assert typed.at[0, "bug_type"] == "bad boxes"
+    assert typed.at[0, "reason"] == "its training boxes cover 25% of its objects' area (median; 100% for all objects)"
+    # Annotated right: the classifier's types apply (half of evaluation, a fifth of training: a shift)
+    right = ObjectEvidence(train_object, np.ones(100, bool), np.ones(100), np.full(20, np.nan))
+    assert diagnose([some], [in_train], labels, predictions, errors,
+                    objects=right).at[0, "bug_type"] == "distribution shift"
+    # No training annotations recorded: the model's own boxes on what it found say it
+    found = np.r_[np.full(10, 0.4), np.full(10, 1.0)]
+    ratio = ObjectEvidence(train_object, None, None, found)
+    fails = np.r_[np.ones(10), np.zeros(10)]
+    typed = diagnose([some], [in_train], labels, np.array(["cat"] * 20), fails, objects=ratio)
+    assert typed.at[0, "bug_type"] == "bad boxes"
+    assert typed.at[0, "reason"] == ("the model's boxes cover 40% of its objects' area (median; 70% for all "
+                                     "objects), as if taught with boxes of that size")
+
+
+def test_a_bug_of_its_own_kind_is_never_folded_into_a_slice_of_another():
+    import pandas as pd
+
+    from hibug_core.slices.redundancy import mark_repeats
+
+    frame = pd.DataFrame({"color": ["green"] * 8 + ["red"] * 8, "shape": ["triangle", "circle"] * 8}).astype("category")
+    tags = TagMatrix.from_frame(frame)
+    errors = np.array([1, 0] * 4 + [0] * 8, dtype=float)  # green triangles fail
+    errors[1] = errors[3] = 1.0  # and two green circles
+    slices = pd.DataFrame({"definition": [(("color", "green"),), (("color", "green"), ("shape", "triangle"))],
+                           "description": ["color = green", "color = green & shape = triangle"],
+                           "bug_type": ["hard case", "missing annotations"]})
+    assert mark_repeats(slices, tags, errors, 0.9)["repeats"].tolist() == ["", "color = green"]
+    kept = mark_repeats(slices, tags, errors, 0.9, own_kinds=("missing annotations",))
+    assert kept["repeats"].tolist() == ["", ""]
+
+
 # ----- on a project ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def demo_with_true_tags(demo_project, tmp_path_factory):

@@ -1,5 +1,6 @@
-"""Why a slice fails, as HiBug names it: rare case, distribution shift, spurious correlation or hard case,
-with the evidence kept beside the verdict."""
+"""Why a slice fails, as HiBug names it: rare case, distribution shift, spurious correlation or hard case, and for a
+model of objects what its training annotations show (missing annotations, bad boxes); the evidence kept beside the
+verdict."""
 from __future__ import annotations
 
 from collections import Counter
@@ -10,8 +11,19 @@ import pandas as pd
 
 from hibug_core.objects.summary import error_mix
 
-BUG_TYPES = ("spurious correlation", "rare case", "distribution shift", "hard case")
+ANNOTATION_BUGS = ("missing annotations", "bad boxes")  # objects: what the training annotations did to the model
+BUG_TYPES = ("spurious correlation", "rare case", "distribution shift", *ANNOTATION_BUGS, "hard case")
 NOT_CLASSES = ("(missed)", "(background)")  # objects: no detection, no object; never a shortcut's class
+
+
+@dataclass(frozen=True)
+class ObjectEvidence:
+    """What a model of objects shows beyond its predictions, per training row and per evaluation row."""
+
+    train_object: np.ndarray  # (training rows,) bool: a true object (not a false positive's row)
+    annotated: np.ndarray | None  # (training rows,) bool: annotated where it was trained (None: not known)
+    train_box_ratio: np.ndarray | None  # (training rows,) its training box's area over its own (NaN: none)
+    eval_box_ratio: np.ndarray  # (evaluation rows,) the found prediction's box area over the object's (NaN: none)
 
 
 @dataclass(frozen=True)
@@ -26,12 +38,16 @@ class DiagnosisConfig:
     association: float = 0.8  # spurious correlation learnt in training: at least this share of the training images
     #                           with the slice's tags (class conditions left out) are of one class, and
     shortcut: float = 0.5  # more than this share of the slice's failures are predicted as that class
+    missing_share: float = 0.5  # missing annotations: at most this share of its objects in training images annotated
+    missing_gap: float = 0.25  # ... and this far below the share of all objects annotated
+    box_factor: float = 1.33  # bad boxes: the median box area this many times too large, or this many times too small
 
 
 def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] | None, labels: np.ndarray,
              predictions: np.ndarray, errors: np.ndarray, config: DiagnosisConfig = DiagnosisConfig(), *,
              tag_train_masks: list[np.ndarray | None] | None = None,
-             train_labels: np.ndarray | None = None, error_types: np.ndarray | None = None) -> pd.DataFrame:
+             train_labels: np.ndarray | None = None, error_types: np.ndarray | None = None,
+             objects: ObjectEvidence | None = None) -> pd.DataFrame:
     """One row of evidence and a bug type per slice (given as boolean masks over the evaluation rows).
 
     train_masks: the same slices over the training rows (None when the training split has no tags).
@@ -40,6 +56,10 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
     spurious correlation (the model learnt the tag as a shortcut) from a rare case (the combination is just rare).
     error_types: objects' error type per evaluation row (TIDE's; a person's keypoint error): every slice's failures
     are then described by their mix.
+    objects: a model of objects' evidence: its training annotations per tag combination (an object common in training
+    images but rarely annotated there: missing annotations; training boxes systematically smaller or larger than the
+    objects: bad boxes), else its own boxes on the found objects (systematically small or large: bad boxes). This
+    evidence comes first: a detector taught that something is background misses it however common it is.
     """
     n_eval = len(labels)
     n_train = len(train_masks[0]) if train_masks else 0
@@ -59,10 +79,13 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
         associated, association = (Counter(train_labels[tag_rows]).most_common(1)[0]
                                    if tag_rows is not None and tag_rows.any() else (None, 0))
         association_share = association / tag_rows.sum() if associated is not None else np.nan
+        annotation_bug = _annotation_bug(objects, train_masks[i] if train_masks else None, mask, failed, config)
         # A shortcut learnt from training (its tags go with the class its failures are predicted as) comes first:
         # the combinations it fails on are often rare in training too, but rarity is not why it fails. Rarity comes
         # before the prediction rule: a combination never seen in training is mostly predicted as one class too.
-        if (associated is not None and associated == failure_top and associated not in NOT_CLASSES
+        if annotation_bug is not None:
+            bug, reason = annotation_bug
+        elif (associated is not None and associated == failure_top and associated not in NOT_CLASSES
                 and failed.sum() >= config.min_failures
                 and association_share >= config.association and failure_share > config.shortcut):
             bug, reason = "spurious correlation", (f"in training, {association_share:.0%} of those with its tags "
@@ -95,6 +118,46 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
     return pd.DataFrame(rows, columns=["bug_type", "reason", "train_count", "train_share", "eval_share", "top_label",
                                        "top_prediction", "top_prediction_share", "failure_top_prediction",
                                        "failure_top_share", "train_tag_label", "train_tag_label_share"])
+
+
+def _annotation_bug(objects: ObjectEvidence | None, train_mask: np.ndarray | None, mask: np.ndarray,
+                    failed: np.ndarray, config: DiagnosisConfig) -> tuple[str, str] | None:
+    """(missing annotations | bad boxes, reason) when a model of objects' evidence shows one for the slice."""
+    if objects is None or failed.sum() < config.min_failures:
+        return None
+    if objects.annotated is not None and train_mask is not None:
+        everyone = objects.train_object
+        mine = train_mask & everyone
+        if mine.sum() >= config.min_failures:
+            share, overall = objects.annotated[mine].mean(), objects.annotated[everyone].mean()
+            if share <= config.missing_share and share <= overall - config.missing_gap:
+                return "missing annotations", (f"{int(mine.sum())} in training images, but only {share:.0%} of them "
+                                               f"annotated in the training annotations ({overall:.0%} of all "
+                                               "objects)")
+            ratio = _median(objects.train_box_ratio[mine & objects.annotated])
+            usual = _median(objects.train_box_ratio[everyone & objects.annotated])
+            if _off(ratio, usual, config.box_factor):
+                return "bad boxes", (f"its training boxes cover {ratio:.0%} of its objects' area (median; "
+                                     f"{usual:.0%} for all objects)")
+            return None
+    ratio, usual = _median(objects.eval_box_ratio[mask]), _median(objects.eval_box_ratio)
+    if np.isfinite(objects.eval_box_ratio[mask]).sum() >= config.min_failures and _off(ratio, usual,
+                                                                                       config.box_factor):
+        return "bad boxes", (f"the model's boxes cover {ratio:.0%} of its objects' area (median; {usual:.0%} for all "
+                             "objects), as if taught with boxes of that size")
+    return None
+
+
+def _median(values: np.ndarray) -> float:
+    values = values[np.isfinite(values)]
+    return float(np.median(values)) if len(values) else np.nan
+
+
+def _off(ratio: float, usual: float, factor: float) -> bool:
+    """A median area ratio this far from 1 and from the usual one."""
+    if not (np.isfinite(ratio) and np.isfinite(usual)):
+        return False
+    return (ratio <= 1 / factor or ratio >= factor) and abs(np.log(ratio / usual)) >= np.log(factor)
 
 
 def rare_classes(train_labels: np.ndarray, eval_labels: np.ndarray, eval_errors: np.ndarray,

@@ -59,13 +59,21 @@ def repeated_slices(definitions, tags: TagMatrix, errors: np.ndarray, max_overla
 
 
 def mark_repeats(slices: pd.DataFrame, tags: TagMatrix, errors: np.ndarray, max_overlap: float, *,
-                 narrow: bool = True) -> pd.DataFrame:
+                 narrow: bool = True, own_kinds=()) -> pd.DataFrame:
     """Adds `repeats` (the description of the slice it belongs to, or "") and moves those slices after the distinct
-    ones, keeping the order within each group. max_overlap >= 1 turns this off."""
+    ones, keeping the order within each group. max_overlap >= 1 turns this off. Slices whose `bug_type` is one of
+    `own_kinds` are grouped among themselves, kind by kind: such a bug is never folded into a slice of another kind,
+    nor another kind into it."""
     if slices.empty or max_overlap >= 1:
         return slices.assign(repeats="")
-    of = repeated_slices(list(slices["definition"]), tags, errors, max_overlap, narrow=narrow)
+    kinds = slices["bug_type"].to_numpy(object) if "bug_type" in slices.columns else np.full(len(slices), "")
+    groups = np.array([kind if kind in own_kinds else "" for kind in kinds], dtype=object)
+    repeats = np.full(len(slices), "", dtype=object)
     descriptions = slices["description"].to_numpy()
-    flags = np.array([j is not None for j in of])
-    slices = slices.assign(repeats=[descriptions[j] if j is not None else "" for j in of])
+    for group in dict.fromkeys(groups):
+        rows = np.flatnonzero(groups == group)
+        of = repeated_slices([slices["definition"].iat[r] for r in rows], tags, errors, max_overlap, narrow=narrow)
+        repeats[rows] = [descriptions[rows[j]] if j is not None else "" for j in of]
+    flags = repeats != ""
+    slices = slices.assign(repeats=repeats)
     return slices.iloc[np.concatenate([np.flatnonzero(~flags), np.flatnonzero(flags)])]

@@ -11,7 +11,7 @@ import pandas as pd
 from hibug_core.cache import BoundedCache
 from hibug_core.errors import HibugError
 from hibug_core.objects.coco import BACKGROUND
-from hibug_core.slices.diagnosis import DiagnosisConfig, diagnose, rare_classes
+from hibug_core.slices.diagnosis import ANNOTATION_BUGS, DiagnosisConfig, ObjectEvidence, diagnose, rare_classes
 from hibug_core.slices.enumeration import Enumeration, enumerate_slices
 from hibug_core.slices.redundancy import mark_repeats
 from hibug_core.slices.search import CLASS, SliceConfig, TagMatrix, describe, parse_definition, score_slices, slice_id
@@ -190,6 +190,28 @@ def enumeration_for(project, tags: TagMatrix, errors: np.ndarray, models: list[s
         tags.codes, [len(t) for t in tags.tags], errors, max_depth=config.max_depth, min_support=config.min_support))
 
 
+def object_evidence(project, model: str, objects: pd.DataFrame, evaluation: pd.DataFrame,
+                    train: pd.DataFrame) -> ObjectEvidence:
+    """A model of objects' evidence for the diagnosis: which training rows are objects, whether each was annotated in
+    the annotations the model records as trained on (and its training box's size), and the found predictions' box
+    sizes on the evaluation rows."""
+    from hibug_core.objects.training_evidence import annotation_evidence
+
+    def box_ratio(rows: pd.DataFrame) -> np.ndarray:
+        found = (rows["outcome"] == "true positive").to_numpy()
+        ratio = (rows["pred_w"] * rows["pred_h"] / (rows["box_w"] * rows["box_h"])).to_numpy(float)
+        return np.where(found, ratio, np.nan)
+
+    held = objects.reindex(train.index)
+    is_object = (held["object_kind"] == "object").to_numpy()
+    annotations = annotation_evidence(project, model, held[is_object].assign(label=train["label"][is_object]))
+    annotated = ratio = None
+    if annotations is not None:
+        annotated = annotations["annotated"].reindex(train.index, fill_value=False).to_numpy(bool)
+        ratio = annotations["box_ratio"].reindex(train.index).to_numpy(float)
+    return ObjectEvidence(is_object, annotated, ratio, box_ratio(objects.reindex(evaluation.index)))
+
+
 def poor_attributes(project, frame: pd.DataFrame, source: str, config: SliceConfig) -> dict[str, str]:
     """Sliced attributes whose tags in force are too poor to trust (tagging.sources.untrusted), with why."""
     from hibug_core.store.attribute_versions import schema_names
@@ -250,7 +272,8 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
                    if len(objects) else None)
     evidence = diagnose(masks, train_masks, evaluation["label"].to_numpy(), evaluation["prediction"].to_numpy(),
                         errors, diagnosis, tag_train_masks=tag_masks, train_labels=train["label"].to_numpy(),
-                        error_types=error_types)
+                        error_types=error_types,
+                        objects=object_evidence(project, model, objects, evaluation, train) if len(objects) else None)
     # 5. Check the slices' tags against the true tags, flag untrusted ones, group repeats of one bug.
     summary = dict(slices.attrs)
     truth = ground_truth(project) if check_tags else None
@@ -263,8 +286,9 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     # Trusted distinct slices, then trusted repeats, then the untrusted ones (grouped among themselves): a slice on
     # poor tags never stands for trusted ones.
     trusted = slices["trusted"].to_numpy(bool)
-    slices = pd.concat([mark_repeats(slices[trusted], tags, errors, config.max_overlap),
-                        mark_repeats(slices[~trusted], tags, errors, config.max_overlap)]).reset_index(drop=True)
+    slices = pd.concat([mark_repeats(slices[trusted], tags, errors, config.max_overlap, own_kinds=ANNOTATION_BUGS),
+                        mark_repeats(slices[~trusted], tags, errors, config.max_overlap, own_kinds=ANNOTATION_BUGS)]
+                       ).reset_index(drop=True)
     slices.index.name = "rank"
     slices.attrs.update(summary, untrusted=int((~slices["trusted"]).sum()),
                         repeats=int((slices["repeats"] != "").sum()))
