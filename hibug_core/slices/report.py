@@ -212,6 +212,28 @@ def object_evidence(project, model: str, objects: pd.DataFrame, evaluation: pd.D
     return ObjectEvidence(is_object, annotated, ratio, box_ratio(objects.reindex(evaluation.index)))
 
 
+def unannotated_slices(enumeration: Enumeration, train_matrix: TagMatrix, found: ObjectEvidence,
+                       diagnosis: DiagnosisConfig) -> np.ndarray:
+    """Per enumerated slice (levels in order), True where its objects in the training images were mostly left out of
+    the training annotations (diagnose's missing annotations): counted for every slice at once by the enumeration
+    kernel over the training objects, a slice's key found among the training slices' keys."""
+    rows = found.train_object
+    left_out = (~found.annotated[rows]).astype(np.float64)
+    if not rows.any():
+        return np.zeros(sum(len(level.count) for level in enumeration.levels), bool)
+    overall = 1 - left_out.mean()
+    seen = enumerate_slices(train_matrix.codes[rows], [len(t) for t in train_matrix.tags], left_out,
+                            max_depth=len(enumeration.levels), min_support=diagnosis.min_failures)
+    flags = []
+    for level, trained in zip(enumeration.levels, seen.levels):
+        at = np.minimum(np.searchsorted(trained.keys, level.keys), max(len(trained.keys) - 1, 0))
+        there = (trained.keys[at] == level.keys) if len(trained.keys) else np.zeros(len(level.keys), bool)
+        share = np.where(there, 1 - trained.errors[at, 0] / np.maximum(trained.count[at], 1), 1.0) if len(
+            trained.keys) else np.ones(len(level.keys))
+        flags.append(there & (share <= diagnosis.missing_share) & (share <= overall - diagnosis.missing_gap))
+    return np.concatenate(flags)
+
+
 def poor_attributes(project, frame: pd.DataFrame, source: str, config: SliceConfig) -> dict[str, str]:
     """Sliced attributes whose tags in force are too poor to trust (tagging.sources.untrusted), with why."""
     from hibug_core.store.attribute_versions import schema_names
@@ -254,12 +276,16 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
             names.append(name)
     enumeration = enumeration_for(project, tags, np.stack(columns, axis=1), names, split, config)
     errors = evaluation["error"].to_numpy()
-    slices = score_slices(enumeration, tags, model=names.index(model), config=config)
-    # 4. Diagnose each slice with the training split's evidence (rare case, spurious correlation, ...).
     train = samples[(samples["split"] == "train") & samples["label"].notna()]
     train_tags = frame.reindex(train.index)
     train_tagged = len(train) > 0 and train_tags.notna().any(axis=1).mean() > 0.5
     train_matrix = tags.aligned(train_tags) if train_tagged else None
+    objects = project.objects(model)  # samples that are objects carry their failure's error type
+    found = object_evidence(project, model, objects, evaluation, train) if len(objects) else None
+    keep = (unannotated_slices(enumeration, train_matrix, found, diagnosis)
+            if found is not None and found.annotated is not None and train_matrix is not None else None)
+    slices = score_slices(enumeration, tags, model=names.index(model), config=config, keep=keep)
+    # 4. Diagnose each slice with the training split's evidence (rare case, spurious correlation, ...).
     masks = [tags.mask(d) for d in slices["definition"]]
     train_masks = tag_masks = None
     if train_matrix is not None:
@@ -267,13 +293,11 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
         of_label = set(label_attributes(train_tags, train["label"]))
         tag_parts = [tuple(c for c in d if c[0] not in of_label) for d in slices["definition"]]
         tag_masks = [train_matrix.mask(part) if part else None for part in tag_parts]
-    objects = project.objects(model)  # samples that are objects carry their failure's error type
     error_types = (objects["error_type"].reindex(evaluation.index).fillna("").to_numpy(object)
                    if len(objects) else None)
     evidence = diagnose(masks, train_masks, evaluation["label"].to_numpy(), evaluation["prediction"].to_numpy(),
                         errors, diagnosis, tag_train_masks=tag_masks, train_labels=train["label"].to_numpy(),
-                        error_types=error_types,
-                        objects=object_evidence(project, model, objects, evaluation, train) if len(objects) else None)
+                        error_types=error_types, objects=found)
     # 5. Check the slices' tags against the true tags, flag untrusted ones, group repeats of one bug.
     summary = dict(slices.attrs)
     truth = ground_truth(project) if check_tags else None

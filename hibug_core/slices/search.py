@@ -149,8 +149,10 @@ def _worse_than_every_parent(enumeration: Enumeration, counts: list[np.ndarray],
 
 
 def score_slices(enumeration: Enumeration, tags: TagMatrix, *, model: int = 0,
-                 config: SliceConfig = SliceConfig()) -> pd.DataFrame:
-    """Error slices for one model column of the enumeration, ranked, with statistics.
+                 config: SliceConfig = SliceConfig(), keep: np.ndarray | None = None) -> pd.DataFrame:
+    """Error slices for one model column of the enumeration, ranked, with statistics. keep: per enumerated slice
+    (levels in order), True for one that other evidence shows is a bug of its own: it is reported when under the cut
+    even if it is no worse than its parent.
 
     The p-values are corrected (Benjamini-Hochberg) over every enumerated slice, not only the reported ones. The
     per-sample error variance is taken as mean * (1 - mean): exact for 0/1 errors, an upper bound for scores.
@@ -169,6 +171,8 @@ def score_slices(enumeration: Enumeration, tags: TagMatrix, *, model: int = 0,
     cut = config.threshold if config.threshold is not None else overall_score - config.gap
     candidates = [1 - e / c < cut for e, c in zip(errors, counts)]
     kept = np.concatenate(_worse_than_every_parent(enumeration, counts, errors, config.parent_alpha, candidates))
+    if keep is not None:
+        kept |= keep
     chosen = np.flatnonzero(kept & (score < cut))
     depth = np.concatenate([np.full(len(c), d + 1) for d, c in enumerate(counts)])
     row = np.concatenate([np.arange(len(c)) for c in counts])
