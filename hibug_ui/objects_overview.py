@@ -84,8 +84,9 @@ def _confusion(project, evaluated: pd.DataFrame, nouns) -> None:
     shown.columns = literal_values(shown.columns.to_series())
     event = st.dataframe(shown, width="stretch", on_select="rerun", selection_mode="single-cell",
                          key="overview_object_confusion")
-    st.caption(f"(background): false positives on no {nouns.sample}; (missed): {nouns.samples} no detection found. A "
-               f"false positive on a {nouns.sample} of another class counts in that {nouns.sample}'s row.")
+    st.caption(f"(background): false positives no {nouns.sample} is confused by (on nothing, duplicates, misplaced "
+               f"boxes); (missed): {nouns.samples} no detection found. A false positive that names another class on a "
+               f"{nouns.sample} counts once, in that {nouns.sample}'s row.")
     cells = event.selection.get("cells", []) if event is not None else []
     if not cells:
         return

@@ -664,3 +664,20 @@ def test_the_annotations_a_detector_was_trained_on_say_which_objects_were_annota
     record_model(project, RecordedModel("m", "scene-fcos:models/m.pt", training="gone.json"))
     assert annotation_evidence(project, "m", objects) is None  # a file that is not there is no evidence
     project.close()
+
+
+def test_the_confusion_matrix_counts_every_false_positive_once_as_its_crops_are_captioned():
+    """The (background) row holds every false positive no object is confused by (on nothing, duplicate, misplaced);
+    one that names another class on an object is counted in that object's row only."""
+    from hibug_core.objects.summary import object_confusion
+
+    samples = pd.DataFrame({
+        "label": ["cat", "cat", "dog", BACKGROUND, BACKGROUND, BACKGROUND, BACKGROUND],
+        "prediction": ["cat", MISSED, MISSED, "cat", "cat", "dog", "cat"],
+        "predicted_class": ["cat", None, "cat", "cat", "cat", "dog", "cat"],
+        "outcome": ["true positive", "missed", "missed"] + ["false positive"] * 4,
+        "error_type": ["", "missed", "classification", "background", "duplicate", "localization", "classification"]})
+    matrix = object_confusion(samples)
+    assert matrix.to_dict("index") == {"cat": {"cat": 1, "dog": 0, MISSED: 1},
+                                       "dog": {"cat": 1, "dog": 0, MISSED: 0},
+                                       BACKGROUND: {"cat": 2, "dog": 1, MISSED: 0}}

@@ -24,10 +24,12 @@ def predicted_column(samples: pd.DataFrame) -> pd.Series:
 
 def confusion_members(samples: pd.DataFrame) -> pd.DataFrame:
     """The objects the confusion matrix counts, with their row (`true`) and column (`predicted`): every ground-truth
-    object, and the false positives on background (a confused or misplaced false positive is counted on the object
-    it overlaps). Only samples with an outcome of this model."""
+    object, and in the (background) row every false positive that no object is confused by: on nothing, a duplicate,
+    a misplaced box, as every crop of a false positive is captioned "(background) → its class". A false positive
+    that names another class on an object (classification, both) is counted once, in that object's row. Only samples
+    with an outcome of this model."""
     evaluated = samples[samples["outcome"].notna()]
-    counted = evaluated[(evaluated["outcome"] != "false positive") | (evaluated["error_type"] == "background")]
+    counted = evaluated[(evaluated["outcome"] != "false positive") | ~evaluated["error_type"].isin(CONFUSED)]
     return pd.DataFrame({"true": counted["label"].where(counted["outcome"] != "false positive", BACKGROUND),
                          "predicted": predicted_column(counted)}, index=counted.index)
 
