@@ -146,12 +146,24 @@ def shown_as_messages():
 
 
 def current_model(project: Project) -> str | None:
-    models = project.models()
+    """The model under test, picked in the sidebar: each model followed by its repaired versions, indented under it."""
+    from hibug_core.repair.names import grouped
+
+    models = grouped(project.models())
     if not models:
         return None
     if st.session_state.get(KEPT + MODEL_KEY) not in models:
         st.session_state[KEPT + MODEL_KEY] = models[0]
-    return sidebar_value(st.selectbox, "Model under test", MODEL_KEY, models[0], options=models)
+    return sidebar_value(st.selectbox, "Model under test", MODEL_KEY, models[0], options=models,
+                         format_func=model_label)
+
+
+def model_label(model: str) -> str:
+    """How the picker shows a model: a repaired one as "↳ repair 3 hibug s0", indented under its parent (a function
+    of the module, not a lambda: the session state is pickled)."""
+    from hibug_core.repair.names import SEPARATOR, parent_of
+
+    return f"   ↳ repair {model.split(SEPARATOR, 1)[1]}" if parent_of(model) else model
 
 
 def required_model(project: Project) -> str:

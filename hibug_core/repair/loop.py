@@ -12,6 +12,7 @@ import pandas as pd
 from hibug_core.errors import HibugError, check_fields
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.repair.compare import slice_changes
+from hibug_core.repair.names import repaired_name
 from hibug_core.repair.retrain import RetrainConfig
 from hibug_core.repair.runs import finish_run, start_run
 from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, resolve_budget
@@ -148,7 +149,7 @@ def run_repair(project, config: RepairConfig | None = None, *, task, author: str
             table.insert(0, "seed", seed)
             table.insert(0, "method", method)
             changes.append(table)
-            rows.append({"method": method, "seed": seed, "model": f"{report.model} · repair {run_id} {method} s{seed}",
+            rows.append({"method": method, "seed": seed, "model": repaired_name(report.model, run_id, method, seed),
                          "new_images": outcome.new_samples, "before": float(before.mean()),
                          "after": float(after.mean()), **outcome.extra})
             progress("retraining and comparing", len(rows), steps)

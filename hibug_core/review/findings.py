@@ -12,6 +12,7 @@ import pandas as pd
 from hibug_core.errors import HibugError
 from hibug_core.llm.client import image_data_url
 from hibug_core.markdown import cell as _md
+from hibug_core.repair.names import families
 from hibug_core.review.board import comments, reviews
 from hibug_core.slices.report import one_row_per_bug, trust_note
 from hibug_core.store.audit import now
@@ -28,7 +29,7 @@ def provenance(project, report) -> dict:
     from hibug_core.store.attribute_versions import latest_version
     from hibug_core.store.tag_store import tags_version
 
-    return {"project": project.name, "model": report.model, "models": project.models(), "split": report.split,
+    return {"project": project.name, "model": report.model, "models": families(project.models()), "split": report.split,
             "attribute_version": latest_version(project), "tags": tags_version(project),
             "task": project.task, "slice_settings": asdict(report.config), "evaluated": len(report.evaluation),
             "overall_score": round(report.overall_score, 4), "hibug": __version__, "created_at": now()}

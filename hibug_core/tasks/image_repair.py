@@ -9,6 +9,7 @@ import pandas as pd
 
 from hibug_core.models.finetune import DecodedImages
 from hibug_core.repair.loop import CONTROL, GENERATED, RepairError, RepairRound, RoundResult, planted_definitions
+from hibug_core.repair.names import repaired_name
 from hibug_core.repair.retrain import retrain
 from hibug_core.repair.selection import select_pool
 from hibug_core.slices.search import TagMatrix
@@ -57,7 +58,7 @@ class ImageRepairRound(RepairRound):
         sample_ids, probabilities, classes = retrain(self.project, self.report.model, data, retrained,
                                                      images=self.images, outputs=made)
         if config.record_models:
-            self.project.add_predictions(f"{self.report.model} · repair {run_id} {method} s{seed}", sample_ids,
+            self.project.add_predictions(repaired_name(self.report.model, run_id, method, seed), sample_ids,
                                          probabilities, classes, author=self.author,
                                          note={"repair_run": run_id, "method": method, "seed": seed, **made})
         predicted = pd.Series(np.asarray(classes, dtype=object)[probabilities.argmax(axis=1)], index=sample_ids)
