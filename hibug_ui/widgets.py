@@ -33,7 +33,8 @@ def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, captio
                 cell.image(str(path), caption=plain(label), width="stretch")
             except (OSError, ValueError, HibugError):  # missing, unreadable, or refused: the grid goes on
                 cell.caption(f"{plain(label)} (image not available)")
-            if details and cell.button("Details", key=f"{details}_detail_{sample_id}", icon=":material/zoom_in:",
+            # no icon: in six columns beside a map the word alone still fits
+            if details and cell.button("Details", key=f"{details}_detail_{sample_id}", width="stretch",
                                        help="The image large, its tags and where they come from, its slices"):
                 st.session_state[OPEN_KEY] = (details, int(sample_id))
     opened = st.session_state.get(OPEN_KEY)

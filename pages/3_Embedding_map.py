@@ -100,7 +100,7 @@ st.caption(f"{shown} · " + (f"more than {MAP_POINTS_LIMIT:,} points: a density 
 
 selected = selection_mask((event or {}).get("selection") or {}, x, y, ids)
 chosen = ids[selected].tolist()
-zooming = st.columns([1, 1, 4])
+zooming = st.columns([2, 1, 3])  # wide enough for "Zoom to the selection" on one line
 if zooming[0].button("Zoom to the selection", key="map_zoom_in", disabled=not chosen,
                      help=f"Shows the selected {nouns.samples}' region alone: their points, when few enough to draw"):
     low, high = map_view(x[selected], y[selected])

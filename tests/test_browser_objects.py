@@ -50,7 +50,10 @@ def test_find_the_planted_object_slice_and_see_its_boxes(browser, objects_server
 
     open_slice_row(page, objects_server, row, description)
     shown(page, "Its failures by error type", timeout=60_000)
-    shown(page, "missing annotations")  # the bug type, from the training annotations
+    # the bug type, from the training annotations, as the slice's heading line says it (not the table's cell)
+    page.locator("strong", has_text="missing annotations").first.wait_for(timeout=60_000)
+    reason = page.get_by_text("annotated in the training annotations").first.inner_text()
+    assert "in training images, but only" in reason
     image = first_picture(page)
     idle(page)
     shot(page, "objects-2-planted-slice")
