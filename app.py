@@ -41,8 +41,8 @@ def overview() -> None:
         st.stop()
     project = current_project(folder)
     task = current_task(project)
+    model = current_model(project)  # the sidebar in every page's order: project, model, then who you are
     user = current_user()  # the signed-in identity, or the name field in the sidebar
-    model = current_model(project)
     samples = load_samples(project, model)
 
     st.title(plain(project.name))
