@@ -281,3 +281,9 @@ def secret(name: str) -> str | None:
     value = value or os.environ.get(name)
     remember_secret(value if isinstance(value, str) else None)  # hidden wherever it could show (redaction)
     return value
+
+
+def flagged_attribute(poor: dict[str, str], name: str) -> str:
+    """How an attribute picker shows an attribute whose tags are too poor to trust (tagging.sources.too_poor): flagged
+    as everywhere else. Bound with functools.partial, never a lambda: the session state is pickled."""
+    return f"⚠ {name} (tags too poor to trust)" if name in poor else name

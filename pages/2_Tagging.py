@@ -1,6 +1,7 @@
 """Tagging: run a tagger as a background job, see the tags by correctness and class, check uncertain images, audit
 tags with one click per image, and teach a tag by example."""
 import json
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -16,7 +17,7 @@ from hibug_core.operations import Tag
 from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version, load_schema
 from hibug_core.tagging.run import TAGGERS, audit
-from hibug_core.tagging.sources import trust_message
+from hibug_core.tagging.sources import too_poor, trust_message
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.plots import literal_values, plotly_literal
 from hibug_ui.state import (
@@ -24,6 +25,7 @@ from hibug_ui.state import (
     current_project,
     current_task,
     current_user,
+    flagged_attribute,
     load_samples,
     secret,
     source_ranking,
@@ -129,6 +131,7 @@ with sources:
 
 table = tag_table(project)
 tagged = [n for n in names if n in table.tags.columns and table.tags[n].notna().any()]
+shown_as = partial(flagged_attribute, too_poor(source_ranking(project)))  # the pickers flag poor tags
 samples = load_samples(project, model)
 if not tagged:
     for tab in (explore, uncertain, review, teach):
@@ -145,7 +148,7 @@ def tag_counts(frame: pd.DataFrame, by: str) -> pd.DataFrame:
 
 with explore:
     linked = url_setting("attribute", tagged[0])
-    attribute = st.selectbox("Attribute", tagged, key="tagging_hist_attribute",
+    attribute = st.selectbox("Attribute", tagged, key="tagging_hist_attribute", format_func=shown_as,
                              index=tagged.index(linked) if linked in tagged else 0)
     frame = pd.DataFrame({"tag": table.tags[attribute]}).join(samples[["label", "split", "correct"]])
     frame = frame[frame["tag"].notna()]
@@ -165,7 +168,7 @@ with explore:
 
 with uncertain:
     margin = st.slider("Margin below which a tag is uncertain", 0.0, 0.5, 0.1, 0.01, key="tagging_margin")
-    attribute = st.selectbox("Attribute", tagged, key="tagging_uncertain_attribute")
+    attribute = st.selectbox("Attribute", tagged, key="tagging_uncertain_attribute", format_func=shown_as)
     flagged = table.uncertain(margin)[attribute]
     rows = samples.loc[flagged[flagged].index.intersection(samples.index)]
     rows = rows.assign(tag=table.tags.loc[rows.index, attribute].astype(object),
@@ -176,7 +179,7 @@ with uncertain:
                caption=lambda r: f"{r['tag']} (margin {r['margin']:.2f})")
 
 with review:
-    attribute = st.selectbox("Attribute", tagged, key="tagging_audit_attribute")
+    attribute = st.selectbox("Attribute", tagged, key="tagging_audit_attribute", format_func=shown_as)
     tags = (list(schema[attribute].tags) if attribute in schema.names()
             else sorted(table.tags[attribute].dropna().unique()))
     tag = st.selectbox("Model tag to audit", tags, key="tagging_audit_tag")

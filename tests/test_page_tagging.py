@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 from hibug_core.jobs.store import jobs
 from hibug_core.store import tag_store
 from hibug_core.tagging.run import tag_project
+from hibug_core.tagging.sources import ADVICE
 from hibug_core.tasks import task_of
 
 from page_support import open_page as open_any
@@ -43,8 +44,14 @@ def test_a_tagging_job_starts_from_the_form_and_its_result_shows(monkeypatch, co
     at.run()
     assert not at.exception
     # the summary says how good the run is against the known colours, and that it did not replace them
-    done = next(s.value for s in at.success if "finished" in s.value).replace("\\", "")  # shown as text, escaped
-    assert done == ("Job 1 (tag) finished. Tagging run(s) #1, #2 stored. Worse than what stays in force, so not used: "
+    # a run that is worse than what stays, with most of what it put in force unmeasured, ends as a warning
+    done = next(s.value for s in at.warning if "finished" in s.value).replace("\\", "")  # shown as text, escaped
+    assert done == ("Job 1 (tag) finished, with a warning: 1 of the 11 attributes tagged are worse than the tags "
+                    "that stay in force (color); 1 now in force are too poor to trust: is round (unchecked, from run "
+                    "#2 (zero-shot, tiny-open_clip), which is 25% right where it can be checked); 1 of the 1 now in "
+                    "force cannot be measured (no known tags or audits), so nothing says they are right: audit a few "
+                    f"of each (Tagging → Audit). To do better, {ADVICE}. "
+                    "Tagging run(s) #1, #2 stored. Worse than what stays in force, so not used: "
                     "color (run #2 (zero-shot, tiny-open_clip), 25.0% right; imported tags stays). Now in force, not "
                     "measured (no known tags or audits): " + ", ".join(
                         ["brightness", "contrast", "saturation", "colourfulness", "sharpness", "noise level",

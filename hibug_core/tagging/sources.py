@@ -231,9 +231,13 @@ def run_warning(project, run_ids: list[int], floor: float = TRUST_FLOOR) -> str 
     if poor:
         parts.append(f"{len(poor)} now in force are too poor to trust: "
                      + "; ".join(f"{a} ({why})" for a, why in poor.items()))
-    unmeasured = in_force[in_force["checked"] == 0]
-    if len(unmeasured) * 2 > len(in_force):
-        parts.append(f"{len(unmeasured)} of the {len(in_force)} now in force cannot be measured (no known tags or "
+    # tags computed exactly from the pixels (a "measured" run) need no checking; the others are a model's guesses
+    runs = tag_store.runs(project)
+    exact = set(runs.loc[runs["method"] == "measured", "id"]) if not runs.empty else set()
+    guessed = in_force[~in_force["run"].isin(exact)]
+    unmeasured = guessed[guessed["checked"] == 0]
+    if len(unmeasured) * 2 > len(guessed):
+        parts.append(f"{len(unmeasured)} of the {len(guessed)} now in force cannot be measured (no known tags or "
                      "audits), so nothing says they are right: audit a few of each (Tagging → Audit)")
     return "; ".join(parts) + f". To do better, {ADVICE}." if parts else None
 
