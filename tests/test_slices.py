@@ -233,6 +233,29 @@ def test_a_detector_s_bugs_are_typed_from_its_training_annotations_or_its_boxes(
                                      "objects), as if taught with boxes of that size")
 
 
+def test_every_slice_whose_training_objects_were_left_unannotated_is_found_in_one_pass():
+    import pandas as pd
+
+    from hibug_core.slices.diagnosis import ObjectEvidence
+    from hibug_core.slices.report import enumerated_slices, unannotated_slices
+
+    colours, sizes = ["blue", "red"], ["small", "large"]
+    evaluation = pd.DataFrame({"color": colours * 20, "size": sizes * 10 + sizes[::-1] * 10}).astype("category")
+    tags = TagMatrix.from_frame(evaluation)
+    enumeration = enumerate_slices(tags.codes, [len(t) for t in tags.tags], np.zeros(40), max_depth=2,
+                                   min_support=5)
+    train = pd.DataFrame({"color": colours * 50, "size": sizes * 25 + sizes[::-1] * 25})
+    small_blue = ((train["color"] == "blue") & (train["size"] == "small")).to_numpy()  # 25 of 100
+    annotated = ~small_blue
+    annotated[np.flatnonzero(small_blue)[:2]] = True  # 2 of the 25 kept: 8%, against 77% of all
+    found = ObjectEvidence(np.ones(100, bool), annotated, None, np.full(40, np.nan))
+    flags = unannotated_slices(enumeration, tags.aligned(train), found, DiagnosisConfig())
+    table, _ = enumerated_slices(tags, enumeration)
+    assert table.loc[flags, "description"].tolist() == ["color = blue & size = small"]
+    nobody = ObjectEvidence(np.zeros(100, bool), annotated, None, np.full(40, np.nan))
+    assert not unannotated_slices(enumeration, tags.aligned(train), nobody, DiagnosisConfig()).any()
+
+
 def test_a_bug_of_its_own_kind_is_never_folded_into_a_slice_of_another():
     import pandas as pd
 

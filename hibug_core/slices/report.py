@@ -226,11 +226,13 @@ def unannotated_slices(enumeration: Enumeration, train_matrix: TagMatrix, found:
                             max_depth=len(enumeration.levels), min_support=diagnosis.min_failures)
     flags = []
     for level, trained in zip(enumeration.levels, seen.levels):
-        at = np.minimum(np.searchsorted(trained.keys, level.keys), max(len(trained.keys) - 1, 0))
-        there = (trained.keys[at] == level.keys) if len(trained.keys) else np.zeros(len(level.keys), bool)
-        share = np.where(there, 1 - trained.errors[at, 0] / np.maximum(trained.count[at], 1), 1.0) if len(
-            trained.keys) else np.ones(len(level.keys))
-        flags.append(there & (share <= diagnosis.missing_share) & (share <= overall - diagnosis.missing_gap))
+        if not len(trained.keys):  # no slice of this depth has enough training objects
+            flags.append(np.zeros(len(level.keys), bool))
+            continue
+        at = np.minimum(np.searchsorted(trained.keys, level.keys), len(trained.keys) - 1)
+        annotated = 1 - trained.errors[at, 0] / np.maximum(trained.count[at], 1)
+        flags.append((trained.keys[at] == level.keys) & (annotated <= diagnosis.missing_share)
+                     & (annotated <= overall - diagnosis.missing_gap))
     return np.concatenate(flags)
 
 
