@@ -1,7 +1,7 @@
 """Regenerate the README's screenshots (assets/screenshots/) from the demo project in headless Chromium.
 
 Not a test: it builds the demo and follows a newcomer's journey (attributes proposed from the built-in library and
-saved as the new version, tags from the default ConSE encoder), lays out the map, runs a repair, a generation and a
+merged into the demo's, tags from the default ConSE encoder), lays out the map, runs a repair, a generation and a
 failure search, then serves the dashboard and photographs each page once its content is drawn.
 Takes a few minutes. Usage: python tests/make_screenshots.py [--dir screenshot-demo]
 """
@@ -23,6 +23,7 @@ VIEWPORT = {"width": 1400, "height": 1000}
 
 
 def prepare(folder: Path) -> None:
+    from hibug_core.attributes.diff import proposed_version
     from hibug_core.attributes.library import library_schema
     from hibug_core.demo.build import ensure_demo
     from hibug_core.jobs.kinds import run_kind
@@ -32,9 +33,10 @@ def prepare(folder: Path) -> None:
     project = ensure_demo(folder)
     if project.meta().get("screenshots") == "ready":
         return
-    task = load_schema(project).task
-    save_schema(project, library_schema(task, project.model_classes(project.models()[0]), None), author="screenshots",
-                note="proposed by the built-in library")
+    current = load_schema(project)
+    proposal = library_schema(current.task, project.model_classes(project.models()[0]), None)
+    save_schema(project, proposed_version(current, proposal)[0], author="screenshots",  # merged, as saving does
+                note="version 1 with the new attributes of a proposal by the built-in library")
     tag_project(project, encoder="conse", author="screenshots", views=task_of(project).views)
     quiet = lambda *_: None  # noqa: E731
     run_kind(project, "repair", {"seeds": [0, 1, 2]}, quiet, author="screenshots")
