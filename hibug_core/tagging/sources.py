@@ -186,37 +186,42 @@ def trust_message(ranking: SourceRanking, floor: float = TRUST_FLOOR, attributes
             f"Slices that use them are flagged and ranked down. To do better, {ADVICE}.")
 
 
-def run_outcomes(project, run_ids: list[int]) -> pd.DataFrame:
-    """Per attribute a run tagged: attribute, run, label, accuracy and checked (against the ground truth), outcome
-    ("in force", "worse": a better source stays in force, "stays": another stays for another reason), and the source
-    that stays in force with why."""
+def run_outcomes(project, run_ids: list[int], floor: float = TRUST_FLOOR) -> pd.DataFrame:
+    """Per attribute a run tagged: attribute, run, the run's method and label, accuracy and checked (against the
+    ground truth), outcome ("in force", "worse": a better source stays in force, "stays": another stays for another
+    reason), the source that stays in force with why, and `poor`: why its tags now in force are too poor to trust
+    ("" when they are not, or are not in force; an attribute nothing checks is judged by the run's checkable ones)."""
     rows = []
     runs = tag_store.runs(project)
     for run_id in run_ids:
         attributes = list(tag_store.run_attributes(project, run_id))
         ranking = rank_sources(project, attributes)
+        poor = too_poor(ranking, floor, attributes)
         key = run_key(run_id)
+        method = runs.loc[runs["id"] == run_id, "method"]
         for attribute in attributes:
             mine, force = ranking.row(attribute, key), ranking.in_force(attribute)
-            row = {"attribute": attribute, "run": run_id, "label": source_label(key, runs),
-                   "accuracy": mine["accuracy"], "checked": int(mine["checked"]), "outcome": "in force",
-                   "other": None, "why": None}
+            row = {"attribute": attribute, "run": run_id, "method": method.iat[0] if len(method) else None,
+                   "label": source_label(key, runs), "accuracy": mine["accuracy"], "checked": int(mine["checked"]),
+                   "outcome": "in force", "other": None, "why": None, "poor": poor.get(attribute, "")}
             if force != key:
                 other = ranking.row(attribute, force)
                 worse = mine["accuracy"] < 1 if other["source"] == IMPORTED and not other["checked"] else \
                     mine["low"] < other["low"] if other["checked"] else False
                 row.update(outcome="worse" if mine["checked"] and not other["chosen"] and worse else "stays",
                            other=other["label"], why="chosen by a person" if other["chosen"] else (
-                               f"{other['accuracy']:.1%} right" if other["checked"] else other["against"]))
+                               f"{other['accuracy']:.1%} right" if other["checked"] else other["against"]), poor="")
             rows.append(row)
-    return pd.DataFrame(rows, columns=["attribute", "run", "label", "accuracy", "checked", "outcome", "other", "why"])
+    return pd.DataFrame(rows, columns=["attribute", "run", "method", "label", "accuracy", "checked", "outcome", "other",
+                                       "why", "poor"])
 
 
-def run_warning(project, run_ids: list[int], floor: float = TRUST_FLOOR) -> str | None:
+def run_warning(project, run_ids: list[int], floor: float = TRUST_FLOOR, *,
+                outcomes: pd.DataFrame | None = None) -> str | None:
     """Why finished tagging runs are not a plain success, with what to do: some of their tags are worse than those
     that stay in force, some now in force are too poor to trust, or most now in force cannot be measured. None when
-    none is so."""
-    outcomes = run_outcomes(project, run_ids)
+    none is so. outcomes: run_outcomes of these runs, when already at hand."""
+    outcomes = run_outcomes(project, run_ids, floor) if outcomes is None else outcomes
     if outcomes.empty:
         return None
     parts = []
@@ -225,16 +230,12 @@ def run_warning(project, run_ids: list[int], floor: float = TRUST_FLOOR) -> str 
         parts.append(f"{len(worse)} of the {len(outcomes)} attributes tagged are worse than the tags that stay in "
                      f"force ({', '.join(worse['attribute'])})")
     in_force = outcomes[outcomes["outcome"] == "in force"]
-    # ranked over everything the runs tagged: an unchecked attribute is judged by its run's checkable ones
-    poor = too_poor(rank_sources(project, list(outcomes["attribute"].unique())), floor,
-                    attributes=list(in_force["attribute"])) if len(in_force) else {}
-    if poor:
+    poor = in_force[in_force["poor"] != ""]
+    if len(poor):
         parts.append(f"{len(poor)} now in force are too poor to trust: "
-                     + "; ".join(f"{a} ({why})" for a, why in poor.items()))
+                     + "; ".join(f"{a} ({why})" for a, why in zip(poor["attribute"], poor["poor"])))
     # tags computed exactly from the pixels (a "measured" run) need no checking; the others are a model's guesses
-    runs = tag_store.runs(project)
-    exact = set(runs.loc[runs["method"] == "measured", "id"]) if not runs.empty else set()
-    guessed = in_force[~in_force["run"].isin(exact)]
+    guessed = in_force[in_force["method"] != "measured"]
     unmeasured = guessed[guessed["checked"] == 0]
     if len(unmeasured) * 2 > len(guessed):
         parts.append(f"{len(unmeasured)} of the {len(guessed)} now in force cannot be measured (no known tags or "
@@ -262,9 +263,10 @@ def run_summary(project, run_ids: list[int]) -> list[str]:
     return lines
 
 
-def run_digest(project, run_ids: list[int]) -> str:
-    """run_summary in a few sentences for a person: warnings first, then what is in force, grouped."""
-    outcomes = run_outcomes(project, run_ids)
+def run_digest(project, run_ids: list[int], *, outcomes: pd.DataFrame | None = None) -> str:
+    """run_summary in a few sentences for a person: warnings first, then what is in force, grouped. outcomes:
+    run_outcomes of these runs, when already at hand."""
+    outcomes = run_outcomes(project, run_ids) if outcomes is None else outcomes
     parts = []
     worse = outcomes[outcomes["outcome"] == "worse"]
     if len(worse):
