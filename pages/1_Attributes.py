@@ -4,7 +4,7 @@ import json
 
 import streamlit as st
 
-from hibug_core.attributes.diff import proposed_version, schema_diff
+from hibug_core.attributes.diff import proposal_note, proposed_version, schema_diff
 from hibug_core.attributes.schema import GROUPS, MAX_ATTRIBUTES, AttributeSchema
 from hibug_core.attributes.table import COLUMNS, schema_to_table, table_to_schema
 from hibug_core.errors import HibugError
@@ -101,7 +101,7 @@ with propose:
             st.dataframe(schema_to_table(proposal), hide_index=True, width="stretch")
         if version is None:
             if st.button("Save as version 1", type="primary", key="propose_save", disabled=not editing):
-                save(proposal, f"proposed by {draft[2]}")
+                save(proposal, proposal_note(None, draft[2]))
         else:
             how = st.radio("Saving it", ["merge", "replace"], horizontal=True, key="propose_how",
                            format_func={"merge": f"adds its new attributes to version {version} (keeps all yours)",
@@ -120,8 +120,7 @@ with propose:
                 st.dataframe(changes, hide_index=True, width="stretch", key="propose_diff")
             if st.button("Save as a new version", type="primary", key="propose_save",
                          disabled=changes.empty or not editing):
-                save(result, f"version {version} {'replaced by' if how == 'replace' else 'with the new attributes of'}"
-                             f" a proposal by {draft[2]}")
+                save(result, proposal_note(version, draft[2], replace=how == "replace"))
 
 with edit:
     st.caption("One row per attribute. Tags are separated by commas, prompt templates by '|' ({tag} and {label} are "

@@ -39,3 +39,10 @@ def proposed_version(current: AttributeSchema | None, proposal: AttributeSchema,
     new = [a for a in proposal.attributes if a.name not in current.names()]
     room = max(MAX_ATTRIBUTES - len(current.attributes), 0)
     return current.with_new_from(proposal.model_copy(update={"attributes": tuple(new[:room])})), max(len(new) - room, 0)
+
+
+def proposal_note(base: int | None, source: str, *, replace: bool = False) -> str:
+    """The history's note for a version saved from a proposal by `source` onto version `base` (None: the first)."""
+    if base is None:
+        return f"proposed by {source}"
+    return f"version {base} {'replaced by' if replace else 'with the new attributes of'} a proposal by {source}"

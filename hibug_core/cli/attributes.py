@@ -37,7 +37,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_attributes(args) -> int:
-    from hibug_core.attributes.diff import proposed_version, schema_diff
+    from hibug_core.attributes.diff import proposal_note, proposed_version, schema_diff
     from hibug_core.attributes.schema import MAX_ATTRIBUTES
     from hibug_core.cli.options import operation_from_args
     from hibug_core.store.attribute_versions import latest_version, load_schema, save_schema, schema_history
@@ -62,10 +62,9 @@ def cmd_attributes(args) -> int:
                 print(f"nothing new: the {len(result.schema.attributes)} attributes proposed by {result.source} are "
                       f"all in version {base} already; nothing saved (--replace replaces it with the proposal)")
                 return 0
-            how = "replaced by" if op.replace else "with the new attributes of"
             version = save_schema(project, schema, base_version=base,
-                                  note=f"proposed by {result.source}" if current is None else
-                                  f"version {base} {how} a proposal by {result.source}")
+                                  note=proposal_note(base, result.source, replace=op.replace))
+            how = "replaced by" if op.replace else "with the new attributes of"
             print(f"saved version {version}: {len(schema.attributes)} attributes"
                   + (f" (version {base} {how} the {len(result.schema.attributes)} proposed by {result.source})"
                      if current is not None else f" proposed by {result.source}"))
