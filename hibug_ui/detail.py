@@ -14,7 +14,7 @@ from hibug_core.objects.crops import ensure_object_picture, picture_of
 from hibug_core.objects.keypoint_errors import TYPE_OF_CODE, keypoint_summary
 from hibug_core.slices.search import CLASS
 from hibug_core.store import tag_store
-from hibug_core.tagging.sources import source_label, too_poor
+from hibug_core.tagging.sources import poor_flag, source_label, too_poor
 from hibug_core.thumbnails import ensure_thumbnail
 from hibug_ui.state import keypoint_skeleton, source_ranking, tag_table
 from hibug_ui.visitor import may_edit
@@ -41,8 +41,7 @@ def sample_tags(project, sample_id: int, poor: dict[str, str] | None = None) -> 
         margin = table.margin.at[sample_id, attribute] if attribute in table.margin.columns else None
         rows.append({"attribute": attribute, "tag": str(tag), "source": source,
                      "margin": None if by_person or pd.isna(margin) else float(margin),
-                     "trust": f"⚠ too poor to trust: {poor[attribute]}" if attribute in poor and not by_person
-                     else ""})
+                     "trust": poor_flag(poor[attribute]) if attribute in poor and not by_person else ""})
     known = project.known_tags()
     for column in known.columns:
         if sample_id in known.index and pd.notna(known.at[sample_id, column]):

@@ -24,9 +24,8 @@ def annotation_evidence(project, model: str, objects: pd.DataFrame) -> pd.DataFr
     recorded = recorded_model(project, model)
     if recorded is None or not recorded.training or objects.empty:
         return None
-    path = Path(recorded.training)
     try:
-        training = read_ground_truth(path if path.is_absolute() else Path(project.folder) / path)
+        training = read_ground_truth(Path(project.folder) / recorded.training)  # as repair reads it
     except (OSError, ValueError, HibugError):  # a missing or broken file is no evidence
         return None
     names = training.images["file_name"]

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.stats import benjamini_hochberg
+from hibug_core.tagging.sources import poor_flag
 
 
 def over_represented(tags: pd.DataFrame, selected: np.ndarray, *, min_count: int = 2,
@@ -38,5 +39,5 @@ def over_represented(tags: pd.DataFrame, selected: np.ndarray, *, min_count: int
                          "p_value": float(hypergeom.sf(count - 1, n_all, total, n_selected))})
     frame = pd.DataFrame(rows, columns=columns)
     frame["q_value"] = benjamini_hochberg(frame["p_value"].to_numpy())
-    frame["trust"] = [f"⚠ too poor to trust: {poor[a]}" if a in poor else "" for a in frame["attribute"]]
+    frame["trust"] = [poor_flag(poor[a]) if a in poor else "" for a in frame["attribute"]]
     return frame.sort_values(["p_value", "lift"], ascending=[True, False], kind="stable").reset_index(drop=True)

@@ -172,6 +172,11 @@ def too_poor(ranking: SourceRanking, floor: float = TRUST_FLOOR, attributes=None
     return dict(zip(poor["attribute"], poor["why"]))
 
 
+def poor_flag(why: str) -> str:
+    """How a tag of an attribute too poor to trust is flagged where it is shown (details, the map's tags)."""
+    return f"⚠ too poor to trust: {why}"
+
+
 def trust_message(ranking: SourceRanking, floor: float = TRUST_FLOOR, attributes=None, *,
                   text=str) -> str | None:
     """A sentence when some tags in force (of `attributes`, default all) are too poor to trust, with what to do; None
@@ -288,5 +293,5 @@ def run_digest(project, run_ids: list[int], *, outcomes: pd.DataFrame | None = N
 
 
 __all__ = ["ADVICE", "AUTO", "IMPORTED", "SourceRanking", "TRUST_FLOOR", "ground_truth", "rank_sources", "run_digest",
-           "run_outcomes", "run_summary", "run_warning", "too_poor",
+           "poor_flag", "run_outcomes", "run_summary", "run_warning", "too_poor",
            "source_label", "trust_message", "untrusted"]
