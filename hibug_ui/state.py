@@ -161,9 +161,10 @@ def current_model(project: Project) -> str | None:
 def model_label(model: str) -> str:
     """How the picker shows a model: a repaired one as "↳ repair 3 hibug s0", indented under its parent (a function
     of the module, not a lambda: the session state is pickled)."""
-    from hibug_core.repair.names import SEPARATOR, parent_of
+    from hibug_core.repair.names import repair_label
 
-    return f"   ↳ repair {model.split(SEPARATOR, 1)[1]}" if parent_of(model) else model
+    label = repair_label(model)
+    return f"   ↳ {label}" if label else model
 
 
 def required_model(project: Project) -> str:

@@ -1,7 +1,7 @@
 """Repaired models are named once (repair.names) and grouped under the model they repair, in the picker and reports."""
 from __future__ import annotations
 
-from hibug_core.repair.names import families, grouped, parent_of, repaired_name
+from hibug_core.repair.names import families, grouped, parent_of, repair_label, repaired_name
 
 
 def test_repaired_models_follow_their_parent_and_orphans_come_last():
@@ -10,6 +10,7 @@ def test_repaired_models_follow_their_parent_and_orphans_come_last():
     orphan = repaired_name("gone", 1, "hibug2", 2)
     models = ["cnn", first[0], "vit", orphan, other, first[1]]
     assert first[0] == "cnn · repair 3 hibug s0" and parent_of(first[0]) == "cnn" and parent_of("cnn") is None
+    assert repair_label(first[0]) == "repair 3 hibug s0" and repair_label("cnn") is None
     assert grouped(models) == ["cnn", *first, "vit", other, orphan]
     assert families(models) == {"cnn": first, "vit": [other], "gone": [orphan]}
     assert grouped([]) == [] and families(["a"]) == {"a": []}

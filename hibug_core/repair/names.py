@@ -15,6 +15,11 @@ def parent_of(model: str) -> str | None:
     return model.split(SEPARATOR, 1)[0] if SEPARATOR in model else None
 
 
+def repair_label(model: str) -> str | None:
+    """'repair 3 hibug s0': how a repaired model reads under its parent; None for a model that is not a repair."""
+    return "repair " + model.split(SEPARATOR, 1)[1] if SEPARATOR in model else None
+
+
 def grouped(models: list[str]) -> list[str]:
     """The models with each one's repaired versions right after it (in their order); a repair whose parent is not
     among them comes last."""
