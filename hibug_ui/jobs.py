@@ -64,8 +64,9 @@ def job_status(project, kind: str, user: str, *, key: str) -> None:
             del st.session_state[watching]
             st.rerun()  # the whole page: it shows what the job stored, and polling stops
         if job.status == "done" and (job.result or {}).get("warning"):  # it ran, but what it made is doubtful
-            st.warning(f"Job {job.id} ({job.kind}) finished, with a warning: {plain(job.result['warning'])} "
-                       f"{plain(summary(job.result))}", icon=":material/warning:")
+            warning = plain(job.result["warning"], keep_code=True)  # its advice's code spans stay code
+            st.warning(f"Job {job.id} ({job.kind}) finished, with a warning: {warning} {plain(summary(job.result))}",
+                       icon=":material/warning:")
         elif job.status == "done":
             st.success(f"Job {job.id} ({job.kind}) finished. {plain(summary(job.result))}")
         elif job.status == "cancelled":

@@ -45,7 +45,9 @@ def test_a_tagging_job_starts_from_the_form_and_its_result_shows(monkeypatch, co
     assert not at.exception
     # the summary says how good the run is against the known colours, and that it did not replace them
     # a run that is worse than what stays, with most of what it put in force unmeasured, ends as a warning
-    done = next(s.value for s in at.warning if "finished" in s.value).replace("\\", "")  # shown as text, escaped
+    shown = next(s.value for s in at.warning if "finished" in s.value)
+    assert "`open_clip:<arch>:<checkpoint>`" in shown and "\\`" not in shown  # the advice's code span, not backticks
+    done = shown.replace("\\", "")  # shown as text, escaped
     assert done == ("Job 1 (tag) finished, with a warning: 1 of the 11 attributes tagged are worse than the tags "
                     "that stay in force (color); 1 now in force are too poor to trust: is round (unchecked, from run "
                     "#2 (zero-shot, tiny-open_clip), which is 25% right where it can be checked); 1 of the 1 now in "

@@ -346,3 +346,12 @@ def test_a_run_worse_where_it_can_be_checked_is_not_believed_where_it_cannot(col
         f"poor to trust: is shiny (unchecked, from run #{run} (zero-shot, test), which is 0% right where it can be "
         f"checked); 1 of the 1 now in force cannot be measured (no known tags or audits), so nothing says they are "
         f"right: audit a few of each (Tagging → Audit). To do better, {ADVICE}.")
+
+
+def test_text_keeping_hibugs_code_spans_escapes_everything_else():
+    from hibug_core.markdown import plain
+
+    said = "is round (run #2): [x](http://e) then `open_clip:<arch>` and *a*"
+    assert plain(said, keep_code=True) == ("is round \\(run #2\\)\\: \\[x\\]\\(http\\://e\\) then "
+                                           "`open_clip:<arch>` and \\*a\\*")
+    assert plain("no code (x)", keep_code=True) == plain("no code (x)") == "no code \\(x\\)"
