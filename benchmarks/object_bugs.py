@@ -5,8 +5,8 @@ carry three planted bugs (a colour left unannotated; a colour and class together
 boxes of one class's large objects shrunk), imports its validation results as objects and scores the ranked error
 slices: Find Attr and Find Tag (a top-10 slice names every planted attribute, or every planted attribute and tag) and
 Precision@10 (the share of the top 10 slices that name every condition of a planted bug). Tags: the scenes' true
-colour and size ("truth"), or the object's colour measured from its crop's pixels ("automatic"); both with the
-measured box geometry and the class.
+colour ("truth"), or the object's colour measured from its crop's pixels ("automatic"); both with the measured box
+geometry (its object size binned for these scenes, as the demo's) and the class.
 Usage: python benchmarks/object_bugs.py [--problems 6] [--train-scenes 1600] [--out /tmp/hibug-object-bench]
 """
 from __future__ import annotations

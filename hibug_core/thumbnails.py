@@ -36,3 +36,28 @@ def ensure_thumbnail(project_folder: Path, image_path: Path, content_hash: str, 
     small.save(temporary, "JPEG", quality=85)
     os.replace(temporary, target)
     return target
+
+
+def enlargement(width: int, height: int, at_least: int) -> int:
+    """The whole factor that brings an image's longer side to `at_least` pixels or more (1: large enough already)."""
+    longer = max(int(width), int(height), 1)
+    return max(1, -(-int(at_least) // longer))
+
+
+def ensure_enlarged(project_folder: Path, image_path: Path, content_hash: str, factor: int) -> Path:
+    """Path of a PNG of the image `factor` times larger, each pixel a block (no smoothing: a small image keeps its
+    pixels sharp when shown large), made once by the one image loader; factor 1: the image itself."""
+    if factor <= 1:
+        return Path(image_path)
+    target = Path(project_folder) / THUMBS_DIR / f"x{factor}" / content_hash[:2] / f"{content_hash}.png"
+    if target.exists():
+        return target
+    from PIL import Image
+
+    image = open_image(image_path)
+    large = image.resize((image.width * factor, image.height * factor), Image.Resampling.NEAREST)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{uuid.uuid4().hex}.tmp")
+    large.save(temporary, "PNG")
+    os.replace(temporary, target)
+    return target

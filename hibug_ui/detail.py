@@ -15,7 +15,7 @@ from hibug_core.objects.keypoint_errors import TYPE_OF_CODE, keypoint_summary
 from hibug_core.slices.search import CLASS
 from hibug_core.store import tag_store
 from hibug_core.tagging.sources import poor_flag, source_label, too_poor
-from hibug_core.thumbnails import ensure_thumbnail
+from hibug_core.thumbnails import enlargement, ensure_enlarged, ensure_thumbnail
 from hibug_ui.state import keypoint_skeleton, source_ranking, tag_table
 from hibug_ui.visitor import may_edit
 
@@ -66,6 +66,7 @@ def slices_of(report, sample_id: int) -> list[str]:
 
 
 DETAIL_SIZE = 1024  # the largest side of the copy shown for a file browsers cannot draw
+DETAIL_AT_LEAST = 320  # a smaller image is shown enlarged a whole number of times, its pixels kept sharp
 OPEN_KEY = "detail_open"  # (grid key, sample id) of the image whose detail view is open
 
 
@@ -78,18 +79,22 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
     row = samples.loc[sample_id]
     left, right = st.columns([1, 1])
     with left:
+        factor = 1 if pd.notna(row.get("box_x")) else enlargement(row["width"], row["height"], DETAIL_AT_LEAST)
         try:
             image = project.served_image(row["image_path"])
             if pd.notna(row.get("box_x")):  # an object: its whole image with its boxes
                 picture = picture_of(row, keypoint_skeleton(project).get("limbs", ()))
                 image = ensure_object_picture(project.folder, image, row["content_hash"], picture, size=512,
                                               whole=True)
+            elif factor > 1:  # a small image: its own pixels, each a block, so it is not lost in the dialog
+                image = ensure_enlarged(project.folder, image, row["content_hash"], factor)
             elif not shown_as_stored(image):  # a format browsers do not draw (TIFF...): the loader's copy
                 image = ensure_thumbnail(project.folder, image, row["content_hash"], size=DETAIL_SIZE)
-            st.image(str(image), width="stretch")
+            st.image(str(image), width="content")  # as large as it is, at most the column's width
         except (OSError, ValueError, TypeError, HibugError):
             st.caption("image not available")
-        st.caption(f"{plain(row['sample_key'])} · {row['split']} · {int(row['width'])}×{int(row['height'])} px")
+        shown = f" · shown {factor}× larger" if factor > 1 else ""
+        st.caption(f"{plain(row['sample_key'])} · {row['split']} · {int(row['width'])}×{int(row['height'])} px{shown}")
     with right:
         if pd.notna(row.get("outcome")):
             error = f" ({plain(row['error_type'])} error)" if row.get("error_type") not in (None, "", "missed") else ""

@@ -95,5 +95,6 @@ def _confusion(project, evaluated: pd.DataFrame, nouns) -> None:
     members = confusion_members(evaluated)
     chosen = evaluated.loc[members.index[(members["true"] == true) & (members["predicted"] == predicted)]]
     st.markdown(f"**{nouns.count(len(chosen))}**: true {plain(true)}, predicted {plain(predicted)}")
-    image_grid(project, chosen.head(24), caption=lambda r: f"{r['outcome']}"
-               + (f" ({r['error_type']})" if r["error_type"] else ""), details="overview_confusion")
+    image_grid(project, chosen.head(24), columns=6, caption=lambda r: f"{r['outcome']}"  # a missed one: once
+               + (f" ({r['error_type']})" if r["error_type"] and r["error_type"] != r["outcome"] else ""),
+               details="overview_confusion")

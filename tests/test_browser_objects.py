@@ -1,7 +1,7 @@
-"""The detection demo in real headless Chromium: the Overview's COCO evaluation, then the three planted bugs in the
-top 5 error slices, typed from the detector's training annotations (missing annotations twice, bad boxes); the green
-triangles' slice opened, its bug type shown, and its objects shown as crops with their true boxes drawn (checked in
-the pixels the browser shows)."""
+"""The detection demo in real headless Chromium: the Overview's COCO evaluation and its confusion matrix (one click on
+a cell opens its objects), then the three planted bugs named exactly in the top 6 error slices, typed from the
+detector's training annotations (missing annotations twice, bad boxes); the green triangles' slice opened, its bug
+type shown, and its objects shown as crops with their true boxes drawn (checked in the pixels the browser shows)."""
 from __future__ import annotations
 
 import io
@@ -22,21 +22,25 @@ def objects_server(detection_demo):
 
 
 def test_find_the_planted_object_slice_and_see_its_boxes(browser, objects_server, detection_demo):
+    from hibug_core.objects.summary import object_confusion
     from hibug_core.slices.report import error_slices
     from hibug_core.store.project import Project
 
     with Project.open(detection_demo, read_only=True) as project:  # where the page ranks the planted slices
         ranked = error_slices(project)
-    top = ranked.slices.head(5)
+        samples = project.samples(ranked.model).join(project.objects(ranked.model))
+    val = samples[(samples["split"] == "val") & samples["outcome"].notna()]
+    background_circles = int(object_confusion(val).at["(background)", "circle"])  # the cell the page shows
+    top = ranked.slices.head(6)
 
     def named(conditions: set, bug_type: str) -> int | None:
-        """The rank (from 0) of a top-5 slice that names the planted conditions with the planted bug's type."""
+        """The rank (from 0) of a top-6 slice that is exactly the planted bug, typed as it was planted."""
         return next((rank for rank, (definition, typed) in enumerate(zip(top["definition"], top["bug_type"]))
-                     if conditions <= set(definition) and typed == bug_type), None)
+                     if conditions == set(definition) and typed == bug_type), None)
 
     row = named(PLANTED, "missing annotations")
     assert row is not None, top[["description", "bug_type"]].to_string()
-    assert named({("color", "blue"), ("size", "small")}, "missing annotations") is not None
+    assert named({("color", "blue"), ("object size", "small")}, "missing annotations") is not None
     assert named({("is truncated", "yes")}, "bad boxes") is not None
     description = top["description"].iat[row]
 
@@ -46,6 +50,7 @@ def test_find_the_planted_object_slice_and_see_its_boxes(browser, objects_server
     open_app(page, objects_server)
     shown(page, "COCO evaluation", timeout=90_000)
     shown(page, "Errors by type")
+    _one_click_on_the_background_row_opens_its_false_positives(page, background_circles)
     shot(page, "objects-1-overview")
 
     open_slice_row(page, objects_server, row, description)
@@ -67,3 +72,22 @@ def test_find_the_planted_object_slice_and_see_its_boxes(browser, objects_server
     assert true_box_blue > 40, "the true box is not drawn on the object's crop"
     assert errors == [], errors
     page.close()
+
+
+def _one_click_on_the_background_row_opens_its_false_positives(page, expected: int) -> None:
+    """The Overview's confusion matrix: one click on the (background) → circle cell lists that many objects, each crop
+    captioned a false positive (the matrix and the crops agree)."""
+    grid = page.locator(".st-key-overview_object_confusion")
+    grid.scroll_into_view_if_needed()
+    grid.locator("canvas").first.wait_for()
+    idle(page)
+    area = grid.bounding_box()
+    # the index column, then circle, rectangle, triangle, (missed); the header and three class rows above it
+    x = area["x"] + area["width"] * 0.27
+    y = area["y"] + 35 * 4 + 17
+    page.mouse.click(x, y)  # one click, no hover before it
+    shown(page, f"{expected:,} objects: true (background), predicted circle", timeout=60_000)
+    idle(page)
+    captions = page.get_by_test_id("stImageCaption").all_inner_texts()  # the cell's crops, then the Overview's own
+    cell = [c for c in captions if "→" not in c]  # grid of failures ("label → prediction")
+    assert len(cell) == min(expected, 24) and all(c.startswith("false positive") for c in cell), cell

@@ -38,7 +38,7 @@ def test_planted_bugs_are_put_into_the_training_annotations_only():
     _, objects = render_scenes(400, 0)
     taught = training_annotations(objects, config)
     pairs = (objects["color"] == "green") & (objects["shape"] == "triangle")
-    small_blue = (objects["color"] == "blue") & (objects["side"] < config.small_below)
+    small_blue = (objects["color"] == "blue") & (objects["w"] * objects["h"] < config.small_below ** 2)
     assert pairs.sum() > 10 and small_blue.sum() > 10
     assert taught.index.isin(objects.index[pairs]).sum() <= 0.2 * pairs.sum()
     assert taught.index.isin(objects.index[small_blue]).sum() <= 0.2 * small_blue.sum()
@@ -78,7 +78,7 @@ def test_the_detection_demo_shows_its_planted_bugs(detection_demo):
         val = samples[(samples["split"] == "val") & (samples["label"] != "(background)")]
         overall = val["score"].mean()
         planted = {
-            "small blue": (val["color"] == "blue") & (val["size"] == "small"),
+            "small blue": (val["color"] == "blue") & (val["object size"] == "small"),
             "cut by the border": val["is truncated"] == "yes",
             "green triangles": (val["color"] == "green") & (val["label"] == "triangle"),
         }

@@ -24,18 +24,20 @@ def test_problems_are_seeded_with_three_bugs_on_distinct_colours():
     for problem in problems:
         single, pair, boxes = problem.bugs
         assert (single.kind, pair.kind, boxes.kind) == ("missing", "missing", "bad boxes")
-        assert len(single.conditions) == 1 and len(pair.conditions) == 2 and boxes.conditions[1] == ("size", "large")
+        assert len(single.conditions) == 1 and len(pair.conditions) == 2
+        assert boxes.conditions[1] == ("object size", "large")
         assert single.conditions[0][1] != pair.conditions[0][1]
 
 
 def test_planting_drops_or_shrinks_exactly_the_planted_objects():
     _, objects = render_scenes(300, 4)
     bugs = (ObjectBug("missing", (("color", "red"),), 0.0),
-            ObjectBug("bad boxes", (("class", "circle"), ("size", "large")), 0.5))
+            ObjectBug("bad boxes", (("class", "circle"), ("object size", "large")), 0.5))
     taught = plant_bugs(objects, bugs, DetectionDemoConfig(), seed=1)
     red = objects["color"] == "red"
     assert len(taught) == len(objects) - red.sum() and not (taught["color"] == "red").any()
-    large_circles = (taught["shape"] == "circle") & (taught["side"] >= 26)
+    before = objects.loc[taught.index]
+    large_circles = (taught["shape"] == "circle") & (before["w"] * before["h"] >= 26 ** 2)  # the box's area
     assert (taught.loc[large_circles, "w"] == objects.loc[taught.index[large_circles], "w"] / 2).all()
     untouched = taught.index[~large_circles]
     assert taught.loc[untouched, ["x", "y", "w", "h"]].equals(objects.loc[untouched, ["x", "y", "w", "h"]])

@@ -39,7 +39,7 @@ def _planted_objects_in(folder, image_keys) -> int:
     names = {image["id"]: image["file_name"] for image in labels["images"]}
     chosen = set(image_keys)
     return sum(1 for a in labels["annotations"] if names[a["image_id"]] in chosen and (
-        (a["attributes"]["color"] == "blue" and a["attributes"]["size"] == "small")
+        (a["attributes"]["color"] == "blue" and a["bbox"][2] * a["bbox"][3] < 14 ** 2)
         or (a["attributes"]["color"] == "green" and a["category_id"] == 3)))
 
 
@@ -58,7 +58,7 @@ def test_pool_images_are_chosen_by_the_failures_expected_among_their_objects(det
     assert chosen["expected failures"]["reason"].str.startswith("expected failures: its likeliest failure").all()
     # Seeded: the same images every time; the planted bugs' objects are what the expected failures find most of.
     planted = {m: _planted_objects_in(detection_demo, t["image_key"]) for m, t in chosen.items()}
-    assert planted == {"expected failures": 49, "random": 35, "hibug": 27}
+    assert planted == {"expected failures": 45, "random": 38, "hibug": 37}
 
 
 def test_the_recorded_detector_run_again_finds_exactly_the_imported_outcomes(detection_demo, tmp_path):
@@ -75,7 +75,7 @@ def test_the_recorded_detector_run_again_finds_exactly_the_imported_outcomes(det
                                  lambda *a: None)
     assert len(held) == 2071 and config.iou_threshold == 0.5 and config.confidence_threshold == 0.5
     assert np.array_equal(found, (held["outcome"] == "true positive").to_numpy())
-    assert summary["AP"] == pytest.approx(0.5687208483269237)
+    assert summary["AP"] == pytest.approx(0.565416712014102)
 
 
 @pytest.mark.slow
@@ -85,14 +85,14 @@ def test_a_detector_repair_fine_tunes_and_compares_every_held_out_object(demo_co
     result = run_repair(demo_copy, config, task=task_of(demo_copy))
     assert result.measure == OBJECTS_FOUND and result.runs["new_images"].tolist() == [24]
     overall = result.changes[result.changes["slice_id"] == "overall"].iloc[0]
-    assert overall["n"] == 2071 and overall["before"] == pytest.approx(0.6475132785)
+    assert overall["n"] == 2071 and overall["before"] == pytest.approx(0.6450989860)
     assert overall["slice"] == "all held-out objects"  # in the task's words
     planted = result.changes[result.changes["planted"]]
-    assert planted["slice"].tolist() == ["color = blue & size = small", "is truncated = yes",
+    assert planted["slice"].tolist() == ["color = blue & object size = small", "is truncated = yes",
                                          "color = green & class = triangle"]
-    assert planted["n"].tolist() == [64, 437, 87]
-    assert result.verdict().startswith("Held-out objects found 64.8% before; after, expected failures")
-    assert 0 < result.runs["AP after"].iat[0] < 1 and result.runs["AP before"].iat[0] == pytest.approx(0.56872084)
+    assert planted["n"].tolist() == [76, 437, 87]
+    assert result.verdict().startswith("Held-out objects found 64.5% before; after, expected failures")
+    assert 0 < result.runs["AP after"].iat[0] < 1 and result.runs["AP before"].iat[0] == pytest.approx(0.56541671)
     recorded = recorded_model(demo_copy, MODEL)  # recorded as any model under test is: its registry spec
     assert (recorded.spec, recorded.training) == ("scene-fcos:models/shape-fcos.pt", "data/train_annotations.json")
     from hibug_core.models.zoo.scene_fcos import load_checkpoint
@@ -106,7 +106,7 @@ def test_a_detector_repair_fine_tunes_and_compares_every_held_out_object(demo_co
 
     at = open_page(monkeypatch, "pages/5_Repair.py", demo_copy.folder, user="ana")
     assert not at.exception
-    assert any("Held-out objects found 64.8% before" in block.value for block in [*at.success, *at.info])
+    assert any("Held-out objects found 64.5% before" in block.value for block in [*at.success, *at.info])
     assert any("the detector's kind loads it" in m.value for m in at.markdown)
     assert {b.label for b in at.get("download_button")} >= {"Download the expected failures checkpoint (seed 0)"}
 
@@ -142,7 +142,7 @@ def test_generation_prompts_describe_the_object_and_its_context(detection_demo):
     with Project.open(detection_demo) as project:
         schema = load_schema(project)
         report = error_slices(project, MODEL)
-    assert slice_prompt((("color", "blue"), ("size", "small"), ("is truncated", "yes")), "circle", schema) == \
+    assert slice_prompt((("color", "blue"), ("object size", "small"), ("is truncated", "yes")), "circle", schema) == \
         "A photo of a blue small circle cut off by the picture's border"
     assert slice_prompt((("occlusion", "heavy"), ("crowding", "many"), ("class", "triangle")), "triangle", schema) == \
         "A photo of a triangle mostly hidden behind another object among many other objects"

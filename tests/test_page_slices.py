@@ -83,6 +83,7 @@ def test_grid_filters_and_the_image_detail_view_with_a_correction(monkeypatch, d
     assert (row["tag"], row["source"]) == ("blue", "imported tags")
     assert tags.set_index("attribute").loc["known: size", "tag"] == "small"
     assert any("**prediction**" in m.value and "**right**" in m.value for m in at.markdown)
+    assert any(c.value.endswith("· 64×64 px · shown 5× larger") for c in at.caption)  # not lost in the dialog
     at.selectbox(key=f"detail_attribute_{sample_id}").set_value("color").run()
     at.selectbox(key=f"detail_tag_{sample_id}_color").set_value("teal").run()
     at.button(key=f"detail_save_{sample_id}").click().run()

@@ -254,13 +254,16 @@ def test_a_run_that_is_worse_poor_or_unmeasured_ends_with_a_warning_that_says_wh
     assert run_warning(colour_project, [worse]) == (
         f"1 of the 1 attributes tagged are worse than the tags that stay in force (color). To do better, {ADVICE}.")
     # A run whose tags go into force but are junk, and another attribute nothing can check.
-    junk = save_colours(colour_project, ["green", "blue", "red"] * 4, also={"is round": (("yes", "no"), ["yes"] * 12)})
+    junk = save_colours(colour_project, ["green", "blue", "red"] * 4, also={"is round": (("yes", "no"), ["yes"] * 12),
+                                                                            "is flat": (("yes", "no"), ["no"] * 12)})
     tag_store.choose_source(colour_project, "color", f"run:{junk}")
     warning = run_warning(colour_project, [junk])
-    assert warning == ("2 now in force are too poor to trust: color (0% right, run #3 (zero-shot, test)); is round "
-                       "(unchecked, from run #3 (zero-shot, test), which is 0% right where it can be checked). To do "
-                       f"better, {ADVICE}.")
-    assert too_poor(rank_sources(colour_project, ["color", "is round"])) == {
+    # attributes poor for the same reason are named together, the reason said once
+    assert warning == ("3 now in force are too poor to trust: color (0% right, run #3 (zero-shot, test)); is round, "
+                       "is flat (unchecked, from run #3 (zero-shot, test), which is 0% right where it can be checked); "
+                       "2 of the 3 now in force cannot be measured (no known tags or audits), so nothing says they are "
+                       f"right: audit a few of each (Tagging → Audit). To do better, {ADVICE}.")
+    assert too_poor(rank_sources(colour_project, ["color", "is round"])) == {  # the attributes asked about
         "color": "0% right, run #3 (zero-shot, test)",
         "is round": "unchecked, from run #3 (zero-shot, test), which is 0% right where it can be checked"}
     # Mostly unmeasured (2 of 3 attributes nothing checks), though what can be checked is right.

@@ -76,10 +76,10 @@ def _detection(request, tmp_path: Path) -> Case:
     # The fine-tuned detector's outcome is pinned to a point: torch's CPU kernels may differ in the last bits by
     # machine.
     tune = RepairConfig(retrain=RetrainConfig(lam=1.0, fine_tune=TuneConfig(epochs=1)))
-    return Case(project, "shape-fcos", 32119, ("object", "objects"), {"object size", "is truncated", "brightness"},
+    return Case(project, "shape-fcos", 31336, ("object", "objects"), {"object size", "is truncated", "brightness"},
                 "occlusion = heavy", 12, 12, tune,
-                training=2400, held_out=2071, before=1341 / 2071, after=1435 / 2071, new_samples=12, tolerance=0.01,
-                extra={"AP before": 0.5687208483269237})
+                training=2400, held_out=2071, before=1336 / 2071, after=1401 / 2071, new_samples=12, tolerance=0.01,
+                extra={"AP before": 0.565416712014102})
 
 
 def _pose(request, tmp_path: Path) -> Case:

@@ -1,6 +1,7 @@
 """Thumbnails are made once per content hash; small images are served as they are."""
 from __future__ import annotations
 
+import numpy as np
 from PIL import Image
 
 from hibug_core.thumbnails import ensure_thumbnail, thumbnail_path
@@ -23,3 +24,22 @@ def test_small_image_with_known_size_is_not_opened(tmp_path):
     small = tmp_path / "small.png"
     Image.new("RGB", (64, 48)).save(small)
     assert ensure_thumbnail(tmp_path, small, "ef" * 16, size=128) == small
+
+
+def test_a_small_image_is_enlarged_a_whole_number_of_times_with_its_pixels_kept(tmp_path):
+    from hibug_core.thumbnails import enlargement, ensure_enlarged
+
+    assert [enlargement(64, 64, 320), enlargement(64, 48, 320), enlargement(100, 30, 320), enlargement(400, 300, 320)] \
+        == [5, 5, 4, 1]
+    pixels = np.zeros((2, 3, 3), dtype=np.uint8)
+    pixels[0, 0] = (255, 0, 0)
+    pixels[1, 2] = (0, 0, 255)
+    source = tmp_path / "tiny.png"
+    Image.fromarray(pixels).save(source)
+    made = ensure_enlarged(tmp_path / "project", source, "ab" * 32, 4)
+    large = np.asarray(Image.open(made).convert("RGB"))
+    assert large.shape == (8, 12, 3)
+    assert (large[:4, :4] == (255, 0, 0)).all() and (large[4:, 8:] == (0, 0, 255)).all()  # blocks, no blending
+    assert (large[:4, 4:] == 0).all()
+    assert ensure_enlarged(tmp_path / "project", source, "ab" * 32, 4) == made  # made once
+    assert ensure_enlarged(tmp_path / "project", source, "cd" * 32, 1) == source  # large enough: as it is

@@ -30,10 +30,10 @@ logger = logging.getLogger(__name__)
 
 GEOMETRY = ("object size", "object aspect ratio", "is truncated", "occlusion", "crowding", "horizontal position",
             "vertical position")
-TAGGERS = {"truth": ["color", "size", *GEOMETRY],  # the scenes' true tags (imported), the measured geometry
+TAGGERS = {"truth": ["color", *GEOMETRY],  # the scenes' true colours (imported), the measured geometry
            "automatic": ["dominant colour", *GEOMETRY]}  # the object's colour measured from its crop's pixels
-VOCABULARY = {"color": list(SCENE_COLOURS), "size": list(SIZES), "dominant colour": list(COLOUR_NAMES),
-              "object size": ["small", "medium", "large"], "is truncated": ["yes", "no"], CLASS: list(SCENE_SHAPES)}
+VOCABULARY = {"color": list(SCENE_COLOURS), "dominant colour": list(COLOUR_NAMES), "object size": list(SIZES),
+              "is truncated": ["yes", "no"], CLASS: list(SCENE_SHAPES)}
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,8 @@ def object_problems(count: int, seed: int = 0) -> list[ObjectProblem]:
         keep = float(rng.choice([0.0, 0.1]))
         bugs = (ObjectBug("missing", (("color", str(single)),), keep),
                 ObjectBug("missing", (("color", str(pair)), ("class", str(shape))), keep),
-                ObjectBug("bad boxes", (("class", str(boxed)), ("size", "large")), float(rng.choice([0.5, 0.6]))))
+                ObjectBug("bad boxes", (("class", str(boxed)), ("object size", "large")),
+                          float(rng.choice([0.5, 0.6]))))
         problems.append(ObjectProblem(f"p{k}", bugs, seed * 100 + k))
     return problems
 
@@ -113,10 +114,11 @@ def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
     images, objects = render_scenes(config.val_scenes, config.seed * 100 + 99, demo.scenes)  # one validation set
     truth, results = write_coco_split(folder / "data", "val", images, objects,
                                       detect(model, images, list(SCENE_SHAPES)), demo)
-    manifest = load_coco(truth, {DETECTOR_NAME: results})
+    manifest = load_coco(truth, {DETECTOR_NAME: results}, geometry=demo.geometry())
     project = Project.create_from_manifest(folder / "project", manifest)
     try:
-        schema = AttributeSchema(attributes=(*measured_attributes(), *geometry_attributes()), task="detect shapes")
+        schema = AttributeSchema(attributes=(*measured_attributes(), *geometry_attributes(demo.geometry())),
+                                 task="detect shapes")
         save_schema(project, schema, author="benchmark")
         tag_project(project, views=task_of(project).views, attributes=["dominant colour"],
                     progress=progress)  # measured on each object's crop

@@ -120,7 +120,18 @@ def _load_coco(args, report):
         raise HibugError(f"--keypoint-sigmas: '{args.keypoint_sigmas}' is not comma-separated numbers") from None
     config = MatchConfig(iou_threshold=args.iou_threshold, keypoint_sigmas=sigmas)
     return load_coco(args.coco, results, images_dir=args.images_dir, split=args.split, match_config=config,
-                     labelled=not args.unlabelled, progress=report)
+                     geometry=_project_geometry(args), labelled=not args.unlabelled, progress=report)
+
+
+def _project_geometry(args):
+    """The bins the project's measured tags mean (COCO's for a new project): an import adds to them alike."""
+    from hibug_core.objects.geometry import GeometryConfig
+    from hibug_core.store.project import MEASURES_META, Project
+
+    if args.command != "import":
+        return GeometryConfig()
+    with Project.open(args.project) as project:
+        return GeometryConfig.from_json(project.meta().get(MEASURES_META))
 
 
 def _info_arguments(parser) -> None:

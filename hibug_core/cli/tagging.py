@@ -22,14 +22,12 @@ def cmd_predict(args) -> int:
 
 
 def cmd_tag(args) -> int:
-    from hibug_core.tagging.sources import run_summary
-
     project, result = run_kind_here(Tag, args)
-    with project:
-        print(f"tagging runs stored: {', '.join(f'#{r}' for r in result['runs'])}")
-        print("\n".join(run_summary(project, result["runs"])))
-        if result.get("warning"):
-            print(f"warning: {result['warning']}")
+    project.close()
+    print(f"tagging runs stored: {', '.join(f'#{r}' for r in result['runs'])}")
+    print("\n".join(result["per_attribute"]))
+    if result.get("warning"):
+        print(f"warning: {result['warning']}")
     return 0
 
 

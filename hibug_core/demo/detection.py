@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hibug_core.attributes.measured import Bins
 from hibug_core.attributes.schema import Attribute, AttributeSchema
 from hibug_core.demo.build import PlantedBug, new_demo_folder
 from hibug_core.demo.scenes import SCENE_COLOURS, SCENE_SHAPES, SceneConfig, render_scenes
@@ -21,7 +22,7 @@ from hibug_core.models.zoo.scene_fcos import (
     train_detector,
     training_fingerprint,
 )
-from hibug_core.objects.geometry import geometry_attributes
+from hibug_core.objects.geometry import GeometryConfig, geometry_attributes
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.repair.generators import COLOURS
 from hibug_core.store.attribute_versions import save_schema
@@ -47,8 +48,8 @@ class DetectionDemoConfig:
     test_scenes: int = 600
     pool_scenes: int = 1200  # unlabelled scenes to select from (their annotations are kept aside, as a labelling
     pool_score_floor: float = 0.1  # team would return them); the pool's detections are kept down to this confidence
-    small_below: int = 14  # an object's longer side below this many pixels is small; from 26 large
-    large_from: int = 26
+    small_below: int = 14  # object size (measured, the box's area): small below 14x14 pixels, large from 26x26 (COCO's
+    large_from: int = 26  # 32 and 96 would call nearly every object of these 96-pixel scenes small)
     missed_colour: str = "blue"  # bug 1: small objects of this colour are left unannotated in training...
     keep_missed: float = 0.05  # ...but for this share
     truncated_shrink: float = 0.5  # bug 2: a border-cut object's training box covers this share of it (centred)
@@ -59,13 +60,13 @@ class DetectionDemoConfig:
     detector: DetectorConfig = field(default_factory=DetectorConfig)
 
     def object_bugs(self) -> tuple:
-        return (ObjectBug("missing", (("color", self.missed_colour), ("size", "small")), self.keep_missed),
+        return (ObjectBug("missing", (("color", self.missed_colour), ("object size", "small")), self.keep_missed),
                 ObjectBug("bad boxes", (("is truncated", "yes"),), self.truncated_shrink),
                 ObjectBug("missing", (("color", self.pair_colour), ("class", self.pair_shape)), self.keep_pair))
 
     def planted_bugs(self) -> list[PlantedBug]:
         return [
-            PlantedBug("missing annotations", {"color": self.missed_colour, "size": "small"},
+            PlantedBug("missing annotations", {"color": self.missed_colour, "object size": "small"},
                        f"small {self.missed_colour} objects left unannotated in training (but {self.keep_missed:.0%})"),
             PlantedBug("bad boxes", {"is truncated": "yes"},
                        f"boxes of objects cut by the border annotated at {self.truncated_shrink:.0%} of their size"),
@@ -76,9 +77,9 @@ class DetectionDemoConfig:
         ]
 
 
-def _size(side: np.ndarray, config: DetectionDemoConfig) -> np.ndarray:
-    return np.asarray(SIZES, dtype=object)[np.searchsorted([config.small_below, config.large_from], side,
-                                                           side="right")]
+    def geometry(self) -> GeometryConfig:
+        """How the demo's objects are measured: its size bins (the project keeps them for every later import)."""
+        return GeometryConfig(size=Bins(SIZES, (float(self.small_below ** 2), float(self.large_from ** 2))))
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ class ObjectBug:
     """A bug planted in a detector's training annotations, on the objects with all of `conditions`."""
 
     kind: str  # "missing": left unannotated; "bad boxes": boxes shrunk around their centre
-    conditions: tuple[tuple[str, str], ...]  # (attribute, tag) over color, size, class, is truncated
+    conditions: tuple[tuple[str, str], ...]  # (attribute, tag) over color, object size, class, is truncated
     strength: float  # missing: the share still annotated; bad boxes: the share of the box kept
 
     def describe(self) -> str:
@@ -98,7 +99,9 @@ class ObjectBug:
 
 def object_tags(objects: pd.DataFrame, config: DetectionDemoConfig = DetectionDemoConfig()) -> pd.DataFrame:
     """The scenes' objects' true tags by attribute name, as the project holds them."""
-    return pd.DataFrame({"color": objects["color"].to_numpy(object), "size": _size(objects["side"].to_numpy(), config),
+    areas = (objects["w"] * objects["h"]).to_numpy(np.float64)  # as the import measures it: the annotation's area
+    return pd.DataFrame({"color": objects["color"].to_numpy(object),
+                         "object size": np.asarray(SIZES, dtype=object)[config.geometry().size.tag(areas)],
                          "class": objects["shape"].to_numpy(object),
                          "is truncated": np.where(objects["truncated"].to_numpy(bool), "yes", "no").astype(object)},
                         index=objects.index)
@@ -132,14 +135,13 @@ def training_annotations(objects: pd.DataFrame, config: DetectionDemoConfig) -> 
 
 def write_coco_split(folder: Path, split: str, images: list, objects: pd.DataFrame, detections: list[list[dict]] | None,
                 config: DetectionDemoConfig) -> tuple[Path, Path | None]:
-    """Write a split's images, its COCO ground truth (with each object's colour and size as attributes) and the
+    """Write a split's images, its COCO ground truth (with each object's colour as an attribute) and the
     detector's COCO results. The pool's ground truth goes to POOL_LABELS, and its instances file lists the images
     only (nobody has annotated them yet)."""
     (folder / "images" / split).mkdir(parents=True, exist_ok=True)
     for index, image in enumerate(images):
         image.save(folder / f"images/{split}/{index:05d}.png")
-    sizes = object_tags(objects, config)["size"].to_numpy()
-    attributes = [{"color": colour, "size": size} for colour, size in zip(objects["color"], sizes)]
+    attributes = [{"color": colour} for colour in objects["color"]]
     truth = folder / f"instances_{split}.json"
     truth.write_text(json.dumps(coco_instances(split, images, objects, attributes)))
     if split == "pool":
@@ -154,9 +156,9 @@ def write_coco_split(folder: Path, split: str, images: list, objects: pd.DataFra
     return truth, results
 
 
-def pool_tags(images: list, manifest, config: DetectionDemoConfig) -> dict[str, list]:
-    """Each pool detection's colour (the scene colour most of its box's foreground pixels are nearest to) and size
-    (its box's longer side, by the demo's rule): what a tagger sees in the crop, with no annotation."""
+def pool_tags(images: list, manifest) -> dict[str, list]:
+    """Each pool detection's colour (the scene colour most of its box's foreground pixels are nearest to): what a
+    tagger sees in the crop, with no annotation (its size is measured from its box, as every object's)."""
     objects = manifest.objects
     palette = np.array([COLOURS[c] for c in SCENE_COLOURS], dtype=np.float32)
     scene = manifest.samples["image_path"].map(lambda p: int(Path(p).stem)).to_numpy()
@@ -168,8 +170,7 @@ def pool_tags(images: list, manifest, config: DetectionDemoConfig) -> dict[str, 
         box = box[np.linalg.norm(box - background, axis=1) > 60]
         nearest = np.linalg.norm(box[:, None] - palette[None], axis=2).argmin(axis=1) if len(box) else []
         colours.append(SCENE_COLOURS[np.bincount(nearest, minlength=len(palette)).argmax()] if len(box) else None)
-    side = np.maximum(objects["box_w"].to_numpy(), objects["box_h"].to_numpy())
-    return {"color": colours, "size": _size(side, config).tolist()}
+    return {"color": colours}
 
 
 def coco_instances(split: str, images: list, objects: pd.DataFrame, attributes: list[dict] | None = None) -> dict:
@@ -185,12 +186,11 @@ def coco_instances(split: str, images: list, objects: pd.DataFrame, attributes: 
             "annotations": annotations}
 
 
-def detection_attribute_schema() -> AttributeSchema:
+def detection_attribute_schema(config: DetectionDemoConfig = DetectionDemoConfig()) -> AttributeSchema:
     shape_world = [
         Attribute(name="color", tags=SCENE_COLOURS, templates=("a {tag} {label}", "a {tag} shape")),
-        Attribute(name="size", tags=SIZES, templates=("a {tag} {label}", "a {tag} shape")),
     ]
-    return AttributeSchema(attributes=(*shape_world, *geometry_attributes()), task=TASK)
+    return AttributeSchema(attributes=(*shape_world, *geometry_attributes(config.geometry())), task=TASK)
 
 
 def build_detection_demo(folder: str | Path, config: DetectionDemoConfig = DetectionDemoConfig(), *,
@@ -228,9 +228,10 @@ def build_detection_demo(folder: str | Path, config: DetectionDemoConfig = Detec
             found = detect(model, images, classes, progress=progress,
                            score_floor=config.pool_score_floor if pool else None)
             truth, results = write_coco_split(data, split, images, objects, found, config)
-            manifest = load_coco(truth, {DETECTOR_NAME: results}, split=split, labelled=not pool, progress=progress)
-            if pool:  # what a tagger reads off each detection's crop: its colour and size (as val's tags are named)
-                manifest.known_tags.update(pool_tags(images, manifest, config))
+            manifest = load_coco(truth, {DETECTOR_NAME: results}, split=split, labelled=not pool,
+                                 geometry=config.geometry(), progress=progress)
+            if pool:  # what a tagger reads off each detection's crop: its colour (as val's tags are named)
+                manifest.known_tags.update(pool_tags(images, manifest))
             project.import_manifest(manifest, author="hibug demo", kind="coco")
             report[split] = {"scenes": len(images), "objects": len(objects)}
             if not pool:
@@ -243,7 +244,7 @@ def build_detection_demo(folder: str | Path, config: DetectionDemoConfig = Detec
                                             training="data/train_annotations.json"))
         project.set_meta(POOL_LABELS_META, POOL_LABELS)
         project.set_meta("demo", json.dumps(report))
-        save_schema(project, detection_attribute_schema(), author="hibug demo",
+        save_schema(project, detection_attribute_schema(config), author="hibug demo",
                     note="the scenes' attributes (imported with the objects) and the measured geometry")
         project.close()
     logger.info("detection demo built in %s: %s", folder, {s: report[s] for s in counts})

@@ -68,6 +68,8 @@ class ValidatedManifest:
     object_evaluations: dict = field(default_factory=dict)  # model -> hibug_core.tasks.object_import.ObjectEvaluation
     task: str = field(kw_only=True)  # the task whose validator made it (hibug_core.tasks), stored at the first import
     notes: list[str] = field(default_factory=list, kw_only=True)  # harmless changes made to its values, said once
+    measured_with: str | None = field(default=None, kw_only=True)  # the settings its measured tags were binned with
+    # (objects: hibug_core.objects.geometry.GeometryConfig), kept by the project at the first import
 
     @property
     def n_rows(self) -> int:

@@ -62,7 +62,7 @@ def embed(project, op: Embed, progress, author: str | None = None) -> dict:
 def tag(project, op: Tag, progress, author: str | None = None) -> dict:
     """Zero-shot and measured tags with the encoder, or a multimodal LLM (the key comes from the worker's environment,
     never from the operation)."""
-    from hibug_core.tagging.sources import run_digest, run_outcomes, run_warning
+    from hibug_core.tagging.sources import run_digest, run_outcomes, run_summary, run_warning
 
     ids, views = project.split_ids(op.splits), task_of(project).views
     if op.llm:
@@ -75,8 +75,9 @@ def tag(project, op: Tag, progress, author: str | None = None) -> dict:
 
         runs = tag_project(project, views=views, encoder=op.encoder, attributes=op.attributes, model=op.model,
                            sample_ids=ids, progress=progress, author=author)
-    outcomes = run_outcomes(project, runs)  # measured once, for the warning and the summary
+    outcomes = run_outcomes(project, runs)  # measured once, for the warning and both summaries
     return {"runs": runs, "warning": run_warning(project, runs, outcomes=outcomes),
+            "per_attribute": run_summary(project, runs, outcomes=outcomes),
             "summary": f"Tagging run(s) {', '.join(f'#{r}' for r in runs)} stored. "
                        f"{run_digest(project, runs, outcomes=outcomes)}"}
 

@@ -2,21 +2,27 @@
 position in the image."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import math
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 import pandas as pd
 
 from hibug_core.attributes.measured import Bins
 from hibug_core.attributes.schema import Attribute
+from hibug_core.errors import check_fields
 from hibug_core.objects.coco import positions_by
+
+COCO_AREA_EDGES = (32.0 ** 2, 96.0 ** 2)  # COCO's small / medium / large areas, square pixels
 
 
 @dataclass(frozen=True)
 class GeometryConfig:
     """Bins of the measured object attributes."""
 
-    size: Bins = Bins(("small", "medium", "large"), (32.0 ** 2, 96.0 ** 2))  # COCO's area classes, square pixels
+    size: Bins = Bins(("small", "medium", "large"), COCO_AREA_EDGES)  # the box's area class;
+    # scenes far smaller than COCO's pick their own (a project keeps one set: hibug_core.store.project's "geometry")
     aspect_ratio: Bins = Bins(("tall", "square", "wide"), (0.75, 4 / 3))  # box width / height
     occlusion: Bins = Bins(("none", "partial", "heavy"), (0.05, 0.5))  # largest share of the box another object covers
     crowding: Bins = Bins(("alone", "few", "many"), (2, 6))  # objects in the image
@@ -24,9 +30,32 @@ class GeometryConfig:
     vertical: Bins = Bins(("top", "middle", "bottom"), (1 / 3, 2 / 3))  # box centre, share of the image height
     border: float = 1.0  # a box within this many pixels of the image's edge is truncated
 
+    def __post_init__(self):
+        check_fields(self, {name: (len(bins.edges) == len(bins.tags) - 1 and list(bins.edges) == sorted(bins.edges),
+                                   "one edge fewer than tags, in increasing order")
+                            for name, bins in vars(self).items() if isinstance(bins, Bins)})
+
+    def to_json(self) -> str:
+        """The settings as a project keeps them: its measured tags mean these bins, for every import."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | None) -> GeometryConfig:
+        """Settings kept by to_json (None: the defaults, COCO's)."""
+        if not text:
+            return cls()
+        stored = json.loads(text)
+        return cls(**{f.name: Bins(tuple(stored[f.name]["tags"]), tuple(stored[f.name]["edges"]))
+                      if isinstance(stored[f.name], dict) else stored[f.name] for f in fields(cls)})
+
+    def size_description(self) -> str:
+        small, large = (math.sqrt(edge) for edge in self.size.edges)
+        whose = "COCO's area class of the object" if self.size.edges == COCO_AREA_EDGES else "the box's area class"
+        return f"{whose}: small below {small:g}x{small:g} pixels, large from {large:g}x{large:g}"
+
 
 GEOMETRY_DESCRIPTIONS = {
-    "object size": "COCO's area class of the object (small below 32x32 pixels, large from 96x96)",
+    "object size": GeometryConfig().size_description(),
     "object aspect ratio": "the box's width over its height",
     "is truncated": "the box touches the image's border (the object is cut by it)",
     "occlusion": "the largest share of the box covered by another object's box",
@@ -49,9 +78,10 @@ def geometry_attributes(config: GeometryConfig = GeometryConfig()) -> list[Attri
     tags = {"object size": config.size.tags, "object aspect ratio": config.aspect_ratio.tags, "is truncated":
             ("yes", "no"), "occlusion": config.occlusion.tags, "crowding": config.crowding.tags,
             "horizontal position": config.horizontal.tags, "vertical position": config.vertical.tags}
+    described = {**GEOMETRY_DESCRIPTIONS, "object size": config.size_description()}
     return [Attribute(name=name, group="main object" if "position" not in name and name != "crowding" else "global",
                       kind="binary" if name.startswith("is ") else "descriptive", tags=tags[name], source="measured",
-                      description=f"measured from the boxes: {GEOMETRY_DESCRIPTIONS[name]}") for name in tags]
+                      description=f"measured from the boxes: {described[name]}") for name in tags]
 
 
 def measure_objects(boxes: np.ndarray, areas: np.ndarray, image_ids: np.ndarray, image_size: np.ndarray,

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hibug_core.cache import process_cache
 from hibug_core.errors import HibugError
 from hibug_core.objects.coco import read_ground_truth
 from hibug_core.objects.matching import box_iou
@@ -14,6 +15,12 @@ from hibug_core.store.recorded_models import recorded_model
 
 MATCH_IOU = 0.25  # a training box that overlaps the object this much (same class, same image) annotates it: a box
 #                   annotated at half the object's size still overlaps it by 0.5, a neighbour's rarely by this much
+
+
+@process_cache("training annotations", max_items=4)
+def _read_training(path: str, modified_ns: int, size: int):
+    """A training annotations file, read once while it is unchanged (every error_slices of its model asks for it)."""
+    return read_ground_truth(path)
 
 
 def annotation_evidence(project, model: str, objects: pd.DataFrame) -> pd.DataFrame | None:
@@ -25,7 +32,9 @@ def annotation_evidence(project, model: str, objects: pd.DataFrame) -> pd.DataFr
     if recorded is None or not recorded.training or objects.empty:
         return None
     try:
-        training = read_ground_truth(Path(project.folder) / recorded.training)  # as repair reads it
+        path = Path(project.folder) / recorded.training  # as repair reads it
+        stat = path.stat()
+        training = _read_training(str(path), stat.st_mtime_ns, stat.st_size)
     except (OSError, ValueError, HibugError):  # a missing or broken file is no evidence
         return None
     names = training.images["file_name"]

@@ -53,6 +53,7 @@ IMPORT_TABLES = BoundedCache("import tables", max_items=8)  # samples, known tag
 # locks are per process), and another process (a job's worker) could then take this one's WAL for unused and delete it.
 OPEN_DATABASES: collections.Counter = collections.Counter()
 ARRAYS_DIR = "arrays"
+MEASURES_META = "measured_with"  # the bins its measured tags were computed with (ValidatedManifest.measured_with)
 COLUMNS_DIR = "columns"  # column_files.ColumnFiles: tables only an import changes, as Arrow files
 
 
@@ -285,6 +286,7 @@ class Project:
                     insert_columns(connection, "known_tags", {"attribute": attribute, "sample_id": sample_ids[given],
                                                               "tag": tags[given]}, int(given.sum()))
                 _set_task(connection, manifest.task)
+                _set_measures(connection, manifest.measured_with)
                 if also is not None:
                     also(connection, id_of)
                 record_audit(connection, author, "import", f"import:{import_id}", None,
@@ -727,6 +729,20 @@ def _set_task(connection: Connection, task: str) -> None:
     elif before != task:
         raise ProjectError(f"this project holds {before} samples; samples of the {task} task go in a project of their "
                            "own")
+
+
+def _set_measures(connection: Connection, measured_with: str | None) -> None:
+    """A project's measured tags mean one set of bins: kept at its first import, every later import binned alike."""
+    if measured_with is None:
+        return
+    before = connection.execute(text(f"SELECT value FROM project_meta WHERE key = '{MEASURES_META}'")).scalar()
+    if before is None:
+        connection.execute(text("INSERT INTO project_meta (key, value) VALUES (:k, :v)"),
+                           {"k": MEASURES_META, "v": measured_with})
+    elif before != measured_with:
+        raise ProjectError("these samples' measured tags (object size, position, ...) were binned with other settings "
+                           "than this project's; import them with the project's own (hibug import reads them from "
+                           "the project)")
 
 
 def _insert_object_evaluation(connection: Connection, model_id: int, import_id: int, sample_ids: np.ndarray,

@@ -237,8 +237,9 @@ def run_warning(project, run_ids: list[int], floor: float = TRUST_FLOOR, *,
     in_force = outcomes[outcomes["outcome"] == "in force"]
     poor = in_force[in_force["poor"] != ""]
     if len(poor):
+        grouped = poor.groupby("poor", sort=False)["attribute"].agg(", ".join)  # one reason, said once
         parts.append(f"{len(poor)} now in force are too poor to trust: "
-                     + "; ".join(f"{a} ({why})" for a, why in zip(poor["attribute"], poor["poor"])))
+                     + "; ".join(f"{attributes} ({why})" for why, attributes in grouped.items()))
     # tags computed exactly from the pixels (a "measured" run) need no checking; the others are a model's guesses
     guessed = in_force[in_force["method"] != "measured"]
     unmeasured = guessed[guessed["checked"] == 0]
@@ -253,11 +254,12 @@ def _measured(row) -> str:
             else "not measured (no known tags or audits)")
 
 
-def run_summary(project, run_ids: list[int]) -> list[str]:
+def run_summary(project, run_ids: list[int], *, outcomes: pd.DataFrame | None = None) -> list[str]:
     """One sentence per attribute a run tagged: its accuracy against the ground truth, and whether it is now in force
-    or worse than what stays in force (a warning)."""
+    or worse than what stays in force (a warning). outcomes: run_outcomes of these runs, when already at hand."""
+    outcomes = run_outcomes(project, run_ids) if outcomes is None else outcomes
     lines = []
-    for row in run_outcomes(project, run_ids).itertuples():
+    for row in outcomes.itertuples():
         if row.outcome == "in force":
             lines.append(f"{row.attribute}: {row.label} {_measured(row)}; now in force")
         elif row.outcome == "worse":

@@ -208,7 +208,7 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
         values[given.index.to_numpy()] = given[name].where(given[name].notna(), None).to_numpy(object)
         known_tags[name] = values.tolist()
     return ValidatedManifest(truth.source, samples, models, known_tags, [], "image", object_columns, evaluations,
-                             task=task)
+                             task=task, measured_with=geometry.to_json())
 
 
 NO_SKELETONS = {"keypoint_types": None, "keypoint_similarity_json": None, "pred_keypoints_json": None}
@@ -300,4 +300,4 @@ def _unlabelled_manifest(truth: CocoGroundTruth, found: list[CocoResults], paths
     measured = pd.concat(measured).sort_index()
     known_tags = {name: measured[name].tolist() for name in measured.columns}
     return ValidatedManifest(truth.source, samples, models, known_tags, [], "image", object_columns, evaluations,
-                             task=task)
+                             task=task, measured_with=geometry.to_json())
