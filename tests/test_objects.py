@@ -681,3 +681,41 @@ def test_the_confusion_matrix_counts_every_false_positive_once_as_its_crops_are_
     assert matrix.to_dict("index") == {"cat": {"cat": 1, "dog": 0, MISSED: 1},
                                        "dog": {"cat": 1, "dog": 0, MISSED: 0},
                                        BACKGROUND: {"cat": 2, "dog": 1, MISSED: 0}}
+
+
+def test_a_project_keeps_the_bins_of_its_measured_tags_and_every_import_uses_them(tmp_path):
+    """Small scenes pick their own object size bins; the project keeps them at its first import, `hibug import` bins
+    the next file alike, and an import binned otherwise is refused with nothing written."""
+    from hibug_core.attributes.measured import Bins
+    from hibug_core.cli import main
+    from hibug_core.errors import ProjectError
+    from hibug_core.objects.geometry import GeometryConfig, geometry_attributes
+
+    small_scenes = GeometryConfig(size=Bins(("small", "medium", "large"), (10.0 ** 2, 25.0 ** 2)))
+    truth_json, found = _tide_case()  # objects of 40x40, 20x20 and 30x30 pixels
+    project = Project.create_from_manifest(tmp_path / "project", load_coco(
+        *_write(tmp_path / "val", truth_json, {"m": found}), geometry=small_scenes))
+    sizes = project.samples("m").join(project.known_tags())
+    objects = sizes[sizes["label"] != BACKGROUND]
+    assert sorted(objects["object size"]) == ["large", "large", "large", "medium"]  # COCO's bins: all small
+    project.close()
+    later = json.loads(json.dumps(truth_json))
+    later["images"][0]["file_name"] = "images/two.png"
+    ground_truth, results = _write(tmp_path / "test", later, {"m": found})
+    assert main(["import", str(tmp_path / "project"), "--coco", str(ground_truth), "--results", f"m={results['m']}",
+                 "--split", "test"]) == 0
+    with Project.open(tmp_path / "project") as project:
+        tags = project.samples("m").join(project.known_tags())
+        assert (tags.loc[tags["split"] == "test", "object size"].value_counts().to_dict()
+                == tags.loc[tags["split"] == "val", "object size"].value_counts().to_dict())
+        before = len(project.samples("m"))
+        later["images"][0]["file_name"] = "images/three.png"
+        coco_binned = load_coco(*_write(tmp_path / "train", later, {"m": found}), split="train")
+        with pytest.raises(ProjectError, match="binned with other settings than this project's"):
+            project.import_manifest(coco_binned, kind="coco")
+        assert len(project.samples("m")) == before
+    assert GeometryConfig.from_json(small_scenes.to_json()) == small_scenes
+    assert next(a for a in geometry_attributes(small_scenes) if a.name == "object size").description == (
+        "measured from the boxes: the box's area class: small below 10x10 pixels, large from 25x25")
+    with pytest.raises(ConfigError, match="size = .* one edge fewer than tags, in increasing order"):
+        GeometryConfig(size=Bins(("small", "large"), (5.0, 1.0)))
