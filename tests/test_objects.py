@@ -719,3 +719,25 @@ def test_a_project_keeps_the_bins_of_its_measured_tags_and_every_import_uses_the
         "measured from the boxes: the box's area class: small below 10x10 pixels, large from 25x25")
     with pytest.raises(ConfigError, match="size = .* one edge fewer than tags, in increasing order"):
         GeometryConfig(size=Bins(("small", "large"), (5.0, 1.0)))
+
+
+def test_slices_of_objects_count_their_failures_in_whole_objects(tmp_path):
+    """An object's score is graded (its IoU), so the ranking sums 1 - score; what a person reads as failures is the
+    number of objects missed or wrong, in the exported table and in a slice's parents and children alike."""
+    from hibug_core.slices.report import error_slices
+    from hibug_core.slices.search import SliceConfig
+
+    truth_json, found = _random_case(5, n_images=60)
+    project = Project.create_from_manifest(tmp_path / "p", load_coco(*_write(tmp_path / "val", truth_json,
+                                                                             {"m": found})))
+    report = error_slices(project, "m", attributes=["object size", "is truncated", "object aspect ratio", "occlusion"],
+                          tags="imported", check_tags=False, config=SliceConfig(min_support=5, gap=0.05))
+    project.close()
+    exported = report.exported()
+    row = exported.loc[1]
+    members = report.evaluation[report.tags.mask(report.slices["definition"].iat[0])]
+    assert (row["description"], row["count"], row["failures"]) == ("object size = large", 7, 6)
+    assert row["failures"] == (~members["correct"]).sum() and isinstance(row["failures"], (int, np.integer))
+    assert row["error_sum"] == pytest.approx(members["error"].sum()) and row["error_sum"] != row["failures"]
+    related = report.related(report.slices["slice_id"].iat[0])
+    assert related.empty or related["failures"].map(lambda n: isinstance(n, (int, np.integer))).all()

@@ -22,8 +22,7 @@ def cmd_slices(args) -> int:
         message = trust_message(rank_sources(project, sliced)) if op.tags == "in force" and sliced else None
     slices = report.slices
     if op.output:
-        table = slices.drop(columns=["definition"])
-        table.index = table.index + 1
+        table = report.exported()
         table.to_json(op.output, orient="records", indent=2) if op.output.endswith(".json") else \
             table.to_csv(op.output)
     if message:

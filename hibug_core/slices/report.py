@@ -61,11 +61,30 @@ class SliceReport:
         return slice_definition(self.slices, ref, "this report")
 
     def stats(self, definition) -> dict:
-        """Count, failures and score of any slice over the evaluated samples."""
+        """Count, failures (the samples the model got wrong: a whole number, also where the score is graded, as an
+        object's IoU) and score of any slice over the evaluated samples."""
         mask = self.tags.mask(definition)
         errors = self.evaluation["error"].to_numpy()[mask]
-        return {"count": int(mask.sum()), "failures": float(errors.sum()),
+        return {"count": int(mask.sum()), "failures": int(self._failed()[mask].sum()),
                 "score": float(1 - errors.mean()) if mask.any() else np.nan}
+
+    def _failed(self) -> np.ndarray:
+        """Per evaluated sample, whether the model got it wrong (its `correct` is false; a whole error without it)."""
+        if "correct" in self.evaluation:
+            return ~self.evaluation["correct"].fillna(False).to_numpy(bool)
+        return self.evaluation["error"].to_numpy() >= 1
+
+    def exported(self) -> pd.DataFrame:
+        """The ranked slices as a file holds them, ranked from 1: `failures` is the number of samples the model got
+        wrong; where scores are graded (an object's IoU, a person's OKS) `error_sum` is the sum of 1 - score the
+        ranking reads."""
+        table = self.slices.drop(columns=["definition"])
+        table.index = pd.RangeIndex(1, len(table) + 1, name="rank")
+        graded = not np.isin(self.evaluation["error"].to_numpy(), (0.0, 1.0)).all()
+        if graded:
+            table.insert(table.columns.get_loc("failures") + 1, "error_sum", table["failures"].to_numpy())
+        table["failures"] = [int(self._failed()[self.tags.mask(d)].sum()) for d in self.slices["definition"]]
+        return table
 
     def related(self, ref) -> pd.DataFrame:
         """The slice's parents (one condition fewer, reported or not) and its reported children, with their stats."""
