@@ -118,7 +118,8 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
         if tags["trust"].ne("").any():
             st.caption("⚠ marks tags from attributes whose tags are too poor to trust (measured against the known "
                        "tags and audits): read them as guesses.")
-        st.dataframe(tags, hide_index=True, width="stretch", column_config={
+        rows_shown = min(len(tags), 24)  # every tag in view, the flagged ones too, without scrolling inside the box
+        st.dataframe(tags, hide_index=True, width="stretch", height=38 + 35 * rows_shown, column_config={
             "margin": st.column_config.NumberColumn("margin", format="%.2f",
                                                     help="how sure the tagger was (empty: set by a person)"),
             "trust": st.column_config.TextColumn("trust", help="why this tag is not to be believed, if it is not")})

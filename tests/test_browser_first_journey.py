@@ -106,6 +106,7 @@ def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
     page.get_by_text("error slices (score below").first.wait_for(timeout=60_000)
     idle(page)
     assert page.get_by_role("heading", level=3).first.inner_text() == chosen
+    _junk_is_flagged_in_the_details_and_the_report(page, server, fresh_demo)
     assert errors == [], errors
     page.close()
 
@@ -125,3 +126,36 @@ def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
         elif len(measured):
             assert in_force["low"] == measured["low"].max(), attribute
     assert ranking.in_force("color") == ranking.in_force("size") == "imported"
+
+
+def _junk_is_flagged_in_the_details_and_the_report(page, server: str, folder) -> None:
+    """The default tagger's junk tags, flagged outside the slice table too: in an image's details (a trust column and
+    its legend) and in the findings report a teammate downloads (⚠ on each bug that rests on them)."""
+    from hibug_core.review.findings import findings
+    from hibug_core.slices.report import error_slices
+    from hibug_core.store.attribute_versions import schema_names
+    from hibug_core.store.project import Project
+    from hibug_core.tagging.sources import rank_sources, too_poor
+
+    with Project.open(folder, read_only=True) as project:
+        poor = too_poor(rank_sources(project, schema_names(project)))
+        table = findings(project, error_slices(project))
+    assert poor, "the default tagger's junk is not flagged"
+    flagged = table[table["trust"] != ""]
+    assert len(flagged), table[["slice", "trust"]].to_string()  # some reported bug rests on the junk
+
+    page.get_by_role("button", name="Details").first.click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_text("marks tags from attributes whose tags are too poor to trust").wait_for(timeout=60_000)
+    shot(page, "first-journey-4-details")
+    page.keyboard.press("Escape")
+    idle(page)
+
+    open_app(page, f"{server}/Review")
+    page.get_by_role("tab", name="Report").click()
+    shown(page, "HTML report", timeout=60_000)
+    with page.expect_download(timeout=120_000) as download:
+        page.get_by_role("button", name="HTML report").click()
+    html = open(download.value.path(), encoding="utf-8").read()
+    for row in flagged.itertuples():
+        assert f"<td>⚠ {row.slice}</td>" in html.replace("&amp;", "&"), row.slice
