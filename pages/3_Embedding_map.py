@@ -117,11 +117,12 @@ if chosen:
         table = tags[tagged].reindex(frame.index)
         if model is not None:
             table = table.assign(outcome=frame["outcome"], label=frame["label"])
-        found = over_represented(table, selected, poor=too_poor(source_ranking(project)))
-        if found.head(20)["trust"].ne("").any():
-            st.caption("⚠: tags of an attribute too poor to trust (Tagging → Tag sources); read those rows as the "
-                       "tagger's habits, not the images'.")
-        st.dataframe(as_percent(found.head(20), "share", "share_overall"), hide_index=True, width="stretch",
+        found = over_represented(table, selected, poor=too_poor(source_ranking(project))).head(20)
+        if found["trust"].ne("").any():
+            st.caption("⚠: tags of an attribute too poor to trust (Tagging → Tag sources; why, in the last column); "
+                       "read those rows as the tagger's habits, not the images'.")
+        found["attribute"] = [("⚠ " if why else "") + a for a, why in zip(found["attribute"], found["trust"])]
+        st.dataframe(as_percent(found, "share", "share_overall"), hide_index=True, width="stretch",
                      column_config={"share": percent_column("share"), "share_overall": percent_column("overall"),
             "lift": st.column_config.NumberColumn("lift", format="%.1f×"),
             "p_value": st.column_config.NumberColumn("p", format="%.1e"),
