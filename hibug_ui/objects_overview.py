@@ -85,8 +85,9 @@ def _confusion(project, evaluated: pd.DataFrame, nouns) -> None:
     event = st.dataframe(shown, width="stretch", on_select="rerun", selection_mode="single-cell",
                          key="overview_object_confusion")
     st.caption(f"(background): false positives no {nouns.sample} is confused by (on nothing, duplicates, misplaced "
-               f"boxes); (missed): {nouns.samples} no detection found. A false positive that names another class on a "
-               f"{nouns.sample} counts once, in that {nouns.sample}'s row.")
+               f"boxes); (missed): {nouns.samples} not found at the threshold (their crops say why: missed, or a "
+               f"detection that came close). A false positive that names another class on a {nouns.sample} counts "
+               f"once, in that {nouns.sample}'s row.")
     cells = event.selection.get("cells", []) if event is not None else []
     if not cells:
         return

@@ -1,8 +1,9 @@
-"""Regenerate the README's screenshots (assets/screenshots/) from the demo project in headless Chromium.
+"""Regenerate the docs' screenshots (assets/screenshots/) from the demo projects in headless Chromium.
 
 Not a test: it builds the demo and follows a newcomer's journey (attributes proposed from the built-in library and
 merged into the demo's, tags from the default ConSE encoder), lays out the map, runs a repair, a generation and a
-failure search, then serves the dashboard and photographs each page once its content is drawn.
+failure search, then serves the dashboard and photographs each page once its content is drawn; then the detection
+demo's Overview (a confusion cell opened) and its planted conjunction on the Error slices page.
 Takes a few minutes. Usage: python tests/make_screenshots.py [--dir screenshot-demo]
 """
 from __future__ import annotations
@@ -125,6 +126,46 @@ def photograph(url: str, folder: Path) -> None:
         browser.close()
 
 
+def photograph_detection(folder: Path) -> None:
+    """The detection demo: the Overview with its missed triangles opened from the confusion matrix (one click), and
+    the planted green triangles on the Error slices page with their crops."""
+    from playwright.sync_api import sync_playwright
+
+    from hibug_core.demo.detection import build_detection_demo
+    from hibug_core.slices.search import slice_id
+
+    if not (folder / "hibug.sqlite").exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        build_detection_demo(folder).close()
+    server = serve(folder)
+    url = next(server)
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 1500})
+            page.goto(url)
+            grid = page.locator(".st-key-overview_object_confusion")
+            grid.locator("canvas").first.wait_for(timeout=180_000)
+            grid.scroll_into_view_if_needed()
+            page.wait_for_timeout(1500)
+            area = grid.bounding_box()
+            page.mouse.click(area["x"] + area["width"] * 0.9, area["y"] + 35 * 3 + 17)  # triangle → (missed)
+            page.get_by_text("objects: true triangle, predicted (missed)").first.wait_for(timeout=60_000)
+            page.locator("[data-testid='stImage'] img:visible").first.wait_for(timeout=60_000)
+            page.wait_for_timeout(1500)
+            page.screenshot(path=str(OUT / "detection-overview.png"), full_page=True)
+            print(f"wrote {OUT / 'detection-overview'}.png")
+            page.goto(f"{url}/Error_slices?slice={slice_id((('color', 'green'), ('class', 'triangle')))}")
+            page.get_by_text("Its failures by error type").first.wait_for(timeout=180_000)
+            page.locator("[data-testid='stImage'] img:visible").first.wait_for(timeout=60_000)
+            page.wait_for_timeout(1500)
+            page.screenshot(path=str(OUT / "detection-error-slices.png"))
+            print(f"wrote {OUT / 'detection-error-slices'}.png")
+            browser.close()
+    finally:
+        next(server, None)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dir", default="screenshot-demo")
@@ -141,6 +182,7 @@ def main() -> None:
         photograph(url, folder)
     finally:
         next(server, None)
+    photograph_detection(folder.with_name(folder.name + "-detection"))
 
 
 if __name__ == "__main__":
