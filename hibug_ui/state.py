@@ -288,3 +288,10 @@ def flagged_attribute(poor: dict[str, str], name: str) -> str:
     """How an attribute picker shows an attribute whose tags are too poor to trust (tagging.sources.too_poor): flagged
     as everywhere else. Bound with functools.partial, never a lambda: the session state is pickled."""
     return f"⚠ {name} (tags too poor to trust)" if name in poor else name
+
+
+def flagged_tag(poor: dict[str, str], option: str) -> str:
+    """How a tag picker shows "attribute = tag" when the attribute's tags are too poor to trust (as flagged_attribute;
+    other options, such as "any tag", as they are)."""
+    attribute = option.split(" = ", 1)[0]
+    return f"⚠ {option} (tags too poor to trust)" if " = " in option and attribute in poor else option

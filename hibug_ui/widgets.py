@@ -1,6 +1,8 @@
 """Reusable dashboard widgets: image grids with captions, paging, and settings kept in the URL."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -11,7 +13,7 @@ from hibug_core.objects.crops import LEGEND, SKELETON_LEGEND, ensure_object_pict
 from hibug_core.store.project import Project
 from hibug_core.thumbnails import ensure_thumbnail
 from hibug_ui.detail import OPEN_KEY, show_image
-from hibug_ui.state import keypoint_skeleton
+from hibug_ui.state import flagged_tag, keypoint_skeleton
 
 
 def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, caption=None, details: str | None = None,
@@ -55,8 +57,10 @@ def _picture(project: Project, row: pd.Series):
 OUTCOMES = {"all": None, "wrong": False, "right": True}
 
 
-def grid_filters(rows: pd.DataFrame, tags: pd.DataFrame | None, key: str) -> pd.DataFrame:
-    """Filters above an image grid: class, outcome (right or wrong) and one tag; returns the rows that pass."""
+def grid_filters(rows: pd.DataFrame, tags: pd.DataFrame | None, key: str,
+                 poor: dict[str, str] | None = None) -> pd.DataFrame:
+    """Filters above an image grid: class, outcome (right or wrong) and one tag (those of attributes too poor to
+    trust, `poor`: tagging.sources.too_poor, flagged); returns the rows that pass."""
     cells = st.columns([2, 1, 2])
     classes = sorted(rows["label"].dropna().astype(str).unique()) if "label" in rows else []
     chosen = cells[0].multiselect("Class", classes, key=f"{key}_class", placeholder="every class")
@@ -66,7 +70,8 @@ def grid_filters(rows: pd.DataFrame, tags: pd.DataFrame | None, key: str) -> pd.
         present = tags.reindex(rows.index)
         for attribute in present.columns:
             options += [f"{attribute} = {t}" for t in present[attribute].dropna().astype(str).unique()]
-    tag = cells[2].selectbox("Tag", ["any tag", *sorted(options)], key=f"{key}_tag")
+    tag = cells[2].selectbox("Tag", ["any tag", *sorted(options)], key=f"{key}_tag",
+                             format_func=functools.partial(flagged_tag, dict(poor or {})))
     if chosen:
         rows = rows[rows["label"].astype(str).isin(chosen)]
     if OUTCOMES.get(outcome) is not None and "correct" in rows:

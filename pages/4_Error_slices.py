@@ -191,7 +191,7 @@ with found:
                 st.dataframe(as_percent(related, "score", "gap"), hide_index=True, width="stretch",
                              column_config={"score": percent_column("score"), "gap": percent_column("gap")})
         st.markdown(f"**{nouns.Samples}** (failures first; caption: label → prediction)")
-        rows = grid_filters(shown, report.all_tags, key="slice_filter")
+        rows = grid_filters(shown, report.all_tags, key="slice_filter", poor=report.poor)
         image_grid(project, paged(rows, key=f"slice_page_{chosen_id}",
                                   noun=nouns.samples), details="slice", report=report, user=user,
                    caption=lambda r: f"{r['label']} → {r['prediction']}")

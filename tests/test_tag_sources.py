@@ -358,3 +358,14 @@ def test_text_keeping_hibugs_code_spans_escapes_everything_else():
     assert plain(said, keep_code=True) == ("is round \\(run #2\\)\\: \\[x\\]\\(http\\://e\\) then "
                                            "`open_clip:<arch>` and \\*a\\*")
     assert plain("no code (x)", keep_code=True) == plain("no code (x)") == "no code \\(x\\)"
+
+
+def test_pickers_flag_the_attributes_and_tags_too_poor_to_trust():
+    from hibug_ui.state import flagged_attribute, flagged_tag
+
+    poor = {"texture": "3% right, run #2"}
+    assert flagged_attribute(poor, "texture") == "⚠ texture (tags too poor to trust)"
+    assert flagged_attribute(poor, "color") == "color"
+    assert flagged_tag(poor, "texture = patterned") == "⚠ texture = patterned (tags too poor to trust)"
+    assert [flagged_tag(poor, o) for o in ("color = blue", "any tag", "texture")] == ["color = blue", "any tag",
+                                                                                      "texture"]
