@@ -158,5 +158,15 @@ def test_the_repair_journey(page, journey_server, journey_project):
     page.get_by_role("button", name="Retrain and compare").click()
     shown(page, "Accuracy after repair on the held-out split", timeout=240_000)
     assert jobs(project, "repair")[0].status == "done"
+    idle(page)
+    # the verdict once (the job's box says it finished, the page says what it found), in points
+    assert page.get_by_text("Held-out accuracy", exact=False).count() == 1
+    assert page.get_by_text(re.compile(r"[+-]\d+\.\d points")).count() >= 1
+    # the chart's bars: one per bug, never a slice that repeats another one of them
+    from hibug_core.slices.report import error_slices
+
+    repeats = set(error_slices(project).slices.query("repeats != ''")["description"])
+    bars = page.locator(".js-plotly-plot .ytick text").evaluate_all("texts => texts.map(t => t.textContent)")
+    assert bars and not {b.removesuffix(" (planted)") for b in bars} & repeats, bars
     shot(page, "journey-9-repair-compared")
     project.close()
