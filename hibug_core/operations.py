@@ -35,6 +35,7 @@ from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, budg
 from hibug_core.slices.compare import CompareConfig
 from hibug_core.slices.report import TAG_SOURCES
 from hibug_core.slices.search import RANKINGS, SliceConfig
+from hibug_core.slices.unseen import UNSEEN_METHODS
 from hibug_core.values import normalise_name
 
 NO_BASELINE = "none"
@@ -277,7 +278,7 @@ class SuggestTags(Operation, LLMSettings):
 
 
 # ----- slices ------------------------------------------------------------------------------------------------------
-class FindSlices(Operation):
+class FindSlices(Operation, LLMSettings):
     kind: ClassVar[str] = "slices"
     summary: ClassVar[str] = "find, rank and explain the error slices of a model"
     model: ModelName = None
@@ -296,6 +297,11 @@ class FindSlices(Operation):
                                 "imported attr: columns only, or tagging runs only")
     top: int = Field(20, ge=1, description="slices to show")
     output: str | None = Field(None, description="write every error slice to this .csv or .json file")
+    unseen: Annotated[str | None, OneOf(UNSEEN_METHODS)] = Field(
+        None, description="also predict slices the split barely shows (HiBug2), each checked on the pool and the "
+                          "test split: 'substitution' (similar tags swapped into the top slices, offline) or "
+                          "'instruction' (a language model asked; --llm-model, --llm-base-url)")
+    unseen_count: int = Field(10, ge=1, le=50, description="slices the language model is asked for")
 
     def slice_config(self) -> SliceConfig:
         return SliceConfig(max_depth=self.depth, min_support=self.support, gap=self.gap, threshold=self.threshold,

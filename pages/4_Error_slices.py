@@ -3,11 +3,13 @@ import plotly.express as px
 import streamlit as st
 
 from hibug_core.errors import HibugError
+from hibug_core.llm.client import LLMConfig
 from hibug_core.markdown import plain
 from hibug_core.objects.summary import error_breakdown
 from hibug_core.operations import FindSlices
 from hibug_core.review.board import ensure_review
 from hibug_core.review.views import save_view
+from hibug_core.slices.unseen import UNSEEN_METHODS, how_they_fail
 from hibug_core.tagging.sources import ADVICE, trust_message
 from hibug_ui.fields import field_input
 from hibug_ui.plots import literal_values
@@ -17,6 +19,7 @@ from hibug_ui.state import (
     current_user,
     load_samples,
     required_model,
+    secret,
     slice_report,
     source_ranking,
 )
@@ -33,6 +36,8 @@ from hibug_ui.widgets import (
 )
 
 st.set_page_config(page_title="hibug · Error slices", page_icon="🐞", layout="wide")
+UNSEEN_LABELS = {"substitution": "substitution (similar tags, offline)",
+                 "instruction": "instruction (a language model)"}
 project = current_project()
 model = required_model(project)
 nouns = current_task(project).nouns
@@ -197,13 +202,52 @@ with found:
                    caption=lambda r: f"{r['label']} → {r['prediction']}")
 
 with unseen:
-    st.caption("Slices that the validation set barely covers, predicted to fail: each tag of a top error slice "
-               "swapped for its most similar tags (by text embedding), checked against the pool and the test split.")
-    if st.button("Predict unseen slices", key="unseen_run"):
-        from hibug_core.slices.unseen import substitute_tags
+    st.caption("Slices the validation set barely covers, predicted to fail (HiBug2) and checked against the pool and "
+               "the test split: by substitution, each tag of a top error slice swapped for its most similar tags (by "
+               "text embedding, offline); by instruction, a language model asked in this task's words.")
+    with st.form("unseen_form"):
+        how = st.radio("Predicted by", UNSEEN_METHODS, horizontal=True, key="unseen_method",
+                       format_func=UNSEEN_LABELS.get)
+        cells = st.columns(3)
+        asked = cells[0].number_input("Slices to ask for (instruction)", 1, 50, FindSlices.default("unseen_count"),
+                                      key="unseen_count")
+        llm_model = cells[1].text_input("LLM model (instruction)", value="", key="unseen_llm_model",
+                                        help=FindSlices.help("llm_model"),
+                                        placeholder=f"{LLMConfig.from_env().model} (HIBUG_LLM_MODEL)")
+        llm_url = cells[2].text_input("LLM server URL (instruction)", value="", key="unseen_llm_url",
+                                      placeholder="empty: OpenAI; key from OPENAI_API_KEY or secrets")
+        if st.form_submit_button("Predict unseen slices", key="unseen_run"):
+            from hibug_core.slices.unseen import predict_unseen
 
-        with st.spinner("Comparing tags…"):
-            st.session_state["unseen_table"] = substitute_tags(report)
-    predicted = st.session_state.get("unseen_table")
-    if predicted is not None:
-        st.dataframe(predicted.drop(columns=["definition"], errors="ignore"), hide_index=True, width="stretch")
+            try:
+                op = FindSlices.build(unseen=how, unseen_count=int(asked), llm_model=llm_model.strip() or None,
+                                      llm_base_url=llm_url.strip() or None)
+                config = op.llm_config() if how == "instruction" else None
+                with st.spinner(f"Asking {config.describe()}…" if config else "Comparing tags…"):
+                    predicted = predict_unseen(project, report, how, task=current_task(project), llm_config=config,
+                                               count=op.unseen_count, api_key=secret("OPENAI_API_KEY"))
+                st.session_state["unseen_table"] = (how, predicted, predicted.attrs.get("dropped", []),
+                                                    how_they_fail(predicted, report))
+            except HibugError as error:
+                st.error(plain(error))
+    kept = st.session_state.get("unseen_table")
+    if kept is not None:
+        how, predicted, dropped, measured = kept
+        if dropped:
+            st.warning(f"{len(dropped)} of the language model's answers could not be used and were left out: "
+                       + "; ".join(plain(d) for d in dropped))
+        if measured["scored"]:
+            st.markdown(f"**{len(predicted)} slices predicted by {how}**: mean {measured['split']} score "
+                        f"{measured['mean_score']:.1%} on the {measured['scored']} it holds enough of, against "
+                        f"{measured['overall_score']:.1%} on the whole split")
+        else:
+            st.markdown(f"**{len(predicted)} slices predicted by {how}**; the {measured['split']} split holds too few "
+                        "of each to score them")
+        shown = as_percent(predicted.drop(columns=["definition", "slice_id"]), "predicted_score", "eval_score",
+                           "check_score")
+        st.dataframe(shown, hide_index=True,
+                     width="stretch", column_config={
+                         "predicted_score": percent_column("predicted"), "eval_score": percent_column("val score"),
+                         "check_score": percent_column("test score"),
+                         "unseen": st.column_config.CheckboxColumn("unseen", help="fewer than the minimum size in "
+                                                                   "the split searched")})

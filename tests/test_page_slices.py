@@ -91,3 +91,30 @@ def test_grid_filters_and_the_image_detail_view_with_a_correction(monkeypatch, d
     with Project.open(folder) as project:
         people = corrections(project, "color")
     assert people[["sample_id", "tag", "kind", "actor"]].values.tolist() == [[sample_id, "teal", "correct", "ana"]]
+
+
+def test_the_unseen_tab_predicts_by_substitution_and_by_instruction(monkeypatch, demo_project):
+    """Both of HiBug2's ways from the page: substitution offline, and instruction against the local test server,
+    whose junk answer is left out and said; the predicted slices' mean test score is compared with the split's."""
+    import json
+
+    from fake_openai import FakeOpenAIServer
+
+    at = open_any(monkeypatch, "pages/4_Error_slices.py", demo_project)
+    at.button(key="unseen_run").click().run()  # substitution: the default
+    assert not at.exception
+    assert any("slices predicted by substitution" in m.value for m in at.markdown)
+    with FakeOpenAIServer() as server:
+        server.text_reply = json.dumps({"slices": [
+            {"class": "triangle", "conditions": [{"attribute": "size", "tag": "small"}], "reason": "tiny corners"},
+            {"class": "hexagon", "conditions": [{"attribute": "color", "tag": "blue"}]}]})
+        at.radio(key="unseen_method").set_value("instruction")
+        at.text_input(key="unseen_llm_model").set_value("fake-llm")
+        at.text_input(key="unseen_llm_url").set_value(server.url)
+        at.button(key="unseen_run").click().run()
+    assert not at.exception
+    assert any(m.value.startswith("**1 slices predicted by instruction**") for m in at.markdown)
+    assert "answer 2\\: unknown class 'hexagon'" in at.warning[0].value  # Markdown-escaped
+    table = next(d.value for d in at.dataframe if "check_score" in d.value.columns)
+    assert table["description"].tolist() == ["size = small & class = triangle"]
+    assert table["method"].tolist() == ["instruction"] and table["reason"].tolist() == ["tiny corners"]

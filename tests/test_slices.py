@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import shutil
 
 import numpy as np
@@ -339,6 +340,7 @@ def test_llm_predictions_are_validated_and_checked(demo_with_true_tags):
     from hibug_core.slices.report import error_slices
     from hibug_core.slices.unseen import predict_with_llm
     from hibug_core.store.attribute_versions import load_schema
+    from hibug_core.tasks import task_of
 
     from fake_openai import FakeOpenAIServer
 
@@ -352,13 +354,57 @@ def test_llm_predictions_are_validated_and_checked(demo_with_true_tags):
             {"class": None, "conditions": [{"attribute": "texture", "tag": "smooth"}]},
             {"class": "hexagon", "conditions": [{"attribute": "color", "tag": "teal"}]}]})
         config = LLMConfig(base_url=server.url, model="fake", transport_retries=0)
-        predicted = predict_with_llm(report, schema, config, classes=["circle", "rectangle", "triangle"])
-        assert predicted["description"].tolist() == ["size = small & class = triangle", "color = teal"]
+        task = task_of(demo_with_true_tags)
+        predicted = predict_with_llm(report, schema, config, task=task, classes=["circle", "rectangle", "triangle"])
+        # junk answers are not kept, and each is said
+        assert predicted["description"].tolist() == ["size = small & class = triangle"]
+        assert predicted.attrs["dropped"] == ["answer 2: it repeats an earlier answer",
+                                              "answer 3: 'minuscule' is not a tag of 'size'",
+                                              "answer 4: unknown attribute 'texture'",
+                                              "answer 5: unknown class 'hexagon'"]
         small_triangles = (report.evaluation["label"] == "triangle").to_numpy() & \
             report.tags.mask((("size", "small"),))
         assert predicted.at[0, "n_eval"] == small_triangles.sum()
         assert predicted.at[0, "eval_score"] == pytest.approx(report.evaluation["score"][small_triangles].mean())
-        assert "shape" in server.requests[0]["messages"][0]["content"]
+        asked = server.requests[0]["messages"][0]["content"]
+        assert "shape" in asked and task.likely_failures in asked  # in the task's words
+        from hibug_core.slices.unseen import prediction_prompt
+        from hibug_core.tasks import all_tasks
+
+        for other in all_tasks():  # one instruction, each task's words: what fails for its model, what its samples are
+            prompt = prediction_prompt(report, schema, other, ["circle"], 5)
+            assert other.likely_failures in prompt and f"A model for {other.name} " in prompt
+            assert f"evaluated on {other.nouns.samples} described by" in prompt
         server.text_reply = "I think triangles are hard"
         with pytest.raises(TaggingError, match="answer could not be used: the reply is not JSON"):
-            predict_with_llm(report, schema, config, classes=["circle", "rectangle", "triangle"])
+            predict_with_llm(report, schema, config, task=task, classes=["circle", "rectangle", "triangle"])
+        server.text_reply = json.dumps({"answers": []})
+        with pytest.raises(TaggingError, match='has no "slices" list'):
+            predict_with_llm(report, schema, config, task=task, classes=["circle", "rectangle", "triangle"])
+
+
+def test_cli_predicts_unseen_slices_by_instruction_and_by_substitution(demo_with_true_tags, capsys):
+    """`hibug slices --unseen instruction` asks the language model (the local test server), keeps what it can use,
+    says what it dropped, checks each kept slice on the test split and compares their mean with the whole split
+    (HiBug2's Table 1); --unseen substitution needs no model."""
+    import json
+
+    from hibug_core.cli import main
+
+    from fake_openai import FakeOpenAIServer
+
+    folder = str(demo_with_true_tags.folder)
+    with FakeOpenAIServer() as server:
+        server.text_reply = json.dumps({"slices": [
+            {"class": "triangle", "conditions": [{"attribute": "size", "tag": "small"}], "reason": "tiny corners"},
+            {"class": "circle", "conditions": [{"attribute": "color", "tag": "ultraviolet"}]}]})
+        assert main(["slices", folder, "--attributes", "shape,color,size", "--top", "1", "--unseen", "instruction",
+                     "--llm-model", "fake-llm", "--llm-base-url", server.url]) == 0
+    out = capsys.readouterr().out
+    assert "unseen slices predicted by instruction: 1 (checked on the pool and the test split" in out
+    assert "size = small & class = triangle" in out and "tiny corners" in out
+    assert "dropped answer 2: 'ultraviolet' is not a tag of 'color'" in out
+    assert re.search(r"mean test score on the 1 predicted slices it holds enough of: \d+\.\d%, against \d+\.\d% on "
+                     r"the whole split", out)
+    assert main(["slices", folder, "--attributes", "shape,color,size", "--top", "1", "--unseen", "substitution"]) == 0
+    assert "unseen slices predicted by substitution:" in capsys.readouterr().out

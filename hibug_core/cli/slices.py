@@ -20,6 +20,7 @@ def cmd_slices(args) -> int:
                                    attributes=op.attributes, tags=op.tags)
         sliced = [c for c in report.all_tags.columns if c in set(schema_names(project))]
         message = trust_message(rank_sources(project, sliced)) if op.tags == "in force" and sliced else None
+        predicted = _unseen(project, report, op) if op.unseen else None
     slices = report.slices
     if op.output:
         table = report.exported()
@@ -37,7 +38,37 @@ def cmd_slices(args) -> int:
     if len(rare):
         named = (f"{c} ({n})" for c, n in zip(rare["class"], rare["train_count"]))
         print("rare classes in training: " + ", ".join(named))
+    if predicted is not None:
+        _print_unseen(predicted, op.unseen, report)
     return 0
+
+
+def _unseen(project, report, op):
+    from hibug_core.slices.unseen import predict_unseen
+    from hibug_core.tasks import task_of
+
+    return predict_unseen(project, report, op.unseen, task=task_of(project), count=op.unseen_count,
+                          llm_config=op.llm_config() if op.unseen == "instruction" else None)
+
+
+def _print_unseen(predicted, method: str, report) -> None:
+    """The predicted slices, those the split barely shows first, each with what the data that match it say."""
+    print(f"\nunseen slices predicted by {method}: {len(predicted)} (checked on the pool and the test split; "
+          f"unseen: fewer than {report.config.min_support} in {report.split})")
+    for row in predicted.head(20).itertuples():
+        checked = (f"test score {row.check_score:.1%} on {row.n_check}" if row.check_score == row.check_score
+                   else f"{row.n_check} in test (too few to score)")
+        predicted_score = f"predicted {row.predicted_score:.1%}; " if row.predicted_score == row.predicted_score else ""
+        print(f"  {'unseen ' if row.unseen else 'seen   '}{row.description:<50} {predicted_score}{checked}; "
+              f"{row.n_eval} in {report.split}, {row.n_pool} in the pool; {row.reason}")
+    for line in predicted.attrs.get("dropped", []):
+        print(f"  dropped {line}")
+    from hibug_core.slices.unseen import how_they_fail
+
+    measured = how_they_fail(predicted, report)
+    if measured["scored"]:
+        print(f"mean {measured['split']} score on the {measured['scored']} predicted slices it holds enough of: "
+              f"{measured['mean_score']:.1%}, against {measured['overall_score']:.1%} on the whole split")
 
 
 def _precision_note(row) -> str:

@@ -1,5 +1,5 @@
-"""Error slices the validation set cannot show (HiBug2): tag substitution by text similarity, and an LLM's
-instruction-based guesses; each prediction is checked against data where tags exist (pool counts, labelled
+"""Error slices the validation set cannot show (HiBug2): tag substitution by text similarity, and a language model's
+guesses by instruction; each prediction is checked against data where tags exist (pool counts, labelled
 held-out scores)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 
 from hibug_core.attributes.schema import NOT_VISIBLE, AttributeSchema
 from hibug_core.errors import TaggingError
-from hibug_core.slices.report import SliceReport, one_row_per_bug
+from hibug_core.slices.report import SliceError, SliceReport, one_row_per_bug
 from hibug_core.slices.search import CLASS, describe, slice_id
 
 
@@ -94,29 +94,40 @@ def _finish(rows: list[dict], report: SliceReport) -> pd.DataFrame:
                              na_position="last").reset_index(drop=True)
 
 
-PREDICTION_PROMPT = """A {task} model is evaluated with these attributes (name: tags):
+PREDICTION_PROMPT = """A model for {task_name} ({task}) is evaluated on {samples} described by these attributes
+(name: tags):
 {attributes}
 Its classes are: {classes}. Its worst slices on validation data are:
 {slices}
 List up to {count} other combinations likely to make the model fail, especially ones the validation data barely
-contain: classes easily confused with each other, and attribute tags that blur the difference between them.
+contain. Look for {likely}.
 Answer with JSON: {{"slices": [{{"class": one class or null, "conditions": [{{"attribute": ..., "tag": ...}}],
 "reason": short text}}]}}, using only the listed classes, attributes and tags."""
 
 
-def predict_with_llm(report: SliceReport, schema: AttributeSchema, llm_config, *, classes: list[str], count: int = 10,
-                     api_key: str | None = None, config: UnseenConfig = UnseenConfig()) -> pd.DataFrame:
-    """Ask a language model for likely failure slices; invalid entries are dropped, each kept one is checked."""
-    from hibug_core.llm.client import LLMAnswerError, LLMUnavailable, ask, make_client, parse_json_reply
-
+def prediction_prompt(report: SliceReport, schema: AttributeSchema, task, classes: list[str], count: int) -> str:
+    """HiBug2's instruction for unseen slices, in the task's words (tasks.Task.likely_failures): the attributes and
+    tags, the classes, and each trusted bug the validation set shows, once."""
     attributes = [a for a in schema.attributes if a.name in report.tags.attributes]
     shown = one_row_per_bug(report.slices)  # the model is told of each bug once, and not of slices on junk tags
     shown = shown[shown.get("trusted", pd.Series(True, index=shown.index)).astype(bool)]
-    prompt = PREDICTION_PROMPT.format(
-        task=schema.task or "image classification", classes=", ".join(classes), count=count,
+    return PREDICTION_PROMPT.format(
+        task_name=task.name, task=schema.task or task.help, samples=task.nouns.samples, classes=", ".join(classes),
+        count=count, likely=task.likely_failures,
         attributes="\n".join(f"- {a.name}: {', '.join(a.tags)}" for a in attributes),
         slices="\n".join(f"- {d} (score {s:.0%})" for d, s in
                          zip(shown["description"].head(10), shown["score"].head(10))) or "- none")
+
+
+def predict_with_llm(report: SliceReport, schema: AttributeSchema, llm_config, *, task, classes: list[str],
+                     count: int = 10, api_key: str | None = None,
+                     config: UnseenConfig = UnseenConfig()) -> pd.DataFrame:
+    """Ask a language model for likely failure slices (HiBug2's prediction by instruction); each usable one is checked
+    on the data that match it. What cannot be used is not kept: the frame's attrs["dropped"] says why, one line per
+    answer left out. TaggingError when the answer is not JSON or the server cannot be reached."""
+    from hibug_core.llm.client import LLMAnswerError, LLMUnavailable, ask, make_client, parse_json_reply
+
+    prompt = prediction_prompt(report, schema, task, classes, count)
     client = make_client(llm_config, api_key)
     try:
         answer = ask(client, llm_config, [{"role": "user", "content": prompt}], parse=parse_json_reply,
@@ -126,26 +137,85 @@ def predict_with_llm(report: SliceReport, schema: AttributeSchema, llm_config, *
         raise TaggingError(f"the language model's answer could not be used: {error.problem}") from None
     except LLMUnavailable as error:
         raise TaggingError(str(error)) from None
-    tags_of = {a.name: set(a.tags) for a in attributes}
-    rows, seen = [], set()
-    for item in answer.get("slices", []) if isinstance(answer.get("slices"), list) else []:
-        if not isinstance(item, dict):
-            continue
-        definition = [(CLASS, item["class"])] if item.get("class") in classes else []
-        conditions = item.get("conditions") if isinstance(item.get("conditions"), list) else []
-        valid = [(c.get("attribute"), c.get("tag")) for c in conditions if isinstance(c, dict)
-                 and c.get("tag") in tags_of.get(c.get("attribute"), ())]
-        if not valid or len(valid) != len(conditions) or len({a for a, _ in valid}) != len(valid):
-            continue
-        definition = tuple(valid + definition)
-        identifier = slice_id(definition)
-        if identifier in seen:
+    tags_of = {a.name: set(a.tags) for a in schema.attributes if a.name in report.tags.attributes}
+    items = answer.get("slices") if isinstance(answer, dict) else None
+    if not isinstance(items, list):
+        raise TaggingError('the language model\'s answer has no "slices" list; nothing was predicted')
+    rows, seen, dropped = [], set(), []
+    for number, item in enumerate(items[:count * 2], start=1):
+        definition, why = _usable(item, tags_of, classes)
+        identifier = slice_id(definition) if definition else None
+        if definition and identifier in seen:
+            why = "it repeats an earlier answer"
+        if why:
+            dropped.append(f"answer {number}: {why}")
             continue
         seen.add(identifier)
         rows.append({"slice_id": identifier, "description": describe(definition), "definition": definition,
-                     "method": "llm", "source": llm_config.model, "reason": str(item.get("reason", ""))[:300],
+                     "method": "instruction", "source": llm_config.model, "reason": str(item.get("reason", ""))[:300],
                      "predicted_score": np.nan, **_check(report, definition, config)})
-    return _finish(rows, report)
+    if len(items) > count * 2:
+        dropped.append(f"{len(items) - count * 2} answers beyond the {count * 2} read")
+    frame = _finish(rows, report)
+    frame.attrs["dropped"] = dropped
+    return frame
 
 
-__all__ = ["CLASS", "UnseenConfig", "predict_with_llm", "substitute_tags"]
+def how_they_fail(predicted: pd.DataFrame, report: SliceReport, config: UnseenConfig = UnseenConfig()) -> dict:
+    """HiBug2's Table 1 measure: the mean score on the check split over the predicted slices it holds enough of
+    (`scored` of them), against the model's score on the whole check split."""
+    rows = report.samples[(report.samples["split"] == config.check_split) & report.samples["label"].notna()
+                          & report.samples["prediction"].notna()] if report.samples is not None else pd.DataFrame()
+    scored = predicted["check_score"].dropna()
+    return {"split": config.check_split, "scored": int(len(scored)), "predicted": len(predicted),
+            "mean_score": float(scored.mean()) if len(scored) else np.nan,
+            "overall_score": float(rows["score"].mean()) if len(rows) else np.nan}
+
+
+UNSEEN_METHODS = ("substitution", "instruction")  # HiBug2's two ways of predicting slices the data barely show
+
+
+def predict_unseen(project, report: SliceReport, method: str, *, task, llm_config=None, count: int = 10,
+                   api_key: str | None = None) -> pd.DataFrame:
+    """Slices the report's split barely shows, predicted to fail by `method` (UNSEEN_METHODS) and checked on the data
+    that match them: similar tags swapped into the top error slices (offline), or a language model asked in the
+    task's words (`llm_config`: where it is)."""
+    if method not in UNSEEN_METHODS:
+        raise SliceError(f"unknown way to predict unseen slices '{method}'; use one of: {', '.join(UNSEEN_METHODS)}")
+    if method == "substitution":
+        return substitute_tags(report)
+    from hibug_core.store.attribute_versions import load_schema
+
+    classes = [c for c in (project.model_classes(report.model) or sorted(report.evaluation["label"].dropna().unique()))
+               if not str(c).startswith("(")]  # not "(background)" nor "(missed)": no class of the model's
+    return predict_with_llm(report, load_schema(project), llm_config, task=task, classes=classes, count=count,
+                            api_key=api_key)
+
+
+def _usable(item, tags_of: dict[str, set], classes: list[str]) -> tuple[tuple | None, str]:
+    """(the slice an answer names, "") or (None, why it cannot be used)."""
+    if not isinstance(item, dict):
+        return None, "not an object"
+    conditions = item.get("conditions")
+    if not isinstance(conditions, list) or not conditions:
+        return None, "no conditions"
+    pairs = []
+    for condition in conditions:
+        if not isinstance(condition, dict):
+            return None, "a condition is not an object"
+        attribute, tag = condition.get("attribute"), condition.get("tag")
+        if attribute not in tags_of:
+            return None, f"unknown attribute {str(attribute)[:60]!r}"
+        if tag not in tags_of[attribute]:
+            return None, f"{str(tag)[:60]!r} is not a tag of {attribute!r}"
+        pairs.append((attribute, tag))
+    if len({a for a, _ in pairs}) != len(pairs):
+        return None, "an attribute named twice"
+    label = item.get("class")
+    if label is not None and label not in classes:
+        return None, f"unknown class {str(label)[:60]!r}"
+    return tuple(pairs + ([(CLASS, label)] if label is not None else [])), ""
+
+
+__all__ = ["CLASS", "UNSEEN_METHODS", "UnseenConfig", "how_they_fail", "predict_unseen", "predict_with_llm",
+           "prediction_prompt", "substitute_tags"]

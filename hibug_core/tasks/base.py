@@ -72,6 +72,7 @@ class Task(ABC):
     capabilities: ClassVar[Capabilities]
     error_types: ClassVar[tuple[str, ...]] = ()  # the kinds of failure stored per sample (none for images)
     focus: ClassVar[str]  # what a language model proposing attributes should look for
+    likely_failures: ClassVar[str]  # what a language model predicting unseen failure slices should look for
     library: ClassVar[str | None] = None  # the built-in attribute library's entry (None: chosen from the words)
 
     def check(self, capability: str) -> None:

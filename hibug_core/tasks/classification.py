@@ -26,6 +26,8 @@ class Classification(Task):
                                            "architecture, or run it with `hibug predict`")
     focus = ("include attributes that blur the boundary between two similar classes, since those are where the model "
              "is likely to fail")
+    likely_failures = ("classes easily confused with each other, and attribute tags that blur the difference between "
+                       "them")
 
     def claims_table(self, columns: list[str]) -> bool:
         return not is_object_manifest(columns)

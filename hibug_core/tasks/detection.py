@@ -39,6 +39,8 @@ class Detection(Task):
                      "with selected pool images")))
     error_types = ERROR_TYPES
     focus = "include attributes of hard instances: occlusion, small size, truncation by the image border, crowds"
+    likely_failures = ("objects the detector is likely to miss or to box badly: small, occluded, cut by the image's "
+                       "border or crowded objects, and looks or classes that are rare in training")
     library = "detection"
 
     def claims_table(self, columns: list[str]) -> bool:

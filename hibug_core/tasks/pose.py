@@ -31,6 +31,8 @@ class Pose(Detection):
                                                       "a pose model; repair with selected pool images")))
     error_types = (*KEYPOINT_ERRORS, *ERROR_TYPES)  # a missed person's commonest keypoint error, else TIDE's
     focus = "include attributes of hard instances: occlusion, truncation, unusual poses, small people, crowds"
+    likely_failures = ("people whose keypoints the model is likely to miss or swap: unusual poses, people seen from "
+                       "behind or with crossing limbs, small, occluded or truncated people")
     library = "pose"
 
     def measured_attributes(self) -> list:
