@@ -264,7 +264,10 @@ class ProposeAttributes(Operation, LLMSettings):
     library: Annotated[str | None, OneOf(tuple(LIBRARY))] = Field(
         None, description="built-in library entry (default: chosen from the task)")
     llm: bool = Field(False, description="ask a language model (OpenAI-compatible)")
-    method: Annotated[str, OneOf(("hibug2", "hibug"))] = Field("hibug2", description="the language model's flow")
+    method: Annotated[str, OneOf(("hibug2", "hibug", "comparative"))] = Field(
+        "hibug2", description="the language model's flow: HiBug2's or HiBug's from the task's words, or HiBug2's "
+                              "comparative one (a multimodal model shown pairs of a right and a wrong prediction of "
+                              "one class)")
     replace: bool = Field(False, description="replace the attributes in force with the proposal (default: add the "
                                              "proposal's new attributes to them, keeping every current one)")
 

@@ -62,13 +62,17 @@ def save(new: AttributeSchema, note: str) -> None:
     st.rerun()
 
 
+PROPOSERS = {"built-in library": None, "language model (HiBug2 flow)": "hibug2",  # choice: the language model's flow
+             "language model (HiBug flow)": "hibug", "language model (HiBug2 comparative: right and wrong pairs)":
+             "comparative"}
 propose, edit, history = st.tabs(["Propose", "Edit", "History"])
 with propose:
     with st.form("propose_form"):
         task = st.text_area("What does the model do?", value=schema.task or "", key="propose_task",
                             placeholder="classify the species of birds in photos taken by hikers")
-        source = st.radio("Proposed by", ["built-in library", "language model (HiBug2 flow)",
-                                           "language model (HiBug flow)"], horizontal=True, key="propose_source")
+        source = st.radio("Proposed by", list(PROPOSERS), horizontal=True, key="propose_source",
+                          help="HiBug2's comparative flow shows a multimodal model pairs of a right and a wrong "
+                               f"prediction of one class, by {plain(model) if model else 'the model under test'}")
         kinds = ["chosen from the task", *ProposeAttributes.choices("library")]
         kind = st.selectbox("Library entry", kinds, key="propose_library")
         llm_model = st.text_input("LLM model", value="", key="propose_llm_model",
@@ -82,8 +86,8 @@ with propose:
 
             try:
                 op = ProposeAttributes.build(
-                    task=task, library=None if kind == kinds[0] else kind, llm=source != "built-in library",
-                    method="hibug" if "HiBug flow" in source else "hibug2", llm_model=llm_model.strip() or None,
+                    task=task, library=None if kind == kinds[0] else kind, llm=PROPOSERS[source] is not None,
+                    method=PROPOSERS[source] or "hibug2", llm_model=llm_model.strip() or None,
                     llm_base_url=llm_url.strip() or None)
                 with st.spinner(f"Asking {op.llm_config().describe()}…" if op.llm else "Proposing…"):
                     result = propose_for_project(project, op, task=project_task, model=model,

@@ -220,3 +220,49 @@ def test_whole_flow_propose_then_tags_from_the_data_then_edit(colour_project, tm
     schema = load_schema(colour_project)
     assert schema.names() == ["color", "is circular"] and schema["color"].tags == ("red", "green", "blue")
     assert schema_history(colour_project)["version"].tolist() == [4, 3, 2, 1]
+
+
+def test_the_comparative_flow_from_the_cli_and_the_attributes_page(colour_project, monkeypatch, capsys):
+    """`hibug attributes propose --llm --method comparative` and the page's comparative choice show a multimodal model
+    pairs of a right and a wrong prediction of one class (the local test server) and merge what it proposes."""
+    from hibug_core.cli import main
+    from hibug_core.store.attribute_versions import load_schema
+
+    from fake_openai import images_of
+    from page_support import open_page
+
+    answer = {"attributes": [{"name": "corner sharpness", "kind": "descriptive", "tags": ["sharp", "rounded"]}]}
+    with FakeOpenAIServer() as server:
+        server.answer = lambda body: json.dumps(answer) if len(images_of(body)) == 2 else None
+        assert main(["attributes", "propose", str(colour_project.folder), "--llm", "--method", "comparative",
+                     "--llm-model", "fake-vision", "--llm-base-url", server.url]) == 0
+        out = capsys.readouterr().out
+        assert "comparative flow, pairs of model's right and wrong images" in out
+        assert "corner sharpness" in load_schema(colour_project).names()
+        asked = len(server.requests)
+        assert asked >= 1 and all(len(images_of(r)) == 2 for r in server.requests)
+
+        at = open_page(monkeypatch, "pages/1_Attributes.py", colour_project.folder, user="ana")
+        at.radio(key="propose_source").set_value("language model (HiBug2 comparative: right and wrong pairs)")
+        at.text_input(key="propose_llm_model").set_value("fake-vision")
+        at.text_input(key="propose_llm_url").set_value(server.url)
+        at.button(key="propose_submit").click().run()
+    assert not at.exception and len(server.requests) > asked
+    assert any("comparative flow" in m.value for m in at.markdown)
+
+
+def test_the_comparative_flow_shows_objects_outlined_in_their_crop_and_whole_image(detection_demo):
+    from hibug_core.llm.client import LLMConfig
+    from hibug_core.store.project import Project
+    from hibug_core.tagging.suggest import propose_by_comparison
+
+    from fake_openai import images_of
+
+    answer = {"attributes": [{"name": "corner sharpness", "kind": "descriptive", "tags": ["sharp", "rounded"]}]}
+    with FakeOpenAIServer() as server, Project.open(detection_demo, read_only=True) as project:
+        server.answer = lambda body: json.dumps(answer) if len(images_of(body)) == 4 else None  # 2 views, 2 objects
+        result = propose_by_comparison(project, "shape-fcos", LLMConfig(base_url=server.url, model="fake",
+                                                                        transport_retries=0), pairs=2, outlined=True)
+    assert result.schema.names() == ["corner sharpness"] and len(server.requests) == 2
+    assert "outlined in red: first its crop, then its whole image" in server.requests[0]["messages"][0]["content"][0][
+        "text"]

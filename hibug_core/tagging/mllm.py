@@ -77,7 +77,7 @@ def validate_answer(answer: dict, attributes: list[Attribute]) -> dict[str, str]
     return tags
 
 
-def _views(path: str, box) -> list[str]:
+def sample_views(path: str, box) -> list[str]:
     """The images a sample is shown as: its image, or for an object (box: x, y, w, h) its outlined crop and its whole
     image with the outline (hibug_core.objects.crops)."""
     if box is None:
@@ -94,7 +94,7 @@ def ask_image(client, config: LLMConfig, path: str, attributes: list[Attribute],
               box=None) -> dict[str, str]:
     """One image's (or with `box`, one object's) tags; invalid replies are asked again with the reason
     (LLMAnswerError after the last attempt), an unreachable server raises LLMUnavailable."""
-    images = [{"type": "image_url", "image_url": {"url": url}} for url in _views(path, box)]
+    images = [{"type": "image_url", "image_url": {"url": url}} for url in sample_views(path, box)]
     messages = [{"role": "system", "content": SYSTEM_PROMPT},
                 {"role": "user", "content": [{"type": "text", "text": request_text(attributes, label,
                                                                                    an_object=box is not None)},

@@ -191,6 +191,16 @@ def propose_for_project(project, op, *, task, model: str | None = None, api_key:
     if not classes:  # imported outputs that name no class list: the classes the labels use
         classes = sorted(set(project.samples()["label"].dropna()) - set(RESERVED_NAMES))
     words = (op.task or "").strip() or project.name
+    if op.llm and op.method == "comparative":
+        from hibug_core.tagging.suggest import propose_by_comparison
+
+        if model is None:
+            raise ProposalError("the comparative method compares a model's right and wrong predictions: import a "
+                                "model's outputs first")
+        config = op.llm_config()
+        result = propose_by_comparison(project, model, config, api_key=api_key, outlined=task.views.outlined)
+        result.source = f"{config.model} (comparative flow, pairs of {model}'s right and wrong {task.nouns.samples})"
+        return result
     if op.llm:
         config = op.llm_config()
         result = propose_with_llm(words, classes, config, method=op.method, focus=task.focus, api_key=api_key)

@@ -164,11 +164,25 @@ the attribute rules: yes/no attributes are named "is ..." with tags yes / no; ta
 granularity; add "not visible" where an element may be absent."""
 
 
+COMPARE_VIEWS = (" Each is an object outlined in red: first its crop, then its whole image; the right one's two images "
+                 "come first.")
+
+
+def _box(row) -> tuple | None:
+    box = tuple(float(row[c]) for c in ("box_x", "box_y", "box_w", "box_h"))
+    return box if np.isfinite(box).all() else None
+
+
 def propose_by_comparison(project, model: str, config: LLMConfig, *, pairs: int = 4, split: str = "val",
-                          seed: int = 0, api_key: str | None = None) -> ProposalResult:
+                          seed: int = 0, api_key: str | None = None, outlined: bool = False) -> ProposalResult:
     """HiBug2's comparative method: for pairs of a correct and a wrong prediction of the same class, ask the
-    multimodal model which attributes tell them apart; the answers are repaired like any proposal."""
+    multimodal model which attributes tell them apart; the answers are repaired like any proposal. outlined: the
+    samples are objects, each shown as its outlined crop and its whole image (tasks' SampleViews.outlined)."""
+    from hibug_core.tagging.mllm import sample_views
+
     samples = project.samples(model)
+    if outlined:
+        samples = samples.join(project.objects(model)[["box_x", "box_y", "box_w", "box_h"]])
     labelled = samples[(samples["split"] == split) & samples["correct"].notna()]
     rng = np.random.default_rng(seed)
     wrong_by_class = labelled[labelled["correct"] == False].groupby("label")  # noqa: E712 (nullable boolean)
@@ -181,10 +195,11 @@ def propose_by_comparison(project, model: str, config: LLMConfig, *, pairs: int 
         if right.empty:
             continue
         good, bad = right.iloc[rng.integers(len(right))], wrong.iloc[rng.integers(len(wrong))]
-        content = [{"type": "text",
-                    "text": COMPARE_PROMPT.format(label=label, prediction=bad["prediction"]) + "\n" + FORMAT},
-                   {"type": "image_url", "image_url": {"url": image_data_url(good["image_path"])}},
-                   {"type": "image_url", "image_url": {"url": image_data_url(bad["image_path"])}}]
+        views = [sample_views(row["image_path"], _box(row) if outlined else None) for row in (good, bad)]
+        shown = COMPARE_VIEWS if outlined else ""
+        content = [{"type": "text", "text": COMPARE_PROMPT.format(label=label, prediction=bad["prediction"])
+                    + shown + "\n" + FORMAT},
+                   *({"type": "image_url", "image_url": {"url": url}} for urls in views for url in urls)]
         proposal, problem = ask_structured(client, config, [{"role": "user", "content": content}])
         if proposal is None:
             notes.append(f"pair of '{label}': no usable answer ({problem})")
