@@ -35,7 +35,8 @@ def measure(folder: Path, name: str, methods: list[str], llm: LLMConfig | None) 
             predicted = predict_unseen(project, report, method, task=task_of(project), llm_config=llm)
             measured = how_they_fail(predicted, report)
             rows.append({"demo": name, "method": method, "predicted": measured["predicted"],
-                         "unseen (under M in val)": int(predicted["unseen"].sum()), "scored on test": measured["scored"],
+                         "unseen (under M in val)": int(predicted["unseen"].sum()),
+                         "scored on test": measured["scored"],
                          "mean test score": measured["mean_score"], "whole test split": measured["overall_score"],
                          "difference": measured["mean_score"] - measured["overall_score"],
                          "dropped answers": len(predicted.attrs.get("dropped", [])),
@@ -59,8 +60,9 @@ def main() -> None:
     folder.mkdir(parents=True, exist_ok=True)
     rows = [row for name in args.tasks for row in measure(folder, name, methods, llm)]
     table = pd.DataFrame(rows)
-    for column in ("mean test score", "whole test split", "difference"):
-        table[column] = table[column].map(lambda v: f"{v:+.1%}" if column == "difference" else f"{v:.1%}")
+    for column in ("mean test score", "whole test split"):
+        table[column] = table[column].map("{:.1%}".format)
+    table["difference"] = table["difference"].map("{:+.1%}".format)
     print(table.to_string(index=False))
     if not llm:
         print("\ninstruction: not run (give --llm-base-url and --llm-model, the key in OPENAI_API_KEY)")

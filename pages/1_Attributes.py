@@ -82,7 +82,7 @@ with propose:
                                 placeholder="http://localhost:8000/v1 "
                                             "(empty: OpenAI; key from OPENAI_API_KEY or secrets)")
         if st.form_submit_button("Propose", type="primary", key="propose_submit", disabled=not editing):
-            from hibug_core.tagging.propose import propose_for_project
+            from hibug_core.tagging.project_proposal import propose_for_project
 
             try:
                 op = ProposeAttributes.build(

@@ -549,7 +549,7 @@ def test_a_multimodal_llm_sees_each_object_outlined_in_its_crop_and_its_whole_im
 
 def test_attribute_proposal_knows_the_project_is_one_of_objects(tmp_path):
     from hibug_core.operations import ProposeAttributes
-    from hibug_core.tagging.propose import propose_for_project
+    from hibug_core.tagging.project_proposal import propose_for_project
 
     from fake_openai import FakeOpenAIServer
 

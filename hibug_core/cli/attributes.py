@@ -46,7 +46,7 @@ def cmd_attributes(args) -> int:
     with Project.open(args.project, read_only=True if args.action == "show" else None) as project:
         base = latest_version(project)
         if args.action == "propose":
-            from hibug_core.tagging.propose import propose_for_project
+            from hibug_core.tagging.project_proposal import propose_for_project
             from hibug_core.tasks import task_of
 
             op = operation_from_args(ProposeAttributes, args)
