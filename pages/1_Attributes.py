@@ -10,7 +10,7 @@ from hibug_core.attributes.table import COLUMNS, schema_to_table, table_to_schem
 from hibug_core.errors import HibugError
 from hibug_core.llm.client import LLMConfig
 from hibug_core.markdown import plain
-from hibug_core.operations import ProposeAttributes
+from hibug_core.operations import ProposeAttributes, SuggestTags
 from hibug_core.store.attribute_versions import (
     StaleSchemaError,
     latest_version,
@@ -18,6 +18,7 @@ from hibug_core.store.attribute_versions import (
     save_schema,
     schema_history,
 )
+from hibug_core.tagging.suggest import added_note, added_tags, suggest_tags
 from hibug_ui.state import current_model, current_project, current_task, current_user, secret
 from hibug_ui.visitor import may_edit
 
@@ -62,10 +63,12 @@ def save(new: AttributeSchema, note: str) -> None:
     st.rerun()
 
 
+SUGGESTED = "attributes_suggested_tags"  # (base version, schema JSON, note, tags added, notes) of the last suggestion
+SUGGESTERS = {"representative images": False, "refinement pass over validation images": True}  # choice: op.refine
 PROPOSERS = {"built-in library": None, "language model (HiBug2 flow)": "hibug2",  # choice: the language model's flow
              "language model (HiBug flow)": "hibug", "language model (HiBug2 comparative: right and wrong pairs)":
              "comparative"}
-propose, edit, history = st.tabs(["Propose", "Edit", "History"])
+propose, from_data, edit, history = st.tabs(["Propose", "Tags from the data", "Edit", "History"])
 with propose:
     with st.form("propose_form"):
         task = st.text_area("What does the model do?", value=schema.task or "", key="propose_task",
@@ -125,6 +128,49 @@ with propose:
             if st.button("Save as a new version", type="primary", key="propose_save",
                          disabled=changes.empty or not editing):
                 save(result, proposal_note(version, draft[2], replace=how == "replace"))
+
+with from_data:
+    st.caption("Tags each attribute's values take on the images (HiBug2): the most representative images (the "
+               "centres of k-means over their embeddings), or a refinement pass over validation images, asked of a "
+               "multimodal language model or, without one, the encoder choosing from a candidate vocabulary. The tags "
+               "it adds are shown before anything is saved.")
+    if version is None:
+        st.info("Propose or write attributes first: tags are suggested for the attributes in force.")
+    else:
+        with st.form("suggest_form"):
+            cells = st.columns([2, 1, 1])
+            refine = cells[0].radio("Images", list(SUGGESTERS), horizontal=True, key="suggest_images")
+            encoder = cells[1].text_input("Encoder", value=SuggestTags.default("encoder"), key="suggest_encoder",
+                                          help=SuggestTags.help("encoder"))
+            llm = cells[2].checkbox("Ask a multimodal language model", key="suggest_llm",
+                                    help=SuggestTags.help("llm"))
+            cells = st.columns(2)
+            llm_model = cells[0].text_input("LLM model", value="", key="suggest_llm_model",
+                                            placeholder=f"{LLMConfig.from_env().model} (HIBUG_LLM_MODEL)")
+            llm_url = cells[1].text_input("LLM server URL", value="", key="suggest_llm_url",
+                                          placeholder="empty: OpenAI; key from OPENAI_API_KEY or secrets")
+            if st.form_submit_button("Suggest tags", type="primary", key="suggest_submit", disabled=not editing):
+                try:
+                    op = SuggestTags.build(encoder=encoder.strip(), refine=SUGGESTERS[refine], llm=llm,
+                                           llm_model=llm_model.strip() or None, llm_base_url=llm_url.strip() or None)
+                    with st.spinner("Looking at the images…"):
+                        found = suggest_tags(project, schema, op, api_key=secret("OPENAI_API_KEY"))
+                    st.session_state[SUGGESTED] = (version, found.schema.to_json(), added_note(found),
+                                                   added_tags(found), found.notes)
+                except HibugError as error:
+                    st.error(plain(error))
+        suggested = st.session_state.get(SUGGESTED)
+        if suggested is not None and suggested[0] == version:
+            _, suggested_schema, note, added, notes = suggested
+            for line in notes:
+                st.caption(plain(line))
+            if not added:
+                st.info(f"No new tags needed: version {version} already has every value found.")
+            else:
+                st.markdown(f"**Adds to version {version}**: {plain(added)}")
+                if st.button("Save as a new version", type="primary", key="suggest_save", disabled=not editing):
+                    st.session_state.pop(SUGGESTED, None)
+                    save(AttributeSchema.from_json(suggested_schema), note)
 
 with edit:
     st.caption("One row per attribute. Tags are separated by commas, prompt templates by '|' ({tag} and {label} are "

@@ -266,3 +266,29 @@ def test_the_comparative_flow_shows_objects_outlined_in_their_crop_and_whole_ima
     assert result.schema.names() == ["corner sharpness"] and len(server.requests) == 2
     assert "outlined in red: first its crop, then its whole image" in server.requests[0]["messages"][0]["content"][0][
         "text"]
+
+
+def test_tags_from_the_data_on_the_attributes_page_are_shown_then_saved(colour_project, tmp_path, monkeypatch):
+    """The Attributes page's "Tags from the data": a multimodal model (the local test server) sees the representative
+    images, the tags they need are shown against the version in force, and saving makes a new version."""
+    from hibug_core.store.attribute_versions import load_schema, save_schema, schema_history
+
+    from fake_openai import colour_of, images_of
+    from page_support import open_page
+
+    monkeypatch.setenv("HIBUG_CACHE", str(tmp_path / "cache"))
+    save_schema(colour_project, _two_colour_schema(colour_project), note="red and green only")  # blue is missing
+    at = open_page(monkeypatch, "pages/1_Attributes.py", colour_project.folder, user="ana")
+    with FakeOpenAIServer() as server:
+        server.answer = lambda body: json.dumps({"color": colour_of(images_of(body)[0])})
+        at.text_input(key="suggest_encoder").set_value("tiny-open_clip")
+        at.checkbox(key="suggest_llm").check()
+        at.text_input(key="suggest_llm_model").set_value("fake-vision")
+        at.text_input(key="suggest_llm_url").set_value(server.url)
+        at.button(key="suggest_submit").click().run()
+    assert not at.exception, at.exception
+    assert any(m.value == "**Adds to version 2**: color\\: blue" for m in at.markdown)  # Markdown-escaped
+    at.button(key="suggest_save").click().run()
+    assert not at.exception
+    assert load_schema(colour_project)["color"].tags == ("red", "green", "blue")
+    assert "tags from the data: color: blue" in schema_history(colour_project)["note"].tolist()

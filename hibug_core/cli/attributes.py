@@ -71,21 +71,17 @@ def cmd_attributes(args) -> int:
             for row in (changes.itertuples() if changes is not None else ()):
                 print(f"  {row.change}: {row.attribute} ({row.what})")
         elif args.action == "suggest-tags":
-            from hibug_core.tagging.suggest import propose_tags_from_data, refine_tags
+            from hibug_core.tagging.suggest import added_note, added_tags, suggest_tags
 
             op = operation_from_args(SuggestTags, args)
-            config = op.llm_config() if op.llm else None
-            schema = load_schema(project)
-            found = (refine_tags(project, schema, encoder=op.encoder, llm_config=config) if op.refine else
-                     propose_tags_from_data(project, schema, encoder=op.encoder, llm_config=config))
+            found = suggest_tags(project, load_schema(project), op)
             for note in found.notes:
                 print(f"  note: {note}")
             if not found.added:
                 print("no new tags needed; nothing saved")
                 return 0
-            added = "; ".join(f"{a}: {', '.join(t)}" for a, t in found.added.items())
-            version = save_schema(project, found.schema, note=f"tags from the data: {added}", base_version=base)
-            print(f"saved version {version}: added {added}")
+            version = save_schema(project, found.schema, note=added_note(found), base_version=base)
+            print(f"saved version {version}: added {added_tags(found)}")
             schema = found.schema
         elif args.action == "edit":
             edited, change = _edit_attribute(load_schema(project), args)

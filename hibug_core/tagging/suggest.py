@@ -158,6 +158,25 @@ def refine_tags(project, schema: AttributeSchema, *, split: str = "val", n: int 
     return propose_tags_from_data(project, schema, sample_ids=np.sort(chosen), k=len(chosen), seed=seed, **options)
 
 
+def suggest_tags(project, schema: AttributeSchema, op, *, api_key: str | None = None) -> TagProposal:
+    """A SuggestTags operation on a project: tags from representative images, or the refinement pass over validation
+    images (op.refine); a multimodal model's (op.llm) or the encoder's vocabulary's. Nothing is stored."""
+    config = op.llm_config() if op.llm else None
+    if op.refine:
+        return refine_tags(project, schema, encoder=op.encoder, llm_config=config, api_key=api_key)
+    return propose_tags_from_data(project, schema, encoder=op.encoder, llm_config=config, api_key=api_key)
+
+
+def added_tags(found: TagProposal) -> str:
+    """The tags a suggestion adds, per attribute: "color: teal, pink; texture: striped"."""
+    return "; ".join(f"{a}: {', '.join(t)}" for a, t in found.added.items())
+
+
+def added_note(found: TagProposal) -> str:
+    """The history note of a version saved from suggested tags."""
+    return f"tags from the data: {added_tags(found)}"
+
+
 COMPARE_PROMPT = """Both images are labelled "{label}". A model classified the first one correctly and the second one
 wrongly (as "{prediction}"). Which visual attributes tell the two images apart and could explain the mistake? Follow
 the attribute rules: yes/no attributes are named "is ..." with tags yes / no; tags of one attribute have the same
@@ -216,5 +235,5 @@ def propose_by_comparison(project, model: str, config: LLMConfig, *, pairs: int 
     return ProposalResult(AttributeSchema(attributes=tuple(attributes)), notes, "comparative")
 
 
-__all__ = ["TagProposal", "propose_by_comparison", "propose_tags_from_data",
-           "representative_images", "refine_tags"]
+__all__ = ["TagProposal", "added_note", "added_tags", "propose_by_comparison", "propose_tags_from_data",
+           "representative_images", "refine_tags", "suggest_tags"]
