@@ -73,9 +73,9 @@ with propose:
     with st.form("propose_form"):
         task = st.text_area("What does the model do?", value=schema.task or "", key="propose_task",
                             placeholder="classify the species of birds in photos taken by hikers")
-        source = st.radio("Proposed by", list(PROPOSERS), horizontal=True, key="propose_source",
-                          help="HiBug2's comparative flow shows a multimodal model pairs of a right and a wrong "
-                               f"prediction of one class, by {plain(model) if model else 'the model under test'}")
+        source = st.radio("Proposed by", list(PROPOSERS), horizontal=True, key="propose_source")
+        st.caption("HiBug2's comparative flow shows a multimodal model pairs of a right and a wrong prediction of one "
+                   f"class, by {plain(model) if model else 'the model under test'}.")
         kinds = ["chosen from the task", *ProposeAttributes.choices("library")]
         kind = st.selectbox("Library entry", kinds, key="propose_library")
         llm_model = st.text_input("LLM model", value="", key="propose_llm_model",

@@ -120,5 +120,5 @@ def test_history_shows_what_changed_between_two_versions(monkeypatch, colour_pro
     at.selectbox(key="history_version").set_value(2).run()
     at.selectbox(key="history_compare").set_value(1).run()
     assert not at.exception
-    diff = at.tabs[2].dataframe[-1].value
+    diff = next(t for t in at.tabs if t.label == "History").dataframe[-1].value
     assert diff.values.tolist() == [["color", "changed", "+teal; −blue"]]
