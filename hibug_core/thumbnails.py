@@ -31,9 +31,14 @@ def ensure_thumbnail(project_folder: Path, image_path: Path, content_hash: str, 
     if as_stored and max(small.size) <= size:
         return Path(image_path)
     small.thumbnail((size, size))
+    return _written(small, target, "JPEG", quality=85)
+
+
+def _written(image, target: Path, image_format: str, **options) -> Path:
+    """`image` saved at `target` whole or not at all (another process may be making the same copy)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{uuid.uuid4().hex}.tmp")
-    small.save(temporary, "JPEG", quality=85)
+    image.save(temporary, image_format, **options)
     os.replace(temporary, target)
     return target
 
@@ -56,8 +61,4 @@ def ensure_enlarged(project_folder: Path, image_path: Path, content_hash: str, f
 
     image = open_image(image_path)
     large = image.resize((image.width * factor, image.height * factor), Image.Resampling.NEAREST)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{uuid.uuid4().hex}.tmp")
-    large.save(temporary, "PNG")
-    os.replace(temporary, target)
-    return target
+    return _written(large, target, "PNG")

@@ -53,6 +53,8 @@ def _unseen(project, report, op):
 
 def _print_unseen(predicted, method: str, report) -> None:
     """The predicted slices, those the split barely shows first, each with what the data that match it say."""
+    from hibug_core.slices.unseen import how_they_fail
+
     print(f"\nunseen slices predicted by {method}: {len(predicted)} (checked on the pool and the test split; "
           f"unseen: fewer than {report.config.min_support} in {report.split})")
     for row in predicted.head(20).itertuples():
@@ -63,8 +65,6 @@ def _print_unseen(predicted, method: str, report) -> None:
               f"{row.n_eval} in {report.split}, {row.n_pool} in the pool; {row.reason}")
     for line in predicted.attrs.get("dropped", []):
         print(f"  dropped {line}")
-    from hibug_core.slices.unseen import how_they_fail
-
     measured = how_they_fail(predicted, report)
     if measured["scored"]:
         print(f"mean {measured['split']} score on the {measured['scored']} predicted slices it holds enough of: "

@@ -22,7 +22,7 @@ class GeometryConfig:
     """Bins of the measured object attributes."""
 
     size: Bins = Bins(("small", "medium", "large"), COCO_AREA_EDGES)  # the box's area class;
-    # scenes far smaller than COCO's pick their own (a project keeps one set: hibug_core.store.project's "geometry")
+    # scenes far smaller than COCO's pick their own (a project keeps one set: store.project.MEASURES_META)
     aspect_ratio: Bins = Bins(("tall", "square", "wide"), (0.75, 4 / 3))  # box width / height
     occlusion: Bins = Bins(("none", "partial", "heavy"), (0.05, 0.5))  # largest share of the box another object covers
     crowding: Bins = Bins(("alone", "few", "many"), (2, 6))  # objects in the image

@@ -83,7 +83,8 @@ class SliceReport:
         graded = not np.isin(self.evaluation["error"].to_numpy(), (0.0, 1.0)).all()
         if graded:
             table.insert(table.columns.get_loc("failures") + 1, "error_sum", table["failures"].to_numpy())
-        table["failures"] = [int(self._failed()[self.tags.mask(d)].sum()) for d in self.slices["definition"]]
+        failed = self._failed()
+        table["failures"] = [int(failed[self.tags.mask(d)].sum()) for d in self.slices["definition"]]
         return table
 
     def related(self, ref) -> pd.DataFrame:

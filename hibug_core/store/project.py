@@ -723,26 +723,25 @@ def _sql_values(column: pd.Series) -> np.ndarray:
 
 
 def _set_task(connection: Connection, task: str) -> None:
-    before = connection.execute(text("SELECT value FROM project_meta WHERE key = 'task'")).scalar()
-    if before is None:
-        connection.execute(text("INSERT INTO project_meta (key, value) VALUES ('task', :v)"), {"v": task})
-    elif before != task:
-        raise ProjectError(f"this project holds {before} samples; samples of the {task} task go in a project of their "
-                           "own")
+    _keep_first(connection, "task", task, lambda before: f"this project holds {before} samples; samples of the {task} "
+                "task go in a project of their own")
 
 
 def _set_measures(connection: Connection, measured_with: str | None) -> None:
     """A project's measured tags mean one set of bins: kept at its first import, every later import binned alike."""
-    if measured_with is None:
-        return
-    before = connection.execute(text(f"SELECT value FROM project_meta WHERE key = '{MEASURES_META}'")).scalar()
+    if measured_with is not None:
+        _keep_first(connection, MEASURES_META, measured_with, lambda _: (
+            "these samples' measured tags (object size, position, ...) were binned with other settings than this "
+            "project's; import them with the project's own (hibug import reads them from the project)"))
+
+
+def _keep_first(connection: Connection, key: str, value: str, refusal) -> None:
+    """A project_meta value set by the first import; a later import must bring the same (refusal(kept): why not)."""
+    before = connection.execute(text("SELECT value FROM project_meta WHERE key = :k"), {"k": key}).scalar()
     if before is None:
-        connection.execute(text("INSERT INTO project_meta (key, value) VALUES (:k, :v)"),
-                           {"k": MEASURES_META, "v": measured_with})
-    elif before != measured_with:
-        raise ProjectError("these samples' measured tags (object size, position, ...) were binned with other settings "
-                           "than this project's; import them with the project's own (hibug import reads them from "
-                           "the project)")
+        connection.execute(text("INSERT INTO project_meta (key, value) VALUES (:k, :v)"), {"k": key, "v": value})
+    elif before != value:
+        raise ProjectError(refusal(before))
 
 
 def _insert_object_evaluation(connection: Connection, model_id: int, import_id: int, sample_ids: np.ndarray,

@@ -17,10 +17,6 @@ def propose_for_project(project, op, *, task, model: str | None = None, api_key:
 
     models = project.models()
     model = model or (models[0] if models else None)
-    classes = (project.model_classes(model) if model else None) or []
-    if not classes:  # imported outputs that name no class list: the classes the labels use
-        classes = sorted(set(project.samples()["label"].dropna()) - set(RESERVED_NAMES))
-    words = (op.task or "").strip() or project.name
     if op.llm and op.method == "comparative":
         if model is None:
             raise ProposalError("the comparative method compares a model's right and wrong predictions: import a "
@@ -29,6 +25,10 @@ def propose_for_project(project, op, *, task, model: str | None = None, api_key:
         result = propose_by_comparison(project, model, config, api_key=api_key, outlined=task.views.outlined)
         result.source = f"{config.model} (comparative flow, pairs of {model}'s right and wrong {task.nouns.samples})"
         return result
+    classes = (project.model_classes(model) if model else None) or []
+    if not classes:  # imported outputs that name no class list: the classes the labels use
+        classes = sorted(set(project.samples()["label"].dropna()) - set(RESERVED_NAMES))
+    words = (op.task or "").strip() or project.name
     if op.llm:
         config = op.llm_config()
         result = propose_with_llm(words, classes, config, method=op.method, focus=task.focus, api_key=api_key)
