@@ -19,6 +19,8 @@ _FALLBACK_SCHEMAS = {
     "nms": "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
     "qnms": "qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
 }
+_ROI_ALIGN_SCHEMA = ("roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, "
+                     "SymInt pooled_width, int sampling_ratio, bool aligned) -> Tensor")
 
 
 def nms_reference(boxes, scores, iou_threshold: float):
@@ -45,6 +47,62 @@ def nms_reference(boxes, scores, iou_threshold: float):
         keep.append(position)
         suppressed[position + 1:] |= overlaps[position, position + 1:]
     return order[torch.as_tensor(keep, dtype=torch.long, device=boxes.device)]
+
+
+def roi_align_reference(input, rois, spatial_scale: float, pooled_height: int, pooled_width: int,
+                        sampling_ratio: int, aligned: bool):
+    """RoIAlign in plain torch, as torchvision's own pure-torch fallback computes it (rois are (batch index, x1, y1,
+    x2, y2) rows; a sample beyond the feature map reads its edge, where the compiled kernel reads zero). Every sample
+    point of every region is read by one grid_sample call per feature map, then averaged per bin: about five times
+    faster on CPU than that fallback (which is also compiled on its first call, seconds per process) and
+    differentiable the same way."""
+    import torch
+    import torch.nn.functional as F
+
+    if sampling_ratio <= 0:  # adaptive sampling (a grid per region's size): torchvision's own fallback
+        from torchvision.ops.roi_align import _roi_align
+
+        return _roi_align(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned)
+    images, channels, height, width = input.shape
+    regions = rois.shape[0]
+    if regions == 0:
+        return input.new_zeros((0, channels, pooled_height, pooled_width))
+    # 1. Every sample point, in feature-map pixels: sampling_ratio per bin and side, at the sub-bins' centres.
+    offset = 0.5 if aligned else 0.0
+    batch = rois[:, 0].long()
+    x1, y1 = rois[:, 1] * spatial_scale - offset, rois[:, 2] * spatial_scale - offset
+    region_width, region_height = rois[:, 3] * spatial_scale - offset - x1, rois[:, 4] * spatial_scale - offset - y1
+    if not aligned:
+        region_width, region_height = region_width.clamp(min=1.0), region_height.clamp(min=1.0)
+    xs = _sample_points(x1, region_width / pooled_width, pooled_width, sampling_ratio)
+    ys = _sample_points(y1, region_height / pooled_height, pooled_height, sampling_ratio)
+    # 2. As grid_sample's coordinates (pixel centres at -1 and 1; the border repeats), the regions of each image
+    # side by side in one grid per image.
+    grid = torch.stack(torch.broadcast_tensors((xs / max(width - 1, 1) * 2 - 1)[:, None, :],
+                                               (ys / max(height - 1, 1) * 2 - 1)[:, :, None]), -1)
+    per_image = torch.bincount(batch, minlength=images)
+    order = torch.argsort(batch, stable=True)
+    slot = torch.empty_like(batch)
+    slot[order] = torch.arange(regions, device=input.device) - (torch.cumsum(per_image, 0) - per_image)[batch[order]]
+    most, rows, columns = int(per_image.max()), grid.shape[1], grid.shape[2]
+    grids = grid.new_zeros((images, most, rows, columns, 2))
+    grids[batch, slot] = grid
+    # 3. Read and average each bin.
+    sampled = F.grid_sample(input, grids.reshape(images, most * rows, columns, 2), mode="bilinear",
+                            padding_mode="border", align_corners=True)
+    sampled = sampled.reshape(images, channels, most, rows, columns).transpose(1, 2)[batch, slot]
+    return F.avg_pool2d(sampled, sampling_ratio)
+
+
+def _sample_points(start, bin_size, bins: int, per_bin: int):
+    """(regions, bins * per_bin) sample coordinates, bin by bin, summed in the order torchvision's kernels sum them."""
+    import torch
+
+    bin_index = torch.arange(bins, dtype=start.dtype, device=start.device)
+    within = torch.arange(per_bin, dtype=start.dtype, device=start.device) + 0.5
+    points = (start[:, None, None] + bin_index[None, :, None] * bin_size[:, None, None]
+              + within[None, None, :] * (bin_size / per_bin)[:, None, None])
+    return points.reshape(len(start), bins * per_bin)
 
 
 def _compiled_ops_load() -> bool:
@@ -81,20 +139,26 @@ def ensure_torchvision_ops() -> bool:
         for name, schema in _FALLBACK_SCHEMAS.items():
             library.define(schema)
             library.impl(name, nms_reference, "CompositeExplicitAutograd")
+        library.define(_ROI_ALIGN_SCHEMA)
+        library.impl("roi_align", roi_align_reference, "CompositeImplicitAutograd")  # autograd goes through it
         _state["library"] = library  # the registration lives as long as this object
         _state["fallback"] = True
         return True
 
 
-def allow_fallback_nms() -> None:
-    """Let torchvision.ops.nms (and batched_nms, which detectors call) run on the fallback kernel: torchvision checks
-    that its compiled library loaded before every op. Call after importing torchvision; nothing changes where the
-    compiled ops loaded. Other compiled ops (roi_align, ...) still fail, with "no such operator"."""
+def allow_fallback_ops() -> None:
+    """Let torchvision.ops.nms (and batched_nms, which detectors call) and roi_align (which Keypoint R-CNN's poolers
+    call) run on the fallback kernels: torchvision checks that its compiled library loaded before every op. Call
+    after importing torchvision; nothing changes where the compiled ops loaded. Other compiled ops (ps_roi_align,
+    deform_conv2d, ...) still fail, with "no such operator"."""
     if not _state["fallback"]:
         return
     import torchvision.extension
+    import torchvision.ops.roi_align
 
     torchvision.extension._has_ops = lambda: True
+    # the module holds its own reference to the check (and torchvision.ops.roi_align names the function, not it)
+    sys.modules["torchvision.ops.roi_align"]._has_ops = lambda: True
 
 
 class _TorchvisionImportHook(importlib.abc.MetaPathFinder):

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from hibug_core.torch_compat import nms_reference  # noqa: E402
+from hibug_core.torch_compat import nms_reference, roi_align_reference  # noqa: E402
 
 
 def test_nms_reference_matches_the_greedy_definition():
@@ -42,6 +42,54 @@ def test_nms_reference_keeps_the_greedy_choice_on_crowded_random_boxes(seed):
     scores = torch.rand(400, generator=generator).round(decimals=2)  # ties too, kept in their given order
     for threshold in (0.3, 0.5, 0.7):
         assert nms_reference(boxes, scores, threshold).tolist() == _greedy(boxes, scores, threshold)
+
+
+def _pooled(feature, region, scale, bins, per_bin):
+    """RoIAlign as defined, one sample at a time: the mean of per_bin x per_bin bilinear reads per bin, at the
+    sub-bins' centres, each coordinate held inside the map (torchvision's pure-torch fallback)."""
+    height, width = feature.shape[-2:]
+    x1, y1, x2, y2 = (v * scale for v in region)
+    bin_w, bin_h = max(x2 - x1, 1.0) / bins, max(y2 - y1, 1.0) / bins
+
+    def read(y, x):
+        y, x = min(max(y, 0.0), height - 1), min(max(x, 0.0), width - 1)
+        y0, x0 = min(int(y), height - 2), min(int(x), width - 2)
+        ly, lx = y - y0, x - x0
+        return ((1 - ly) * (1 - lx) * feature[:, y0, x0] + (1 - ly) * lx * feature[:, y0, x0 + 1]
+                + ly * (1 - lx) * feature[:, y0 + 1, x0] + ly * lx * feature[:, y0 + 1, x0 + 1])
+
+    out = torch.zeros(feature.shape[0], bins, bins, dtype=feature.dtype)
+    for row in range(bins):
+        for column in range(bins):
+            for i in range(per_bin):
+                for j in range(per_bin):
+                    out[:, row, column] += read(y1 + row * bin_h + (i + 0.5) * bin_h / per_bin,
+                                                x1 + column * bin_w + (j + 0.5) * bin_w / per_bin)
+    return out / per_bin ** 2
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_roi_align_reference_reads_every_sample_as_defined(seed):
+    """Regions of several images, inside the map, across its edges, thinner than a pixel, and none at all."""
+    generator = torch.Generator().manual_seed(seed)
+    features = torch.randn(3, 4, 9, 11, generator=generator, dtype=torch.float64)
+    corners = torch.rand(25, 2, generator=generator, dtype=torch.float64) * 50 - 5
+    sizes = torch.rand(25, 2, generator=generator, dtype=torch.float64) * 30
+    sizes[:3] = 0.5  # thinner than a pixel at this scale: grown to one, as torchvision does
+    images = torch.tensor([0, 2] * 12 + [0], dtype=torch.float64)  # image 1 has no region
+    rois = torch.cat([images[:, None], corners, corners + sizes], dim=1)
+    pooled = roi_align_reference(features, rois, 0.25, 3, 3, 2, False)
+    assert pooled.shape == (25, 4, 3, 3)
+    for k, roi in enumerate(rois.tolist()):
+        expected = _pooled(features[int(roi[0])], roi[1:], 0.25, 3, 2)
+        assert torch.allclose(pooled[k], expected, atol=1e-10), k
+    assert roi_align_reference(features, rois[:0], 0.25, 3, 3, 2, False).shape == (0, 4, 3, 3)
+
+
+def test_roi_align_reference_passes_gradients_back_to_the_features():
+    features = torch.randn(2, 3, 8, 8, dtype=torch.float64, requires_grad=True)
+    rois = torch.tensor([[0, 4.0, 4, 20, 24], [1, 0, 0, 31, 31], [1, 10, 2, 14, 30]], dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda f: roi_align_reference(f, rois, 0.25, 2, 2, 2, False), (features,))
 
 
 @pytest.mark.slow

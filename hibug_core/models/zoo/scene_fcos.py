@@ -76,7 +76,7 @@ def build_detector(classes: list[str], config: DetectorConfig = DetectorConfig()
 
     import hibug_core.torch_compat as compat
 
-    compat.allow_fallback_nms()
+    compat.allow_fallback_ops()
 
     torch.manual_seed(config.seed)
     anchors = AnchorGenerator(sizes=((8,), (16,), (32,)), aspect_ratios=((1.0,),) * 3)

@@ -47,7 +47,7 @@ def build_keypoint_model(classes: list[str], keypoints: int, config: KeypointMod
 
     import hibug_core.torch_compat as compat
 
-    compat.allow_fallback_nms()
+    compat.allow_fallback_ops()
     torch.manual_seed(config.seed)
     channels, head = config.pyramid_channels, config.head_channels
     levels = ["0", "1", "2"]
