@@ -500,8 +500,20 @@ class FailureSearch(Operation, LLMSettings):
         "renderer", description="'renderer': the shape-world renderer's scene description; 'llm': a multimodal LLM")
     images: int = Field(32, ge=2, description="images per caption tested")
     captions: int = Field(8, ge=1, description="failures captioned")
+    typed_captions: Annotated[list[str] | None, Cli(flag="--caption", repeat=True)] = Field(
+        None, description="a caption of the class typed by a person, tested (and refined) like a found one "
+                          "(repeatable)")
+    caption_failures: bool = Field(True, description="caption the baseline's failures and test those captions (off: "
+                                                     "only the typed captions)")
     steps: int = Field(25, ge=1, description="diffusers: denoising steps")
     seed: Seed = 0
+
+    @model_validator(mode="after")
+    def _something_to_test(self):
+        if not self.caption_failures and not any(c.strip() for c in self.typed_captions or ()):
+            raise ValueError("typed_captions: type a caption to test (--caption), or let the search caption the "
+                             "failures")
+        return self
 
 
 class Report(Operation):

@@ -244,11 +244,18 @@ with search:
                                key="repair_search_captions", step=1)
         llm_url = cells[2].text_input("LLM server URL", value="", placeholder="empty: OpenAI",
                                       key="repair_search_llm_url")
+        typed = st.text_area("Captions to test", key="repair_search_typed", height=80,
+                             placeholder="one per line, about the class, e.g. 'A small blue triangle at the top.'",
+                             help="Your own guesses at what makes the model fail: each is drawn, tested against the "
+                                  "baseline like a found caption, and refined where it fails significantly more.")
+        caption_failures = field_input(st, FailureSearch, "caption_failures", "Also caption the baseline's failures",
+                                       key="repair_search_caption_failures")
         if st.form_submit_button("Search for failures", type="primary", key="repair_search_submit",
                                  disabled=not editing):
             params = {"label": label, "model": model, "generator": generator_spec(kind, name),
                       "captioner": captioner, "images": int(images), "captions": int(captions),
-                      "llm_base_url": llm_url or None}
+                      "typed_captions": [line for line in typed.splitlines() if line.strip()],
+                      "caption_failures": bool(caption_failures), "llm_base_url": llm_url or None}
             key = secret("OPENAI_API_KEY")
             if start_job(project, "failure search", params, user, {"OPENAI_API_KEY": key} if key else None):
                 st.rerun()
@@ -259,6 +266,13 @@ with search:
         table = pd.DataFrame(result["table"])
         st.markdown(f"**{plain(result['label'])}**: {result['significant']} captions make the model fail "
                     "significantly more often than the baseline (first row; FDR 5% over every caption tested).")
+        baseline = table.iloc[0]
+        for row in table[table["origin"] == "typed by a person"].itertuples():
+            verdict = "significantly more often" if row.significant else "not significantly more often"
+            (st.warning if row.significant else st.info)(
+                f"Your caption '{plain(row.caption)}': {row.failures} of {row.images} images fail "
+                f"({row.failure_rate:.0%}), {verdict} than the baseline's {baseline['failure_rate']:.0%} "
+                f"(q = {row.q_value:.3f}).")
         st.dataframe(table, hide_index=True, width="stretch",
                      column_config={"failure_rate": st.column_config.ProgressColumn(
                          "failure rate", format="percent", min_value=0, max_value=1)})

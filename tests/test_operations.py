@@ -68,6 +68,8 @@ def test_every_operation_builds_with_its_defaults_and_lists_in_one_place():
     (Report, {"output": "findings.pdf"}, "report: output = 'findings.pdf': write the report to a .html, .md or .csv "
                                          "file"),
     (operation("failure search"), {}, "failure search: label: Field required"),
+    (operation("failure search"), {"label": "triangle", "caption_failures": False, "typed_captions": [" "]},
+     "failure search: typed_captions: type a caption to test (--caption), or let the search caption the failures"),
     (operation("compare"), {"models": ["main"]}, "compare: models = ['main']: List should have at least 2 items"),
     (operation("check"), {"baseline": "main", "candidate": "main", "max_drop": 0.1},
      "check: baseline and candidate are both 'main': name two different models"),

@@ -113,6 +113,36 @@ def test_failure_search_job_lists_captions_that_fail_more(monkeypatch, demo_copy
     assert "blue" in significant.iat[0]  # the planted spurious colour fails most; small triangles may follow
 
 
+@pytest.mark.slow
+def test_a_typed_caption_is_tested_from_the_page_and_the_command(monkeypatch, demo_copy, capsys):
+    from hibug_core.cli import main
+
+    at = open_page(monkeypatch, demo_copy)
+    labelled(at.selectbox, "Class").set_value("triangle")
+    labelled(at.text_area, "Captions to test").set_value("A blue triangle.\nA red triangle.")
+    labelled(at.checkbox, "Also caption the baseline's failures").uncheck()
+    button(at, "Search for failures").click().run()
+    assert not at.exception
+    result = wait_for(demo_copy, "failure search")
+    assert result["summary"].startswith("3 captions tested; 1 make the model fail significantly more often")
+    assert "'A blue triangle.': 29 of 32 fail (significantly more than the baseline)." in result["summary"]
+    at = open_page(monkeypatch, demo_copy)
+    verdicts = {v.value.split(":")[0]: v.value for v in (*at.warning, *at.info) if v.value.startswith("Your caption")}
+    assert "significantly more often than the baseline's" in verdicts["Your caption 'A blue triangle.'"]
+    assert "not significantly more often" in verdicts["Your caption 'A red triangle.'"]
+    origins = at.dataframe[-1].value["origin"].tolist()
+    assert origins[:3] == ["baseline", "typed by a person", "typed by a person"]
+    assert "caption of a failure" not in origins  # the search's own captions were off
+
+    capsys.readouterr()
+    assert main(["failure-search", str(demo_copy), "--label", "triangle", "--caption", "A blue triangle.",
+                 "--no-caption-failures", "--images", "16"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("*") and lines[1].endswith("A blue triangle.  (typed)")
+    assert main(["failure-search", str(demo_copy), "--label", "triangle", "--caption", "A blue circle."]) == 2
+    assert "'A blue circle.' does not name the class 'triangle'" in capsys.readouterr().err
+
+
 def test_generating_with_missing_diffusion_weights_says_how_to_provide_them(monkeypatch, demo_project, tmp_path):
     at = open_page(monkeypatch, demo_project)
     button(at, "Write prompts").click().run()

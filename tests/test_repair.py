@@ -380,6 +380,43 @@ def test_failure_search_keeps_captions_that_fail_more_and_refines_them():
         "A small blue triangle.", "A blue triangle. It is at the top.", "A small triangle. It is at the top."]
 
 
+def test_a_caption_typed_by_a_person_is_tested_and_refined_like_a_found_one():
+    from hibug_core.repair.failure_search import FailureSearchError
+
+    class Scenes:
+        name = "scenes"
+
+        def generate(self, prompts, seeds):
+            return [scene_from_prompt(p, s) for p, s in zip(prompts, seeds)]
+
+    class NoCaptions:  # the search's own captions are off: asking for one is a bug
+        name = "none"
+
+        def caption(self, scene, prompt, seed):
+            raise AssertionError("no failure is captioned when only typed captions are tested")
+
+    def predict(scenes):  # a model that calls every blue shape a circle
+        return ["circle" if s["color"] == "blue" else s["shape"] for s in scenes]
+
+    config = FailureSearchConfig(baseline_images=64, images_per_caption=24, caption_failures=False)
+    table = failure_search(Scenes(), predict, NoCaptions(), "triangle", config=config,
+                           typed=["  A blue   triangle at the top. ", "A red triangle.", "A red triangle.", " "])
+    assert table["caption"].tolist()[:3] == ["A photo of a triangle", "A blue triangle at the top.",
+                                              "A red triangle."]
+    assert table["origin"].tolist()[:3] == ["baseline", "typed by a person", "typed by a person"]
+    blue, red = table.iloc[1], table.iloc[2]
+    assert (blue["failures"], blue["images"], bool(blue["significant"])) == (24, 24, True)
+    assert (red["failures"], bool(red["significant"])) == (0, False)
+    # the significant one is refined like a found caption: the place dropped, the colour kept
+    refined = table[table["origin"] == "refined from: A blue triangle at the top."]
+    assert refined["caption"].tolist() == ["A triangle at the top."] and not refined["significant"].any()
+    # Nothing to test, or a caption about another class, is refused by name before anything is drawn
+    with pytest.raises(FailureSearchError, match="nothing to test"):
+        failure_search(Scenes(), predict, NoCaptions(), "triangle", config=config, typed=[" "])
+    with pytest.raises(FailureSearchError, match="'A blue circle.' does not name the class 'triangle'"):
+        failure_search(Scenes(), predict, NoCaptions(), "triangle", config=config, typed=["A blue circle."])
+
+
 @pytest.mark.slow
 def test_repair_loop_on_the_demo_records_models_and_compares_slice_by_slice(demo_project, tmp_path):
     from hibug_core.models.finetune import TuneConfig

@@ -92,7 +92,8 @@ def cmd_failure_search(args) -> int:
         runs = repair_runs(project, "failure search")
     for row in runs.loc[runs["id"] == done["run"], "result"].iat[0]["table"]:
         mark = "*" if row["significant"] else " "
-        print(f"{mark} {row['failure_rate']:6.1%} ({row['failures']}/{row['images']})  {row['caption']}")
+        typed = "  (typed)" if row["origin"] == "typed by a person" else ""
+        print(f"{mark} {row['failure_rate']:6.1%} ({row['failures']}/{row['images']})  {row['caption']}{typed}")
     print(f"* failure rate significantly above the baseline (first row), FDR 5% over every caption tested; "
           f"stored as repair run {done['run']}")
     return 0

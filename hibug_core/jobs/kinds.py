@@ -167,6 +167,7 @@ def search_failures(project, op: FailureSearch, progress, author: str | None = N
         RendererCaption,
         failure_search,
         network_predictor,
+        typed_captions,
     )
     from hibug_core.repair.generators import load_generator
     from hibug_core.repair.runs import finish_run, start_run
@@ -174,17 +175,23 @@ def search_failures(project, op: FailureSearch, progress, author: str | None = N
     predict = network_predictor(project, op.model or project.models()[0])
     generator = load_generator(op.generator, steps=op.steps)
     captioner = LLMCaptioner(op.llm_config()) if op.captioner == "llm" else RendererCaption()
-    config = FailureSearchConfig(images_per_caption=op.images, captions=op.captions, seed=op.seed)
+    config = FailureSearchConfig(images_per_caption=op.images, captions=op.captions,
+                                 caption_failures=op.caption_failures, seed=op.seed)
+    typed = typed_captions(op.typed_captions, op.label)  # a caption that is not of the class stops here
     run_id = start_run(project, "failure search", {**op.params(), "generator": generator.name,
                                                     "captioner": captioner.name}, author=author)
-    table = failure_search(generator, predict, captioner, op.label, baseline_prompt=op.baseline, config=config,
-                           progress=progress)
+    table = failure_search(generator, predict, captioner, op.label, baseline_prompt=op.baseline, typed=typed,
+                           config=config, progress=progress)
     significant = int(table["significant"].sum())
     finish_run(project, run_id, {"label": op.label, "significant": significant, "table": table.to_dict("records")},
                author=author)
+    mine = table[table["origin"] == "typed by a person"]
+    verdicts = "".join(f" '{row.caption}': {row.failures} of {row.images} fail "
+                       f"({'significantly more' if row.significant else 'not significantly more'} than the baseline)."
+                       for row in mine.itertuples())
     return {"run": run_id, "captions": len(table), "significant": significant,
-            "summary": f"{len(table)} captions of failures tested; {significant} make the model fail significantly "
-                       "more often than the baseline prompt."}
+            "summary": f"{len(table) - 1} captions tested; {significant} make the model fail significantly more "
+                       f"often than the baseline prompt.{verdicts}"}
 
 
 def run_kind(project, kind: str, params: dict, progress, author: str | None = None) -> dict:

@@ -40,6 +40,7 @@ class FailureSearchConfig:
     captions: int = 8  # failures captioned (distinct captions are tested)
     alpha: float = 0.05  # one-sided Fisher exact test against the baseline's failure rate, FDR over all captions
     refine: bool = True
+    caption_failures: bool = True  # off: only the captions a person typed are tested
     seed: int = 0
 
 
@@ -108,11 +109,29 @@ def reductions(caption: str, label: str) -> list[str]:
     return list(dict.fromkeys(s for s in shorter if s and s != caption and keep.search(s)))
 
 
+def typed_captions(captions, label: str) -> list[str]:
+    """A person's captions, stripped and once each; each must name the class, since the generator draws what it
+    says (FailureSearchError names the one that does not)."""
+    typed = list(dict.fromkeys(" ".join(c.split()) for c in captions or () if c and c.strip()))
+    named = re.compile(rf"\b{re.escape(label.lower())}", re.IGNORECASE)
+    for caption in typed:
+        if not named.search(caption):
+            raise FailureSearchError(f"the caption '{caption}' does not name the class '{label}': the generator draws "
+                                     "what a caption says, so write it about that class")
+    return typed
+
+
 def failure_search(generator: Generator, predict: Callable[[list], list[str]], captioner: Captioner, label: str, *,
-                   baseline_prompt: str | None = None, config: FailureSearchConfig = FailureSearchConfig(),
+                   baseline_prompt: str | None = None, typed: list[str] | None = None,
+                   config: FailureSearchConfig = FailureSearchConfig(),
                    progress: ProgressCallback = no_progress) -> pd.DataFrame:
-    """Captions of `label` images the model fails on, each tested on new images generated from it: one row per
-    tested caption (the baseline first), significant ones refined. predict(images) -> predicted class names."""
+    """Captions of `label` images the model fails on, and the captions a person `typed`, each tested on new images
+    generated from it: one row per tested caption (the baseline first), significant ones refined.
+    predict(images) -> predicted class names."""
+    # 1. Check the inputs.
+    typed = typed_captions(typed, label)
+    if not config.caption_failures and not typed:
+        raise FailureSearchError("nothing to test: type a caption, or let the search caption the failures")
     baseline_prompt = baseline_prompt or f"A photo of a {label}"
     seed_counter = iter(range(config.seed * 1_000_003, config.seed * 1_000_003 + 10_000_000))
     tested: dict[str, dict] = {}
@@ -129,8 +148,9 @@ def failure_search(generator: Generator, predict: Callable[[list], list[str]], c
         progress("testing captions", len(tested), len(tested) + 1)
         return row
 
+    # 2. The baseline: how often the class's plain prompt fails.
     base = test(baseline_prompt, config.baseline_images, "baseline")
-    if not base["failures"]:
+    if not base["failures"] and config.caption_failures and not typed:
         raise FailureSearchError(f"none of {base['images']} images of '{baseline_prompt}' fails; there is nothing to "
                                  "caption (try another class or more images)")
 
@@ -140,32 +160,38 @@ def failure_search(generator: Generator, predict: Callable[[list], list[str]], c
         p = float(fisher_exact(table, alternative="greater")[1])
         return p, p < config.alpha
 
-    failed = np.flatnonzero(base["_wrong"])[:config.captions]
-    captions = list(dict.fromkeys(captioner.caption(base["_images"][i], baseline_prompt, base["_seeds"][i])
-                                  for i in failed))
-    for caption in captions:
-        row = test(caption, config.images_per_caption, "caption of a failure")
+    def tested_and_refined(caption: str, origin: str) -> None:
+        row = test(caption, config.images_per_caption, origin)
         row["p_value"], row["significant"] = significant(row)
-        if config.refine and row["significant"]:
-            current = row
-            while True:
-                options = [test(c, config.images_per_caption, f"refined from: {current['caption']}")
-                           for c in reductions(current["caption"], label)]
-                for option in options:
-                    option["p_value"], option["significant"] = significant(option)
-                kept = [o for o in options if o["significant"]]
-                if not kept:
-                    break
-                current = max(kept, key=lambda o: (o["failure_rate"], -len(o["caption"])))
+        current = row
+        while config.refine and current["significant"]:
+            options = [test(c, config.images_per_caption, f"refined from: {current['caption']}")
+                       for c in reductions(current["caption"], label)]
+            for option in options:
+                option["p_value"], option["significant"] = significant(option)
+            kept = [o for o in options if o["significant"]]
+            if not kept:
+                break
+            current = max(kept, key=lambda o: (o["failure_rate"], -len(o["caption"])))
+
+    # 3. The captions a person typed, then the captions of the baseline's failures, each tested and refined.
+    for caption in typed:
+        tested_and_refined(caption, "typed by a person")
+    if config.caption_failures:
+        failed = np.flatnonzero(base["_wrong"])[:config.captions]
+        for caption in dict.fromkeys(captioner.caption(base["_images"][i], baseline_prompt, base["_seeds"][i])
+                                     for i in failed):
+            tested_and_refined(caption, "caption of a failure")
+    # 4. What it reports is corrected for every caption it tested (the search steers by raw p-values).
     base["p_value"], base["significant"] = np.nan, False
     table = pd.DataFrame([{k: v for k, v in row.items() if not k.startswith("_")} for row in tested.values()],
                          columns=COLUMNS)
-    # The search steers by raw p-values; what it reports is corrected for every caption it tested.
     others = table["origin"] != "baseline"
     table["q_value"] = np.nan
     table.loc[others, "q_value"] = benjamini_hochberg(table.loc[others, "p_value"].to_numpy(float))
     table["significant"] = table["q_value"] < config.alpha
-    order = (table["origin"] != "baseline").astype(int)
+    # the baseline, then the typed captions, then the rest: significant first, by failure rate
+    order = np.where(table["origin"] == "baseline", 0, np.where(table["origin"] == "typed by a person", 1, 2))
     return table.assign(_o=order).sort_values(["_o", "significant", "failure_rate"], ascending=[True, False, False],
                                               kind="stable").drop(columns="_o").reset_index(drop=True)
 
