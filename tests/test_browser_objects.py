@@ -1,5 +1,5 @@
 """The detection demo in real headless Chromium: the Overview's COCO evaluation and its confusion matrix (one click on
-a cell opens its objects), then the three planted bugs named exactly in the top 6 error slices, typed from the
+a cell opens its objects), then the three planted bugs named exactly in the top 5 error slices, typed from the
 detector's training annotations (missing annotations twice, bad boxes); the green triangles' slice opened, its bug
 type shown, and its objects shown as crops with their true boxes drawn (checked in the pixels the browser shows)."""
 from __future__ import annotations
@@ -31,10 +31,10 @@ def test_find_the_planted_object_slice_and_see_its_boxes(browser, objects_server
         samples = project.samples(ranked.model).join(project.objects(ranked.model))
     val = samples[(samples["split"] == "val") & samples["outcome"].notna()]
     background_circles = int(object_confusion(val).at["(background)", "circle"])  # the cell the page shows
-    top = ranked.slices.head(6)
+    top = ranked.slices.head(5)
 
     def named(conditions: set, bug_type: str) -> int | None:
-        """The rank (from 0) of a top-6 slice that is exactly the planted bug, typed as it was planted."""
+        """The rank (from 0) of a top-5 slice that is exactly the planted bug, typed as it was planted."""
         return next((rank for rank, (definition, typed) in enumerate(zip(top["definition"], top["bug_type"]))
                      if conditions == set(definition) and typed == bug_type), None)
 

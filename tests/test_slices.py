@@ -274,6 +274,49 @@ def test_a_bug_of_its_own_kind_is_never_folded_into_a_slice_of_another():
     assert kept["repeats"].tolist() == ["", ""]
 
 
+def test_a_bad_boxes_or_missing_annotations_verdict_belongs_to_the_broader_slice_that_explains_it():
+    import pandas as pd
+
+    from hibug_core.slices.diagnosis import ObjectEvidence, explained_annotation_bugs
+    from hibug_core.slices.redundancy import mark_repeats
+
+    # 120 training objects: the 40 truncated ones (rows 0-39) were boxed at a quarter of their area; 24 objects sit
+    # at the top, 16 of them truncated (so the top's median box is shrunk too); the 20 large ones (rows 80-99) were
+    # boxed twice too large; the 12 green ones (rows 100-111) left unannotated, and so is half of "shiny" (rows
+    # 104-119): green explains shiny's missing annotations only partly, so shiny keeps its own verdict
+    truncated, top, large = np.zeros(120, bool), np.zeros(120, bool), np.zeros(120, bool)
+    truncated[:40], large[80:100] = True, True
+    top[24:40] = top[40:48] = True
+    green, shiny = np.zeros(120, bool), np.zeros(120, bool)
+    green[100:112], shiny[104:120] = True, True
+    ratio = np.ones(120)
+    ratio[truncated], ratio[large] = 0.25, 2.0
+    annotated = ~green
+    annotated[112:118] = False  # shiny's own unannotated ones, outside green
+    evidence = ObjectEvidence(np.ones(120, bool), annotated, ratio, np.full(10, np.nan))
+    train_masks = [top, truncated, large, shiny, green]
+    evaluation = [np.ones(10, bool)] * 5  # the evaluation rows play no part where training annotations are known
+    types = ["bad boxes", "bad boxes", "bad boxes", "missing annotations", "missing annotations"]
+    assert explained_annotation_bugs(types, evaluation, train_masks, evidence) == [1, None, None, None, None]
+    # Another trust group never explains a slice; nor does another bug type
+    assert explained_annotation_bugs(types, evaluation, train_masks, evidence,
+                                     groups=[True, False, True, True, True]) == [None] * 5
+    assert explained_annotation_bugs(["bad boxes", "missing annotations"], evaluation[:2], train_masks[:2],
+                                     evidence) == [None, None]
+
+    # The explained slice, and the narrower slice folded under it, are listed under the one that explains it, which
+    # stands on its own even where it had been folded under the explained one
+    frame = pd.DataFrame({"row": [str(i) for i in range(6)]}).astype("category")
+    tags = TagMatrix.from_frame(frame)
+    slices = pd.DataFrame({"definition": [(("row", "0"),), (("row", "1"),), (("row", "2"),)],
+                           "description": ["top", "truncated", "top & wide"],
+                           "bug_type": ["bad boxes"] * 3})
+    errors = np.array([1, 1, 1, 0, 0, 0], dtype=float)
+    folded = mark_repeats(slices, tags, errors, 0.8, explained=pd.Series(["truncated", "", ""]))
+    assert folded["description"].tolist() == ["truncated", "top & wide", "top"]
+    assert folded["repeats"].tolist() == ["", "", "truncated"]
+
+
 # ----- on a project ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def demo_with_true_tags(demo_project, tmp_path_factory):
@@ -330,6 +373,36 @@ def test_tag_substitution_predicts_unseen_slices_and_checks_them(demo_with_true_
     assert row["n_eval"] == evaluation_mask.sum()
     pool, _ = report.split_matrix("pool")
     assert row["n_pool"] == pool.mask(row["definition"]).sum()
+
+
+def test_the_bugs_found_on_val_are_scored_on_test_and_said_to_hold_or_not(demo_with_true_tags):
+    from hibug_core.slices.report import error_slices, one_row_per_bug
+    from hibug_core.slices.unseen import found_slices_hold
+
+    report = error_slices(demo_with_true_tags, attributes=["shape", "color", "size"])
+    held = found_slices_hold(report)
+    bugs = one_row_per_bug(report.slices)
+    assert held["description"].tolist() == bugs.loc[bugs["trusted"], "description"].tolist()
+    test, _ = report.split_matrix("test")
+    rows = report.samples[(report.samples["split"] == "test") & report.samples["label"].notna()]
+    overall = rows["score"].mean()
+    assert held.attrs["overall_score"] == pytest.approx(overall)
+    assert held.attrs["cut"] == pytest.approx(overall - report.config.gap)
+    for _, row in held.iterrows():  # each scored from the test rows that match it, counted independently
+        definition = report.slices.set_index("description").at[row["description"], "definition"]
+        mask = test.mask([(a, t) for a, t in definition if a != "class"])
+        for attribute, tag in definition:
+            if attribute == "class":
+                mask &= rows["label"].to_numpy(object) == tag
+        assert row["n_check"] == mask.sum()
+        if mask.sum() >= report.config.min_support:
+            assert row["check_score"] == pytest.approx(rows["score"].to_numpy(float)[mask].mean())
+            assert row["holds"] == (row["check_score"] < held.attrs["cut"])
+    # the spurious colour holds on the test images nobody searched (50 of 109 right); the rare small triangles
+    # fail less there (86 of 105 right: above the cut, so not held)
+    assert held["description"].tolist() == ["color = blue", "shape = triangle & size = small"]
+    assert held["n_check"].tolist() == [109, 105] and held["holds"].tolist() == [True, False]
+    assert held["check_score"].tolist() == pytest.approx([50 / 109, 86 / 105])
 
 
 def test_llm_predictions_are_validated_and_checked(demo_with_true_tags):

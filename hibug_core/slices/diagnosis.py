@@ -122,30 +122,100 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
 
 def _annotation_bug(objects: ObjectEvidence | None, train_mask: np.ndarray | None, mask: np.ndarray,
                     failed: np.ndarray, config: DiagnosisConfig) -> tuple[str, str] | None:
-    """(missing annotations | bad boxes, reason) when a model of objects' evidence shows one for the slice."""
+    """(missing annotations | bad boxes, reason) when a model of objects' evidence shows one for the slice: its
+    training annotations where they are known, else its own boxes on the found objects."""
     if objects is None or failed.sum() < config.min_failures:
         return None
-    if objects.annotated is not None and train_mask is not None:
-        everyone = objects.train_object
-        mine = train_mask & everyone
-        if mine.sum() >= config.min_failures:
-            share, overall = objects.annotated[mine].mean(), objects.annotated[everyone].mean()
-            if share <= config.missing_share and share <= overall - config.missing_gap:
-                return "missing annotations", (f"{int(mine.sum())} in training images, but only {share:.0%} of them "
-                                               f"annotated in the training annotations ({overall:.0%} of all "
-                                               "objects)")
-            ratio = _median(objects.train_box_ratio[mine & objects.annotated])
-            usual = _median(objects.train_box_ratio[everyone & objects.annotated])
-            if _off(ratio, usual, config.box_factor):
-                return "bad boxes", (f"its training boxes cover {ratio:.0%} of its objects' area (median; "
-                                     f"{usual:.0%} for all objects)")
-            return None
-    ratio, usual = _median(objects.eval_box_ratio[mask]), _median(objects.eval_box_ratio)
-    if np.isfinite(objects.eval_box_ratio[mask]).sum() >= config.min_failures and _off(ratio, usual,
-                                                                                       config.box_factor):
-        return "bad boxes", (f"the model's boxes cover {ratio:.0%} of its objects' area (median; {usual:.0%} for all "
-                             "objects), as if taught with boxes of that size")
+    train_rows = train_mask if objects.annotated is not None else None
+    for bug in ANNOTATION_BUGS:
+        if _annotation_evidence(bug, objects, train_rows, mask, config):
+            return bug, _annotation_reason(bug, objects, train_rows, mask, config)
     return None
+
+
+def _annotation_reason(bug: str, objects: ObjectEvidence, train_rows: np.ndarray | None, eval_rows: np.ndarray,
+                       config: DiagnosisConfig) -> str:
+    if bug == "missing annotations":
+        share, overall, count = _annotated_share(objects, train_rows, config)
+        return (f"{count} in training images, but only {share:.0%} of them annotated in the training annotations "
+                f"({overall:.0%} of all objects)")
+    ratio, usual = _box_ratios(objects, train_rows, eval_rows)
+    if train_rows is not None:
+        return f"its training boxes cover {ratio:.0%} of its objects' area (median; {usual:.0%} for all objects)"
+    return (f"the model's boxes cover {ratio:.0%} of its objects' area (median; {usual:.0%} for all objects), as if "
+            "taught with boxes of that size")
+
+
+def _annotated_share(objects: ObjectEvidence, train_rows: np.ndarray,
+                     config: DiagnosisConfig) -> tuple[float, float, int] | None:
+    """(share of these training objects annotated, share of all, how many) with enough objects to tell, else None."""
+    everyone = objects.train_object
+    mine = train_rows & everyone
+    if mine.sum() < config.min_failures:
+        return None
+    return float(objects.annotated[mine].mean()), float(objects.annotated[everyone].mean()), int(mine.sum())
+
+
+def _box_ratios(objects: ObjectEvidence, train_rows: np.ndarray | None,
+                eval_rows: np.ndarray | None) -> tuple[float, float]:
+    """(median box ratio of these rows, of all): the training boxes' where training rows are given, else the model's."""
+    if train_rows is not None:
+        annotated = objects.train_object & objects.annotated
+        return _median(objects.train_box_ratio[train_rows & annotated]), _median(objects.train_box_ratio[annotated])
+    return _median(objects.eval_box_ratio[eval_rows]), _median(objects.eval_box_ratio)
+
+
+def _annotation_evidence(bug: str, objects: ObjectEvidence, train_rows: np.ndarray | None, eval_rows: np.ndarray,
+                         config: DiagnosisConfig) -> bool | None:
+    """Whether these rows alone show the annotation bug (the test of _annotation_bug, failures aside); None where
+    they are too few to tell."""
+    if objects.annotated is not None and train_rows is not None:
+        counted = _annotated_share(objects, train_rows, config)
+        if counted is None:
+            return None
+        share, overall, _ = counted
+        if bug == "missing annotations":
+            return share <= config.missing_share and share <= overall - config.missing_gap
+        return _off(*_box_ratios(objects, train_rows, None), config.box_factor)
+    if np.isfinite(objects.eval_box_ratio[eval_rows]).sum() < config.min_failures:
+        return None
+    return bug == "bad boxes" and _off(*_box_ratios(objects, None, eval_rows), config.box_factor)
+
+
+def explained_annotation_bugs(bug_types, definition_masks: list[np.ndarray], train_masks: list[np.ndarray] | None,
+                              objects: ObjectEvidence | None, config: DiagnosisConfig = DiagnosisConfig(),
+                              groups=None) -> list[int | None]:
+    """Per slice, the slice whose annotation bug explains its own (None: none does). A slice's missing annotations
+    or bad boxes are another's when that other slice (same bug type, same group) shows the bug without the first
+    one's objects, and the first's own objects outside it, enough to tell, show it no more (wide objects at the top
+    whose training boxes are shrunk only because half of them are cut by the border, whose boxes were shrunk). Of
+    several, the broader (more training objects) explains it."""
+    n = len(definition_masks)
+    explained: list[int | None] = [None] * n
+    if objects is None:
+        return explained
+    groups = list(groups) if groups is not None else [None] * n
+    train = objects.train_object
+    annotation = [i for i in range(n) if bug_types[i] in ANNOTATION_BUGS]
+    size = {i: int((train_masks[i] & train).sum()) if train_masks else int(definition_masks[i].sum())
+            for i in annotation}
+
+    def without(i: int, j: int) -> bool | None:
+        """Whether slice i's bug shows on its rows outside slice j (None: too few to tell)."""
+        train_rows = train_masks[i] & ~train_masks[j] if train_masks is not None and objects.annotated is not None \
+            else None
+        return _annotation_evidence(bug_types[i], objects, train_rows, definition_masks[i] & ~definition_masks[j],
+                                    config)
+
+    for i in annotation:  # only a broader slice explains a narrower one, so explanations never go round in a circle
+        candidates = [j for j in annotation if (size[j], -j) > (size[i], -i) and bug_types[j] == bug_types[i]
+                      and groups[j] == groups[i] and without(i, j) is False and without(j, i)]
+        if candidates:
+            explained[i] = max(candidates, key=lambda j: (size[j], -j))
+    for i in range(n):  # a chain ends at the slice nothing explains
+        while explained[i] is not None and explained[explained[i]] is not None:
+            explained[i] = explained[explained[i]]
+    return explained
 
 
 def _median(values: np.ndarray) -> float:

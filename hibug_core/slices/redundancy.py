@@ -59,11 +59,12 @@ def repeated_slices(definitions, tags: TagMatrix, errors: np.ndarray, max_overla
 
 
 def mark_repeats(slices: pd.DataFrame, tags: TagMatrix, errors: np.ndarray, max_overlap: float, *,
-                 narrow: bool = True, own_kinds=()) -> pd.DataFrame:
+                 narrow: bool = True, own_kinds=(), explained: pd.Series | None = None) -> pd.DataFrame:
     """Adds `repeats` (the description of the slice it belongs to, or "") and moves those slices after the distinct
     ones, keeping the order within each group. max_overlap >= 1 turns this off. Slices whose `bug_type` is one of
     `own_kinds` are grouped among themselves, kind by kind: such a bug is never folded into a slice of another kind,
-    nor another kind into it."""
+    nor another kind into it. `explained` (per slice, the description of the slice whose bug explains its own, or "")
+    folds a slice, and what was folded into it, under that one."""
     if slices.empty or max_overlap >= 1:
         return slices.assign(repeats="")
     kinds = slices["bug_type"].to_numpy(object) if "bug_type" in slices.columns else np.full(len(slices), "")
@@ -74,6 +75,26 @@ def mark_repeats(slices: pd.DataFrame, tags: TagMatrix, errors: np.ndarray, max_
         rows = np.flatnonzero(groups == group)
         of = repeated_slices([slices["definition"].iat[r] for r in rows], tags, errors, max_overlap, narrow=narrow)
         repeats[rows] = [descriptions[rows[j]] if j is not None else "" for j in of]
+    if explained is not None:
+        _fold_explained(repeats, descriptions, explained.to_numpy(object))
     flags = repeats != ""
     slices = slices.assign(repeats=repeats)
     return slices.iloc[np.concatenate([np.flatnonzero(~flags), np.flatnonzero(flags)])]
+
+
+def _fold_explained(repeats: np.ndarray, descriptions: np.ndarray, explained: np.ndarray) -> None:
+    """Each explained slice, and the slices it held, under the slice that explains it (which stands on its own if
+    it had been folded under the explained one); then every chain ends at a distinct slice."""
+    position = {d: k for k, d in enumerate(descriptions)}
+    for row in np.flatnonzero(explained != ""):
+        by, mine = explained[row], descriptions[row]
+        if by not in position:
+            continue
+        if repeats[position[by]] == mine:
+            repeats[position[by]] = ""
+        repeats[(repeats == mine) | (np.arange(len(repeats)) == row)] = by
+    for row in range(len(repeats)):
+        seen = {row}
+        while repeats[row] and repeats[position[repeats[row]]] and position[repeats[row]] not in seen:
+            seen.add(position[repeats[row]])
+            repeats[row] = repeats[position[repeats[row]]]

@@ -11,7 +11,14 @@ import pandas as pd
 from hibug_core.cache import BoundedCache
 from hibug_core.errors import HibugError
 from hibug_core.objects.coco import BACKGROUND
-from hibug_core.slices.diagnosis import ANNOTATION_BUGS, DiagnosisConfig, ObjectEvidence, diagnose, rare_classes
+from hibug_core.slices.diagnosis import (
+    ANNOTATION_BUGS,
+    DiagnosisConfig,
+    ObjectEvidence,
+    diagnose,
+    explained_annotation_bugs,
+    rare_classes,
+)
 from hibug_core.slices.enumeration import Enumeration, enumerate_slices
 from hibug_core.slices.redundancy import mark_repeats
 from hibug_core.slices.search import CLASS, SliceConfig, TagMatrix, describe, parse_definition, score_slices, slice_id
@@ -332,8 +339,14 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     # Trusted distinct slices, then trusted repeats, then the untrusted ones (grouped among themselves): a slice on
     # poor tags never stands for trusted ones.
     trusted = slices["trusted"].to_numpy(bool)
-    slices = pd.concat([mark_repeats(slices[trusted], tags, errors, config.max_overlap, own_kinds=ANNOTATION_BUGS),
-                        mark_repeats(slices[~trusted], tags, errors, config.max_overlap, own_kinds=ANNOTATION_BUGS)]
+    explained = explained_annotation_bugs(slices["bug_type"].tolist(), masks, train_masks, found, diagnosis,
+                                          groups=trusted)
+    descriptions = slices["description"].tolist()
+    slices["explained_by"] = [descriptions[j] if j is not None else "" for j in explained]
+    slices["reason"] = [reason + (f"; {bug}: those of '{by}' (not seen without its objects)" if by else "")
+                        for reason, bug, by in zip(slices["reason"], slices["bug_type"], slices["explained_by"])]
+    slices = pd.concat([mark_repeats(part, tags, errors, config.max_overlap, own_kinds=ANNOTATION_BUGS,
+                                     explained=part["explained_by"]) for part in (slices[trusted], slices[~trusted])]
                        ).reset_index(drop=True)
     slices.index.name = "rank"
     slices.attrs.update(summary, untrusted=int((~slices["trusted"]).sum()),
