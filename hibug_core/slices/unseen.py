@@ -172,6 +172,26 @@ def how_they_fail(predicted: pd.DataFrame, report: SliceReport, config: UnseenCo
             "overall_score": float(rows["score"].mean()) if len(rows) else np.nan}
 
 
+def found_slices_hold(report: SliceReport, config: UnseenConfig = UnseenConfig()) -> pd.DataFrame:
+    """HiBug's Table 3 measure: each bug the report found (one row per bug, trusted ones), scored on the check split
+    where it holds at least the minimum size, and whether it is still an error slice there (below the check split's
+    score by the report's gap, or below its threshold)."""
+    from hibug_core.slices.report import one_row_per_bug
+
+    rows = report.samples[(report.samples["split"] == config.check_split) & report.samples["label"].notna()
+                          & report.samples["prediction"].notna()] if report.samples is not None else pd.DataFrame()
+    overall = float(rows["score"].mean()) if len(rows) else np.nan
+    cut = report.config.threshold if report.config.threshold is not None else overall - report.config.gap
+    bugs = one_row_per_bug(report.slices)
+    bugs = bugs[bugs["trusted"]] if "trusted" in bugs.columns else bugs
+    table = pd.DataFrame([{"description": row["description"], **_check(report, row["definition"], config)}
+                          for _, row in bugs.iterrows()],
+                         columns=["description", "n_eval", "eval_score", "n_pool", "n_check", "check_score"])
+    table["holds"] = table["check_score"] < cut
+    table.attrs.update(split=config.check_split, overall_score=overall, cut=cut)
+    return table
+
+
 UNSEEN_METHODS = ("substitution", "instruction")  # HiBug2's two ways of predicting slices the data barely show
 
 
