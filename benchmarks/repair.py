@@ -6,11 +6,15 @@ for each seed: select that share of the training split's size from
 the pool with every selection method (hibug's, HiBug2's, expected failures, and the baselines random, uncertainty,
 margin, Coreset and BADGE), label it (the pool's labels stand in for an annotator), fine-tune the model on training
 + selected data, and measure the planted slices and the whole held-out test split. Also: the same with no new data
-(control), and with as many images from the shape-world renderer for the top slices' HiBug prompts.
+(control), and with as many images from the shape-world renderer (standing in for a diffusion model offline) for each
+prompt method in --prompts: the top slices' HiBug prompts, Chegini and Feizi's uncommon backgrounds (the renderer
+draws no background, so offline this arm is the class names again), and the class names alone ("A photo of a
+{label}", the baseline of HiBug's Table 5 and Chegini and Feizi's Random_debugging); for each, the model's error on its
+generated images before retraining is printed too (HiBug's Table 5).
 Prints mean ± sd over seeds per budget, and per slice the paired difference (over seeds) between each of hibug's
 methods and the best baseline on that slice, with its 95% t-interval.
 Usage: python benchmarks/repair.py [--problems demo red green] [--seeds 0 1 2 3 4] [--budgets 0.05 0.1 0.2]
-       [--methods ...] [--dir repair-bench]
+       [--methods ...] [--prompts hibug backgrounds "class names"] [--dir repair-bench]
 """
 from __future__ import annotations
 
@@ -24,10 +28,10 @@ import pandas as pd
 
 from hibug_core.bench.summary import markdown_table
 from hibug_core.demo.build import DemoConfig, ensure_demo
-from hibug_core.repair.generated import generate_for_prompts
+from hibug_core.repair.generated import generate_for_prompts, generated_images
 from hibug_core.repair.generators import ShapeWorldRenderer
 from hibug_core.repair.loop import CONTROL, GENERATED, RepairConfig, run_repair
-from hibug_core.repair.prompts import build_prompts
+from hibug_core.repair.prompts import PROMPT_METHODS, build_prompts
 from hibug_core.repair.retrain import RETRAIN_METHODS, RetrainConfig
 from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, parse_budget, resolve_budget
 from hibug_core.store.project import Project
@@ -89,6 +93,32 @@ def paired(changes: pd.DataFrame, summary: pd.DataFrame, ours: list[str]) -> pd.
     return pd.DataFrame(out)
 
 
+def error_on_generated(project) -> float:
+    """The model's error on the project's generated images, before any retraining (HiBug's Table 5, first column)."""
+    from hibug_core.image_loader import open_image
+    from hibug_core.repair.failure_search import network_predictor
+
+    images = generated_images(project)
+    predict = network_predictor(project, project.models()[0])
+    predicted = predict([open_image(project.folder / path) for path in images["image_path"]])
+    return float(np.mean([p != label for p, label in zip(predicted, images["label"])]))
+
+
+def generated_arm(source: Path, work: Path, prompts: str, budget: int, retrain: RetrainConfig,
+                  seeds: tuple) -> tuple[pd.DataFrame, pd.DataFrame, float, int]:
+    """(summary, changes, error on the generated images, models) of a repair with `budget` rendered images for
+    `prompts`, on a fresh copy of the problem."""
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(source, work)
+    with Project.open(work) as project:
+        generate_for_prompts(project, ShapeWorldRenderer(), build_prompts(project, prompts), budget, seed=0)
+        error = error_on_generated(project)
+        result = run_repair(project, RepairConfig(data=GENERATED, baseline=None, control=False, retrain=retrain,
+                                                  seeds=seeds, record_models=False), task=task_of(project))
+    name = f"{GENERATED}: {prompts}"
+    return (result.summary.assign(method=name), result.changes.assign(method=name), error, len(result.runs))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
@@ -96,6 +126,8 @@ def main() -> None:
     parser.add_argument("--budgets", type=parse_budget, nargs="+", default=[0.05, 0.1, 0.2])
     parser.add_argument("--methods", nargs="+", default=OURS + BASELINES, choices=SELECTION_METHODS.names())
     parser.add_argument("--no-generated", action="store_true", help="skip the renderer's images")
+    parser.add_argument("--prompts", nargs="+", default=["hibug"], choices=PROMPT_METHODS,
+                        help="prompt methods of the generated arms (default: hibug)")
     parser.add_argument("--dir", default="repair-bench")
     parser.add_argument("--retrain", default="fine-tune", choices=RETRAIN_METHODS.names())
     args = parser.parse_args()
@@ -116,24 +148,31 @@ def main() -> None:
                                                          baseline=None, control=(k == 0), retrain=retrain,
                                                          seeds=seeds, record_models=False), task=task_of(project))
                         for k, method in enumerate(args.methods)]
-                if not args.no_generated:
-                    generate_for_prompts(project, ShapeWorldRenderer(), build_prompts(project, "hibug"), budget,
-                                         seed=0)
-                    runs.append(run_repair(project, RepairConfig(data=GENERATED, baseline=None, control=False,
-                                                                 retrain=retrain, seeds=seeds, record_models=False),
-                                           task=task_of(project)))
+            summaries, all_changes = [r.summary for r in runs], [r.changes for r in runs]
             models += sum(len(r.runs) for r in runs)
-            summary = pd.concat([r.summary for r in runs], ignore_index=True)
-            changes = pd.concat([r.changes for r in runs], ignore_index=True)
-            shown = [m for m in args.methods + [GENERATED, CONTROL] if m in set(summary["method"])]
+            errors = {}
+            for prompts in ([] if args.no_generated else args.prompts):
+                summary, changes, errors[prompts], count = generated_arm(root / problem, root / "generated", prompts,
+                                                                         budget, retrain, seeds)
+                summaries.append(summary)
+                all_changes.append(changes)
+                models += count
+            summary = pd.concat(summaries, ignore_index=True)
+            changes = pd.concat(all_changes, ignore_index=True)
+            arms = [f"{GENERATED}: {p}" for p in errors]
+            shown = [m for m in args.methods + arms + [CONTROL] if m in set(summary["method"])]
             print(f"\n### {problem}: budget {budget_share} of the training split ({budget} of {n_train} images), "
                   f"{args.retrain}; accuracy on the test split after repair, mean ± sd over seeds {list(seeds)}\n",
                   flush=True)
             print(markdown_table(table(summary, shown)))
+            if errors:
+                print("\nThe model's error on the generated images, before retraining (HiBug's Table 5): " + "; ".join(
+                    f"{p}: {e:.1%}" for p, e in errors.items()), flush=True)
             verdict = paired(changes, summary, [m for m in OURS if m in args.methods])
             print("\nPaired over seeds against the best baseline on each slice:\n")
             print(markdown_table(verdict), flush=True)
-            verdicts.append(verdict.assign(problem=problem, budget=budget_share))
+            if not verdict.empty:
+                verdicts.append(verdict.assign(problem=problem, budget=budget_share))
     if verdicts:
         tally = pd.concat(verdicts).groupby(["method", "verdict"]).size().unstack(fill_value=0)
         print("\n### Verdicts against the best baseline, over every problem, budget and kept slice\n")

@@ -474,7 +474,8 @@ class Generate(Operation, LLMSettings):
     generator: Annotated[str, OneOf(GENERATORS)] = Field(SHAPE_RENDERER, description="generator: " +
                                                          GENERATORS.help_text())
     prompts: Annotated[str, OneOf(PROMPT_METHODS)] = Field(
-        "hibug", description="HiBug's slice template, or uncommon backgrounds (Chegini and Feizi)")
+        "hibug", description="HiBug's slice template, uncommon backgrounds (Chegini and Feizi), or the class names "
+                             "alone (the papers' baseline)")
     prompt_rows: Annotated[list[dict] | None, Cli(skip=True)] = Field(
         None, description="prompts as edited on the page (prompt, label, slice_id, slice, weight); used instead of "
                           "writing them")

@@ -97,7 +97,8 @@ with select:
 with generate:
     prompt_method = st.radio("Prompts", Generate.choices("prompts"), horizontal=True, format_func={
         "hibug": "HiBug template from the top error slices",
-        "backgrounds": "uncommon backgrounds per class (Chegini and Feizi)"}.get)
+        "backgrounds": "uncommon backgrounds per class (Chegini and Feizi)",
+        "class names": "'A photo of a {label}' per failing class (the papers' baseline)"}.get)
     if st.button("Write prompts"):
         try:
             from hibug_core.repair.prompts import build_prompts

@@ -350,6 +350,22 @@ def test_fine_tuning_the_demo_network_leaves_the_original_and_ignores_new_data_a
     assert not all(torch.equal(a, b) for a, b in zip(none.parameters(), weighted.parameters()))
 
 
+def test_class_name_prompts_put_the_images_where_the_failures_are():
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from hibug_core.repair.prompts import PromptError, class_name_prompts
+
+    evaluation = pd.DataFrame({"label": ["triangle", "triangle", "circle", "circle", "circle", "(background)", "square"],
+                               "error": [1.0, 1.0, 1.0, 0.0, 0.7, 1.0, 0.2]})
+    prompts = class_name_prompts(SimpleNamespace(evaluation=evaluation))
+    assert prompts[["prompt", "label", "weight"]].values.tolist() == [["A photo of a circle", "circle", 2.0],
+                                                                      ["A photo of a triangle", "triangle", 2.0]]
+    with pytest.raises(PromptError, match="fails on no image"):
+        class_name_prompts(SimpleNamespace(evaluation=evaluation.assign(error=0.0)))
+
+
 def test_failure_search_keeps_captions_that_fail_more_and_refines_them():
     class Scenes:
         """Generates the renderer's scenes (not pixels), so the classifier can read them."""

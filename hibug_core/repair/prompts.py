@@ -174,14 +174,27 @@ def images_per_prompt(prompts: pd.DataFrame, n_images: int) -> np.ndarray:
     return apportion(prompts["weight"].to_numpy(float), n_images, np.full(len(prompts), n_images))
 
 
-PROMPT_METHODS = ("hibug", "backgrounds")
+def class_name_prompts(report) -> pd.DataFrame:
+    """The baseline both generation papers measure against: "A photo of a {label}" for each class the model fails
+    on, weighted by its failures (HiBug's class-name prompt; Chegini and Feizi's Random_debugging), so the images
+    go where the failures are and only what the prompts say differs."""
+    evaluation = report.evaluation
+    failing = evaluation.loc[evaluation["error"].to_numpy() > 0.5, "label"]
+    counts = failing[~failing.isin((BACKGROUND, MISSED))].astype(str).value_counts()
+    if counts.empty:
+        raise PromptError("the model fails on no image of any class here; there is nothing to write prompts for")
+    return pd.DataFrame([{"prompt": f"A photo of a {label}", "label": label, "slice_id": "", "slice": "class name",
+                          "weight": float(n)} for label, n in counts.sort_index().items()], columns=COLUMNS)
+
+
+PROMPT_METHODS = ("hibug", "backgrounds", "class names")
 
 
 def build_prompts(project, method: str = "hibug", *, model: str | None = None, split: str = "val", top: int = 5,
                   k: int = 3, llm=None, api_key: str | None = None, encoder: str = "conse",
                   progress=None) -> pd.DataFrame:
-    """Prompts for the project's error slices: HiBug's template over the top slices, or uncommon backgrounds assigned
-    to the validation failures with `encoder` (embedding what is missing)."""
+    """Prompts for the project's error slices: HiBug's template over the top slices, uncommon backgrounds assigned
+    to the validation failures with `encoder` (embedding what is missing), or the class names alone (the baseline)."""
     from hibug_core.slices.report import error_slices
 
     report = error_slices(project, model, split=split)
@@ -189,6 +202,8 @@ def build_prompts(project, method: str = "hibug", *, model: str | None = None, s
         from hibug_core.store.attribute_versions import latest_version, load_schema
 
         return hibug_prompts(report, load_schema(project) if latest_version(project) is not None else None, top=top)
+    if method == "class names":
+        return class_name_prompts(report)
     if method != "backgrounds":
         raise PromptError(f"unknown prompt method '{method}'; choose one of {', '.join(PROMPT_METHODS)}")
     from hibug_core.embeddings.base import normalize_rows
