@@ -169,8 +169,9 @@ def main() -> None:
                 print("\nThe model's error on the generated images, before retraining (HiBug's Table 5): " + "; ".join(
                     f"{p}: {e:.1%}" for p, e in errors.items()), flush=True)
             verdict = paired(changes, summary, [m for m in OURS if m in args.methods])
-            print("\nPaired over seeds against the best baseline on each slice:\n")
-            print(markdown_table(verdict), flush=True)
+            if not verdict.empty:
+                print("\nPaired over seeds against the best baseline on each slice:\n")
+                print(markdown_table(verdict), flush=True)
             if not verdict.empty:
                 verdicts.append(verdict.assign(problem=problem, budget=budget_share))
     if verdicts:
