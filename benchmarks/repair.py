@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -104,19 +105,25 @@ def error_on_generated(project) -> float:
     return float(np.mean([p != label for p, label in zip(predicted, images["label"])]))
 
 
-def generated_arm(source: Path, work: Path, prompts: str, budget: int, retrain: RetrainConfig,
-                  seeds: tuple) -> tuple[pd.DataFrame, pd.DataFrame, float, int]:
-    """(summary, changes, error on the generated images, models) of a repair with `budget` rendered images for
-    `prompts`, on a fresh copy of the problem."""
+def generated_arms(source: Path, work: Path, prompts: str, budget: int, retrain: RetrainConfig, seeds: tuple,
+                   lams: list) -> tuple[list[pd.DataFrame], list[pd.DataFrame], float, int]:
+    """(summaries, changes, error on the generated images, models) of repairs with `budget` rendered images for
+    `prompts`, one per weight lambda of the new images' loss (None: as if added), on a fresh copy of the problem."""
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(source, work)
+    summaries, changes, models = [], [], 0
     with Project.open(work) as project:
         generate_for_prompts(project, ShapeWorldRenderer(), build_prompts(project, prompts), budget, seed=0)
         error = error_on_generated(project)
-        result = run_repair(project, RepairConfig(data=GENERATED, baseline=None, control=False, retrain=retrain,
-                                                  seeds=seeds, record_models=False), task=task_of(project))
-    name = f"{GENERATED}: {prompts}"
-    return (result.summary.assign(method=name), result.changes.assign(method=name), error, len(result.runs))
+        for lam in lams:
+            result = run_repair(project, RepairConfig(data=GENERATED, baseline=None, control=False,
+                                                      retrain=replace(retrain, lam=lam), seeds=seeds,
+                                                      record_models=False), task=task_of(project))
+            name = f"{GENERATED}: {prompts}" + (f", lambda {lam:g}" if len(lams) > 1 else "")
+            summaries.append(result.summary.assign(method=name))
+            changes.append(result.changes.assign(method=name))
+            models += len(result.runs)
+    return summaries, changes, error, models
 
 
 def main() -> None:
@@ -128,6 +135,9 @@ def main() -> None:
     parser.add_argument("--no-generated", action="store_true", help="skip the renderer's images")
     parser.add_argument("--prompts", nargs="+", default=["hibug"], choices=PROMPT_METHODS,
                         help="prompt methods of the generated arms (default: hibug)")
+    parser.add_argument("--lams", type=float, nargs="+", default=None,
+                        help="generated arms: each weight lambda of the new images' loss (Chegini and Feizi's sweep; "
+                             "default: as if added, n_new / n_original)")
     parser.add_argument("--dir", default="repair-bench")
     parser.add_argument("--retrain", default="fine-tune", choices=RETRAIN_METHODS.names())
     args = parser.parse_args()
@@ -152,15 +162,14 @@ def main() -> None:
             models += sum(len(r.runs) for r in runs)
             errors = {}
             for prompts in ([] if args.no_generated else args.prompts):
-                summary, changes, errors[prompts], count = generated_arm(root / problem, root / "generated", prompts,
-                                                                         budget, retrain, seeds)
-                summaries.append(summary)
-                all_changes.append(changes)
+                arm_summaries, arm_changes, errors[prompts], count = generated_arms(
+                    root / problem, root / "generated", prompts, budget, retrain, seeds, args.lams or [None])
+                summaries += arm_summaries
+                all_changes += arm_changes
                 models += count
             summary = pd.concat(summaries, ignore_index=True)
             changes = pd.concat(all_changes, ignore_index=True)
-            arms = [f"{GENERATED}: {p}" for p in errors]
-            shown = [m for m in args.methods + arms + [CONTROL] if m in set(summary["method"])]
+            shown = [m for m in dict.fromkeys(summary["method"]) if m != CONTROL] + [CONTROL]
             print(f"\n### {problem}: budget {budget_share} of the training split ({budget} of {n_train} images), "
                   f"{args.retrain}; accuracy on the test split after repair, mean ± sd over seeds {list(seeds)}\n",
                   flush=True)
