@@ -169,11 +169,12 @@ def photograph_detection(folder: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dir", default="screenshot-demo")
-    parser.add_argument("--fresh", action="store_true", help="rebuild the demo and its tags")
+    parser.add_argument("--fresh", action="store_true", help="rebuild the demos and the demo's tags")
     args = parser.parse_args()
     folder = Path(args.dir).resolve()
     if args.fresh:
         shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(folder.with_name(folder.name + "-detection"), ignore_errors=True)
     prepare(folder)
     review(folder)
     server = serve(folder)
