@@ -357,7 +357,8 @@ def test_class_name_prompts_put_the_images_where_the_failures_are():
 
     from hibug_core.repair.prompts import PromptError, class_name_prompts
 
-    evaluation = pd.DataFrame({"label": ["triangle", "triangle", "circle", "circle", "circle", "(background)", "square"],
+    evaluation = pd.DataFrame({"label": ["triangle", "triangle", "circle", "circle", "circle", "(background)",
+                                         "square"],
                                "error": [1.0, 1.0, 1.0, 0.0, 0.7, 1.0, 0.2]})
     prompts = class_name_prompts(SimpleNamespace(evaluation=evaluation))
     assert prompts[["prompt", "label", "weight"]].values.tolist() == [["A photo of a circle", "circle", 2.0],
