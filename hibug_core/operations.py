@@ -506,6 +506,9 @@ class FailureSearch(Operation, LLMSettings):
                           "(repeatable)")
     caption_failures: bool = Field(True, description="caption the baseline's failures and test those captions (off: "
                                                      "only the typed captions)")
+    cluster: bool = Field(False, description="caption one failure per cluster of the failures (k-means over their "
+                                             "embeddings by --encoder; Wiles et al.), not the first ones")
+    encoder: Encoder = Field("conse", description="clustering: the encoder that embeds the failures")
     steps: int = Field(25, ge=1, description="diffusers: denoising steps")
     seed: Seed = 0
 

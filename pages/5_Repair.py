@@ -249,14 +249,18 @@ with search:
                              placeholder="one per line, about the class, e.g. 'A small blue triangle at the top.'",
                              help="Your own guesses at what makes the model fail: each is drawn, tested against the "
                                   "baseline like a found caption, and refined where it fails significantly more.")
-        caption_failures = field_input(st, FailureSearch, "caption_failures", "Also caption the baseline's failures",
-                                       key="repair_search_caption_failures")
+        cells = st.columns(2)
+        caption_failures = field_input(cells[0], FailureSearch, "caption_failures",
+                                       "Also caption the baseline's failures", key="repair_search_caption_failures")
+        cluster = field_input(cells[1], FailureSearch, "cluster", "Cluster the failures first (one caption each)",
+                              key="repair_search_cluster")
         if st.form_submit_button("Search for failures", type="primary", key="repair_search_submit",
                                  disabled=not editing):
             params = {"label": label, "model": model, "generator": generator_spec(kind, name),
                       "captioner": captioner, "images": int(images), "captions": int(captions),
                       "typed_captions": [line for line in typed.splitlines() if line.strip()],
-                      "caption_failures": bool(caption_failures), "llm_base_url": llm_url or None}
+                      "caption_failures": bool(caption_failures), "cluster": bool(cluster),
+                      "llm_base_url": llm_url or None}
             key = secret("OPENAI_API_KEY")
             if start_job(project, "failure search", params, user, {"OPENAI_API_KEY": key} if key else None):
                 st.rerun()

@@ -434,6 +434,43 @@ def test_a_caption_typed_by_a_person_is_tested_and_refined_like_a_found_one():
         failure_search(Scenes(), predict, NoCaptions(), "triangle", config=config, typed=["A blue circle."])
 
 
+def test_clustered_failures_are_captioned_one_per_kind_of_failure():
+    from hibug_core.repair.failure_search import FailureSearchError, failures_to_caption
+
+    class Scenes:
+        name = "scenes"
+
+        def generate(self, prompts, seeds):
+            return [scene_from_prompt(p, s) for p, s in zip(prompts, seeds)]
+
+    class Caption:
+        name = "scene description"
+
+        def caption(self, scene, prompt, seed):
+            return f"A {scene['color']} triangle." if scene["color"] == "blue" else f"A {scene['size']} triangle."
+
+    def predict(scenes):  # fails on blue shapes, and on small shapes of any colour
+        return ["circle" if s["color"] == "blue" or s["size"] == "small" else s["shape"] for s in scenes]
+
+    def embed(scenes):  # what the failures look like: blue or not, small or not
+        return np.array([[s["color"] == "blue", s["size"] == "small"] for s in scenes], dtype=float)
+
+    config = FailureSearchConfig(baseline_images=64, images_per_caption=16, captions=2, refine=False)
+    first = failure_search(Scenes(), predict, Caption(), "triangle", config=config)
+    clustered = failure_search(Scenes(), predict, Caption(), "triangle", embed=embed,
+                               config=FailureSearchConfig(**{**config.__dict__, "cluster": True}))
+    found = set(first.loc[first["origin"] == "caption of a failure", "caption"])
+    assert found == {"A small triangle."}  # the first two failures are both small, neither blue
+    kinds = set(clustered.loc[clustered["origin"] == "caption of a failure", "caption"])
+    assert kinds == {"A blue triangle.", "A small triangle."}  # one per cluster: both kinds of failure
+    # the largest cluster first, its member nearest the centre; few failures are all captioned
+    points = np.array([[0, 0], [5, 5], [0, 0.1], [5, 5.2], [0.1, 0], [5, 5.1], [0, 0.2]])
+    assert failures_to_caption(np.arange(7), list(points), 2, lambda p: np.array(p), 0) == [2, 5]
+    assert failures_to_caption(np.arange(2), list(points), 3, lambda p: np.array(p), 0) == [0, 1]
+    with pytest.raises(FailureSearchError, match="needs an image encoder"):
+        failure_search(Scenes(), predict, Caption(), "triangle", config=FailureSearchConfig(cluster=True))
+
+
 @pytest.mark.slow
 def test_repair_loop_on_the_demo_records_models_and_compares_slice_by_slice(demo_project, tmp_path):
     from hibug_core.models.finetune import TuneConfig

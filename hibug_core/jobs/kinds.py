@@ -165,6 +165,7 @@ def search_failures(project, op: FailureSearch, progress, author: str | None = N
         FailureSearchConfig,
         LLMCaptioner,
         RendererCaption,
+        encoder_embedding,
         failure_search,
         network_predictor,
         typed_captions,
@@ -176,12 +177,13 @@ def search_failures(project, op: FailureSearch, progress, author: str | None = N
     generator = load_generator(op.generator, steps=op.steps)
     captioner = LLMCaptioner(op.llm_config()) if op.captioner == "llm" else RendererCaption()
     config = FailureSearchConfig(images_per_caption=op.images, captions=op.captions,
-                                 caption_failures=op.caption_failures, seed=op.seed)
+                                 caption_failures=op.caption_failures, cluster=op.cluster, seed=op.seed)
     typed = typed_captions(op.typed_captions, op.label)  # a caption that is not of the class stops here
     run_id = start_run(project, "failure search", {**op.params(), "generator": generator.name,
                                                     "captioner": captioner.name}, author=author)
     table = failure_search(generator, predict, captioner, op.label, baseline_prompt=op.baseline, typed=typed,
-                           config=config, progress=progress)
+                           embed=encoder_embedding(op.encoder) if op.cluster else None, config=config,
+                           progress=progress)
     significant = int(table["significant"].sum())
     finish_run(project, run_id, {"label": op.label, "significant": significant, "table": table.to_dict("records")},
                author=author)

@@ -41,6 +41,7 @@ class FailureSearchConfig:
     alpha: float = 0.05  # one-sided Fisher exact test against the baseline's failure rate, FDR over all captions
     refine: bool = True
     caption_failures: bool = True  # off: only the captions a person typed are tested
+    cluster: bool = False  # caption one failure per cluster of the failures' embeddings (Wiles et al.), not the first
     seed: int = 0
 
 
@@ -121,17 +122,38 @@ def typed_captions(captions, label: str) -> list[str]:
     return typed
 
 
+def failures_to_caption(failed: np.ndarray, images: list, count: int, embed: Callable[[list], np.ndarray] | None,
+                        seed: int) -> list[int]:
+    """Which of the `failed` positions to caption: the first `count`, or with `embed` one per cluster of their
+    embeddings (k-means, k = count), the failure nearest each centre, the largest cluster first."""
+    if embed is None or len(failed) <= count:
+        return [int(i) for i in failed[:count]]
+    from sklearn.cluster import KMeans
+
+    vectors = np.asarray(embed([images[i] for i in failed]), dtype=np.float64)
+    clusters = KMeans(n_clusters=count, n_init=10, random_state=seed).fit(vectors)
+    chosen = []
+    for cluster in np.argsort(-np.bincount(clusters.labels_, minlength=count), kind="stable"):
+        members = np.flatnonzero(clusters.labels_ == cluster)
+        nearest = members[np.argmin(((vectors[members] - clusters.cluster_centers_[cluster]) ** 2).sum(axis=1))]
+        chosen.append(int(failed[nearest]))
+    return chosen
+
+
 def failure_search(generator: Generator, predict: Callable[[list], list[str]], captioner: Captioner, label: str, *,
                    baseline_prompt: str | None = None, typed: list[str] | None = None,
+                   embed: Callable[[list], np.ndarray] | None = None,
                    config: FailureSearchConfig = FailureSearchConfig(),
                    progress: ProgressCallback = no_progress) -> pd.DataFrame:
     """Captions of `label` images the model fails on, and the captions a person `typed`, each tested on new images
     generated from it: one row per tested caption (the baseline first), significant ones refined.
-    predict(images) -> predicted class names."""
+    predict(images) -> predicted class names; embed(images) -> vectors, to cluster the failures (config.cluster)."""
     # 1. Check the inputs.
     typed = typed_captions(typed, label)
     if not config.caption_failures and not typed:
         raise FailureSearchError("nothing to test: type a caption, or let the search caption the failures")
+    if config.cluster and embed is None:
+        raise FailureSearchError("clustering the failures needs an image encoder to embed them")
     baseline_prompt = baseline_prompt or f"A photo of a {label}"
     seed_counter = iter(range(config.seed * 1_000_003, config.seed * 1_000_003 + 10_000_000))
     tested: dict[str, dict] = {}
@@ -178,9 +200,10 @@ def failure_search(generator: Generator, predict: Callable[[list], list[str]], c
     for caption in typed:
         tested_and_refined(caption, "typed by a person")
     if config.caption_failures:
-        failed = np.flatnonzero(base["_wrong"])[:config.captions]
+        chosen = failures_to_caption(np.flatnonzero(base["_wrong"]), base["_images"], config.captions,
+                                     embed if config.cluster else None, config.seed)
         for caption in dict.fromkeys(captioner.caption(base["_images"][i], baseline_prompt, base["_seeds"][i])
-                                     for i in failed):
+                                     for i in chosen):
             tested_and_refined(caption, "caption of a failure")
     # 4. What it reports is corrected for every caption it tested (the search steers by raw p-values).
     base["p_value"], base["significant"] = np.nan, False
@@ -194,6 +217,21 @@ def failure_search(generator: Generator, predict: Callable[[list], list[str]], c
     order = np.where(table["origin"] == "baseline", 0, np.where(table["origin"] == "typed by a person", 1, 2))
     return table.assign(_o=order).sort_values(["_o", "significant", "failure_rate"], ascending=[True, False, False],
                                               kind="stable").drop(columns="_o").reset_index(drop=True)
+
+
+def encoder_embedding(spec: str) -> Callable[[list], np.ndarray]:
+    """embed(images) -> the L2-normalised embeddings of PIL images by the encoder `spec` (see ENCODERS)."""
+    import torch
+
+    from hibug_core.embeddings.registry import load_encoder
+
+    encoder = load_encoder(spec)
+
+    def embed(images: list) -> np.ndarray:
+        batch = torch.stack([encoder.transform(image.convert("RGB")) for image in images])
+        return encoder.encode_images(batch)["embedding"]
+
+    return embed
 
 
 def network_predictor(project, model: str) -> Callable[[list], list[str]]:
