@@ -43,6 +43,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+        # The slow and browser tests run one after another on one worker (each uses both cores, and they share the
+        # demos they build); the quick ones fill the other worker beside them (--dist loadgroup, pyproject.toml).
+        if item.get_closest_marker("slow") or item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.xdist_group("heavy"))
 
 
 @pytest.fixture(scope="session")
