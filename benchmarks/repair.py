@@ -181,7 +181,6 @@ def main() -> None:
             if not verdict.empty:
                 print("\nPaired over seeds against the best baseline on each slice:\n")
                 print(markdown_table(verdict), flush=True)
-            if not verdict.empty:
                 verdicts.append(verdict.assign(problem=problem, budget=budget_share))
     if verdicts:
         tally = pd.concat(verdicts).groupby(["method", "verdict"]).size().unstack(fill_value=0)

@@ -126,15 +126,24 @@ def _annotation_bug(objects: ObjectEvidence | None, train_mask: np.ndarray | Non
     training annotations where they are known, else its own boxes on the found objects."""
     if objects is None or failed.sum() < config.min_failures:
         return None
-    train_rows = train_mask if objects.annotated is not None else None
     for bug in ANNOTATION_BUGS:
-        if _annotation_evidence(bug, objects, train_rows, mask, config):
-            return bug, _annotation_reason(bug, objects, train_rows, mask, config)
+        if _annotation_evidence(bug, objects, train_mask, mask, config):
+            return bug, _annotation_reason(bug, objects, train_mask, mask, config)
     return None
+
+
+def _training_rows(objects: ObjectEvidence, train_rows: np.ndarray | None,
+                   config: DiagnosisConfig) -> np.ndarray | None:
+    """The training rows the annotation evidence is read from: where the training annotations are known and these
+    rows hold enough objects to tell; else None, and the model's own boxes on the evaluation rows are read."""
+    if objects.annotated is None or train_rows is None or _annotated_share(objects, train_rows, config) is None:
+        return None
+    return train_rows
 
 
 def _annotation_reason(bug: str, objects: ObjectEvidence, train_rows: np.ndarray | None, eval_rows: np.ndarray,
                        config: DiagnosisConfig) -> str:
+    train_rows = _training_rows(objects, train_rows, config)
     if bug == "missing annotations":
         share, overall, count = _annotated_share(objects, train_rows, config)
         return (f"{count} in training images, but only {share:.0%} of them annotated in the training annotations "
@@ -167,13 +176,11 @@ def _box_ratios(objects: ObjectEvidence, train_rows: np.ndarray | None,
 
 def _annotation_evidence(bug: str, objects: ObjectEvidence, train_rows: np.ndarray | None, eval_rows: np.ndarray,
                          config: DiagnosisConfig) -> bool | None:
-    """Whether these rows alone show the annotation bug (the test of _annotation_bug, failures aside); None where
-    they are too few to tell."""
-    if objects.annotated is not None and train_rows is not None:
-        counted = _annotated_share(objects, train_rows, config)
-        if counted is None:
-            return None
-        share, overall, _ = counted
+    """Whether these rows alone show the annotation bug (the test of _annotation_bug, failures aside): from their
+    training annotations, else from the model's own boxes; None where they are too few to tell."""
+    train_rows = _training_rows(objects, train_rows, config)
+    if train_rows is not None:
+        share, overall, _ = _annotated_share(objects, train_rows, config)
         if bug == "missing annotations":
             return share <= config.missing_share and share <= overall - config.missing_gap
         return _off(*_box_ratios(objects, train_rows, None), config.box_factor)
@@ -202,8 +209,7 @@ def explained_annotation_bugs(bug_types, definition_masks: list[np.ndarray], tra
 
     def without(i: int, j: int) -> bool | None:
         """Whether slice i's bug shows on its rows outside slice j (None: too few to tell)."""
-        train_rows = train_masks[i] & ~train_masks[j] if train_masks is not None and objects.annotated is not None \
-            else None
+        train_rows = train_masks[i] & ~train_masks[j] if train_masks is not None else None
         return _annotation_evidence(bug_types[i], objects, train_rows, definition_masks[i] & ~definition_masks[j],
                                     config)
 
