@@ -367,15 +367,16 @@ def test_class_name_prompts_put_the_images_where_the_failures_are():
         class_name_prompts(SimpleNamespace(evaluation=evaluation.assign(error=0.0)))
 
 
+class SceneWorld:
+    """A generator of the renderer's scenes (not pixels), so the failure searches' classifiers can read them."""
+
+    name = "scenes"
+
+    def generate(self, prompts, seeds):
+        return [scene_from_prompt(p, s) for p, s in zip(prompts, seeds)]
+
+
 def test_failure_search_keeps_captions_that_fail_more_and_refines_them():
-    class Scenes:
-        """Generates the renderer's scenes (not pixels), so the classifier can read them."""
-
-        name = "scenes"
-
-        def generate(self, prompts, seeds):
-            return [scene_from_prompt(p, s) for p, s in zip(prompts, seeds)]
-
     class Caption:
         name = "scene description"
 
@@ -385,7 +386,7 @@ def test_failure_search_keeps_captions_that_fail_more_and_refines_them():
     def predict(scenes):  # a model that calls every blue shape a circle
         return ["circle" if s["color"] == "blue" else s["shape"] for s in scenes]
 
-    table = failure_search(Scenes(), predict, Caption(), "triangle",
+    table = failure_search(SceneWorld(), predict, Caption(), "triangle",
                            config=FailureSearchConfig(baseline_images=64, images_per_caption=24, captions=4))
     assert table["origin"].iat[0] == "baseline" and table["caption"].iat[0] == "A photo of a triangle"
     kept = table[table["significant"]]
@@ -400,12 +401,6 @@ def test_failure_search_keeps_captions_that_fail_more_and_refines_them():
 def test_a_caption_typed_by_a_person_is_tested_and_refined_like_a_found_one():
     from hibug_core.repair.failure_search import FailureSearchError
 
-    class Scenes:
-        name = "scenes"
-
-        def generate(self, prompts, seeds):
-            return [scene_from_prompt(p, s) for p, s in zip(prompts, seeds)]
-
     class NoCaptions:  # the search's own captions are off: asking for one is a bug
         name = "none"
 
@@ -416,7 +411,7 @@ def test_a_caption_typed_by_a_person_is_tested_and_refined_like_a_found_one():
         return ["circle" if s["color"] == "blue" else s["shape"] for s in scenes]
 
     config = FailureSearchConfig(baseline_images=64, images_per_caption=24, caption_failures=False)
-    table = failure_search(Scenes(), predict, NoCaptions(), "triangle", config=config,
+    table = failure_search(SceneWorld(), predict, NoCaptions(), "triangle", config=config,
                            typed=["  A blue   triangle at the top. ", "A red triangle.", "A red triangle.", " "])
     assert table["caption"].tolist()[:3] == ["A photo of a triangle", "A blue triangle at the top.",
                                               "A red triangle."]
@@ -429,19 +424,13 @@ def test_a_caption_typed_by_a_person_is_tested_and_refined_like_a_found_one():
     assert refined["caption"].tolist() == ["A triangle at the top."] and not refined["significant"].any()
     # Nothing to test, or a caption about another class, is refused by name before anything is drawn
     with pytest.raises(FailureSearchError, match="nothing to test"):
-        failure_search(Scenes(), predict, NoCaptions(), "triangle", config=config, typed=[" "])
+        failure_search(SceneWorld(), predict, NoCaptions(), "triangle", config=config, typed=[" "])
     with pytest.raises(FailureSearchError, match="'A blue circle.' does not name the class 'triangle'"):
-        failure_search(Scenes(), predict, NoCaptions(), "triangle", config=config, typed=["A blue circle."])
+        failure_search(SceneWorld(), predict, NoCaptions(), "triangle", config=config, typed=["A blue circle."])
 
 
 def test_clustered_failures_are_captioned_one_per_kind_of_failure():
     from hibug_core.repair.failure_search import FailureSearchError, failures_to_caption
-
-    class Scenes:
-        name = "scenes"
-
-        def generate(self, prompts, seeds):
-            return [scene_from_prompt(p, s) for p, s in zip(prompts, seeds)]
 
     class Caption:
         name = "scene description"
@@ -456,8 +445,8 @@ def test_clustered_failures_are_captioned_one_per_kind_of_failure():
         return np.array([[s["color"] == "blue", s["size"] == "small"] for s in scenes], dtype=float)
 
     config = FailureSearchConfig(baseline_images=64, images_per_caption=16, captions=2, refine=False)
-    first = failure_search(Scenes(), predict, Caption(), "triangle", config=config)
-    clustered = failure_search(Scenes(), predict, Caption(), "triangle", embed=embed,
+    first = failure_search(SceneWorld(), predict, Caption(), "triangle", config=config)
+    clustered = failure_search(SceneWorld(), predict, Caption(), "triangle", embed=embed,
                                config=FailureSearchConfig(**{**config.__dict__, "cluster": True}))
     found = set(first.loc[first["origin"] == "caption of a failure", "caption"])
     assert found == {"A small triangle."}  # the first two failures are both small, neither blue
@@ -468,7 +457,7 @@ def test_clustered_failures_are_captioned_one_per_kind_of_failure():
     assert failures_to_caption(np.arange(7), list(points), 2, lambda p: np.array(p), 0) == [2, 5]
     assert failures_to_caption(np.arange(2), list(points), 3, lambda p: np.array(p), 0) == [0, 1]
     with pytest.raises(FailureSearchError, match="needs an image encoder"):
-        failure_search(Scenes(), predict, Caption(), "triangle", config=FailureSearchConfig(cluster=True))
+        failure_search(SceneWorld(), predict, Caption(), "triangle", config=FailureSearchConfig(cluster=True))
 
 
 @pytest.mark.slow
