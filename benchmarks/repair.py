@@ -6,15 +6,20 @@ for each seed: select that share of the training split's size from
 the pool with every selection method (hibug's, HiBug2's, expected failures, and the baselines random, uncertainty,
 margin, Coreset and BADGE), label it (the pool's labels stand in for an annotator), fine-tune the model on training
 + selected data, and measure the planted slices and the whole held-out test split. Also: the same with no new data
-(control), and with as many images from the shape-world renderer (standing in for a diffusion model offline) for each
+(control), and with as many images from the shape-world renderer (standing in for a diffusion model offline;
+--generator names a real one, with the same specs as `hibug generate`) for each
 prompt method in --prompts: the top slices' HiBug prompts, Chegini and Feizi's uncommon backgrounds (the renderer
 draws no background, so offline this arm is the class names again), and the class names alone ("A photo of a
 {label}", the baseline of HiBug's Table 5 and Chegini and Feizi's Random_debugging); for each, the model's error on its
 generated images before retraining is printed too (HiBug's Table 5).
+With --debug-sets it also prints, per method, the share of the model's failures each repair fixes on the validation
+split, which found the slices and wrote the prompts (Chegini and Feizi's debug seed), and on the held-out test split,
+which nothing saw (their debug held-out set).
 Prints mean ± sd over seeds per budget, and per slice the paired difference (over seeds) between each of hibug's
 methods and the best baseline on that slice, with its 95% t-interval.
 Usage: python benchmarks/repair.py [--problems demo red green] [--seeds 0 1 2 3 4] [--budgets 0.05 0.1 0.2]
-       [--methods ...] [--prompts hibug backgrounds "class names"] [--dir repair-bench]
+       [--methods ...] [--prompts hibug backgrounds "class names"] [--lams ...] [--ks 1 3 5] [--debug-sets]
+       [--generator diffusers:FOLDER] [--dir repair-bench]
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ import pandas as pd
 from hibug_core.bench.summary import markdown_table
 from hibug_core.demo.build import DemoConfig, ensure_demo
 from hibug_core.repair.generated import generate_for_prompts, generated_images
-from hibug_core.repair.generators import ShapeWorldRenderer
+from hibug_core.repair.generators import SHAPE_RENDERER, load_generator
 from hibug_core.repair.loop import CONTROL, GENERATED, RepairConfig, run_repair
 from hibug_core.repair.prompts import PROMPT_METHODS, build_prompts
 from hibug_core.repair.retrain import RETRAIN_METHODS, RetrainConfig
@@ -105,25 +110,48 @@ def error_on_generated(project) -> float:
     return float(np.mean([p != label for p, label in zip(predicted, images["label"])]))
 
 
+def failures_fixed(project, original: str, runs: pd.DataFrame, name: str | None = None) -> pd.DataFrame:
+    """Per repaired model of `runs` (recorded in the project): the share of the original model's failures it gets
+    right, on the validation split (the debug seed: the slices and prompts came from it) and on the test split (the
+    debug held-out set)."""
+    before = project.samples(original)
+    failed = before[before["label"].notna() & (before["prediction"] != before["label"])]
+    sets = {"debug seed (val failures)": failed.index[failed["split"] == "val"],
+            "debug held-out (test failures)": failed.index[failed["split"] == "test"]}
+    rows = []
+    for run in runs.itertuples():
+        after = project.samples(run.model)
+        rows.append({"method": name or run.method, "seed": run.seed, **{
+            f"{label}, {len(ids)}": float((after.loc[ids, "prediction"] == after.loc[ids, "label"]).mean())
+            for label, ids in sets.items()}})
+    return pd.DataFrame(rows)
+
+
 def generated_arms(source: Path, work: Path, prompts: str, budget: int, retrain: RetrainConfig, seeds: tuple,
-                   lams: list) -> tuple[list[pd.DataFrame], list[pd.DataFrame], float, int]:
-    """(summaries, changes, error on the generated images, models) of repairs with `budget` rendered images for
-    `prompts`, one per weight lambda of the new images' loss (None: as if added), on a fresh copy of the problem."""
+                   lams: list, debug_sets: bool = False, generator: str = SHAPE_RENDERER,
+                   k: int = 3) -> tuple[list[pd.DataFrame], list[pd.DataFrame], float, int, list[pd.DataFrame]]:
+    """(summaries, changes, error on the generated images, models, failures fixed) of repairs with `budget` images
+    from `generator` for `prompts` (k: backgrounds per class, for Chegini and Feizi's), one per weight lambda of the
+    new images' loss (None: as if added), on a fresh copy of the problem."""
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(source, work)
-    summaries, changes, models = [], [], 0
+    summaries, changes, models, fixed = [], [], 0, []
     with Project.open(work) as project:
-        generate_for_prompts(project, ShapeWorldRenderer(), build_prompts(project, prompts), budget, seed=0)
+        original = project.models()[0]
+        generate_for_prompts(project, load_generator(generator), build_prompts(project, prompts, k=k), budget, seed=0)
         error = error_on_generated(project)
         for lam in lams:
             result = run_repair(project, RepairConfig(data=GENERATED, baseline=None, control=False,
                                                       retrain=replace(retrain, lam=lam), seeds=seeds,
-                                                      record_models=False), task=task_of(project))
-            name = f"{GENERATED}: {prompts}" + (f", lambda {lam:g}" if len(lams) > 1 else "")
+                                                      record_models=debug_sets), task=task_of(project))
+            name = (f"{GENERATED}: {prompts}" + (f", k {k}" if prompts == "backgrounds" else "")
+                    + (f", lambda {lam:g}" if len(lams) > 1 else ""))
             summaries.append(result.summary.assign(method=name))
             changes.append(result.changes.assign(method=name))
             models += len(result.runs)
-    return summaries, changes, error, models
+            if debug_sets:
+                fixed.append(failures_fixed(project, original, result.runs, name))
+    return summaries, changes, error, models, fixed
 
 
 def main() -> None:
@@ -138,6 +166,14 @@ def main() -> None:
     parser.add_argument("--lams", type=float, nargs="+", default=None,
                         help="generated arms: each weight lambda of the new images' loss (Chegini and Feizi's sweep; "
                              "default: as if added, n_new / n_original)")
+    parser.add_argument("--ks", type=int, nargs="+", default=[3],
+                        help="the backgrounds arm: each number of backgrounds per class k (Chegini and Feizi's sweep)")
+    parser.add_argument("--generator", default=SHAPE_RENDERER,
+                        help="what draws the generated arms' images (hibug generate's specs, e.g. diffusers:FOLDER; "
+                             "default: the shape-world renderer, the offline stand-in)")
+    parser.add_argument("--debug-sets", action="store_true",
+                        help="also print the share of the model's val failures (debug seed) and test failures (debug "
+                             "held-out) each repair fixes (Chegini and Feizi)")
     parser.add_argument("--dir", default="repair-bench")
     parser.add_argument("--retrain", default="fine-tune", choices=RETRAIN_METHODS.names())
     args = parser.parse_args()
@@ -152,20 +188,28 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
             shutil.copytree(root / problem, work)
             with Project.open(work) as project:
+                original = project.models()[0]
                 n_train = task_of(project).training_count(project.samples(), project)
                 budget = resolve_budget(budget_share, n_train)
                 runs = [run_repair(project, RepairConfig(selection=SelectionConfig(method=method, budget=budget_share),
                                                          baseline=None, control=(k == 0), retrain=retrain,
-                                                         seeds=seeds, record_models=False), task=task_of(project))
+                                                         seeds=seeds, record_models=args.debug_sets),
+                                   task=task_of(project))
                         for k, method in enumerate(args.methods)]
+                fixed = [failures_fixed(project, original, r.runs) for r in runs] if args.debug_sets else []
             summaries, all_changes = [r.summary for r in runs], [r.changes for r in runs]
             models += sum(len(r.runs) for r in runs)
             errors = {}
-            for prompts in ([] if args.no_generated else args.prompts):
-                arm_summaries, arm_changes, errors[prompts], count = generated_arms(
-                    root / problem, root / "generated", prompts, budget, retrain, seeds, args.lams or [None])
+            arms = [(p, k) for p in ([] if args.no_generated else args.prompts)
+                    for k in (args.ks if p == "backgrounds" else [3])]
+            for prompts, k in arms:
+                arm = prompts + (f", k {k}" if prompts == "backgrounds" else "")
+                arm_summaries, arm_changes, errors[arm], count, arm_fixed = generated_arms(
+                    root / problem, root / "generated", prompts, budget, retrain, seeds, args.lams or [None],
+                    args.debug_sets, args.generator, k)
                 summaries += arm_summaries
                 all_changes += arm_changes
+                fixed += arm_fixed
                 models += count
             summary = pd.concat(summaries, ignore_index=True)
             changes = pd.concat(all_changes, ignore_index=True)
@@ -177,6 +221,12 @@ def main() -> None:
             if errors:
                 print("\nThe model's error on the generated images, before retraining (HiBug's Table 5): " + "; ".join(
                     f"{p}: {e:.1%}" for p, e in errors.items()), flush=True)
+            if fixed:
+                shares = pd.concat(fixed, ignore_index=True).groupby("method", sort=False).agg(
+                    lambda v: f"{v.mean():.1%} ± {v.std():.1%}" if len(v) > 1 else f"{v.mean():.1%}")
+                print("\nThe model's failures each repair fixes, mean ± sd over seeds (Chegini and Feizi's debug seed "
+                      "and debug held-out sets; columns: set, failures in it):\n")
+                print(markdown_table(shares.drop(columns="seed").reset_index()), flush=True)
             verdict = paired(changes, summary, [m for m in OURS if m in args.methods])
             if not verdict.empty:
                 print("\nPaired over seeds against the best baseline on each slice:\n")

@@ -1,12 +1,13 @@
-"""Benchmark: hibug's slice enumeration against the `sliceline` package and a naive scan, with planted slices.
+"""Benchmark: hibug's slice enumeration against `sliceline`, a tree without pruning and a naive scan, planted slices.
 
 For each configuration (rows x attributes x depth, minimum support M=10) it generates tagged data (4 tags per
 attribute, 10% base error) with three planted error slices, then times in separate processes (so peak memory is
 each one's own): hibug's enumeration + scoring (median of 3), sliceline's Slicefinder (same depth and support, top
-10, once, with a time and memory limit), and a naive scan (every candidate slice checked against all rows; timed
-on a sample of candidates and extrapolated). It checks that every slice both report has identical counts and mean
-errors, that every planted slice ranks in hibug's top 10, and measures the machine's popcount rate and memory
-bandwidth to show how far the engine is from them.
+10, once, with a time and memory limit), a tree without pruning (HiBug2's baseline: each slice's rows found among
+its parent's, every child expanded whatever its size) and a naive scan (every candidate slice checked against all
+rows); the last two timed on a sample and extrapolated when they would run past their budget. It checks that every
+slice both report has identical counts and mean errors, that every planted slice ranks in hibug's top 10, and
+measures the machine's popcount rate and memory bandwidth to show how far the engine is from them.
 With --million it runs hibug alone at 1,000,000 rows x 50 attributes, depth 3, and recounts a sample of its slices
 with boolean masks over every row.
 Usage: python benchmarks/slices.py [--quick | --million] [--sliceline-timeout 150]
@@ -152,6 +153,52 @@ def run_naive(rows: int, attributes: int, depth: int, budget_s: float = 20.0) ->
             "extrapolated": checked < candidates, "peak_mb": peak_rss_mb()}
 
 
+def run_tree(rows: int, attributes: int, depth: int, budget_s: float = 20.0) -> dict:
+    """A tree without pruning: a slice's children are counted over its own rows (one bincount per later attribute),
+    and every child is expanded, however few rows it holds. First-level subtrees are timed in a random order until
+    the budget runs out; the rest is extrapolated by candidate count."""
+    codes, errors = make_data(rows, attributes)
+
+    def expand(index: np.ndarray, last: int, level: int) -> int:
+        visited = 0
+        for attribute in range(last + 1, attributes):
+            column = codes[index, attribute]
+            np.bincount(column, minlength=TAGS), np.bincount(column, weights=errors[index], minlength=TAGS)
+            visited += TAGS
+            if level + 1 < depth:
+                for tag in range(TAGS):
+                    visited += expand(index[column == tag], attribute, level + 1)
+        return visited
+
+    def below(attribute: int, level: int) -> int:  # candidates under a slice whose last attribute is `attribute`
+        later = attributes - attribute - 1
+        return sum(len(list(itertools.combinations(range(later), k))) * TAGS ** k for k in range(1, depth - level + 1))
+
+    candidates = sum(len(list(itertools.combinations(range(attributes), k))) * TAGS ** k for k in range(1, depth + 1))
+    start = time.perf_counter()
+    everything = np.arange(rows)
+    for attribute in range(attributes):  # the first level: every single-tag slice
+        np.bincount(codes[:, attribute], minlength=TAGS), np.bincount(codes[:, attribute], weights=errors,
+                                                                      minlength=TAGS)
+    first_level_s = time.perf_counter() - start
+    roots = [(a, t) for a in range(attributes) for t in range(TAGS)]
+    order = np.random.default_rng(1).permutation(len(roots))
+    timed_s, timed_candidates = 0.0, 0
+    for i in order:
+        attribute, tag = roots[i]
+        begin = time.perf_counter()
+        visited = expand(everything[codes[:, attribute] == tag], attribute, 1) if depth > 1 else 0
+        timed_s += time.perf_counter() - begin
+        timed_candidates += visited
+        assert visited == below(attribute, 1)
+        if timed_s > budget_s:
+            break
+    below_first = candidates - attributes * TAGS
+    seconds = first_level_s + (timed_s / timed_candidates * below_first if timed_candidates else 0.0)
+    return {"seconds": seconds, "measured": timed_candidates + attributes * TAGS, "candidates": candidates,
+            "extrapolated": timed_candidates < below_first, "peak_mb": peak_rss_mb()}
+
+
 def machine_limits() -> dict:
     """Popcount words/s (AND + popcount of two L1-resident arrays, all cores) and memory read bandwidth."""
     from numba import njit, prange
@@ -208,7 +255,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         kind, rows, attributes, depth = args.worker[0], *map(int, args.worker[1:])
-        print(json.dumps({"hibug": run_hibug, "sliceline": run_sliceline, "naive": run_naive}[kind](
+        print(json.dumps({"hibug": run_hibug, "sliceline": run_sliceline, "naive": run_naive, "tree": run_tree}[kind](
             rows, attributes, depth)))
         return
     if args.million:
@@ -231,13 +278,16 @@ def main() -> None:
     print(f"machine: AND+popcount {limits['popcount_words_per_s'] / 1e9:.2f} G words/s (all cores, L1), "
           f"memory read {limits['read_gb_per_s']:.1f} GB/s")
     header = (f"{'rows':>7} {'attrs':>5} {'depth':>5} {'slices':>9} | {'hibug s':>7} {'MB':>6} | {'sliceline s':>11} "
-              f"{'MB':>6} {'speed-up':>8} {'mem':>5} | {'naive s':>8} {'speed-up':>8} | {'G words/s':>9} "
+              f"{'MB':>6} {'speed-up':>8} {'mem':>5} | {'tree s':>8} {'speed-up':>8} | {'naive s':>8} {'speed-up':>8} "
+              "| "
+              f"{'G words/s':>9} "
               "planted ranks        same")
     print(header)
     for rows, attributes, depth in (QUICK if args.quick else CONFIGS):
         ours = in_subprocess("hibug", rows, attributes, depth, 600, args.memory_gb)
         theirs = in_subprocess("sliceline", rows, attributes, depth, args.sliceline_timeout, args.memory_gb)
         naive = in_subprocess("naive", rows, attributes, depth, 120, args.memory_gb)
+        tree = in_subprocess("tree", rows, attributes, depth, 120, args.memory_gb)
         if "failed" in ours:
             print(f"{rows:>7} {attributes:>5} {depth:>5} hibug failed: {ours['failed']}")
             continue
@@ -252,14 +302,16 @@ def main() -> None:
                           f"{theirs['seconds'] / ours['seconds']:>7.0f}x "
                           f"{theirs['extra_mb'] / max(ours['extra_mb'], 1):>4.0f}x"
                           if "seconds" in theirs else f"{theirs['failed']:>35}")
-        naive_text = (f"{naive['seconds']:>7.1f}{'*' if naive.get('extrapolated') else ' '} "
-                      f"{naive['seconds'] / ours['seconds']:>7.0f}x" if "seconds" in naive
-                      else f"{naive['failed']:>17}")
+        naive_text, tree_text = (
+            f"{peer['seconds']:>7.1f}{'*' if peer.get('extrapolated') else ' '} "
+            f"{peer['seconds'] / ours['seconds']:>7.0f}x" if "seconds" in peer else f"{peer['failed']:>17}"
+            for peer in (naive, tree))
         print(f"{rows:>7} {attributes:>5} {depth:>5} {ours['slices']:>9} | {ours['seconds']:>7.2f} "
-              f"{ours['extra_mb']:>6.0f} | {sliceline_text} | {naive_text} | "
+              f"{ours['extra_mb']:>6.0f} | {sliceline_text} | {tree_text} | {naive_text} | "
               f"{ours['word_ops'] / ours['seconds'] / 1e9:>9.1f} {str(ours['planted_ranks']):<20} {same}")
-    print("* naive scan timed on a sample of candidates and extrapolated. G words/s: candidate slices x bitset words "
-          "x 2 per second, the work a pure bitset engine would do; compare with the machine's AND+popcount rate above.")
+    print("* tree or naive scan timed on a sample of candidates and extrapolated. G words/s: candidate slices x bitset "
+          "words x 2 per second, the work a pure bitset engine would do; compare with the machine's AND+popcount rate "
+          "above.")
     print("MB: peak resident memory above the process's size after its imports (hibug's whole process stays under "
           "the figure plus about 250 MB of libraries).")
     print("targets: 100k x 50 depth 3 < 4 s; 100k x 20 depth 4 < 5 s; peak < 2 GB; >= 100x faster and >= 10x less "

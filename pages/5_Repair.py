@@ -274,10 +274,17 @@ with search:
         baseline = table.iloc[0]
         for row in table[table["origin"] == "typed by a person"].itertuples():
             verdict = "significantly more often" if row.significant else "not significantly more often"
+            goes = getattr(row, "failures_go_to", None)
+            target = (f" Most of its failures are called '{plain(goes)}': {row.target_rate:.0%} of its images, "
+                      f"against {row.baseline_target_rate:.0%} of the baseline's." if isinstance(goes, str) else "")
             (st.warning if row.significant else st.info)(
                 f"Your caption '{plain(row.caption)}': {row.failures} of {row.images} images fail "
                 f"({row.failure_rate:.0%}), {verdict} than the baseline's {baseline['failure_rate']:.0%} "
-                f"(q = {row.q_value:.3f}).")
+                f"(q = {row.q_value:.3f}).{target}")
+        rate = {"format": "percent", "min_value": 0, "max_value": 1}
         st.dataframe(table, hide_index=True, width="stretch",
-                     column_config={"failure_rate": st.column_config.ProgressColumn(
-                         "failure rate", format="percent", min_value=0, max_value=1)})
+                     column_config={"failure_rate": st.column_config.ProgressColumn("failure rate", **rate),
+                                    "failures_go_to": "failures called",
+                                    "target_rate": st.column_config.ProgressColumn("called that", **rate),
+                                    "baseline_target_rate": st.column_config.ProgressColumn(
+                                        "baseline called that", **rate)})

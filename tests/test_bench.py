@@ -17,10 +17,13 @@ from hibug_core.bench.problems import (
     candidate_problems,
     ground_truth,
     plant,
+    thin_validation,
 )
+from hibug_core.bench.run import BenchConfig
 from hibug_core.bench.scoring import attribute_matches, score_report
 from hibug_core.bench.summary import markdown_table, summary_tables
 from hibug_core.demo.easyvqa import load_shape_world
+from hibug_core.errors import HibugError
 from hibug_core.slices.diagnosis import diagnose
 
 COLORS = ["black", "blue", "brown", "gray", "green", "red", "teal", "yellow"]
@@ -37,6 +40,23 @@ def test_base_splits_are_shared_and_unbiased(world):
     assert counts == {"val": 1600, "pool": 400, "candidate": len(world.images) - 2000}
     assert (base[world.source_splits == "test"] == "val").all()
     assert np.array_equal(base, base_splits(world))
+
+
+def test_thin_validation_keeps_a_seeded_share_of_val_only(world):
+    base = base_splits(world)
+    thinned = thin_validation(base, 0.25, seed=3)
+    assert int((thinned == "val").sum()) == 400 and int((thinned == "unused").sum()) == 1200  # of 1,600
+    assert ((thinned == "val") <= (base == "val")).all()  # drawn from the same validation images
+    assert np.array_equal(thinned[base != "val"], base[base != "val"])  # pool and candidates untouched
+    assert np.array_equal(thinned, thin_validation(base, 0.25, seed=3))
+    assert not np.array_equal(thinned, thin_validation(base, 0.25, seed=4))
+    assert thin_validation(base, 1.0, seed=3) is base
+
+
+def test_bench_config_names_a_bad_validation_share():
+    for shares in ((0.0,), (0.5, 1.5), ()):
+        with pytest.raises(HibugError, match="val_shares"):
+            BenchConfig(val_shares=shares)
 
 
 def test_spurious_plant_gives_the_class_its_share_of_the_tag(world):
@@ -165,6 +185,17 @@ def test_summary_tables_and_markdown():
     assert tables["generation"].loc[(SPURIOUS, 0.99), "tried"] == 2
     assert tables["generation"].loc[(SPURIOUS, 0.99), "kept"] == 1
     assert tables["generation"].loc[(SPURIOUS, 0.99), "median drop of kept"] == 0.3
+    assert "by validation share" not in tables
+    # searched on two shares of the validation split: the main tables read the whole split, one more table each share
+    half = rows.assign(val_share=0.5, val_images=800, find_attr=[False, True, False, False],
+                       find_tag=[False, False, False, False])
+    tables = summary_tables(pd.concat([rows.assign(val_share=1.0, val_images=1600), half], ignore_index=True),
+                            problems, 0.2, 0.05)
+    assert tables["scores"].loc[("truth", "all"), "Find Attr %"] == 75.0
+    by_share = tables["by validation share"]
+    assert by_share.loc[("truth", 0.5), "Find Attr %"] == 25.0 and by_share.loc[("truth", 0.5), "Find Tag %"] == 0.0
+    assert by_share.loc[("truth", 1.0), "Find Tag %"] == 50.0
+    assert by_share.loc[("truth", 0.5), "val images"] == 800
     assert markdown_table(pd.DataFrame({"a": [1, 2], "b": [0.5, np.nan]})) == \
         "| a | b |\n| --- | --- |\n| 1 | 0.5 |\n| 2 |  |"
 

@@ -63,7 +63,9 @@ def test_scoring_against_the_planted_slices():
 
 def test_a_quick_object_benchmark_runs_end_to_end(tmp_path):
     rows = run_object_benchmark(tmp_path, quick(ObjectBenchConfig()))
-    assert len(rows) == 2 * 3 * 2  # problems x planted bugs x taggers
+    assert len(rows) == 2 * 3 * 2 * 2  # problems x planted bugs x taggers x searches
     assert set(rows["tagger"]) == {"truth", "automatic"} and rows["precision@10"].between(0, 1).all()
+    assert set(rows["search"]) == {"hibug2", "hibug"}
     table = summary(rows)
-    assert list(table.index) == ["automatic", "truth"] and (table["bugs"] == 6).all()
+    assert list(table.index) == [("automatic", "hibug"), ("automatic", "hibug2"), ("truth", "hibug"),
+                                 ("truth", "hibug2")] and (table["bugs"] == 6).all()

@@ -129,6 +129,7 @@ def test_a_typed_caption_is_tested_from_the_page_and_the_command(monkeypatch, de
     at = open_page(monkeypatch, demo_copy)
     verdicts = {v.value.split(":")[0]: v.value for v in (*at.warning, *at.info) if v.value.startswith("Your caption")}
     assert "significantly more often than the baseline's" in verdicts["Your caption 'A blue triangle.'"]
+    assert "Most of its failures are called 'circle'" in verdicts["Your caption 'A blue triangle.'"]  # the shortcut
     assert "not significantly more often" in verdicts["Your caption 'A red triangle.'"]
     origins = at.dataframe[-1].value["origin"].tolist()
     assert origins[:3] == ["baseline", "typed by a person", "typed by a person"]
@@ -138,7 +139,7 @@ def test_a_typed_caption_is_tested_from_the_page_and_the_command(monkeypatch, de
     assert main(["failure-search", str(demo_copy), "--label", "triangle", "--caption", "A blue triangle.",
                  "--no-caption-failures", "--images", "16"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].startswith("*") and lines[1].endswith("A blue triangle.  (typed)")
+    assert lines[1].startswith("*") and "A blue triangle.  (typed)  -> 'circle'" in lines[1]
     assert main(["failure-search", str(demo_copy), "--label", "triangle", "--caption", "A blue circle."]) == 2
     assert "'A blue circle.' does not name the class 'triangle'" in capsys.readouterr().err
 

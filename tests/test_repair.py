@@ -419,6 +419,11 @@ def test_a_caption_typed_by_a_person_is_tested_and_refined_like_a_found_one():
     blue, red = table.iloc[1], table.iloc[2]
     assert (blue["failures"], blue["images"], bool(blue["significant"])) == (24, 24, True)
     assert (red["failures"], bool(red["significant"])) == (0, False)
+    # the target-label rate: every blue triangle is called a circle, as the baseline's failures (all blue) are
+    base = table.iloc[0]
+    assert (blue["failures_go_to"], blue["target_rate"]) == ("circle", 1.0)
+    assert blue["baseline_target_rate"] == base["failures"] / base["images"] and base["failures_go_to"] == "circle"
+    assert pd.isna(red["failures_go_to"]) and np.isnan(red["target_rate"])
     # the significant one is refined like a found caption: the place dropped, the colour kept
     refined = table[table["origin"] == "refined from: A blue triangle at the top."]
     assert refined["caption"].tolist() == ["A triangle at the top."] and not refined["significant"].any()
@@ -427,6 +432,19 @@ def test_a_caption_typed_by_a_person_is_tested_and_refined_like_a_found_one():
         failure_search(SceneWorld(), predict, NoCaptions(), "triangle", config=config, typed=[" "])
     with pytest.raises(FailureSearchError, match="'A blue circle.' does not name the class 'triangle'"):
         failure_search(SceneWorld(), predict, NoCaptions(), "triangle", config=config, typed=["A blue circle."])
+
+
+def test_target_label_rate_names_where_the_failures_go():
+    from hibug_core.repair.failure_search import target_label_rates
+
+    predicted = np.array(["circle", "circle", "square", "square", "triangle", "triangle"], dtype=object)
+    wrong = predicted != "triangle"
+    baseline = np.array(["triangle"] * 9 + ["square"], dtype=object)
+    # a tie between circle and square goes to the first name; the share is of all the caption's images
+    assert target_label_rates(predicted, wrong, baseline) == {
+        "failures_go_to": "circle", "target_rate": 2 / 6, "baseline_target_rate": 0.0}
+    wrong[0] = False  # one circle is now right (another class): square leads
+    assert target_label_rates(predicted, wrong, baseline)["baseline_target_rate"] == 0.1
 
 
 def test_clustered_failures_are_captioned_one_per_kind_of_failure():

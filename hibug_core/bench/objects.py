@@ -3,6 +3,7 @@ planted in its training annotations (missed objects, bad boxes; single attribute
 slices scored by Find Attr, Find Tag and Precision@10 against the planted slices, with true and automatic tags."""
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from dataclasses import dataclass, field, replace
@@ -13,7 +14,7 @@ import pandas as pd
 
 from hibug_core.attributes.measured import COLOUR_NAMES, measured_attributes
 from hibug_core.attributes.schema import AttributeSchema
-from hibug_core.bench.scoring import attribute_matches
+from hibug_core.bench.scoring import SEARCHES, attribute_matches
 from hibug_core.demo.detection import DETECTOR_NAME, SIZES, DetectionDemoConfig, ObjectBug, plant_bugs, write_coco_split
 from hibug_core.demo.scenes import SCENE_COLOURS, SCENE_SHAPES, render_scenes
 from hibug_core.models.zoo.scene_fcos import DetectorConfig, detect, train_detector
@@ -123,12 +124,13 @@ def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
         tag_project(project, views=task_of(project).views, attributes=["dominant colour"],
                     progress=progress)  # measured on each object's crop
         rows = []
-        for tagger, attributes in TAGGERS.items():
-            report = error_slices(project, DETECTOR_NAME, split="val", attributes=attributes,
+        for (tagger, attributes), (search, slice_config) in itertools.product(TAGGERS.items(), SEARCHES.items()):
+            report = error_slices(project, DETECTOR_NAME, split="val", attributes=attributes, config=slice_config,
                                   tags="imported" if tagger == "truth" else "in force", check_tags=False)
             found, precision = score(report.slices, problem, config.top_n)  # in rank order, as the image benchmark
             for row in found:
-                rows.append({"problem": problem.id, "tagger": tagger, **row, f"precision@{config.top_n}": precision,
+                rows.append({"problem": problem.id, "tagger": tagger, "search": search, **row,
+                             f"precision@{config.top_n}": precision,
                              "AP50": manifest.object_evaluations[DETECTOR_NAME].summary["AP50"],
                              "train_s": round(trained_s, 1)})
         return rows
@@ -138,7 +140,7 @@ def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
 
 def run_object_benchmark(folder: str | Path, config: ObjectBenchConfig = ObjectBenchConfig(), *,
                          progress: ProgressCallback = no_progress) -> pd.DataFrame:
-    """Every problem, one detector each; one row per (problem, planted bug, tagger)."""
+    """Every problem, one detector each; one row per (problem, planted bug, tagger, search)."""
     folder = Path(folder)
     rows = []
     for problem in object_problems(config.problems, config.seed):
@@ -154,13 +156,14 @@ def summary(rows: pd.DataFrame, top_n: int = 10) -> pd.DataFrame:
 
 
 def finding_table(rows: pd.DataFrame, group: str, top_n: int = 10) -> pd.DataFrame:
-    """Per tagger: Find Attr, Find Tag (share of planted bugs), mean Precision@top_n over problems, the bugs counted,
-    and Find Tag per value of the rows' `group` column."""
+    """Per tagger (and search, where the rows compare searches): Find Attr, Find Tag (share of planted bugs), mean
+    Precision@top_n over problems, the bugs counted, and Find Tag per value of the rows' `group` column."""
     column = f"precision@{top_n}"
-    per_problem = rows.drop_duplicates(["problem", "tagger"]).groupby("tagger")[column].mean()
-    table = rows.groupby("tagger")[["find_attr", "find_tag"]].mean().join(per_problem)
-    table["bugs"] = rows.groupby("tagger").size()
-    by_group = rows.pivot_table(index="tagger", columns=group, values="find_tag", aggfunc="mean")
+    keys = ["tagger", "search"] if "search" in rows else ["tagger"]
+    per_problem = rows.drop_duplicates(["problem", *keys]).groupby(keys)[column].mean()
+    table = rows.groupby(keys)[["find_attr", "find_tag"]].mean().join(per_problem)
+    table["bugs"] = rows.groupby(keys).size()
+    by_group = rows.pivot_table(index=keys, columns=group, values="find_tag", aggfunc="mean")
     return table.join(by_group.add_prefix("find_tag: "))
 
 

@@ -4,6 +4,7 @@ unannotated, small figures rare), its error slices scored by Find Attr, Find Tag
 slices, with true and automatic tags."""
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -14,6 +15,7 @@ import pandas as pd
 from hibug_core.attributes.measured import measured_attributes
 from hibug_core.attributes.schema import AttributeSchema
 from hibug_core.bench.objects import finding_table
+from hibug_core.bench.scoring import SEARCHES
 from hibug_core.demo.figures import POSES, SHIRT_COLOURS
 from hibug_core.demo.pose import MODEL_NAME, PoseDemoConfig, build_pose_demo, pose_attribute_schema
 from hibug_core.objects.geometry import geometry_attributes
@@ -92,12 +94,12 @@ def run_problem(folder: Path, problem: PoseProblem, *, top_n: int = 10,
         tag_project(project, views=task_of(project).views, attributes=["dominant colour"], progress=progress)
         ap = project.object_evaluation(MODEL_NAME, "val")["summary"]["AP"]
         rows = []
-        for tagger, attributes in TAGGERS.items():
-            report = error_slices(project, MODEL_NAME, split="val", attributes=attributes,
+        for (tagger, attributes), (search, config) in itertools.product(TAGGERS.items(), SEARCHES.items()):
+            report = error_slices(project, MODEL_NAME, split="val", attributes=attributes, config=config,
                                   tags="imported" if tagger == "truth" else "in force", check_tags=False)
             found, precision = score(report.slices, problem.demo.planted_bugs(), top_n)
-            rows += [{"problem": problem.id, "tagger": tagger, **row, f"precision@{top_n}": precision, "AP": ap}
-                     for row in found]
+            rows += [{"problem": problem.id, "tagger": tagger, "search": search, **row,
+                      f"precision@{top_n}": precision, "AP": ap} for row in found]
         return rows
     finally:
         project.close()
@@ -105,7 +107,7 @@ def run_problem(folder: Path, problem: PoseProblem, *, top_n: int = 10,
 
 def run_pose_benchmark(folder: str | Path, problems: int = 1, *, top_n: int = 10,
                        progress: ProgressCallback = no_progress) -> pd.DataFrame:
-    """Every problem; one row per (problem, planted bug, tagger)."""
+    """Every problem; one row per (problem, planted bug, tagger, search)."""
     rows = []
     for problem in pose_problems(problems):
         logger.info("pose benchmark: %s: %s", problem.id, "; ".join(b.how for b in problem.demo.planted_bugs()))

@@ -116,6 +116,18 @@ def plant(world: ShapeWorld, base: np.ndarray, problem: PlantedProblem,
     return split
 
 
+def thin_validation(split: np.ndarray, share: float, seed: int) -> np.ndarray:
+    """The splits with only a seeded share of the 'val' rows kept as 'val' (the rest 'unused'): a smaller validation
+    set drawn from the same one, to see how bug discovery depends on its size (HiBug's Table 6)."""
+    if share >= 1.0:
+        return split
+    val = np.flatnonzero(split == "val")
+    dropped = np.random.default_rng(seed).permutation(val)[round(share * len(val)):]
+    thinned = split.copy()
+    thinned[dropped] = "unused"
+    return thinned
+
+
 def ground_truth(problem: PlantedProblem) -> dict:
     """What a debugging tool should report: the bug type and the slice, as stored with the problem."""
     definition = [(problem.attribute, problem.tag)]

@@ -15,11 +15,19 @@ from hibug_core.attributes.library import library_schema
 from hibug_core.attributes.measured import measured_attributes
 from hibug_core.attributes.schema import AttributeSchema
 from hibug_core.bench.build import Realised, build_problem_project, model_probabilities, realised
-from hibug_core.bench.problems import RARE, SPURIOUS, SplitConfig, base_splits, candidate_problems, plant
+from hibug_core.bench.problems import (
+    RARE,
+    SPURIOUS,
+    SplitConfig,
+    base_splits,
+    candidate_problems,
+    plant,
+    thin_validation,
+)
 from hibug_core.bench.scoring import score_report
 from hibug_core.demo.attributes import TASK, demo_attribute_schema
 from hibug_core.demo.easyvqa import SHAPES, ShapeWorld, load_shape_world
-from hibug_core.errors import HibugError
+from hibug_core.errors import HibugError, check_fields
 from hibug_core.llm.client import LLMConfig
 from hibug_core.models.zoo.shape_cnn import TrainConfig
 from hibug_core.progress import ProgressCallback, no_progress
@@ -63,6 +71,16 @@ class BenchConfig:
     examples_per_tag: int = 10
     encoder: str = "conse"
     llm: LLMConfig | None = None  # the server the "llm" tag source asks
+    # Shares of the validation split the slices are searched on (HiBug's Table 6), each a seeded draw per problem;
+    # whether the bug shows is always judged on the whole split.
+    val_shares: tuple[float, ...] = (1.0,)
+
+    def __post_init__(self):
+        check_fields(self, {
+            "n_spurious": (self.n_spurious >= 0, "0 or more"), "n_rare": (self.n_rare >= 0, "0 or more"),
+            "top_n": (self.top_n >= 1, "1 or more"),
+            "val_shares": (len(self.val_shares) > 0 and all(0 < s <= 1 for s in self.val_shares),
+                           "one or more shares in (0, 1]")})
 
 
 @dataclass
@@ -190,21 +208,25 @@ def run_benchmark(folder: str | Path, config: BenchConfig = BenchConfig(), *,
             continue
         kept[problem.bug_type] += 1
         progress("planted-bug problems", sum(kept.values()), sum(wanted.values()))
-        start = time.perf_counter()
-        project = build_problem_project(folder / "problems" / problem.id, world, split, problem, probabilities,
-                                        outcome, config.splits)
-        timed("import", start)
-        try:
-            for prefix in CONTENT_FOLDERS:
-                project.arrays.link_from(content, prefix)
-            rows += [{"problem": problem.id, "bug_type": problem.bug_type, "attribute": problem.attribute,
-                      "tag": problem.tag, "label": problem.label, "strength": problem.strength,
-                      "drop": round(outcome.drop, 4), **scored}
-                     for scored in _run_pipeline(project, problem, world, config, schemas, timed)]
-            for prefix in CONTENT_FOLDERS:
-                content.link_from(project.arrays, prefix)
-        finally:
-            project.close()
+        for share in config.val_shares:
+            start = time.perf_counter()
+            name = problem.id if share >= 1.0 else f"{problem.id}-val{share:g}"
+            project = build_problem_project(folder / "problems" / name, world,
+                                            thin_validation(split, share, problem.seed), problem, probabilities,
+                                            outcome, config.splits)
+            timed("import", start)
+            try:
+                for prefix in CONTENT_FOLDERS:
+                    project.arrays.link_from(content, prefix)
+                rows += [{"problem": problem.id, "bug_type": problem.bug_type, "attribute": problem.attribute,
+                          "tag": problem.tag, "label": problem.label, "strength": problem.strength,
+                          "drop": round(outcome.drop, 4), "val_share": share,
+                          "val_images": int(project.samples()["split"].eq("val").sum()), **scored}
+                         for scored in _run_pipeline(project, problem, world, config, schemas, timed)]
+                for prefix in CONTENT_FOLDERS:
+                    content.link_from(project.arrays, prefix)
+            finally:
+                project.close()
     timings["total"] = time.perf_counter() - started
     if any(kept[k] < wanted[k] for k in wanted):
         logger.warning("only %s bugs showed within %d candidates", kept, config.max_candidates)

@@ -44,8 +44,12 @@ def _rates(group: pd.DataFrame) -> pd.Series:
 def summary_tables(rows: pd.DataFrame, problems: pd.DataFrame, gap: float,
                    parent_alpha: float) -> dict[str, pd.DataFrame]:
     """Scores at C = `gap` and the parent test's `parent_alpha` per tag source and bug type (and all), per strength,
-    per attribute; every setting tried; and how the problems were generated."""
-    at_gap = rows[np.isclose(rows["gap"], gap) & np.isclose(rows["parent_alpha"], parent_alpha)]
+    per attribute; every setting tried; how the problems were generated; and, when the slices were searched on
+    shares of the validation split, the scores per share (the other tables are on the largest share)."""
+    at_setting = rows[np.isclose(rows["gap"], gap) & np.isclose(rows["parent_alpha"], parent_alpha)]
+    share = rows["val_share"] if "val_share" in rows else pd.Series(1.0, index=rows.index)
+    whole = share == share.max()
+    at_gap, rows = at_setting[whole.loc[at_setting.index]], rows[whole]
     both = pd.concat([at_gap, at_gap.assign(bug_type="all")])
     tables = {
         "scores": both.groupby(["tagger", "bug_type"], sort=False).apply(_rates, include_groups=False),
@@ -55,12 +59,16 @@ def summary_tables(rows: pd.DataFrame, problems: pd.DataFrame, gap: float,
         "by C and parent test": rows.groupby(["tagger", "gap", "parent_alpha"], sort=False)
                                     .apply(_rates, include_groups=False),
     }
+    if share.nunique() > 1:
+        tables["by validation share"] = at_setting.groupby(["tagger", "val_share"]).apply(
+            lambda group: pd.concat([pd.Series({"val images": group["val_images"].median()}),
+                                     _rates(group)]), include_groups=False)
     if len(problems):
         kept_drop = problems["drop"].where(problems["kept"].astype(bool))
         tables["generation"] = problems.assign(kept_drop=kept_drop).groupby(["bug_type", "strength"]).agg(
             tried=("kept", "size"), kept=("kept", "sum"), **{"median drop of kept": ("kept_drop", "median")})
     for table in tables.values():
-        for column in ("problems", "tried", "kept"):
+        for column in ("problems", "tried", "kept", "val images"):
             if column in table:
                 table[column] = table[column].astype(int)
     return tables

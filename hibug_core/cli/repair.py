@@ -93,8 +93,11 @@ def cmd_failure_search(args) -> int:
     for row in runs.loc[runs["id"] == done["run"], "result"].iat[0]["table"]:
         mark = "*" if row["significant"] else " "
         typed = "  (typed)" if row["origin"] == "typed by a person" else ""
-        print(f"{mark} {row['failure_rate']:6.1%} ({row['failures']}/{row['images']})  {row['caption']}{typed}")
+        goes = (f"  -> '{row['failures_go_to']}' {row['target_rate']:.0%} (baseline {row['baseline_target_rate']:.0%})"
+                if isinstance(row.get("failures_go_to"), str) else "")
+        print(f"{mark} {row['failure_rate']:6.1%} ({row['failures']}/{row['images']})  {row['caption']}{typed}{goes}")
     print(f"* failure rate significantly above the baseline (first row), FDR 5% over every caption tested; "
+          f"-> the label most of its failures are given, the share of its images given it and of the baseline's; "
           f"stored as repair run {done['run']}")
     return 0
 

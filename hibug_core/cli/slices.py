@@ -107,6 +107,9 @@ def _bench_arguments(parser) -> None:
     parser.add_argument("--top", type=int, default=10, help="Find Attr / Find Tag look at this many top slices")
     parser.add_argument("--gap", type=float, default=SliceConfig.gap, help="C of the main table (others are reported "
                         "too)")
+    parser.add_argument("--val-shares", type=float, nargs="+", default=[1.0], metavar="SHARE",
+                        help="search the slices on these shares of the validation split too (HiBug's Table 6), e.g. "
+                        "0.1 0.25 0.5 1; the main tables are on the largest")
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -127,7 +130,8 @@ def cmd_bench(args) -> int:
     config = BenchConfig(n_spurious=spurious, n_rare=rare, seed=args.seed, taggers=taggers, top_n=args.top,
                          slices=replace(defaults.slices, gap=args.gap), encoder=args.encoder, llm=llm,
                          gaps=tuple(sorted({*defaults.gaps, args.gap})),
-                         parent_alphas=tuple(sorted({*defaults.parent_alphas, defaults.slices.parent_alpha})))
+                         parent_alphas=tuple(sorted({*defaults.parent_alphas, defaults.slices.parent_alpha})),
+                         val_shares=tuple(sorted(set(args.val_shares))))
     report, close = progress_bar()
     try:
         result = run_benchmark(args.out, config, progress=report)
@@ -136,6 +140,8 @@ def cmd_bench(args) -> int:
     tables = summary_tables(result.rows, result.problems, args.gap, config.slices.parent_alpha)
     markdown, data = write_results(Path(args.out), result, tables, TAGGERS)
     print(markdown_table(tables["scores"]))
+    if "by validation share" in tables:
+        print(markdown_table(tables["by validation share"]))
     print(f"{int(result.problems['kept'].sum())} problems from {len(result.problems)} candidates in "
           f"{result.timings['total']:.0f} s; tables in {markdown}, every row in {data}")
     return 0

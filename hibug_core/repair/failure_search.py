@@ -19,7 +19,11 @@ from hibug_core.stats import benjamini_hochberg
 
 logger = logging.getLogger(__name__)
 
-COLUMNS = ["caption", "origin", "images", "failures", "failure_rate", "p_value", "significant"]  # and q_value
+# And q_value. failures_go_to: the label the caption's failures are given most; target_rate: the share of its images
+# given that label, and baseline_target_rate the baseline's (Wiles et al.'s target-label rate, their Eq. 2: a caption
+# whose images are called another class far more often than the baseline's points at a spurious cue for that class).
+COLUMNS = ["caption", "origin", "images", "failures", "failure_rate", "p_value", "significant", "failures_go_to",
+           "target_rate", "baseline_target_rate"]
 CAPTION_REQUEST = ("Describe this image in two or three short sentences: the main object with its colour, size and "
                    "position, then the background. Plain sentences, no lists.")
 # Words that are adjectives whatever the sentence (colour, size, texture, light); others are found by their suffix.
@@ -163,9 +167,11 @@ def failure_search(generator: Generator, predict: Callable[[list], list[str]], c
             return tested[caption]
         seeds = [next(seed_counter) for _ in range(n)]
         images = generator.generate([caption] * n, seeds)
-        wrong = np.array([p != label for p in predict(images)])
+        predicted = np.asarray(predict(images), dtype=object)
+        wrong = predicted != label
         row = {"caption": caption, "origin": origin, "images": n, "failures": int(wrong.sum()),
-               "failure_rate": float(wrong.mean()), "_images": images, "_seeds": seeds, "_wrong": wrong}
+               "failure_rate": float(wrong.mean()), "_images": images, "_seeds": seeds, "_wrong": wrong,
+               "_predicted": predicted}
         tested[caption] = row
         progress("testing captions", len(tested), len(tested) + 1)
         return row
@@ -205,8 +211,11 @@ def failure_search(generator: Generator, predict: Callable[[list], list[str]], c
         for caption in dict.fromkeys(captioner.caption(base["_images"][i], baseline_prompt, base["_seeds"][i])
                                      for i in chosen):
             tested_and_refined(caption, "caption of a failure")
-    # 4. What it reports is corrected for every caption it tested (the search steers by raw p-values).
+    # 4. What it reports is corrected for every caption it tested (the search steers by raw p-values), with the
+    # label each caption's failures go to.
     base["p_value"], base["significant"] = np.nan, False
+    for row in tested.values():
+        row.update(target_label_rates(row["_predicted"], row["_wrong"], base["_predicted"]))
     table = pd.DataFrame([{k: v for k, v in row.items() if not k.startswith("_")} for row in tested.values()],
                          columns=COLUMNS)
     others = table["origin"] != "baseline"
@@ -217,6 +226,17 @@ def failure_search(generator: Generator, predict: Callable[[list], list[str]], c
     order = np.where(table["origin"] == "baseline", 0, np.where(table["origin"] == "typed by a person", 1, 2))
     return table.assign(_o=order).sort_values(["_o", "significant", "failure_rate"], ascending=[True, False, False],
                                               kind="stable").drop(columns="_o").reset_index(drop=True)
+
+
+def target_label_rates(predicted: np.ndarray, wrong: np.ndarray, baseline_predicted: np.ndarray) -> dict:
+    """The label most of the failures are given (ties: the first in name order; None without failures), the share
+    of all the images given it, and the share of the baseline's images given it."""
+    if not wrong.any():
+        return {"failures_go_to": None, "target_rate": np.nan, "baseline_target_rate": np.nan}
+    labels, counts = np.unique(predicted[wrong].astype(str), return_counts=True)
+    target = str(labels[np.argmax(counts)])
+    return {"failures_go_to": target, "target_rate": float(np.mean(predicted.astype(str) == target)),
+            "baseline_target_rate": float(np.mean(baseline_predicted.astype(str) == target))}
 
 
 def encoder_embedding(spec: str) -> Callable[[list], np.ndarray]:
