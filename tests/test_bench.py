@@ -209,11 +209,16 @@ def test_planted_problems_through_the_cli(tmp_path, capsys):
     out = tmp_path / "bench"
     # Seed 4: the first spurious and the first rare candidate both show (seed 0 trains ten models to find two)
     assert main(["bench", "--spurious", "1", "--rare", "1", "--out", str(out), "--encoder", "tiny-open_clip",
-                 "--seed", "4"]) == 0
+                 "--seed", "4", "--val-shares", "0.5", "1"]) == 0
     printed = capsys.readouterr().out
     assert "Find Attr %" in printed and "2 problems from 2 candidates" in printed
     results = json.loads((out / "results.json").read_text())
-    rows = pd.DataFrame(results["rows"])
+    every = pd.DataFrame(results["rows"])
+    # searched on half the validation split too (HiBug's Table 6): the same problems, 800 of the 1,600 images
+    assert every.groupby("val_share")["val_images"].unique().map(list).to_dict() == {0.5: [800], 1.0: [1600]}
+    assert every.groupby("val_share")["problem"].nunique().to_dict() == {0.5: 2, 1.0: 2}
+    assert "## by validation share" in (out / "results.md").read_text()
+    rows = every[every["val_share"] == 1.0]
     assert sorted(rows["tagger"].unique()) == ["conse", "library", "taught", "truth"]
     assert rows.groupby("bug_type")["problem"].nunique().to_dict() == {RARE: 1, SPURIOUS: 1}
     truth = rows[(rows["tagger"] == "truth") & (rows["gap"] == 0.2) & (rows["parent_alpha"] == 0.2)]

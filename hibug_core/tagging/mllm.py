@@ -77,6 +77,12 @@ def validate_answer(answer: dict, attributes: list[Attribute]) -> dict[str, str]
     return tags
 
 
+def object_boxes(objects) -> dict[int, tuple]:
+    """Each object's box (x, y, w, h) by sample id, for the rows whose box is known (an image row has none)."""
+    boxes = objects[["box_x", "box_y", "box_w", "box_h"]].to_numpy(float)
+    return {int(i): tuple(b) for i, b in zip(objects.index, boxes) if np.isfinite(b).all()}
+
+
 def sample_views(path: str, box) -> list[str]:
     """The images a sample is shown as: its image, or for an object (box: x, y, w, h) its outlined crop and its whole
     image with the outline (hibug_core.objects.crops)."""
@@ -146,9 +152,7 @@ def tag_with_llm(project, config: LLMConfig = LLMConfig(), *, views: SampleViews
     labels = dict(zip(samples.index, prompt_labels(project, samples, None)))
     boxes = {}  # outlined: a sample with a box is shown as its outlined crop and its whole image
     if views.outlined:
-        objects = project.objects().reindex(samples.index)
-        boxes = {i: tuple(b) for i, b in zip(objects.index, objects[["box_x", "box_y", "box_w", "box_h"]].to_numpy())
-                 if np.isfinite(b).all()}
+        boxes = object_boxes(project.objects().reindex(samples.index))
     client = make_client(config, api_key)
     run_id = resumable_run(project, config.model, chosen) if resume else None
     if run_id is None:

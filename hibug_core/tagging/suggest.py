@@ -187,21 +187,15 @@ COMPARE_VIEWS = (" Each is an object outlined in red: first its crop, then its w
                  "come first.")
 
 
-def _box(row) -> tuple | None:
-    box = tuple(float(row[c]) for c in ("box_x", "box_y", "box_w", "box_h"))
-    return box if np.isfinite(box).all() else None
-
-
 def propose_by_comparison(project, model: str, config: LLMConfig, *, pairs: int = 4, split: str = "val",
                           seed: int = 0, api_key: str | None = None, outlined: bool = False) -> ProposalResult:
     """HiBug2's comparative method: for pairs of a correct and a wrong prediction of the same class, ask the
     multimodal model which attributes tell them apart; the answers are repaired like any proposal. outlined: the
     samples are objects, each shown as its outlined crop and its whole image (tasks' SampleViews.outlined)."""
-    from hibug_core.tagging.mllm import sample_views
+    from hibug_core.tagging.mllm import object_boxes, sample_views
 
     samples = project.samples(model)
-    if outlined:
-        samples = samples.join(project.objects(model)[["box_x", "box_y", "box_w", "box_h"]])
+    boxes = object_boxes(project.objects(model)) if outlined else {}
     labelled = samples[(samples["split"] == split) & samples["correct"].notna()]
     rng = np.random.default_rng(seed)
     wrong_by_class = labelled[labelled["correct"] == False].groupby("label")  # noqa: E712 (nullable boolean)
@@ -214,7 +208,7 @@ def propose_by_comparison(project, model: str, config: LLMConfig, *, pairs: int 
         if right.empty:
             continue
         good, bad = right.iloc[rng.integers(len(right))], wrong.iloc[rng.integers(len(wrong))]
-        views = [sample_views(row["image_path"], _box(row) if outlined else None) for row in (good, bad)]
+        views = [sample_views(row["image_path"], boxes.get(int(row.name))) for row in (good, bad)]
         shown = COMPARE_VIEWS if outlined else ""
         content = [{"type": "text", "text": COMPARE_PROMPT.format(label=label, prediction=bad["prediction"])
                     + shown + "\n" + FORMAT},
