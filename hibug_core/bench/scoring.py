@@ -12,7 +12,7 @@ from hibug_core.slices.search import CLASS, SliceConfig
 # The slice searches the benchmarks compare (HiBug2's Table 2 sets HiBug's beside HiBug2's). "hibug2": the search as a
 # user gets it (slices ranked by the confident gap, a child kept only when worse than each parent, repeats of one
 # bug folded). "hibug": HiBug's rule alone: every slice below the overall score by C, ranked by how far below, with
-# no parent test and no folding.
+# no parent test and no folding (hibug's minimum support M kept: without it one-image slices would rank first).
 SEARCHES = {"hibug2": SliceConfig(),
             "hibug": SliceConfig(rank_by="gap", parent_alpha=1.0, max_overlap=1.0)}
 
