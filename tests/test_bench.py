@@ -185,7 +185,14 @@ def test_summary_tables_and_markdown():
     assert tables["generation"].loc[(SPURIOUS, 0.99), "tried"] == 2
     assert tables["generation"].loc[(SPURIOUS, 0.99), "kept"] == 1
     assert tables["generation"].loc[(SPURIOUS, 0.99), "median drop of kept"] == 0.3
-    assert "by validation share" not in tables
+    assert "by validation share" not in tables and "by search" not in tables
+    # HiBug's rule scored at the main C too (its own parent test: none): a table of its own, the others unchanged
+    plain = rows.assign(search="hibug", parent_alpha=1.0, find_tag=[False, False, True, False])
+    tables = summary_tables(pd.concat([rows.assign(search="hibug2"), plain], ignore_index=True), problems, 0.2, 0.05)
+    assert tables["scores"].loc[("truth", "all"), "Find Tag %"] == 50.0
+    assert tables["by search"].loc[("truth", "hibug"), "Find Tag %"] == 25.0
+    assert tables["by search"].loc[("truth", "hibug2"), "Find Tag %"] == 50.0
+    assert len(tables["by C and parent test"]) == 1  # HiBug's rows are not one of hibug's settings
     # searched on two shares of the validation split: the main tables read the whole split, one more table each share
     half = rows.assign(val_share=0.5, val_images=800, find_attr=[False, True, False, False],
                        find_tag=[False, False, False, False])
@@ -218,6 +225,10 @@ def test_planted_problems_through_the_cli(tmp_path, capsys):
     assert every.groupby("val_share")["val_images"].unique().map(list).to_dict() == {0.5: [800], 1.0: [1600]}
     assert every.groupby("val_share")["problem"].nunique().to_dict() == {0.5: 2, 1.0: 2}
     assert "## by validation share" in (out / "results.md").read_text()
+    # HiBug's rule beside hibug's search (HiBug2's Table 2), once per tag source and problem at the main C
+    plain = every[every["search"] == "hibug"]
+    assert len(plain) == 2 * 4 * 2 and (plain["gap"] == 0.1).all() and (plain["parent_alpha"] == 1.0).all()
+    assert "## by search" in (out / "results.md").read_text()
     rows = every[every["val_share"] == 1.0]
     assert sorted(rows["tagger"].unique()) == ["conse", "library", "taught", "truth"]
     assert rows.groupby("bug_type")["problem"].nunique().to_dict() == {RARE: 1, SPURIOUS: 1}

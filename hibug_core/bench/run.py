@@ -24,7 +24,7 @@ from hibug_core.bench.problems import (
     plant,
     thin_validation,
 )
-from hibug_core.bench.scoring import score_report
+from hibug_core.bench.scoring import hibug_search, score_report
 from hibug_core.demo.attributes import TASK, demo_attribute_schema
 from hibug_core.demo.easyvqa import SHAPES, ShapeWorld, load_shape_world
 from hibug_core.errors import HibugError, check_fields
@@ -138,14 +138,19 @@ def teaching_examples(project, world: ShapeWorld, config: BenchConfig, seed: int
 
 
 def _score_tagger(project, tagger: str, problem, config: BenchConfig, truth_tags: list[str]) -> list[dict]:
+    """Scores of hibug's search at every C and parent test, and of HiBug's rule at the main C."""
+    settings = [("hibug2", replace(config.slices, gap=gap, parent_alpha=alpha))
+                for gap, alpha in itertools.product(config.gaps, config.parent_alphas)]
+    settings.append(("hibug", hibug_search(config.slices)))
     rows = []
-    for gap, alpha in itertools.product(config.gaps, config.parent_alphas):
-        report = error_slices(project, config=replace(config.slices, gap=gap, parent_alpha=alpha),
+    for search, slice_config in settings:
+        report = error_slices(project, config=slice_config,
                               tags="imported" if tagger == "truth" else "model", check_tags=False)
         vocabulary = dict(zip(report.tags.attributes, report.tags.tags))
         scores = score_report(report.slices, vocabulary, problem, truth_tags, config.top_n)
         top = report.slices.head(1)
-        rows.append({"tagger": tagger, "gap": gap, "parent_alpha": alpha, **scores,
+        rows.append({"tagger": tagger, "search": search, "gap": slice_config.gap,
+                     "parent_alpha": slice_config.parent_alpha, **scores,
                      "top_slice": top["description"].iat[0] if len(top) else None,
                      "top_bug_type": top["bug_type"].iat[0] if len(top) else None})
     return rows

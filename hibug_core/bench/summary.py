@@ -44,12 +44,15 @@ def _rates(group: pd.DataFrame) -> pd.Series:
 def summary_tables(rows: pd.DataFrame, problems: pd.DataFrame, gap: float,
                    parent_alpha: float) -> dict[str, pd.DataFrame]:
     """Scores at C = `gap` and the parent test's `parent_alpha` per tag source and bug type (and all), per strength,
-    per attribute; every setting tried; how the problems were generated; and, when the slices were searched on
-    shares of the validation split, the scores per share (the other tables are on the largest share)."""
-    at_setting = rows[np.isclose(rows["gap"], gap) & np.isclose(rows["parent_alpha"], parent_alpha)]
+    per attribute; every setting tried; how the problems were generated; where HiBug's rule was scored too, both
+    searches side by side; and, when the slices were searched on shares of the validation split, the scores per share.
+    The other tables are hibug's search on the largest share."""
+    search = rows["search"] if "search" in rows else pd.Series("hibug2", index=rows.index)
     share = rows["val_share"] if "val_share" in rows else pd.Series(1.0, index=rows.index)
-    whole = share == share.max()
-    at_gap, rows = at_setting[whole.loc[at_setting.index]], rows[whole]
+    ours, whole, at_c = search == "hibug2", share == share.max(), np.isclose(rows["gap"], gap)
+    at_setting = rows[ours & at_c & np.isclose(rows["parent_alpha"], parent_alpha)]
+    searches = pd.concat([at_setting, rows[~ours & at_c]])[lambda frame: whole.loc[frame.index]]
+    at_gap, rows = at_setting[whole.loc[at_setting.index]], rows[whole & ours]
     both = pd.concat([at_gap, at_gap.assign(bug_type="all")])
     tables = {
         "scores": both.groupby(["tagger", "bug_type"], sort=False).apply(_rates, include_groups=False),
@@ -59,6 +62,8 @@ def summary_tables(rows: pd.DataFrame, problems: pd.DataFrame, gap: float,
         "by C and parent test": rows.groupby(["tagger", "gap", "parent_alpha"], sort=False)
                                     .apply(_rates, include_groups=False),
     }
+    if search.nunique() > 1:
+        tables["by search"] = searches.groupby(["tagger", "search"], sort=False).apply(_rates, include_groups=False)
     if share.nunique() > 1:
         tables["by validation share"] = at_setting.groupby(["tagger", "val_share"]).apply(
             lambda group: pd.concat([pd.Series({"val images": group["val_images"].median()}),

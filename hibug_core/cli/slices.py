@@ -140,8 +140,9 @@ def cmd_bench(args) -> int:
     tables = summary_tables(result.rows, result.problems, args.gap, config.slices.parent_alpha)
     markdown, data = write_results(Path(args.out), result, tables, TAGGERS)
     print(markdown_table(tables["scores"]))
-    if "by validation share" in tables:
-        print(markdown_table(tables["by validation share"]))
+    for extra in ("by search", "by validation share"):
+        if extra in tables:
+            print(markdown_table(tables[extra]))
     print(f"{int(result.problems['kept'].sum())} problems from {len(result.problems)} candidates in "
           f"{result.timings['total']:.0f} s; tables in {markdown}, every row in {data}")
     return 0
