@@ -256,8 +256,6 @@ def encoder_embedding(spec: str) -> Callable[[list], np.ndarray]:
 
 def network_predictor(project, model: str) -> Callable[[list], list[str]]:
     """predict(images) -> class names with the network behind `model` (one `hibug predict` ran, or the demo CNN)."""
-    import torch
-
     from hibug_core.repair.retrain import model_network
 
     adapter = model_network(project, model)
@@ -266,7 +264,6 @@ def network_predictor(project, model: str) -> Callable[[list], list[str]]:
                                  "classified; run your network with `hibug predict --model SPEC` and search that model")
 
     def predict(images: list) -> list[str]:
-        batch = torch.stack([adapter.transform(image.convert("RGB")) for image in images])
-        return [adapter.classes[i] for i in adapter.encode_images(batch)["probabilities"].argmax(axis=1)]
+        return [adapter.classes[int(np.argmax(p))] for p in adapter.predict(images)]
 
     return predict

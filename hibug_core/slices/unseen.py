@@ -164,23 +164,26 @@ def predict_with_llm(report: SliceReport, schema: AttributeSchema, llm_config, *
 def how_they_fail(predicted: pd.DataFrame, report: SliceReport, config: UnseenConfig = UnseenConfig()) -> dict:
     """HiBug2's Table 1 measure: the mean score on the check split over the predicted slices it holds enough of
     (`scored` of them), against the model's score on the whole check split."""
-    rows = report.samples[(report.samples["split"] == config.check_split) & report.samples["label"].notna()
-                          & report.samples["prediction"].notna()] if report.samples is not None else pd.DataFrame()
     scored = predicted["check_score"].dropna()
     return {"split": config.check_split, "scored": int(len(scored)), "predicted": len(predicted),
             "mean_score": float(scored.mean()) if len(scored) else np.nan,
-            "overall_score": float(rows["score"].mean()) if len(rows) else np.nan}
+            "overall_score": _check_split_score(report, config)}
+
+
+def _check_split_score(report: SliceReport, config: UnseenConfig) -> float:
+    """The model's mean score over the check split's labelled, predicted samples (NaN without any)."""
+    samples = report.samples
+    if samples is None:
+        return np.nan
+    rows = samples[(samples["split"] == config.check_split) & samples["label"].notna() & samples["prediction"].notna()]
+    return float(rows["score"].mean()) if len(rows) else np.nan
 
 
 def found_slices_hold(report: SliceReport, config: UnseenConfig = UnseenConfig()) -> pd.DataFrame:
     """HiBug's Table 3 measure: each bug the report found (one row per bug, trusted ones), scored on the check split
     where it holds at least the minimum size, and whether it is still an error slice there (below the check split's
     score by the report's gap, or below its threshold)."""
-    from hibug_core.slices.report import one_row_per_bug
-
-    rows = report.samples[(report.samples["split"] == config.check_split) & report.samples["label"].notna()
-                          & report.samples["prediction"].notna()] if report.samples is not None else pd.DataFrame()
-    overall = float(rows["score"].mean()) if len(rows) else np.nan
+    overall = _check_split_score(report, config)
     cut = report.config.threshold if report.config.threshold is not None else overall - report.config.gap
     bugs = one_row_per_bug(report.slices)
     bugs = bugs[bugs["trusted"]] if "trusted" in bugs.columns else bugs
