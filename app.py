@@ -46,7 +46,7 @@ def overview() -> None:
     samples = load_samples(project, model)
 
     st.title(plain(project.name))
-    st.caption(f"{project.folder.name if not server_policy().local else project.folder} · "
+    st.caption(f"{project.folder.name if server_policy().shared else project.folder} · "
                f"schema v{project.schema_version()}")
     delete_project_button(project)
 

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from hibug_core.bench.objects import ObjectBenchConfig, run_object_benchmark, summary
+from hibug_core.csv_export import write_csv
 
 
 def main() -> None:
@@ -32,7 +33,7 @@ def main() -> None:
     config = replace(ObjectBenchConfig(), problems=args.problems, train_scenes=args.train_scenes)
     start = time.perf_counter()
     rows = run_object_benchmark(Path(args.out), config)
-    rows.to_csv(Path(args.out) / "object_bugs.csv", index=False)
+    write_csv(rows, Path(args.out) / "object_bugs.csv")
     print(rows.to_string(index=False))
     print()
     print(summary(rows, config.top_n).round(3).to_string())

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from hibug_core.bench.pose import run_pose_benchmark, summary
+from hibug_core.csv_export import write_csv
 
 
 def main() -> None:
@@ -30,7 +31,7 @@ def main() -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     start = time.perf_counter()
     rows = run_pose_benchmark(Path(args.out), args.problems)
-    rows.to_csv(Path(args.out) / "pose_bugs.csv", index=False)
+    write_csv(rows, Path(args.out) / "pose_bugs.csv")
     print(rows.to_string(index=False))
     print()
     print(summary(rows).round(3).to_string())

@@ -11,6 +11,7 @@ import numpy as np
 from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
 from hibug_core.errors import HibugError
+from hibug_core.safe_files import IMAGE_MAX_BYTES, FileRefused, open_checked
 
 logger = logging.getLogger(__name__)
 
@@ -101,9 +102,21 @@ def as_rgb(image: Image.Image) -> Image.Image:
 
 def open_image(source: str | Path | bytes | BinaryIO, *, size_hint: int | None = None) -> Image.Image:
     """An image file (a path, its bytes, or an open file) as the RGB picture a person sees (as_rgb). size_hint: the
-    largest side needed, so a JPEG is decoded at reduced scale. Raises ImageUnreadable saying what is wrong."""
+    largest side needed, so a JPEG is decoded at reduced scale. A path is read only when it names a regular file under
+    the size cap (safe_files). Raises ImageUnreadable saying what is wrong."""
+    if isinstance(source, (str, Path)):
+        try:
+            handle = open_checked(source, max_bytes=IMAGE_MAX_BYTES, what="an image file")
+        except FileRefused as error:
+            raise ImageUnreadable(f"{error}: {source}" if "not found" in str(error) else str(error)) from None
+        with handle:
+            return _decoded(handle, size_hint)
+    return _decoded(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source, size_hint)
+
+
+def _decoded(source: BinaryIO, size_hint: int | None) -> Image.Image:
     try:
-        opened = Image.open(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source)
+        opened = Image.open(source)
     except FileNotFoundError:
         raise ImageUnreadable(f"file not found: {source}") from None
     except UnidentifiedImageError:

@@ -6,6 +6,7 @@ import uuid
 from pathlib import Path
 
 from hibug_core.image_loader import open_image, shown_as_stored
+from hibug_core.safe_files import inside
 
 THUMBS_DIR = "thumbs"
 
@@ -25,7 +26,7 @@ def ensure_thumbnail(project_folder: Path, image_path: Path, content_hash: str, 
     if as_stored and original_size is not None and max(original_size) <= size:
         return Path(image_path)
     target = thumbnail_path(project_folder, content_hash, size)
-    if target.exists():
+    if target.exists() and inside(target, project_folder):  # a link leading out is made again, replacing it
         return target
     small = open_image(image_path, size_hint=size)
     if as_stored and max(small.size) <= size:
@@ -55,7 +56,7 @@ def ensure_enlarged(project_folder: Path, image_path: Path, content_hash: str, f
     if factor <= 1:
         return Path(image_path)
     target = Path(project_folder) / THUMBS_DIR / f"x{factor}" / content_hash[:2] / f"{content_hash}.png"
-    if target.exists():
+    if target.exists() and inside(target, project_folder):
         return target
     from PIL import Image
 

@@ -223,6 +223,20 @@ def normalise_column(cells, role: Role = "text") -> NormalisedColumn:
     return out
 
 
+def normalise_prose(value, what: str) -> str | None:
+    """People's words of several lines (a comment): each line in the stored form (normalise_value's rules: no control
+    characters, escapes or direction overrides; invisible characters removed; NFC), but line breaks kept, a tab read
+    as a space and no word read as missing; None where nothing is left. Raises ValueRefused naming `what`."""
+    if not isinstance(value, str):
+        raise ValueRefused(f"{what} is {_type_name(value)}, not text")
+    lines = value.replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ").split("\n")
+    try:
+        cleaned = [_clean_text(line, [], frozenset()) or "" for line in lines]
+    except ValueRefused as error:
+        raise ValueRefused(f"{what} {error}") from None
+    return "\n".join(cleaned).strip("\n") or None
+
+
 def stored_or_why(value, role: Role = "text") -> str | None | ValueRefused:
     """normalise_value's answer, or the refusal itself instead of raising it (for checks that collect problems)."""
     try:

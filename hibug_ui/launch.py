@@ -64,7 +64,7 @@ def describe(policy: ServerPolicy) -> str:
     """One line on what the server serves and to whom (printed when it starts)."""
     what = f"project {policy.project}" if policy.project else f"the projects in {policy.projects_root}"
     who = ("sign-in required" if policy.sign_in else "read-only for everyone" if policy.read_only
-           else "this machine only" if policy.local else "OPEN TO ANYONE on the network")
+           else "OPEN TO ANYONE who reaches it" if policy.shared else "this machine only")
     roots = ", ".join(map(str, policy.data_roots)) or "none (uploads only)"
     return f"serving {what} on {policy.address}: {who}; data roots: {roots}; jobs at once: {policy.max_jobs}"
 

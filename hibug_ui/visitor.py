@@ -2,8 +2,11 @@
 and the hook that makes the core check every write against that role (in pages, fragments and callbacks alike)."""
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
+from urllib.parse import unquote
 
 import streamlit as st
 from streamlit.errors import StreamlitSecretNotFoundError
@@ -19,6 +22,8 @@ from hibug_core.store.audit import default_actor
 logger = logging.getLogger("hibug.server")
 NAME_KEY = "kept_hibug_user"  # where the sidebar's "Your name" is kept (state.sidebar_value's KEPT + USER_KEY)
 NOT_SIGNED_IN = " (not signed in)"
+NEXT_COOKIE = "hibug_after_sign_in"  # the link a visitor opened before signing in
+SAME_SITE_LINK = re.compile(r"/[A-Za-z0-9_./-]*(\?[A-Za-z0-9_.~%+=&-]*)?")  # a path on this site and its query
 
 
 def server_policy() -> ServerPolicy:
@@ -28,8 +33,18 @@ def server_policy() -> ServerPolicy:
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _policy(text: str | None, project: str | None) -> ServerPolicy:
+    """The policy from the environment, with sign-in and roles from the secrets where it was started without them
+    (`streamlit run app.py` beside a secrets file with [auth]): a server that signs people in is shared, however
+    it was started."""
     del text, project  # the cache key: the policy is read from the environment they come from
-    return ServerPolicy.from_environment()
+    policy = ServerPolicy.from_environment()
+    secrets = _secrets()
+    if "auth" in secrets and not policy.sign_in:
+        policy = policy.model_copy(update={"sign_in": True})
+    if not policy.roles:
+        roles = RoleMap.from_mapping(secrets.get("hibug", {}).get("roles", {}), source="[hibug.roles]")
+        policy = policy.model_copy(update={"roles": roles.as_mapping()})
+    return policy
 
 
 def signed_in_identity() -> str | None:
@@ -42,7 +57,7 @@ def signed_in_identity() -> str | None:
 def sign_in_required() -> bool:
     """Whether visitors sign in: the server was started with sign-in, or its secrets have an [auth] section (however
     the dashboard was started)."""
-    return server_policy().sign_in or "auth" in _secrets()
+    return server_policy().sign_in
 
 
 def _secrets() -> dict:
@@ -52,23 +67,15 @@ def _secrets() -> dict:
         return {}
 
 
-def _role_of(identity: str) -> Role | None:
-    policy = server_policy()
-    if not policy.roles:  # not given when the server started: the secrets' [hibug.roles]
-        roles = RoleMap.from_mapping(_secrets().get("hibug", {}).get("roles", {}), source="[hibug.roles]")
-        policy = policy.model_copy(update={"roles": roles.as_mapping()})
-    return policy.role_of(identity)
-
-
 def visitor() -> Actor | None:
     """The person this session acts for, with their role; None where they must sign in first or have no role."""
     policy = server_policy()
     if sign_in_required():
         identity = signed_in_identity()
-        role = _role_of(identity) if identity else None
+        role = policy.role_of(identity) if identity else None
         return Actor(identity, role, policy.reach()) if identity and role else None
     name = str(st.session_state.get(NAME_KEY) or default_actor()).strip() or "anonymous"
-    return Actor(name if policy.local else name + NOT_SIGNED_IN, policy.anonymous_role(), policy.reach())
+    return Actor(name + NOT_SIGNED_IN if policy.shared else name, policy.anonymous_role(), policy.reach())
 
 
 def _session_visitor() -> Actor | None:
@@ -84,17 +91,34 @@ def require_visitor() -> Actor:
     """The visitor, or the page stops with a sign-in button (or the news that their account has no role here)."""
     actor = visitor()
     if actor is not None:
+        _back_to_kept_link()
         return actor
     identity = signed_in_identity()
     st.title("hibug")
     if identity is None:
         st.info("Sign in to open this dashboard.")
+        # The provider sends people back to the front page: the link they came by is kept in a cookie until then.
+        st.html(f"<script>document.cookie = {json.dumps(NEXT_COOKIE + '=')} + encodeURIComponent("
+                "location.pathname + location.search) + '; path=/; max-age=900; SameSite=Lax';</script>",
+                unsafe_allow_javascript=True)
         st.button("Sign in", on_click=st.login, key="hibug_sign_in", type="primary")
     else:
         logger.warning("refused %r: signed in, but has no role on this server", identity)
         st.error(f"{plain(identity)} has no access to this server; ask one of its admins for a role.")
         st.button("Sign out", on_click=st.logout, key="hibug_sign_out")
     st.stop()
+
+
+def _back_to_kept_link() -> None:
+    """Once signed in, go on to the link that was opened before signing in (a same-site path and query only, never
+    another site), and forget it."""
+    kept = unquote(st.context.cookies.get(NEXT_COOKIE, "")) if st.context.cookies else ""
+    if not kept:
+        return
+    where = kept if SAME_SITE_LINK.fullmatch(kept) and not kept.startswith("//") else ""
+    forget = f"document.cookie = {json.dumps(NEXT_COOKIE + '=')} + '; path=/; max-age=0; SameSite=Lax';"
+    go = f"window.location.replace({json.dumps(where)});" if where and where != "/" else ""
+    st.html(f"<script>{forget}{go}</script>", unsafe_allow_javascript=True)
 
 
 def may(role: Role) -> bool:
@@ -127,7 +151,7 @@ def server_queue() -> JobQueue | None:
     if policy.queue_dir is None or not os.access(policy.queue_dir.parent, os.W_OK):
         return None
     return _queue(str(policy.queue_dir), policy.max_jobs, policy.max_waiting, policy.max_jobs_per_person,
-                  not policy.local)
+                  policy.shared)
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)

@@ -7,6 +7,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from hibug_core.csv_export import csv_text
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
 from hibug_core.metrics import points
@@ -86,7 +87,7 @@ with select:
         parquet = io.BytesIO()
         table.to_parquet(parquet, index=False)
         left, right = st.columns(2)
-        left.download_button("Download CSV", table.to_csv(index=False).encode(), "selection.csv", "text/csv")
+        left.download_button("Download CSV", csv_text(table).encode(), "selection.csv", "text/csv")
         right.download_button("Download Parquet", parquet.getvalue(), "selection.parquet",
                               "application/octet-stream")
         samples = load_samples(project, model)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hibug_core.cli.command import Command, operation_command, progress_bar
+from hibug_core.csv_export import write_csv
 from hibug_core.operations import FindSlices, Report
 
 
@@ -25,7 +26,7 @@ def cmd_slices(args) -> int:
     if op.output:
         table = report.exported()
         table.to_json(op.output, orient="records", indent=2) if op.output.endswith(".json") else \
-            table.to_csv(op.output)
+            write_csv(table, op.output, index=True)
     if message:
         print(f"warning: {message}")
     print(f"{report.model} on {report.split}: score {report.overall_score:.1%} over {len(report.evaluation)} samples; "

@@ -14,6 +14,7 @@ from PIL import Image, UnidentifiedImageError
 
 from hibug_core.image_loader import as_rgb, seen_size
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.safe_files import IMAGE_MAX_BYTES, FileRefused, read_checked
 
 
 @dataclass(frozen=True)
@@ -55,13 +56,9 @@ def inspect_image(path: Path, check_size: int = 64) -> ImageInfo:
         outside = _link_out_of_folder(path)
         if outside:
             raise ValueError(f"is a link to {outside}, outside the image's folder; copy the file there instead")
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ValueError("file not found") from None
-    except IsADirectoryError:
-        raise ValueError("is a folder, not an image file") from None
-    except PermissionError:
-        raise ValueError("permission denied") from None
+        data = read_checked(path, max_bytes=IMAGE_MAX_BYTES, what="an image file")
+    except FileRefused as error:
+        raise ValueError(str(error)) from None
     except OSError as error:
         raise ValueError(f"cannot read file ({error.strerror or error})") from None
     if not data:

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.errors import Issues, ManifestError, RowIssue
+from hibug_core.safe_files import TABLE_MAX_BYTES, FileRefused, open_checked, read_checked
 from hibug_core.values import Role, ValueRefused, normalise_column, shown, stored_or_why
 
 _TOKENIZE = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
@@ -91,7 +92,7 @@ def _delimiter(path: Path, header_line: str) -> str:
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
-    raw = path.read_bytes()
+    raw = _read_bytes(path)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -133,9 +134,21 @@ def _read_csv(path: Path) -> pd.DataFrame:
     return frame
 
 
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return read_checked(path, max_bytes=TABLE_MAX_BYTES, what="a manifest")
+    except FileRefused as error:
+        raise ManifestError(str(path), [RowIssue(None, None, str(error))]) from None
+
+
 def _read_parquet(path: Path) -> pd.DataFrame:
     try:
-        frame = pd.read_parquet(path)
+        handle = open_checked(path, max_bytes=TABLE_MAX_BYTES, what="a manifest")
+    except FileRefused as error:
+        raise ManifestError(str(path), [RowIssue(None, None, str(error))]) from None
+    try:
+        with handle:
+            frame = pd.read_parquet(handle)
     except Exception as error:  # noqa: BLE001 - pyarrow raises several unrelated types for a bad file
         raise ManifestError(str(path), [RowIssue(None, None, f"not a readable Parquet file: {error}")]) from None
     frame.columns = [str(c) for c in frame.columns]
@@ -146,8 +159,6 @@ def read_table(path: Path) -> pd.DataFrame:
     """The manifest as a DataFrame, one row per data row: text cells of a CSV file, typed cells of a Parquet one, as
     they were written (normalised_table brings them into the stored form)."""
     path = Path(path)
-    if not path.exists():
-        raise ManifestError(str(path), [RowIssue(None, None, "file not found")])
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
         frame = _read_parquet(path)

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import pandas as pd
 from sqlalchemy import text
 
-from hibug_core.access import AccessDenied, Role, acting_identity, current_actor, require
+from hibug_core.access import AccessDenied, Role, current_actor, require
 from hibug_core.errors import HibugError
 from hibug_core.redaction import redact, redact_json
-from hibug_core.store.audit import default_actor, now, record
+from hibug_core.store.audit import author_name, now, record
 from hibug_core.store.db import read_connection, write_transaction
 
 LIVE = ("queued", "running")
@@ -84,7 +84,7 @@ _SELECT = "SELECT * FROM jobs"
 def create_job(project, kind: str, params: dict, *, author: str | None = None, resumed_from: int | None = None) -> int:
     """A queued job row; refused while a live job of the same kind runs on the project (one tagging at a time)."""
     require(Role.EDITOR, "start a job")
-    author = acting_identity(author or default_actor())
+    author = author_name(author)
     with write_transaction(project.engine) as connection:
         for row in connection.execute(text(f"{_SELECT} WHERE kind = :k AND status IN ('queued', 'running')"),
                                       {"k": kind}):
@@ -158,7 +158,7 @@ def finish_job(project, job_id: int, status: str, *, result: dict | None = None,
 def request_cancel(project, job_id: int, *, author: str | None = None) -> None:
     """Ask a live job to stop at its next progress report (work it stored so far is kept). On a served dashboard only
     the one who started it and admins may."""
-    author = acting_identity(author or default_actor())
+    author = author_name(author)
     actor = current_actor()
     if actor is not None and not actor.may(Role.ADMIN) and get_job(project, job_id).author != actor.identity:
         raise AccessDenied(f"job {job_id} was started by someone else; only they or an admin may cancel it")

@@ -12,11 +12,11 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from hibug_core.access import Role, acting_identity, current_reach, require
+from hibug_core.access import Role, current_reach, require
 from hibug_core.errors import HibugError
 from hibug_core.jobs.queue import JobQueue
 from hibug_core.jobs.store import JobCancelled, create_job, finish_job, get_job, mark_running, report_progress
-from hibug_core.store.audit import default_actor
+from hibug_core.store.audit import author_name
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def submit(project, kind: str, params: dict | None = None, *, author: str | None
     ServerBusy) and gives it a slot; its process waits for that slot, and runs at a lower priority than the server."""
     require(Role.EDITOR, "start a job")
     params = _checked(kind, params)  # bad parameters fail here, in the caller, not in a process nobody watches
-    author = acting_identity(author or default_actor())
+    author = author_name(author)
     ticket = queue.admit(author, project.folder) if queue is not None else None
     try:
         job_id = create_job(project, kind, params, author=author, resumed_from=resumed_from)

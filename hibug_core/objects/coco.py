@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.errors import Issues, ManifestError, RowIssue
+from hibug_core.safe_files import TABLE_MAX_BYTES, FileRefused, read_checked
 from hibug_core.values import ValueRefused, shown, stored_or_why
 
 BACKGROUND = "(background)"  # the label of a false positive: no object of any class is there
@@ -52,11 +53,9 @@ def read_json(path: Path) -> object:
     """A JSON file, or ManifestError saying what is wrong with it."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ManifestError(str(path), [RowIssue(None, None, "file not found")]) from None
-    except IsADirectoryError:
-        raise ManifestError(str(path), [RowIssue(None, None, "is a folder, not a JSON file")]) from None
+        raw = read_checked(path, max_bytes=TABLE_MAX_BYTES, what="a JSON file")
+    except FileRefused as error:
+        raise ManifestError(str(path), [RowIssue(None, None, str(error))]) from None
     except OSError as error:
         raise ManifestError(str(path), [RowIssue(None, None, f"cannot read the file ({error.strerror})")]) from None
     if not raw.strip():

@@ -6,13 +6,13 @@ import json
 import pandas as pd
 from sqlalchemy import text
 
-from hibug_core.store.audit import default_actor, now
+from hibug_core.store.audit import author_name, now
 from hibug_core.store.audit import record as record_audit
 from hibug_core.store.db import read_connection, write_transaction
 
 
 def start_run(project, kind: str, params: dict, *, author: str | None = None) -> int:
-    author = author or default_actor()
+    author = author_name(author)
     with write_transaction(project.engine) as connection:
         connection.execute(text("INSERT INTO repair_runs (kind, params_json, author, created_at) "
                                 "VALUES (:k, :p, :a, :t)"),
@@ -26,7 +26,7 @@ def finish_run(project, run_id: int, result: dict, *, author: str | None = None)
     with write_transaction(project.engine) as connection:
         connection.execute(text("UPDATE repair_runs SET result_json = :r WHERE id = :i"),
                            {"r": json.dumps(result), "i": run_id})
-        record_audit(connection, author or default_actor(), "finish repair", f"repair:{run_id}", None,
+        record_audit(connection, author_name(author), "finish repair", f"repair:{run_id}", None,
                      {k: v for k, v in result.items() if not isinstance(v, (list, dict))})
 
 

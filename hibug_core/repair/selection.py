@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hibug_core.csv_export import write_csv
 from hibug_core.embeddings.base import normalize_rows
 from hibug_core.errors import HibugError, check_fields
 from hibug_core.registry import Registry
@@ -290,7 +291,7 @@ def export_selection(selection: pd.DataFrame, path: str | Path) -> Path:
     if path.suffix.lower() == ".parquet":
         table.to_parquet(path, index=False)
     elif path.suffix.lower() == ".csv":
-        table.to_csv(path, index=False)
+        write_csv(table, path)
     else:
         raise SelectionError(f"export to .csv or .parquet, not '{path.suffix or path.name}'")
     return path

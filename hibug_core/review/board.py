@@ -10,8 +10,9 @@ from sqlalchemy import text
 
 from hibug_core.errors import HibugError
 from hibug_core.slices.search import describe, slice_id
-from hibug_core.store.audit import default_actor, now, record
+from hibug_core.store.audit import author_name, now, record
 from hibug_core.store.db import read_connection, write_transaction
+from hibug_core.values import normalise_name, normalise_prose
 
 STATUSES = ("open", "confirmed bug", "fixed", "won't fix", "not a bug")
 KINDS = ("slice", "selection")
@@ -80,7 +81,7 @@ def ensure_review(project, definition=None, *, kind: str = "slice", key: str | N
         key, title = slice_id(definition), title or describe(definition)
     elif not key:
         raise ReviewError("a selection's review needs a key (the saved view's name)")
-    author = author or default_actor()
+    author, title = author_name(author), normalise_name(title, "the review's title") if title else None
     with write_transaction(project.engine) as connection:
         target = {"k": kind, "t": key}
         row = _select(connection, "target_kind = :k AND target_key = :t", target)
@@ -105,7 +106,9 @@ def update_review(project, review_id: int, *, version: int, status: str | None =
     otherwise StaleReviewError carries the newer review."""
     if status is not None and status not in STATUSES:
         raise ReviewError(f"unknown status '{status}'; use one of {', '.join(STATUSES)}")
-    author = author or default_actor()
+    author = author_name(author)
+    if assignee:
+        assignee = normalise_name(assignee, "the assignee")
     with write_transaction(project.engine) as connection:
         row = _select(connection, "id = :i", {"i": review_id})
         if row is None:
@@ -130,12 +133,12 @@ def update_review(project, review_id: int, *, version: int, status: str | None =
 
 def add_comment(project, review_id: int, body: str, *, author: str | None = None) -> int:
     """Append a comment (stored and shown as plain text) and return its id."""
-    body = body.strip()
+    body = normalise_prose(body, "the comment") or ""
     if not body:
         raise ReviewError("the comment is empty")
     if len(body) > MAX_COMMENT:
         raise ReviewError(f"the comment has {len(body):,} characters; keep it under {MAX_COMMENT:,}")
-    author = author or default_actor()
+    author = author_name(author)
     with write_transaction(project.engine) as connection:
         if connection.execute(text("SELECT 1 FROM reviews WHERE id = :i"), {"i": review_id}).first() is None:
             raise ReviewError(f"no review #{review_id} in this project")

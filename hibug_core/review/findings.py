@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hibug_core.csv_export import csv_text
 from hibug_core.errors import HibugError
 from hibug_core.llm.client import image_data_url
 from hibug_core.markdown import cell as _md
@@ -62,7 +63,7 @@ def findings(project, report, *, top: int = 20) -> pd.DataFrame:
 
 
 def report_csv(table: pd.DataFrame) -> bytes:
-    return table[COLUMNS].to_csv(index=False).encode()
+    return csv_text(table[COLUMNS]).encode()
 
 
 def report_markdown(project, report, table: pd.DataFrame) -> str:

@@ -9,7 +9,7 @@ import pandas as pd
 from sqlalchemy import text
 
 from hibug_core.review.board import ReviewError
-from hibug_core.store.audit import default_actor, now, record
+from hibug_core.store.audit import author_name, now, record
 from hibug_core.store.db import read_connection, write_transaction
 from hibug_core.values import normalise_name
 
@@ -23,7 +23,7 @@ def save_view(project, name: str, page: str, query: dict[str, str], *, author: s
     name = normalise_name(name, "the view's name")
     if not PAGE_PATH.match(page):
         raise ReviewError(f"'{page}' is not a page of the dashboard: use its URL path, e.g. Error_slices")
-    author = author or default_actor()
+    author = author_name(author)
     query = {str(k): str(v) for k, v in query.items()}
     with write_transaction(project.engine) as connection:
         taken = connection.execute(text("SELECT author, created_at FROM saved_views WHERE name = :n"),

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hibug_core.access import Reach, Role
 from hibug_core.errors import ConfigError, HibugError
+from hibug_core.safe_files import inside
 from hibug_core.serving.roles import RoleMap
 
 logger = logging.getLogger(__name__)
@@ -113,9 +114,17 @@ class ServerPolicy(BaseModel):
     # ----- who may do what -----------------------------------------------------------------------------------
     @property
     def local(self) -> bool:
-        """Whether only this machine can reach the server (its default loopback names; any other address, a loopback
-        alias included, counts as shared)."""
+        """Whether the server listens on a default loopback name only (any other address, a loopback alias included,
+        is reachable from elsewhere). Not whether it is shared: a reverse proxy may pass anyone to a loopback port."""
         return self.address in LOCAL_ADDRESSES
+
+    @property
+    def shared(self) -> bool:
+        """Whether people other than the one who started it may use this server, decided from its exposure: sign-in,
+        roles, read-only or open-to-anyone say it is meant for others whatever its address (behind a reverse proxy
+        a loopback address says nothing), and an address beyond the loopback names lets others reach it. Only a
+        server on a loopback name with none of these is one person's own: it alone gets no limits."""
+        return (not self.local or self.sign_in or bool(self.roles) or self.read_only or self.open_to_anyone)
 
     def check_exposure(self) -> None:
         """Refuse a server reachable from the network that nobody signs in to, unless it is read-only or it was said
@@ -128,9 +137,10 @@ class ServerPolicy(BaseModel):
             "it with --read-only, or say --open-to-anyone if that is what you mean (see docs/security.md)")
 
     def reach(self) -> Reach | None:
-        """What names a visitor types may reach on this server: nothing limits one's own machine; elsewhere, files
-        only inside the data roots and the projects served, no code of theirs, no other language-model server."""
-        if self.local:
+        """What names a visitor types may reach on this server: nothing limits one's own server (not `shared`); a
+        shared one reaches files only inside the data roots and the projects served, no code of the visitor's, no
+        other language-model server."""
+        if not self.shared:
             return None
         homes = [home for home in (self.project, self.projects_root) if home is not None]
         return Reach(llm_base_url=os.environ.get("HIBUG_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
@@ -145,7 +155,7 @@ class ServerPolicy(BaseModel):
             return None
         if self.read_only:
             return Role.VIEWER
-        return Role.ADMIN if self.local else Role.EDITOR
+        return Role.EDITOR if self.shared else Role.ADMIN
 
     def role_of(self, identity: str | None) -> Role | None:
         """A visitor's role: from the roles for a signed-in identity (none where no entry matches), capped at viewer
@@ -164,13 +174,22 @@ class ServerPolicy(BaseModel):
             return {}
         found = {}
         for entry in sorted(self.projects_root.iterdir(), key=lambda p: p.name):
-            if NAME_PATTERN.fullmatch(entry.name) and self._inside_root(entry) and (entry / DB_FILE).is_file():
+            if NAME_PATTERN.fullmatch(entry.name) and self._confined(entry):
                 found[entry.name] = entry
         return found
 
-    def _inside_root(self, folder: Path) -> bool:
+    def _confined(self, folder: Path) -> bool:
+        """Whether `folder` is a project whose folder and every entry in it resolve inside the projects root: its
+        database is a file of its own (not a link, nor a hard link to another's), and no link in it leads out. Files
+        deeper down are checked where they are read (the array, column and thumbnail stores)."""
         try:
-            return folder.is_dir() and folder.resolve().parent == self.projects_root
+            if folder.is_symlink() or not folder.is_dir() or folder.resolve().parent != self.projects_root:
+                return False
+            database = folder / DB_FILE
+            if database.is_symlink() or not database.is_file() or database.stat().st_nlink > 1:
+                return False
+            with os.scandir(folder) as entries:
+                return all(not item.is_symlink() or inside(item.path, self.projects_root) for item in entries)
         except OSError:
             return False
 

@@ -9,6 +9,7 @@ from xml.etree import ElementTree
 
 import pandas as pd
 
+from hibug_core.csv_export import write_csv
 from hibug_core.errors import HibugError
 from hibug_core.markdown import cell as _md
 from hibug_core.metrics import points
@@ -81,7 +82,7 @@ def write_comparison(comparison: ModelComparison, output: str | Path, title: str
     if suffix not in FORMATS:
         raise HibugError(f"write the comparison to a {', '.join(FORMATS)} file, not '{path.name}'")
     if suffix == ".csv":
-        comparison_table(comparison).to_csv(path, index=False)
+        write_csv(comparison_table(comparison), path)
     else:
         path.write_text((comparison_html if suffix == ".html" else comparison_markdown)(comparison, title, top),
                         encoding="utf-8")

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from hibug_core.errors import ProjectError
+from hibug_core.safe_files import inside
 
 logger = logging.getLogger(__name__)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
@@ -93,6 +94,8 @@ class ArrayStore:
         path = self.path(name)
         if not path.exists():
             raise ProjectError(f"no stored arrays named {name!r} in {self.root}")
+        if not inside(path, self.root):
+            raise DamagedArraysError(path, "a link leading out of the project's arrays, which is not read")
         try:
             with np.load(path, allow_pickle=False) as data:
                 return {key: data[key] for key in data.files}

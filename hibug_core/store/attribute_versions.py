@@ -8,7 +8,7 @@ from sqlalchemy import text
 
 from hibug_core.attributes.schema import AttributeSchema
 from hibug_core.errors import ProjectError, SchemaError
-from hibug_core.store.audit import default_actor, now, record
+from hibug_core.store.audit import author_name, now, record
 from hibug_core.store.db import read_connection, write_transaction
 
 
@@ -29,7 +29,7 @@ def save_schema(project, schema: AttributeSchema, *, author: str | None = None, 
     base_version: the version the edit started from (None: from no schema). When given, the save is refused with
     StaleSchemaError if another version was saved in between, so no edit is lost silently.
     """
-    author = author or default_actor()
+    author = author_name(author)
     schema = schema.validated()  # SchemaError before anything is stored, however the schema was built
     with write_transaction(project.engine) as connection:
         before = connection.execute(text("SELECT MAX(version) FROM attribute_schemas")).scalar()

@@ -9,6 +9,7 @@ from sqlalchemy import Connection, text
 
 from hibug_core.access import acting_identity
 from hibug_core.redaction import redact_json
+from hibug_core.values import normalise_name
 
 
 def now() -> str:
@@ -23,10 +24,17 @@ def default_actor() -> str:
         return "unknown"
 
 
+def author_name(author: str | None = None) -> str:
+    """The name a change is recorded under, in the stored form every imported value takes (no control characters,
+    direction overrides or escapes reach a report): the acting person's sign-in where there is one, else the name
+    given, else default_actor(). Raises ValueRefused for a name that cannot be stored."""
+    return normalise_name(acting_identity(author or default_actor()), "the name of the person acting")
+
+
 def record(connection: Connection, actor: str, action: str, entity: str, before, after) -> None:
     """Add one entry inside the caller's transaction, so the change and its record land together. On a served
     dashboard the entry names the person acting there (their sign-in), whatever name was passed along."""
-    actor = acting_identity(actor)
+    actor = author_name(actor)
     connection.execute(
         text("INSERT INTO audit_log (at, actor, action, entity, before_json, after_json) "
              "VALUES (:at, :actor, :action, :entity, :b, :a)"),

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hibug_core.safe_files import inside
 from hibug_core.store.arrays import remove_temporaries, temporary_beside
 
 if TYPE_CHECKING:  # pandas and pyarrow are imported when a table is read: `hibug info` reads none
@@ -44,7 +45,7 @@ class ColumnFiles:
         import pyarrow as pa
 
         path = self.path(name)
-        if not path.exists():
+        if not path.exists() or not inside(path, self.root):  # a link leading out: read from the database instead
             return None
         try:
             with pa.memory_map(str(path)) as source:

@@ -22,7 +22,7 @@ from hibug_core.cache import BoundedCache
 from hibug_core.config import StoreConfig
 from hibug_core.errors import ManifestError, ProjectError, RowIssue
 from hibug_core.store.arrays import ArrayStore
-from hibug_core.store.audit import default_actor, now
+from hibug_core.store.audit import author_name, now
 from hibug_core.store.audit import record as record_audit
 from hibug_core.store.column_files import ColumnFiles
 from hibug_core.store.db import (
@@ -219,7 +219,7 @@ class Project:
         no other process can open the project (one being created in its staging folder)."""
         import pandas as pd
 
-        author = author or default_actor()
+        author = author_name(author)
         samples = manifest.samples
         if samples.empty:  # every source refuses this itself; here for any that does not
             raise ManifestError(manifest.source, [RowIssue(None, None, "nothing to import: it has no rows")])
@@ -308,7 +308,7 @@ class Project:
         new. Nothing is written unless all of it is."""
         import pandas as pd
 
-        author = author or default_actor()
+        author = author_name(author)
         rows = manifest.samples
         stored = self.samples()
         positions = pd.Index(stored["sample_key"].to_numpy(object)).get_indexer(rows["sample_key"].to_numpy(object))
@@ -385,7 +385,7 @@ class Project:
                 model_id = self._model_id(connection, model, list(classes))
                 _insert_predictions(connection, model_id, sample_ids, predictions, probabilities.max(axis=1),
                                     score, chosen["split"].to_numpy(object))
-                record_audit(connection, author or default_actor(), "add model", f"model:{model}", None,
+                record_audit(connection, author_name(author), "add model", f"model:{model}", None,
                              {"samples": len(sample_ids), **(note or {})})
         except BaseException:
             staged.discard()
@@ -400,7 +400,7 @@ class Project:
                                    {"k": key, "v": value})
             else:
                 connection.execute(text("UPDATE project_meta SET value = :v WHERE key = :k"), {"k": key, "v": value})
-            record_audit(connection, author or default_actor(), "set meta", f"meta:{key}", before, value)
+            record_audit(connection, author_name(author), "set meta", f"meta:{key}", before, value)
 
     # ----- reading ----------------------------------------------------------------------------
     @property

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from hibug_core.errors import ProjectError, TaggingError
 from hibug_core.redaction import redact
 from hibug_core.store.arrays import DamagedArraysError
-from hibug_core.store.audit import default_actor, now, record
+from hibug_core.store.audit import author_name, now, record
 from hibug_core.store.db import read_connection, write_transaction
 from hibug_core.values import ValueRefused, normalise_name
 
@@ -77,7 +77,7 @@ def begin_run(project, *, method: str, encoder: str | None, schema_version: int 
             text("INSERT INTO tag_runs (method, encoder, schema_version, attributes_json, status, n_samples, "
                  "author, created_at) VALUES (:m, :e, :v, :a, 'running', 0, :u, :t)"),
             {"m": method, "e": encoder, "v": schema_version, "a": json.dumps(_stored_attributes(attributes)),
-             "u": author or default_actor(), "t": now()})
+             "u": author_name(author), "t": now()})
         return int(connection.execute(text("SELECT MAX(id) FROM tag_runs")).scalar_one())
 
 
@@ -95,7 +95,7 @@ def finish_run(project, run_id: int, result: TagResult, *, author: str | None = 
                 {"n": name, "c": len(result.sample_ids), "t": now(), "i": run_id,
                  "a": json.dumps(_stored_attributes(result.attributes))})
             method = connection.execute(text("SELECT method FROM tag_runs WHERE id = :i"), {"i": run_id}).scalar_one()
-            record(connection, author or default_actor(), "tag", f"tag_run:{run_id}", None,
+            record(connection, author_name(author), "tag", f"tag_run:{run_id}", None,
                    {"method": method, "attributes": list(result.attributes), "samples": len(result.sample_ids)})
     except BaseException:
         staged.discard()
@@ -194,7 +194,7 @@ def correct_tags(project, attribute: str, sample_ids, tag: str | None, *, kind: 
     attribute = normalise_name(attribute, "the attribute")
     tag = None if tag is None else normalise_name(tag, "the tag", "tag")
     sample_ids = [int(s) for s in np.atleast_1d(sample_ids)]
-    author = author or default_actor()
+    author = author_name(author)
     with write_transaction(project.engine) as connection:
         before = latest_corrections(connection, attribute, sample_ids)
         for s in sample_ids if seen is not None else ():
@@ -254,7 +254,7 @@ def choose_source(project, attribute: str, source: str, *, author: str | None = 
     """Put one tag source in force for `attribute` (AUTO: the best measured one again); logged, never silent."""
     if source != AUTO and source != IMPORTED and run_id_of(source) is None:
         raise TaggingError(f"unknown tag source '{source}'; use '{AUTO}', '{IMPORTED}' or 'run:<id>'")
-    author = author or default_actor()
+    author = author_name(author)
     with write_transaction(project.engine) as connection:
         before = _chosen(connection).get(attribute, AUTO)
         connection.execute(text("INSERT INTO tag_source_choices (attribute, source, actor, at) "

@@ -1,0 +1,89 @@
+"""The one way a file named by a manifest, a COCO file or a visitor is read: checked first (a regular file, under a
+size cap), opened without blocking, read no further than the cap, so a device, a pipe or a huge file is refused in
+words instead of hanging or filling memory."""
+from __future__ import annotations
+
+import io
+import os
+import stat
+from pathlib import Path
+
+from hibug_core.errors import HibugError
+
+MiB = 1 << 20
+GiB = 1 << 30
+IMAGE_MAX_BYTES = 512 * MiB  # one image file (a 100-megapixel PNG is ~300 MB)
+TABLE_MAX_BYTES = 4 * GiB  # a manifest, a COCO or results JSON file (COCO's own train2017 instances: ~450 MB)
+
+
+class FileRefused(HibugError, ValueError):
+    """A named file that is not read: missing, not a regular file, or too large; the message says which."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def _size(count: int) -> str:
+    if count >= GiB:
+        return f"{count / GiB:.1f} GiB"
+    return f"{count / MiB:.1f} MiB" if count >= MiB else f"{count:,} bytes"
+
+
+def inside(path: str | Path, folder: str | Path) -> bool:
+    """Whether `path` lies inside `folder` once every link on the way is followed (a name the file system refuses
+    lies nowhere)."""
+    try:
+        real, home = os.path.realpath(path), os.path.realpath(folder)
+    except (OSError, ValueError):
+        return False
+    return real == home or real.startswith(home.rstrip(os.sep) + os.sep)
+
+
+def open_checked(path: str | Path, *, max_bytes: int, what: str = "a file") -> io.BufferedReader:
+    """`path` opened for reading once it is known to be a regular file of at most `max_bytes` (checked on the open
+    file itself, so nothing can be swapped in between). Raises FileRefused saying what is wrong."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        descriptor = os.open(path, flags)  # a FIFO opens at once without a writer: O_NONBLOCK
+    except FileNotFoundError:
+        raise FileRefused("file not found") from None
+    except IsADirectoryError:
+        raise FileRefused(f"is a folder, not {what}") from None
+    except PermissionError:
+        raise FileRefused("permission denied") from None
+    except OSError as error:
+        raise FileRefused(f"cannot open the file ({error.strerror or error})") from None
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise FileRefused(f"is {_kind(info.st_mode)}, not {what}; name a regular file")
+        if info.st_size > max_bytes:
+            raise FileRefused(f"is {_size(info.st_size)}, more than the {_size(max_bytes)} hibug reads as {what}")
+        if flags & getattr(os, "O_NONBLOCK", 0):
+            os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def read_checked(path: str | Path, *, max_bytes: int, what: str = "a file") -> bytes:
+    """The bytes of a regular file of at most `max_bytes` (open_checked), never more than that even if it grows while
+    it is read. Raises FileRefused."""
+    with open_checked(path, max_bytes=max_bytes, what=what) as handle:
+        try:
+            data = handle.read(max_bytes + 1)
+        except OSError as error:
+            raise FileRefused(f"cannot read the file ({error.strerror or error})") from None
+    if len(data) > max_bytes:
+        raise FileRefused(f"grew past the {_size(max_bytes)} hibug reads as {what} while it was read")
+    return data
