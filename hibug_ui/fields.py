@@ -2,10 +2,14 @@
 choices, limits and help, so a page's form cannot drift from what the CLI and the job accept."""
 from __future__ import annotations
 
+import math
+
 from annotated_types import Ge, Gt, Le, Lt
 
 from hibug_core.errors import HibugError
 from hibug_core.operations import Operation
+
+MAX_SAFE_INTEGER = 2**53 - 1  # the largest whole number a browser's number input holds exactly
 
 
 def _limits(info) -> dict:
@@ -16,6 +20,21 @@ def _limits(info) -> dict:
         elif isinstance(rule, (Le, Lt)):
             limits["max_value"] = rule.le if isinstance(rule, Le) else rule.lt
     return limits
+
+
+def within_limits(value, default, kind: type, limits: dict):
+    """A number from a link or an old session as the widget can take it: not a number (text, NaN) gives the field's
+    default, and one outside the field's limits (or, where it has none, outside the whole numbers a browser holds
+    exactly) is clamped to the nearest limit, never an exception on the page."""
+    try:
+        number = float(value if value is not None else default if default is not None else limits.get("min_value", 0))
+    except (TypeError, ValueError, OverflowError):
+        number = float("nan")
+    if math.isnan(number):
+        number = float(default if default is not None else limits.get("min_value", 0))
+    low, high = limits.get("min_value", -MAX_SAFE_INTEGER), limits.get("max_value", MAX_SAFE_INTEGER)
+    number = min(max(number, low), high)
+    return int(number) if kind is int else float(number)
 
 
 def field_input(container, op: type[Operation], name: str, label: str, *, key: str, value=None, options=None,
@@ -35,14 +54,8 @@ def field_input(container, op: type[Operation], name: str, label: str, *, key: s
         return container.checkbox(label, value=bool(default), key=key, help=help, **extra)
     if kind in (int, float):
         limits = _limits(info)
-        if kind is float:
-            limits = {k: float(v) for k, v in limits.items()}
-            default = float(default if default is not None else limits.get("min_value", 0.0))
-        else:
-            default = int(default if default is not None else limits.get("min_value", 0))
-        # a value from a link or an old session outside the limits is clamped, not an exception on the page
-        default = min(max(default, limits.get("min_value", default)), limits.get("max_value", default))
-        return container.number_input(label, value=default, key=key, help=help, **{**limits, **extra})
+        return container.number_input(label, value=within_limits(default, op.default(name), kind, limits), key=key,
+                                      help=help, **{**({k: kind(v) for k, v in limits.items()}), **extra})
     return container.text_input(label, value="" if default is None else str(default), key=key, help=help, **extra)
 
 

@@ -78,6 +78,8 @@ def serve(policy: ServerPolicy, port: int, *, secrets: str | None = None, headle
     env.update(policy.to_environment())
     command = [sys.executable, "-m", "hibug_ui.server", "run", str(APP), "--server.port", str(port),
                "--server.address", policy.address, "--server.headless", "true" if headless else "false"]
+    if policy.shared:  # an unforeseen error shows its kind, never a traceback with the server's paths (logged)
+        command += ["--client.showErrorDetails", "type"]
     if secrets:
         command += ["--secrets.files", str(Path(secrets).expanduser().resolve())]
     print(describe(policy), flush=True)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 import pandas as pd
@@ -106,9 +107,10 @@ def url_setting(name: str, default, cast=str):
     if raw is None:
         return default
     try:
-        return cast(raw)
-    except (TypeError, ValueError):
+        value = cast(raw)
+    except (TypeError, ValueError, OverflowError):
         return default
+    return default if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def keep_setting(**settings: str) -> None:
