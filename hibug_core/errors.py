@@ -77,9 +77,12 @@ class Issues:
     def __init__(self, cap: int):
         self.cap = cap
         self.items: list[RowIssue] = []
+        self.total = 0  # every problem found, the ones past the cap counted but not kept
+        self.unchecked: str | None = None  # what was not looked at because the cap was reached first
 
     def add(self, row_index: int | None, column: str | None, message: str, *, unit: str = "row") -> None:
         """row_index: 0-based (a manifest row is reported 1-based, a JSON record by its index)."""
+        self.total += 1
         if len(self.items) < self.cap:
             row = None if row_index is None else row_index + (unit == "row")
             self.items.append(RowIssue(row, column, message, unit))
@@ -94,15 +97,21 @@ class ManifestError(HibugError):
 
     max_listed = 20
 
-    def __init__(self, source: str, issues: list[RowIssue]):
+    def __init__(self, source: str, issues: list[RowIssue], *, found: Issues | None = None):
+        """found: the Issues the list came from, for the count of every problem and what was left unchecked."""
         self.source = source
         self.issues = list(issues)
-        count = len(self.issues)
-        head = f"{source}: {count} problem{'s' if count != 1 else ''} found; nothing was imported."
+        listed = len(self.issues)
+        total = max(found.total, listed) if found is not None else listed
+        head = f"{source}: {total:,} problem{'s' if total != 1 else ''} found"
+        if total > listed:
+            head += f" (the first {listed:,} kept)"
+        if found is not None and found.unchecked:
+            head += f"; {found.unchecked} not checked yet"
         lines = [f"  {issue}" for issue in self.issues[: self.max_listed]]
-        if count > self.max_listed:
-            lines.append(f"  ... and {count - self.max_listed} more")
-        super().__init__("\n".join([head, *lines]))
+        if listed > self.max_listed or total > listed:
+            lines.append(f"  ... and {total - min(listed, self.max_listed):,} more")
+        super().__init__("\n".join([f"{head}; nothing was imported.", *lines]))
 
     @property
     def messages(self) -> list[str]:

@@ -237,6 +237,40 @@ def normalise_prose(value, what: str) -> str | None:
     return "\n".join(cleaned).strip("\n") or None
 
 
+def near_duplicates(names) -> list[tuple[str, ...]]:
+    """Groups of distinct names equal up to case, punctuation and spacing ('Cat', 'cat', 'cat.'), each sorted."""
+    groups: dict[str, set[str]] = defaultdict(set)
+    for name in set(names):
+        key = "".join(c for c in unicodedata.normalize("NFKC", str(name)).casefold() if c.isalnum())
+        if key:
+            groups[key].add(str(name))
+    return sorted(tuple(sorted(group)) for group in groups.values() if len(group) > 1)
+
+
+def near_duplicates_note(names, what: str = "classes") -> str | None:
+    """A warning naming the groups of `names` that differ only by case or punctuation (kept apart, as given); None
+    when there are none."""
+    groups = near_duplicates(names)
+    if not groups:
+        return None
+    shown_groups = "; ".join(" and ".join(repr(n) for n in group) for group in groups[:8])
+    return (f"{len(groups)} group{'s' if len(groups) != 1 else ''} of {what} differ only by case or punctuation and "
+            f"are kept apart: {shown_groups}{' ...' if len(groups) > 8 else ''}; if they are one, write them the same "
+            "way in the file and import again")
+
+
+def share_problem(value, what: str = "a confidence") -> str | None:
+    """Why `value` cannot be stored as a share in [0, 1] (a confidence, a score, a probability: a detection scored
+    5.0 or -3 would rank or match wrongly, silently); None when it can."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return f"{shown(value)} is not a number ({what}, from 0 to 1)"
+    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
+        return f"{shown(value)} is outside 0 to 1 ({what} is a probability; rescale it, e.g. a logit by a sigmoid)"
+    return None
+
+
 def stored_or_why(value, role: Role = "text") -> str | None | ValueRefused:
     """normalise_value's answer, or the refusal itself instead of raising it (for checks that collect problems)."""
     try:

@@ -58,7 +58,9 @@ def create_project_form(user: str) -> None:
         st.error(plain(error))
         return
     st.session_state[NEXT_PROJECT_KEY] = folder.name
-    st.session_state[IMPORT_NOTES_KEY] = manifest.notes  # said once the new project is open
+    st.session_state[IMPORT_NOTES_KEY] = [  # said once the new project is open
+        *(f"Changed to the stored form: {note}" for note in manifest.notes),
+        *(f"Warning: {warning}" for warning in manifest.warnings)]
     st.rerun()
 
 

@@ -91,7 +91,7 @@ def chosen_folder() -> str:
     if NEXT_PROJECT_KEY in st.session_state:  # a project just created: open it
         st.session_state[KEPT + PROJECT_KEY] = st.session_state.pop(NEXT_PROJECT_KEY)
         for note in st.session_state.pop(IMPORT_NOTES_KEY, []):
-            st.toast(f"Changed to the stored form: {plain(note)}", icon=":material/info:", duration="long")
+            st.toast(plain(note), icon=":material/info:", duration="long")
     asked = st.query_params.get("project")
     if asked and asked != st.session_state.get(KEPT + PROJECT_KEY):
         policy.project_folder(asked)  # NotServed (and a line in the server's log) unless it names a served one

@@ -98,6 +98,8 @@ def cmd_new(args) -> int:
         print(f"ignored columns (not in the data contract): {', '.join(manifest.ignored_columns)}")
     for note in manifest.notes:
         print(f"changed to the stored form: {note}")
+    for warning in manifest.warnings:
+        print(f"warning: {warning}")
     return 0
 
 
@@ -137,12 +139,22 @@ def _project_geometry(args):
 def _info_arguments(parser) -> None:
     parser.add_argument("project")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument("--check", action="store_true", help="check the whole store (SQLite's integrity check and "
+                        "every array file read through); exit 1 naming each problem")
 
 
 def cmd_info(args) -> int:
+    from hibug_core.store.health import project_problems
     from hibug_core.store.project import Project
 
     with Project.open(args.project, read_only=True) as project:
+        if args.check:
+            problems = project_problems(project)
+            for line in problems:
+                print(f"damaged: {line}")
+            print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found" if problems else
+                  "the store is whole: the database passes SQLite's integrity check and every array file reads")
+            return 1 if problems else 0
         info = project.describe()
     if args.json:
         print(json.dumps(info, indent=2, default=str))

@@ -15,6 +15,7 @@ from hibug_core.errors import Issues, ManifestError, RowIssue
 from hibug_core.ingest.images import inspect_images
 from hibug_core.ingest.table import explained, normalised_table
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.values import near_duplicates_note
 
 DEFAULT_MODEL = "model"
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
@@ -68,8 +69,17 @@ class ValidatedManifest:
     object_evaluations: dict = field(default_factory=dict)  # model -> hibug_core.tasks.object_import.ObjectEvaluation
     task: str = field(kw_only=True)  # the task whose validator made it (hibug_core.tasks), stored at the first import
     notes: list[str] = field(default_factory=list, kw_only=True)  # harmless changes made to its values, said once
+    warnings: list[str] = field(default_factory=list, kw_only=True)  # what was kept as given but may be a mistake
     measured_with: str | None = field(default=None, kw_only=True)  # the settings its measured tags were binned with
     # (objects: hibug_core.objects.geometry.GeometryConfig), kept by the project at the first import
+
+    def __post_init__(self) -> None:
+        predicted = [pd.unique(pd.Series(outputs.prediction, dtype=object)) for outputs in self.models.values()]
+        classes = [*pd.unique(self.samples["label"].dropna()),
+                   *(p for values in predicted for p in values if isinstance(p, str) and p)]
+        note = near_duplicates_note(classes, "classes")
+        if note:
+            self.warnings.append(note)
 
     @property
     def n_rows(self) -> int:
@@ -307,11 +317,21 @@ def validate_manifest(
                 issues.add(i, label_text, f"probabilities sum to {sums[i]:.4g}, not 1 "
                            f"(tolerance {config.probability_tolerance:g}); give every class's probability")
             classes, probabilities = class_names, np.nan_to_num(matrix).astype(np.float32)
+            # A prediction's confidence is its own class's probability, so every predicted class needs its column.
+            column_of = {c: j for j, c in enumerate(class_names)}
+            predicted = predictions.to_numpy(object)
+            index = np.array([column_of.get(p, -1) for p in predicted], dtype=np.int64)
+            for i in np.flatnonzero((index < 0) & (predictions != "").to_numpy()):
+                issues.add(i, columns.prediction, f"'{predicted[i]}' has no probability among {label_text} (classes "
+                           f"{', '.join(class_names[:6])}{' ...' if len(class_names) > 6 else ''}); give the "
+                           "predicted class's probability too")
             if not columns.confidence:
-                confidence = probabilities.max(axis=1).astype(float)
+                confidence = np.where(index >= 0, probabilities[np.arange(n), np.maximum(index, 0)], np.nan)
         models[name] = ModelOutputs(predictions.to_numpy(object).tolist(), confidence, score, classes, probabilities)
 
-    if not issues.full:
+    if issues.full:
+        issues.unchecked = "the images were"
+    else:
         infos, problems = inspect_images(
             [p for p in distinct_paths if p is not None], workers=config.workers,
             check_size=config.image_check_size, progress=progress, within=config.image_roots)
@@ -324,7 +344,7 @@ def validate_manifest(
     if issues.items:
         position = {column: i for i, column in enumerate(frame.columns)}
         raise ManifestError(source, explained(frame, sorted(issues.items, key=lambda x: (
-            x.row or 0, position.get(x.column, len(position))))))
+            x.row or 0, position.get(x.column, len(position))))), found=issues)
 
     info = [infos[p] for p in distinct_paths]
     text_columns = {  # kept as Python strings, which the database is handed (not converted to Arrow and back)

@@ -226,7 +226,7 @@ def normalised_table(frame: pd.DataFrame, source: str, max_issues: int = 200) ->
     if clashes:
         raise ManifestError(source, clashes)
     if issues.items:
-        raise ManifestError(source, issues.items)
+        raise ManifestError(source, issues.items, found=issues)
     table = pd.DataFrame(out, index=frame.index)
     table.attrs[SPELLED_MISSING] = missing_spelled
     return table, notes

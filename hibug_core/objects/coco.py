@@ -11,7 +11,7 @@ import pandas as pd
 
 from hibug_core.errors import Issues, ManifestError, RowIssue
 from hibug_core.safe_files import TABLE_MAX_BYTES, FileRefused, read_checked
-from hibug_core.values import ValueRefused, shown, stored_or_why
+from hibug_core.values import ValueRefused, share_problem, shown, stored_or_why
 
 BACKGROUND = "(background)"  # the label of a false positive: no object of any class is there
 MISSED = "(missed)"  # the prediction of a ground-truth object no detection found
@@ -221,8 +221,6 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
 
     rows, annotation_records, seen_ids = [], [], {}
     for i, record in enumerate(annotations_in):
-        if issues.full:
-            break
         if not isinstance(record, dict):
             issues.add(i, None, "must be an object with 'id', 'image_id', 'category_id' and 'bbox'", unit="annotations")
             continue
@@ -283,7 +281,7 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
     if not issues.items and rows and image_rows:
         _check_not_normalised(rows, image_rows, issues)
     if issues.items:
-        raise ManifestError(str(path), issues.items)
+        raise ManifestError(str(path), issues.items, found=issues)
     if not image_rows:
         raise ManifestError(str(path), [RowIssue(None, None, "no images", unit="images")])
     annotations = pd.DataFrame(rows, columns=["id", "image_id", "category_id", "x", "y", "w", "h", "area", "iscrowd",
@@ -360,8 +358,6 @@ def parse_results(document, ground_truth: CocoGroundTruth, source: str, *, model
     images = ground_truth.images
     rows, records = [], []
     for i, record in enumerate(document):
-        if issues.full:
-            break
         if not isinstance(record, dict):
             issues.add(i, None, "must be an object with 'image_id', 'category_id', 'bbox' and 'score'", unit="results")
             continue
@@ -374,9 +370,9 @@ def parse_results(document, ground_truth: CocoGroundTruth, source: str, *, model
             issues.add(i, "category_id", f"{_short(cid)} is not the id of a category in "
                                          f"{Path(ground_truth.source).name}", unit="results")
             continue
-        if not _number(score):
-            issues.add(i, "score", f"must be a number (the detection's confidence); found {_short(score)}",
-                       unit="results")
+        if not _number(score) or share_problem(score) is not None:
+            issues.add(i, "score", f"must be a number from 0 to 1 (the detection's confidence); found "
+                       f"{_short(score)}", unit="results")
             continue
         names = ground_truth.keypoints.get(cid)
         points = None
@@ -396,7 +392,7 @@ def parse_results(document, ground_truth: CocoGroundTruth, source: str, *, model
         records.append(clean)
         rows.append((iid, cid, *box, float(score), points, i))
     if issues.items:
-        raise ManifestError(str(path), issues.items)
+        raise ManifestError(str(path), issues.items, found=issues)
     detections = pd.DataFrame(rows, columns=["image_id", "category_id", "x", "y", "w", "h", "score", "keypoints",
                                              "record"])
     return CocoResults(str(path), model, records, detections)

@@ -36,11 +36,14 @@ def remove_temporaries(root: Path) -> int:
 
 
 class DamagedArraysError(ProjectError):
-    """A stored array file that cannot be read (cut short, overwritten); `path` names it."""
+    """A stored array file that cannot be read (cut short, overwritten, deleted); `path` names it."""
 
     def __init__(self, path: Path, reason: str):
         self.path = path
-        super().__init__(f"{path} is damaged ({reason})")
+        super().__init__(f"{path} is {'missing' if reason == MISSING else f'damaged ({reason})'}")
+
+
+MISSING = "missing"
 
 
 @dataclass
@@ -93,7 +96,7 @@ class ArrayStore:
     def load(self, name: str) -> dict[str, np.ndarray]:
         path = self.path(name)
         if not path.exists():
-            raise ProjectError(f"no stored arrays named {name!r} in {self.root}")
+            raise DamagedArraysError(path, MISSING)
         if not inside(path, self.root):
             raise DamagedArraysError(path, "a link leading out of the project's arrays, which is not read")
         try:
@@ -116,6 +119,8 @@ class ArrayStore:
         """Move a damaged file out of the store's reach (kept beside it as .damaged, for a person to look at)."""
         path = self.path(name)
         aside = path.with_name(path.name + ".damaged")
+        if not path.exists() and not path.is_symlink():  # a file deleted: nothing to move
+            return aside
         os.replace(path, aside)
         logger.warning("set aside the damaged %s as %s", path, aside.name)
         return aside

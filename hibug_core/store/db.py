@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DatabaseError, OperationalError
 
 from hibug_core.access import Role, require
 from hibug_core.config import StoreConfig
@@ -25,6 +25,62 @@ def sqlite_url(path: Path, *, read_only: bool = False) -> str:
 
 
 PAGE_SIZE = 16_384
+DAMAGE_SIGNS = ("malformed", "not a database")  # SQLite's words for SQLITE_CORRUPT and SQLITE_NOTADB
+_DAMAGED: set[str] = set()  # databases (by URL) found damaged in this process: never written to again
+_CHECKED: set[str] = set()  # databases checked whole before this process first wrote to them
+
+
+class StoreDamaged(ProjectError):
+    """The project's database is damaged: what was read could not be, and nothing more is written to it."""
+
+    def __init__(self, detail: str):
+        super().__init__(f"the project's database is damaged ({detail}); nothing was written to it. Restore the "
+                         "folder from a backup (`sqlite3 hibug.sqlite .recover` may save part of it), or create the "
+                         "project again with `hibug new`; `hibug info PROJECT --check` lists what is damaged")
+
+
+def is_damage(error: BaseException) -> bool:
+    """Whether a database error says the file itself is damaged (not busy, locked or full)."""
+    if not isinstance(error, (DatabaseError, sqlite3.DatabaseError)):  # a raw cursor's own error is sqlite3's
+        return False
+    return any(sign in str(getattr(error, "orig", None) or error) for sign in DAMAGE_SIGNS)
+
+
+def _damaged(engine: Engine, error: BaseException) -> StoreDamaged:
+    _DAMAGED.add(str(engine.url))
+    return StoreDamaged(str(getattr(error, "orig", None) or error))
+
+
+def integrity_problems(engine: Engine, *, whole: bool = True, limit: int = 20) -> list[str]:
+    """What SQLite's own check finds wrong with the database (integrity_check, or quick_check, which skips matching
+    indexes to their tables); [] when it is whole, and always [] on a server database, which checks itself."""
+    if engine.dialect.name != "sqlite":
+        return []
+    try:
+        with engine.connect() as connection:
+            rows = connection.exec_driver_sql(f"PRAGMA {'integrity_check' if whole else 'quick_check'}({limit})").all()
+    except DatabaseError as error:
+        if not is_damage(error):
+            raise
+        rows = [(str(error.orig or error),)]
+    problems = [line for row in rows for line in str(row[0]).splitlines()
+                if line != "ok" and not line.startswith("***")]  # "*** in database main ***": a heading
+    if problems:
+        _DAMAGED.add(str(engine.url))
+    return problems
+
+
+def _refuse_damaged(engine: Engine) -> None:
+    """Before this process first writes to a SQLite database: check it whole (quick_check), so that a write never
+    lands in a damaged file just because it touched none of the damaged pages."""
+    url = str(engine.url)
+    if url not in _CHECKED and engine.dialect.name == "sqlite":
+        problems = integrity_problems(engine, whole=False, limit=3)
+        _CHECKED.add(url)
+        if problems:
+            raise StoreDamaged("; ".join(problems))
+    if url in _DAMAGED:
+        raise StoreDamaged("found by an earlier read or check in this process")
 
 
 def make_engine(url: str, config: StoreConfig = StoreConfig()) -> Engine:
@@ -71,6 +127,7 @@ def write_transaction(engine: Engine, *, bulk: bool = False, private: bool = Fal
     if "mode=ro" in str(engine.url):
         raise ProjectError("this project is open read-only (its folder cannot be written, or only reading was "
                            "asked for); nothing was changed. Copy it somewhere writable to edit it")
+    _refuse_damaged(engine)
     try:
         with engine.connect() as connection:
             connection.execution_options(hibug_write=True)
@@ -79,7 +136,11 @@ def write_transaction(engine: Engine, *, bulk: bool = False, private: bool = Fal
                     if connection.dialect.name == "postgresql":
                         connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
                     yield connection
-    except OperationalError as error:
+    except (DatabaseError, sqlite3.DatabaseError) as error:
+        if is_damage(error):
+            raise _damaged(engine, error) from None
+        if not isinstance(error, OperationalError):
+            raise
         if "readonly" in str(error.orig):
             raise ProjectError(f"the project's database cannot be written ({error.orig}); nothing was changed. "
                                "Check the folder's permissions, or copy it somewhere writable") from None
@@ -235,7 +296,12 @@ def read_columns(connection: Connection, sql: str, params: tuple = ()) -> dict[s
 
 @contextlib.contextmanager
 def read_connection(engine: Engine) -> Iterator[Connection]:
-    """A consistent snapshot for reading."""
-    with engine.connect() as connection:
-        with connection.begin():
-            yield connection
+    """A consistent snapshot for reading; StoreDamaged where the database turns out to be damaged."""
+    try:
+        with engine.connect() as connection:
+            with connection.begin():
+                yield connection
+    except (DatabaseError, sqlite3.DatabaseError) as error:
+        if is_damage(error):
+            raise _damaged(engine, error) from None
+        raise

@@ -247,15 +247,44 @@ def run_key(run_id: int) -> str:
 
 
 def run_id_of(source: str) -> int | None:
-    return int(source.split(":", 1)[1]) if source.startswith("run:") else None
+    """The run a source key names ("run:12" -> 12); None for any other key, a malformed one included."""
+    number = source.split(":", 1)[1] if source.startswith("run:") else ""
+    return int(number) if number.isascii() and number.isdigit() else None
+
+
+def _check_choice(connection, attribute: str, source: str) -> None:
+    """TaggingError unless `source` can be put in force for `attribute`: an attribute of the newest schema or of the
+    imported tags, and a source that holds its tags (imported tags of it, or a finished run that tagged it)."""
+    schema = connection.execute(
+        text("SELECT schema_json FROM attribute_schemas ORDER BY version DESC LIMIT 1")).scalar()
+    named = {a["name"] for a in json.loads(schema).get("attributes", [])} if schema else set()
+    imported = set(connection.execute(text("SELECT DISTINCT attribute FROM known_tags")).scalars())
+    if attribute not in named | imported:
+        known = ", ".join(sorted(named | imported)[:12]) or "none yet"
+        raise TaggingError(f"'{attribute}' is not an attribute of this project (its attributes: {known}); nothing "
+                           "was changed")
+    if source == IMPORTED and attribute not in imported:
+        raise TaggingError(f"'{attribute}' has no imported tags; choose auto or a tagging run (run:<id>); nothing "
+                           "was changed")
+    run_id = run_id_of(source)
+    if run_id is not None:
+        row = connection.execute(text("SELECT status, attributes_json FROM tag_runs WHERE id = :i"),
+                                 {"i": run_id}).first()
+        if row is None or row[0] != "finished" or attribute not in json.loads(row[1] or "{}"):
+            why = ("there is no such run" if row is None else f"it is {row[0]}" if row[0] != "finished"
+                   else f"it did not tag '{attribute}'")
+            raise TaggingError(f"run #{run_id} cannot be put in force for '{attribute}': {why} (`hibug tags "
+                               "PROJECT` lists the sources); nothing was changed")
 
 
 def choose_source(project, attribute: str, source: str, *, author: str | None = None) -> None:
     """Put one tag source in force for `attribute` (AUTO: the best measured one again); logged, never silent."""
     if source != AUTO and source != IMPORTED and run_id_of(source) is None:
         raise TaggingError(f"unknown tag source '{source}'; use '{AUTO}', '{IMPORTED}' or 'run:<id>'")
+    attribute = normalise_name(attribute, "the attribute")
     author = author_name(author)
     with write_transaction(project.engine) as connection:
+        _check_choice(connection, attribute, source)
         before = _chosen(connection).get(attribute, AUTO)
         connection.execute(text("INSERT INTO tag_source_choices (attribute, source, actor, at) "
                                 "VALUES (:a, :s, :u, :t)"),

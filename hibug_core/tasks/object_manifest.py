@@ -19,6 +19,7 @@ from hibug_core.objects.geometry import GeometryConfig
 from hibug_core.objects.matching import COCO_PERSON_KEYPOINTS, COCO_PERSON_SKELETON, MatchConfig
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.tasks.object_import import objects_manifest
+from hibug_core.values import share_problem
 
 _NUMBERS = re.compile(r"[\s,;\[\]()]+")
 
@@ -91,7 +92,7 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
     if "box" not in columns and not models:
         issues.add(None, "box", "an object manifest needs 'box' (x y w h of each object) and per model 'pred_box'")
     if issues.items:
-        raise ManifestError(source, issues.items)
+        raise ManifestError(source, issues.items, found=issues)
     # 2. Every cell: images, splits, boxes, classes, confidences.
     n = len(frame)
     has_box = (frame["box"] != "").to_numpy() if "box" in columns else np.zeros(n, bool)
@@ -147,18 +148,15 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
         for i in np.flatnonzero((frame[plan["box"]] != "").to_numpy()):
             box = _box(frame.at[i, plan["box"]])
             label, confidence = frame.at[i, plan["prediction"]], frame.at[i, plan["confidence"]]
-            try:
-                score = float(confidence)
-            except ValueError:
-                score = math.nan
+            problem = share_problem(confidence, "the detection's confidence")
             if box is None or box[2] < 0 or box[3] < 0:
                 issues.add(i, plan["box"], f"'{frame.at[i, plan['box']]}' is not x y width height in pixels")
             elif label == "":
                 issues.add(i, plan["prediction"], "empty prediction for a predicted box")
-            elif not math.isfinite(score):
-                issues.add(i, plan["confidence"], f"'{confidence}' is not a number (the detection's confidence)")
+            elif problem is not None:
+                issues.add(i, plan["confidence"], problem)
             else:
-                mine[i] = (box, label, score)
+                mine[i] = (box, label, float(confidence))
         detections[name] = mine
     images = frame["image"]
     split_by_image = pd.DataFrame({"image": images, "split": split_of_row}).groupby("image")["split"].unique()
@@ -169,7 +167,7 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
                        f"image '{image}' is given several splits ({', '.join(found)}); an image's objects "
                                      "share one split")
     if issues.items:
-        raise ManifestError(source, explained(frame, issues.items))
+        raise ManifestError(source, explained(frame, issues.items), found=issues)
     # 3. The same objects and detections as COCO documents, so one matching serves both formats.
     codes, distinct = pd.factorize(images.to_numpy(object))
     labels = sorted(set(frame.loc[list(boxes), "label"]) | {d[1] for m in detections.values() for d in m.values()})
