@@ -326,7 +326,7 @@ def validate_manifest(
                            f"{', '.join(class_names[:6])}{' ...' if len(class_names) > 6 else ''}); give the "
                            "predicted class's probability too")
             if not columns.confidence:
-                confidence = np.where(index >= 0, probabilities[np.arange(n), np.maximum(index, 0)], np.nan)
+                confidence = np.where(index >= 0, np.nan_to_num(matrix)[np.arange(n), np.maximum(index, 0)], np.nan)
         models[name] = ModelOutputs(predictions.to_numpy(object).tolist(), confidence, score, classes, probabilities)
 
     if issues.full:

@@ -1,0 +1,416 @@
+"""Safe inputs: a server's limits follow its exposure, a project is served only whole inside its root, named files are
+checked before they are read, every CSV export neutralises formula cells, people's words take the stored form, and
+values are refused or warned by rule (hibug_core.serving.policy, safe_files, csv_export, values, store.db)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from hibug_core.access import AccessDenied, Actor, Role, acting_as
+from hibug_core.errors import ManifestError
+from hibug_core.serving.policy import NotServed, ServerPolicy
+
+from serving_support import make_project
+
+
+# ----- 1. what a server limits follows who can reach it -------------------------------------------------------------
+@pytest.mark.parametrize("exposure, shared", [
+    ({}, False),
+    ({"sign_in": True, "roles": {"editor": ["*@example.com"]}}, True),
+    ({"roles": {"admin": ["ada@example.com"]}}, True),
+    ({"read_only": True}, True),
+    ({"open_to_anyone": True}, True),
+    ({"address": "127.0.0.2", "open_to_anyone": True}, True),
+    ({"address": "0.0.0.0", "read_only": True}, True),
+])
+def test_limits_follow_exposure_never_the_bind_address_alone(tmp_path, exposure, shared):
+    policy = ServerPolicy.build(projects_root=tmp_path, **{"address": "localhost", **exposure})
+    assert policy.shared is shared
+    assert (policy.reach() is not None) is shared
+    assert (policy.anonymous_role() == Role.ADMIN) is (not shared)
+
+
+def test_a_signed_in_server_on_localhost_refuses_a_typed_llm_url_an_outside_path_and_code(tmp_path, monkeypatch):
+    from hibug_core.llm.client import LLMConfig, make_client
+    from hibug_core.models.registry import load_model
+
+    data, root = tmp_path / "data", tmp_path / "projects"
+    data.mkdir()
+    root.mkdir()
+    (tmp_path / "secrets.toml").write_text("[auth]\ncookie_secret = 'x'\n")  # the server's own, outside both
+    monkeypatch.setenv("HIBUG_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    policy = ServerPolicy.build(projects_root=root, data_roots=(data,), address="localhost", sign_in=True,
+                                roles={"editor": ["eddie@example.com"]})
+    with acting_as(Actor("eddie@example.com", Role.EDITOR, policy.reach())):
+        with pytest.raises(AccessDenied, match="contacts only the language-model server it was started with"):
+            make_client(LLMConfig(base_url="http://127.0.0.1:8000/v1"))
+        with pytest.raises(AccessDenied, match="outside this server's data roots"):
+            load_model(f"timm:resnet18:{tmp_path / 'secrets.toml'}")
+        with pytest.raises(AccessDenied, match="outside this server's data roots"):
+            load_model(f"transformers:{data}/../secrets.toml")
+        with pytest.raises(AccessDenied, match="would run code of its own"):
+            load_model("python:os:getcwd")
+
+
+def test_hibug_serve_says_who_a_shared_localhost_server_is_open_to():
+    from hibug_ui.launch import describe
+
+    root = Path(__file__).parent
+    assert "this machine only" in describe(ServerPolicy.build(projects_root=root))
+    assert "sign-in required" in describe(ServerPolicy.build(projects_root=root, sign_in=True,
+                                                             roles={"admin": ["a@example.com"]}))
+
+
+# ----- 2. a project is served only whole inside the projects root ---------------------------------------------------
+@pytest.fixture
+def root_with_links(tmp_path):
+    root, data = tmp_path / "projects", tmp_path / "data"
+    root.mkdir()
+    make_project(root / "good", data / "good")
+    secret = make_project(tmp_path / "elsewhere" / "secret", tmp_path / "elsewhere" / "images")
+    (root / "db-link").mkdir()
+    (root / "db-link" / "hibug.sqlite").symlink_to(secret / "hibug.sqlite")
+    make_project(root / "arrays-link", data / "arrays-link")
+    (root / "arrays-link" / "leak").symlink_to(secret)
+    (root / "hard-link").mkdir()
+    os.link(secret / "hibug.sqlite", root / "hard-link" / "hibug.sqlite")
+    (root / "folder-link").symlink_to(root / "good")
+    return ServerPolicy.build(projects_root=root, data_roots=(data,), read_only=True), tmp_path
+
+
+def test_a_database_or_entry_linked_into_the_root_is_not_served(root_with_links):
+    policy, _ = root_with_links
+    assert list(policy.served_projects()) == ["good"]
+    for name in ("db-link", "arrays-link", "hard-link", "folder-link"):
+        with pytest.raises(NotServed):
+            policy.project_folder(name)
+
+
+def test_links_leading_out_of_a_projects_stores_are_not_read(tmp_path):
+    from hibug_core.store.arrays import ArrayStore, DamagedArraysError
+    from hibug_core.thumbnails import ensure_thumbnail, thumbnail_path
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    np.savez(outside / "secret.npz", x=np.arange(3))
+    store = ArrayStore(tmp_path / "project" / "arrays")
+    (store.root / "tags").mkdir(parents=True)
+    (store.root / "tags" / "run-1.npz").symlink_to(outside / "secret.npz")
+    with pytest.raises(DamagedArraysError, match="a link leading out"):
+        store.load("tags/run-1")
+    image = tmp_path / "big.png"
+    Image.new("RGB", (300, 200), (10, 20, 30)).save(image)
+    target = thumbnail_path(tmp_path / "project", "ab" * 16, 128)
+    target.parent.mkdir(parents=True)
+    (outside / "shadow").write_text("secret")
+    target.symlink_to(outside / "shadow")
+    made = ensure_thumbnail(tmp_path / "project", image, "ab" * 16, 128)
+    assert made == target and not made.is_symlink() and Image.open(made).size == (128, 85)
+    assert (outside / "shadow").read_text() == "secret"
+
+
+# ----- 3. every named file is checked before it is read -------------------------------------------------------------
+def _in_time(function, seconds: float = 20):
+    """function() run in a thread; its result, or a failure when it has not returned in `seconds` (a hang)."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = function()
+        except BaseException as error:  # noqa: BLE001 - handed to the test
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    started = time.monotonic()
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still reading after {seconds} s"
+    return outcome, time.monotonic() - started
+
+
+def test_devices_pipes_and_oversized_files_are_refused_at_once(tmp_path, monkeypatch):
+    from hibug_core import safe_files
+    from hibug_core.image_loader import ImageUnreadable, open_image
+    from hibug_core.objects.coco import read_json
+    from hibug_core.tasks import load_manifest
+
+    pipe = tmp_path / "pipe.png"
+    os.mkfifo(pipe)
+    Image.new("RGB", (8, 8)).save(tmp_path / "ok.png")
+    (tmp_path / "m.csv").write_text(f"image,label,prediction\n/dev/zero,a,a\n{pipe.name},b,b\nok.png,a,a\n")
+    outcome, took = _in_time(lambda: load_manifest(tmp_path / "m.csv"))
+    assert isinstance(outcome.get("error"), ManifestError) and took < 20
+    assert outcome["error"].messages == [
+        "row 1, column 'image': is a device, not an image file; name a regular file: /dev/zero",
+        "row 2, column 'image': is a pipe (FIFO), not an image file; name a regular file: pipe.png"]
+    for reader, path in ((load_manifest, tmp_path / "manifest.csv"), (read_json, tmp_path / "coco.json")):
+        os.mkfifo(path)
+        outcome, _ = _in_time(lambda reader=reader, path=path: reader(path))
+        assert isinstance(outcome.get("error"), ManifestError)
+        assert "is a pipe (FIFO)" in str(outcome["error"])
+    outcome, _ = _in_time(lambda: open_image(pipe))
+    assert isinstance(outcome.get("error"), ImageUnreadable) and "pipe" in str(outcome["error"])
+    with pytest.raises(ImageUnreadable, match="is a device"):
+        open_image("/dev/zero")
+    (tmp_path / "big.bin").write_bytes(b"x" * 6400)
+    with pytest.raises(safe_files.FileRefused, match="is 6,400 bytes, more than the 100 bytes"):
+        safe_files.read_checked(tmp_path / "big.bin", max_bytes=100)
+    monkeypatch.setattr("hibug_core.ingest.images.IMAGE_MAX_BYTES", 50)
+    (tmp_path / "m.csv").write_text("image,label,prediction\nok.png,a,a\n")
+    with pytest.raises(ManifestError, match="more than the 50 bytes hibug reads as an image file"):
+        load_manifest(tmp_path / "m.csv")
+
+
+def test_hibug_new_refuses_dev_zero_and_a_fifo_within_seconds(tmp_path):
+    os.mkfifo(tmp_path / "pipe.jpg")
+    (tmp_path / "m.csv").write_text("image,label,prediction\n/dev/zero,a,a\npipe.jpg,b,b\n")
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "hibug_core.cli", "new", str(tmp_path / "p"), "--manifest",
+                          str(tmp_path / "m.csv")], capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and time.monotonic() - started < 120
+    assert "is a device, not an image file" in run.stderr and "is a pipe (FIFO)" in run.stderr
+    assert not (tmp_path / "p").exists()
+
+
+# ----- 4. every CSV export neutralises formula cells; people's words take the stored form ---------------------------
+def test_the_csv_writer_neutralises_formulas_and_keeps_numbers():
+    from hibug_core.csv_export import csv_text, neutralised
+
+    assert [neutralised(v) for v in ["=1+2", "+cmd", "-x", "@SUM(A1)", "\t=1", "\r=1", "-5", "+1.5e3", "-12%",
+                                     "a=b", "", 3.0, -2]] == \
+        ["'=1+2", "'+cmd", "'-x", "'@SUM(A1)", "'\t=1", "'\r=1", "-5", "+1.5e3", "-12%", "a=b", "", 3.0, -2]
+    frame = pd.DataFrame({"=name": ["=HYPERLINK(\"http://x\",\"y\")", "ok"], "score": [-0.5, 1.0]})
+    assert csv_text(frame) == "'=name,score\n\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\",-0.5\nok,1.0\n"
+
+
+@pytest.fixture
+def formula_project(tmp_path):
+    """Two models (one named '-cand') on 300 images whose tags start like formulas; '-cand' fails on '=1+2'."""
+    from compare_support import manifest_project
+
+    rng = np.random.default_rng(7)
+    colors = np.repeat(["red", "=1+2", "@SUM(A1)"], 100)
+    right = rng.random(300) > 0.1
+    cand = right.copy()
+    cand[rng.choice(np.flatnonzero((colors == "=1+2") & right), 40, replace=False)] = False
+    rows = [f"s{i},x.png,+cat,{'+cat' if right[i] else 'dog'},{'+cat' if cand[i] else 'dog'},val,{colors[i]}"
+            for i in range(300)]
+    manifest_project(tmp_path, "id,image,label,pred:base,pred:-cand,split,attr:color", rows).close()
+    return tmp_path / "p"
+
+
+def _cells(path: Path) -> list[str]:
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as handle:
+        return [cell for row in csv.reader(handle) for cell in row]
+
+
+def test_every_csv_export_neutralises_formula_cells(formula_project, tmp_path, capsys):
+    from hibug_core.cli import main
+    from hibug_core.repair.selection import export_selection
+    from hibug_core.review.board import ensure_review, update_review
+    from hibug_core.review.findings import findings, report_csv
+    from hibug_core.slices.report import error_slices
+    from hibug_core.store.project import Project
+
+    with Project.open(formula_project) as project:
+        report = error_slices(project, "-cand")
+        review = ensure_review(project, report.slices["definition"].iat[0])
+        update_review(project, review.id, version=review.version, assignee='=HYPERLINK("http://evil","x")')
+        table = findings(project, report)
+        export_selection(pd.DataFrame({"slice": ["=1+2"], "reason": ["@cmd"]}, index=pd.Index([1], name="sample_id")),
+                         tmp_path / "selection.csv")
+        (tmp_path / "review.csv").write_bytes(report_csv(table))
+    assert main(["slices", str(formula_project), "--model=-cand", "--output", str(tmp_path / "slices.csv")]) == 0
+    assert main(["compare", str(formula_project), "--models=base,-cand", "--output", str(tmp_path / "c.csv")]) == 0
+    assert main(["report", str(formula_project), "--model=-cand", "--output", str(tmp_path / "f.csv")]) == 0
+    capsys.readouterr()
+    written = {name: _cells(tmp_path / name) for name in ("slices.csv", "c.csv", "f.csv", "review.csv",
+                                                          "selection.csv")}
+    for name, cells in written.items():
+        assert not [c for c in cells if c[:1] in ("=", "+", "@", "\t", "\r") or c[:1] == "-" and not
+                    c.lstrip("-").replace(".", "", 1).replace("e-", "", 1).isdigit()], name
+    assert "'-cand" in written["c.csv"] and "'+cat" in written["slices.csv"]
+    assert "'=HYPERLINK(\"http://evil\",\"x\")" in written["f.csv"] and written["f.csv"] == written["review.csv"]
+    assert "'=1+2" in written["selection.csv"] and "'@cmd" in written["selection.csv"]
+    assert pd.read_csv(tmp_path / "f.csv")["score"].dtype.kind == "f"  # numbers stay numbers
+
+
+def test_peoples_words_take_the_stored_form(tmp_path):
+    from hibug_core.review.board import add_comment, comments, ensure_review, get_review, update_review
+    from hibug_core.store.project import Project
+    from hibug_core.values import ValueRefused
+
+    with Project.open(make_project(tmp_path / "p", tmp_path / "images")) as project:
+        review = ensure_review(project, (("label", "red"),), author="ada")
+        for bad in ("eve\x1b[2J", "eve\x00", "eve\u202egnp.exe"):
+            with pytest.raises(ValueRefused):
+                update_review(project, review.id, version=review.version, assignee=bad)
+            with pytest.raises(ValueRefused):
+                add_comment(project, review.id, f"looks fine {bad}", author="ada")
+            with pytest.raises(ValueRefused):
+                add_comment(project, review.id, "fine", author=bad)
+        assert get_review(project, review.id).version == review.version  # nothing was written
+        update_review(project, review.id, version=review.version, assignee="  bob\u200b  ")
+        add_comment(project, review.id, "first line\r\n\tsecond\u200b line  \n", author="  ada ")
+        assert get_review(project, review.id).assignee == "bob"
+        assert comments(project)[["author", "body"]].values.tolist() == [["ada", "first line\nsecond line"]]
+
+
+# ----- 6. a damaged store is found, said, and not written to ---------------------------------------------------------
+def _zero_pages(database: Path, pages) -> None:
+    with open(database, "r+b") as handle:
+        for page in pages:
+            handle.seek(page * 16_384)
+            handle.write(b"\0" * 16_384)
+
+
+@pytest.fixture
+def damaged_demo(demo_project, tmp_path):
+    import shutil
+
+    folder = tmp_path / "demo"
+    shutil.copytree(demo_project, folder)
+    _zero_pages(folder / "hibug.sqlite", (60, 61, 62, 63, 90, 91))
+    return folder
+
+
+def test_a_damaged_database_is_reported_without_a_traceback_and_not_written_to(damaged_demo, tmp_path):
+    before = (damaged_demo / "hibug.sqlite").read_bytes()
+
+    def hibug(*args):
+        return subprocess.run([sys.executable, "-m", "hibug_core.cli", *args], capture_output=True, text=True,
+                              timeout=300)
+
+    for args in (["slices", str(damaged_demo)], ["report", str(damaged_demo), "--output", str(tmp_path / "f.html")],
+                 ["attributes", "edit", str(damaged_demo), "shape", "--add-tag", "oval"]):
+        run = hibug(*args)
+        assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
+        assert "the project's database is damaged" in run.stderr and "nothing was written to it" in run.stderr
+    check = hibug("info", str(damaged_demo), "--check")
+    assert check.returncode == 1 and "damaged: database:" in check.stdout and "problems found" in check.stdout
+    assert (damaged_demo / "hibug.sqlite").read_bytes() == before
+
+
+def test_a_missing_or_damaged_tags_array_makes_only_its_run_unavailable(tmp_path, capsys):
+    from hibug_core.cli import main
+    from hibug_core.store import tag_store
+    from hibug_core.store.project import Project
+
+    Image.new("RGB", (8, 8)).save(tmp_path / "a.png")
+    (tmp_path / "m.csv").write_text("image,label,prediction,attr:hue\na.png,cat,cat,warm\n")
+    folder = tmp_path / "p"
+    assert main(["new", str(folder), "--manifest", str(tmp_path / "m.csv")]) == 0
+    with Project.open(folder) as project:
+        ids = pd.read_sql_query("SELECT id FROM samples ORDER BY id", project.engine)["id"].to_numpy()
+        attributes = {"hue": ("warm", "cold")}
+        ones = np.ones((len(ids), 1), np.float32)
+        runs = [tag_store.save_run(project, tag_store.TagResult(ids, attributes, np.full((len(ids), 1), i, np.int16),
+                                                                ones, ones), method="manual")
+                for i in range(2)]
+    assert main(["info", str(folder), "--check"]) == 0
+    (folder / "arrays" / "tags" / f"run-{runs[0]}.npz").unlink()
+    capsys.readouterr()
+    assert main(["info", str(folder), "--check"]) == 1
+    assert f"tagging run #{runs[0]}" in capsys.readouterr().out
+    with Project.open(folder) as project:
+        assert len(tag_store.load_run(project, runs[0]).sample_ids) == 0  # unavailable, said in the run's message
+        assert len(tag_store.load_run(project, runs[1]).sample_ids) == 1  # the other run is intact
+        status = tag_store.runs(project).set_index("id")
+        assert status.at[runs[0], "status"] == "failed" and "is missing" in status.at[runs[0], "message"]
+        tag_store.choose_source(project, "hue", tag_store.run_key(runs[1]))
+    assert main(["tags", str(folder)]) == 0
+
+
+# ----- 7. values refused or warned by rule ---------------------------------------------------------------------------
+def test_shares_outside_zero_to_one_are_refused_in_every_format(tmp_path):
+    from hibug_core.objects.coco import parse_ground_truth, parse_results
+    from hibug_core.tasks import load_manifest
+
+    Image.new("RGB", (64, 64)).save(tmp_path / "a.png")
+    (tmp_path / "objects.csv").write_text(
+        "image,box,label,pred_box,prediction,confidence\n"
+        "a.png,1 1 10 10,cat,1 1 10 10,cat,5.0\na.png,20 20 10 10,cat,20 20 10 10,cat,-3\n"
+        "a.png,30 30 10 10,cat,30 30 10 10,cat,0.5\n")
+    with pytest.raises(ManifestError) as raised:
+        load_manifest(tmp_path / "objects.csv")
+    assert [m.split(":")[0] for m in raised.value.messages] == ["row 1, column 'confidence'",
+                                                                "row 2, column 'confidence'"]
+    assert "outside 0 to 1" in raised.value.messages[0]
+    (tmp_path / "c.csv").write_text("image,label,prediction,confidence\na.png,cat,cat,1.5\n")
+    with pytest.raises(ManifestError, match="confidence"):
+        load_manifest(tmp_path / "c.csv")
+    truth = parse_ground_truth({
+        "images": [{"id": 1, "file_name": "a.png", "width": 64, "height": 64}],
+        "categories": [{"id": 1, "name": "cat"}],
+        "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 10, 10], "area": 100,
+                         "iscrowd": 0}]}, str(tmp_path / "truth.json"))
+    with pytest.raises(ManifestError) as raised:
+        parse_results([{"image_id": 1, "category_id": 1, "bbox": [1, 1, 10, 10], "score": s} for s in (5.0, -3, 0.9)],
+                      truth, str(tmp_path / "r.json"), model="m")
+    assert len(raised.value.issues) == 2 and all("from 0 to 1" in m for m in raised.value.messages)
+
+
+def test_a_prediction_without_its_probability_column_is_refused_and_confidence_is_its_own(tmp_path):
+    from hibug_core.tasks import load_manifest
+
+    Image.new("RGB", (8, 8)).save(tmp_path / "a.png")
+    (tmp_path / "m.csv").write_text("image,label,prediction,prob:cat,prob:dog\na.png,cat,bird,0.7,0.3\n")
+    with pytest.raises(ManifestError, match="'bird' has no probability among prob:"):
+        load_manifest(tmp_path / "m.csv")
+    (tmp_path / "m.csv").write_text("image,label,prediction,prob:cat,prob:dog\na.png,cat,dog,0.7,0.3\n")
+    assert load_manifest(tmp_path / "m.csv").models["model"].confidence.tolist() == [pytest.approx(0.3)]
+
+
+def test_classes_equal_up_to_case_and_punctuation_are_warned_with_the_groups(tmp_path, capsys):
+    from hibug_core.cli import main
+    from hibug_core.values import near_duplicates
+
+    assert near_duplicates(["Cat", "cat.", "dog", "cat", "Dog ", "bird"]) == [("Cat", "cat", "cat."), ("Dog ", "dog")]
+    for name in "abc":
+        Image.new("RGB", (8, 8)).save(tmp_path / f"{name}.png")
+    (tmp_path / "m.csv").write_text("image,label,prediction\na.png,Cat,cat\nb.png,cat.,Cat\nc.png,dog,dog\n")
+    assert main(["new", str(tmp_path / "p"), "--manifest", str(tmp_path / "m.csv")]) == 0
+    assert ("warning: 1 group of classes differ only by case or punctuation and are kept apart: 'Cat' and 'cat' and "
+            "'cat.'") in capsys.readouterr().out
+
+
+def test_invalid_choices_of_a_tag_source_are_refused_and_change_nothing(tmp_path, capsys):
+    from hibug_core.cli import main
+    from hibug_core.store import tag_store
+    from hibug_core.store.project import Project
+
+    Image.new("RGB", (8, 8)).save(tmp_path / "a.png")
+    (tmp_path / "m.csv").write_text("image,label,prediction,attr:size\na.png,cat,cat,small\n")
+    main(["new", str(tmp_path / "p"), "--manifest", str(tmp_path / "m.csv")])
+    capsys.readouterr()
+    for choice, why in (("size=run:999", "there is no such run"), ("nosuch=auto", "is not an attribute"),
+                        ("size=run:x", "unknown tag source"), ("size=run:", "unknown tag source")):
+        assert main(["tags", str(tmp_path / "p"), "--choose", choice]) == 2, choice
+        assert why in capsys.readouterr().err
+    with Project.open(tmp_path / "p") as project:
+        assert tag_store.chosen_sources(project) == {}
+    assert main(["tags", str(tmp_path / "p"), "--choose", "size=imported"]) == 0
+
+
+def test_problem_counts_say_how_many_there_are_in_all(tmp_path):
+    from hibug_core.tasks import load_manifest
+
+    rows = "".join(f"{i}.png,cat,cat,1.{i + 1}\n" for i in range(250))
+    (tmp_path / "m.csv").write_text("image,label,prediction,confidence\n" + rows)
+    with pytest.raises(ManifestError) as raised:
+        load_manifest(tmp_path / "m.csv")
+    head = str(raised.value).splitlines()[0]
+    assert head.endswith("m.csv: 250 problems found (the first 200 kept); the images were not checked yet; nothing "
+                         "was imported.")
+    assert str(raised.value).splitlines()[-1] == "  ... and 230 more"
