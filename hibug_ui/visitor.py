@@ -27,24 +27,23 @@ SAME_SITE_LINK = re.compile(r"/[A-Za-z0-9_./-]*(\?[A-Za-z0-9_.~%+=&-]*)?")  # a 
 
 
 def server_policy() -> ServerPolicy:
-    """What this server serves (`hibug serve` decided it; see hibug_core.serving.policy)."""
-    return _policy(os.environ.get(POLICY_ENV), os.environ.get(PROJECT_ENV))
+    """What this server serves (`hibug serve` decided it; see hibug_core.serving.policy), with sign-in and roles from
+    the secrets where it was started without them (`streamlit run app.py` beside a secrets file with [auth]): a
+    server that signs people in is shared, however it was started."""
+    policy = _policy(os.environ.get(POLICY_ENV), os.environ.get(PROJECT_ENV))
+    secrets = _secrets()
+    if "auth" in secrets and not policy.sign_in:
+        policy = policy.model_copy(update={"sign_in": True})
+    if not policy.roles and secrets.get("hibug", {}).get("roles"):
+        roles = RoleMap.from_mapping(secrets["hibug"]["roles"], source="[hibug.roles]")
+        policy = policy.model_copy(update={"roles": roles.as_mapping()})
+    return policy
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _policy(text: str | None, project: str | None) -> ServerPolicy:
-    """The policy from the environment, with sign-in and roles from the secrets where it was started without them
-    (`streamlit run app.py` beside a secrets file with [auth]): a server that signs people in is shared, however
-    it was started."""
     del text, project  # the cache key: the policy is read from the environment they come from
-    policy = ServerPolicy.from_environment()
-    secrets = _secrets()
-    if "auth" in secrets and not policy.sign_in:
-        policy = policy.model_copy(update={"sign_in": True})
-    if not policy.roles:
-        roles = RoleMap.from_mapping(secrets.get("hibug", {}).get("roles", {}), source="[hibug.roles]")
-        policy = policy.model_copy(update={"roles": roles.as_mapping()})
-    return policy
+    return ServerPolicy.from_environment()
 
 
 def signed_in_identity() -> str | None:

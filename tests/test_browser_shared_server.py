@@ -5,6 +5,7 @@ the root, nothing is read outside the data roots, the server's log shows the ref
 an editor can, and the audit log names who signed in."""
 from __future__ import annotations
 
+import re
 from urllib.parse import quote
 
 import pytest
@@ -179,3 +180,17 @@ def test_someone_without_a_role_is_told_so_and_sees_nothing(browser, shared):
     page.get_by_text("mallory@evil.example has no access to this server").wait_for(timeout=90_000)
     assert page.get_by_role("heading", name="Tagging").count() == 0
     assert "refused 'mallory@evil.example'" in LOGS[url].read_text()
+
+
+def test_a_link_opened_before_signing_in_is_where_signing_in_leads(browser, shared):
+    url, _ = shared
+    page = browser.new_context().new_page()
+    page.goto(f"{url}/Attributes?project=birds")
+    page.get_by_role("button", name="Sign in").click()
+    page.locator("input[name=sub]").fill("vic@example.com")
+    page.get_by_role("button", name="Authorize").click()
+    page.wait_for_url(re.compile(r".*/Attributes\?project=birds$"), timeout=90_000)
+    page.get_by_text("Signed in as vic@example.com").wait_for(timeout=90_000)
+    page.get_by_role("heading", name="Attributes").wait_for(timeout=60_000)
+    assert page.context.cookies() and not [c for c in page.context.cookies() if c["name"] == "hibug_after_sign_in"
+                                           and c["value"]]

@@ -463,3 +463,99 @@ def test_a_proposal_of_a_thousand_attributes_is_capped_and_stored(colour_project
                      "--llm-base-url", server.url, "--llm", "--method", "hibug"])
     assert code == 0, capsys.readouterr().err
     assert len(load_schema(colour_project).attributes) <= MAX_ATTRIBUTES
+
+
+# ----- store damage: a damaged database or array is found, said, and never written to ------------------------------
+def _zero_pages(database: Path, pages) -> None:
+    with open(database, "r+b") as handle:
+        for page in pages:
+            handle.seek(page * 16_384)
+            handle.write(b"\0" * 16_384)
+
+
+# name -> the damage done to a copy of the demo's database (16 KiB pages; tables and indexes spread over ~145)
+DATABASE_DAMAGE = {
+    "zeroed table pages": lambda db: _zero_pages(db, (60, 61, 62, 63, 90, 91)),
+    "one zeroed index page": lambda db: _zero_pages(db, (120,)),
+    "random bytes in a page": lambda db: _scribble(db, 75),
+}
+
+
+def _scribble(database: Path, page: int) -> None:
+    with open(database, "r+b") as handle:
+        handle.seek(page * 16_384 + 100)
+        handle.write(random.Random(page).randbytes(4_000))
+
+
+@pytest.fixture(scope="module")
+def damaged_copies(demo_project, tmp_path_factory):
+    import shutil
+
+    copies = {}
+    for name, damage in DATABASE_DAMAGE.items():
+        folder = tmp_path_factory.mktemp("damaged") / "demo"
+        shutil.copytree(demo_project, folder)
+        damage(folder / "hibug.sqlite")
+        copies[name] = folder
+    return copies
+
+
+@pytest.mark.parametrize("damage", list(DATABASE_DAMAGE))
+def test_a_damaged_database_is_named_without_a_traceback_and_never_written(damaged_copies, damage, tmp_path):
+    folder = damaged_copies[damage]
+    before = (folder / "hibug.sqlite").read_bytes()
+    check = subprocess.run(_hibug("info", str(folder), "--check"), capture_output=True, text=True, timeout=300)
+    assert check.returncode == 1 and "damaged: database:" in check.stdout, check.stdout + check.stderr
+    for args in (["attributes", "edit", str(folder), "shape", "--add-tag", "oval"],
+                 ["tags", str(folder), "--choose", "shape=auto"],
+                 ["slices", str(folder)], ["report", str(folder), "--output", str(tmp_path / "f.html")]):
+        run = subprocess.run(_hibug(*args), capture_output=True, text=True, timeout=300)
+        assert "Traceback" not in run.stderr, (args, run.stderr)
+        if run.returncode != 0:  # a read that meets the damage says so; a write is refused before it starts
+            assert "the project's database is damaged" in run.stderr and "hibug info PROJECT --check" in run.stderr
+        else:
+            assert args[0] in ("slices", "report"), f"{args[0]} wrote into a damaged database"
+    assert (folder / "hibug.sqlite").read_bytes() == before
+
+
+# name -> what is done to the first of two tagging runs' array file
+ARRAY_DAMAGE = {
+    "deleted": lambda path: path.unlink(),
+    "cut short": lambda path: path.write_bytes(path.read_bytes()[:40]),
+    "replaced by junk": lambda path: path.write_bytes(b"not a zip file at all"),
+    "a link leading out": lambda path: (path.unlink(), path.symlink_to("/etc/hostname")),
+}
+
+
+@pytest.mark.parametrize("damage", list(ARRAY_DAMAGE))
+def test_a_missing_or_damaged_tags_array_makes_only_its_own_run_unavailable(tmp_path, capsys, damage):
+    import numpy as np
+    import pandas as pd
+
+    from hibug_core.store import tag_store
+    from hibug_core.store.project import Project
+
+    Image.new("RGB", (8, 8)).save(tmp_path / "a.png")
+    (tmp_path / "m.csv").write_text("image,label,prediction,attr:hue\na.png,cat,cat,warm\n")
+    folder = tmp_path / "p"
+    assert main(["new", str(folder), "--manifest", str(tmp_path / "m.csv")]) == 0
+    with Project.open(folder) as project:
+        ids = pd.read_sql_query("SELECT id FROM samples ORDER BY id", project.engine)["id"].to_numpy()
+        ones = np.ones((len(ids), 1), np.float32)
+        runs = [tag_store.save_run(project, tag_store.TagResult(ids, {"hue": ("warm", "cold")},
+                                                                np.full((len(ids), 1), i, np.int16), ones, ones),
+                                   method="manual") for i in range(2)]
+    assert main(["info", str(folder), "--check"]) == 0
+    ARRAY_DAMAGE[damage](folder / "arrays" / "tags" / f"run-{runs[0]}.npz")
+    capsys.readouterr()
+    assert main(["info", str(folder), "--check"]) == 1
+    assert f"tagging run #{runs[0]}" in capsys.readouterr().out
+    assert main(["tags", str(folder), "--choose", f"hue=run:{runs[1]}"]) == 0  # the project's tags still work
+    with Project.open(folder) as project:
+        assert len(tag_store.load_run(project, runs[0]).sample_ids) == 0  # unavailable, and said on the run
+        assert tag_store.load_run(project, runs[1]).tag_index.tolist() == [[1]]  # the other run is intact
+        status = tag_store.runs(project).set_index("id")
+        assert status.at[runs[0], "status"] == "failed" and f"run #{runs[0]} could not be read" in \
+            status.at[runs[0], "message"]
+    capsys.readouterr()
+    assert main(["info", str(folder), "--check"]) == 0  # set aside: the store is whole again, less that run
