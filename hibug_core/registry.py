@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from hibug_core.access import check_spec
 from hibug_core.errors import HibugError
+from hibug_core.safe_files import check_model_files
 
 
 class UnknownChoice(HibugError, ValueError):
@@ -87,6 +88,7 @@ class Registry:
         dashboard's visitor may not reach on its server (their code, files outside its data roots) is refused first."""
         entry = self.get(name)
         check_spec(self.kind, name, entry.runs_code)
+        check_model_files(name, self.kind)
         if entry.build is None:
             raise UnknownChoice(f"{self.kind} '{name}' has no constructor")
         return entry.build(self.argument(name), **options) if entry.form else entry.build(**options)

@@ -14,6 +14,8 @@ MiB = 1 << 20
 GiB = 1 << 30
 IMAGE_MAX_BYTES = 512 * MiB  # one image file (a 100-megapixel PNG is ~300 MB)
 TABLE_MAX_BYTES = 4 * GiB  # a manifest, a COCO or results JSON file (COCO's own train2017 instances: ~450 MB)
+MODEL_MAX_BYTES = 64 * GiB  # one file of a model: a checkpoint, or a file in a model's folder
+MODEL_FOLDER_ENTRIES = 10_000  # a model's folder holds a few dozen files; more is not a model folder
 
 
 class FileRefused(HibugError, ValueError):
@@ -87,3 +89,45 @@ def read_checked(path: str | Path, *, max_bytes: int, what: str = "a file") -> b
     if len(data) > max_bytes:
         raise FileRefused(f"grew past the {_size(max_bytes)} hibug reads as {what} while it was read")
     return data
+
+
+def check_regular(path: str | Path, *, max_bytes: int, what: str = "a file") -> Path:
+    """`path` when it names a regular file of at most `max_bytes`, found by its status alone (nothing opened: for a
+    file handed on to be read by another, e.g. the browser); FileRefused else."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise FileRefused("file not found") from None
+    except OSError as error:
+        raise FileRefused(f"cannot read the file ({error.strerror or error})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise FileRefused(f"is {_kind(info.st_mode)}, not {what}; name a regular file")
+    if info.st_size > max_bytes:
+        raise FileRefused(f"is {_size(info.st_size)}, more than the {_size(max_bytes)} hibug reads as {what}")
+    return Path(path)
+
+
+def check_model_files(spec: str, kind: str = "model") -> None:
+    """Every file a model spec names (a checkpoint, a model's folder and what is in it; `family:argument:...`, the
+    parts that exist) checked as open_checked checks it, so a loader never blocks on a pipe or reads a device.
+    Raises FileRefused naming the file."""
+    for part in spec.split(":")[1:]:
+        path = Path(part.strip()).expanduser()
+        if not part.strip() or not path.exists():
+            continue
+        files = [path] if not path.is_dir() else _folder_files(path, spec, kind)
+        for file in files:
+            try:
+                open_checked(file, max_bytes=MODEL_MAX_BYTES, what="a model file").close()
+            except FileRefused as error:
+                raise FileRefused(f"{kind} '{spec}': {file} {error}") from None
+
+
+def _folder_files(folder: Path, spec: str, kind: str) -> list[Path]:
+    files = []
+    for top, folders, names in os.walk(folder):
+        files += [Path(top) / name for name in names]
+        if len(files) + len(folders) > MODEL_FOLDER_ENTRIES:
+            raise FileRefused(f"{kind} '{spec}': {folder} holds more than {MODEL_FOLDER_ENTRIES:,} entries; name "
+                              "the folder of one model")
+    return files

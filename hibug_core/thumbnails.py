@@ -5,8 +5,8 @@ import os
 import uuid
 from pathlib import Path
 
-from hibug_core.image_loader import open_image, shown_as_stored
-from hibug_core.safe_files import inside
+from hibug_core.image_loader import ImageUnreadable, open_image, shown_as_stored
+from hibug_core.safe_files import IMAGE_MAX_BYTES, FileRefused, check_regular, inside
 
 THUMBS_DIR = "thumbs"
 
@@ -24,6 +24,10 @@ def ensure_thumbnail(project_folder: Path, image_path: Path, content_hash: str, 
     """
     as_stored = shown_as_stored(image_path)
     if as_stored and original_size is not None and max(original_size) <= size:
+        try:  # served as it is: still a regular file of a sane size (not swapped for a pipe or a device since)
+            check_regular(image_path, max_bytes=IMAGE_MAX_BYTES, what="an image file")
+        except FileRefused as error:
+            raise ImageUnreadable(str(error)) from None
         return Path(image_path)
     target = thumbnail_path(project_folder, content_hash, size)
     if target.exists() and inside(target, project_folder):  # a link leading out is made again, replacing it

@@ -349,3 +349,18 @@ def test_problem_counts_say_how_many_there_are_in_all(tmp_path):
     assert head.endswith("m.csv: 250 problems found (the first 200 kept); the images were not checked yet; nothing "
                          "was imported.")
     assert str(raised.value).splitlines()[-1] == "  ... and 230 more"
+
+
+def test_a_model_spec_naming_a_pipe_or_a_device_is_refused_before_its_loader_runs(tmp_path):
+    from hibug_core import safe_files
+    from hibug_core.models.registry import load_model
+
+    os.mkfifo(tmp_path / "net.pth")
+    (tmp_path / "folder").mkdir()
+    os.mkfifo(tmp_path / "folder" / "config.json")
+    for spec, what in ((f"timm:resnet18:{tmp_path / 'net.pth'}", "is a pipe (FIFO), not a model file"),
+                       ("shape-cnn:/dev/zero", "is a device, not a model file"),
+                       (f"transformers:{tmp_path / 'folder'}", "config.json is a pipe (FIFO)")):
+        outcome, took = _in_time(lambda spec=spec: load_model(spec))
+        assert isinstance(outcome.get("error"), safe_files.FileRefused) and what in str(outcome["error"]), outcome
+        assert took < 20

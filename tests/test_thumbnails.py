@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from hibug_core.thumbnails import ensure_thumbnail, thumbnail_path
@@ -18,12 +19,21 @@ def test_large_image_gets_one_cached_jpeg(tmp_path):
     assert ensure_thumbnail(tmp_path / "project", source, "ab" * 16, size=128) == made
 
 
-def test_small_image_with_known_size_is_not_opened(tmp_path):
-    missing = tmp_path / "never-read.png"
-    assert ensure_thumbnail(tmp_path, missing, "cd" * 16, size=128, original_size=(64, 64)) == missing
+def test_small_image_with_known_size_is_not_opened(tmp_path, monkeypatch):
+    import os
+
+    from hibug_core.image_loader import ImageUnreadable
+
     small = tmp_path / "small.png"
     Image.new("RGB", (64, 48)).save(small)
     assert ensure_thumbnail(tmp_path, small, "ef" * 16, size=128) == small
+    monkeypatch.setattr("hibug_core.thumbnails.open_image", lambda *a, **k: pytest.fail("opened"))
+    assert ensure_thumbnail(tmp_path, small, "cd" * 16, size=128, original_size=(64, 48)) == small
+    with pytest.raises(ImageUnreadable, match="file not found"):  # its status is looked at, nothing more
+        ensure_thumbnail(tmp_path, tmp_path / "gone.png", "cd" * 16, size=128, original_size=(64, 64))
+    os.mkfifo(tmp_path / "pipe.png")
+    with pytest.raises(ImageUnreadable, match="is a pipe"):
+        ensure_thumbnail(tmp_path, tmp_path / "pipe.png", "cd" * 16, size=128, original_size=(64, 64))
 
 
 def test_a_small_image_is_enlarged_a_whole_number_of_times_with_its_pixels_kept(tmp_path):
