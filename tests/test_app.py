@@ -117,6 +117,21 @@ def test_a_bad_manifest_is_listed_and_creates_nothing(monkeypatch, tmp_path):
     assert not (tmp_path / "projects" / "new-project").exists()
 
 
+def test_the_create_form_refuses_a_pipe_or_a_device_at_once(monkeypatch, tmp_path):
+    import os
+
+    serve_root(monkeypatch, tmp_path)
+    os.mkfifo(tmp_path / "data" / "pipe.csv")
+    at = create_from_path("from-a-pipe", tmp_path / "data" / "pipe.csv")  # a hang would time the run out
+    assert not at.exception and "is a pipe (FIFO), not a manifest" in at.error[0].value.replace("\\", "")
+    os.mkfifo(tmp_path / "data" / "pipe.png")
+    manifest = write_manifest(tmp_path / "data", ["a.png,cat,cat,val", "pipe.png,dog,cat,val"])
+    at = create_from_path("from-a-pipe", manifest)
+    assert not at.exception and "row 2, column 'image': is a pipe (FIFO), not an image file" in \
+        at.error[0].value.replace("\\", "")
+    assert not (tmp_path / "projects" / "from-a-pipe").exists()
+
+
 def test_an_uploaded_manifest_resolves_images_against_the_folder_given(tmp_path):
     from hibug_core.tasks import load_uploaded_manifest
 

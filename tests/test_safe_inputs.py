@@ -267,6 +267,39 @@ def test_peoples_words_take_the_stored_form(tmp_path):
         assert comments(project)[["author", "body"]].values.tolist() == [["ada", "first line\nsecond line"]]
 
 
+# ----- 5. settings from a link are clamped or refused in words -----------------------------------------------------
+@pytest.mark.parametrize("page, query", [
+    ("pages/4_Error_slices.py", {"support": "-5"}),
+    ("pages/4_Error_slices.py", {"support": "1" + "0" * 30, "depth": "99"}),
+    ("pages/4_Error_slices.py", {"gap": "nan", "depth": "-1"}),
+    ("pages/4_Error_slices.py", {"gap": "inf", "support": "1e400"}),
+    ("pages/7_Compare.py", {"support": "99999999999999999999", "alpha": "nan", "depth": "0"}),
+    ("pages/6_Review.py", {"review": "99999999999999999999999"}),
+    ("pages/3_Embedding_map.py", {"color": "zzz", "method": "x"}),
+    ("pages/2_Tagging.py", {"attribute": "zzz"}),
+])
+def test_a_crafted_link_is_clamped_never_a_traceback(monkeypatch, demo_project, page, query):
+    from page_support import open_page
+
+    at = open_page(monkeypatch, page, demo_project, **query)
+    assert not at.exception
+    numbers = {n.key: n.value for n in at.number_input}
+    if page.endswith("Error_slices.py"):
+        assert 1 <= numbers["slices_depth"] <= 4 and 1 <= numbers["slices_support"] <= 2**53 - 1
+        assert 0 <= numbers["slices_gap"] <= 1
+
+
+def test_numbers_from_a_link_are_clamped_with_or_without_a_maximum():
+    from hibug_ui.fields import MAX_SAFE_INTEGER, within_limits
+
+    assert within_limits(-5, 30, int, {"min_value": 1}) == 1
+    assert within_limits(10**30, 30, int, {"min_value": 1}) == MAX_SAFE_INTEGER
+    assert within_limits(7, 2, int, {"min_value": 1, "max_value": 4}) == 4
+    assert within_limits(float("nan"), 0.1, float, {"min_value": 0, "max_value": 1}) == 0.1
+    assert within_limits(float("inf"), 0.1, float, {"min_value": 0, "max_value": 1}) == 1.0
+    assert within_limits("junk", 30, int, {"min_value": 1}) == 30
+
+
 # ----- 7. values refused or warned by rule ---------------------------------------------------------------------------
 def test_shares_outside_zero_to_one_are_refused_in_every_format(tmp_path):
     from hibug_core.objects.coco import parse_ground_truth, parse_results
