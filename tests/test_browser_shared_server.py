@@ -37,17 +37,23 @@ def shared(tmp_path_factory):
             yield url, tmp
 
 
-def sign_in(browser, url: str, identity: str, path: str = ""):
-    """A new browser context signed in as `identity` through the provider's form; its page, on `path`."""
+def start_signing_in(browser, url: str, identity: str, path: str = ""):
+    """A new browser context that opens `path` and signs in as `identity` through the provider's form; its page, not
+    yet waited on."""
     page = browser.new_context().new_page()
-    page.goto(url)
+    page.goto(f"{url}/{path}" if path else url)
     page.get_by_role("button", name="Sign in").click()
     page.locator("input[name=sub]").fill(identity)
     page.get_by_role("button", name="Authorize").click()
+    return page
+
+
+def sign_in(browser, url: str, identity: str, path: str = ""):
+    """A new browser context signed in as `identity`; its page, on `path` (the link kept through signing in)."""
+    page = start_signing_in(browser, url, identity, path)
+    if path:  # the provider sends people to the front page, which goes on to the link
+        page.wait_for_url(re.compile(f".*/{re.escape(path)}$"), timeout=90_000)
     page.get_by_text(f"Signed in as {identity}").wait_for(timeout=90_000)
-    if path:  # the provider sends people back to the front page
-        page.goto(f"{url}/{path}")
-        page.get_by_text(f"Signed in as {identity}").wait_for(timeout=90_000)
     idle(page)
     return page
 
@@ -172,11 +178,7 @@ def test_a_viewer_changes_nothing_and_an_editors_changes_carry_their_sign_in(bro
 
 def test_someone_without_a_role_is_told_so_and_sees_nothing(browser, shared):
     url, _ = shared
-    page = browser.new_context().new_page()
-    page.goto(f"{url}/Tagging?project=birds")
-    page.get_by_role("button", name="Sign in").click()
-    page.locator("input[name=sub]").fill("mallory@evil.example")
-    page.get_by_role("button", name="Authorize").click()
+    page = start_signing_in(browser, url, "mallory@evil.example", "Tagging?project=birds")
     page.get_by_text("mallory@evil.example has no access to this server").wait_for(timeout=90_000)
     assert page.get_by_role("heading", name="Tagging").count() == 0
     assert "refused 'mallory@evil.example'" in LOGS[url].read_text()
@@ -184,11 +186,7 @@ def test_someone_without_a_role_is_told_so_and_sees_nothing(browser, shared):
 
 def test_a_link_opened_before_signing_in_is_where_signing_in_leads(browser, shared):
     url, _ = shared
-    page = browser.new_context().new_page()
-    page.goto(f"{url}/Attributes?project=birds")
-    page.get_by_role("button", name="Sign in").click()
-    page.locator("input[name=sub]").fill("vic@example.com")
-    page.get_by_role("button", name="Authorize").click()
+    page = start_signing_in(browser, url, "vic@example.com", "Attributes?project=birds")
     page.wait_for_url(re.compile(r".*/Attributes\?project=birds$"), timeout=90_000)
     page.get_by_text("Signed in as vic@example.com").wait_for(timeout=90_000)
     page.get_by_role("heading", name="Attributes").wait_for(timeout=60_000)
