@@ -291,6 +291,9 @@ class FindSlices(Operation, LLMSettings):
     gap: float = Field(SliceConfig.gap, ge=0, le=1, description="error slices score below overall minus this (C)")
     threshold: float | None = Field(None, ge=0, le=1, description="or below this absolute score")
     rank_by: Annotated[str, OneOf(RANKINGS)] = Field(SliceConfig.rank_by, description="order of the error slices")
+    alpha: float = Field(SliceConfig.alpha, gt=0, le=1, description="false discovery rate: a slice is reported only "
+                         "when it is significantly worse than the whole (Benjamini-Hochberg over every slice tested) "
+                         "and than each parent; 1: no test")
     attributes: Annotated[list[str] | None, Cli(comma=True)] = Field(
         None, description="comma-separated attributes to slice by (default: every tagged one); any imported column "
                           "is also 'known: <name>'")
@@ -308,7 +311,7 @@ class FindSlices(Operation, LLMSettings):
 
     def slice_config(self) -> SliceConfig:
         return SliceConfig(max_depth=self.depth, min_support=self.support, gap=self.gap, threshold=self.threshold,
-                           rank_by=self.rank_by, by_class=self.by_class)
+                           rank_by=self.rank_by, alpha=self.alpha, by_class=self.by_class)
 
 
 class _ComparedSlices(BaseModel):

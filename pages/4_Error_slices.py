@@ -65,19 +65,22 @@ with st.form("slices_settings"):
     tag_source = field_input(cells[5], FindSlices, "tags", "Tags", key="slices_tags", format_func=SOURCES.get,
                              value=url_setting("tags", FindSlices.default("tags")),
                              help="Which tags to slice by; Tagging → Tag sources shows how good each is")
-    by_class = field_input(st, FindSlices, "by_class", "Slice by the class too", key="slices_by_class",
+    below = st.columns([1, 5], vertical_alignment="bottom")
+    alpha = field_input(below[0], FindSlices, "alpha", "False discovery rate", key="slices_alpha", step=0.01,
+                        value=url_setting("alpha", FindSlices.default("alpha"), float))
+    by_class = field_input(below[1], FindSlices, "by_class", "Slice by the class too", key="slices_by_class",
                            value=url_setting("by_class", "1" if FindSlices.default("by_class") else "0") == "1",
                            help="Adds the label as an attribute: finds bugs of one class, such as a rare kind of one "
                            "class (on by default, as in the planted-bug benchmark)")
     if st.form_submit_button("Find error slices", type="primary", key="slices_settings_submit"):
         keep_setting(depth=str(depth), support=str(support), gap=str(gap), rank=rank_by, split=split,
-                     tags=tag_source, by_class="1" if by_class else "0")
+                     tags=tag_source, by_class="1" if by_class else "0", alpha=str(alpha))
         st.query_params.pop("slice", None)
         st.session_state.pop("kept_slice", None)
 
 try:
     config = FindSlices.build(model=model, split=split, depth=depth, support=support, gap=gap, rank_by=rank_by,
-                              tags=tag_source, by_class=by_class).slice_config()
+                              alpha=alpha, tags=tag_source, by_class=by_class).slice_config()
     report = slice_report(project, model, split, config, tag_source)
 except HibugError as error:
     st.error(plain(error))
@@ -99,7 +102,7 @@ if slices.attrs.get("untrusted"):
 found, unseen = st.tabs(["Error slices", "Unseen slices (predicted)"])
 with found:
     if slices.empty:
-        st.info("No error slice at these settings. Lower the gap C or the minimum size M, or tag more attributes.")
+        st.info(plain(report.empty_verdict()), icon=":material/info:")
     else:
         table = slices.assign(
             rank=range(1, len(slices) + 1),

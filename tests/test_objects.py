@@ -731,7 +731,8 @@ def test_slices_of_objects_count_their_failures_in_whole_objects(tmp_path):
     project = Project.create_from_manifest(tmp_path / "p", load_coco(*_write(tmp_path / "val", truth_json,
                                                                              {"m": found})))
     report = error_slices(project, "m", attributes=["object size", "is truncated", "object aspect ratio", "occlusion"],
-                          tags="imported", check_tags=False, config=SliceConfig(min_support=5, gap=0.05))
+                          tags="imported", check_tags=False,  # counting is what is tested, not significance
+                          config=SliceConfig(min_support=5, gap=0.05, alpha=1.0, parent_alpha=0.05))
     project.close()
     exported = report.exported()
     row = exported.loc[1]

@@ -150,7 +150,7 @@ def _score_tagger(project, tagger: str, problem, config: BenchConfig, truth_tags
         scores = score_report(report.slices, vocabulary, problem, truth_tags, config.top_n)
         top = report.slices.head(1)
         rows.append({"tagger": tagger, "search": search, "gap": slice_config.gap,
-                     "parent_alpha": slice_config.parent_alpha, **scores,
+                     "parent_alpha": slice_config.parent_test, **scores,
                      "top_slice": top["description"].iat[0] if len(top) else None,
                      "top_bug_type": top["bug_type"].iat[0] if len(top) else None})
     return rows

@@ -87,7 +87,7 @@ def write_results(folder: Path, result, tables: dict[str, pd.DataFrame],
              f"{int((result.problems['kept']).sum()) if len(result.problems) else 0} problems "
              f"({result.config.n_spurious} {SPURIOUS}, {result.config.n_rare} {RARE} wanted) from "
              f"{len(result.problems)} candidates; top {result.config.top_n} slices; C = {result.config.slices.gap}, "
-             f"parent test at {result.config.slices.parent_alpha}; "
+             f"parent test at {result.config.slices.parent_test}; "
              f"{result.timings.get('total', 0):.0f} s in total.", "", "Tag sources:", ""]
     lines += [f"- `{name}`: {text}" for name, text in descriptions.items() if name in result.config.taggers]
     for name, table in tables.items():

@@ -35,6 +35,8 @@ def cmd_slices(args) -> int:
         print(f"{rank + 1:>3}. {row['description']:<50} n={row['count']:<5} score {row['score']:6.1%} "
               f"[{row['score_low']:.0%}, {row['score_high']:.0%}] q={row['q_value']:.1e}  {row['bug_type']}: "
               f"{row['reason']}{_precision_note(row)}")
+    if report.empty_verdict():
+        print(report.empty_verdict())
     rare = report.rare_classes[report.rare_classes["rare"]]
     if len(rare):
         named = (f"{c} ({n})" for c, n in zip(rare["class"], rare["train_count"]))
@@ -131,14 +133,14 @@ def cmd_bench(args) -> int:
     config = BenchConfig(n_spurious=spurious, n_rare=rare, seed=args.seed, taggers=taggers, top_n=args.top,
                          slices=replace(defaults.slices, gap=args.gap), encoder=args.encoder, llm=llm,
                          gaps=tuple(sorted({*defaults.gaps, args.gap})),
-                         parent_alphas=tuple(sorted({*defaults.parent_alphas, defaults.slices.parent_alpha})),
+                         parent_alphas=tuple(sorted({*defaults.parent_alphas, defaults.slices.parent_test})),
                          val_shares=tuple(sorted(set(args.val_shares))))
     report, close = progress_bar()
     try:
         result = run_benchmark(args.out, config, progress=report)
     finally:
         close()
-    tables = summary_tables(result.rows, result.problems, args.gap, config.slices.parent_alpha)
+    tables = summary_tables(result.rows, result.problems, args.gap, config.slices.parent_test)
     markdown, data = write_results(Path(args.out), result, tables, TAGGERS)
     print(markdown_table(tables["scores"]))
     for extra in ("by search", "by validation share"):

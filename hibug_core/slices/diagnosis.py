@@ -12,7 +12,8 @@ import pandas as pd
 from hibug_core.objects.summary import error_mix
 
 ANNOTATION_BUGS = ("missing annotations", "bad boxes")  # objects: what the training annotations did to the model
-BUG_TYPES = ("spurious correlation", "rare case", "distribution shift", *ANNOTATION_BUGS, "hard case")
+NO_CLEAR_CAUSE = "no clear cause"  # a significant slice whose evidence shows no bug type significantly
+BUG_TYPES = ("spurious correlation", "rare case", "distribution shift", *ANNOTATION_BUGS, "hard case", NO_CLEAR_CAUSE)
 NOT_CLASSES = ("(missed)", "(background)")  # objects: no detection, no object; never a shortcut's class
 
 
@@ -47,7 +48,7 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
              predictions: np.ndarray, errors: np.ndarray, config: DiagnosisConfig = DiagnosisConfig(), *,
              tag_train_masks: list[np.ndarray | None] | None = None,
              train_labels: np.ndarray | None = None, error_types: np.ndarray | None = None,
-             objects: ObjectEvidence | None = None) -> pd.DataFrame:
+             objects: ObjectEvidence | None = None, alpha: float = 0.05) -> pd.DataFrame:
     """One row of evidence and a bug type per slice (given as boolean masks over the evaluation rows).
 
     train_masks: the same slices over the training rows (None when the training split has no tags).
@@ -60,9 +61,12 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
     images but rarely annotated there: missing annotations; training boxes systematically smaller or larger than the
     objects: bad boxes), else its own boxes on the found objects (systematically small or large: bad boxes). This
     evidence comes first: a detector taught that something is background misses it however common it is.
+    alpha: each bug type is given only where its own evidence is significant at this level (a one-sided binomial
+    test against what the whole split would show); else "no clear cause" (1: no test).
     """
     n_eval = len(labels)
     n_train = len(train_masks[0]) if train_masks else 0
+    shown = _Significance(alpha, labels, predictions, errors, train_labels)
     rows = []
     for i, mask in enumerate(definition_masks):
         slice_labels, slice_predictions = labels[mask], predictions[mask]
@@ -79,7 +83,10 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
         associated, association = (Counter(train_labels[tag_rows]).most_common(1)[0]
                                    if tag_rows is not None and tag_rows.any() else (None, 0))
         association_share = association / tag_rows.sum() if associated is not None else np.nan
-        annotation_bug = _annotation_bug(objects, train_masks[i] if train_masks else None, mask, failed, config)
+        annotation_bug = _annotation_bug(objects, train_masks[i] if train_masks else None, mask, failed, config,
+                                         alpha)
+        learnt = associated is not None and shown.learnt(associated, association, int(tag_rows.sum()))
+        rarer = train_masks and shown.rarer_in_training(train_count, n_train, eval_share)
         # A shortcut learnt from training (its tags go with the class its failures are predicted as) comes first:
         # the combinations it fails on are often rare in training too, but rarity is not why it fails. Rarity comes
         # before the prediction rule: a combination never seen in training is mostly predicted as one class too.
@@ -87,28 +94,36 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
             bug, reason = annotation_bug
         elif (associated is not None and associated == failure_top and associated not in NOT_CLASSES
                 and failed.sum() >= config.min_failures
-                and association_share >= config.association and failure_share > config.shortcut):
+                and association_share >= config.association and failure_share > config.shortcut and learnt):
             bug, reason = "spurious correlation", (f"in training, {association_share:.0%} of those with its tags "
                                                    f"are '{associated}', and {failure_share:.0%} of its failures are "
                                                    f"predicted '{associated}'")
-        elif train_masks and train_share < config.rare_share:
+        elif train_masks and train_share < config.rare_share and rarer:
             bug, reason = "rare case", (f"{train_count} in training ({train_share:.2%} of training, "
                                         f"under {config.rare_share:.0%})")
         elif (top_prediction is not None and top_prediction != top_label and prediction_share >= config.alpha
-              and top_prediction not in NOT_CLASSES):
+              and top_prediction not in NOT_CLASSES
+              and shown.predicted_more(top_prediction, prediction_count, mask)):
             bug, reason = "spurious correlation", (f"{prediction_share:.0%} of it is predicted "
                                                    f"'{top_prediction}', though most of it is '{top_label}'")
-        elif train_masks and eval_share >= config.shift_ratio * max(train_share, 1e-12):
+        elif train_masks and eval_share >= config.shift_ratio * max(train_share, 1e-12) and rarer:
             bug, reason = "distribution shift", (f"{eval_share:.1%} of evaluation but {train_share:.1%} of "
                                                  f"training")
-        elif failed.sum() >= config.min_failures and failure_share >= config.alpha and failure_top not in NOT_CLASSES:
+        elif (failed.sum() >= config.min_failures and failure_share >= config.alpha and failure_top not in NOT_CLASSES
+              and shown.failures_predicted_more(failure_top, failure_count, mask)):
             bug, reason = "spurious correlation", (f"{failure_share:.0%} of its failures are predicted "
                                                    f"'{failure_top}'")
+        elif not train_masks:
+            bug, reason = NO_CLEAR_CAUSE, ("no tagged training split to compare with, and no other evidence "
+                                           "significant at this size")
+        elif train_share < config.rare_share or eval_share >= config.shift_ratio * max(train_share, 1e-12):
+            bug, reason = NO_CLEAR_CAUSE, (f"{train_count} in training ({train_share:.1%}) against {eval_share:.1%} "
+                                           "of evaluation: too few to tell rare from common")
         elif error_types is not None:
             bug, reason = "hard case", f"common in training; its failures: {error_mix(error_types[mask][failed])}"
         else:
             bug, reason = "hard case", "common in training, no dominant wrong prediction"
-        if error_types is not None and bug != "hard case" and failed.any():  # objects: what kind of failure, always
+        if error_types is not None and bug not in ("hard case", NO_CLEAR_CAUSE) and failed.any():  # objects: always
             reason += f"; its failures: {error_mix(error_types[mask][failed])}"
         rows.append({"bug_type": bug, "reason": reason, "train_count": train_count, "train_share": train_share,
                      "eval_share": eval_share, "top_label": top_label, "top_prediction": top_prediction,
@@ -121,15 +136,76 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
 
 
 def _annotation_bug(objects: ObjectEvidence | None, train_mask: np.ndarray | None, mask: np.ndarray,
-                    failed: np.ndarray, config: DiagnosisConfig) -> tuple[str, str] | None:
+                    failed: np.ndarray, config: DiagnosisConfig, alpha: float = 1.0) -> tuple[str, str] | None:
     """(missing annotations | bad boxes, reason) when a model of objects' evidence shows one for the slice: its
-    training annotations where they are known, else its own boxes on the found objects."""
+    training annotations where they are known, else its own boxes on the found objects. Missing annotations are
+    given only where fewer of its training objects are annotated than of all objects, significantly at `alpha`."""
     if objects is None or failed.sum() < config.min_failures:
         return None
     for bug in ANNOTATION_BUGS:
-        if _annotation_evidence(bug, objects, train_mask, mask, config):
+        if _annotation_evidence(bug, objects, train_mask, mask, config) and (
+                bug != "missing annotations" or _fewer_annotated(objects, train_mask, config, alpha)):
             return bug, _annotation_reason(bug, objects, train_mask, mask, config)
     return None
+
+
+def _fewer_annotated(objects: ObjectEvidence, train_mask: np.ndarray | None, config: DiagnosisConfig,
+                     alpha: float) -> bool:
+    from scipy.stats import binom
+
+    train_rows = _training_rows(objects, train_mask, config)
+    if alpha >= 1 or train_rows is None:
+        return True  # no test asked, or read from the model's own boxes (no annotation counts)
+    share, overall, count = _annotated_share(objects, train_rows, config)
+    return bool(binom.cdf(round(share * count), count, overall) < alpha)
+
+
+class _Significance:
+    """One-sided binomial tests of a slice's evidence against what the rest of the split shows (alpha 1: every test
+    passes; a test with nothing to compare with passes too, the slice's own test having been made)."""
+
+    def __init__(self, alpha: float, labels, predictions, errors, train_labels):
+        self.alpha = alpha
+        self.labels, self.predictions = np.asarray(labels, dtype=object), np.asarray(predictions, dtype=object)
+        self.failed = np.asarray(errors) > 0.5
+        self.train_label_rate = _rates(train_labels) if train_labels is not None else {}
+
+    def _more(self, count: int, n: int, rate: float | None) -> bool:
+        from scipy.stats import binom
+
+        return self.alpha >= 1 or rate is None or (n > 0 and bool(binom.sf(count - 1, n, rate) < self.alpha))
+
+    def learnt(self, label, count: int, n: int) -> bool:
+        """Training rows with the slice's tags are of `label` more often than training rows are."""
+        return self._more(count, n, self.train_label_rate.get(label, 0.0))
+
+    def predicted_more(self, label, count: int, mask: np.ndarray) -> bool:
+        """The slice is predicted `label` more often than the rest is wrongly predicted `label`."""
+        others = ~mask & (self.labels != label)
+        rate = float((self.predictions[others] == label).mean()) if others.any() else None
+        return self._more(count, int(mask.sum()), rate)
+
+    def failures_predicted_more(self, label, count: int, mask: np.ndarray) -> bool:
+        """The slice's failures are predicted `label` more often than the rest's failures are."""
+        others = ~mask & self.failed
+        rate = float((self.predictions[others] == label).mean()) if others.any() else None
+        return self._more(count, int((mask & self.failed).sum()), rate)
+
+    def rarer_in_training(self, train_count: int | None, n_train: int, eval_share: float) -> bool:
+        """Fewer in training than its share of evaluation would give."""
+        from scipy.stats import binom
+
+        if self.alpha >= 1:
+            return True
+        return train_count is not None and n_train > 0 and bool(binom.cdf(train_count, n_train, eval_share)
+                                                                 < self.alpha)
+
+
+def _rates(values) -> dict:
+    values = np.asarray(values, dtype=object)
+    if not len(values):
+        return {}
+    return {value: count / len(values) for value, count in Counter(values.tolist()).items()}
 
 
 def _training_rows(objects: ObjectEvidence, train_rows: np.ndarray | None,

@@ -21,7 +21,16 @@ from hibug_core.slices.diagnosis import (
 )
 from hibug_core.slices.enumeration import Enumeration, enumerate_slices
 from hibug_core.slices.redundancy import mark_repeats
-from hibug_core.slices.search import CLASS, SliceConfig, TagMatrix, describe, parse_definition, score_slices, slice_id
+from hibug_core.slices.search import (
+    CLASS,
+    SliceConfig,
+    TagMatrix,
+    describe,
+    parse_definition,
+    score_slices,
+    slice_id,
+    smallest_significant_gap,
+)
 from hibug_core.slices.tag_precision import KNOWN_PREFIX, slice_tag_precision
 from hibug_core.tagging.sources import ground_truth
 
@@ -48,6 +57,28 @@ class SliceReport:
     enumeration: Enumeration | None = None  # every slice with enough support, reported or not
     model_column: int = 0  # this model's column in the enumeration's errors
     poor: dict[str, str] = field(default_factory=dict)  # sliced attributes whose tags are too poor to trust: why
+
+    def empty_verdict(self) -> str | None:
+        """When no slice is reported: that nothing is significant at this size, with what the data allow (the
+        smallest gap a slice of M samples, and one of a tenth of the split, would need to show) and what would help;
+        None when slices are reported."""
+        if len(self.slices):
+            return None
+        attrs, n = self.slices.attrs, len(self.evaluation)
+        tested = max(int(attrs.get("enumerated", self.enumerated) or 1), 1)
+        support = self.config.min_support
+        gaps = [smallest_significant_gap(n, self.overall_score, size, self.config.alpha, tested)
+                for size in (support, max(support, n // 10))]
+        below = int(attrs.get("under_cut_not_significant", 0))
+        shown = (f"{below:,} slice{'s' if below != 1 else ''} scored below the cut but none significantly worse than "
+                 "the whole" if below else "no slice scored below the cut")
+        sizes = (f"a slice of {support:,} would have to score {gaps[0] * 100:.1f} points below the overall "
+                 f"{self.overall_score:.1%}" if np.isfinite(gaps[0]) else f"a slice of {support:,} cannot show a gap")
+        if n // 10 > support and np.isfinite(gaps[1]):
+            sizes += f", one of {n // 10:,} (a tenth of the split) {gaps[1] * 100:.1f} points"
+        return (f"Nothing significant at this size: {shown} (false discovery rate {self.config.alpha:g}, "
+                f"{tested:,} slices tested over {n:,} samples). What the data allow: {sizes}. What would help: more "
+                f"{self.split} samples, a lower minimum size M, fewer or better tags (fewer slices tested).")
 
     def every_slice(self) -> pd.DataFrame:
         """Every enumerated slice, reported or not: definition, slice_id, description, depth, count, failures, score."""
@@ -326,7 +357,7 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
                    if len(objects) else None)
     evidence = diagnose(masks, train_masks, evaluation["label"].to_numpy(), evaluation["prediction"].to_numpy(),
                         errors, diagnosis, tag_train_masks=tag_masks, train_labels=train["label"].to_numpy(),
-                        error_types=error_types, objects=found)
+                        error_types=error_types, objects=found, alpha=config.alpha)
     # 5. Check the slices' tags against the true tags, flag untrusted ones, group repeats of one bug.
     summary = dict(slices.attrs)
     truth = ground_truth(project) if check_tags else None

@@ -28,7 +28,11 @@ class SliceConfig:
     # confident_gap: overall score minus the upper end of the slice's interval, so that a small slice that is worse
     # by chance does not outrank the larger slice it was cut from.
     rank_by: Literal["confident_gap", "gap", "size", "sliceline"] = "confident_gap"
-    parent_alpha: float = 0.05  # false discovery rate of "a child is worse than each parent" (1: plain rule)
+    # The one significance rule of a reported slice: significantly worse than the whole (Benjamini-Hochberg over
+    # every slice tested, at this false discovery rate) and, below the first level, than each parent (at
+    # parent_alpha; None: the same alpha). 1: no test (HiBug's plain rule, for the benchmarks' comparison).
+    alpha: float = 0.05
+    parent_alpha: float | None = None
     sliceline_alpha: float = 0.95  # weight of the error term in the SliceLine score
     z: float = 1.96  # Wilson interval width (95%)
     by_class: bool = True  # also slice by the label (attribute CLASS), e.g. "class = triangle & size = small"
@@ -40,6 +44,11 @@ class SliceConfig:
     # the same images named by other attributes): it is listed after the distinct slices. 1: off.
     max_overlap: float = 0.8
 
+    @property
+    def parent_test(self) -> float:
+        """The false discovery rate of the parent test in force."""
+        return self.alpha if self.parent_alpha is None else self.parent_alpha
+
     def __post_init__(self):
         unit = "in [0, 1]"
         check_fields(self, {
@@ -47,7 +56,8 @@ class SliceConfig:
             "gap": (0 <= self.gap <= 1, unit), "threshold": (self.threshold is None or 0 <= self.threshold <= 1,
                                                              f"None or {unit}"),
             "rank_by": (self.rank_by in RANKINGS, f"one of {', '.join(RANKINGS)}"),
-            "parent_alpha": (0 < self.parent_alpha <= 1, "in (0, 1]"),
+            "alpha": (0 < self.alpha <= 1, "in (0, 1]"),
+            "parent_alpha": (self.parent_alpha is None or 0 < self.parent_alpha <= 1, "None or in (0, 1]"),
             "sliceline_alpha": (0 <= self.sliceline_alpha <= 1, unit), "z": (self.z > 0, "above 0"),
             "min_tag_precision": (0 <= self.min_tag_precision <= 1, unit),
             "max_overlap": (0 < self.max_overlap <= 1, "in (0, 1]")})
@@ -148,6 +158,22 @@ def _worse_than_every_parent(enumeration: Enumeration, counts: list[np.ndarray],
     return kept
 
 
+def smallest_significant_gap(n: int, overall_score: float, size: int, alpha: float, tested: int) -> float:
+    """The smallest drop below the overall score (a share) at which a slice of `size` of `n` samples is reported
+    significant, at false discovery rate `alpha` over `tested` slices when it is the most significant one (its p-value
+    times `tested` under alpha), by the test score_slices makes; inf when no slice of that size can be."""
+    from scipy.special import ndtri
+
+    if size >= n or size < 1:
+        return float("inf")
+    error = 1 - overall_score
+    variance = max(error * (1 - error), 1e-12)
+    z = float(ndtri(1 - min(alpha / max(tested, 1), 0.5)))
+    against_rest = z * np.sqrt(variance * (1 / size + 1 / (n - size)))  # the test compares with the rest
+    gap = against_rest * (n - size) / n  # the same drop, measured from the overall score
+    return float(gap) if gap <= overall_score else float("inf")
+
+
 def score_slices(enumeration: Enumeration, tags: TagMatrix, *, model: int = 0,
                  config: SliceConfig = SliceConfig(), keep: np.ndarray | None = None) -> pd.DataFrame:
     """Error slices for one model column of the enumeration, ranked, with statistics. keep: per enumerated slice
@@ -170,10 +196,11 @@ def score_slices(enumeration: Enumeration, tags: TagMatrix, *, model: int = 0,
     overall_score = 1 - overall_error
     cut = config.threshold if config.threshold is not None else overall_score - config.gap
     candidates = [1 - e / c < cut for e, c in zip(errors, counts)]
-    kept = np.concatenate(_worse_than_every_parent(enumeration, counts, errors, config.parent_alpha, candidates))
+    kept = np.concatenate(_worse_than_every_parent(enumeration, counts, errors, config.parent_test, candidates))
     if keep is not None:
         kept |= keep
-    chosen = np.flatnonzero(kept & (score < cut))
+    significant = q_values < config.alpha if config.alpha < 1 else np.ones(len(q_values), dtype=bool)
+    chosen = np.flatnonzero(kept & (score < cut) & significant)
     depth = np.concatenate([np.full(len(c), d + 1) for d, c in enumerate(counts)])
     row = np.concatenate([np.arange(len(c)) for c in counts])
     low, high = wilson_interval(all_count[chosen] - all_errors[chosen], all_count[chosen], config.z)
@@ -204,7 +231,9 @@ def score_slices(enumeration: Enumeration, tags: TagMatrix, *, model: int = 0,
     frame = frame.sort_values(order, ascending=False, kind="stable").reset_index(drop=True)
     frame.index.name = "rank"
     frame.attrs.update(overall_score=overall_score, cut=cut, enumerated=int(len(all_count)),
-                       candidates=enumeration.candidates, total_failures=total)
+                       candidates=enumeration.candidates, total_failures=total, alpha=config.alpha,
+                       under_cut=int((score < cut).sum()), under_cut_not_significant=int(
+                           ((score < cut) & ~significant).sum()))
     return frame
 
 
@@ -218,4 +247,4 @@ def find_error_slices(tags: TagMatrix, errors: np.ndarray, config: SliceConfig =
 
 
 __all__ = ["SliceConfig", "TagMatrix", "describe", "find_error_slices", "parse_definition",
-           "score_slices", "slice_id"]
+           "score_slices", "slice_id", "smallest_significant_gap"]

@@ -1,0 +1,96 @@
+"""Honest slices: a slice is reported only when it is significantly worse than the whole (and than each parent), a bug
+type only where its own evidence is significant, and an empty report says what the data allow."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hibug_core.slices.diagnosis import NO_CLEAR_CAUSE, diagnose
+from hibug_core.slices.search import SliceConfig, smallest_significant_gap
+from hibug_core.stats import worse_than_rest_p_values
+
+from compare_support import manifest_project
+
+
+def _bug_free(folder, seed: int):
+    """800 validation and 800 training images, five attributes of random tags, predictions right 80% of the time
+    whatever the tags."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(1600):
+        tags = ",".join(f"t{rng.integers(3)}" for _ in range(5))
+        right = rng.random() < 0.8
+        rows.append(f"s{i},x.png,cat,{'cat' if right else 'dog'},{'val' if i < 800 else 'train'},{tags}")
+    header = "id,image,label,prediction,split," + ",".join(f"attr:noise{a}" for a in range(5))
+    return manifest_project(folder, header, rows)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_manifest_with_no_bug_reports_no_slice_and_says_what_the_data_allow(tmp_path, seed):
+    from hibug_core.slices.report import error_slices
+
+    with _bug_free(tmp_path, seed) as project:
+        report = error_slices(project, check_tags=False)
+        plain = error_slices(project, check_tags=False, config=SliceConfig(alpha=1.0, parent_alpha=1.0))
+    assert report.slices.empty and len(plain.slices) > 0  # the plain rule would report chance slices
+    verdict = report.empty_verdict()
+    assert verdict.startswith("Nothing significant at this size: ")
+    assert "slices tested over 800 samples" in verdict and "a slice of 10 would have to score" in verdict
+    assert "What would help: more val samples, a lower minimum size M" in verdict
+
+
+def test_hibug_slices_prints_the_empty_verdict(tmp_path, capsys):
+    from hibug_core.cli import main
+
+    _bug_free(tmp_path, 0).close()
+    assert main(["slices", str(tmp_path / "p")]) == 0
+    out = capsys.readouterr().out
+    assert "0 error slices" in out and "Nothing significant at this size" in out
+
+
+def test_the_smallest_significant_gap_is_where_the_test_crosses_alpha():
+    n, overall, size, alpha, tested = 800, 0.8, 30, 0.05, 500
+    gap = smallest_significant_gap(n, overall, size, alpha, tested)
+    error = 1 - overall
+    slice_errors = size * (error + gap)  # the slice scores `gap` below the overall score, the whole stays at it
+    p = worse_than_rest_p_values(np.array([slice_errors]), np.array([size]), error * n, n, error * (1 - error))
+    assert p[0] * tested == pytest.approx(alpha, rel=1e-6)
+    assert smallest_significant_gap(n, overall, 80, alpha, tested) < gap  # a larger slice needs less
+    assert smallest_significant_gap(n, overall, n, alpha, tested) == float("inf")
+
+
+def test_a_slice_worse_by_chance_is_not_reported_one_worse_for_real_is():
+    import pandas as pd
+
+    from hibug_core.slices.search import TagMatrix, find_error_slices
+
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"color": rng.choice(["red", "green", "blue"], 900), "size": rng.choice(["s", "l"], 900)})
+    errors = (rng.random(900) > 0.85).astype(float)
+    planted = (frame["color"] == "blue").to_numpy() & (rng.random(900) < 0.5)
+    errors[planted] = 1.0
+    found = find_error_slices(TagMatrix.from_frame(frame), errors, SliceConfig(max_depth=2))
+    assert found["description"].tolist()[0] == "color = blue"
+    assert (found["q_value"] < 0.05).all()
+    assert found.attrs["alpha"] == 0.05
+
+
+def test_a_bug_type_only_where_its_own_evidence_is_significant():
+    # 40 evaluation images, 17 of them (42.5%) in the slice; 10 training images, 2 of them (20%) in it: a shift by
+    # the thresholds, but 2 of 10 is what 42.5% would give often enough (p = 0.13), so no clear cause
+    labels = np.array(["cat"] * 40)
+    predictions = np.array(["cat", "dog", "cow", "bird"] * 10)
+    errors = (labels != predictions).astype(float)
+    in_slice = np.r_[np.ones(17, bool), np.zeros(23, bool)]
+    train = np.r_[np.ones(2, bool), np.zeros(8, bool)]
+    typed = diagnose([in_slice], [train], labels, predictions, errors)
+    assert typed.at[0, "bug_type"] == NO_CLEAR_CAUSE
+    assert typed.at[0, "reason"] == ("2 in training (20.0%) against 42.5% of evaluation: too few to tell rare from "
+                                     "common")
+    # the same shares on 100 times the images are a distribution shift
+    many = diagnose([np.tile(in_slice, 100)], [np.tile(train, 100)], np.tile(labels, 100), np.tile(predictions, 100),
+                    np.tile(errors, 100))
+    assert many.at[0, "bug_type"] == "distribution shift"
+    # with alpha 1 (no test) the thresholds alone decide, as before
+    assert diagnose([in_slice], [train], labels, predictions, errors, alpha=1.0).at[0, "bug_type"] == \
+        "distribution shift"
