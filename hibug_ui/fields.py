@@ -59,6 +59,21 @@ def field_input(container, op: type[Operation], name: str, label: str, *, key: s
     return container.text_input(label, value="" if default is None else str(default), key=key, help=help, **extra)
 
 
+def chosen_or_typed(chosen: str, typed: str, other: str, what: str) -> str:
+    """The value of a choice with a field to type another into: what is typed wins, whatever the box says (typing it
+    is the plainer act); `other` chosen with nothing typed is said on the page, and "" returned (nothing to run)."""
+    import streamlit as st
+
+    if typed.strip():
+        if chosen != other:
+            st.toast(f"Using the {what} typed, {typed.strip()}, rather than {chosen}", icon=":material/info:")
+        return typed.strip()
+    if chosen == other:
+        st.error(f"Type the {what} to use in 'Other {what}', or choose one in the list; nothing was started.")
+        return ""
+    return chosen
+
+
 def budget_input(container, op: type[Operation], *, key: str, training: int, images: str = "images"):
     """The budget of `op` typed as a count ("40") or a share ("0.1", "10%"), with both readings shown under it
     against the `training` count the task states; None (with the reason shown) while what is typed is not one."""

@@ -65,8 +65,11 @@ def job_status(project, kind: str, user: str, *, key: str) -> None:
             st.rerun()  # the whole page: it shows what the job stored, and polling stops
         if job.status == "done" and (job.result or {}).get("warning"):  # it ran, but what it made is doubtful
             warning = plain(job.result["warning"], keep_code=True)  # its advice's code spans stay code
-            st.warning(f"Job {job.id} ({job.kind}) finished, with a warning: {warning} {plain(summary(job.result))}",
-                       icon=":material/warning:")
+            st.warning(f"Job {job.id} ({job.kind}) finished, with a warning: {warning}", icon=":material/warning:")
+            with st.expander("Why, and what it stored"):
+                details = job.result.get("warning_details")
+                st.markdown(" ".join(([plain(details, keep_code=True)] if details else [])
+                                     + [plain(summary(job.result))]))
         elif job.status == "done":
             st.success(f"Job {job.id} ({job.kind}) finished. {plain(summary(job.result))}")
         elif job.status == "cancelled":

@@ -18,6 +18,7 @@ from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version, load_schema
 from hibug_core.tagging.run import TAGGERS, audit
 from hibug_core.tagging.sources import too_poor, trust_message
+from hibug_ui.fields import chosen_or_typed
 from hibug_ui.jobs import job_status, start_job
 from hibug_ui.plots import literal_values, plotly_literal
 from hibug_ui.state import (
@@ -58,9 +59,9 @@ with run:
                            key="tag_run_backend")
         encoder = st.selectbox("Encoder", [*ENCODERS.names(), "other…"], key="tag_run_encoder",
                                help=ENCODERS.help_text())
-        other = st.text_input("Other encoder",
+        other = st.text_input("Other encoder", key="tag_run_other_encoder",
                               placeholder="open_clip:ViT-B-32:/models/clip.bin or transformers:/models/clip",
-                              key="tag_run_other_encoder")
+                              help="Typed here, it is used whatever the Encoder box says")
         chosen = st.multiselect("Attributes", names, default=[a.name for a in schema.enabled()],
                                 key="tag_run_attributes")
         splits = st.multiselect("Splits", ["train", "val", "test", "pool"], default=[], key="tag_run_splits",
@@ -78,8 +79,8 @@ with run:
                 key = secret("OPENAI_API_KEY")
                 secrets = {"OPENAI_API_KEY": key} if key else None
             else:
-                params["encoder"] = other.strip() if encoder == "other…" else encoder
-            if start_job(project, "tag", params, user, secrets) is not None:
+                params["encoder"] = chosen_or_typed(encoder, other, "other…", "encoder")
+            if params.get("encoder") != "" and start_job(project, "tag", params, user, secrets) is not None:
                 st.rerun()
     st.markdown("**Tagging runs**")
     runs = tag_store.runs(project)

@@ -34,30 +34,40 @@ def test_a_tagging_job_starts_from_the_form_and_its_result_shows(monkeypatch, co
     sources = at.tabs[1].dataframe[0].value  # before any run, the imported colours are the only source
     assert sources[["attribute", "label", "in_force"]].values.tolist() == [["color", "imported tags", "✓"]]
     assert at.selectbox(key="tag_run_encoder").options == ["conse", "other…"]  # test-only encoders are not offered
-    at.selectbox(key="tag_run_encoder").set_value("other…")
-    at.text_input(key="tag_run_other_encoder").set_value("tiny-open_clip")  # typed, as any encoder spec can be
+    at.text_input(key="tag_run_other_encoder").set_value("tiny-open_clip")  # typed: used whatever the box says
     at.button(key="tag_run_submit").click().run()
     assert not at.exception
     job = jobs(colour_project, "tag")[0]
     assert job.params["encoder"] == "tiny-open_clip" and job.author == "ana"
+    assert any("Using the encoder typed, tiny-open_clip, rather than conse" in t.value for t in at.toast)
     wait_until(lambda: not jobs(colour_project, "tag")[0].live, 120, what="the tagging job", every=0.2)
     at.run()
     assert not at.exception
-    # the summary says how good the run is against the known colours, and that it did not replace them
-    # a run that is worse than what stays, with most of what it put in force unmeasured, ends as a warning
+    # a run that is worse than what stays, with most of what it put in force unmeasured, ends as a short warning with
+    # the next step; why, attribute by attribute, is folded under it
     shown = next(s.value for s in at.warning if "finished" in s.value)
     assert "`open_clip:<arch>:<checkpoint>`" in shown and "\\`" not in shown  # the advice's code span, not backticks
-    done = shown.replace("\\", "")  # shown as text, escaped
-    assert done == ("Job 1 (tag) finished, with a warning: 1 of the 11 attributes tagged are worse than the tags "
-                    "that stay in force (color); 1 now in force are too poor to trust: is round (unchecked, from run "
-                    "#2 (zero-shot, tiny-open_clip), which is 25% right where it can be checked); 1 of the 1 now in "
-                    "force cannot be measured (no known tags or audits), so nothing says they are right: audit a few "
-                    f"of each (Tagging → Audit). To do better, {ADVICE}. "
-                    "Tagging run(s) #1, #2 stored. Worse than what stays in force, so not used: "
-                    "color (run #2 (zero-shot, tiny-open_clip), 25.0% right; imported tags stays). Now in force, not "
-                    "measured (no known tags or audits): " + ", ".join(
-                        ["brightness", "contrast", "saturation", "colourfulness", "sharpness", "noise level",
-                         "resolution", "aspect ratio", "dominant colour", "is round"]) + ".")
+    assert shown.replace("\\", "") == (
+        "Job 1 (tag) finished, with a warning: 2 of the 11 attributes tagged cannot be trusted yet. Next: tag them "
+        "with a CLIP model (Encoder: other…, e.g. `open_clip:<arch>:<checkpoint>`) or teach by example (Tagging → "
+        "Teach by example).")
+    why = next(e for e in at.expander if e.label == "Why, and what it stored").markdown[0].value.replace("\\", "")
+    assert why == ("1 of the 11 attributes tagged are worse than the tags "
+                   "that stay in force (color); 1 now in force are too poor to trust: is round (unchecked, from run "
+                   "#2 (zero-shot, tiny-open_clip), which is 25% right where it can be checked); 1 of the 1 now in "
+                   "force cannot be measured (no known tags or audits), so nothing says they are right: audit a few "
+                   f"of each (Tagging → Audit). To do better, {ADVICE}. "
+                   "Tagging run(s) #1, #2 stored. Worse than what stays in force, so not used: "
+                   "color (run #2 (zero-shot, tiny-open_clip), 25.0% right; imported tags stays). Now in force, not "
+                   "measured (no known tags or audits): " + ", ".join(
+                       ["brightness", "contrast", "saturation", "colourfulness", "sharpness", "noise level",
+                        "resolution", "aspect ratio", "dominant colour", "is round"]) + ".")
+    # "other…" chosen with nothing typed starts nothing, and says so
+    at.selectbox(key="tag_run_encoder").set_value("other…")
+    at.text_input(key="tag_run_other_encoder").set_value("")
+    at.button(key="tag_run_submit").click().run()
+    assert any("Type the encoder to use in 'Other encoder'" in e.value for e in at.error)
+    assert len(jobs(colour_project, "tag")) == 1
     runs = at.dataframe[0].value
     assert set(runs["method"]) == {"measured", "zero-shot"} and "attributes_json" not in runs.columns
     sources = at.tabs[1].dataframe[0].value

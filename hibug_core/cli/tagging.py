@@ -26,8 +26,7 @@ def cmd_tag(args) -> int:
     project.close()
     print(f"tagging runs stored: {', '.join(f'#{r}' for r in result['runs'])}")
     print("\n".join(result["per_attribute"]))
-    if result.get("warning"):
-        print(f"warning: {result['warning']}")
+    _print_warning(result)
     return 0
 
 
@@ -62,9 +61,16 @@ def cmd_teach(args) -> int:
     project.close()
     print(f"taught '{args.attribute}' from {sum(result['examples'].values())} examples: cross-validated accuracy "
           f"{result['cv_accuracy']:.1%} ± {result['cv_std']:.1%} over {result['folds']} folds; run #{result['run']}")
+    _print_warning(result)
+    return 0
+
+
+def _print_warning(result: dict) -> None:
+    """A tagging or teaching job's verdict, then why."""
     if result.get("warning"):
         print(f"warning: {result['warning']}")
-    return 0
+        if result.get("warning_details"):
+            print(f"  why: {result['warning_details']}")
 
 
 def _tags_arguments(parser) -> None:

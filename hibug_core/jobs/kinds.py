@@ -62,7 +62,7 @@ def embed(project, op: Embed, progress, author: str | None = None) -> dict:
 def tag(project, op: Tag, progress, author: str | None = None) -> dict:
     """Zero-shot and measured tags with the encoder, or a multimodal LLM (the key comes from the worker's environment,
     never from the operation)."""
-    from hibug_core.tagging.sources import run_digest, run_outcomes, run_summary, run_warning
+    from hibug_core.tagging.sources import run_digest, run_outcomes, run_summary, run_verdict, run_warning
 
     ids, views = project.split_ids(op.splits), task_of(project).views
     if op.llm:
@@ -76,7 +76,8 @@ def tag(project, op: Tag, progress, author: str | None = None) -> dict:
         runs = tag_project(project, views=views, encoder=op.encoder, attributes=op.attributes, model=op.model,
                            sample_ids=ids, progress=progress, author=author)
     outcomes = run_outcomes(project, runs)  # measured once, for the warning and both summaries
-    return {"runs": runs, "warning": run_warning(project, runs, outcomes=outcomes),
+    return {"runs": runs, "warning": run_verdict(project, runs, outcomes=outcomes),
+            "warning_details": run_warning(project, runs, outcomes=outcomes),
             "per_attribute": run_summary(project, runs, outcomes=outcomes),
             "summary": f"Tagging run(s) {', '.join(f'#{r}' for r in runs)} stored. "
                        f"{run_digest(project, runs, outcomes=outcomes)}"}
@@ -85,13 +86,14 @@ def tag(project, op: Tag, progress, author: str | None = None) -> dict:
 @job_kind(Teach)
 def teach(project, op: Teach, progress, author: str | None = None) -> dict:
     from hibug_core.tagging.run import teach as teach_attribute
-    from hibug_core.tagging.sources import run_digest, run_outcomes, run_warning
+    from hibug_core.tagging.sources import run_digest, run_outcomes, run_verdict, run_warning
 
     run_id, report = teach_attribute(project, op.attribute, dict(op.examples), encoder=op.encoder, progress=progress,
                                      author=author)
     outcomes = run_outcomes(project, [run_id])  # measured once, for the warning and the summary
     return {"run": run_id, "cv_accuracy": report.cv_accuracy, "cv_std": report.cv_std, "folds": report.folds,
-            "examples": report.examples, "warning": run_warning(project, [run_id], outcomes=outcomes),
+            "examples": report.examples, "warning": run_verdict(project, [run_id], outcomes=outcomes),
+            "warning_details": run_warning(project, [run_id], outcomes=outcomes),
             "summary": f"Taught '{op.attribute}' from {sum(report.examples.values())} examples: "
                        f"cross-validated accuracy {report.cv_accuracy:.1%}. "
                        f"{run_digest(project, [run_id], outcomes=outcomes)}"}

@@ -249,6 +249,29 @@ def run_warning(project, run_ids: list[int], floor: float = TRUST_FLOOR, *,
     return "; ".join(parts) + f". To do better, {ADVICE}." if parts else None
 
 
+def run_verdict(project, run_ids: list[int], floor: float = TRUST_FLOOR, *,
+                outcomes: pd.DataFrame | None = None) -> str | None:
+    """run_warning in one sentence with the next step (run_warning is the details); None when the runs are a plain
+    success."""
+    outcomes = run_outcomes(project, run_ids, floor) if outcomes is None else outcomes
+    if outcomes.empty:
+        return None
+    in_force = outcomes[outcomes["outcome"] == "in force"]
+    guessed = in_force[in_force["method"] != "measured"]
+    unmeasured = guessed[guessed["checked"] == 0]
+    doubtful = set(outcomes.loc[outcomes["outcome"] == "worse", "attribute"]) | set(
+        in_force.loc[in_force["poor"] != "", "attribute"])
+    if len(unmeasured) * 2 > len(guessed):
+        doubtful |= set(unmeasured["attribute"])
+    if not doubtful:
+        return None
+    poor = doubtful - set(unmeasured["attribute"])
+    step = (f"tag {'it' if len(doubtful) == 1 else 'them'} with a CLIP model (Encoder: other…, e.g. "
+            "`open_clip:<arch>:<checkpoint>`) or teach by example (Tagging → Teach by example)" if poor
+            else "audit a few of each (Tagging → Audit), so their tags can be measured")
+    return f"{len(doubtful)} of the {len(outcomes)} attributes tagged cannot be trusted yet. Next: {step}."
+
+
 def _measured(row) -> str:
     return (f"{row.accuracy:.1%} right on {row.checked:,} with known tags or audits" if row.checked
             else "not measured (no known tags or audits)")
@@ -296,4 +319,4 @@ def run_digest(project, run_ids: list[int], *, outcomes: pd.DataFrame | None = N
 
 __all__ = ["ADVICE", "AUTO", "IMPORTED", "SourceRanking", "TRUST_FLOOR", "ground_truth", "rank_sources", "run_digest",
            "poor_flag", "run_outcomes", "run_summary", "run_warning", "too_poor",
-           "source_label", "trust_message", "untrusted"]
+           "run_verdict", "source_label", "trust_message", "untrusted"]
