@@ -186,7 +186,8 @@ def current_user() -> str:
     from hibug_core.store.audit import default_actor
 
     remembered = unquote(st.context.cookies.get(USER_COOKIE, "")) if st.context.cookies else ""
-    name = sidebar_value(st.text_input, "Your name", USER_KEY, remembered or default_actor(), max_chars=80,
+    typical = "" if server_policy().shared else default_actor()  # never the server's account for a visitor
+    name = sidebar_value(st.text_input, "Your name", USER_KEY, remembered or typical, max_chars=80,
                          help="Every change you make is recorded under this name; this browser remembers it.")
     if st.session_state.pop(REMEMBER_KEY, False):
         # Kept in a cookie so the next tab or visit from this browser starts with it (JSON-quoted: never markup).

@@ -73,7 +73,9 @@ def visitor() -> Actor | None:
         identity = signed_in_identity()
         role = policy.role_of(identity) if identity else None
         return Actor(identity, role, policy.reach()) if identity and role else None
-    name = str(st.session_state.get(NAME_KEY) or default_actor()).strip() or "anonymous"
+    # the server's own account names only its owner's visits: on a shared server a visitor is who they say they are
+    name = str(st.session_state.get(NAME_KEY) or ("anonymous" if policy.shared else default_actor())).strip() \
+        or "anonymous"
     return Actor(name + NOT_SIGNED_IN if policy.shared else name, policy.anonymous_role(), policy.reach())
 
 

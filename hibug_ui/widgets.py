@@ -1,6 +1,7 @@
 """Reusable dashboard widgets: image grids with captions, paging, and settings kept in the URL."""
 from __future__ import annotations
 
+import datetime
 import functools
 import math
 
@@ -96,6 +97,24 @@ def paged(rows: pd.DataFrame, key: str, per_page: int = 24, among: np.ndarray | 
     start = (int(page) - 1) * per_page
     st.caption(f"{noun} {start + 1 if count else 0}–{min(start + per_page, count)} of {count:,}")
     return rows.iloc[start : start + per_page] if among is None else rows.iloc[among[start : start + per_page]]
+
+
+def in_words(stamp, now: datetime.datetime | None = None) -> str:
+    """A stored time (ISO 8601, UTC) as people read it: "just now", "5 minutes ago", "3 hours ago", else its day and
+    time ("27 Nov 2026, 18:20 UTC"); as given when it is not a time."""
+    try:
+        when = datetime.datetime.fromisoformat(str(stamp))
+    except ValueError:
+        return str(stamp)
+    when = when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
+    seconds = ((now or datetime.datetime.now(datetime.timezone.utc)) - when).total_seconds()
+    if 0 <= seconds < 60:
+        return "just now"
+    if 0 <= seconds < 3600:
+        return f"{int(seconds // 60)} minute{'s' if seconds >= 120 else ''} ago"
+    if 0 <= seconds < 86400:
+        return f"{int(seconds // 3600)} hour{'s' if seconds >= 7200 else ''} ago"
+    return when.astimezone(datetime.timezone.utc).strftime("%-d %b %Y, %H:%M UTC")
 
 
 def url_setting(name: str, default, cast=str):

@@ -5,6 +5,7 @@ import streamlit as st
 from hibug_core.errors import HibugError
 from hibug_core.llm.client import LLMConfig
 from hibug_core.markdown import plain
+from hibug_core.metrics import points
 from hibug_core.objects.summary import error_breakdown
 from hibug_core.operations import FindSlices
 from hibug_core.review.board import ensure_review
@@ -168,7 +169,7 @@ with found:
                        "on the Tagging page to know how far to trust it.")
         cells = st.columns(5)
         cells[0].metric(nouns.Samples, f"{row['count']:,}")
-        cells[1].metric("Score", f"{row['score']:.1%}", f"{-row['gap']:.1%} vs overall")
+        cells[1].metric("Score", f"{row['score']:.1%}", f"{points(-row['gap'])} vs overall")
         cells[2].metric("Share of evaluation", f"{row['eval_share']:.1%}")
         cells[3].metric("Share of training",
                         "–" if row["train_count"] is None or row["train_count"] != row["train_count"]

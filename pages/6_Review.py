@@ -6,6 +6,7 @@ import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
+from hibug_core.metrics import points
 from hibug_core.review.board import (
     STATUSES,
     StaleReviewError,
@@ -21,12 +22,13 @@ from hibug_core.review.board import (
 from hibug_core.review.findings import COLUMNS as REPORT_COLUMNS
 from hibug_core.review.findings import findings, report_csv, report_html, report_markdown
 from hibug_core.review.views import save_view, saved_views
+from hibug_core.slices.report import one_row_per_bug
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.undo import UNDOABLE, undo
 from hibug_ui.navigation import URL_PATHS
 from hibug_ui.state import current_model, current_project, current_task, current_user, load_samples, slice_report
 from hibug_ui.visitor import may_edit
-from hibug_ui.widgets import as_percent, image_grid, link_to, paged, percent_column, url_setting
+from hibug_ui.widgets import as_percent, image_grid, in_words, link_to, paged, percent_column, url_setting
 
 st.set_page_config(page_title="hibug · Review", page_icon="🐞", layout="wide")
 project = current_project()
@@ -48,7 +50,7 @@ def show_slice(review, report) -> None:
     st.markdown(f"**{row['bug_type']}**: {plain(row['reason'])}")
     precision = (f"tags right on {row['tag_precision']:.0%} of {nouns.count(row['tag_checked'])} checked"
                  if row["tag_checked"] else "tags not checked")
-    st.caption(f"{nouns.count(row['count'])} · score {row['score']:.1%} ({-row['gap']:+.1%} vs overall) · q "
+    st.caption(f"{nouns.count(row['count'])} · score {row['score']:.1%} ({points(-row['gap'])} vs overall) · q "
                f"{row['q_value']:.1e} · {precision}" + ("" if row["trusted"] else " · ⚠ tags too poor to trust"))
     link_to("pages/4_Error_slices.py", "Open this slice on the Error slices page", icon=":material/bug_report:",
             query_params={"slice": review.target_key})
@@ -63,6 +65,7 @@ def show_review(board: pd.DataFrame, report=None) -> None:
     """The chosen review: its state, a status and assignee form, and its comment thread."""
     shown = [c for c in ("title", "status", "assignee", "state", "rank", "score", "comments", "updated_by",
                          "updated_at") if c in board.columns]
+    board = board.assign(updated_at=board["updated_at"].map(in_words)) if "updated_at" in board else board
     event = st.dataframe(as_percent(board[shown], "score"), key="review_board", on_select="rerun",
                          selection_mode="single-row", hide_index=True, width="stretch",
                          column_config={"score": percent_column("score"),
@@ -110,7 +113,7 @@ def show_review(board: pd.DataFrame, report=None) -> None:
     st.markdown(f"**Comments** ({len(thread)})")
     for _, comment in thread.iterrows():
         with st.container(border=True):
-            st.caption(f"{plain(comment['author'])} · {comment['created_at']}")
+            st.caption(f"{plain(comment['author'])} · {in_words(comment['created_at'])}")
             st.text(comment["body"])
     with st.form(f"review_comment_{review.id}", clear_on_submit=True):
         body = st.text_area("Add a comment", placeholder="Plain text")
@@ -130,9 +133,11 @@ with board_tab:
             report = slice_report(project, model, "val", SliceConfig())
         except HibugError as error:
             st.info(f"No error slices to review yet: {plain(error)}")
-    if report is not None and len(report.slices) and st.button(f"Put the {len(report.slices)} current error slices "
-                                                               "on the board", disabled=not editing):
-        for definition in report.slices["definition"]:
+    bugs = one_row_per_bug(report.slices) if report is not None else None  # repeats go with the bug they repeat
+    if bugs is not None and len(bugs) and st.button(
+            f"Put the {len(bugs)} current error slice{'s' if len(bugs) != 1 else ''} on the board (one per bug)",
+            disabled=not editing):
+        for definition in bugs["definition"]:
             ensure_review(project, definition, author=user)
         st.rerun()
     cells = st.columns(2)
@@ -204,7 +209,7 @@ with views_tab:
         st.caption("No saved views yet.")
     for _, view in views.iterrows():
         st.markdown(f"[{plain(view['name'])}]({view['link']}) · {plain(view['page'] or 'Overview')} · by "
-                    f"{plain(view['author'])} · {view['created_at']}")
+                    f"{plain(view['author'])} · {in_words(view['created_at'])}")
     with st.form("review_save_view"):
         cells = st.columns(3)
         name = cells[0].text_input("Name")

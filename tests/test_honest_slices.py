@@ -94,3 +94,27 @@ def test_a_bug_type_only_where_its_own_evidence_is_significant():
     # with alpha 1 (no test) the thresholds alone decide, as before
     assert diagnose([in_slice], [train], labels, predictions, errors, alpha=1.0).at[0, "bug_type"] == \
         "distribution shift"
+
+
+# ----- the slips a newcomer met ---------------------------------------------------------------------------------------
+def test_times_are_said_in_words():
+    import datetime
+
+    from hibug_ui.widgets import in_words
+
+    now = datetime.datetime(2026, 11, 27, 18, 20, tzinfo=datetime.timezone.utc)
+    assert [in_words(stamp, now) for stamp in ("2026-11-27T18:19:40+00:00", "2026-11-27T18:19:00+00:00",
+                                               "2026-11-27T18:05:00+00:00", "2026-11-27T15:20:00+00:00",
+                                               "2026-11-20T09:05:00+00:00", "not a time")] == [
+        "just now", "1 minute ago", "15 minutes ago", "3 hours ago", "20 Nov 2026, 09:05 UTC", "not a time"]
+
+
+def test_a_shared_server_never_offers_its_own_account_as_a_visitors_name(monkeypatch, demo_project):
+    from page_support import open_page, serve
+
+    serve(monkeypatch, project=demo_project, address="0.0.0.0", open_to_anyone=True)
+    monkeypatch.setenv("HIBUG_USER", "root")
+    at = open_page(monkeypatch, "pages/6_Review.py", demo_project)
+    assert not at.exception
+    assert next(t for t in at.sidebar.text_input if t.label == "Your name").value == ""
+    assert "root" not in " ".join(c.value for c in at.sidebar.caption)
