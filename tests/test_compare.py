@@ -78,7 +78,7 @@ def test_check_fails_on_a_planted_slice_regression_and_names_it(tmp_path, capsys
                  "--markdown", str(summary)])
     out = capsys.readouterr().out
     assert code == 1
-    assert "FAILED" in out and "color = green" in out
+    assert "FAILED: 3 significant drop(s) over" in out and "color = green" in out  # one per problem, not per slice
     with Project.open(tmp_path / "p", read_only=True) as project:
         checked = compare_models(project, ["base", "cand"], slices=SliceConfig(max_depth=2, min_support=30)).checked()
     failed = checked[checked["failed"]]
@@ -99,7 +99,7 @@ def test_check_fails_on_a_planted_slice_regression_and_names_it(tmp_path, capsys
     red_case = next(c for c in cases if c.get("name") == "color = red")
     assert red_case.find("failure") is None and "+0.0 pts" in red_case.find("system-out").text
     text = summary.read_text()
-    assert "Gate **failed**" in text and "color = green" in text
+    assert "Gate **failed**: 3 significant regression(s)" in text and "color = green" in text
 
 
 def test_check_passes_on_identical_columns(tmp_path, capsys):

@@ -93,14 +93,14 @@ def gate_markdown(comparison: ModelComparison, checked: pd.DataFrame, candidate:
     """The gate's verdict for a pull request: passed or failed, each failing check with its figures, the settings."""
     failed = checked[checked["failed"]]
     config = comparison.config
-    verdict = (f"**failed**: {len(failed)} significant regression(s)" if len(failed) else "**passed**")
+    distinct = failed["repeats"] == ""  # one per problem: the rest are the same samples named by other tags
+    verdict = (f"**failed**: {int(distinct.sum())} significant regression(s)" if len(failed) else "**passed**")
     lines = [f"## hibug check: {_md(candidate)} against {_md(comparison.baseline)} ({_md(comparison.split)})", "",
              f"Gate {verdict}. {len(checked)} checks (overall, classes, slices of at least "
              f"{config.min_count or comparison.slice_config.min_support} samples) on {len(comparison.evaluation):,} "
              f"shared samples; a check fails when the candidate is worse with q <= {config.alpha:g} "
              f"({comparison.test}, Benjamini-Hochberg) by more than {100 * config.max_drop:g} points.", ""]
     if len(failed):
-        distinct = failed["repeats"] == ""
         lines += _rows_markdown(failed[distinct].assign(candidate=candidate))
         if not distinct.all():
             lines += ["", f"<details><summary>{int((~distinct).sum())} more failing slices repeat these (the same "
