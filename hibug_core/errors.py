@@ -87,6 +87,14 @@ class Issues:
             row = None if row_index is None else row_index + (unit == "row")
             self.items.append(RowIssue(row, column, message, unit))
 
+    def add_rows(self, row_indexes, column: str | None, message) -> None:
+        """add() for many 0-based rows at once: every one counted, a message (message(i)) made only for those kept."""
+        rows = [int(i) for i in row_indexes]
+        room = max(self.cap - len(self.items), 0)
+        for i in rows[:room]:
+            self.add(i, column, message(i))
+        self.total += max(len(rows) - room, 0)
+
     @property
     def full(self) -> bool:
         return len(self.items) >= self.cap

@@ -118,3 +118,18 @@ def test_a_shared_server_never_offers_its_own_account_as_a_visitors_name(monkeyp
     assert not at.exception
     assert next(t for t in at.sidebar.text_input if t.label == "Your name").value == ""
     assert "root" not in " ".join(c.value for c in at.sidebar.caption)
+
+
+def test_every_problem_list_counts_all_its_problems(tmp_path, capsys):
+    from hibug_core.cli import main
+
+    from compare_support import manifest_project
+
+    manifest_project(tmp_path, "id,image,label,prediction", [f"s{i},x.png,cat,cat" for i in range(3)]).close()
+    (tmp_path / "more.csv").write_text("id,image,label,pred:other\n" + "".join(f"x{i},x.png,cat,cat\n"
+                                                                                for i in range(250)))
+    capsys.readouterr()
+    assert main(["import", str(tmp_path / "p"), "--models-only", "--manifest", str(tmp_path / "more.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "more.csv: 250 problems found (the first 200 kept); nothing was imported." in err
+    assert err.rstrip().endswith("... and 230 more")

@@ -19,8 +19,8 @@ from sqlalchemy import Connection, text
 
 from hibug_core.access import Role, require
 from hibug_core.cache import BoundedCache
-from hibug_core.config import StoreConfig
-from hibug_core.errors import ManifestError, ProjectError, RowIssue
+from hibug_core.config import IngestConfig, StoreConfig
+from hibug_core.errors import Issues, ManifestError, ProjectError, RowIssue
 from hibug_core.store.arrays import ArrayStore
 from hibug_core.store.audit import author_name, now
 from hibug_core.store.audit import record as record_audit
@@ -241,10 +241,10 @@ class Project:
                     loading.enter_context(keys_checked_at_end(connection, KEYED_IMPORT_TABLES))
                 clashes = np.flatnonzero(pd.Index(existing.index).get_indexer(keys) >= 0) if len(existing) else []
                 if len(clashes):
-                    issues = [RowIssue(int(i) + 1, manifest.key_column,
-                                       f"'{keys[i]}' is already in the project (import #{existing[keys[i]]})")
-                              for i in clashes[:20]]
-                    raise ManifestError(manifest.source, issues)
+                    found = Issues(IngestConfig().max_issues)
+                    found.add_rows(clashes, manifest.key_column,
+                                   lambda i: f"'{keys[i]}' is already in the project (import #{existing[keys[i]]})")
+                    raise ManifestError(manifest.source, found.items, found=found)
                 connection.execute(
                     text("INSERT INTO imports (source, kind, n_rows, author, created_at) VALUES (:s, :k, :n, :a, :t)"),
                     {"s": manifest.source, "k": kind, "n": manifest.n_rows, "a": author, "t": now()})
@@ -312,24 +312,25 @@ class Project:
         rows = manifest.samples
         stored = self.samples()
         positions = pd.Index(stored["sample_key"].to_numpy(object)).get_indexer(rows["sample_key"].to_numpy(object))
-        issues = [RowIssue(int(i) + 1, manifest.key_column, f"'{rows['sample_key'].iat[i]}' is not in the project; "
-                           "add new images with `hibug import` without --models-only")
-                  for i in np.flatnonzero(positions < 0)[:20]]
+        found = Issues(IngestConfig().max_issues)  # every problem counted, the first ones kept
+        for name in (name for name in manifest.models if name in self.models()):
+            found.add(None, f"pred:{name}", f"a model named '{name}' is already in this project; name the new one "
+                      "differently (e.g. by its version)")
+        if not manifest.models:
+            found.add(None, None, "no model output to add: give a 'prediction' or 'pred:<model>' column")
+        found.add_rows(np.flatnonzero(positions < 0), manifest.key_column, lambda i: (
+            f"'{rows['sample_key'].iat[i]}' is not in the project; add new images with `hibug import` without "
+            "--models-only"))
         known = np.flatnonzero(positions >= 0)
         for column in ("label", "split"):
             theirs = stored[column].to_numpy(object)[positions[known]]
             ours = rows[column].to_numpy(object)[known]
             differs = np.array([not (pd.isna(a) and pd.isna(b)) and a != b for a, b in zip(theirs, ours)], dtype=bool)
-            issues += [RowIssue(int(known[i]) + 1, column, f"'{ours[i]}' differs from the project's '{theirs[i]}' for "
-                                "this sample; the models are compared on the stored labels and splits")
-                       for i in np.flatnonzero(differs)[:20]]
-        taken = [name for name in manifest.models if name in self.models()]
-        issues += [RowIssue(None, f"pred:{name}", f"a model named '{name}' is already in this project; name the "
-                            "new one differently (e.g. by its version)") for name in taken]
-        if not manifest.models:
-            issues.append(RowIssue(None, None, "no model output to add: give a 'prediction' or 'pred:<model>' column"))
-        if issues:
-            raise ManifestError(manifest.source, issues)
+            found.add_rows(known[np.flatnonzero(differs)], column, lambda i, theirs=theirs, ours=ours: (
+                f"'{ours[np.searchsorted(known, i)]}' differs from the project's '{theirs[np.searchsorted(known, i)]}' "
+                "for this sample; the models are compared on the stored labels and splits"))
+        if found.items:
+            raise ManifestError(manifest.source, sorted(found.items, key=lambda x: x.row or 0), found=found)
         sample_ids = stored.index.to_numpy()[positions]
         splits = rows["split"].to_numpy(object)
         staged = []
