@@ -21,6 +21,7 @@ from hibug_core.store.attribute_versions import (
 from hibug_core.tagging.suggest import added_note, added_tags, suggest_tags
 from hibug_ui.state import current_model, current_project, current_task, current_user, secret
 from hibug_ui.visitor import may_edit
+from hibug_ui.widgets import in_words
 
 st.set_page_config(page_title="hibug · Attributes", page_icon="🐞", layout="wide")
 project = current_project()
@@ -36,8 +37,8 @@ st.session_state.setdefault(BASE, newest)
 version = st.session_state[BASE]
 if newest != version:
     by = schema_history(project).iloc[0]
-    st.warning(f"Version {newest} was saved by {plain(by['author'])} at {by['created_at']} since you opened version "
-               f"{version}. Your edits here are based on version {version}; saving them will be refused.")
+    st.warning(f"Version {newest} was saved by {plain(by['author'])} {in_words(by['created_at'])} since you opened "
+               f"version {version}. Your edits here are based on version {version}; saving them will be refused.")
     if st.button(f"Load version {newest} (drops your unsaved edits)", key="attributes_reload"):
         st.session_state[BASE] = newest
         st.rerun()

@@ -31,7 +31,7 @@ from hibug_ui.state import (
     slice_report,
 )
 from hibug_ui.visitor import may_edit
-from hibug_ui.widgets import as_percent, image_grid, paged, percent_column
+from hibug_ui.widgets import as_percent, image_grid, in_words, paged, percent_column
 
 st.set_page_config(page_title="hibug · Repair", page_icon="🐞", layout="wide")
 project = current_project()
@@ -186,7 +186,7 @@ with retrain:
         run = done.iloc[0]
         summary = pd.DataFrame(run["result"]["summary"])
         runs = pd.DataFrame(run["result"]["runs"])
-        st.markdown(f"**Repair run {run['id']}** by {plain(run['author'])} · {run['created_at']} · "
+        st.markdown(f"**Repair run {run['id']}** by {plain(run['author'])} · {in_words(run['created_at'])} · "
                     f"{len(runs)} retrained models, seeds {sorted(runs['seed'].unique().tolist())}")
         measure = run["result"].get("measure", "accuracy")
         verdict = repair_verdict(pd.DataFrame(run["result"]["changes"]), measure)
