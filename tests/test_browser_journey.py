@@ -72,7 +72,7 @@ def test_the_main_journey(page, journey_server, journey_project):
     open_app(page, f"{journey_server}/Tagging")
     shown(page, "Start tagging")
     choose(page, "Encoder", "other…")  # test-only encoders are typed, never offered
-    page.get_by_label("Other encoder").fill("tiny-open_clip")
+    page.get_by_role("textbox", name="Other encoder").fill("tiny-open_clip")
     page.get_by_role("button", name="Start tagging").click()
     shown(page, "finished", timeout=240_000)
     assert jobs(project, "tag")[0].status == "done"
