@@ -40,6 +40,14 @@ def _size(count: int) -> str:
     return f"{count / MiB:.1f} MiB" if count >= MiB else f"{count:,} bytes"
 
 
+def _refuse_unless_regular(info: os.stat_result, max_bytes: int, what: str) -> None:
+    """FileRefused unless the file whose status is `info` is a regular file of at most `max_bytes`."""
+    if not stat.S_ISREG(info.st_mode):
+        raise FileRefused(f"is {_kind(info.st_mode)}, not {what}; name a regular file")
+    if info.st_size > max_bytes:
+        raise FileRefused(f"is {_size(info.st_size)}, more than the {_size(max_bytes)} hibug reads as {what}")
+
+
 def inside(path: str | Path, folder: str | Path) -> bool:
     """Whether `path` lies inside `folder` once every link on the way is followed (a name the file system refuses
     lies nowhere)."""
@@ -65,11 +73,7 @@ def open_checked(path: str | Path, *, max_bytes: int, what: str = "a file") -> i
     except OSError as error:
         raise FileRefused(f"cannot open the file ({error.strerror or error})") from None
     try:
-        info = os.fstat(descriptor)
-        if not stat.S_ISREG(info.st_mode):
-            raise FileRefused(f"is {_kind(info.st_mode)}, not {what}; name a regular file")
-        if info.st_size > max_bytes:
-            raise FileRefused(f"is {_size(info.st_size)}, more than the {_size(max_bytes)} hibug reads as {what}")
+        _refuse_unless_regular(os.fstat(descriptor), max_bytes, what)
         if flags & getattr(os, "O_NONBLOCK", 0):
             os.set_blocking(descriptor, True)
         return os.fdopen(descriptor, "rb")
@@ -100,10 +104,7 @@ def check_regular(path: str | Path, *, max_bytes: int, what: str = "a file") -> 
         raise FileRefused("file not found") from None
     except OSError as error:
         raise FileRefused(f"cannot read the file ({error.strerror or error})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise FileRefused(f"is {_kind(info.st_mode)}, not {what}; name a regular file")
-    if info.st_size > max_bytes:
-        raise FileRefused(f"is {_size(info.st_size)}, more than the {_size(max_bytes)} hibug reads as {what}")
+    _refuse_unless_regular(info, max_bytes, what)
     return Path(path)
 
 

@@ -35,8 +35,9 @@ def cmd_slices(args) -> int:
         print(f"{rank + 1:>3}. {row['description']:<50} n={row['count']:<5} score {row['score']:6.1%} "
               f"[{row['score_low']:.0%}, {row['score_high']:.0%}] q={row['q_value']:.1e}  {row['bug_type']}: "
               f"{row['reason']}{_precision_note(row)}")
-    if report.empty_verdict():
-        print(report.empty_verdict())
+    verdict = report.empty_verdict()
+    if verdict:
+        print(verdict)
     rare = report.rare_classes[report.rare_classes["rare"]]
     if len(rare):
         named = (f"{c} ({n})" for c, n in zip(rare["class"], rare["train_count"]))

@@ -86,7 +86,9 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
         annotation_bug = _annotation_bug(objects, train_masks[i] if train_masks else None, mask, failed, config,
                                          alpha)
         learnt = associated is not None and shown.learnt(associated, association, int(tag_rows.sum()))
-        rarer = train_masks and shown.rarer_in_training(train_count, n_train, eval_share)
+        rare = bool(train_masks) and train_share < config.rare_share  # by the thresholds; `rarer`: significantly
+        shifted = bool(train_masks) and eval_share >= config.shift_ratio * max(train_share, 1e-12)
+        rarer = (rare or shifted) and shown.rarer_in_training(train_count, n_train, eval_share)
         # A shortcut learnt from training (its tags go with the class its failures are predicted as) comes first:
         # the combinations it fails on are often rare in training too, but rarity is not why it fails. Rarity comes
         # before the prediction rule: a combination never seen in training is mostly predicted as one class too.
@@ -98,7 +100,7 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
             bug, reason = "spurious correlation", (f"in training, {association_share:.0%} of those with its tags "
                                                    f"are '{associated}', and {failure_share:.0%} of its failures are "
                                                    f"predicted '{associated}'")
-        elif train_masks and train_share < config.rare_share and rarer:
+        elif rare and rarer:
             bug, reason = "rare case", (f"{train_count} in training ({train_share:.2%} of training, "
                                         f"under {config.rare_share:.0%})")
         elif (top_prediction is not None and top_prediction != top_label and prediction_share >= config.alpha
@@ -106,7 +108,7 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
               and shown.predicted_more(top_prediction, prediction_count, mask)):
             bug, reason = "spurious correlation", (f"{prediction_share:.0%} of it is predicted "
                                                    f"'{top_prediction}', though most of it is '{top_label}'")
-        elif train_masks and eval_share >= config.shift_ratio * max(train_share, 1e-12) and rarer:
+        elif shifted and rarer:
             bug, reason = "distribution shift", (f"{eval_share:.1%} of evaluation but {train_share:.1%} of "
                                                  f"training")
         elif (failed.sum() >= config.min_failures and failure_share >= config.alpha and failure_top not in NOT_CLASSES
@@ -116,7 +118,7 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
         elif not train_masks:
             bug, reason = NO_CLEAR_CAUSE, ("no tagged training split to compare with, and no other evidence "
                                            "significant at this size")
-        elif train_share < config.rare_share or eval_share >= config.shift_ratio * max(train_share, 1e-12):
+        elif rare or shifted:
             bug, reason = NO_CLEAR_CAUSE, (f"{train_count} in training ({train_share:.1%}) against {eval_share:.1%} "
                                            "of evaluation: too few to tell rare from common")
         elif error_types is not None:

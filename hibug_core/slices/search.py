@@ -232,8 +232,7 @@ def score_slices(enumeration: Enumeration, tags: TagMatrix, *, model: int = 0,
     frame.index.name = "rank"
     frame.attrs.update(overall_score=overall_score, cut=cut, enumerated=int(len(all_count)),
                        candidates=enumeration.candidates, total_failures=total, alpha=config.alpha,
-                       under_cut=int((score < cut).sum()), under_cut_not_significant=int(
-                           ((score < cut) & ~significant).sum()))
+                       under_cut_not_significant=int(((score < cut) & ~significant).sum()))
     return frame
 
 

@@ -43,12 +43,17 @@ def is_damage(error: BaseException) -> bool:
     """Whether a database error says the file itself is damaged (not busy, locked or full)."""
     if not isinstance(error, (DatabaseError, sqlite3.DatabaseError)):  # a raw cursor's own error is sqlite3's
         return False
-    return any(sign in str(getattr(error, "orig", None) or error) for sign in DAMAGE_SIGNS)
+    return any(sign in _driver_words(error) for sign in DAMAGE_SIGNS)
+
+
+def _driver_words(error: BaseException) -> str:
+    """What the database driver said, without SQLAlchemy's SQL and parameters."""
+    return str(getattr(error, "orig", None) or error)
 
 
 def _damaged(engine: Engine, error: BaseException) -> StoreDamaged:
     _DAMAGED.add(str(engine.url))
-    return StoreDamaged(str(getattr(error, "orig", None) or error))
+    return StoreDamaged(_driver_words(error))
 
 
 def integrity_problems(engine: Engine, *, whole: bool = True, limit: int = 20) -> list[str]:
@@ -62,7 +67,7 @@ def integrity_problems(engine: Engine, *, whole: bool = True, limit: int = 20) -
     except DatabaseError as error:
         if not is_damage(error):
             raise
-        rows = [(str(error.orig or error),)]
+        rows = [(_driver_words(error),)]
     problems = [line for row in rows for line in str(row[0]).splitlines()
                 if line != "ok" and not line.startswith("***")]  # "*** in database main ***": a heading
     if problems:
