@@ -117,6 +117,27 @@ def in_words(stamp, now: datetime.datetime | None = None) -> str:
     return when.astimezone(datetime.timezone.utc).strftime("%-d %b %Y, %H:%M UTC")
 
 
+def short_labels(names, width: int = 16) -> dict[str, str]:
+    """Each name as a caption can hold it: itself when it fits in `width` characters, else its start and end around
+    an ellipsis (a repaired model's method and seed are at its end); letters (A, B, ...) where those would clash."""
+    def shortened(name: str) -> str:
+        if len(name) <= width:
+            return name
+        tail = (width - 1) * 2 // 3
+        return f"{name[:width - 1 - tail].rstrip()}…{name[-tail:].lstrip()}"
+
+    names = list(dict.fromkeys(str(n) for n in names))
+    labels = {n: shortened(n) for n in names}
+    if len(set(labels.values())) < len(labels):
+        labels = {n: n if len(n) <= width else f"model {chr(65 + i)}" for i, n in enumerate(names)}
+    return labels
+
+
+def label_key(labels: dict[str, str]) -> str:
+    """What each shortened label stands for, one per line (for a heading's hover help); empty when none is shortened."""
+    return "\n\n".join(f"{label}: {name}" for name, label in labels.items() if label != name)
+
+
 def url_setting(name: str, default, cast=str):
     """A setting read from the URL query (so a link reproduces the view), else the value this session last kept with
     keep_setting (so it survives moving between pages), else `default`."""

@@ -14,7 +14,7 @@ from hibug_core.slices.search import CLASS
 from hibug_ui.fields import field_input
 from hibug_ui.state import current_project, current_task, current_user, load_samples, model_comparison
 from hibug_ui.visitor import may_edit
-from hibug_ui.widgets import image_grid, keep_setting, paged, percent_column, url_setting
+from hibug_ui.widgets import image_grid, keep_setting, label_key, paged, percent_column, short_labels, url_setting
 
 st.set_page_config(page_title="hibug · Compare", page_icon="🐞", layout="wide")
 project = current_project()
@@ -184,16 +184,17 @@ with slices_tab:
         if only:
             different = different[different["label"].astype(str).isin(only)]
         left, right = st.columns(2)
+        short = short_labels((baseline, candidate))  # captions stay one line; the full names are in the hover help
         for cell, (winner, loser) in zip((left, right), ((baseline, candidate), (candidate, baseline))):
             with cell:
                 ids = different.index[different["right"] == winner]
-                st.markdown(f"**{plain(winner)} right, {plain(loser)} wrong** ({nouns.count(len(ids))}; drawn with "
-                            f"{plain(loser)}'s prediction)")
+                st.markdown(f"**{plain(short[winner])} right, {plain(short[loser])} wrong** ({nouns.count(len(ids))}; "
+                            f"drawn with {plain(short[loser])}'s prediction)", help=label_key(short) or None)
                 rows = samples[loser].loc[ids]
                 image_grid(project, paged(rows, key=f"compare_page_{winner}_{chosen_id}", per_page=12,
                                           noun=nouns.samples), columns=4,
-                           caption=lambda r, w=winner, lo=loser: f"{r['label']}: {w} → "
-                           f"{samples[w].at[r.name, 'prediction']}, {lo} → {r['prediction']}")
+                           caption=lambda r, w=winner, lo=loser: f"{r['label']}: {short[w]} → "
+                           f"{samples[w].at[r.name, 'prediction']}, {short[lo]} → {r['prediction']}")
 
 with classes_tab:
     per_class = comparison.classes[comparison.classes["candidate"] == candidate]

@@ -18,9 +18,9 @@ def manifest_project(folder: Path, header: str, rows: list[str]) -> Project:
     return Project.create_from_manifest(folder / "p", load_manifest(folder / "m.csv"))
 
 
-def planted_pair(folder: Path, *, same: bool = False) -> Path:
-    """300 images over color (red/green/blue) and size; `base` wrong on a seeded tenth; `cand` as base, but wrong on
-    40 green images that base gets right (unless `same`). Returns the project's folder."""
+def planted_pair(folder: Path, *, same: bool = False, candidate: str = "cand") -> Path:
+    """300 images over color (red/green/blue) and size; `base` wrong on a seeded tenth; `cand` (or the name given) as
+    base, but wrong on 40 green images that base gets right (unless `same`). Returns the project's folder."""
     rng = np.random.default_rng(7)
     colors = np.repeat(["red", "green", "blue"], 100)
     sizes = np.tile(["small", "large"], 150)
@@ -31,7 +31,7 @@ def planted_pair(folder: Path, *, same: bool = False) -> Path:
         cand_right[rng.choice(green_right, 40, replace=False)] = False
     rows = [f"s{i},x.png,cat,{'cat' if base_right[i] else 'dog'},{'cat' if cand_right[i] else 'dog'},val,"
             f"{colors[i]},{sizes[i]}" for i in range(300)]
-    manifest_project(folder, "id,image,label,pred:base,pred:cand,split,attr:color,attr:size", rows).close()
+    manifest_project(folder, f"id,image,label,pred:base,pred:{candidate},split,attr:color,attr:size", rows).close()
     return folder / "p"
 
 

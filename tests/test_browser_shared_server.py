@@ -116,9 +116,11 @@ def test_a_visitor_reaches_nothing_the_server_does_not_serve(browser, shared):
                                              path=str(tmp / "data" / "birds" / "manifest.csv"))[0]
     for path in ["/etc/passwd", str(tmp / "elsewhere" / "passwd"), str(tmp / "elsewhere" / "missing.csv"),
                  str(tmp / "data" / ".." / "elsewhere" / "passwd")]:
-        assert create(page, url, "probe", path=path) == [OUTSIDE_DATA_ROOTS]
+        assert create(page, url, "probe", path=path) == [
+            OUTSIDE_DATA_ROOTS.format(what="the manifest", instead=", or upload the manifest")]
     manifest = b"image,label,prediction,split\n0.png,red,red,val\n1.png,green,red,val\n2.png,blue,blue,val\n"
-    assert create(page, url, "probe", upload=("m.csv", manifest), base="/usr/share/doc") == [OUTSIDE_DATA_ROOTS]
+    assert create(page, url, "probe", upload=("m.csv", manifest), base="/usr/share/doc") == [
+        OUTSIDE_DATA_ROOTS.format(what="the image folder", instead="")]  # the folder is what to fix, not the upload
     outside = (f"image,label,prediction,split\n0.png,red,red,val\n{tmp}/elsewhere/images/1.png,green,red,val\n"
                "../../elsewhere/images/2.png,blue,blue,val\n").encode()
     message = create(page, url, "probe", upload=("m.csv", outside), base=str(tmp / "data" / "birds"))[0]

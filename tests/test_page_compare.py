@@ -27,6 +27,27 @@ def test_a_planted_regression_comes_first_with_its_figures_and_disagreements(mon
     assert classes["description"].tolist() == ["class = cat"]
 
 
+def test_a_long_model_name_is_shortened_in_captions_and_given_whole_on_hover(monkeypatch, tmp_path):
+    long = "base · repair 12 expected failures s2"
+    at = open_page(monkeypatch, PAGE, planted_pair(tmp_path, candidate=long))
+    assert not at.exception
+    heading = next(m for m in at.markdown if "right, " in m.value and "(40 images" in m.value)
+    assert heading.value.startswith("**base right, base…ailures s2 wrong**")
+    assert heading.proto.help == f"base…ailures s2: {long}"
+    captions = [i.caption.replace("\\", "") for n in at.main if getattr(n, "type", "") == "image" for i in n.proto.imgs]
+    assert len(captions) == 12 and all(len(c) <= 45 and long not in c for c in captions)
+    assert captions[0] == "cat: base → cat, base…ailures s2 → dog"
+
+
+def test_short_labels_keep_short_names_and_never_clash():
+    from hibug_ui.widgets import short_labels
+
+    assert short_labels(["base", "a-very-long-model-name-v2"]) == {"base": "base", "a-very-long-model-name-v2":
+                                                                   "a-ver…el-name-v2"}
+    clash = short_labels(["model-one-long-prefix-end", "model-two-long-prefix-end"])
+    assert clash == {"model-one-long-prefix-end": "model A", "model-two-long-prefix-end": "model B"}
+
+
 def test_a_link_opens_a_comparison_and_a_slice(monkeypatch, tmp_path):
     folder = planted_pair(tmp_path)
     red = slice_id((("color", "red"),))

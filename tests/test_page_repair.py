@@ -2,6 +2,8 @@
 with its before/after comparison, and a failure-search job, all on a copy of the demo."""
 from __future__ import annotations
 
+import json
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -95,6 +97,10 @@ def test_a_repair_job_shows_before_and_after_slice_by_slice(monkeypatch, demo_co
     summary = at.dataframe[-1].value
     assert {"color = blue", "size = small & shape = triangle"} <= set(summary["slice"])
     assert set(summary["method"]) == {"expected failures", "random", "no new data"}
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)  # every drawn series named in the legend
+    named = [t["name"] for t in figure["data"] if t.get("showlegend", True) and t.get("x") is not None]
+    assert sorted(named) == sorted(["expected failures", "random", "no new data", "before"])
+    assert figure["layout"].get("showlegend", True)
 
 
 @pytest.mark.slow

@@ -78,7 +78,11 @@ def test_manifests_are_read_only_inside_the_data_roots_with_one_message(server):
         with pytest.raises(NotServed) as refused:
             policy.data_path(probe)
         messages.add(str(refused.value))
-    assert messages == {OUTSIDE_DATA_ROOTS}
+    assert messages == {OUTSIDE_DATA_ROOTS.format(what="the manifest", instead="")}
+    with pytest.raises(NotServed) as refused:  # an uploaded manifest's image folder is named as what is wrong
+        policy.data_path("/usr/share/doc", what="the image folder")
+    assert str(refused.value) == ("This server reads manifests and images only inside its data roots; give a path to "
+                                  "the image folder inside one of them.")
     with pytest.raises(NotServed):  # no data roots: nothing on the server is read
         ServerPolicy.build(projects_root=tmp_path / "projects").data_path(data / "birds" / "manifest.csv")
 

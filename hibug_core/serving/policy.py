@@ -24,8 +24,8 @@ DB_FILE = "hibug.sqlite"  # the file that makes a folder a project (store.projec
 SERVER_DIR = ".hibug-server"  # the server's own state (its job queue) inside the projects root or the project
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 NOT_SERVED = "No such project is served here; choose one from the list in the sidebar."
-OUTSIDE_DATA_ROOTS = ("This server reads manifests and images only inside its data roots; give a path inside one "
-                      "of them, or upload the manifest.")
+OUTSIDE_DATA_ROOTS = ("This server reads manifests and images only inside its data roots; give a path to {what} "
+                      "inside one of them{instead}.")
 
 
 class NotServed(HibugError, PermissionError):
@@ -219,13 +219,14 @@ class ServerPolicy(BaseModel):
         return folder
 
     # ----- what may be read ------------------------------------------------------------------------------------
-    def data_path(self, path: str | Path) -> Path:
-        """A manifest or image folder a visitor named, resolved (links followed) and inside a data root; NotServed
-        otherwise, with one message whether or not it exists."""
+    def data_path(self, path: str | Path, *, what: str = "the manifest", instead: str = "") -> Path:
+        """A manifest or image folder a visitor named (`what` it is, and what else they could do, `instead`, for the
+        message), resolved (links followed) and inside a data root; NotServed otherwise, with one message whether or
+        not it exists."""
         resolved = Path(os.path.realpath(Path(str(path)).expanduser())) if path else None
         if resolved is None or not any(resolved.is_relative_to(root) for root in self.data_roots):
             logger.warning("refused to read %r: outside the data roots", str(path)[:200])
-            raise NotServed(OUTSIDE_DATA_ROOTS)
+            raise NotServed(OUTSIDE_DATA_ROOTS.format(what=what, instead=f", {instead}" if instead else ""))
         return resolved
 
     @property
