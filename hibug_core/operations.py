@@ -28,7 +28,7 @@ from hibug_core.models.registry import MODELS
 from hibug_core.redaction import carries_secret, redact
 from hibug_core.registry import Registry
 from hibug_core.repair.generators import GENERATORS, SHAPE_RENDERER
-from hibug_core.repair.loop import DATA_SOURCES, RepairConfig
+from hibug_core.repair.loop import DATA_SOURCES, GENERATED, RepairConfig
 from hibug_core.repair.prompts import PROMPT_METHODS
 from hibug_core.repair.retrain import RETRAIN_METHODS, RetrainConfig
 from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, budget_problem, parse_budget
@@ -96,6 +96,23 @@ class Operation(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: ClassVar[str]
     summary: ClassVar[str]
+    needs: ClassVar[tuple[str, ...]] = ()  # what the project's task must be able to do (tasks.base.CAPABILITY_WORDS)
+
+    def required(self) -> tuple[str, ...]:
+        """The capabilities this operation, with these parameters, needs of the project's task."""
+        return self.needs
+
+    def refusal(self, task) -> str | None:
+        """Why the project's task cannot run this operation, and what to do instead; None when it can."""
+        return task.refusal(self.required())
+
+    def check_task(self, task) -> None:
+        """TaskError before anything runs when the project's task cannot do what this operation needs."""
+        from hibug_core.tasks.base import TaskError
+
+        refusal = self.refusal(task)
+        if refusal:
+            raise TaskError(refusal)
 
     @classmethod
     def build(cls, params: dict[str, Any] | None = None, **more):
@@ -245,6 +262,7 @@ class EmbeddingMap(Operation):
 
 class Predict(Operation, RaySettings):
     kind: ClassVar[str] = "predict"
+    needs: ClassVar[tuple[str, ...]] = ("predict",)
     summary: ClassVar[str] = ("run your own model over the project's images and record its predictions and features "
                               "as a model (resumable)")
     model: Annotated[str, OneOf(MODELS)] = Field(description="the model: " + MODELS.help_text())
@@ -452,6 +470,9 @@ class Repair(Operation):
     labels: str | None = Field(None, description="a detector's selected pool images: their COCO annotations, "
                                                  "relative to the project (default: the pool labels it records)")
 
+    def required(self) -> tuple[str, ...]:
+        return ("generate",) if self.data == GENERATED else ()
+
     def repair_config(self) -> RepairConfig:
         from dataclasses import replace
 
@@ -472,6 +493,7 @@ class Repair(Operation):
 
 class Generate(Operation, LLMSettings):
     kind: ClassVar[str] = "generate"
+    needs: ClassVar[tuple[str, ...]] = ("generate",)
     summary: ClassVar[str] = "generate images for the error slices and store them as the split 'generated'"
     model: ModelName = None
     generator: Annotated[str, OneOf(GENERATORS)] = Field(SHAPE_RENDERER, description="generator: " +
@@ -492,6 +514,7 @@ class Generate(Operation, LLMSettings):
 
 class FailureSearch(Operation, LLMSettings):
     kind: ClassVar[str] = "failure search"
+    needs: ClassVar[tuple[str, ...]] = ("failure_search",)
     summary: ClassVar[str] = ("generative failure search: captions of failures that make the model fail significantly "
                               "more often (Wiles et al.)")
     label: str = Field(min_length=1, description="class to search")

@@ -47,12 +47,14 @@ def create_project_form(user: str) -> None:
                     raise HibugError("choose the manifest file to upload (or choose 'a path on this server')")
                 if not base:
                     raise HibugError(f"say which folder the image paths in {upload.name} are relative to")
-                manifest = load_uploaded_manifest(upload.getvalue(), upload.name, policy.data_path(base, what="the image folder"),
-                                                  default_model=model_name, config=config)
+                images = policy.data_path(base, what="the image folder")
+                manifest = load_uploaded_manifest(upload.getvalue(), upload.name, images, default_model=model_name,
+                                                  config=config)
             else:
                 if not path:
                     raise HibugError("give the manifest's path on this server (or choose 'upload it')")
-                manifest = load_manifest(policy.data_path(path, instead="or upload the manifest"), default_model=model_name, config=config)
+                manifest = load_manifest(policy.data_path(path, instead="or upload the manifest"),
+                                         default_model=model_name, config=config)
             Project.create_from_manifest(folder, manifest, author=user).close()
     except HibugError as error:
         st.error(plain(error))

@@ -229,63 +229,68 @@ with retrain:
                                     "change": st.column_config.NumberColumn("change", format="%+.1f pts")})
 
 with search:
-    classes = project.model_classes(model) or sorted(load_samples(project, model)["label"].dropna().unique())
-    with st.form("repair_search"):
-        cells = st.columns(4)
-        label = cells[0].selectbox("Class", classes, key="repair_search_label")
-        kind = cells[1].selectbox("Generator", list(GENERATOR_KINDS), format_func=GENERATOR_KINDS.get,
-                                  key="repair_search_gen")
-        name = cells[2].text_input("Model", value="", key="repair_search_model")
-        captioner = field_input(cells[3], FailureSearch, "captioner", "Captions by", key="repair_search_captioner",
-                                format_func={"renderer": "the renderer's scene description (demo)",
-                                             "llm": "a multimodal LLM"}.get)
-        cells = st.columns(3)
-        images = field_input(cells[0], FailureSearch, "images", "Images per caption", key="repair_search_images",
-                             step=8)
-        captions = field_input(cells[1], FailureSearch, "captions", "Failures captioned",
-                               key="repair_search_captions", step=1)
-        llm_url = cells[2].text_input("LLM server URL", value="", placeholder="empty: OpenAI",
-                                      key="repair_search_llm_url")
-        typed = st.text_area("Captions to test", key="repair_search_typed", height=80,
-                             placeholder="one per line, about the class, e.g. 'A small blue triangle at the top.'",
-                             help="Your own guesses at what makes the model fail: each is drawn, tested against the "
-                                  "baseline like a found caption, and refined where it fails significantly more.")
-        cells = st.columns(2)
-        caption_failures = field_input(cells[0], FailureSearch, "caption_failures",
-                                       "Also caption the baseline's failures", key="repair_search_caption_failures")
-        cluster = field_input(cells[1], FailureSearch, "cluster", "Cluster the failures first (one caption each)",
-                              key="repair_search_cluster")
-        if st.form_submit_button("Search for failures", type="primary", key="repair_search_submit",
-                                 disabled=not editing):
-            params = {"label": label, "model": model, "generator": generator_spec(kind, name),
-                      "captioner": captioner, "images": int(images), "captions": int(captions),
-                      "typed_captions": [line for line in typed.splitlines() if line.strip()],
-                      "caption_failures": bool(caption_failures), "cluster": bool(cluster),
-                      "llm_base_url": llm_url or None}
-            key = secret("OPENAI_API_KEY")
-            if start_job(project, "failure search", params, user, {"OPENAI_API_KEY": key} if key else None):
-                st.rerun()
-    job_status(project, "failure search", user, key="repair_search")
-    found = repair_runs(project, "failure search", finished=True, limit=1)
-    if not found.empty:
-        result = found.iloc[0]["result"]
-        table = pd.DataFrame(result["table"])
-        st.markdown(f"**{plain(result['label'])}**: {result['significant']} captions make the model fail "
-                    "significantly more often than the baseline (first row; FDR 5% over every caption tested).")
-        baseline = table.iloc[0]
-        for row in table[table["origin"] == "typed by a person"].itertuples():
-            verdict = "significantly more often" if row.significant else "not significantly more often"
-            goes = getattr(row, "failures_go_to", None)
-            target = (f" Most of its failures are called '{plain(goes)}': {row.target_rate:.0%} of its images, "
-                      f"against {row.baseline_target_rate:.0%} of the baseline's." if isinstance(goes, str) else "")
-            (st.warning if row.significant else st.info)(
-                f"Your caption '{plain(row.caption)}': {row.failures} of {row.images} images fail "
-                f"({row.failure_rate:.0%}), {verdict} than the baseline's {baseline['failure_rate']:.0%} "
-                f"(q = {row.q_value:.3f}).{target}")
-        rate = {"format": "percent", "min_value": 0, "max_value": 1}
-        st.dataframe(table, hide_index=True, width="stretch",
-                     column_config={"failure_rate": st.column_config.ProgressColumn("failure rate", **rate),
-                                    "failures_go_to": "failures called",
-                                    "target_rate": st.column_config.ProgressColumn("called that", **rate),
-                                    "baseline_target_rate": st.column_config.ProgressColumn(
-                                        "baseline called that", **rate)})
+    refused = task.refusal(FailureSearch.needs)
+    if refused:
+        st.info(plain(refused[:1].upper() + refused[1:]) + ".", icon=":material/block:")
+    else:
+        classes = project.model_classes(model) or sorted(load_samples(project, model)["label"].dropna().unique())
+        with st.form("repair_search"):
+            cells = st.columns(4)
+            label = cells[0].selectbox("Class", classes, key="repair_search_label")
+            kind = cells[1].selectbox("Generator", list(GENERATOR_KINDS), format_func=GENERATOR_KINDS.get,
+                                      key="repair_search_gen")
+            name = cells[2].text_input("Model", value="", key="repair_search_model")
+            captioner = field_input(cells[3], FailureSearch, "captioner", "Captions by", key="repair_search_captioner",
+                                    format_func={"renderer": "the renderer's scene description (demo)",
+                                                 "llm": "a multimodal LLM"}.get)
+            cells = st.columns(3)
+            images = field_input(cells[0], FailureSearch, "images", "Images per caption", key="repair_search_images",
+                                 step=8)
+            captions = field_input(cells[1], FailureSearch, "captions", "Failures captioned",
+                                   key="repair_search_captions", step=1)
+            llm_url = cells[2].text_input("LLM server URL", value="", placeholder="empty: OpenAI",
+                                          key="repair_search_llm_url")
+            typed = st.text_area("Captions to test", key="repair_search_typed", height=80,
+                                 placeholder="one per line, about the class, e.g. 'A small blue triangle at the top.'",
+                                 help="Your own guesses at what makes the model fail: each is drawn, tested against "
+                                      "the baseline like a found caption, and refined where it fails significantly "
+                                      "more.")
+            cells = st.columns(2)
+            caption_failures = field_input(cells[0], FailureSearch, "caption_failures",
+                                           "Also caption the baseline's failures", key="repair_search_caption_failures")
+            cluster = field_input(cells[1], FailureSearch, "cluster", "Cluster the failures first (one caption each)",
+                                  key="repair_search_cluster")
+            if st.form_submit_button("Search for failures", type="primary", key="repair_search_submit",
+                                     disabled=not editing):
+                params = {"label": label, "model": model, "generator": generator_spec(kind, name),
+                          "captioner": captioner, "images": int(images), "captions": int(captions),
+                          "typed_captions": [line for line in typed.splitlines() if line.strip()],
+                          "caption_failures": bool(caption_failures), "cluster": bool(cluster),
+                          "llm_base_url": llm_url or None}
+                key = secret("OPENAI_API_KEY")
+                if start_job(project, "failure search", params, user, {"OPENAI_API_KEY": key} if key else None):
+                    st.rerun()
+        job_status(project, "failure search", user, key="repair_search")
+        found = repair_runs(project, "failure search", finished=True, limit=1)
+        if not found.empty:
+            result = found.iloc[0]["result"]
+            table = pd.DataFrame(result["table"])
+            st.markdown(f"**{plain(result['label'])}**: {result['significant']} captions make the model fail "
+                        "significantly more often than the baseline (first row; FDR 5% over every caption tested).")
+            baseline = table.iloc[0]
+            for row in table[table["origin"] == "typed by a person"].itertuples():
+                verdict = "significantly more often" if row.significant else "not significantly more often"
+                goes = getattr(row, "failures_go_to", None)
+                target = (f" Most of its failures are called '{plain(goes)}': {row.target_rate:.0%} of its images, "
+                          f"against {row.baseline_target_rate:.0%} of the baseline's." if isinstance(goes, str) else "")
+                (st.warning if row.significant else st.info)(
+                    f"Your caption '{plain(row.caption)}': {row.failures} of {row.images} images fail "
+                    f"({row.failure_rate:.0%}), {verdict} than the baseline's {baseline['failure_rate']:.0%} "
+                    f"(q = {row.q_value:.3f}).{target}")
+            rate = {"format": "percent", "min_value": 0, "max_value": 1}
+            st.dataframe(table, hide_index=True, width="stretch",
+                         column_config={"failure_rate": st.column_config.ProgressColumn("failure rate", **rate),
+                                        "failures_go_to": "failures called",
+                                        "target_rate": st.column_config.ProgressColumn("called that", **rate),
+                                        "baseline_target_rate": st.column_config.ProgressColumn(
+                                            "baseline called that", **rate)})

@@ -366,6 +366,70 @@ def test_cli_new_from_coco(tmp_path):
         assert project.split_counts()["pool"] == 2
 
 
+@pytest.mark.parametrize("keypoints", [0, 4])
+def test_a_second_model_joins_an_object_project_as_if_imported_with_the_first(tmp_path, keypoints):
+    from hibug_core.cli import main
+
+    truth_json, found = _random_case(3, keypoints=keypoints)
+    rng = np.random.default_rng(1)
+    second = [dict(d, score=float(rng.random())) for d in found if rng.random() < 0.7]  # another model's results
+    truth_file, results = _write(tmp_path / "data", truth_json, {"first": found, "second": second})
+    sigmas = [0.05] * keypoints if keypoints else None
+    stated = ["--iou-threshold", "0.4"] + (["--keypoint-sigmas", ",".join(map(str, sigmas))] if keypoints else [])
+    assert main(["new", str(tmp_path / "p"), "--coco", str(truth_file), "--results", f"first={results['first']}",
+                 *stated]) == 0
+    # matched as the project's first model was (its IoU threshold and sigmas), without restating them
+    assert main(["import", str(tmp_path / "p"), "--models-only", "--coco", str(truth_file), "--results",
+                 f"second={results['second']}"]) == 0
+    assert main(["new", str(tmp_path / "both"), "--coco", str(truth_file), "--results", f"first={results['first']}",
+                 f"second={results['second']}", *stated]) == 0
+    reference = _pycocotools_stats(truth_file, results["second"], "keypoints" if keypoints else "bbox", sigmas)
+    with Project.open(tmp_path / "p") as added, Project.open(tmp_path / "both") as together:
+        evaluation = added.object_evaluation("second")
+        assert list(evaluation["summary"].values()) == pytest.approx(reference.tolist(), abs=1e-12)
+        assert evaluation["summary"] == together.object_evaluation("second")["summary"]
+        columns = ["sample_key", "label", "split", "prediction", "confidence", "score"]
+        mine = added.samples("second")
+        theirs = together.samples("second")
+        for frame in (mine, theirs):  # every sample either model predicts, in one order
+            frame.sort_values("sample_key", inplace=True)
+        assert mine[columns].reset_index(drop=True).equals(theirs[columns].reset_index(drop=True))
+        outcomes = ["outcome", "error_type", "iou", "box_x", "box_w", "pred_x"]
+        assert (added.objects("second").loc[mine.index, outcomes].reset_index(drop=True)
+                .equals(together.objects("second").loc[theirs.index, outcomes].reset_index(drop=True)))
+        tags = added.known_tags().loc[mine.index].reset_index(drop=True)  # its false positives measured alike
+        assert tags.equals(together.known_tags().loc[theirs.index].reset_index(drop=True))
+        assert added.models() == ["first", "second"] and added.task == ("pose" if keypoints else "detection")
+
+
+def test_a_second_model_on_other_ground_truth_or_under_a_taken_name_is_refused(tmp_path, capsys):
+    from hibug_core.cli import main
+
+    truth_json, found = _tide_case()
+    truth_file, results = _write(tmp_path / "data", truth_json, {"m": found})
+    assert main(["new", str(tmp_path / "p"), "--coco", str(truth_file), "--results", f"m={results['m']}"]) == 0
+    before = Project.open(tmp_path / "p")
+    stored = before.samples("m")
+    before.close()
+    capsys.readouterr()
+    assert main(["import", str(tmp_path / "p"), "--models-only", "--coco", str(truth_file), "--results",
+                 f"m={results['m']}"]) == 2
+    assert "a model named 'm' is already in this project" in capsys.readouterr().err
+    fewer = dict(truth_json, annotations=[a for a in truth_json["annotations"] if a["id"] != 2])
+    other_truth, _ = _write(tmp_path / "fewer", fewer, {})
+    assert main(["import", str(tmp_path / "p"), "--models-only", "--coco", str(other_truth), "--results",
+                 f"n={results['m']}"]) == 2
+    said = capsys.readouterr().err
+    assert "'images/one.png#object-2' is in the project but not in this ground truth" in said
+    more = dict(truth_json, annotations=[*truth_json["annotations"], dict(truth_json["annotations"][0], id=9)])
+    more_truth, _ = _write(tmp_path / "more", more, {})
+    assert main(["import", str(tmp_path / "p"), "--models-only", "--coco", str(more_truth), "--results",
+                 f"n={results['m']}"]) == 2
+    assert "'images/one.png#object-9' is not in the project" in capsys.readouterr().err
+    with Project.open(tmp_path / "p") as project:  # nothing changed
+        assert project.models() == ["m"] and project.samples("m").equals(stored)
+
+
 # ----- the per-row object manifest ------------------------------------------------------------------------------
 def _manifest_case(folder: Path) -> Path:
     """The hand-worked image as a per-row manifest: each object paired with a detection where one overlaps it, the
@@ -488,7 +552,7 @@ def test_running_a_classifier_on_objects_is_refused_with_what_to_do(tmp_path):
 
     truth_file, results = _write(tmp_path / "data", *(_tide_case()[:1]), {"m": _tide_case()[1]})
     project = Project.create_from_manifest(tmp_path / "project", load_coco(truth_file, results))
-    with pytest.raises(TaskError, match="hibug cannot predict for a project of objects: .*import its results as a "
+    with pytest.raises(TaskError, match="hibug cannot run the model itself for a project of objects: .*import its results as a "
                                         "COCO results file"):
         run_kind(project, "predict", {"model": "shape-cnn:nothing.pt"}, lambda *a: None)
     assert project.models() == ["m"]

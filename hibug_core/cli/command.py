@@ -41,14 +41,14 @@ def run_kind_here(op, args: argparse.Namespace, **more) -> tuple[object, dict]:
     """(open project, result) of a job kind run in this process with a progress bar: the same code the dashboard's
     background jobs run. The caller closes the project."""
     from hibug_core.cli.options import operation_from_args
-    from hibug_core.jobs.kinds import JOB_KINDS
+    from hibug_core.jobs.kinds import run_operation
     from hibug_core.store.project import Project
 
     operation = operation_from_args(op, args, **more)
     report, close = progress_bar()
     project = Project.open(args.project)
     try:
-        return project, JOB_KINDS.get(op.kind).build(project, operation, report)
+        return project, run_operation(project, operation, report)
     except BaseException:
         project.close()
         raise

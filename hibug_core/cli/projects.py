@@ -22,10 +22,11 @@ def _new_arguments(parser) -> None:
     parser.add_argument("--split", default="val", help="with --coco: the split of its images (default: val)")
     parser.add_argument("--unlabelled", action="store_true", help="with --coco: the images are not annotated yet (a "
                         "pool to select from): the instances file lists them only, every detection is a sample")
-    parser.add_argument("--iou-threshold", type=float, default=0.5, help="with --coco: IoU (OKS for keypoints) at "
-                        "which a detection finds its object (default: 0.5)")
+    parser.add_argument("--iou-threshold", type=float, help="with --coco: IoU (OKS for keypoints) at which a "
+                        "detection finds its object (default: 0.5; for an import, the project's)")
     parser.add_argument("--keypoint-sigmas", help="with --coco: OKS sigmas, comma-separated, one per keypoint "
-                        "(default: the category's own 'sigmas', else COCO's for its 17 person keypoints)")
+                        "(default: for an import, the project's; else the category's own 'sigmas', else COCO's for "
+                        "its 17 person keypoints)")
     parser.add_argument("--predictions", help="with --image-folder: CSV of model outputs, 'image' relative to root")
     parser.add_argument("--image-column", default="image", help="with --hf-dataset: the image column")
     parser.add_argument("--label-column", default="label", help="with --hf-dataset: the label column")
@@ -40,7 +41,9 @@ def _import_arguments(parser) -> None:
     _new_arguments(parser)
     parser.add_argument("--models-only", action="store_true", help="add only the model outputs of rows already in "
                         "the project (matched by id, or by image; same labels and splits), e.g. a new version of the "
-                        "model run on the same images, to compare (`hibug compare`, `hibug check`)")
+                        "model run on the same images, to compare (`hibug compare`, `hibug check`); with --coco, the "
+                        "project's ground-truth file and the new model's --results NAME=results.json (matched as at "
+                        "creation; its false positives are added as samples of its own)")
 
 
 def _new_with_name(parser) -> None:
@@ -72,10 +75,6 @@ def cmd_new(args) -> int:
         else:
             manifest = load_manifest(args.manifest, default_model=args.model_name, progress=report)
         if getattr(args, "models_only", False):
-            if args.coco:
-                raise HibugError("--models-only takes a manifest: a detector's results are matched with their ground "
-                                 "truth, so import every model's results together: hibug new PROJECT --coco GT "
-                                 "--results main=A.json pr=B.json")
             with Project.open(args.project) as project:
                 project.add_model_outputs(manifest)
         elif args.command == "import":
@@ -85,7 +84,15 @@ def cmd_new(args) -> int:
             Project.create_from_manifest(args.project, manifest, name=args.name).close()
     finally:
         close()
-    if getattr(args, "models_only", False):
+    if getattr(args, "models_only", False) and manifest.objects is not None:
+        from hibug_core.objects.coco import DETECTION_KIND
+        from hibug_core.tasks import task_named
+
+        own = int((manifest.objects["object_kind"] == DETECTION_KIND).sum())
+        print(f"added to {args.project}: {', '.join(manifest.models)} on "
+              f"{task_named(manifest.task).nouns.count(manifest.n_rows - own)} already there, and its {own:,} false "
+              "positives as samples of their own")
+    elif getattr(args, "models_only", False):
         unread = f" (its attr: columns were not read: {', '.join(manifest.known_tags)})" if manifest.known_tags else ""
         print(f"added to {args.project}: {', '.join(manifest.models)} on {manifest.n_rows} samples already there"
               + unread)
@@ -104,7 +111,7 @@ def cmd_new(args) -> int:
 
 
 def _load_coco(args, report):
-    from hibug_core.objects.matching import MatchConfig
+    from hibug_core.objects.matching import stored_match_config
     from hibug_core.tasks import load_coco
 
     if not args.results:
@@ -120,20 +127,22 @@ def _load_coco(args, report):
         sigmas = tuple(float(v) for v in args.keypoint_sigmas.split(",")) if args.keypoint_sigmas else None
     except ValueError:
         raise HibugError(f"--keypoint-sigmas: '{args.keypoint_sigmas}' is not comma-separated numbers") from None
-    config = MatchConfig(iou_threshold=args.iou_threshold, keypoint_sigmas=sigmas)
+    geometry, stored = _project_settings(args)
+    config = stored_match_config(stored, iou_threshold=args.iou_threshold, keypoint_sigmas=sigmas)
     return load_coco(args.coco, results, images_dir=args.images_dir, split=args.split, match_config=config,
-                     geometry=_project_geometry(args), labelled=not args.unlabelled, progress=report)
+                     geometry=geometry, labelled=not args.unlabelled, progress=report)
 
 
-def _project_geometry(args):
-    """The bins the project's measured tags mean (COCO's for a new project): an import adds to them alike."""
+def _project_settings(args):
+    """(the bins the project's measured tags mean, how its objects were matched); COCO's bins and nothing stored for
+    a new project: an import adds to a project alike, and a model added to it is matched as the first was."""
     from hibug_core.objects.geometry import GeometryConfig
     from hibug_core.store.project import MEASURES_META, Project
 
     if args.command != "import":
-        return GeometryConfig()
+        return GeometryConfig(), {}
     with Project.open(args.project) as project:
-        return GeometryConfig.from_json(project.meta().get(MEASURES_META))
+        return GeometryConfig.from_json(project.meta().get(MEASURES_META)), project.match_settings()
 
 
 def _info_arguments(parser) -> None:

@@ -38,6 +38,7 @@ def cmd_repair(args) -> int:
     op = operation_from_args(Repair, args)
     config = op.repair_config()
     with Project.open(args.project) as project:
+        op.check_task(task_of(project))
         report, close = progress_bar()
         try:
             result = run_repair(project, config, task=task_of(project), progress=report)
@@ -68,9 +69,12 @@ def cmd_generate(args) -> int:
     from hibug_core.cli.options import operation_from_args
     from hibug_core.repair.prompts import build_prompts
     from hibug_core.store.project import Project
+    from hibug_core.tasks import task_of
 
     op = operation_from_args(Generate, args)
     with Project.open(args.project) as project:
+        if not args.dry_run:  # prompts alone serve every task (to make and annotate images by hand)
+            op.check_task(task_of(project))
         prompts = build_prompts(project, op.prompts, model=op.model, top=op.top,
                                 llm=op.llm_config() if op.llm else None, encoder=op.encoder)
     print(prompts[["prompt", "label", "slice", "weight"]].to_string(index=False))

@@ -116,7 +116,6 @@ def predict(project, op: Predict, progress, author: str | None = None) -> dict:
     from hibug_core.embeddings.compute import EmbedConfig
     from hibug_core.models.predict import predict_project
 
-    task_of(project).check("predict")
     done = predict_project(project, op.model, name=op.name, splits=op.splits, progress=progress, author=author,
                            config=EmbedConfig(batch_size=op.batch_size, workers=op.workers),
                            ray=op.ray_options(op.batch_size) if op.ray else None)
@@ -132,7 +131,6 @@ def generate(project, op: Generate, progress, author: str | None = None) -> dict
     from hibug_core.repair.generators import load_generator
     from hibug_core.repair.prompts import build_prompts
 
-    task_of(project).check("generate")
     if op.prompt_rows:
         prompts = pd.DataFrame(op.prompt_rows)
     else:
@@ -198,9 +196,17 @@ def search_failures(project, op: FailureSearch, progress, author: str | None = N
                        f"often than the baseline prompt.{verdicts}"}
 
 
+def run_operation(project, op: Operation, progress, author: str | None = None) -> dict:
+    """Run a built operation as its job kind does, after checking the project's task can do what it needs (a
+    TaskError saying what to do instead, before anything runs)."""
+    entry = JOB_KINDS.get(op.kind)
+    op.check_task(task_of(project))
+    return entry.build(project, op, progress, author)
+
+
 def run_kind(project, kind: str, params: dict, progress, author: str | None = None) -> dict:
     """Validate `params` as the kind's operation, then run it (what the worker does with a stored job)."""
     from hibug_core.operations import operation
 
-    entry = JOB_KINDS.get(kind)
-    return entry.build(project, operation(kind).build(params), progress, author)
+    JOB_KINDS.get(kind)  # an unknown kind is refused before its parameters are read
+    return run_operation(project, operation(kind).build(params), progress, author)

@@ -25,13 +25,17 @@ REPORT_EVERY_S = 0.5
 LOG_DIR = "jobs"
 
 
-def _checked(kind: str, params: dict | None) -> dict:
-    """The parameters of a registered kind, validated as its operation and with every default filled in."""
+def _checked(project, kind: str, params: dict | None) -> dict:
+    """The parameters of a registered kind, validated as its operation (and against what the project's task can do)
+    with every default filled in."""
     from hibug_core.jobs.kinds import JOB_KINDS
     from hibug_core.operations import operation
+    from hibug_core.tasks import task_of
 
     JOB_KINDS.get(kind)  # only registered kinds run; an unknown one fails here, in the caller
-    return operation(kind).build(params or {}).params()
+    built = operation(kind).build(params or {})
+    built.check_task(task_of(project))
+    return built.params()
 
 
 def submit(project, kind: str, params: dict | None = None, *, author: str | None = None,
@@ -43,7 +47,7 @@ def submit(project, kind: str, params: dict | None = None, *, author: str | None
     stored with the job or written to its log. queue: a server's queue, which admits the job (or refuses it with
     ServerBusy) and gives it a slot; its process waits for that slot, and runs at a lower priority than the server."""
     require(Role.EDITOR, "start a job")
-    params = _checked(kind, params)  # bad parameters fail here, in the caller, not in a process nobody watches
+    params = _checked(project, kind, params)  # bad parameters fail here, in the caller, not in a process nobody watches
     author = author_name(author)
     ticket = queue.admit(author, project.folder) if queue is not None else None
     try:

@@ -55,6 +55,16 @@ class MatchConfig:
                 s > 0 for s in self.keypoint_sigmas)), "None, or positive numbers, one per keypoint")})
 
 
+def stored_match_config(settings: dict, **given) -> MatchConfig:
+    """The MatchConfig a stored evaluation's settings record (Matches.settings), with what was `given` (not None)
+    instead: a later import of the same ground truth is matched as the first was."""
+    kept = {name: settings[name] for name in ("iou_threshold", "background_iou", "max_detections",
+                                               "confidence_threshold", "score") if name in settings}
+    if settings.get("keypoint_sigmas"):
+        kept["keypoint_sigmas"] = tuple(float(s) for s in settings["keypoint_sigmas"])
+    return MatchConfig(**{**kept, **{k: v for k, v in given.items() if v is not None}})
+
+
 @dataclass
 class Matches:
     """One model's detections against the ground truth."""

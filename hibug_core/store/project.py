@@ -213,10 +213,11 @@ class Project:
         return int(connection.execute(text("SELECT id FROM data_roots WHERE path = :p"), {"p": stored}).scalar_one())
 
     def import_manifest(self, manifest, *, author: str | None = None, kind: str = "manifest",
-                        also=None, private: bool = False) -> ImportSummary:
+                        also=None, private: bool = False, models_only: bool = False) -> ImportSummary:
         """Add a validated manifest's rows in one transaction: all rows land, or none and nothing changes.
         also(connection, {sample key: id}) writes what belongs with the rows inside the same transaction. `private`:
-        no other process can open the project (one being created in its staging folder)."""
+        no other process can open the project (one being created in its staging folder). `models_only`: see
+        add_model_outputs."""
         import pandas as pd
 
         author = author_name(author)
@@ -235,35 +236,58 @@ class Project:
             bulk = len(keys) >= self.config.bulk_rows
             with write_transaction(self.engine, bulk=bulk, private=private) as connection, \
                     contextlib.ExitStack() as loading:
-                existing = pd.read_sql_query(text("SELECT sample_key, import_id FROM samples"), connection,
-                                             index_col="sample_key")["import_id"]
+                if models_only:
+                    stored = pd.read_sql_query(text(
+                        "SELECT id, sample_key, label, split, object_kind, owner, image_key FROM samples"), connection,
+                        index_col="sample_key")
+                    positions = pd.Index(stored.index).get_indexer(keys)
+                    found = _outputs_only_issues(manifest, stored, positions, set(self.models()))
+                    if found.items:
+                        raise ManifestError(manifest.source, sorted(found.items, key=lambda x: x.row or 0),
+                                            found=found)
+                    new = positions < 0  # an object model's own false positives: samples of their own
+                    existing = stored["id"]
+                else:
+                    existing = pd.read_sql_query(text("SELECT sample_key, import_id FROM samples"), connection,
+                                                 index_col="sample_key")["import_id"]
+                    clashes = np.flatnonzero(pd.Index(existing.index).get_indexer(keys) >= 0) if len(existing) \
+                        else []
+                    if len(clashes):
+                        found = Issues(IngestConfig().max_issues)
+                        found.add_rows(clashes, manifest.key_column, lambda i: (
+                            f"'{keys[i]}' is already in the project (import #{existing[keys[i]]})"))
+                        raise ManifestError(manifest.source, found.items, found=found)
+                    new = None  # every row is new
                 if bulk and (private or existing.empty):  # a project's first rows: nobody reads these tables yet
                     loading.enter_context(keys_checked_at_end(connection, KEYED_IMPORT_TABLES))
-                clashes = np.flatnonzero(pd.Index(existing.index).get_indexer(keys) >= 0) if len(existing) else []
-                if len(clashes):
-                    found = Issues(IngestConfig().max_issues)
-                    found.add_rows(clashes, manifest.key_column,
-                                   lambda i: f"'{keys[i]}' is already in the project (import #{existing[keys[i]]})")
-                    raise ManifestError(manifest.source, found.items, found=found)
+                added = len(keys) if new is None else int(new.sum())
                 connection.execute(
                     text("INSERT INTO imports (source, kind, n_rows, author, created_at) VALUES (:s, :k, :n, :a, :t)"),
-                    {"s": manifest.source, "k": kind, "n": manifest.n_rows, "a": author, "t": now()})
+                    {"s": manifest.source, "k": kind, "n": added, "a": author, "t": now()})
                 import_id = int(connection.execute(text("SELECT MAX(id) FROM imports")).scalar_one())
                 root_ids = {root: self._root_id(connection, root) for root in set(roots)}
                 # A large import builds the secondary indexes once after its rows (sorted, not one B-tree insert
                 # per row): about twice as fast at a million rows. A small one into a big table keeps them.
-                rebuilt = SAMPLE_INDEXES if len(keys) >= len(existing) else {}
+                rebuilt = SAMPLE_INDEXES if added >= len(existing) else {}
                 for index in rebuilt:
                     connection.exec_driver_sql(f"DROP INDEX {index}")
+                rows = slice(None) if new is None else np.flatnonzero(new)  # the rows inserted as samples
+                objects = None if manifest.objects is None else manifest.objects.iloc[rows]
                 insert_columns(connection, "samples", {
-                    "sample_key": keys, "root_id": np.array([root_ids[r] for r in roots])[path_codes],
-                    "path": relative[path_codes], "content_hash": samples["content_hash"].to_numpy(object),
-                    "width": samples["width"].to_numpy(np.int64), "height": samples["height"].to_numpy(np.int64),
-                    "label": _sql_values(samples["label"]), "split": samples["split"].to_numpy(object),
-                    "import_id": import_id, **_object_columns(manifest.objects)}, len(keys))
+                    "sample_key": keys[rows], "root_id": np.array([root_ids[r] for r in roots])[path_codes[rows]],
+                    "path": relative[path_codes[rows]], "content_hash": samples["content_hash"].to_numpy(object)[rows],
+                    "width": samples["width"].to_numpy(np.int64)[rows],
+                    "height": samples["height"].to_numpy(np.int64)[rows],
+                    "label": _sql_values(samples["label"].iloc[rows]),
+                    "split": samples["split"].to_numpy(object)[rows], "import_id": import_id,
+                    **_object_columns(objects)}, added)
                 for index, definition in rebuilt.items():
                     connection.exec_driver_sql(f"CREATE INDEX {index} ON {definition}")
-                sample_ids = _inserted_ids(connection, import_id, keys)
+                if new is None:
+                    sample_ids = _inserted_ids(connection, import_id, keys)
+                else:  # the stored samples' ids, and the new ones'
+                    sample_ids = np.where(new, -1, existing.to_numpy(np.int64)[positions]).astype(np.int64)
+                    sample_ids[new] = _inserted_ids(connection, import_id, keys[new])
                 id_of = dict(zip(keys.tolist(), sample_ids.tolist())) if also is not None else {}
                 for name, outputs in manifest.models.items():
                     model_id = self._model_id(connection, name, outputs.classes)
@@ -280,9 +304,14 @@ class Project:
                         staged.append(self.arrays.stage(
                             f"probabilities/{_safe(name)}/import-{import_id}", sample_ids=sample_ids,
                             probabilities=outputs.probabilities, classes=np.array(outputs.classes, dtype=str)))
-                for attribute, tags in manifest.known_tags.items():
+                    if models_only:
+                        record_audit(connection, author, "add model", f"model:{name}", None,
+                                     {"samples": int(predicted.sum()), "source": manifest.source})
+                for attribute, tags in manifest.known_tags.items():  # a stored sample keeps the tags it has
                     tags = np.asarray(tags, dtype=object)
                     given = tags != None  # noqa: E711 (elementwise)
+                    if new is not None:
+                        given &= new
                     insert_columns(connection, "known_tags", {"attribute": attribute, "sample_id": sample_ids[given],
                                                               "tag": tags[given]}, int(given.sum()))
                 _set_task(connection, manifest.task)
@@ -290,69 +319,24 @@ class Project:
                 if also is not None:
                     also(connection, id_of)
                 record_audit(connection, author, "import", f"import:{import_id}", None,
-                            {"source": manifest.source, "rows": manifest.n_rows, "models": list(manifest.models)})
+                            {"source": manifest.source, "rows": added, "models": list(manifest.models)})
         except BaseException:
             for item in staged:
                 item.discard()
             raise
         for item in staged:
             item.commit()
-        logger.info("imported %d rows from %s as import #%d", manifest.n_rows, manifest.source, import_id)
+        logger.info("imported %d rows from %s as import #%d", added, manifest.source, import_id)
         return ImportSummary(import_id, manifest.n_rows, list(manifest.models), list(manifest.known_tags),
                              manifest.ignored_columns)
 
     def add_model_outputs(self, manifest, *, author: str | None = None) -> ImportSummary:
-        """Add the models of a validated manifest whose rows are all in the project already (matched by id, or by
-        image where the manifest has no id), as a new version of a model is run on the same images: only their
-        outputs are stored. Every row must be known, with the label and split stored for it; every model must be
-        new. Nothing is written unless all of it is."""
-        import pandas as pd
-
-        author = author_name(author)
-        rows = manifest.samples
-        stored = self.samples()
-        positions = pd.Index(stored["sample_key"].to_numpy(object)).get_indexer(rows["sample_key"].to_numpy(object))
-        found = Issues(IngestConfig().max_issues)  # every problem counted, the first ones kept
-        for name in (name for name in manifest.models if name in self.models()):
-            found.add(None, f"pred:{name}", f"a model named '{name}' is already in this project; name the new one "
-                      "differently (e.g. by its version)")
-        if not manifest.models:
-            found.add(None, None, "no model output to add: give a 'prediction' or 'pred:<model>' column")
-        found.add_rows(np.flatnonzero(positions < 0), manifest.key_column, lambda i: (
-            f"'{rows['sample_key'].iat[i]}' is not in the project; add new images with `hibug import` without "
-            "--models-only"))
-        known = np.flatnonzero(positions >= 0)
-        for column in ("label", "split"):
-            theirs = stored[column].to_numpy(object)[positions[known]]
-            ours = rows[column].to_numpy(object)[known]
-            differs = np.array([not (pd.isna(a) and pd.isna(b)) and a != b for a, b in zip(theirs, ours)], dtype=bool)
-            found.add_rows(known[np.flatnonzero(differs)], column, lambda i, theirs=theirs, ours=ours: (
-                f"'{ours[np.searchsorted(known, i)]}' differs from the project's '{theirs[np.searchsorted(known, i)]}' "
-                "for this sample; the models are compared on the stored labels and splits"))
-        if found.items:
-            raise ManifestError(manifest.source, sorted(found.items, key=lambda x: x.row or 0), found=found)
-        sample_ids = stored.index.to_numpy()[positions]
-        splits = rows["split"].to_numpy(object)
-        staged = []
-        try:
-            with write_transaction(self.engine) as connection:
-                for name, outputs in manifest.models.items():
-                    model_id = self._model_id(connection, name, outputs.classes)
-                    _insert_predictions(connection, model_id, sample_ids, np.asarray(outputs.prediction, dtype=object),
-                                        outputs.confidence, outputs.score, splits)
-                    if outputs.probabilities is not None:
-                        staged.append(self.arrays.stage(
-                            f"probabilities/{_safe(name)}/added", sample_ids=sample_ids,
-                            probabilities=outputs.probabilities, classes=np.array(outputs.classes, dtype=str)))
-                    record_audit(connection, author, "add model", f"model:{name}", None,
-                                 {"samples": len(sample_ids), "source": manifest.source})
-        except BaseException:
-            for item in staged:
-                item.discard()
-            raise
-        for item in staged:
-            item.commit()
-        return ImportSummary(None, manifest.n_rows, list(manifest.models), [], manifest.ignored_columns)
+        """Add the models of a validated manifest whose rows are in the project already (matched by id, or by image
+        where the manifest has no id), as a new version of a model is run on the same images or objects: their
+        outputs are stored, and for an object model (COCO results matched with the same ground truth) its false
+        positives, which are samples of their own. Every other row must be known, with the label and split stored
+        for it; every model must be new. Nothing is written unless all of it is."""
+        return self.import_manifest(manifest, author=author, kind="models", models_only=True)
 
     def _model_id(self, connection: Connection, name: str, classes: list[str] | None) -> int:
         row = connection.execute(text("SELECT id, classes_json FROM models WHERE name = :n"), {"n": name}).first()
@@ -513,6 +497,13 @@ class Project:
         return {"import_id": int(row[0]), "splits": row[1].split(","), "settings": json.loads(row[2]),
                 "summary": json.loads(row[3]), "per_class": pd.DataFrame(json.loads(row[4])),
                 "fixes": pd.DataFrame(json.loads(row[5])) if row[5] else None}
+
+    def match_settings(self) -> dict:
+        """How the newest object import matched its results (objects.matching.Matches.settings); empty for images."""
+        with read_connection(self.engine) as connection:
+            row = connection.execute(text("SELECT settings_json FROM object_evaluations ORDER BY import_id DESC "
+                                          "LIMIT 1")).first()
+        return json.loads(row[0]) if row else {}
 
     def keypoint_skeleton(self) -> dict:
         """The skeleton people were imported with (newest import first): keypoint `names` and `limbs` (index pairs);
@@ -692,6 +683,8 @@ def _inserted_ids(connection: Connection, import_id: int, keys: np.ndarray) -> n
     otherwise they are read back by key."""
     import pandas as pd
 
+    if not len(keys):  # models only, every row stored already
+        return np.empty(0, dtype=np.int64)
     first, last, count = connection.execute(text("SELECT MIN(id), MAX(id), COUNT(*) FROM samples WHERE import_id = :i"),
                                             {"i": import_id}).one()
     if count == len(keys) and last - first + 1 == count:
@@ -702,6 +695,48 @@ def _inserted_ids(connection: Connection, import_id: int, keys: np.ndarray) -> n
     inserted = pd.read_sql_query(text("SELECT sample_key, id FROM samples WHERE import_id = :i"), connection,
                                  params={"i": import_id}, index_col="sample_key")["id"]
     return inserted.reindex(keys).to_numpy(np.int64)
+
+
+def _outputs_only_issues(manifest, stored, positions: np.ndarray, models: set[str]) -> Issues:
+    """What stops a manifest's models from being added to the stored samples (`stored`: by sample key, with id, label,
+    split, object_kind, owner and image_key; `positions`: each row's place in it, -1 when new): a model already here, no model,
+    a row that is not stored (only an object model's own false positives may be new), a label or split that differs,
+    and true objects of the same images that the manifest lacks (its AP would be over other objects)."""
+    import pandas as pd
+
+    rows = manifest.samples
+    found = Issues(IngestConfig().max_issues)  # every problem counted, the first ones kept
+    for name in (name for name in manifest.models if name in models):
+        found.add(None, f"pred:{name}", f"a model named '{name}' is already in this project; name the new one "
+                  "differently (e.g. by its version)")
+    if not manifest.models:
+        found.add(None, None, "no model output to add: give a 'prediction' or 'pred:<model>' column")
+    owners = None if manifest.objects is None else manifest.objects["owner"].to_numpy(object)
+    own = np.zeros(len(rows), dtype=bool) if owners is None else np.isin(owners, list(manifest.models))  # a new
+    # model's false positives (a true object has no owner)
+    found.add_rows(np.flatnonzero((positions < 0) & ~own), manifest.key_column, lambda i: (
+        f"'{rows['sample_key'].iat[i]}' is not in the project; add new images with `hibug import` without "
+        "--models-only" + ("" if owners is None else " (for objects: the same ground-truth file as the project's)")))
+    known = np.flatnonzero(positions >= 0)
+    for column in ("label", "split"):
+        theirs = stored[column].to_numpy(object)[positions[known]]
+        ours = rows[column].to_numpy(object)[known]
+        differs = np.array([not (pd.isna(a) and pd.isna(b)) and a != b for a, b in zip(theirs, ours)], dtype=bool)
+        found.add_rows(known[np.flatnonzero(differs)], column, lambda i, theirs=theirs, ours=ours: (
+            f"'{ours[np.searchsorted(known, i)]}' differs from the project's '{theirs[np.searchsorted(known, i)]}' "
+            "for this sample; the models are compared on the stored labels and splits"))
+    if owners is not None:  # every stored true object of the file's images must be in the file
+        images = set(manifest.objects["image_key"])
+        ours = set(rows["sample_key"].to_numpy(object)[pd.isna(owners)])
+        theirs = stored.index[stored["owner"].isna().to_numpy() & stored["object_kind"].notna().to_numpy()
+                              & stored["image_key"].isin(images).to_numpy()]
+        missing = sorted(set(theirs) - ours)
+        for key in missing[:found.cap]:
+            found.add(None, "annotations", f"'{key}' is in the project but not in this ground truth: give the "
+                      "ground-truth file the project was made from (the AP of the models compared is over the same "
+                      "objects)")
+        found.total += max(len(missing) - found.cap, 0)
+    return found
 
 
 OBJECT_COLUMNS = ("image_key", "object_kind", "owner", "box_x", "box_y", "box_w", "box_h", "keypoints_json")

@@ -39,26 +39,41 @@ class Nouns:
         return self.samples[:1].upper() + self.samples[1:]
 
 
+CAPABILITY_WORDS = {  # what each capability lets hibug do, as a refusal says it ("hibug cannot ...")
+    "predict": "run the model itself",
+    "generate": "repair with generated images",
+    "failure_search": "search for failures with generated images",
+}
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What hibug itself can do with a task's model, beside importing its outputs; where it cannot, what to do
-    instead."""
+    instead. Operations name the capabilities they need (hibug_core.operations.Operation.needs)."""
 
     predict: bool  # run the model under test inside hibug (`hibug predict`)
     generate: bool  # repair with generated images (they come without boxes or keypoints)
     retrain: str  # how its model is retrained for repair, in one phrase
     checkpoint: str  # what a repaired checkpoint holds and how to load it
     instead: tuple[tuple[str, str], ...] = ()  # (capability, what to do instead) where it cannot
+    failure_search: bool = False  # generated images of a class, and the model's outcome on each (Wiles et al.)
 
     def advice(self, capability: str) -> str:
         return dict(self.instead).get(capability, "")
 
+    def refusal(self, capability: str, nouns: Nouns) -> str | None:
+        """Why the task's model cannot `capability` and what to do instead; None when it can."""
+        if getattr(self, capability):
+            return None
+        advice = self.advice(capability)
+        return (f"hibug cannot {CAPABILITY_WORDS.get(capability, capability)} for a project of {nouns.samples}"
+                + (f": {advice}" if advice else ""))
+
     def check(self, capability: str, nouns: Nouns) -> None:
-        """TaskError saying what to do instead when the task's model cannot `capability` ("predict", "generate")."""
-        if not getattr(self, capability):
-            advice = self.advice(capability)
-            raise TaskError(f"hibug cannot {capability} for a project of {nouns.samples}" + (f": {advice}" if advice
-                                                                                              else ""))
+        """TaskError saying what to do instead when the task's model cannot `capability` (CAPABILITY_WORDS)."""
+        refusal = self.refusal(capability, nouns)
+        if refusal:
+            raise TaskError(refusal)
 
 
 class Task(ABC):
@@ -76,8 +91,12 @@ class Task(ABC):
     library: ClassVar[str | None] = None  # the built-in attribute library's entry (None: chosen from the words)
 
     def check(self, capability: str) -> None:
-        """TaskError saying what to do instead when this task's model cannot `capability` ("predict", "generate")."""
+        """TaskError saying what to do instead when this task's model cannot `capability` (CAPABILITY_WORDS)."""
         self.capabilities.check(capability, self.nouns)
+
+    def refusal(self, capabilities) -> str | None:
+        """Why this task's model cannot do one of `capabilities`, and what to do instead; None when it can do all."""
+        return next(filter(None, (self.capabilities.refusal(c, self.nouns) for c in capabilities)), None)
 
     # ----- importing -------------------------------------------------------------------------------
     @abstractmethod

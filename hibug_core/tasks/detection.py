@@ -33,10 +33,14 @@ class Detection(Task):
                                 checkpoint="the detector's kind loads it: `{\"state_dict\", \"classes\", \"config\"}`",
                                 instead=(
         ("predict", "running a detector inside hibug is not built yet: import its results as a COCO results file "
-                    "(hibug new --coco ... --results NAME=results.json)"),
+                    "(hibug import PROJECT --models-only --coco TRUTH.json --results NAME=results.json)"),
         ("generate", "generated images come without boxes, so they cannot teach a detector: use the prompts to make "
                      "and annotate images yourself (the Repair page's table, or `hibug generate --dry-run`), or repair "
-                     "with selected pool images")))
+                     "with selected pool images"),
+        ("failure_search", "failure search scores generated images of one class by the class the model gives them, "
+                           "and generated scenes come without the boxes a detector is scored against: find its "
+                           "failures in the error slices (missed objects and bad boxes are failures there), or repair "
+                           "with selected pool images")))
     error_types = ERROR_TYPES
     focus = "include attributes of hard instances: occlusion, small size, truncation by the image border, crowds"
     likely_failures = ("objects the detector is likely to miss or to box badly: small, occluded, cut by the image's "

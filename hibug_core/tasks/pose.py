@@ -26,9 +26,16 @@ class Pose(Detection):
                                 checkpoint="its family loads it, e.g. scene-keypoints: `{\"state_dict\", \"classes\", "
                                            "\"keypoints\", \"config\"}`",
                                 instead=(("predict", "import the keypoint model's results as a COCO results file "
-                                                     "(hibug new --coco ... --results NAME=results.json)"),
+                                                     "(hibug import PROJECT --models-only --coco TRUTH.json --results "
+                                                     "NAME=results.json)"),
                                          ("generate", "generated images come without keypoints, so they cannot teach "
-                                                      "a pose model; repair with selected pool images")))
+                                                      "a pose model; repair with selected pool images"),
+                                         ("failure_search", "failure search scores generated images of one class by "
+                                                            "the class the model gives them, and generated scenes "
+                                                            "come without the keypoints a pose model is scored "
+                                                            "against: find its failures in the error slices (missed "
+                                                            "people and keypoint errors are failures there), or "
+                                                            "repair with selected pool images")))
     error_types = (*KEYPOINT_ERRORS, *ERROR_TYPES)  # a missed person's commonest keypoint error, else TIDE's
     focus = "include attributes of hard instances: occlusion, truncation, unusual poses, small people, crowds"
     likely_failures = ("people whose keypoints the model is likely to miss or swap: unusual poses, people seen from "
