@@ -473,6 +473,9 @@ class Repair(Operation):
     def required(self) -> tuple[str, ...]:
         return ("generate",) if self.data == GENERATED else ()
 
+    def refusal(self, task) -> str | None:
+        return super().refusal(task) or task.capabilities.retrain_refusal(self.retrain, task.nouns)
+
     def repair_config(self) -> RepairConfig:
         from dataclasses import replace
 

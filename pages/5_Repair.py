@@ -160,7 +160,8 @@ with retrain:
         baseline = field_input(cells[2], Repair, "baseline", "Baseline", key="repair_retrain_baseline")
         budget = budget_input(cells[3], Repair, key="repair_retrain_budget", training=training)
         cells = st.columns(4)
-        how = field_input(cells[0], Repair, "retrain", "Retraining", key="repair_retrain_how")
+        how = field_input(cells[0], Repair, "retrain", "Retraining", key="repair_retrain_how",
+                          options=[m for m in Repair.choices("retrain") if m in task.capabilities.retrain_methods])
         lam = field_input(cells[1], Repair, "lam", "λ (0: as if added to the training set)", key="repair_retrain_lam",
                           step=0.1)
         seeds = cells[2].number_input("Seeds", min_value=1, max_value=10, value=len(Repair.default("seeds")), step=1,

@@ -552,8 +552,8 @@ def test_running_a_classifier_on_objects_is_refused_with_what_to_do(tmp_path):
 
     truth_file, results = _write(tmp_path / "data", *(_tide_case()[:1]), {"m": _tide_case()[1]})
     project = Project.create_from_manifest(tmp_path / "project", load_coco(truth_file, results))
-    with pytest.raises(TaskError, match="hibug cannot run the model itself for a project of objects: .*import its results as a "
-                                        "COCO results file"):
+    with pytest.raises(TaskError, match="hibug cannot run the model itself for a project of objects: .*import its "
+                                        "results as a COCO results file"):
         run_kind(project, "predict", {"model": "shape-cnn:nothing.pt"}, lambda *a: None)
     assert project.models() == ["m"]
     project.close()

@@ -699,9 +699,9 @@ def _inserted_ids(connection: Connection, import_id: int, keys: np.ndarray) -> n
 
 def _outputs_only_issues(manifest, stored, positions: np.ndarray, models: set[str]) -> Issues:
     """What stops a manifest's models from being added to the stored samples (`stored`: by sample key, with id, label,
-    split, object_kind, owner and image_key; `positions`: each row's place in it, -1 when new): a model already here, no model,
-    a row that is not stored (only an object model's own false positives may be new), a label or split that differs,
-    and true objects of the same images that the manifest lacks (its AP would be over other objects)."""
+    split, object_kind, owner and image_key; `positions`: each row's place in it, -1 when new): a model already here,
+    no model, a row that is not stored (only an object model's own false positives may be new), a label or split that
+    differs, and true objects of the same images that the manifest lacks (its AP would be over other objects)."""
     import pandas as pd
 
     rows = manifest.samples

@@ -57,6 +57,7 @@ class Capabilities:
     checkpoint: str  # what a repaired checkpoint holds and how to load it
     instead: tuple[tuple[str, str], ...] = ()  # (capability, what to do instead) where it cannot
     failure_search: bool = False  # generated images of a class, and the model's outcome on each (Wiles et al.)
+    retrain_methods: tuple[str, ...] = ("fine-tune",)  # the repair.retrain methods that can retrain its model
 
     def advice(self, capability: str) -> str:
         return dict(self.instead).get(capability, "")
@@ -68,6 +69,13 @@ class Capabilities:
         advice = self.advice(capability)
         return (f"hibug cannot {CAPABILITY_WORDS.get(capability, capability)} for a project of {nouns.samples}"
                 + (f": {advice}" if advice else ""))
+
+    def retrain_refusal(self, method: str, nouns: Nouns) -> str | None:
+        """Why a repair cannot retrain the task's model with `method`, and what to choose instead; None when it can."""
+        if method in self.retrain_methods:
+            return None
+        return (f"hibug cannot retrain the model of a project of {nouns.samples} with '{method}': choose "
+                + " or ".join(f"'{m}'" for m in self.retrain_methods))
 
     def check(self, capability: str, nouns: Nouns) -> None:
         """TaskError saying what to do instead when the task's model cannot `capability` (CAPABILITY_WORDS)."""

@@ -23,7 +23,8 @@ class Classification(Task):
     views = WHOLE_IMAGE
     capabilities = Capabilities(predict=True, generate=True, retrain="fine-tuned, retrained, or a linear head",
                                 checkpoint="`{\"state_dict\", \"classes\", \"spec\"}`: load it into the same "
-                                           "architecture, or run it with `hibug predict`", failure_search=True)
+                                           "architecture, or run it with `hibug predict`", failure_search=True,
+                                retrain_methods=("fine-tune", "from scratch", "linear head"))
     focus = ("include attributes that blur the boundary between two similar classes, since those are where the model "
              "is likely to fail")
     likely_failures = ("classes easily confused with each other, and attribute tags that blur the difference between "

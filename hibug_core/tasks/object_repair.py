@@ -217,8 +217,9 @@ class ObjectRepairRound(RepairRound):
         if config.data == GENERATED:
             raise RepairError("generated images have no boxes to train a detector on (nor keypoints for a pose model); "
                               "repair it with selected pool images (data = selection)")
-        if config.retrain.method != "fine-tune":
-            raise RepairError(f"a detector is repaired by fine-tuning; '{config.retrain.method}' is for classifiers")
+        if config.retrain.method != "fine-tune":  # the operation refuses it first (Capabilities.retrain_methods)
+            raise RepairError(f"a model of {samples} is repaired by fine-tuning; '{config.retrain.method}' is for "
+                              "classifiers")
         model = report.model
         self.runner, recorded = object_model(project, model)
         labels = config.labels or project.meta().get(POOL_LABELS_META)
