@@ -90,7 +90,7 @@ def overview() -> None:
 
     split_options = [s for s in ("val", "test", "train", "pool") if s in by_split.index] or ["val"]
     split = st.radio("Split", split_options, horizontal=True, key="overview_split")
-    OVERVIEW_PANELS[task.name](project, model, samples, split)
+    OVERVIEW_PANELS[task.name](project, model, samples, split, user)
 
     st.subheader(f"Sample {nouns.samples}")
     choice = st.segmented_control("Show", ["errors", "all"], default="errors", key="overview_show")
@@ -103,7 +103,7 @@ def overview() -> None:
     image_grid(project, shown, caption=lambda r: f"{r['label']} → {r['prediction']}")
 
 
-def classifier_overview(project, model: str, samples, split: str) -> None:
+def classifier_overview(project, model: str, samples, split: str, user: str) -> None:
     left, right = st.columns([2, 3])
     with left:
         st.markdown("**Per class**")

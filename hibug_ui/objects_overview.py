@@ -6,6 +6,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
 from hibug_core.objects.summary import confusion_members, error_breakdown, keypoint_table, object_confusion
 from hibug_core.tasks import task_of
@@ -16,7 +17,7 @@ HEADLINE = {"AP": "AP at IoU .50:.95, COCO's main number", "AP50": "AP at IoU .5
             "AR100": "recall with up to 100 detections per image", "AR": "recall at OKS .50:.95"}
 
 
-def object_overview(project, model: str, samples: pd.DataFrame, split: str) -> None:
+def object_overview(project, model: str, samples: pd.DataFrame, split: str, user: str) -> None:
     task = task_of(project)
     nouns = task.nouns
     evaluation = project.object_evaluation(model, split)
@@ -24,6 +25,7 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str) -> N
         st.info(f"{plain(model)} has no COCO evaluation on the {split} split (it was not imported with a results "
                 "file).")
         return
+    another_model(project, split, user)
     settings = evaluation["settings"]
     overlap = "OKS" if settings.get("iou_type") == "keypoints" else "IoU"
     st.markdown(f"**COCO evaluation** of import #{evaluation['import_id']} ({', '.join(evaluation['splits'])}; "
@@ -99,3 +101,46 @@ def _confusion(project, evaluated: pd.DataFrame, nouns) -> None:
     image_grid(project, chosen.head(24), columns=6, caption=lambda r: f"{r['outcome']}"  # a missed one: once
                + (f" ({r['error_type']})" if r["error_type"] and r["error_type"] != r["outcome"] else ""),
                details="overview_confusion")
+
+
+def another_model(project, split: str, user: str) -> None:
+    """For editors: another model's COCO results on the split, matched against the project's own ground truth as its
+    models were, added beside them (to compare on the Compare page)."""
+    from hibug_core.tasks.object_results import add_results
+    from hibug_core.values import normalise_name
+    from hibug_ui.visitor import may_edit
+
+    if not may_edit(project):
+        return
+    nouns = task_of(project).nouns
+    with st.expander(f"Add another model's results on {split}", icon=":material/upload_file:"):
+        st.caption(f"A COCO results file of the same {split} images (a list of detections with image_id, category_id, "
+                   f"bbox, score{', keypoints' if project.keypoint_skeleton() else ''}): matched against this "
+                   f"project's ground truth exactly as its models were; its false positives become {nouns.samples} of "
+                   "their own. Then compare the two on the Compare page.")
+        with st.form("another_model_form"):
+            name = st.text_input("Model name", key="another_model_name", placeholder="detector-v2")
+            upload = st.file_uploader("Results file", type=["json"], key="another_model_file")
+            if not st.form_submit_button("Add the model", type="primary", key="another_model_submit"):
+                return
+        try:
+            if upload is None:
+                raise HibugError("choose the model's COCO results file to upload")
+            name = normalise_name(name, "the model's name")
+            kept = project.folder / "results" / f"{''.join(c if c.isalnum() or c in '-_.' else '_' for c in name)}-" \
+                f"{split}.json"
+            kept.parent.mkdir(exist_ok=True)
+            arriving = kept.with_suffix(".part")  # kept with the project once added: where its outputs came from
+            arriving.write_bytes(upload.getvalue())
+            try:
+                with st.spinner("Matching the results against the ground truth…"):
+                    add_results(project, name, arriving, split, author=user)
+                arriving.replace(kept)
+            finally:
+                arriving.unlink(missing_ok=True)
+        except HibugError as error:
+            st.error(plain(error))
+            return
+        evaluation = project.object_evaluation(name, split)
+        st.success(f"Added {plain(name)}: AP {evaluation['summary']['AP']:.3f} on {split}. Compare it with the others "
+                   "on the Compare page.", icon=":material/check:")

@@ -26,8 +26,8 @@ editing = may_edit(project)
 st.title("Compare models")
 models = project.models()
 if len(models) < 2:
-    st.info(f"This project holds one model. Record another to compare: retrain it on the Repair page, run yours on "
-            f"the {nouns.samples} (Overview, or `hibug predict`), or import a manifest with a `pred:<name>` column.")
+    st.info(f"This project holds one model. Record another to compare: retrain it on the Repair page (the repaired "
+            f"models are recorded), or {task.another_model}.")
     st.stop()
 
 linked = [m for m in url_setting("models", "").split(",") if m in models]

@@ -101,6 +101,15 @@ def test_a_detector_repair_fine_tunes_and_compares_every_held_out_object(demo_co
     assert classes == ["circle", "rectangle", "triangle"] and repaired is not None
     chosen = result.selections[("expected failures", 0)]
     assert len(chosen) == 24 and chosen["image_key"].is_unique
+    # The repaired detector is recorded on val and test, matched as the first was: Compare reaches it.
+    name = result.runs["model"].iat[0]
+    assert demo_copy.models() == [MODEL, name]
+    assert demo_copy.object_evaluation(name, "test")["summary"]["AP"] == pytest.approx(result.runs["AP after"].iat[0])
+    assert demo_copy.object_evaluation(name, "val")["settings"] == demo_copy.object_evaluation(MODEL, "val")["settings"]
+    from hibug_core.slices.compare import compare_models
+
+    compared = compare_models(demo_copy, [MODEL, name])
+    assert compared.models == [MODEL, name] and len(compared.against(name)) > 0
     # The Repair page shows the stored run in objects found, with the repaired detector to download.
     from page_support import open_page
 

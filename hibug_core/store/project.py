@@ -213,11 +213,12 @@ class Project:
         return int(connection.execute(text("SELECT id FROM data_roots WHERE path = :p"), {"p": stored}).scalar_one())
 
     def import_manifest(self, manifest, *, author: str | None = None, kind: str = "manifest",
-                        also=None, private: bool = False, models_only: bool = False) -> ImportSummary:
+                        also=None, private: bool = False, models_only: bool = False,
+                        note: dict | None = None) -> ImportSummary:
         """Add a validated manifest's rows in one transaction: all rows land, or none and nothing changes.
         also(connection, {sample key: id}) writes what belongs with the rows inside the same transaction. `private`:
         no other process can open the project (one being created in its staging folder). `models_only`: see
-        add_model_outputs."""
+        add_model_outputs; `note`: what the audit log keeps of where its models come from."""
         import pandas as pd
 
         author = author_name(author)
@@ -241,7 +242,10 @@ class Project:
                         "SELECT id, sample_key, label, split, object_kind, owner, image_key FROM samples"), connection,
                         index_col="sample_key")
                     positions = pd.Index(stored.index).get_indexer(keys)
-                    found = _outputs_only_issues(manifest, stored, positions, set(self.models()))
+                    predicted = {name: set(read_columns(
+                        connection, "SELECT p.sample_id FROM predictions p JOIN models m ON m.id = p.model_id "
+                        "WHERE m.name = ?", (name,))["sample_id"].tolist()) for name in manifest.models}
+                    found = _outputs_only_issues(manifest, stored, positions, predicted)
                     if found.items:
                         raise ManifestError(manifest.source, sorted(found.items, key=lambda x: x.row or 0),
                                             found=found)
@@ -306,7 +310,7 @@ class Project:
                             probabilities=outputs.probabilities, classes=np.array(outputs.classes, dtype=str)))
                     if models_only:
                         record_audit(connection, author, "add model", f"model:{name}", None,
-                                     {"samples": int(predicted.sum()), "source": manifest.source})
+                                     {"samples": int(predicted.sum()), "source": manifest.source, **(note or {})})
                 for attribute, tags in manifest.known_tags.items():  # a stored sample keeps the tags it has
                     tags = np.asarray(tags, dtype=object)
                     given = tags != None  # noqa: E711 (elementwise)
@@ -330,13 +334,13 @@ class Project:
         return ImportSummary(import_id, manifest.n_rows, list(manifest.models), list(manifest.known_tags),
                              manifest.ignored_columns)
 
-    def add_model_outputs(self, manifest, *, author: str | None = None) -> ImportSummary:
+    def add_model_outputs(self, manifest, *, author: str | None = None, note: dict | None = None) -> ImportSummary:
         """Add the models of a validated manifest whose rows are in the project already (matched by id, or by image
         where the manifest has no id), as a new version of a model is run on the same images or objects: their
         outputs are stored, and for an object model (COCO results matched with the same ground truth) its false
         positives, which are samples of their own. Every other row must be known, with the label and split stored
         for it; every model must be new. Nothing is written unless all of it is."""
-        return self.import_manifest(manifest, author=author, kind="models", models_only=True)
+        return self.import_manifest(manifest, author=author, kind="models", models_only=True, note=note)
 
     def _model_id(self, connection: Connection, name: str, classes: list[str] | None) -> int:
         row = connection.execute(text("SELECT id, classes_json FROM models WHERE name = :n"), {"n": name}).first()
@@ -697,18 +701,23 @@ def _inserted_ids(connection: Connection, import_id: int, keys: np.ndarray) -> n
     return inserted.reindex(keys).to_numpy(np.int64)
 
 
-def _outputs_only_issues(manifest, stored, positions: np.ndarray, models: set[str]) -> Issues:
+def _outputs_only_issues(manifest, stored, positions: np.ndarray, predicted: dict[str, set[int]]) -> Issues:
     """What stops a manifest's models from being added to the stored samples (`stored`: by sample key, with id, label,
-    split, object_kind, owner and image_key; `positions`: each row's place in it, -1 when new): a model already here,
-    no model, a row that is not stored (only an object model's own false positives may be new), a label or split that
-    differs, and true objects of the same images that the manifest lacks (its AP would be over other objects)."""
+    split, object_kind, owner and image_key; `positions`: each row's place in it, -1 when new; `predicted`: the
+    samples each of the manifest's models already has outputs on): a model's outputs given again, no model, a row
+    that is not stored (only an object model's own false positives may be new), a label or split that differs, and
+    true objects of the same images that the manifest lacks (its AP would be over other objects)."""
     import pandas as pd
 
     rows = manifest.samples
     found = Issues(IngestConfig().max_issues)  # every problem counted, the first ones kept
-    for name in (name for name in manifest.models if name in models):
-        found.add(None, f"pred:{name}", f"a model named '{name}' is already in this project; name the new one "
-                  "differently (e.g. by its version)")
+    ids = stored["id"].to_numpy(np.int64)[positions[positions >= 0]]
+    for name, outputs in manifest.models.items():  # a model may gain outputs on samples it has none for, no more
+        given = np.array([p is not None for p in outputs.prediction], dtype=bool)[positions >= 0]
+        again = int(np.isin(ids[given], list(predicted.get(name, ())), assume_unique=False).sum())
+        if again:
+            found.add(None, f"pred:{name}", f"a model named '{name}' is already in this project, with outputs on "
+                      f"{again:,} of these samples; name the new one differently (e.g. by its version)")
     if not manifest.models:
         found.add(None, None, "no model output to add: give a 'prediction' or 'pred:<model>' column")
     owners = None if manifest.objects is None else manifest.objects["owner"].to_numpy(object)

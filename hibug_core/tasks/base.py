@@ -97,6 +97,7 @@ class Task(ABC):
     focus: ClassVar[str]  # what a language model proposing attributes should look for
     likely_failures: ClassVar[str]  # what a language model predicting unseen failure slices should look for
     library: ClassVar[str | None] = None  # the built-in attribute library's entry (None: chosen from the words)
+    another_model: ClassVar[str]  # how a second model's outputs come into a project, to compare (one phrase)
 
     def check(self, capability: str) -> None:
         """TaskError saying what to do instead when this task's model cannot `capability` (CAPABILITY_WORDS)."""

@@ -27,6 +27,8 @@ class Classification(Task):
                                 retrain_methods=("fine-tune", "from scratch", "linear head"))
     focus = ("include attributes that blur the boundary between two similar classes, since those are where the model "
              "is likely to fail")
+    another_model = ("run it on the images (Overview, or `hibug predict`), or import its predictions as a "
+                     "`pred:<name>` column (`hibug import PROJECT --models-only --manifest M.csv`)")
     likely_failures = ("classes easily confused with each other, and attribute tags that blur the difference between "
                        "them")
 

@@ -43,6 +43,8 @@ class Detection(Task):
                            "with selected pool images")))
     error_types = ERROR_TYPES
     focus = "include attributes of hard instances: occlusion, small size, truncation by the image border, crowds"
+    another_model = ("upload its COCO results on the Overview, or import them: `hibug import PROJECT --models-only "
+                     "--coco TRUTH.json --results NAME=results.json`")
     likely_failures = ("objects the detector is likely to miss or to box badly: small, occluded, cut by the image's "
                        "border or crowded objects, and looks or classes that are rare in training")
     library = "detection"

@@ -21,10 +21,11 @@ from hibug_core.models.object_models import (
 )
 from hibug_core.models.registry import MODELS, load_model
 from hibug_core.objects.coco import OBJECT_KIND, read_ground_truth, read_results
-from hibug_core.objects.matching import TRUE_POSITIVE, MatchConfig, known_objects, match
+from hibug_core.objects.matching import TRUE_POSITIVE, MatchConfig, known_objects, match, stored_match_config
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.repair.expected_failures import slice_failures, slice_rates
 from hibug_core.repair.loop import CONTROL, GENERATED, RepairError, RepairRound, RoundResult
+from hibug_core.repair.names import repaired_name
 from hibug_core.repair.selection import (
     SELECTION_METHODS,
     SelectionConfig,
@@ -35,6 +36,7 @@ from hibug_core.repair.selection import (
     taken_slices,
 )
 from hibug_core.store.recorded_models import POOL_LABELS_META, recorded_model
+from hibug_core.tasks.object_results import add_results, ground_truth_file
 
 FINE_TUNE_RATE = 5e-4  # the peak of the fine-tuning schedule when none is given (a quarter of the demo's training)
 FINE_TUNE_EPOCHS = 3
@@ -153,39 +155,27 @@ def _by_expected_failures(report, pool: pd.DataFrame, images: int, config: Selec
 def held_out(project, model: str, split: str) -> tuple[pd.DataFrame, object, Path]:
     """The split's ground-truth objects (index: sample id, with their COCO annotation id), the model's stored outcome
     on them, and the ground truth file they were imported from."""
-    from sqlalchemy import text
-
-    from hibug_core.store.db import read_connection
-
+    path = ground_truth_file(project, model, split)
     evaluation = project.object_evaluation(model, split)
-    if evaluation is None:
-        raise DetectorError(f"'{model}' has no evaluated objects in '{split}'; import that split's ground truth with "
-                            "its results, or compare on another split")
-    with read_connection(project.engine) as connection:
-        source = connection.execute(text("SELECT source FROM imports WHERE id = :i"),
-                                    {"i": evaluation["import_id"]}).scalar_one()
-    path = _moved_with_project(Path(source), project.folder)
-    if not path.exists():
-        raise DetectorError(f"the ground truth of '{split}' was imported from {path}, which is gone; put it back to "
-                            "compare on it")
     objects = project.objects(model)
     samples = project.samples(model)
     rows = samples[(samples["split"] == split)].join(objects[["object_kind", "outcome"]], how="inner")
     rows = rows[rows["object_kind"] == OBJECT_KIND].copy()
     rows["annotation"] = rows["sample_key"].str.rsplit("#object-", n=1).str[1].astype(np.int64)
-    return rows, MatchConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in evaluation["settings"].items()
-                                if k in MatchConfig.__dataclass_fields__}), path
+    return rows, stored_match_config(evaluation["settings"]), path
 
 
-def _moved_with_project(path: Path, folder: Path) -> Path:
-    """`path`, or where it is now if it lay inside a project folder that was moved (or built in a staging folder and
-    renamed): the longest tail of it that exists under `folder`."""
-    if path.exists():
-        return path
-    for start in range(1, len(path.parts)):
-        candidate = folder.joinpath(*path.parts[start:])
-        if candidate.exists():
-            return candidate
+def results_file(runner, network, truth, images: list, path: Path, progress: ProgressCallback) -> Path:
+    """Run `network` on the ground truth's images (opened, in its order) and write its detections as a COCO results
+    file at `path`."""
+    detections = runner.predict(images, network=network, progress=progress)
+    ids = truth.images.index.to_numpy()
+    index = {c: k for k, c in truth.categories.items()}
+    records = [{"image_id": int(ids[i]), "category_id": index[d["category"]], "bbox": d["bbox"], "score": d["score"],
+                **({"keypoints": d["keypoints"]} if "keypoints" in d else {})}
+               for i, found in enumerate(detections) for d in found]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(records))
     return path
 
 
@@ -193,15 +183,7 @@ def found_after(runner, network, truth, eval_images: list, held: pd.DataFrame, c
                 name: str, progress: ProgressCallback) -> tuple[np.ndarray, dict]:
     """Run `network` on the held-out images, match with the same settings; (each held-out object found, COCO's
     summary)."""
-    detections = runner.predict(eval_images, network=network, progress=progress)
-    ids = truth.images.index.to_numpy()
-    index = {c: k for k, c in truth.categories.items()}
-    records = [{"image_id": int(ids[i]), "category_id": index[d["category"]], "bbox": d["bbox"], "score": d["score"],
-                **({"keypoints": d["keypoints"]} if "keypoints" in d else {})}
-               for i, found in enumerate(detections) for d in found]
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.json"
-    path.write_text(json.dumps(records))
+    path = results_file(runner, network, truth, eval_images, folder / f"{name}.json", progress)
     matched = match(truth, read_results(path, truth, model=name), config)
     outcome = matched.objects["outcome"].reindex(held["annotation"].to_numpy())
     return (outcome == TRUE_POSITIVE).to_numpy(), matched.summary
@@ -236,6 +218,7 @@ class ObjectRepairRound(RepairRound):
         for name in self.truth.images["file_name"]:
             self.eval_images.append(open_image(truth_path.parent / name))
         self.project, self.report, self.config, self.progress = project, report, config, progress
+        self.author = author
         self.measure, self.samples = measure, samples  # the task's words: "people found", "people"
         self.held = held
         self.held_tags = self.planted_tags = report.tags.aligned(report.all_tags.reindex(held.index))
@@ -244,6 +227,20 @@ class ObjectRepairRound(RepairRound):
         self.ap_before = project.object_evaluation(model, config.eval_split)["summary"]["AP"]
         tune = config.retrain.fine_tune
         self.epochs, self.rate = tune.epochs or FINE_TUNE_EPOCHS, tune.learning_rate or FINE_TUNE_RATE
+
+    def _record(self, network, name: str, folder: Path, stem: str, note: dict) -> None:
+        """Store the repaired model's outputs on the slices' split and the held-out one, matched as the model's own
+        were (a second model of the project, to compare with hibug compare or the Compare page)."""
+        for split in dict.fromkeys((self.config.eval_split, self.config.slice_split)):
+            if split == self.config.eval_split:
+                truth, path = self.truth, folder / f"{stem}.json"  # run on the held-out images already
+            else:
+                truth_path = ground_truth_file(self.project, self.report.model, split)
+                truth = read_ground_truth(truth_path)
+                images = [open_image(truth_path.parent / n) for n in truth.images["file_name"]]
+                path = results_file(self.runner, network, truth, images, folder / f"{stem}-{split}.json",
+                                    self.progress)
+            add_results(self.project, name, path, split, truth=truth, author=self.author, note=note)
 
     def new_data(self, method: str, seed: int, budget: int):
         if method == CONTROL:
@@ -262,5 +259,8 @@ class ObjectRepairRound(RepairRound):
         checkpoint = self.runner.save(network, folder / f"{stem}.pt")
         after, summary = found_after(self.runner, network, self.truth, self.eval_images, self.held,
                                      self.match_config, folder, stem, self.progress)
+        if self.config.record_models:
+            self._record(network, repaired_name(self.report.model, run_id, method, seed), folder, stem,
+                         {"repair_run": run_id, "method": method, "seed": seed, "checkpoint": str(checkpoint)})
         return RoundResult(after, len(data.images), {"AP before": self.ap_before, "AP after": summary["AP"],
                                                      "checkpoint": str(checkpoint)})

@@ -1,0 +1,56 @@
+"""A second model into an object project from the browser: an editor uploads another detector's COCO results on the
+Overview, they are matched against the project's ground truth as its first model's were (AP equal to pycocotools), and
+the Compare page then compares the two."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from test_objects import _pycocotools_stats, _random_case, _write
+
+from browser_support import idle, open_app, serving, shot, shown
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def one_detector(tmp_path_factory):
+    """A 24-image detection project with one detector's results, and a second detector's results file beside it."""
+    from hibug_core.cli import main
+
+    folder = tmp_path_factory.mktemp("second-model")
+    truth, found = _random_case(6)
+    rng = np.random.default_rng(3)
+    second = [dict(d, score=float(rng.random())) for d in found if rng.random() < 0.75]
+    truth_file, results = _write(folder / "data", truth, {"first": found, "second": second})
+    assert main(["new", str(folder / "p"), "--coco", str(truth_file), "--results", f"first={results['first']}"]) == 0
+    return folder / "p", truth_file, results["second"]
+
+
+def test_an_editor_uploads_a_second_detector_and_compares_the_two(browser, one_detector):
+    project, truth_file, second = one_detector
+    expected = _pycocotools_stats(truth_file, second, "bbox")[0]
+    with serving(project) as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1400})
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        open_app(page, url)
+        page.get_by_text("Add another model's results on val").click()
+        page.get_by_label("Model name").fill("second")
+        page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+            {"name": "second.json", "mimeType": "application/json", "buffer": second.read_bytes()})
+        page.get_by_text("second.json").wait_for(timeout=30_000)
+        idle(page)
+        page.get_by_role("button", name="Add the model").click()
+        said = shown(page, "Added second: AP", timeout=120_000).inner_text()
+        assert f"AP {expected:.3f} on val" in said
+        shot(page, "second-model-1-added")
+        open_app(page, f"{url}/Compare")
+        shown(page, "first (baseline)", timeout=120_000)
+        assert page.get_by_text("This project holds one model").count() == 0
+        assert page.get_by_test_id("stMetric").filter(has_text="second").count() >= 1
+        shot(page, "second-model-2-compare")
+        assert errors == []
+    kept = json.loads((project / "results" / "second-val.json").read_text())
+    assert kept == json.loads(second.read_text())  # the uploaded file is kept with the project
