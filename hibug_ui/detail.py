@@ -16,7 +16,7 @@ from hibug_core.slices.search import CLASS
 from hibug_core.store import tag_store
 from hibug_core.tagging.sources import poor_flag, source_label, too_poor
 from hibug_core.thumbnails import enlargement, ensure_enlarged, ensure_thumbnail
-from hibug_ui.state import keypoint_skeleton, source_ranking, tag_table
+from hibug_ui.state import current_task, keypoint_skeleton, source_ranking, tag_table
 from hibug_ui.visitor import may_edit
 
 
@@ -98,7 +98,8 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
     with right:
         if pd.notna(row.get("outcome")):
             error = f" ({plain(row['error_type'])} error)" if row.get("error_type") not in (None, "", "missed") else ""
-            iou = f" · IoU {row['iou']:.2f}" if pd.notna(row.get("iou")) and row["iou"] > 0 else ""
+            overlap = current_task(project).nouns.score  # IoU for a box, OKS for a person
+            iou = f" · {overlap} {row['iou']:.2f}" if pd.notna(row.get("iou")) and row["iou"] > 0 else ""
             st.markdown(f"**{plain(row['outcome'])}**{error}{iou}")
         if isinstance(row.get("keypoint_types"), str):
             _keypoints(row, keypoint_skeleton(project).get("names", []))

@@ -29,7 +29,7 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str, user
     settings = evaluation["settings"]
     overlap = "OKS" if settings.get("iou_type") == "keypoints" else "IoU"
     st.markdown(f"**COCO evaluation** of import #{evaluation['import_id']} ({', '.join(evaluation['splits'])}; "
-                f"faster-coco-eval, equal to pycocotools); a {nouns.sample} is found at {overlap} "
+                f"faster-coco-eval, equal to pycocotools); {nouns.a_sample} is found at {overlap} "
                 f"{settings['iou_threshold']:.2f} or more")
     shown = [name for name in HEADLINE if name in evaluation["summary"]]
     for cell, name in zip(st.columns(len(shown)), shown):
@@ -88,7 +88,7 @@ def _confusion(project, evaluated: pd.DataFrame, nouns) -> None:
                          key="overview_object_confusion")
     st.caption(f"(background): false positives no {nouns.sample} is confused by (on nothing, duplicates, misplaced "
                f"boxes); (missed): {nouns.samples} not found at the threshold (their crops say why: missed, or a "
-               f"detection that came close). A false positive that names another class on a {nouns.sample} counts "
+               f"detection that came close). A false positive that names another class on {nouns.a_sample} counts "
                f"once, in that {nouns.sample}'s row.")
     cells = event.selection.get("cells", []) if event is not None else []
     if not cells:

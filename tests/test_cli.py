@@ -106,7 +106,7 @@ def test_slices_command_prints_ranked_explained_slices(demo_project, tmp_path, c
                                                         index, ones, ones), method="ground truth")
     assert main(["slices", str(folder), "--depth", "1", "--output", str(tmp_path / "s.csv")]) == 0
     out = capsys.readouterr().out
-    assert "shape-cnn on val: score 87.9% over 800 samples" in out
+    assert "shape-cnn on val: accuracy 87.9% over 800 images" in out
     assert "1. color = blue" in out and "spurious correlation" in out
     assert "(tags right on 100% of 415 checked)" in out  # the run's colours checked against imported ones
     lines = (tmp_path / "s.csv").read_text().splitlines()

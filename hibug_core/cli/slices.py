@@ -14,9 +14,11 @@ def cmd_slices(args) -> int:
     from hibug_core.store.attribute_versions import schema_names
     from hibug_core.store.project import Project
     from hibug_core.tagging.sources import rank_sources, trust_message
+    from hibug_core.tasks import task_of
 
     op = operation_from_args(FindSlices, args)
     with Project.open(args.project, read_only=True) as project:
+        nouns = task_of(project).nouns
         report = kept_error_slices(project, op.model, split=op.split, config=op.slice_config(),
                                    attributes=op.attributes, tags=op.tags)
         sliced = [c for c in report.all_tags.columns if c in set(schema_names(project))]
@@ -29,8 +31,9 @@ def cmd_slices(args) -> int:
             write_csv(table, op.output, index=True)
     if message:
         print(f"warning: {message}")
-    print(f"{report.model} on {report.split}: score {report.overall_score:.1%} over {len(report.evaluation)} samples; "
-          f"{report.enumerated} slices enumerated, {len(slices)} error slices (score below {slices.attrs['cut']:.1%})")
+    print(f"{report.model} on {report.split}: {nouns.score} {report.overall_score:.1%} over "
+          f"{nouns.count(len(report.evaluation))}; {report.enumerated:,} slices enumerated, {len(slices)} error slices "
+          f"({nouns.score} below {slices.attrs['cut']:.1%})")
     for rank, row in slices.head(op.top).iterrows():
         print(f"{rank + 1:>3}. {row['description']:<50} n={row['count']:<5} score {row['score']:6.1%} "
               f"[{row['score_low']:.0%}, {row['score_high']:.0%}] q={row['q_value']:.1e}  {row['bug_type']}: "

@@ -117,10 +117,6 @@ def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *
                            "the selection, label it, and import the labels with a manifest before retraining")
     if train.empty:
         raise RetrainError("the project has no labelled 'train' split to retrain on")
-    if train["label"].nunique() < 2 and new["label"].nunique() < 2 and set(train["label"]) >= set(new["label"]):
-        raise RetrainError(f"the labelled 'train' split and the new data hold one class only "
-                           f"('{train['label'].iat[0]}'): a classifier learns from two or more; import training "
-                           "images of the other classes")
     adapter = model_network(project, model) if config.method != "linear head" else None
     if config.method == "linear head" and config.features == "model":
         encoder = own_features(project, model)
@@ -132,6 +128,10 @@ def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *
     if adapter is None and config.method != "linear head":
         raise RetrainError(f"hibug cannot run '{model}' (imported predictions): run your network with `hibug predict "
                            "--model SPEC` to repair it, or retrain a linear head on stored embeddings")
+    if train["label"].nunique() < 2 and new["label"].nunique() < 2 and set(train["label"]) >= set(new["label"]):
+        raise RetrainError(f"the labelled 'train' split and the new data hold one class only "
+                           f"('{train['label'].iat[0]}'): a classifier learns from two or more; import training "
+                           "images of the other classes")
     # 2. Map labels to the model's classes.
     if adapter is not None:
         from hibug_core.models.predict import match_classes

@@ -30,6 +30,11 @@ class Nouns:
     score_help: str  # one line: how a sample is scored
     explain: str  # one line: what a sample is
 
+    @property
+    def a_sample(self) -> str:
+        """'an image', 'an object', 'a person'."""
+        return f"{'an' if self.sample[:1] in 'aeiou' else 'a'} {self.sample}"
+
     def count(self, n: int) -> str:
         """'1 image', '12,000 objects'."""
         return f"{n:,} {self.sample if n == 1 else self.samples}"
