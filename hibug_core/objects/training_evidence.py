@@ -1,7 +1,9 @@
-"""What a detector's own training annotations say of the objects in its training images: whether each was annotated,
-and how its training box compares with the object (the evidence for missing annotations and bad boxes)."""
+"""What a detector's or keypoint model's own training annotations say of the objects in its training images: whether
+each was annotated, how its training box compares with the object, and for a person whether its keypoints were
+annotated with left and right swapped (the evidence for missing annotations, bad boxes and swapped sides)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +12,7 @@ import pandas as pd
 from hibug_core.cache import process_cache
 from hibug_core.errors import HibugError
 from hibug_core.objects.coco import read_ground_truth
+from hibug_core.objects.keypoint_errors import mirror_pairs
 from hibug_core.objects.matching import box_iou
 from hibug_core.store.recorded_models import recorded_model
 
@@ -24,10 +27,12 @@ def _read_training(path: str, modified_ns: int, size: int):
 
 
 def annotation_evidence(project, model: str, objects: pd.DataFrame) -> pd.DataFrame | None:
-    """Per object of the training split (`objects`: rows with image_key, label and box_x/y/w/h; index: sample id), from
-    the annotations `model` was recorded as trained on (store.recorded_models): `annotated` (a training box of its
-    class overlaps it) and `box_ratio` (that box's area over the object's; NaN when none). None when the model records
-    no training annotations or they cannot be read: there is then no such evidence."""
+    """Per object of the training split (`objects`: rows with image_key, label, box_x/y/w/h and keypoints_json; index:
+    sample id), from the annotations `model` was recorded as trained on (store.recorded_models): `annotated` (a
+    training box of its class overlaps it), `box_ratio` (that box's area over the object's; NaN when none) and
+    `mirrored` (1.0 when that annotation's keypoints lie nearer the object's true keypoints with left and right
+    exchanged than as they are, 0.0 when not; NaN without keypoints to compare). None when the model records no
+    training annotations or they cannot be read: there is then no such evidence."""
     recorded = recorded_model(project, model)
     if recorded is None or not recorded.training or objects.empty:
         return None
@@ -42,7 +47,9 @@ def annotation_evidence(project, model: str, objects: pd.DataFrame) -> pd.DataFr
                                               label=training.annotations["category_id"].map(training.categories))
     by_image = dict(iter(annotations.groupby(["image_key", "label"], sort=False)))
     annotated = np.zeros(len(objects), bool)
-    ratio = np.full(len(objects), np.nan)
+    ratio, mirrored = np.full(len(objects), np.nan), np.full(len(objects), np.nan)
+    mirror = np.array(mirror_pairs(next(iter(training.keypoints.values())))) if training.keypoints else None
+    true_points = objects["keypoints_json"].to_numpy(object) if "keypoints_json" in objects else None
     boxes = objects[["box_x", "box_y", "box_w", "box_h"]].to_numpy(float)
     groups = objects.groupby([objects["image_key"], objects["label"]], sort=False).indices
     for key, rows in groups.items():
@@ -55,4 +62,25 @@ def annotation_evidence(project, model: str, objects: pd.DataFrame) -> pd.DataFr
         annotated[rows[hit]] = True
         areas = (given["w"] * given["h"]).to_numpy(float)[best[hit]]
         ratio[rows[hit]] = areas / np.maximum(boxes[rows[hit], 2] * boxes[rows[hit], 3], 1e-9)
-    return pd.DataFrame({"annotated": annotated, "box_ratio": ratio}, index=objects.index)
+        if mirror is not None and true_points is not None:
+            points = given["keypoints"].to_numpy(object)
+            for row, at in zip(rows[hit], best[hit]):
+                mirrored[row] = _mirrored(points[at], true_points[row], mirror)
+    return pd.DataFrame({"annotated": annotated, "box_ratio": ratio, "mirrored": mirrored}, index=objects.index)
+
+
+def _mirrored(annotated, truth_json, mirror: np.ndarray) -> float:
+    """1.0 when the annotated keypoints lie nearer the true ones with left and right exchanged than as they are, 0.0
+    when not; NaN with fewer than two sided keypoints labelled in both."""
+    if annotated is None or not isinstance(truth_json, str):
+        return np.nan
+    given = np.asarray(annotated, dtype=float).reshape(-1, 3)
+    truth = np.asarray(json.loads(truth_json), dtype=float).reshape(-1, 3)
+    if given.shape != truth.shape or len(mirror) != len(truth):
+        return np.nan
+    sided = (mirror != np.arange(len(mirror))) & (given[:, 2] > 0) & (truth[:, 2] > 0) & (truth[mirror, 2] > 0)
+    if sided.sum() < 2:
+        return np.nan
+    straight = np.linalg.norm(given[sided, :2] - truth[sided, :2], axis=1).sum()
+    exchanged = np.linalg.norm(given[sided, :2] - truth[mirror[sided], :2], axis=1).sum()
+    return float(exchanged < straight)

@@ -11,9 +11,11 @@ import pandas as pd
 
 from hibug_core.objects.summary import error_mix
 
-ANNOTATION_BUGS = ("missing annotations", "bad boxes")  # objects: what the training annotations did to the model
+SWAPPED = "left and right swapped"  # people: their keypoints annotated with the body's sides exchanged
+ANNOTATION_BUGS = ("missing annotations", "bad boxes", SWAPPED)  # what the training annotations did to the model
 NO_CLEAR_CAUSE = "no clear cause"  # a significant slice whose evidence shows no bug type significantly
-BUG_TYPES = ("spurious correlation", "rare case", "distribution shift", *ANNOTATION_BUGS, "hard case", NO_CLEAR_CAUSE)
+BUG_TYPES = ("spurious correlation", "rare case", "distribution shift", *ANNOTATION_BUGS, "hard case",
+             NO_CLEAR_CAUSE)
 NOT_CLASSES = ("(missed)", "(background)")  # objects: no detection, no object; never a shortcut's class
 
 
@@ -25,6 +27,8 @@ class ObjectEvidence:
     annotated: np.ndarray | None  # (training rows,) bool: annotated where it was trained (None: not known)
     train_box_ratio: np.ndarray | None  # (training rows,) its training box's area over its own (NaN: none)
     eval_box_ratio: np.ndarray  # (evaluation rows,) the found prediction's box area over the object's (NaN: none)
+    train_mirrored: np.ndarray | None = None  # (training rows,) 1.0: its training keypoints have left and right
+    #                                           swapped, 0.0: not, NaN: nothing to compare (None: boxes)
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,7 @@ class DiagnosisConfig:
     association: float = 0.8  # spurious correlation learnt in training: at least this share of the training images
     #                           with the slice's tags (class conditions left out) are of one class, and
     shortcut: float = 0.5  # more than this share of the slice's failures are predicted as that class
+    swapped_share: float = 0.5  # left and right swapped: at least this share of its training people annotated so
     missing_share: float = 0.5  # missing annotations: at most this share of its objects in training images annotated
     missing_gap: float = 0.25  # ... and this far below the share of all objects annotated
     box_factor: float = 1.33  # bad boxes: the median box area this many times too large, or this many times too small
@@ -144,11 +149,34 @@ def _annotation_bug(objects: ObjectEvidence | None, train_mask: np.ndarray | Non
     given only where fewer of its training objects are annotated than of all objects, significantly at `alpha`."""
     if objects is None or failed.sum() < config.min_failures:
         return None
-    for bug in ANNOTATION_BUGS:
+    swapped = _swapped(objects, train_mask, config, alpha)
+    if swapped is not None:
+        return SWAPPED, swapped
+    for bug in ANNOTATION_BUGS[:2]:
         if _annotation_evidence(bug, objects, train_mask, mask, config) and (
                 bug != "missing annotations" or _fewer_annotated(objects, train_mask, config, alpha)):
             return bug, _annotation_reason(bug, objects, train_mask, mask, config)
     return None
+
+
+def _swapped(objects: ObjectEvidence, train_mask: np.ndarray | None, config: DiagnosisConfig,
+             alpha: float) -> str | None:
+    """Why the slice's people were taught with left and right swapped (most of its training people annotated so,
+    significantly more than of all people), or None: a keypoint model learns the sides it is shown, so these people
+    are found mirrored wherever they are annotated right."""
+    from scipy.stats import binom
+
+    if objects.train_mirrored is None or train_mask is None:
+        return None
+    known = np.isfinite(objects.train_mirrored)
+    mine = objects.train_mirrored[train_mask & known]
+    if len(mine) < config.min_failures:
+        return None
+    share, overall = float(mine.mean()), float(objects.train_mirrored[known].mean())
+    if share < config.swapped_share or (alpha < 1 and not binom.sf(mine.sum() - 1, len(mine), overall) < alpha):
+        return None
+    return (f"{len(mine)} in training, {share:.0%} of them annotated with left and right swapped in the training "
+            f"annotations ({overall:.0%} of all people): the model learnt their sides the wrong way round")
 
 
 def _fewer_annotated(objects: ObjectEvidence, train_mask: np.ndarray | None, config: DiagnosisConfig,
@@ -256,6 +284,12 @@ def _annotation_evidence(bug: str, objects: ObjectEvidence, train_rows: np.ndarr
                          config: DiagnosisConfig) -> bool | None:
     """Whether these rows alone show the annotation bug (the test of _annotation_bug, failures aside): from their
     training annotations, else from the model's own boxes; None where they are too few to tell."""
+    if bug == SWAPPED:
+        known = None if objects.train_mirrored is None or train_rows is None else (
+            train_rows & np.isfinite(objects.train_mirrored))
+        if known is None or known.sum() < config.min_failures:
+            return None
+        return bool(objects.train_mirrored[known].mean() >= config.swapped_share)
     train_rows = _training_rows(objects, train_rows, config)
     if train_rows is not None:
         share, overall, _ = _annotated_share(objects, train_rows, config)

@@ -230,12 +230,22 @@ def label_attributes(tags: pd.DataFrame, labels: pd.Series) -> list[str]:
 
 
 def evaluation_rows(samples: pd.DataFrame, model: str, split: str) -> pd.DataFrame:
-    """The labelled, predicted samples of `split` from project.samples(model), with their error (1 - score)."""
-    rows = samples[(samples["split"] == split) & samples["label"].notna() & samples["prediction"].notna()].copy()
+    """The labelled, predicted samples of `split` from project.samples(model), with their error (1 - score). A false
+    positive (a detection that found no object: its label is BACKGROUND, no true label) is not among them: true
+    objects and people are judged against true objects and people, and false positives are counted apart
+    (false_positives)."""
+    rows = samples[(samples["split"] == split) & samples["label"].notna() & samples["prediction"].notna()
+                   & (samples["label"] != BACKGROUND)].copy()
     if rows.empty:
         raise SliceError(f"no labelled '{split}' samples with predictions of '{model}'")
     rows["error"] = 1.0 - rows["score"].astype(float)
     return rows
+
+
+def false_positives(samples: pd.DataFrame, split: str) -> int:
+    """How many of the model's detections on `split` found no object (samples.samples(model)'s BACKGROUND rows with
+    its prediction): measured apart from the true samples the slices judge."""
+    return int(((samples["split"] == split) & (samples["label"] == BACKGROUND) & samples["prediction"].notna()).sum())
 
 
 def enumeration_for(project, tags: TagMatrix, errors: np.ndarray, models: list[str], split: str,
@@ -263,11 +273,13 @@ def object_evidence(project, model: str, objects: pd.DataFrame, evaluation: pd.D
     held = objects.reindex(train.index)
     is_object = (held["object_kind"] == "object").to_numpy()
     annotations = annotation_evidence(project, model, held[is_object].assign(label=train["label"][is_object]))
-    annotated = ratio = None
+    annotated = ratio = mirrored = None
     if annotations is not None:
         annotated = annotations["annotated"].reindex(train.index, fill_value=False).to_numpy(bool)
         ratio = annotations["box_ratio"].reindex(train.index).to_numpy(float)
-    return ObjectEvidence(is_object, annotated, ratio, box_ratio(objects.reindex(evaluation.index)))
+        mirrored = annotations["mirrored"].reindex(train.index).to_numpy(float)
+        mirrored = mirrored if np.isfinite(mirrored).any() else None  # boxes: no sides to swap
+    return ObjectEvidence(is_object, annotated, ratio, box_ratio(objects.reindex(evaluation.index)), mirrored)
 
 
 def unannotated_slices(enumeration: Enumeration, train_matrix: TagMatrix, found: ObjectEvidence,
@@ -336,7 +348,7 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
             names.append(name)
     enumeration = enumeration_for(project, tags, np.stack(columns, axis=1), names, split, config)
     errors = evaluation["error"].to_numpy()
-    train = samples[(samples["split"] == "train") & samples["label"].notna()]
+    train = samples[(samples["split"] == "train") & samples["label"].notna() & (samples["label"] != BACKGROUND)]
     train_tags = frame.reindex(train.index)
     train_tagged = len(train) > 0 and train_tags.notna().any(axis=1).mean() > 0.5
     train_matrix = tags.aligned(train_tags) if train_tagged else None
@@ -411,4 +423,4 @@ def one_row_per_bug(slices: pd.DataFrame) -> pd.DataFrame:
 
 
 __all__ = ["CLASS", "TAG_SOURCES", "SliceError", "SliceReport", "enumerated_slices", "error_slices", "evaluation_rows",
-           "one_row_per_bug", "slice_id", "trust_note"]
+           "false_positives", "one_row_per_bug", "slice_id", "trust_note"]

@@ -15,7 +15,7 @@ from hibug_core.slices.report import SliceReport, error_slices, evaluation_rows
 from hibug_core.slices.search import SliceConfig, TagMatrix
 from hibug_core.store.tag_store import project_state
 
-FORMAT = "3"  # bumped when what is kept, or how it is computed, changes: older files are then stale
+FORMAT = "4"  # bumped when what is kept, or how it is computed, changes: older files are then stale
 KEPT_REPORTS = 8  # the newest reports kept per project; older ones' files are removed
 KEPT_TAGS = 3  # the newest tag tables kept (one per tag source and class setting in use)
 PREFIX = "slice-report-"

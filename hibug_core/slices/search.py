@@ -123,13 +123,13 @@ def parse_definition(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def _worse_than_every_parent(enumeration: Enumeration, counts: list[np.ndarray], errors: list[np.ndarray],
-                             alpha: float, candidates: list[np.ndarray]) -> list[np.ndarray]:
-    """Per level, True where the slice is worse than every parent (HiBug2's post-processing) and, unless alpha is 1,
-    significantly so: against the rest of each parent, with Benjamini-Hochberg over the tests of the candidate
-    slices (those that score below the cut, which alone could be reported), so that a child that is worse only by
-    chance does not crowd out the slice it was cut from, while slices that could never be reported do not dilute
-    the test."""
+def _worse_than_every_parent(enumeration: Enumeration, counts: list[np.ndarray], errors: list[np.ndarray], alpha: float,
+                             candidates: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per level, (True where the slice is worse than every parent (HiBug2's post-processing) and, unless alpha is 1,
+    significantly so; True where it is worse at all): against the rest of each parent, with Benjamini-Hochberg over
+    the tests of the candidate slices (those that score below the cut, which alone could be reported), so that a child
+    that is worse only by chance does not crowd out the slice it was cut from, while slices that could never be
+    reported do not dilute the test."""
     kept, weakest = [np.ones(len(counts[0]), dtype=bool)], []
     for depth in range(2, len(enumeration.levels) + 1):
         level, parents = enumeration.levels[depth - 1], enumeration.levels[depth - 2]
@@ -154,8 +154,8 @@ def _worse_than_every_parent(enumeration: Enumeration, counts: list[np.ndarray],
         q_all = np.ones(len(p_all))
         q_all[tested] = benjamini_hochberg(p_all[tested])
         q = np.split(q_all, np.cumsum([len(w) for w in weakest])[:-1])
-        kept = [kept[0]] + [k & (qq < alpha) for k, qq in zip(kept[1:], q)]
-    return kept
+        return [kept[0]] + [k & (qq < alpha) for k, qq in zip(kept[1:], q)], kept
+    return kept, kept
 
 
 def smallest_significant_gap(n: int, overall_score: float, size: int, alpha: float, tested: int) -> float:
@@ -178,7 +178,8 @@ def score_slices(enumeration: Enumeration, tags: TagMatrix, *, model: int = 0,
                  config: SliceConfig = SliceConfig(), keep: np.ndarray | None = None) -> pd.DataFrame:
     """Error slices for one model column of the enumeration, ranked, with statistics. keep: per enumerated slice
     (levels in order), True for one that other evidence shows is a bug of its own: it is reported when under the cut
-    even if it is no worse than its parent.
+    and worse than each parent, even if not significantly (a child no worse than a parent fails as that parent does,
+    whatever else is true of it).
 
     The p-values are corrected (Benjamini-Hochberg) over every enumerated slice, not only the reported ones. The
     per-sample error variance is taken as mean * (1 - mean): exact for 0/1 errors, an upper bound for scores.
@@ -196,9 +197,10 @@ def score_slices(enumeration: Enumeration, tags: TagMatrix, *, model: int = 0,
     overall_score = 1 - overall_error
     cut = config.threshold if config.threshold is not None else overall_score - config.gap
     candidates = [1 - e / c < cut for e, c in zip(errors, counts)]
-    kept = np.concatenate(_worse_than_every_parent(enumeration, counts, errors, config.parent_test, candidates))
+    tested, worse = _worse_than_every_parent(enumeration, counts, errors, config.parent_test, candidates)
+    kept = np.concatenate(tested)
     if keep is not None:
-        kept |= keep
+        kept |= keep & np.concatenate(worse)
     significant = q_values < config.alpha if config.alpha < 1 else np.ones(len(q_values), dtype=bool)
     chosen = np.flatnonzero(kept & (score < cut) & significant)
     depth = np.concatenate([np.full(len(c), d + 1) for d, c in enumerate(counts)])
