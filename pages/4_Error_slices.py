@@ -87,9 +87,7 @@ except HibugError as error:
     st.error(plain(error))
     st.stop()
 slices = report.slices
-st.caption(f"{model} on {split}: score {report.overall_score:.1%} over {nouns.count(len(report.evaluation))} · "
-           f"{report.enumerated:,} slices enumerated · {len(slices)} error slices (score below "
-           f"{slices.attrs['cut']:.1%})")
+st.caption(plain(report.headline(nouns)))
 if tag_source == "in force":
     ranking = source_ranking(project)
     warning = trust_message(ranking, attributes=report.all_tags.columns, text=plain)

@@ -128,7 +128,7 @@ def open_slice_row(page, url: str, row: int, heading: str) -> None:
     """Open the Error slices page of the dashboard at `url`, choose the slice table's `row` by its row marker and wait
     for the chosen slice's heading."""
     open_app(page, f"{url}/Error_slices")
-    page.get_by_text("error slices (score below").first.wait_for(timeout=90_000)
+    page.get_by_text("error slices (").first.wait_for(timeout=90_000)
     idle(page)
     grid = page.get_by_test_id("stDataFrame").first
     grid.locator("canvas").first.wait_for()

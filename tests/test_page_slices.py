@@ -13,8 +13,8 @@ def open_page(monkeypatch, folder, **query) -> AppTest:
 def test_ranked_slices_of_the_demo_with_the_first_one_explained(monkeypatch, demo_project):
     at = open_page(monkeypatch, demo_project)
     assert not at.exception
-    caption = at.caption[0].value
-    assert caption.startswith("shape-cnn on val: score 87.9% over 800 images") and "4 error slices" in caption
+    caption = at.caption[0].value.replace("\\", "")  # shown unescaped
+    assert caption.startswith("shape-cnn on val: accuracy 87.9% over 800 images") and "4 error slices" in caption
     table = at.dataframe[0].value
     # both planted bugs first (the class is sliced by default); refinements of a slice above come after
     assert table["description"].tolist() == ["color = blue", "shape = triangle & size = small",
@@ -53,7 +53,7 @@ def test_settings_change_the_table_and_are_kept_in_the_url(monkeypatch, demo_pro
     at.button(key="slices_settings_submit").click().run()
     assert not at.exception
     assert at.query_params["gap"] == "0.5"
-    assert at.caption[0].value.endswith("2 error slices (score below 37.9%)")
+    assert at.caption[0].value.replace("\\", "").endswith("2 error slices (accuracy below 37.9%)")
     assert at.dataframe[0].value["description"].tolist()[:2] == ["shape = rectangle & color = blue",
                                                                   "shape = triangle & color = blue"]
 

@@ -31,9 +31,7 @@ def cmd_slices(args) -> int:
             write_csv(table, op.output, index=True)
     if message:
         print(f"warning: {message}")
-    print(f"{report.model} on {report.split}: {nouns.score} {report.overall_score:.1%} over "
-          f"{nouns.count(len(report.evaluation))}; {report.enumerated:,} slices enumerated, {len(slices)} error slices "
-          f"({nouns.score} below {slices.attrs['cut']:.1%})")
+    print(report.headline(nouns))
     for rank, row in slices.head(op.top).iterrows():
         print(f"{rank + 1:>3}. {row['description']:<50} n={row['count']:<5} score {row['score']:6.1%} "
               f"[{row['score_low']:.0%}, {row['score_high']:.0%}] q={row['q_value']:.1e}  {row['bug_type']}: "

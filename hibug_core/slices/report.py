@@ -58,6 +58,16 @@ class SliceReport:
     model_column: int = 0  # this model's column in the enumeration's errors
     poor: dict[str, str] = field(default_factory=dict)  # sliced attributes whose tags are too poor to trust: why
 
+    def headline(self, nouns) -> str:
+        """The report in one line, in the task's words (`nouns`: tasks.base.Nouns): what was scored, how, and the
+        false positives measured apart (they never enter the true samples' score)."""
+        apart = false_positives(self.samples, self.split) if self.samples is not None else 0
+        return (f"{self.model} on {self.split}: {nouns.score} {self.overall_score:.1%} over "
+                f"{nouns.count(len(self.evaluation))}" + (f" ({apart:,} false positives measured apart)" if apart
+                                                           else "")
+                + f"; {self.enumerated:,} slices enumerated, {len(self.slices)} error slices ({nouns.score} below "
+                f"{self.slices.attrs['cut']:.1%})")
+
     def empty_verdict(self) -> str | None:
         """When no slice is reported: that nothing is significant at this size, with what the data allow (the
         smallest gap a slice of M samples, and one of a tenth of the split, would need to show) and what would help;
