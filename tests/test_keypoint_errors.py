@@ -482,3 +482,48 @@ def test_every_oks_matrix_at_once_equals_the_librarys_bit_for_bit(use_area, max_
     for image in (1, 2, 3, 4):  # detections by score, at most maxDets, against every person of the image
         shown = min(sum(d["image_id"] == image for d in found), max_detections)
         assert ours[(image, 1)].shape == (shown, sum(p["image_id"] == image for p in people))
+
+
+def test_training_keypoints_with_left_and_right_swapped_are_told_from_right_ones():
+    from hibug_core.objects.keypoint_errors import mirror_pairs
+    from hibug_core.objects.training_evidence import _mirrored
+
+    from pose_support import NAMES as PERSON
+    from pose_support import STANDING
+
+    mirror = np.array(mirror_pairs(PERSON))
+    truth = np.column_stack([STANDING * 100, np.full(17, 2.0)])
+    given = truth + [1.5, -1.0, 0]  # a careful annotator, a pixel or two off
+    assert _mirrored(given.ravel().tolist(), json.dumps(truth.ravel().tolist()), mirror) == 0.0
+    assert _mirrored(given[mirror].ravel().tolist(), json.dumps(truth.ravel().tolist()), mirror) == 1.0
+    only_nose = truth.copy()
+    only_nose[1:, 2] = 0  # no sided keypoint labelled: nothing to tell
+    assert np.isnan(_mirrored(given.ravel().tolist(), json.dumps(only_nose.ravel().tolist()), mirror))
+    assert np.isnan(_mirrored(None, json.dumps(truth.ravel().tolist()), mirror))
+
+
+def test_a_slice_taught_with_swapped_sides_gets_its_annotation_bug_only_when_significant():
+    from hibug_core.slices.diagnosis import SWAPPED, ObjectEvidence, diagnose
+
+    n_train, n_eval = 200, 100
+    back = np.zeros(n_train, bool)
+    back[:20] = True  # 20 training people seen from behind, 18 annotated with their sides swapped
+    mirrored = np.zeros(n_train)
+    mirrored[:18] = 1.0
+    mirrored[20:26] = 1.0  # and a few others (3% of the rest)
+    few = np.zeros(n_train, bool)
+    few[100:110] = True  # 10 others, 1 of them swapped: no bug
+    mirrored[100] = 1.0
+    evidence = ObjectEvidence(np.ones(n_train, bool), np.ones(n_train, bool), np.ones(n_train),
+                              np.full(n_eval, np.nan), mirrored)
+    eval_back, eval_few = np.zeros(n_eval, bool), np.zeros(n_eval, bool)
+    eval_back[:15], eval_few[50:60] = True, True
+    errors = np.where(eval_back | eval_few, 1.0, 0.0)
+    labels = np.full(n_eval, "person", dtype=object)
+    table = diagnose([eval_back, eval_few], [back, few], labels, labels.copy(), errors, objects=evidence,
+                     train_labels=np.full(n_train, "person", dtype=object))
+    assert table["bug_type"].tolist()[0] == SWAPPED
+    assert table["reason"].iat[0] == ("20 in training, 90% of them annotated with left and right swapped in the "
+                                      "training annotations (12% of all people): the model learnt their sides the "
+                                      "wrong way round")
+    assert table["bug_type"].iat[1] != SWAPPED
