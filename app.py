@@ -7,6 +7,7 @@ from hibug_core import metrics
 from hibug_core.access import Role
 from hibug_core.checklist import checklist, next_step
 from hibug_core.markdown import plain
+from hibug_core.objects.coco import BACKGROUND, DETECTION_KIND
 from hibug_ui.create import create_project_form, delete_project_button
 from hibug_ui.navigation import PAGES, STEP_PAGES
 from hibug_ui.objects_overview import object_overview
@@ -50,12 +51,24 @@ def overview() -> None:
                f"schema v{project.schema_version()}")
     delete_project_button(project)
 
-    counts = samples["split"].value_counts()
-    cells = st.columns(5)
     nouns = task.nouns
-    cells[0].metric(nouns.Samples, f"{len(samples):,}", help=nouns.explain)
+    detections = samples["object_kind"] == DETECTION_KIND if "object_kind" in samples else None
+    true = samples if detections is None else samples[~detections]  # true objects or people, not the model's
+    counts = true["split"].value_counts()
+    cells = st.columns(5)
+    apart = ""
+    if detections is not None and detections.any():
+        false = int((detections & (samples["label"] == BACKGROUND)).sum())
+        apart = (f" Beside them, the models' {false:,} false positives and {int(detections.sum()) - false:,} "
+                 "detections in unlabelled images are samples too, counted apart.")
+    cells[0].metric(nouns.Samples, f"{len(true):,}", help=nouns.explain + "." + apart)
     for cell, split in zip(cells[1:], ("train", "val", "test", "pool")):
-        cell.metric(split, f"{int(counts.get(split, 0)):,}")
+        if split == "pool" and not counts.get(split) and detections is not None:  # an unlabelled pool: detections
+            cell.metric("pool detections", f"{int((detections & (samples['split'] == 'pool')).sum()):,}")
+        else:
+            cell.metric(split, f"{int(counts.get(split, 0)):,}")
+    if apart:
+        st.caption(apart.strip())
 
     st.subheader("Progress")
     steps = checklist(project, lambda: source_ranking(project))
