@@ -42,15 +42,24 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str, user
         st.dataframe(evaluation["per_class"], hide_index=True, width="stretch",
                      column_config={"AP": st.column_config.NumberColumn(format="%.3f"),
                                     "AP50": st.column_config.NumberColumn(format="%.3f")})
-        st.markdown("**Errors by type** (a missed person's commonest keypoint error, Ronchi and Perona's; TIDE's for "
-                    "the rest)" if evaluation.get("fixes") is not None else "**Errors by type** (TIDE)")
-        missed = f"missed {nouns.samples}"  # the legend in the task's words (people for a pose model)
+        missed = f"missed {nouns.samples}"  # in the task's words (people for a pose model)
         breakdown = error_breakdown(evaluated, task.error_types).rename(columns={"missed objects": missed})
-        figure = px.bar(breakdown.reset_index().melt(id_vars="error type", var_name="what", value_name="count"),
-                        x="error type", y="count", color="what", barmode="stack",
-                        color_discrete_map={missed: "#ea8c00", "false positives": "#dc2626"})
-        figure.update_layout(margin=dict(l=0, r=0, t=10, b=0), height=260, legend_title_text="")
-        st.plotly_chart(figure, width="stretch", key="overview_error_types")
+        # One chart per kind of failure: a missed person's keypoint error types and a false positive's box error
+        # types are not one axis, and false positives are measured apart from the true samples.
+        kinds = {missed: (f"**{missed.capitalize()} by error type** " + (
+                     "(each one's commonest keypoint error, Ronchi and Perona's)" if evaluation.get("fixes") is not None
+                     else "(TIDE)"), "#ea8c00"),
+                 "false positives": ("**False positives by error type** (TIDE; measured apart)", "#dc2626")}
+        for column, (title, colour) in kinds.items():
+            counts = breakdown[column][breakdown[column] > 0]
+            st.markdown(title)
+            if counts.empty:
+                st.caption("None.")
+                continue
+            figure = px.bar(counts.reset_index(), x="error type", y=column, color_discrete_sequence=[colour],
+                            labels={column: "count"})
+            figure.update_layout(margin=dict(l=0, r=0, t=10, b=0), height=220)
+            st.plotly_chart(figure, width="stretch", key=f"overview_error_types_{column.split()[0]}")
     with right:
         _confusion(project, evaluated, nouns)
     if evaluation.get("fixes") is not None:
