@@ -44,3 +44,23 @@ def test_an_error_slice_of_objects_shows_its_error_types_and_crops(monkeypatch, 
     assert "its failures\\: missed 98%" in at.markdown[0].value  # the planted bug: green triangles missed
     assert any("the true box" in c.value for c in at.caption)
     assert len(at.get("image")) == 24  # the first page of its objects, as crops with their boxes
+
+
+def test_a_pose_project_is_told_what_failure_search_cannot_do_and_its_details_say_oks(monkeypatch, pose_demo):
+    from hibug_core.slices.search import slice_id
+
+    at = open_page(monkeypatch, "pages/5_Repair.py", pose_demo, user="ana")
+    assert not at.exception
+    refusal = [i.value for i in at.info if "search for failures with generated images" in i.value]
+    assert refusal and refusal[0].startswith("Hibug cannot search for failures with generated images for a project "
+                                             "of people")
+    assert not [b for b in at.button if b.key == "repair_search_submit"]  # no form to start what cannot run
+    assert at.selectbox(key="repair_retrain_how").options == ["fine-tune"]
+    at = open_page(monkeypatch, "pages/4_Error_slices.py", pose_demo, slice=slice_id((("facing", "back"),)))
+    assert not at.exception
+    shown = [b for b in at.button if b.key and b.key.startswith("slice_detail_")]
+    shown[0].click().run()
+    assert not at.exception
+    outcome = next(m.value for m in at.markdown if m.value.startswith("**missed**") or
+                   m.value.startswith("**true positive**"))
+    assert " · OKS " in outcome and "IoU" not in outcome
