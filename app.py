@@ -113,7 +113,7 @@ def overview() -> None:
     count = st.slider("How many", 8, 64, 24, step=8, key="overview_count")
     shown = rows.sample(n=min(count, len(rows)), random_state=0) if len(rows) else rows
     st.caption(f"{len(shown)} of {nouns.count(len(rows))} · caption: label → prediction")
-    image_grid(project, shown, caption=lambda r: f"{r['label']} → {r['prediction']}")
+    image_grid(project, shown, caption=task.outcome)
 
 
 def classifier_overview(project, model: str, samples, split: str, user: str) -> None:

@@ -32,6 +32,7 @@ from hibug_ui.widgets import as_percent, image_grid, paged, percent_column, url_
 st.set_page_config(page_title="hibug · Embedding map", page_icon="🐞", layout="wide")
 project = current_project()
 nouns = current_task(project).nouns
+caption_of = current_task(project).outcome  # a sample's caption in the task's words
 model = current_model(project)
 user = current_user()
 editing = may_edit(project)
@@ -133,7 +134,7 @@ if chosen:
         positions = samples.index.get_indexer(ids[selected][wrong_first])
         image_grid(project, paged(samples, key="map_page", among=positions[positions >= 0], noun=nouns.samples),
                    columns=6, details="map", user=user,
-                   caption=lambda r: f"{r['label']} → {r['prediction']}" if "prediction" in r else f"{r['label']}")
+                   caption=lambda r: caption_of(r) if "prediction" in r else f"{r['label']}")
     with st.form("map_review_selection", clear_on_submit=True):
         name = st.text_input("Name this selection for the review board", placeholder="e.g. dark triangles, top left")
         if st.form_submit_button("Put it on the review board", key="map_review_submit", disabled=not editing):

@@ -42,6 +42,7 @@ UNSEEN_LABELS = {"substitution": "substitution (similar tags, offline)",
 project = current_project()
 model = required_model(project)
 nouns = current_task(project).nouns
+outcome = current_task(project).outcome  # a sample's caption in the task's words
 error_types = current_task(project).error_types
 user = current_user()
 editing = may_edit(project)
@@ -201,7 +202,7 @@ with found:
         rows = grid_filters(shown, report.all_tags, key="slice_filter", poor=report.poor)
         image_grid(project, paged(rows, key=f"slice_page_{chosen_id}",
                                   noun=nouns.samples), details="slice", report=report, user=user,
-                   caption=lambda r: f"{r['label']} → {r['prediction']}")
+                   caption=outcome)
 
 with unseen:
     st.caption("Slices the validation set barely covers, predicted to fail (HiBug2) and checked against the pool and "

@@ -33,6 +33,7 @@ from hibug_ui.widgets import as_percent, image_grid, in_words, link_to, paged, p
 st.set_page_config(page_title="hibug · Review", page_icon="🐞", layout="wide")
 project = current_project()
 nouns = current_task(project).nouns
+outcome = current_task(project).outcome  # a sample's caption in the task's words
 model = current_model(project)
 user = current_user()
 editing = may_edit(project)
@@ -58,7 +59,7 @@ def show_slice(review, report) -> None:
     image_grid(project, paged(report.samples.loc[ids], key=f"review_slice_{review.id}", per_page=16,
                               noun=nouns.samples), columns=8,
                details=f"review_{review.id}", report=report, user=user,
-               caption=lambda r: f"{r['label']} → {r['prediction']}")
+               caption=outcome)
 
 
 def show_review(board: pd.DataFrame, report=None) -> None:
@@ -108,7 +109,7 @@ def show_review(board: pd.DataFrame, report=None) -> None:
         rows = load_samples(project, model).reindex(chosen_images).dropna(
             subset=["image_path"])
         image_grid(project, paged(rows, key=f"review_members_{review.id}", noun=nouns.samples), columns=8,
-                   caption=lambda r: f"{r['label']} → {r['prediction']}" if "prediction" in r else str(r.name))
+                   caption=lambda r: outcome(r) if "prediction" in r else str(r.name))
     thread = comments(project, review.id)
     st.markdown(f"**Comments** ({len(thread)})")
     for _, comment in thread.iterrows():

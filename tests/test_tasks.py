@@ -7,6 +7,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from hibug_core.errors import HibugError
@@ -144,3 +145,15 @@ def test_a_task_runs_the_whole_loop_on_a_small_project(name, request, tmp_path):
         assert repair_round.new_data("no new data", 0, case.selected)[2] == 0
     finally:
         project.close()
+
+
+def test_a_person_found_with_mirrored_keypoints_is_not_called_missed():
+    from hibug_core.tasks import task_named
+
+    inverted = pd.Series({"label": "person", "prediction": "(missed)", "outcome": "missed", "error_type": "inversion"})
+    missed = inverted.copy()
+    missed["error_type"] = "missed"
+    assert task_named("pose").outcome(inverted) == "person → found, keypoints inverted"
+    assert task_named("pose").outcome(missed) == "person → (missed)"
+    assert task_named("detection").outcome(inverted) == "person → (missed)"  # a box has no sides to invert
+    assert task_named("classification").outcome(pd.Series({"label": "cat", "prediction": "dog"})) == "cat → dog"

@@ -104,6 +104,10 @@ class Task(ABC):
     library: ClassVar[str | None] = None  # the built-in attribute library's entry (None: chosen from the words)
     another_model: ClassVar[str]  # how a second model's outputs come into a project, to compare (one phrase)
 
+    def outcome(self, row) -> str:
+        """A sample's outcome as a grid caption says it: "label → prediction" (a row of the sample table)."""
+        return f"{row['label']} → {row['prediction']}"
+
     def check(self, capability: str) -> None:
         """TaskError saying what to do instead when this task's model cannot `capability` (CAPABILITY_WORDS)."""
         self.capabilities.check(capability, self.nouns)

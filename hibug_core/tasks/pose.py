@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from hibug_core.config import IngestConfig
-from hibug_core.objects.keypoint_errors import KEYPOINT_ERRORS
+from hibug_core.objects.keypoint_errors import INVERSION, KEYPOINT_ERRORS
 from hibug_core.objects.matching import ERROR_TYPES
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.tasks.base import Capabilities, Nouns
@@ -41,6 +41,12 @@ class Pose(Detection):
     likely_failures = ("people whose keypoints the model is likely to miss or swap: unusual poses, people seen from "
                        "behind or with crossing limbs, small, occluded or truncated people")
     library = "pose"
+
+    def outcome(self, row) -> str:
+        """A person found with left and right mirrored is said so, not "missed": a prediction was there."""
+        if row.get("error_type") == INVERSION and row.get("outcome") == "missed":
+            return f"{row['label']} → found, keypoints inverted"
+        return super().outcome(row)
 
     def measured_attributes(self) -> list:
         from hibug_core.objects.pose_geometry import pose_attributes
