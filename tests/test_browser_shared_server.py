@@ -6,6 +6,7 @@ an editor can, and the audit log names who signed in."""
 from __future__ import annotations
 
 import re
+import time
 from urllib.parse import quote
 
 import pytest
@@ -48,11 +49,20 @@ def start_signing_in(browser, url: str, identity: str, path: str = ""):
     return page
 
 
+def arrived(page, pattern: re.Pattern, timeout: float = 90) -> None:
+    """Wait until the page's address matches `pattern`, through the redirects on the way (a navigation that the next
+    one replaces is aborted, which page.wait_for_url takes for a failure)."""
+    deadline = time.monotonic() + timeout
+    while not pattern.match(page.url):
+        assert time.monotonic() < deadline, f"still at {page.url}"
+        page.wait_for_timeout(250)
+
+
 def sign_in(browser, url: str, identity: str, path: str = ""):
     """A new browser context signed in as `identity`; its page, on `path` (the link kept through signing in)."""
     page = start_signing_in(browser, url, identity, path)
     if path:  # the provider sends people to the front page, which goes on to the link
-        page.wait_for_url(re.compile(f".*/{re.escape(path)}$"), timeout=90_000)
+        arrived(page, re.compile(f".*/{re.escape(path)}$"))
     page.get_by_text(f"Signed in as {identity}").wait_for(timeout=90_000)
     idle(page)
     return page
@@ -189,7 +199,7 @@ def test_someone_without_a_role_is_told_so_and_sees_nothing(browser, shared):
 def test_a_link_opened_before_signing_in_is_where_signing_in_leads(browser, shared):
     url, _ = shared
     page = start_signing_in(browser, url, "vic@example.com", "Attributes?project=birds")
-    page.wait_for_url(re.compile(r".*/Attributes\?project=birds$"), timeout=90_000)
+    arrived(page, re.compile(r".*/Attributes\?project=birds$"))
     page.get_by_text("Signed in as vic@example.com").wait_for(timeout=90_000)
     page.get_by_role("heading", name="Attributes").wait_for(timeout=60_000)
     assert page.context.cookies() and not [c for c in page.context.cookies() if c["name"] == "hibug_after_sign_in"
