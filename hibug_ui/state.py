@@ -205,6 +205,20 @@ def slice_report(project: Project, model: str, split: str, config, tags: str = "
                                           ("slices", "rare_classes", "evaluation", "samples", "all_tags")})
 
 
+def false_positives_apart(project: Project, model: str, split: str, config, tags: str = "in force"):
+    """An object model's false positives and the slices where they gather (slices.false_positives); recomputed only
+    when the settings or the project change."""
+    return _false_positives(str(project.folder), model, split, config, project_state(project), tags)
+
+
+@st.cache_resource(show_spinner="Measuring the false positives…", max_entries=4)
+def _false_positives(folder: str, model: str, split: str, config, state: str, tags: str):
+    from hibug_core.slices.false_positives import false_positive_slices
+
+    del state
+    return false_positive_slices(open_project(folder), model, split=split, config=config, tags=tags)
+
+
 @st.cache_resource(show_spinner="Finding error slices…", max_entries=8)  # shared, not unpickled on every rerun
 def _slice_report(folder: str, model: str, split: str, config, state: str, tags: str):
     from hibug_core.slices.report_files import kept_error_slices

@@ -18,6 +18,7 @@ from hibug_ui.state import (
     current_project,
     current_task,
     current_user,
+    false_positives_apart,
     load_samples,
     required_model,
     secret,
@@ -89,6 +90,15 @@ except HibugError as error:
     st.stop()
 slices = report.slices
 st.caption(plain(report.headline(nouns)))
+if report.false_positives():  # an object model's false positives: their own measure, beside the slices
+    with st.expander(f"False positives, measured apart ({report.false_positives():,})",
+                     icon=":material/crop_free:"):
+        apart = false_positives_apart(project, model, split, config, tag_source)
+        st.markdown(plain(apart.headline()))
+        if len(apart.slices):
+            st.dataframe(apart.slices[["description", "count", "score", "q_value"]].rename(
+                columns={"count": "detections", "score": "found an object"}), hide_index=True, width="stretch",
+                column_config={"found an object": percent_column("found an object")}, key="false_positive_slices")
 if tag_source == "in force":
     ranking = source_ranking(project)
     warning = trust_message(ranking, attributes=report.all_tags.columns, text=plain)

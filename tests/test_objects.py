@@ -806,3 +806,33 @@ def test_slices_of_objects_count_their_failures_in_whole_objects(tmp_path):
     assert row["error_sum"] == pytest.approx(members["error"].sum()) and row["error_sum"] != row["failures"]
     related = report.related(report.slices["slice_id"].iat[0])
     assert related.empty or related["failures"].map(lambda n: isinstance(n, (int, np.integer))).all()
+
+
+def test_false_positives_are_measured_apart_and_their_slices_found(tmp_path, capsys):
+    """Every invented detection of the seeded case is a 20 x 20 box on nothing: small. The error slices judge the
+    true objects only; the false positives are counted apart and gather, significantly, among small detections."""
+    from hibug_core.cli import main
+    from hibug_core.slices.false_positives import false_positive_slices
+    from hibug_core.slices.report import error_slices
+    from hibug_core.slices.search import SliceConfig
+
+    truth_json, found = _random_case(5, n_images=60)
+    project = Project.create_from_manifest(tmp_path / "p", load_coco(*_write(tmp_path / "val", truth_json,
+                                                                             {"m": found})))
+    samples, objects = project.samples("m"), project.objects("m")
+    false = int(((samples["label"] == "(background)") & samples["prediction"].notna()).sum())
+    hits = int((objects["outcome"] == "true positive").sum())
+    report = error_slices(project, "m", tags="imported", check_tags=False)
+    assert (report.evaluation["label"] != "(background)").all() and report.false_positives() == false > 0
+    apart = false_positive_slices(project, "m", tags="imported", config=SliceConfig(min_support=5))
+    assert (apart.detections, apart.false) == (hits + false, false)
+    top = apart.slices.iloc[0]
+    assert ("object size", "small") in top["definition"] and top["q_value"] < 0.05
+    assert 1 - top["score"] > apart.share + 0.1  # more of them found nothing than over all detections
+    assert apart.headline().startswith(f"False positives, measured apart: {false} of m's {hits + false} detections "
+                                       "on val")
+    project.close()
+    capsys.readouterr()
+    assert main(["slices", str(tmp_path / "p"), "--tags", "imported", "--support", "5"]) == 0
+    said = capsys.readouterr().out
+    assert f"({false} false positives measured apart)" in said and "False positives, measured apart:" in said

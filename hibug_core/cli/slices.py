@@ -10,6 +10,7 @@ from hibug_core.operations import FindSlices, Report
 
 def cmd_slices(args) -> int:
     from hibug_core.cli.options import operation_from_args
+    from hibug_core.slices.false_positives import false_positive_slices
     from hibug_core.slices.report_files import kept_error_slices
     from hibug_core.store.attribute_versions import schema_names
     from hibug_core.store.project import Project
@@ -24,6 +25,8 @@ def cmd_slices(args) -> int:
         sliced = [c for c in report.all_tags.columns if c in set(schema_names(project))]
         message = trust_message(rank_sources(project, sliced)) if op.tags == "in force" and sliced else None
         predicted = _unseen(project, report, op) if op.unseen else None
+        apart = (false_positive_slices(project, report.model, split=op.split, config=op.slice_config(), tags=op.tags)
+                 if report.false_positives() else None)  # an object model's, measured apart
     slices = report.slices
     if op.output:
         table = report.exported()
@@ -39,6 +42,8 @@ def cmd_slices(args) -> int:
     verdict = report.empty_verdict()
     if verdict:
         print(verdict)
+    if apart is not None:
+        print(apart.headline())
     rare = report.rare_classes[report.rare_classes["rare"]]
     if len(rare):
         named = (f"{c} ({n})" for c, n in zip(rare["class"], rare["train_count"]))

@@ -58,10 +58,14 @@ class SliceReport:
     model_column: int = 0  # this model's column in the enumeration's errors
     poor: dict[str, str] = field(default_factory=dict)  # sliced attributes whose tags are too poor to trust: why
 
+    def false_positives(self) -> int:
+        """The model's false positives on the split: measured apart, never in the true samples' score."""
+        return false_positives(self.samples, self.split) if self.samples is not None else 0
+
     def headline(self, nouns) -> str:
         """The report in one line, in the task's words (`nouns`: tasks.base.Nouns): what was scored, how, and the
         false positives measured apart (they never enter the true samples' score)."""
-        apart = false_positives(self.samples, self.split) if self.samples is not None else 0
+        apart = self.false_positives()
         return (f"{self.model} on {self.split}: {nouns.score} {self.overall_score:.1%} over "
                 f"{nouns.count(len(self.evaluation))}" + (f" ({apart:,} false positives measured apart)" if apart
                                                            else "")
