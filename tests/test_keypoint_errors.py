@@ -247,7 +247,7 @@ def test_the_overview_of_a_pose_model_shows_the_ap_each_fix_gives_and_each_keypo
     assert keypoints.index.tolist() == list(NAMES)
     assert keypoints.loc["left hip", "inversion"] == 1.0 and keypoints.loc["nose", "good"] == 1.0
     assert any("Keypoint AP if each error type were fixed" in m.value for m in at.markdown)
-    assert any("a missed person's commonest keypoint error" in m.value for m in at.markdown)
+    assert any("Missed people by error type** (each one's commonest keypoint error" in m.value for m in at.markdown)
 
 
 def test_a_persons_keypoints_are_summed_up_in_words():
