@@ -176,6 +176,10 @@ def test_slice_prompt_fills_hibugs_template_from_the_schema():
     # The class condition and attributes equal to the label name the class; "not visible" says nothing.
     assert slice_prompt((("class", "dog"), ("shape", "dog"), ("color", "not visible")), "dog", schema,
                         label_like=("shape",)) == "A photo of a dog"
+    # A person's measured pose is said as a pose, not as an adjective ("a back person").
+    assert slice_prompt((("facing", "back"),), "person") == "A photo of a person seen from behind"
+    assert slice_prompt((("body orientation", "lying"), ("object size", "small")), "person") == \
+        "A photo of a small person lying down"
 
 
 def test_hibug_prompts_on_the_demo_slices_and_images_per_prompt(demo_project):

@@ -31,6 +31,16 @@ POSE_DESCRIPTIONS = {
     "is crossing limbs": "a wrist or ankle lies across the body's midline, on the other side from its shoulder or hip",
 }
 
+# How a generation prompt says a person's measured pose (tags not listed are said as the tag itself).
+POSE_PHRASES = {
+    ("facing", "front"): "seen from the front", ("facing", "back"): "seen from behind",
+    ("body orientation", "upright"): "standing upright", ("body orientation", "lying"): "lying down",
+    ("body orientation", "upside down"): "upside down", ("is crossing limbs", "yes"): "with crossed arms or legs",
+    ("is crossing limbs", "no"): "with arms and legs apart", ("visible keypoints", "few"): "mostly hidden",
+    ("visible keypoints", "some"): "partly hidden", ("visible keypoints", "most"): "mostly in view",
+    ("visible keypoints", "all"): "in full view",
+}
+
 
 def pose_attributes(config: PoseGeometryConfig = PoseGeometryConfig()) -> list[Attribute]:
     """The measured person attributes' definitions, as the schema holds them."""

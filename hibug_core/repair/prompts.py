@@ -12,6 +12,7 @@ from hibug_core.attributes.schema import NOT_VISIBLE, AttributeSchema
 from hibug_core.errors import HibugError
 from hibug_core.objects.coco import BACKGROUND, MISSED
 from hibug_core.objects.geometry import GEOMETRY_PHRASES
+from hibug_core.objects.pose_geometry import POSE_PHRASES
 from hibug_core.slices.report import label_attributes
 from hibug_core.slices.search import CLASS, describe
 
@@ -45,8 +46,9 @@ def slice_prompt(definition, label: str, schema: AttributeSchema | None = None, 
     for attribute, tag in definition:
         if attribute == CLASS or attribute in label_like or tag == NOT_VISIBLE:
             continue
-        if (attribute, tag) in GEOMETRY_PHRASES:  # an object's context, measured from the boxes
-            after.append(GEOMETRY_PHRASES[(attribute, tag)])
+        measured = GEOMETRY_PHRASES.get((attribute, tag)) or POSE_PHRASES.get((attribute, tag))
+        if measured:  # an object's context measured from its box, a person's pose from the keypoints
+            after.append(measured)
             continue
         known = groups.get(attribute)
         binary = known is not None and known.kind == "binary"
