@@ -130,7 +130,7 @@ def open_slice_row(page, url: str, row: int, heading: str) -> None:
     open_app(page, f"{url}/Error_slices")
     page.get_by_text("error slices (").first.wait_for(timeout=90_000)
     idle(page)
-    grid = page.get_by_test_id("stDataFrame").first
+    grid = page.locator("[data-testid='stDataFrame']:visible").first  # the slices table (not one folded away)
     grid.locator("canvas").first.wait_for()
     area = grid.bounding_box()
     y = area["y"] + 35 + 35 * row + 17  # header, then 35-pixel rows
