@@ -90,8 +90,9 @@ except HibugError as error:
     st.stop()
 slices = report.slices
 st.caption(plain(report.headline(nouns)))
-if report.false_positives():  # an object model's false positives: their own measure, beside the slices
-    with st.expander(f"False positives, measured apart ({report.false_positives():,})",
+apart_count = report.false_positives()
+if apart_count:  # an object model's false positives: their own measure, beside the slices
+    with st.expander(f"False positives, measured apart ({apart_count:,})",
                      icon=":material/crop_free:"):
         apart = false_positives_apart(project, model, split, config, tag_source)
         st.markdown(plain(apart.headline()))

@@ -7,9 +7,8 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from hibug_core.objects.coco import BACKGROUND
 from hibug_core.objects.matching import TRUE_POSITIVE
-from hibug_core.slices.report import SliceError, tag_frame
+from hibug_core.slices.report import SliceError, false_positive_rows, tag_frame
 from hibug_core.slices.search import SliceConfig, TagMatrix, find_error_slices
 
 
@@ -49,9 +48,8 @@ def false_positive_slices(project, model: str, *, split: str = "val", config: Sl
     objects = project.objects(model)
     if objects.empty:
         raise SliceError(f"'{model}' has no detections: false positives are a measure of object models")
-    on_split = samples["split"] == split
-    false = on_split & (samples["label"] == BACKGROUND) & samples["prediction"].notna()
-    found = on_split & (objects["outcome"].reindex(samples.index) == TRUE_POSITIVE)
+    false = false_positive_rows(samples, split)
+    found = (samples["split"] == split) & (objects["outcome"].reindex(samples.index) == TRUE_POSITIVE)
     rows = samples.index[false | found]
     if not len(rows):
         raise SliceError(f"'{model}' has no detections on '{split}'")

@@ -256,10 +256,16 @@ def evaluation_rows(samples: pd.DataFrame, model: str, split: str) -> pd.DataFra
     return rows
 
 
+def false_positive_rows(samples: pd.DataFrame, split: str | None = None) -> pd.Series:
+    """True for the model's detections that found no object (project.samples(model)'s BACKGROUND rows with its
+    prediction), on `split` (None: every split): measured apart from the true samples the slices judge."""
+    rows = (samples["label"] == BACKGROUND) & samples["prediction"].notna()
+    return rows if split is None else rows & (samples["split"] == split)
+
+
 def false_positives(samples: pd.DataFrame, split: str) -> int:
-    """How many of the model's detections on `split` found no object (samples.samples(model)'s BACKGROUND rows with
-    its prediction): measured apart from the true samples the slices judge."""
-    return int(((samples["split"] == split) & (samples["label"] == BACKGROUND) & samples["prediction"].notna()).sum())
+    """How many of the model's detections on `split` found no object (false_positive_rows)."""
+    return int(false_positive_rows(samples, split).sum())
 
 
 def enumeration_for(project, tags: TagMatrix, errors: np.ndarray, models: list[str], split: str,
@@ -437,4 +443,4 @@ def one_row_per_bug(slices: pd.DataFrame) -> pd.DataFrame:
 
 
 __all__ = ["CLASS", "TAG_SOURCES", "SliceError", "SliceReport", "enumerated_slices", "error_slices", "evaluation_rows",
-           "false_positives", "one_row_per_bug", "slice_id", "trust_note"]
+           "false_positive_rows", "false_positives", "one_row_per_bug", "slice_id", "trust_note"]

@@ -242,10 +242,10 @@ class Project:
                         "SELECT id, sample_key, label, split, object_kind, owner, image_key FROM samples"), connection,
                         index_col="sample_key")
                     positions = pd.Index(stored.index).get_indexer(keys)
-                    predicted = {name: set(read_columns(
+                    already = {name: set(read_columns(  # the samples each model has outputs on already
                         connection, "SELECT p.sample_id FROM predictions p JOIN models m ON m.id = p.model_id "
                         "WHERE m.name = ?", (name,))["sample_id"].tolist()) for name in manifest.models}
-                    found = _outputs_only_issues(manifest, stored, positions, predicted)
+                    found = _outputs_only_issues(manifest, stored, positions, already)
                     if found.items:
                         raise ManifestError(manifest.source, sorted(found.items, key=lambda x: x.row or 0),
                                             found=found)
@@ -339,7 +339,8 @@ class Project:
         where the manifest has no id), as a new version of a model is run on the same images or objects: their
         outputs are stored, and for an object model (COCO results matched with the same ground truth) its false
         positives, which are samples of their own. Every other row must be known, with the label and split stored
-        for it; every model must be new. Nothing is written unless all of it is."""
+        for it; a model may gain outputs only on samples it has none for (a new model, or one repaired model's other
+        split). Nothing is written unless all of it is."""
         return self.import_manifest(manifest, author=author, kind="models", models_only=True, note=note)
 
     def _model_id(self, connection: Connection, name: str, classes: list[str] | None) -> int:

@@ -82,12 +82,6 @@ class Capabilities:
         return (f"hibug cannot retrain the model of a project of {nouns.samples} with '{method}': choose "
                 + " or ".join(f"'{m}'" for m in self.retrain_methods))
 
-    def check(self, capability: str, nouns: Nouns) -> None:
-        """TaskError saying what to do instead when the task's model cannot `capability` (CAPABILITY_WORDS)."""
-        refusal = self.refusal(capability, nouns)
-        if refusal:
-            raise TaskError(refusal)
-
 
 class Task(ABC):
     """One kind of model hibug debugs. Subclasses set the class attributes and implement the methods; one instance
@@ -107,10 +101,6 @@ class Task(ABC):
     def outcome(self, row) -> str:
         """A sample's outcome as a grid caption says it: "label → prediction" (a row of the sample table)."""
         return f"{row['label']} → {row['prediction']}"
-
-    def check(self, capability: str) -> None:
-        """TaskError saying what to do instead when this task's model cannot `capability` (CAPABILITY_WORDS)."""
-        self.capabilities.check(capability, self.nouns)
 
     def refusal(self, capabilities) -> str | None:
         """Why this task's model cannot do one of `capabilities`, and what to do instead; None when it can do all."""

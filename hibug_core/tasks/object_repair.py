@@ -219,6 +219,7 @@ class ObjectRepairRound(RepairRound):
             self.eval_images.append(open_image(truth_path.parent / name))
         self.project, self.report, self.config, self.progress = project, report, config, progress
         self.author = author
+        self._opened: dict[str, tuple] = {}  # split -> (ground truth, images): the recorded splits' other than eval
         self.measure, self.samples = measure, samples  # the task's words: "people found", "people"
         self.held = held
         self.held_tags = self.planted_tags = report.tags.aligned(report.all_tags.reindex(held.index))
@@ -228,6 +229,14 @@ class ObjectRepairRound(RepairRound):
         tune = config.retrain.fine_tune
         self.epochs, self.rate = tune.epochs or FINE_TUNE_EPOCHS, tune.learning_rate or FINE_TUNE_RATE
 
+    def _split_images(self, split: str) -> tuple:
+        """(the split's ground truth, its images opened), read once per round however many models are recorded."""
+        if split not in self._opened:
+            truth_path = ground_truth_file(self.project, self.report.model, split)
+            truth = read_ground_truth(truth_path)
+            self._opened[split] = truth, [open_image(truth_path.parent / n) for n in truth.images["file_name"]]
+        return self._opened[split]
+
     def _record(self, network, name: str, folder: Path, stem: str, note: dict) -> None:
         """Store the repaired model's outputs on the slices' split and the held-out one, matched as the model's own
         were (a second model of the project, to compare with hibug compare or the Compare page)."""
@@ -235,9 +244,7 @@ class ObjectRepairRound(RepairRound):
             if split == self.config.eval_split:
                 truth, path = self.truth, folder / f"{stem}.json"  # run on the held-out images already
             else:
-                truth_path = ground_truth_file(self.project, self.report.model, split)
-                truth = read_ground_truth(truth_path)
-                images = [open_image(truth_path.parent / n) for n in truth.images["file_name"]]
+                truth, images = self._split_images(split)
                 path = results_file(self.runner, network, truth, images, folder / f"{stem}-{split}.json",
                                     self.progress)
             add_results(self.project, name, path, split, truth=truth, author=self.author, note=note)
