@@ -1,16 +1,36 @@
-"""Overall model statistics over a sample table: score per split and per class, confusion matrix."""
+"""Overall model statistics over a sample table: score per split and per class, confusion matrix. pandas is imported
+where used: the store reads BACKGROUND and judged without it (`hibug info` loads no pandas)."""
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+BACKGROUND = "(background)"  # the label of an object model's false positive: no object of any class is there
+
+
+def judged(labels, scores) -> np.ndarray:
+    """True where a sample counts in a model's score: it has a true label and a score. Pool rows without labels drop
+    out, and so do an object model's false positives (label BACKGROUND): true objects and people are judged against
+    true objects and people, and false positives are counted apart."""
+    import pandas as pd
+
+    labels = pd.Series(np.asarray(labels, dtype=object))
+    return (labels.notna() & (labels != BACKGROUND)).to_numpy() & ~pd.isna(np.asarray(scores, dtype=float))
 
 
 def labelled(samples: pd.DataFrame) -> pd.DataFrame:
-    """Rows with a label and a score (pool rows without labels drop out)."""
-    return samples[samples["label"].notna() & samples["score"].notna()]
+    """The rows that count in a model's score (judged)."""
+    return samples[judged(samples["label"], samples["score"])]
 
 
 def score_by(samples: pd.DataFrame, column: str) -> pd.DataFrame:
     """Count, mean score and error count per value of a column, largest groups first."""
+    import pandas as pd
+
     rows = labelled(samples)
     grouped = rows.groupby(column, observed=True)["score"]
     table = pd.DataFrame({"count": grouped.size(), "score": grouped.mean()})
@@ -26,6 +46,8 @@ def per_class(samples: pd.DataFrame, split: str | None = None) -> pd.DataFrame:
 
 def confusion(samples: pd.DataFrame, split: str | None = None) -> pd.DataFrame:
     """Counts of (true label, prediction); rows are labels, columns predictions, both in one class order."""
+    import pandas as pd
+
     rows = labelled(samples if split is None else samples[samples["split"] == split])
     classes = sorted(set(rows["label"].unique()) | set(rows["prediction"].dropna().unique()))
     table = pd.crosstab(rows["label"], rows["prediction"])
@@ -42,4 +64,6 @@ def outcome(samples: pd.DataFrame) -> pd.Series:
 
 def points(change: float) -> str:
     """A change of a share, in percentage points ("+2.0 pts"; a share itself reads "38.9%"); empty when unknown."""
+    import pandas as pd
+
     return "" if pd.isna(change) else f"{100 * change:+.1f} pts"

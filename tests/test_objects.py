@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
+from sqlalchemy import text
 
 from hibug_core.errors import ConfigError, ManifestError
 from hibug_core.objects.coco import BACKGROUND, MISSED, UNLABELLED, read_ground_truth, read_results
@@ -245,7 +246,16 @@ def test_coco_import_makes_one_sample_per_object_and_per_false_positive(tmp_path
     assert objects.loc[truth.index[0], ["box_x", "box_y", "box_w", "box_h"]].tolist() == [10, 10, 40, 40]
     # The other model has no prediction on m's false positives: they do not count for it.
     assert project.samples("other")["prediction"].notna().sum() == 4
-    assert project.model_scores().set_index("model").loc["other", "mean_score"] == pytest.approx(1 / 4)
+    # Each model's score is over the 4 true objects (it found 1 of them): its 5 false positives are counted apart, and
+    # an older project's count (before migration 13, they scored 0 among the objects) is brought to the same.
+    expected = [("m", "val", 4, 0.25), ("other", "val", 4, 0.25)]
+    assert [tuple(row) for row in project.model_scores().itertuples(index=False)] == expected
+    with project.engine.begin() as connection:
+        connection.execute(text("UPDATE model_split_scores SET n = 9 WHERE model_id = 1"))
+        connection.execute(text("DELETE FROM schema_migrations WHERE version = 13"))
+    project.close()
+    project = Project.open(tmp_path / "project")
+    assert [tuple(row) for row in project.model_scores().itertuples(index=False)] == expected
     evaluation = project.object_evaluation("m")
     assert evaluation["settings"]["iou_threshold"] == 0.5 and set(evaluation["summary"]) >= {"AP", "AP50"}
     assert evaluation["per_class"]["class"].tolist() == ["cat", "dog"]

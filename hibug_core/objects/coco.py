@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.errors import Issues, ManifestError, RowIssue
+from hibug_core.metrics import BACKGROUND  # the label of a false positive: no object of any class is there
 from hibug_core.safe_files import TABLE_MAX_BYTES, FileRefused, read_checked
 from hibug_core.values import ValueRefused, share_problem, shown, stored_or_why
 
-BACKGROUND = "(background)"  # the label of a false positive: no object of any class is there
 MISSED = "(missed)"  # the prediction of a ground-truth object no detection found
 RESERVED_NAMES = (BACKGROUND, MISSED)
 OBJECT_KIND, DETECTION_KIND = "object", "detection"  # a ground-truth object; a detection that found none

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from hibug_core import metrics
 from hibug_core.cache import BoundedCache
 from hibug_core.errors import HibugError
-from hibug_core.objects.coco import BACKGROUND
+from hibug_core.metrics import BACKGROUND
 from hibug_core.slices.diagnosis import (
     ANNOTATION_BUGS,
     DiagnosisConfig,
@@ -105,7 +106,7 @@ class SliceReport:
         """Tags and samples of another split, coded like the evaluation rows."""
         rows = self.samples[self.samples["split"] == split]
         if labelled:
-            rows = rows[rows["label"].notna() & rows["prediction"].notna()]
+            rows = metrics.labelled(rows)
         return self.tags.aligned(self.all_tags.reindex(rows.index)), rows
 
     def definition(self, ref) -> tuple[tuple[str, str], ...]:
@@ -248,8 +249,7 @@ def evaluation_rows(samples: pd.DataFrame, model: str, split: str) -> pd.DataFra
     positive (a detection that found no object: its label is BACKGROUND, no true label) is not among them: true
     objects and people are judged against true objects and people, and false positives are counted apart
     (false_positives)."""
-    rows = samples[(samples["split"] == split) & samples["label"].notna() & samples["prediction"].notna()
-                   & (samples["label"] != BACKGROUND)].copy()
+    rows = metrics.labelled(samples[samples["split"] == split]).copy()
     if rows.empty:
         raise SliceError(f"no labelled '{split}' samples with predictions of '{model}'")
     rows["error"] = 1.0 - rows["score"].astype(float)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hibug_core import metrics
 from hibug_core.attributes.schema import NOT_VISIBLE, AttributeSchema
 from hibug_core.errors import TaggingError
 from hibug_core.slices.report import SliceError, SliceReport, one_row_per_bug
@@ -175,7 +176,7 @@ def _check_split_score(report: SliceReport, config: UnseenConfig) -> float:
     samples = report.samples
     if samples is None:
         return np.nan
-    rows = samples[(samples["split"] == config.check_split) & samples["label"].notna() & samples["prediction"].notna()]
+    rows = metrics.labelled(samples[samples["split"] == config.check_split])
     return float(rows["score"].mean()) if len(rows) else np.nan
 
 

@@ -8,6 +8,7 @@ from sqlalchemy import Connection, Engine, inspect, text
 
 from hibug_core.access import SYSTEM, acting_as
 from hibug_core.errors import ProjectError
+from hibug_core.metrics import BACKGROUND
 from hibug_core.store.audit import now
 from hibug_core.store.db import write_transaction
 
@@ -176,6 +177,13 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "object_outcomes": ("keypoint_types TEXT", "keypoint_similarity_json TEXT",
                                       "pred_keypoints_json TEXT"),
                   "object_evaluations": ("fixes_json TEXT",)})),
+    Migration(13, "a model's score per split counts true samples only: an object model's false positives (label "
+                  "'(background)') are counted apart, not as failures of the true objects",
+              ("DELETE FROM model_split_scores",
+               f"""INSERT INTO model_split_scores (model_id, split, n, score_sum)
+                  SELECT p.model_id, s.split, COUNT(p.score), SUM(p.score) FROM predictions p
+                  JOIN samples s ON s.id = p.sample_id
+                  WHERE s.label IS NOT NULL AND s.label <> '{BACKGROUND}' GROUP BY p.model_id, s.split""")),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -21,6 +21,7 @@ from hibug_core.access import Role, require
 from hibug_core.cache import BoundedCache
 from hibug_core.config import IngestConfig, StoreConfig
 from hibug_core.errors import Issues, ManifestError, ProjectError, RowIssue
+from hibug_core.metrics import judged
 from hibug_core.store.arrays import ArrayStore
 from hibug_core.store.audit import author_name, now
 from hibug_core.store.audit import record as record_audit
@@ -300,7 +301,8 @@ class Project:
                     _insert_predictions(connection, model_id, sample_ids[predicted],
                                         np.asarray(outputs.prediction, dtype=object)[predicted],
                                         outputs.confidence[predicted], outputs.score[predicted],
-                                        samples["split"].to_numpy(object)[predicted])
+                                        samples["split"].to_numpy(object)[predicted],
+                                        samples["label"].to_numpy(object)[predicted])
                     if name in manifest.object_evaluations:
                         _insert_object_evaluation(connection, model_id, import_id, sample_ids,
                                                   sorted(set(samples["split"])), manifest.object_evaluations[name])
@@ -374,7 +376,7 @@ class Project:
             with write_transaction(self.engine) as connection:
                 model_id = self._model_id(connection, model, list(classes))
                 _insert_predictions(connection, model_id, sample_ids, predictions, probabilities.max(axis=1),
-                                    score, chosen["split"].to_numpy(object))
+                                    score, chosen["split"].to_numpy(object), labels)
                 record_audit(connection, author_name(author), "add model", f"model:{model}", None,
                              {"samples": len(sample_ids), **(note or {})})
         except BaseException:
@@ -812,9 +814,9 @@ def _insert_object_evaluation(connection: Connection, model_id: int, import_id: 
 
 
 def _insert_predictions(connection: Connection, model_id: int, sample_ids, predictions, confidence, score,
-                        splits) -> None:
-    """One model's outputs on samples it had none for (of the given splits); a NaN confidence or score is stored as
-    unknown."""
+                        splits, labels) -> None:
+    """One model's outputs on samples it had none for (of the given splits and labels); a NaN confidence or score is
+    stored as unknown."""
     import pandas as pd
 
     sample_ids = np.asarray(sample_ids, dtype=np.int64)
@@ -823,9 +825,10 @@ def _insert_predictions(connection: Connection, model_id: int, sample_ids, predi
         "model_id": int(model_id), "sample_id": sample_ids, "prediction": np.asarray(predictions, dtype=object),
         "confidence": np.asarray(confidence, dtype=float), "score": score}, len(sample_ids))
     # The per-split aggregate `hibug info` reads, brought up to date in the same transaction: these rows' counts and
-    # sums added to it (summing them again from the table by a join took over a second at a million rows).
+    # sums added to it (summing them again from the table by a join took over a second at a million rows). Only the
+    # samples a score judges count: not a false positive (metrics.judged).
     codes, names = pd.factorize(np.asarray(splits, dtype=object))
-    scored = ~np.isnan(score)
+    scored = judged(labels, score)
     counts = np.bincount(codes[scored], minlength=len(names))
     sums = np.bincount(codes[scored], weights=score[scored], minlength=len(names))
     connection.execute(
