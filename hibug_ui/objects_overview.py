@@ -3,14 +3,13 @@ object confusion matrix whose cells open their objects."""
 from __future__ import annotations
 
 import pandas as pd
-import plotly.express as px
 import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
 from hibug_core.objects.summary import confusion_members, error_breakdown, keypoint_table, object_confusion
 from hibug_core.tasks import task_of
-from hibug_ui.plots import literal_values
+from hibug_ui.plots import error_type_figure, literal_values
 from hibug_ui.widgets import image_grid
 
 HEADLINE = {"AP": "AP at IoU .50:.95, COCO's main number", "AP50": "AP at IoU .50", "AP75": "AP at IoU .75",
@@ -43,23 +42,21 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str, user
                      column_config={"AP": st.column_config.NumberColumn(format="%.3f"),
                                     "AP50": st.column_config.NumberColumn(format="%.3f")})
         missed = f"missed {nouns.samples}"  # in the task's words (people for a pose model)
-        breakdown = error_breakdown(evaluated, task.error_types).rename(columns={"missed objects": missed})
-        # One chart per kind of failure: a missed person's keypoint error types and a false positive's box error
-        # types are not one axis, and false positives are measured apart from the true samples.
-        kinds = {missed: (f"**{missed.capitalize()} by error type** " + (
-                     "(each one's commonest keypoint error, Ronchi and Perona's)" if evaluation.get("fixes") is not None
-                     else "(TIDE)"), "#ea8c00"),
-                 "false positives": ("**False positives by error type** (TIDE; measured apart)", "#dc2626")}
-        for column, (title, colour) in kinds.items():
-            counts = breakdown[column][breakdown[column] > 0]
+        breakdown = error_breakdown(evaluated, task.error_types)
+        # One chart per kind of failure: a missed person's keypoint error types and box error types are not one
+        # axis, and false positives are measured apart from the true samples.
+        charts = [(f"**{missed.capitalize()} by {group.title}**", breakdown.loc[list(group.types), "missed objects"],
+                   "#ea8c00") for group in task.error_groups]
+        charts.append(("**False positives by error type** (TIDE; measured apart)", breakdown["false positives"],
+                       "#dc2626"))
+        for number, (title, counts, colour) in enumerate(charts):
             st.markdown(title)
+            counts = counts[counts > 0]
             if counts.empty:
                 st.caption("None.")
                 continue
-            figure = px.bar(counts.reset_index(), x="error type", y=column, color_discrete_sequence=[colour],
-                            labels={column: "count"})
-            figure.update_layout(margin=dict(l=0, r=0, t=10, b=0), height=220)
-            st.plotly_chart(figure, width="stretch", key=f"overview_error_types_{column.split()[0]}")
+            st.plotly_chart(error_type_figure(counts, "count", colour), width="stretch",
+                            key=f"overview_error_types_{number}")
     with right:
         _confusion(project, evaluated, nouns)
     if evaluation.get("fixes") is not None:

@@ -159,3 +159,11 @@ def plotly_literal(text) -> str:
 def literal_values(values: pd.Series) -> pd.Series:
     """plotly_literal of every non-missing value of a column to plot."""
     return values.map(lambda v: v if pd.isna(v) else plotly_literal(v))
+
+
+def error_type_figure(counts: pd.Series, noun: str, colour: str, height: int = 220) -> go.Figure:
+    """Counts of one kind of failure by error type (an ErrorGroup's types, in its order), as bars of one colour."""
+    frame = counts.rename_axis("error type").reset_index(name=noun)
+    figure = px.bar(frame, x="error type", y=noun, color_discrete_sequence=[colour])
+    figure.update_layout(margin=dict(l=0, r=0, t=10, b=0), height=height)
+    return figure

@@ -13,7 +13,7 @@ from hibug_core.review.views import save_view
 from hibug_core.slices.unseen import UNSEEN_METHODS, how_they_fail
 from hibug_core.tagging.sources import ADVICE, trust_message
 from hibug_ui.fields import field_input
-from hibug_ui.plots import literal_values
+from hibug_ui.plots import error_type_figure, literal_values
 from hibug_ui.state import (
     current_project,
     current_task,
@@ -42,9 +42,8 @@ UNSEEN_LABELS = {"substitution": "substitution (similar tags, offline)",
                  "instruction": "instruction (a language model)"}
 project = current_project()
 model = required_model(project)
-nouns = current_task(project).nouns
-outcome = current_task(project).outcome  # a sample's caption in the task's words
-error_types = current_task(project).error_types
+task = current_task(project)
+nouns, outcome = task.nouns, task.outcome  # the task's words; a sample's caption in them
 user = current_user()
 editing = may_edit(project)
 
@@ -190,17 +189,21 @@ with found:
         evaluated = report.evaluation.loc[ids]
         shown = load_samples(project, model).loc[ids]  # objects: with their boxes and outcomes
         with left:
-            if error_types:  # failures that carry an error type (a detector's: TIDE's)
-                counts = error_breakdown(shown, error_types).sum(axis=1).rename_axis("error type").reset_index(
-                    name=nouns.samples)
-                figure = px.bar(counts, x="error type", y=nouns.samples, title="Its failures by error type")
+            if task.error_groups:  # failures that carry an error type, one chart per kind (a box's, a keypoint's)
+                typed = error_breakdown(shown, task.error_types).sum(axis=1)
+                for number, group in enumerate(task.error_groups):
+                    counts = typed.loc[list(group.types)]
+                    if counts.any():
+                        st.markdown(f"**Its failures by {group.title}**")
+                        st.plotly_chart(error_type_figure(counts[counts > 0], nouns.samples, "#ea8c00", 240),
+                                        width="stretch", key=f"slice_error_types_{number}")
             else:
                 counts = evaluated["prediction"].value_counts().rename_axis("prediction").reset_index(
                     name=nouns.samples)
                 counts["prediction"] = literal_values(counts["prediction"])
                 figure = px.bar(counts, x="prediction", y=nouns.samples, title="Predictions in the slice")
-            figure.update_layout(height=260, margin=dict(l=0, r=0, t=40, b=0))
-            st.plotly_chart(figure, width="stretch", key="slice_predictions")
+                figure.update_layout(height=260, margin=dict(l=0, r=0, t=40, b=0))
+                st.plotly_chart(figure, width="stretch", key="slice_predictions")
         with right:
             related = report.related(chosen_id)
             st.markdown("**Parent and child slices**")
@@ -238,7 +241,7 @@ with unseen:
                                       llm_base_url=llm_url.strip() or None)
                 config = op.llm_config() if how == "instruction" else None
                 with st.spinner(f"Asking {config.describe()}…" if config else "Comparing tags…"):
-                    predicted = predict_unseen(project, report, how, task=current_task(project), llm_config=config,
+                    predicted = predict_unseen(project, report, how, task=task, llm_config=config,
                                                count=op.unseen_count, api_key=secret("OPENAI_API_KEY"))
                 st.session_state["unseen_table"] = (how, predicted, predicted.attrs.get("dropped", []),
                                                     how_they_fail(predicted, report))

@@ -156,7 +156,7 @@ def photograph_detection(folder: Path) -> None:
             page.screenshot(path=str(OUT / "detection-overview.png"), full_page=True)
             print(f"wrote {OUT / 'detection-overview'}.png")
             page.goto(f"{url}/Error_slices?slice={slice_id((('color', 'green'), ('class', 'triangle')))}")
-            page.get_by_text("Its failures by error type").first.wait_for(timeout=180_000)
+            page.get_by_text("Its failures by ").first.wait_for(timeout=180_000)
             page.locator("[data-testid='stImage'] img:visible").first.wait_for(timeout=60_000)
             page.wait_for_timeout(1500)
             page.screenshot(path=str(OUT / "detection-error-slices.png"))

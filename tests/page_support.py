@@ -1,6 +1,7 @@
 """Opening a dashboard page under AppTest on a project, as a named user, with a URL query."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -32,3 +33,24 @@ def serve(monkeypatch, **policy) -> None:
 def labelled(widgets, label: str):
     """The widget among `widgets` (e.g. at.selectbox) whose label is `label`."""
     return next(w for w in widgets if w.label == label)
+
+
+def charts(at) -> list[dict]:
+    """The page's Plotly figures, in order, as their JSON specs."""
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def bars(figure: dict) -> dict:
+    """A one-trace bar chart's {x: y}, its values decoded (Plotly writes numeric arrays as base64 "bdata")."""
+    trace = figure["data"][0]
+    return dict(zip(_decoded(trace["x"]), _decoded(trace["y"])))
+
+
+def _decoded(values) -> list:
+    import base64
+
+    import numpy as np
+
+    if isinstance(values, dict):
+        values = np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"]).tolist()
+    return list(values)

@@ -55,7 +55,7 @@ def test_find_the_planted_object_slice_and_see_its_boxes(browser, objects_server
     shot(page, "objects-1-overview")
 
     open_slice_row(page, objects_server, row, description)
-    shown(page, "Its failures by error type", timeout=60_000)
+    shown(page, "Its failures by box error type (TIDE)", timeout=60_000)
     # the bug type, from the training annotations, as the slice's heading line says it (not the table's cell)
     page.locator("strong", has_text="missing annotations").first.wait_for(timeout=60_000)
     reason = page.get_by_text("annotated in the training annotations").first.inner_text()

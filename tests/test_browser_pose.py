@@ -45,7 +45,7 @@ def test_find_a_planted_pose_slice_with_its_error_mix_and_see_its_skeletons(brow
 
     open_slice_row(page, pose_server, row, planted)
     shown(page, "its failures: " + mix.split("its failures: ")[1].split(",")[0], timeout=60_000)
-    shown(page, "Its failures by error type", timeout=60_000)
+    shown(page, "Its failures by keypoint error type", timeout=60_000)
     image = first_picture(page)
     idle(page)
     shot(page, "pose-2-planted-slice")

@@ -235,7 +235,7 @@ def test_the_per_keypoint_table_counts_types_and_similarity():
 
 
 def test_the_overview_of_a_pose_model_shows_the_ap_each_fix_gives_and_each_keypoint(monkeypatch, tmp_path):
-    from page_support import open_page
+    from page_support import bars, charts, open_page
 
     _people_project(tmp_path).close()
     at = open_page(monkeypatch, "app.py", tmp_path / "project")
@@ -247,7 +247,14 @@ def test_the_overview_of_a_pose_model_shows_the_ap_each_fix_gives_and_each_keypo
     assert keypoints.index.tolist() == list(NAMES)
     assert keypoints.loc["left hip", "inversion"] == 1.0 and keypoints.loc["nose", "good"] == 1.0
     assert any("Keypoint AP if each error type were fixed" in m.value for m in at.markdown)
-    assert any("Missed people by error type** (each one's commonest keypoint error" in m.value for m in at.markdown)
+    # Missed people by their keypoint error types and by box error types, each on its own chart and axis; false
+    # positives apart
+    titles = [m.value for m in at.markdown if " by " in m.value and m.value.startswith("**")]
+    assert titles[:3] == ["**Missed people by keypoint error type (Ronchi and Perona)**",
+                          "**Missed people by box error type (TIDE)**",
+                          "**False positives by error type** (TIDE; measured apart)"]
+    assert [bars(figure) for figure in charts(at)[:3]] == [{"inversion": 1}, {"missed": 1},
+                                                            {"localization": 1, "background": 1}]
 
 
 def test_a_persons_keypoints_are_summed_up_in_words():

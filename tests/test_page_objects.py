@@ -2,7 +2,7 @@
 matrix whose cells open their objects, and an error slice of objects with its error-type mix and crops."""
 from __future__ import annotations
 
-from page_support import open_page
+from page_support import bars, charts, open_page
 
 
 def test_overview_shows_coco_ap_error_types_and_the_confusion_of_objects(monkeypatch, detection_demo):
@@ -45,6 +45,9 @@ def test_an_error_slice_of_objects_shows_its_error_types_and_crops(monkeypatch, 
     assert at.subheader[0].value == "color = green \\& class = triangle"  # Markdown-escaped
     assert any("its failures\\: missed 98%" in m.value for m in at.markdown)  # the planted bug: green triangles missed
     assert any("the true box" in c.value for c in at.caption)
+    assert "**Its failures by box error type (TIDE)**" in [m.value for m in at.markdown]
+    typed = bars(charts(at)[0])  # the slice's failures: true objects only, so no false positive's type
+    assert typed["missed"] / sum(typed.values()) > 0.95 and "duplicate" not in typed and "background" not in typed
     assert len(at.get("image")) == 24  # the first page of its objects, as crops with their boxes
 
 
@@ -60,6 +63,15 @@ def test_a_pose_project_is_told_what_failure_search_cannot_do_and_its_details_sa
     assert at.selectbox(key="repair_retrain_how").options == ["fine-tune"]
     at = open_page(monkeypatch, "pages/4_Error_slices.py", pose_demo, slice=slice_id((("facing", "back"),)))
     assert not at.exception
+    # The people seen from behind fail by their keypoints (found, inverted), on a chart of their own; box error types
+    # (people no prediction went with) on another.
+    titles = [m.value for m in at.markdown if m.value.startswith("**Its failures by ")]
+    assert titles[0] == "**Its failures by keypoint error type (Ronchi and Perona)**"
+    typed = [bars(figure) for figure in charts(at)[:len(titles)]]
+    assert max(typed[0], key=typed[0].get) == "inversion" and set(typed[0]) <= {"jitter", "inversion", "swap", "miss"}
+    assert titles[1:] in ([], ["**Its failures by box error type (TIDE)**"])
+    assert all(set(t) <= {"classification", "localization", "both", "duplicate", "background", "missed"}
+               for t in typed[1:])
     shown = [b for b in at.button if b.key and b.key.startswith("slice_detail_")]
     shown[0].click().run()
     assert not at.exception

@@ -83,6 +83,20 @@ class Capabilities:
                 + " or ".join(f"'{m}'" for m in self.retrain_methods))
 
 
+@dataclass(frozen=True)
+class ErrorGroup:
+    """Error types of one kind of failure, charted together and never on one axis with another kind's (a person's
+    keypoint errors are not box errors)."""
+
+    name: str  # what the types type, as a chart's title says it: "keypoint error type"
+    types: tuple[str, ...]
+    source: str  # whose typing it is: "TIDE", "Ronchi and Perona"
+
+    @property
+    def title(self) -> str:
+        return f"{self.name} ({self.source})"
+
+
 class Task(ABC):
     """One kind of model hibug debugs. Subclasses set the class attributes and implement the methods; one instance
     per task is registered in hibug_core.tasks.registry.TASKS."""
@@ -92,11 +106,16 @@ class Task(ABC):
     nouns: ClassVar[Nouns]
     views: ClassVar[SampleViews]  # what a tagger sees of a sample
     capabilities: ClassVar[Capabilities]
-    error_types: ClassVar[tuple[str, ...]] = ()  # the kinds of failure stored per sample (none for images)
+    error_groups: ClassVar[tuple[ErrorGroup, ...]] = ()  # the kinds of failure stored per sample (none for images)
     focus: ClassVar[str]  # what a language model proposing attributes should look for
     likely_failures: ClassVar[str]  # what a language model predicting unseen failure slices should look for
     library: ClassVar[str | None] = None  # the built-in attribute library's entry (None: chosen from the words)
     another_model: ClassVar[str]  # how a second model's outputs come into a project, to compare (one phrase)
+
+    @property
+    def error_types(self) -> tuple[str, ...]:
+        """Every error type a sample of this task may have, group by group."""
+        return tuple(kind for group in self.error_groups for kind in group.types)
 
     def outcome(self, row) -> str:
         """A sample's outcome as a grid caption says it: "label → prediction" (a row of the sample table)."""

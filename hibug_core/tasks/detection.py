@@ -10,7 +10,7 @@ from hibug_core.config import IngestConfig
 from hibug_core.objects.matching import ERROR_TYPES
 from hibug_core.objects.views import OBJECT_CROPS
 from hibug_core.progress import ProgressCallback, no_progress
-from hibug_core.tasks.base import Capabilities, Nouns, Task
+from hibug_core.tasks.base import Capabilities, ErrorGroup, Nouns, Task
 from hibug_core.tasks.object_manifest import is_object_manifest
 from hibug_core.tasks.registry import register_task
 
@@ -41,7 +41,7 @@ class Detection(Task):
                            "and generated scenes come without the boxes a detector is scored against: find its "
                            "failures in the error slices (missed objects and bad boxes are failures there), or repair "
                            "with selected pool images")))
-    error_types = ERROR_TYPES
+    error_groups = (ErrorGroup("box error type", ERROR_TYPES, "TIDE"),)
     focus = "include attributes of hard instances: occlusion, small size, truncation by the image border, crowds"
     another_model = ("upload its COCO results on the Overview, or import them: `hibug import PROJECT --models-only "
                      "--coco TRUTH.json --results NAME=results.json`")

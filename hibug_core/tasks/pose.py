@@ -10,7 +10,7 @@ from hibug_core.config import IngestConfig
 from hibug_core.objects.keypoint_errors import INVERSION, KEYPOINT_ERRORS
 from hibug_core.objects.matching import ERROR_TYPES
 from hibug_core.progress import ProgressCallback, no_progress
-from hibug_core.tasks.base import Capabilities, Nouns
+from hibug_core.tasks.base import Capabilities, ErrorGroup, Nouns
 from hibug_core.tasks.detection import Detection, names_keypoints
 from hibug_core.tasks.registry import register_task
 
@@ -36,7 +36,10 @@ class Pose(Detection):
                                                             "against: find its failures in the error slices (missed "
                                                             "people and keypoint errors are failures there), or "
                                                             "repair with selected pool images")))
-    error_types = (*KEYPOINT_ERRORS, *ERROR_TYPES)  # a missed person's commonest keypoint error, else TIDE's
+    # A missed person that a prediction went with is typed by its commonest keypoint error; one no prediction went
+    # with, by TIDE's box error types.
+    error_groups = (ErrorGroup("keypoint error type", KEYPOINT_ERRORS, "Ronchi and Perona"),
+                    ErrorGroup("box error type", ERROR_TYPES, "TIDE"))
     focus = "include attributes of hard instances: occlusion, truncation, unusual poses, small people, crowds"
     likely_failures = ("people whose keypoints the model is likely to miss or swap: unusual poses, people seen from "
                        "behind or with crossing limbs, small, occluded or truncated people")
