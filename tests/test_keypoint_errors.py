@@ -491,9 +491,9 @@ def test_every_oks_matrix_at_once_equals_the_librarys_bit_for_bit(use_area, max_
         assert ours[(image, 1)].shape == (shown, sum(p["image_id"] == image for p in people))
 
 
-def test_training_keypoints_with_left_and_right_swapped_are_told_from_right_ones():
+def test_training_keypoints_with_left_and_right_swapped_or_left_out_are_told_from_right_ones():
     from hibug_core.objects.keypoint_errors import mirror_pairs
-    from hibug_core.objects.training_evidence import _mirrored
+    from hibug_core.objects.training_evidence import _keypoints, _left_out, _mirrored
 
     from pose_support import NAMES as PERSON
     from pose_support import STANDING
@@ -501,12 +501,24 @@ def test_training_keypoints_with_left_and_right_swapped_are_told_from_right_ones
     mirror = np.array(mirror_pairs(PERSON))
     truth = np.column_stack([STANDING * 100, np.full(17, 2.0)])
     given = truth + [1.5, -1.0, 0]  # a careful annotator, a pixel or two off
-    assert _mirrored(given.ravel().tolist(), json.dumps(truth.ravel().tolist()), mirror) == 0.0
-    assert _mirrored(given[mirror].ravel().tolist(), json.dumps(truth.ravel().tolist()), mirror) == 1.0
+
+    def read(annotated, true) -> tuple:
+        return _keypoints(annotated.ravel().tolist(), json.dumps(true.ravel().tolist()))
+
+    assert _mirrored(*read(given, truth), mirror) == 0.0 and _left_out(*read(given, truth)) == 0.0
+    assert _mirrored(*read(given[mirror], truth), mirror) == 1.0
     only_nose = truth.copy()
     only_nose[1:, 2] = 0  # no sided keypoint labelled: nothing to tell
-    assert np.isnan(_mirrored(given.ravel().tolist(), json.dumps(only_nose.ravel().tolist()), mirror))
-    assert np.isnan(_mirrored(None, json.dumps(truth.ravel().tolist()), mirror))
+    assert np.isnan(_mirrored(*read(given, only_nose), mirror))
+    assert _keypoints(None, json.dumps(truth.ravel().tolist())) == (None, None)
+    assert _keypoints(given[:5].ravel().tolist(), json.dumps(truth.ravel().tolist())) == (None, None)
+    sparse = given.copy()
+    sparse[:8, 2] = 0  # 8 of 17 left out: fewer than half
+    assert _left_out(*read(sparse, truth)) == 0.0
+    sparse[8, 2] = 0  # 9 of 17
+    assert _left_out(*read(sparse, truth)) == 1.0
+    assert _left_out(*read(sparse, only_nose)) == 1.0  # the one labelled keypoint left out
+    assert np.isnan(_left_out(*read(given, np.zeros_like(truth))))  # the truth labels none
 
 
 def test_a_slice_taught_with_swapped_sides_gets_its_annotation_bug_only_when_significant():
@@ -522,7 +534,7 @@ def test_a_slice_taught_with_swapped_sides_gets_its_annotation_bug_only_when_sig
     few[100:110] = True  # 10 others, 1 of them swapped: no bug
     mirrored[100] = 1.0
     evidence = ObjectEvidence(np.ones(n_train, bool), np.ones(n_train, bool), np.ones(n_train),
-                              np.full(n_eval, np.nan), mirrored)
+                              np.full(n_eval, np.nan), mirrored, np.zeros(n_train), "people")
     eval_back, eval_few = np.zeros(n_eval, bool), np.zeros(n_eval, bool)
     eval_back[:15], eval_few[50:60] = True, True
     errors = np.where(eval_back | eval_few, 1.0, 0.0)
@@ -534,3 +546,33 @@ def test_a_slice_taught_with_swapped_sides_gets_its_annotation_bug_only_when_sig
                                       "training annotations (12% of all people): the model learnt their sides the "
                                       "wrong way round")
     assert table["bug_type"].iat[1] != SWAPPED
+
+
+def test_a_slice_taught_with_its_keypoints_left_out_gets_its_annotation_bug_only_when_significant():
+    from hibug_core.slices.diagnosis import KEYPOINTS_MISSING, ObjectEvidence, diagnose
+
+    n_train, n_eval = 200, 100
+    crouching = np.zeros(n_train, bool)
+    crouching[:30] = True  # 30 training people crouching, 21 annotated with most keypoints left out
+    left_out = np.zeros(n_train)
+    left_out[:21] = 1.0
+    left_out[150:160] = 1.0  # and 10 others (6% of the rest)
+    near = np.zeros(n_train, bool)
+    near[140:160] = True  # 20 others, half of them left out: at the share, significant at 0.05 only
+    evidence = ObjectEvidence(np.ones(n_train, bool), np.ones(n_train, bool), np.ones(n_train),
+                              np.full(n_eval, np.nan), np.zeros(n_train), left_out, "people")
+    eval_crouching, eval_near = np.zeros(n_eval, bool), np.zeros(n_eval, bool)
+    eval_crouching[:15], eval_near[50:60] = True, True
+    errors = np.where(eval_crouching | eval_near, 1.0, 0.0)
+    labels = np.full(n_eval, "person", dtype=object)
+    diagnosed = {alpha: diagnose([eval_crouching, eval_near], [crouching, near], labels, labels.copy(), errors,
+                                 objects=evidence, train_labels=np.full(n_train, "person", dtype=object), alpha=alpha)
+                 for alpha in (0.05, 1e-6)}
+    table = diagnosed[0.05]
+    assert table["bug_type"].tolist() == [KEYPOINTS_MISSING, KEYPOINTS_MISSING]
+    assert table["reason"].iat[0] == ("30 in training, 70% of them annotated with most of their keypoints left out in "
+                                      "the training annotations (16% of all people): the model was seldom shown "
+                                      "where their keypoints are")
+    # 10 of 20 where 15.5% are: binom.sf(9, 20, 0.155) is 3e-4, not below 1e-6; 21 of 30 (3e-11) is
+    assert diagnosed[1e-6]["bug_type"].tolist()[0] == KEYPOINTS_MISSING
+    assert diagnosed[1e-6]["bug_type"].iat[1] != KEYPOINTS_MISSING

@@ -1,6 +1,7 @@
 """What a detector's or keypoint model's own training annotations say of the objects in its training images: whether
 each was annotated, how its training box compares with the object, and for a person whether its keypoints were
-annotated with left and right swapped (the evidence for missing annotations, bad boxes and swapped sides)."""
+annotated with left and right swapped or mostly left out (the evidence for missing annotations, bad boxes, swapped
+sides and missing keypoints)."""
 from __future__ import annotations
 
 import json
@@ -18,6 +19,8 @@ from hibug_core.store.recorded_models import recorded_model
 
 MATCH_IOU = 0.25  # a training box that overlaps the object this much (same class, same image) annotates it: a box
 #                   annotated at half the object's size still overlaps it by 0.5, a neighbour's rarely by this much
+MOSTLY_LEFT_OUT = 0.5  # a person's keypoints are missing from its annotation when at least this share of the ones
+#                        its true annotation labels are unlabelled there
 
 
 @process_cache("training annotations", max_items=4)
@@ -31,8 +34,10 @@ def annotation_evidence(project, model: str, objects: pd.DataFrame) -> pd.DataFr
     sample id), from the annotations `model` was recorded as trained on (store.recorded_models): `annotated` (a
     training box of its class overlaps it), `box_ratio` (that box's area over the object's; NaN when none) and
     `mirrored` (1.0 when that annotation's keypoints lie nearer the object's true keypoints with left and right
-    exchanged than as they are, 0.0 when not; NaN without keypoints to compare). None when the model records no
-    training annotations or they cannot be read: there is then no such evidence."""
+    exchanged than as they are, 0.0 when not; NaN without keypoints to compare) and `keypoints_missing` (1.0 when
+    that annotation leaves out at least MOSTLY_LEFT_OUT of the keypoints the true annotation labels, 0.0 when not; NaN
+    without keypoints). None when the model records no training annotations or they cannot be read: there is then no
+    such evidence."""
     recorded = recorded_model(project, model)
     if recorded is None or not recorded.training or objects.empty:
         return None
@@ -47,7 +52,7 @@ def annotation_evidence(project, model: str, objects: pd.DataFrame) -> pd.DataFr
                                               label=training.annotations["category_id"].map(training.categories))
     by_image = dict(iter(annotations.groupby(["image_key", "label"], sort=False)))
     annotated = np.zeros(len(objects), bool)
-    ratio, mirrored = np.full(len(objects), np.nan), np.full(len(objects), np.nan)
+    ratio, mirrored, left_out = (np.full(len(objects), np.nan) for _ in range(3))
     mirror = np.array(mirror_pairs(next(iter(training.keypoints.values())))) if training.keypoints else None
     true_points = objects["keypoints_json"].to_numpy(object) if "keypoints_json" in objects else None
     boxes = objects[["box_x", "box_y", "box_w", "box_h"]].to_numpy(float)
@@ -65,18 +70,36 @@ def annotation_evidence(project, model: str, objects: pd.DataFrame) -> pd.DataFr
         if mirror is not None and true_points is not None:
             points = given["keypoints"].to_numpy(object)
             for row, at in zip(rows[hit], best[hit]):
-                mirrored[row] = _mirrored(points[at], true_points[row], mirror)
-    return pd.DataFrame({"annotated": annotated, "box_ratio": ratio, "mirrored": mirrored}, index=objects.index)
+                given, truth = _keypoints(points[at], true_points[row])
+                if given is not None:
+                    mirrored[row] = _mirrored(given, truth, mirror)
+                    left_out[row] = _left_out(given, truth)
+    return pd.DataFrame({"annotated": annotated, "box_ratio": ratio, "mirrored": mirrored,
+                         "keypoints_missing": left_out}, index=objects.index)
 
 
-def _mirrored(annotated, truth_json, mirror: np.ndarray) -> float:
-    """1.0 when the annotated keypoints lie nearer the true ones with left and right exchanged than as they are, 0.0
-    when not; NaN with fewer than two sided keypoints labelled in both."""
+def _keypoints(annotated, truth_json) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
+    """(annotated, true) keypoints as (k, 3) arrays; (None, None) where either is absent or they differ in length."""
     if annotated is None or not isinstance(truth_json, str):
-        return np.nan
+        return None, None
     given = np.asarray(annotated, dtype=float).reshape(-1, 3)
     truth = np.asarray(json.loads(truth_json), dtype=float).reshape(-1, 3)
-    if given.shape != truth.shape or len(mirror) != len(truth):
+    return (given, truth) if given.shape == truth.shape else (None, None)
+
+
+def _left_out(given: np.ndarray, truth: np.ndarray) -> float:
+    """1.0 when the annotation leaves unlabelled at least MOSTLY_LEFT_OUT of the keypoints the truth labels, 0.0 when
+    not; NaN when the truth labels none."""
+    labelled = truth[:, 2] > 0
+    if not labelled.any():
+        return np.nan
+    return float((given[labelled, 2] <= 0).mean() >= MOSTLY_LEFT_OUT)
+
+
+def _mirrored(given: np.ndarray, truth: np.ndarray, mirror: np.ndarray) -> float:
+    """1.0 when the annotated keypoints lie nearer the true ones with left and right exchanged than as they are, 0.0
+    when not; NaN with fewer than two sided keypoints labelled in both."""
+    if len(mirror) != len(truth):
         return np.nan
     sided = (mirror != np.arange(len(mirror))) & (given[:, 2] > 0) & (truth[:, 2] > 0) & (truth[mirror, 2] > 0)
     if sided.sum() < 2:

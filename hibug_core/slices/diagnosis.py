@@ -12,7 +12,9 @@ import pandas as pd
 from hibug_core.objects.summary import error_mix
 
 SWAPPED = "left and right swapped"  # people: their keypoints annotated with the body's sides exchanged
-ANNOTATION_BUGS = ("missing annotations", "bad boxes", SWAPPED)  # what the training annotations did to the model
+KEYPOINTS_MISSING = "keypoints missing"  # people: annotated, but most of their keypoints left out
+ANNOTATION_BUGS = ("missing annotations", "bad boxes", SWAPPED, KEYPOINTS_MISSING)  # what the training annotations
+#                                                                                    did to the model
 NO_CLEAR_CAUSE = "no clear cause"  # a significant slice whose evidence shows no bug type significantly
 BUG_TYPES = ("spurious correlation", "rare case", "distribution shift", *ANNOTATION_BUGS, "hard case",
              NO_CLEAR_CAUSE)
@@ -29,6 +31,9 @@ class ObjectEvidence:
     eval_box_ratio: np.ndarray  # (evaluation rows,) the found prediction's box area over the object's (NaN: none)
     train_mirrored: np.ndarray | None = None  # (training rows,) 1.0: its training keypoints have left and right
     #                                           swapped, 0.0: not, NaN: nothing to compare (None: boxes)
+    train_keypoints_missing: np.ndarray | None = None  # (training rows,) 1.0: its training annotation leaves out
+    #                                                    most of its keypoints, 0.0: not, NaN: none (None: boxes)
+    nouns: str = "objects"  # what the rows are, as the reasons say it ("people")
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,8 @@ class DiagnosisConfig:
     #                           with the slice's tags (class conditions left out) are of one class, and
     shortcut: float = 0.5  # more than this share of the slice's failures are predicted as that class
     swapped_share: float = 0.5  # left and right swapped: at least this share of its training people annotated so
+    keypoints_missing_share: float = 0.5  # keypoints missing: at least this share of its training people annotated
+    #                                       with most of their keypoints left out
     missing_share: float = 0.5  # missing annotations: at most this share of its objects in training images annotated
     missing_gap: float = 0.25  # ... and this far below the share of all objects annotated
     box_factor: float = 1.33  # bad boxes: the median box area this many times too large, or this many times too small
@@ -149,9 +156,10 @@ def _annotation_bug(objects: ObjectEvidence | None, train_mask: np.ndarray | Non
     given only where fewer of its training objects are annotated than of all objects, significantly at `alpha`."""
     if objects is None or failed.sum() < config.min_failures:
         return None
-    swapped = _swapped(objects, train_mask, config, alpha)
-    if swapped is not None:
-        return SWAPPED, swapped
+    for bug in PERSON_BUGS:
+        reason = _taught_wrong(bug, objects, train_mask, config, alpha)
+        if reason is not None:
+            return bug, reason
     for bug in ANNOTATION_BUGS[:2]:
         if _annotation_evidence(bug, objects, train_mask, mask, config) and (
                 bug != "missing annotations" or _fewer_annotated(objects, train_mask, config, alpha)):
@@ -159,24 +167,51 @@ def _annotation_bug(objects: ObjectEvidence | None, train_mask: np.ndarray | Non
     return None
 
 
-def _swapped(objects: ObjectEvidence, train_mask: np.ndarray | None, config: DiagnosisConfig,
-             alpha: float) -> str | None:
-    """Why the slice's people were taught with left and right swapped (most of its training people annotated so,
-    significantly more than of all people), or None: a keypoint model learns the sides it is shown, so these people
-    are found mirrored wherever they are annotated right."""
+@dataclass(frozen=True)
+class _PersonBug:
+    """A bug of a person's training keypoints: which evidence flags each training person, the config's share of the
+    slice's training people it takes, and how the reason says it."""
+
+    evidence: str  # the ObjectEvidence field
+    share: str  # the DiagnosisConfig field
+    annotated: str  # "annotated with left and right swapped"
+    consequence: str
+
+
+PERSON_BUGS = {
+    SWAPPED: _PersonBug("train_mirrored", "swapped_share", "annotated with left and right swapped",
+                        "the model learnt their sides the wrong way round"),
+    KEYPOINTS_MISSING: _PersonBug("train_keypoints_missing", "keypoints_missing_share",
+                                  "annotated with most of their keypoints left out",
+                                  "the model was seldom shown where their keypoints are"),
+}
+
+
+def _person_flags(bug: str, objects: ObjectEvidence, train_rows: np.ndarray | None) -> np.ndarray | None:
+    """The flags of these training rows' people where known (None: no such evidence, or no training rows)."""
+    flags = getattr(objects, PERSON_BUGS[bug].evidence)
+    if flags is None or train_rows is None:
+        return None
+    return flags[train_rows & np.isfinite(flags)]
+
+
+def _taught_wrong(bug: str, objects: ObjectEvidence, train_mask: np.ndarray | None, config: DiagnosisConfig,
+                  alpha: float) -> str | None:
+    """Why the slice's people were taught wrong (at least the config's share of its training people annotated so,
+    significantly more than of all people), or None: a keypoint model learns the keypoints it is shown, so these
+    people fail wherever they are annotated right."""
     from scipy.stats import binom
 
-    if objects.train_mirrored is None or train_mask is None:
+    mine = _person_flags(bug, objects, train_mask)
+    if mine is None or len(mine) < config.min_failures:
         return None
-    known = np.isfinite(objects.train_mirrored)
-    mine = objects.train_mirrored[train_mask & known]
-    if len(mine) < config.min_failures:
+    everyone = _person_flags(bug, objects, np.ones(len(objects.train_object), bool))
+    share, overall = float(mine.mean()), float(everyone.mean())
+    if share < getattr(config, PERSON_BUGS[bug].share) or (
+            alpha < 1 and not binom.sf(mine.sum() - 1, len(mine), overall) < alpha):
         return None
-    share, overall = float(mine.mean()), float(objects.train_mirrored[known].mean())
-    if share < config.swapped_share or (alpha < 1 and not binom.sf(mine.sum() - 1, len(mine), overall) < alpha):
-        return None
-    return (f"{len(mine)} in training, {share:.0%} of them annotated with left and right swapped in the training "
-            f"annotations ({overall:.0%} of all people): the model learnt their sides the wrong way round")
+    return (f"{len(mine)} in training, {share:.0%} of them {PERSON_BUGS[bug].annotated} in the training annotations "
+            f"({overall:.0%} of all {objects.nouns}): {PERSON_BUGS[bug].consequence}")
 
 
 def _fewer_annotated(objects: ObjectEvidence, train_mask: np.ndarray | None, config: DiagnosisConfig,
@@ -253,12 +288,13 @@ def _annotation_reason(bug: str, objects: ObjectEvidence, train_rows: np.ndarray
     if bug == "missing annotations":
         share, overall, count = _annotated_share(objects, train_rows, config)
         return (f"{count} in training images, but only {share:.0%} of them annotated in the training annotations "
-                f"({overall:.0%} of all objects)")
+                f"({overall:.0%} of all {objects.nouns})")
     ratio, usual = _box_ratios(objects, train_rows, eval_rows)
     if train_rows is not None:
-        return f"its training boxes cover {ratio:.0%} of its objects' area (median; {usual:.0%} for all objects)"
-    return (f"the model's boxes cover {ratio:.0%} of its objects' area (median; {usual:.0%} for all objects), as if "
-            "taught with boxes of that size")
+        return (f"its training boxes cover {ratio:.0%} of its {objects.nouns}' area (median; {usual:.0%} for all "
+                f"{objects.nouns})")
+    return (f"the model's boxes cover {ratio:.0%} of its {objects.nouns}' area (median; {usual:.0%} for all "
+            f"{objects.nouns}), as if taught with boxes of that size")
 
 
 def _annotated_share(objects: ObjectEvidence, train_rows: np.ndarray,
@@ -284,12 +320,11 @@ def _annotation_evidence(bug: str, objects: ObjectEvidence, train_rows: np.ndarr
                          config: DiagnosisConfig) -> bool | None:
     """Whether these rows alone show the annotation bug (the test of _annotation_bug, failures aside): from their
     training annotations, else from the model's own boxes; None where they are too few to tell."""
-    if bug == SWAPPED:
-        known = None if objects.train_mirrored is None or train_rows is None else (
-            train_rows & np.isfinite(objects.train_mirrored))
-        if known is None or known.sum() < config.min_failures:
+    if bug in PERSON_BUGS:
+        mine = _person_flags(bug, objects, train_rows)
+        if mine is None or len(mine) < config.min_failures:
             return None
-        return bool(objects.train_mirrored[known].mean() >= config.swapped_share)
+        return bool(mine.mean() >= getattr(config, PERSON_BUGS[bug].share))
     train_rows = _training_rows(objects, train_rows, config)
     if train_rows is not None:
         share, overall, _ = _annotated_share(objects, train_rows, config)

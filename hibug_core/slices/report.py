@@ -293,13 +293,16 @@ def object_evidence(project, model: str, objects: pd.DataFrame, evaluation: pd.D
     held = objects.reindex(train.index)
     is_object = (held["object_kind"] == "object").to_numpy()
     annotations = annotation_evidence(project, model, held[is_object].assign(label=train["label"][is_object]))
-    annotated = ratio = mirrored = None
+    annotated = ratio = mirrored = left_out = None
     if annotations is not None:
         annotated = annotations["annotated"].reindex(train.index, fill_value=False).to_numpy(bool)
         ratio = annotations["box_ratio"].reindex(train.index).to_numpy(float)
-        mirrored = annotations["mirrored"].reindex(train.index).to_numpy(float)
-        mirrored = mirrored if np.isfinite(mirrored).any() else None  # boxes: no sides to swap
-    return ObjectEvidence(is_object, annotated, ratio, box_ratio(objects.reindex(evaluation.index)), mirrored)
+        mirrored, left_out = (annotations[column].reindex(train.index).to_numpy(float)
+                              for column in ("mirrored", "keypoints_missing"))
+        if not np.isfinite(left_out).any():  # boxes: no keypoints to swap or leave out
+            mirrored = left_out = None
+    return ObjectEvidence(is_object, annotated, ratio, box_ratio(objects.reindex(evaluation.index)), mirrored,
+                          left_out, "objects" if left_out is None else "people")  # COCO's keypoints are a person's
 
 
 def unannotated_slices(enumeration: Enumeration, train_matrix: TagMatrix, found: ObjectEvidence,
