@@ -96,18 +96,20 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
         shown = f" · shown {factor}× larger" if factor > 1 else ""
         st.caption(f"{plain(row['sample_key'])} · {row['split']} · {int(row['width'])}×{int(row['height'])} px{shown}")
     with right:
+        task = current_task(project)
+        predicted = task.prediction_words(row) if pd.notna(row.get("prediction")) else None
         if pd.notna(row.get("outcome")):
             error = f" ({plain(row['error_type'])} error)" if row.get("error_type") not in (None, "", "missed") else ""
-            overlap = current_task(project).nouns.score  # IoU for a box, OKS for a person
-            iou = f" · {overlap} {row['iou']:.2f}" if pd.notna(row.get("iou")) and row["iou"] > 0 else ""
-            st.markdown(f"**{plain(row['outcome'])}**{error}{iou}")
+            iou = f" · {task.nouns.score} {row['iou']:.2f}" if pd.notna(row.get("iou")) else ""  # 0: no overlap
+            outcome = row["outcome"] if predicted == row.get("prediction") else predicted  # a person found inverted
+            st.markdown(f"**{plain(outcome)}**{error}{iou}")
         if isinstance(row.get("keypoint_types"), str):
             _keypoints(row, keypoint_skeleton(project).get("names", []))
         if pd.notna(row.get("prediction")):
             correct = row.get("correct")
             verdict = "unlabelled" if pd.isna(correct) else "right" if bool(correct) else "wrong"
             confidence = f" ({row['confidence']:.0%} confident)" if pd.notna(row.get("confidence")) else ""
-            st.markdown(f"**label** {plain(row['label'])} · **prediction** {plain(row['prediction'])}{confidence} · "
+            st.markdown(f"**label** {plain(row['label'])} · **prediction** {plain(predicted)}{confidence} · "
                         f"**{verdict}**")
         else:
             st.markdown(f"**label** {plain(row['label'])}")

@@ -38,7 +38,8 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str, user
     left, right = st.columns([2, 3])
     with left:
         st.markdown("**AP per class**")
-        st.dataframe(evaluation["per_class"], hide_index=True, width="stretch",
+        st.dataframe(evaluation["per_class"].rename(columns={"objects": nouns.samples}), hide_index=True,
+                     width="stretch",
                      column_config={"AP": st.column_config.NumberColumn(format="%.3f"),
                                     "AP50": st.column_config.NumberColumn(format="%.3f")})
         missed = f"missed {nouns.samples}"  # in the task's words (people for a pose model)

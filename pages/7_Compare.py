@@ -87,7 +87,7 @@ for cell, model in zip(cells, comparison.models):
                 f"{nouns.count(int(row['evaluated']))} of this split evaluated in all")
     evaluation = project.object_evaluation(model, op.split)
     if evaluation is not None:
-        cell.caption(f"AP {evaluation['summary'].get('AP', float('nan')):.3f} (COCO, as imported)")
+        cell.caption(f"AP {evaluation['summary'].get('AP', float('nan')):.3f} (COCO, as recorded)")
 
 slices_tab, classes_tab, *more = st.tabs(["Slices", "Per class"] + (["Error types"] if task.error_types else []) +
                                          (["Every pair"] if len(comparison.models) > 2 else []))

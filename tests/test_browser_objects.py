@@ -49,7 +49,7 @@ def test_find_the_planted_object_slice_and_see_its_boxes(browser, objects_server
     page.on("pageerror", lambda error: errors.append(str(error)))
     open_app(page, objects_server)
     shown(page, "COCO evaluation", timeout=90_000)
-    shown(page, "Missed objects by error type")
+    shown(page, "Missed objects by box error type (TIDE)")
     shown(page, "False positives by error type")
     _one_click_on_the_background_row_opens_its_false_positives(page, background_circles)
     shot(page, "objects-1-overview")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -135,7 +136,8 @@ def test_what_a_detector_repair_cannot_do_is_refused_with_what_to_do(demo_copy, 
 
     with write_transaction(demo_copy.engine) as connection:  # as if only the detector's results had been imported
         connection.execute(text("DELETE FROM project_meta WHERE key = :k"), {"k": MODEL_META + MODEL})
-    with pytest.raises(DetectorError, match="only its results were imported"):
+    with pytest.raises(DetectorError, match=f"only its results were imported. Record its network and the "
+                       f"annotations it was trained on: `hibug record {demo_copy.folder} '{MODEL}' --spec "):
         run_repair(demo_copy, RepairConfig(seeds=(0,)), task=task_of(demo_copy))
     from hibug_core.jobs.kinds import run_kind
     from hibug_core.tasks import TaskError
@@ -174,3 +176,53 @@ def test_a_detector_recorded_the_old_way_is_still_found(demo_copy):
     adapter, recorded = object_model(demo_copy, MODEL)
     assert recorded.spec == f"scene-fcos:models/{MODEL}.pt" and recorded.training == "data/train_annotations.json"
     assert adapter.classes == ["circle", "rectangle", "triangle"]
+
+
+def test_an_imported_detector_is_recorded_by_the_command_and_each_bad_input_is_named(demo_copy, tmp_path, capsys):
+    """`hibug record`: a detector whose results alone were imported gets its checkpoint and training annotations, and
+    a repair then loads it; what does not fit is refused before anything is stored."""
+    from sqlalchemy import text
+
+    from hibug_core.cli import main
+    from hibug_core.store.db import write_transaction
+
+    folder = demo_copy.folder
+    elsewhere = tmp_path / "mine"  # the user's own files, outside the project
+    shutil.copytree(folder / "data", elsewhere)
+    shutil.copy(folder / "models" / f"{MODEL}.pt", elsewhere / "fcos.pt")
+    with write_transaction(demo_copy.engine) as connection:  # only the detector's results imported
+        connection.execute(text("DELETE FROM project_meta WHERE key = :k"), {"k": MODEL_META + MODEL})
+    demo_copy.close()
+    spec, training = f"scene-fcos:{elsewhere / 'fcos.pt'}", str(elsewhere / "train_annotations.json")
+    junk = tmp_path / "junk.json"
+    junk.write_text('{"images": 3}')
+    wrong_classes = tmp_path / "other" / "train.json"
+    wrong_classes.parent.mkdir()
+    document = json.loads(Path(training).read_text())
+    document["categories"] = [dict(c, name=f"not-{c['name']}") for c in document["categories"]]
+    wrong_classes.write_text(json.dumps(document))
+    for arguments, said in (
+            (["nobody", "--spec", spec, "--training", training], "no model 'nobody' in this project"),
+            ([MODEL, "--spec", "scene-fcos:/no/such.pt", "--training", training], "does not load"),
+            ([MODEL, "--spec", spec], "is a model of objects: give the COCO file of the annotations it was trained"),
+            ([MODEL, "--spec", spec, "--training", str(junk)], "images"),
+            ([MODEL, "--spec", spec, "--training", str(wrong_classes)], "has no category for the model's classes"),
+            ([MODEL, "--spec", spec, "--training", str(wrong_classes.parent / "missing.json")], "missing.json")):
+        assert main(["record", str(folder), *arguments]) == 2, arguments
+        assert said in capsys.readouterr().err, arguments
+    with Project.open(folder, read_only=True) as project:
+        assert recorded_model(project, MODEL) is None  # nothing stored by a refusal
+    document["categories"] = json.loads(Path(training).read_text())["categories"]
+    (wrong_classes.parent / "train.json").write_text(json.dumps(document))  # right classes, but no images beside it
+    assert main(["record", str(folder), MODEL, "--spec", spec, "--training", str(wrong_classes)]) == 2
+    assert "of the images train.json names are not beside it" in capsys.readouterr().err
+
+    assert main(["record", str(folder), MODEL, "--spec", spec, "--training", training]) == 0
+    out = capsys.readouterr().out
+    images = len(json.loads(Path(training).read_text())["images"])
+    assert f"trained on {training}: {images} images, {images} of them in the project's training split" in out
+    with Project.open(folder) as project:
+        recorded = recorded_model(project, MODEL)
+        assert (recorded.spec, recorded.training) == (spec, training)
+        adapter, _ = object_model(project, MODEL)  # what a repair loads
+        assert adapter.classes == ["circle", "rectangle", "triangle"]

@@ -115,7 +115,7 @@ def test_two_detectors_with_their_ap_and_error_type_shifts(monkeypatch, detectio
     assert not at.exception
     captions = [c.value for c in at.caption]
     assert captions[0].startswith("2,096 objects of the 'val' split that every model predicts · paired t-test")
-    assert "AP 0.565 (COCO, as imported)" in captions
+    assert "AP 0.565 (COCO, as recorded)" in captions
     assert [t.label for t in at.tabs] == ["Slices", "Per class", "Error types"]
     text = " ".join(m.value for m in at.markdown)
     assert "main right, v2 wrong** (" in text and " objects; drawn with v2's prediction)" in text

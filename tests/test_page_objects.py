@@ -75,6 +75,7 @@ def test_a_pose_project_is_told_what_failure_search_cannot_do_and_its_details_sa
     shown = [b for b in at.button if b.key and b.key.startswith("slice_detail_")]
     shown[0].click().run()
     assert not at.exception
-    outcome = next(m.value for m in at.markdown if m.value.startswith("**missed**") or
-                   m.value.startswith("**true positive**"))
-    assert " · OKS " in outcome and "IoU" not in outcome
+    # The slice's first person was found with its sides mirrored: said so, not "missed", with its OKS
+    outcome = next(m.value for m in at.markdown if m.value.startswith("**found, keypoints inverted**"))
+    assert outcome.startswith("**found, keypoints inverted** (inversion error) · OKS 0.") and "IoU" not in outcome
+    assert any(m.value.startswith("**label** person · **prediction** found, keypoints inverted") for m in at.markdown)

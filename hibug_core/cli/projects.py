@@ -1,4 +1,4 @@
-"""Commands on whole projects: new, import, info, serve and demo."""
+"""Commands on whole projects: new, import, record, info, serve and demo."""
 from __future__ import annotations
 
 import json
@@ -145,6 +145,32 @@ def _project_settings(args):
         return GeometryConfig.from_json(project.meta().get(MEASURES_META)), project.match_settings()
 
 
+def _record_arguments(parser) -> None:
+    from hibug_core.models.registry import MODELS
+
+    parser.add_argument("project", help="project folder")
+    parser.add_argument("model", help="the model, as the project names it (its outputs imported already)")
+    parser.add_argument("--spec", required=True, help="the network that gave those outputs, as the model registry "
+                        "loads it: " + MODELS.help_text())
+    parser.add_argument("--training", metavar="TRAIN_JSON", help="COCO file of what it was trained on, its images "
+                        "beside it (required for a detector or pose model: a repair fine-tunes from it, and the "
+                        "annotation audit reads it)")
+
+
+def cmd_record(args) -> int:
+    from hibug_core.store.project import Project
+    from hibug_core.tasks.model_record import record_model_files
+
+    with Project.open(args.project) as project:
+        done = record_model_files(project, args.model, args.spec, args.training)
+    print(f"recorded '{args.model}': {done.model.spec}")
+    if done.model.training:
+        print(f"trained on {done.model.training}: {done.training_images} images, {done.in_project} of them in the "
+              "project's training split (the annotation audit reads those)")
+    print(f"repair it: hibug repair {args.project} --model '{args.model}'")
+    return 0
+
+
 def _info_arguments(parser) -> None:
     parser.add_argument("project")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
@@ -256,6 +282,9 @@ COMMANDS = {
     "new": Command("create a project from a manifest or an image folder", _new_with_name, cmd_new),
     "import": Command("add the rows of a manifest to an existing project (or, with --models-only, its models' outputs "
                       "on rows already there)", _import_arguments, cmd_new),
+    "record": Command("record the network behind a model whose outputs were imported (its checkpoint, and for a "
+                      "detector or pose model the annotations it was trained on), so hibug can retrain it",
+                      _record_arguments, cmd_record),
     "info": Command("summarise a project", _info_arguments, cmd_info),
     "serve": Command("open the dashboard on a project", _serve_arguments, cmd_serve),
     "demo": Command("build the demo project if needed and open the dashboard on it", _demo_arguments, cmd_demo),

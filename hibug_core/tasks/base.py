@@ -119,7 +119,11 @@ class Task(ABC):
 
     def outcome(self, row) -> str:
         """A sample's outcome as a grid caption says it: "label → prediction" (a row of the sample table)."""
-        return f"{row['label']} → {row['prediction']}"
+        return f"{row['label']} → {self.prediction_words(row)}"
+
+    def prediction_words(self, row) -> str:
+        """What the model predicted for a sample, in words (a row of the sample table): its prediction."""
+        return str(row["prediction"])
 
     def refusal(self, capabilities) -> str | None:
         """Why this task's model cannot do one of `capabilities`, and what to do instead; None when it can do all."""

@@ -49,10 +49,10 @@ def object_model(project, model: str):
     recorded = recorded_model(project, model)
     if recorded is None or recorded.training is None:
         families = "; ".join(f"{e.spelling}: {e.help}" for e in MODELS if e.name in OBJECT_FAMILIES)
-        raise DetectorError(f"hibug cannot retrain '{model}': only its results were imported. Record the model (its "
-                            "spec and training annotations: hibug_core.store.recorded_models.record_model; "
-                            f"{families}), "
-                            "or retrain it yourself on the exported selection")
+        raise DetectorError(f"hibug cannot retrain '{model}': only its results were imported. Record its network "
+                            f"and the annotations it was trained on: `hibug record {project.folder} '{model}' --spec "
+                            f"FAMILY:CHECKPOINT --training TRAIN.json` ({families}), or retrain it yourself on the "
+                            "exported selection")
     try:
         adapter = load_model(recorded.spec, root=project.folder)
     except ModelLoadError as error:

@@ -45,11 +45,11 @@ class Pose(Detection):
                        "behind or with crossing limbs, small, occluded or truncated people")
     library = "pose"
 
-    def outcome(self, row) -> str:
+    def prediction_words(self, row) -> str:
         """A person found with left and right mirrored is said so, not "missed": a prediction was there."""
         if row.get("error_type") == INVERSION and row.get("outcome") == "missed":
-            return f"{row['label']} → found, keypoints inverted"
-        return super().outcome(row)
+            return "found, keypoints inverted"
+        return super().prediction_words(row)
 
     def measured_attributes(self) -> list:
         from hibug_core.objects.pose_geometry import pose_attributes
