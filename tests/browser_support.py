@@ -148,3 +148,16 @@ def first_picture(page):
     image.scroll_into_view_if_needed()
     page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle(), timeout=30_000)
     return image
+
+
+def add_another_model(page, name: str, results: Path) -> str:
+    """On the Overview: upload a COCO results file as model `name` ("Add another model's results on ...") and return
+    what the page says once it is added."""
+    page.get_by_text("Add another model's results on").first.click()
+    page.get_by_label("Model name").fill(name)
+    page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+        {"name": results.name, "mimeType": "application/json", "buffer": results.read_bytes()})
+    page.get_by_text(results.name).wait_for(timeout=30_000)
+    idle(page)
+    page.get_by_role("button", name="Add the model").click()
+    return shown(page, f"Added {name}: AP", timeout=180_000).inner_text()

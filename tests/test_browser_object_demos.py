@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from browser_support import idle, open_app, open_slice_row, serving, shot, shown
+from browser_support import add_another_model, open_app, open_slice_row, serving, shot, shown
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 DEMOS = {  # task: (its demo fixture, a planted slice, its annotation bug, the task's overlap, the other one)
@@ -66,14 +66,7 @@ def test_a_second_model_and_a_repaired_one_are_compared_and_failure_search_is_re
         shown(page, "val score")
         assert page.get_by_test_id("stMetric").filter(has_text="val score").first.inner_text().endswith(f"{val:.1%}")
 
-        page.get_by_text("Add another model's results on val").click()
-        page.get_by_label("Model name").fill("stricter")
-        page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
-            {"name": "stricter.json", "mimeType": "application/json", "buffer": stricter.read_bytes()})
-        page.get_by_text("stricter.json").wait_for(timeout=30_000)
-        idle(page)
-        page.get_by_role("button", name="Add the model").click()
-        said = shown(page, "Added stricter: AP", timeout=180_000).inner_text()
+        said = add_another_model(page, "stricter", stricter)
         with Project.open(folder, read_only=True) as project:
             assert project.models() == [first, repaired, "stricter"]
             expected = project.object_evaluation("stricter", "val")["summary"]["AP"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from test_objects import _pycocotools_stats, _random_case, _write
 
-from browser_support import idle, open_app, serving, shot, shown
+from browser_support import add_another_model, open_app, serving, shot, shown
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -36,14 +36,7 @@ def test_an_editor_uploads_a_second_detector_and_compares_the_two(browser, one_d
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
         open_app(page, url)
-        page.get_by_text("Add another model's results on val").click()
-        page.get_by_label("Model name").fill("second")
-        page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
-            {"name": "second.json", "mimeType": "application/json", "buffer": second.read_bytes()})
-        page.get_by_text("second.json").wait_for(timeout=30_000)
-        idle(page)
-        page.get_by_role("button", name="Add the model").click()
-        said = shown(page, "Added second: AP", timeout=120_000).inner_text()
+        said = add_another_model(page, "second", second)
         assert f"AP {expected:.3f} on val" in said
         shot(page, "second-model-1-added")
         open_app(page, f"{url}/Compare")
