@@ -25,6 +25,7 @@ import pandas as pd
 
 from hibug_core.demo import DEMO_FOLDERS, DEMOS
 from hibug_core.llm.client import LLMConfig
+from hibug_core.metrics import points
 from hibug_core.slices.report import error_slices, one_row_per_bug
 from hibug_core.slices.search import SliceConfig
 from hibug_core.slices.unseen import UNSEEN_METHODS, found_slices_hold, how_they_fail, predict_unseen
@@ -71,7 +72,7 @@ def measure(folder: Path, name: str, methods: list[str], llm: LLMConfig | None, 
                          "unseen (under M in val)": int(predicted["unseen"].sum()),
                          "scored on test": measured["scored"],
                          "mean test score": measured["mean_score"], "whole test split": measured["overall_score"],
-                         "difference": measured["mean_score"] - measured["overall_score"],
+                         "difference": measured["points"], "relative change": measured["relative_change"],
                          "dropped answers": len(predicted.attrs.get("dropped", [])),
                          "seconds": round(time.perf_counter() - start, 1)})
         return rows
@@ -102,7 +103,8 @@ def main() -> None:
     table = pd.DataFrame(rows)
     for column in ("mean test score", "whole test split"):
         table[column] = table[column].map("{:.1%}".format)
-    table["difference"] = table["difference"].map("{:+.1%}".format)
+    table["difference"] = table["difference"].map(points)  # in points
+    table["relative change"] = table["relative change"].map("{:+.1%}".format)  # HiBug2's Table 1 figure
     print(table.to_string(index=False))
     if not llm:
         print("\ninstruction: not run (give --llm-base-url and --llm-model, the key in OPENAI_API_KEY)")

@@ -256,7 +256,8 @@ with unseen:
         if measured["scored"]:
             st.markdown(f"**{len(predicted)} slices predicted by {how}**: mean {measured['split']} score "
                         f"{measured['mean_score']:.1%} on the {measured['scored']} it holds enough of, against "
-                        f"{measured['overall_score']:.1%} on the whole split")
+                        f"{measured['overall_score']:.1%} on the whole split ({points(measured['points'])}; "
+                        f"{measured['relative_change']:+.1%} relative)")
         else:
             st.markdown(f"**{len(predicted)} slices predicted by {how}**; the {measured['split']} split holds too few "
                         "of each to score them")

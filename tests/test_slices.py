@@ -159,6 +159,23 @@ def test_children_better_than_a_parent_are_dropped():
     assert result["description"].tolist() == ["color = red & size = large", "color = red"]
 
 
+def test_hibugs_own_rule_keeps_a_child_below_the_cut_that_fails_less_than_its_parent():
+    from hibug_core.bench.scoring import hibug_search
+
+    # Red fails 6 of 8 (score 0.25); red & small 2 of 4 (0.5: below the cut 0.75 - 0.2, but better than red), red &
+    # large 4 of 4; blue never.
+    codes = np.array([[0, 0]] * 4 + [[0, 1]] * 4 + [[1, 0]] * 8 + [[1, 1]] * 8, dtype=np.int16)
+    errors = np.array([1, 1, 0, 0] + [1, 1, 1, 1] + [0] * 16, dtype=float)
+    tags = TagMatrix(np.arange(24), ["color", "size"], [["red", "blue"], ["small", "large"]], codes)
+    config = SliceConfig(max_depth=2, min_support=4, gap=0.2, alpha=1.0, parent_alpha=1.0, max_overlap=1.0,
+                         rank_by="gap")
+    hibug2 = find_error_slices(tags, errors, config)  # HiBug2's step: a child only when worse than each parent
+    assert hibug2["description"].tolist() == ["color = red & size = large", "color = red"]
+    hibug = find_error_slices(tags, errors, hibug_search(config))
+    assert hibug["description"].tolist() == ["color = red & size = large", "color = red", "color = red & size = small"]
+    assert hibug["score"].tolist() == [0.0, 0.25, 0.5]
+
+
 def test_slice_ids_are_stable_and_descriptions_round_trip():
     definition = (("color", "blue"), ("size", "small"))
     assert slice_id(definition) == slice_id(tuple(reversed(definition)))
@@ -478,7 +495,9 @@ def test_cli_predicts_unseen_slices_by_instruction_and_by_substitution(demo_with
     assert "unseen slices predicted by instruction: 1 (checked on the pool and the test split" in out
     assert "size = small & class = triangle" in out and "tiny corners" in out
     assert "dropped answer 2: 'ultraviolet' is not a tag of 'color'" in out
-    assert re.search(r"mean test score on the 1 predicted slices it holds enough of: \d+\.\d%, against \d+\.\d% on "
-                     r"the whole split", out)
+    said = re.search(r"mean test score on the 1 predicted slices it holds enough of: (\d+\.\d)%, against (\d+\.\d)% on "
+                     r"the whole split \(([+-]\d+\.\d) pts; ([+-]\d+\.\d)% relative, HiBug2's Table 1 measure\)", out)
+    mean, whole, gap, relative = map(float, said.groups())  # the paper's figure is the relative change
+    assert gap == pytest.approx(mean - whole, abs=0.11) and relative == pytest.approx(100 * (mean / whole - 1), abs=0.2)
     assert main(["slices", folder, "--attributes", "shape,color,size", "--top", "1", "--unseen", "substitution"]) == 0
     assert "unseen slices predicted by substitution:" in capsys.readouterr().out

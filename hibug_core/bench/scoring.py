@@ -13,8 +13,9 @@ from hibug_core.slices.search import CLASS, SliceConfig
 
 def hibug_search(config: SliceConfig) -> SliceConfig:
     """HiBug's rule with `config`'s depth, support and C: every slice below the overall score by C, ranked by how far
-    below, with no parent test and no folding (the minimum support kept: without it one-image slices rank first)."""
-    return replace(config, rank_by="gap", alpha=1.0, parent_alpha=1.0, max_overlap=1.0)
+    below, with no significance test, no parent filter (HiBug2 added the "worse than each parent" step) and no folding
+    (the minimum support kept: without it one-image slices rank first)."""
+    return replace(config, rank_by="gap", alpha=1.0, parent_alpha=1.0, parents=False, max_overlap=1.0)
 
 
 # The slice searches the benchmarks compare (HiBug2's Table 2 sets HiBug's beside HiBug2's): "hibug2", the search as a

@@ -63,6 +63,7 @@ def _unseen(project, report, op):
 
 def _print_unseen(predicted, method: str, report) -> None:
     """The predicted slices, those the split barely shows first, each with what the data that match it say."""
+    from hibug_core.metrics import points
     from hibug_core.slices.unseen import how_they_fail
 
     print(f"\nunseen slices predicted by {method}: {len(predicted)} (checked on the pool and the test split; "
@@ -78,7 +79,8 @@ def _print_unseen(predicted, method: str, report) -> None:
     measured = how_they_fail(predicted, report)
     if measured["scored"]:
         print(f"mean {measured['split']} score on the {measured['scored']} predicted slices it holds enough of: "
-              f"{measured['mean_score']:.1%}, against {measured['overall_score']:.1%} on the whole split")
+              f"{measured['mean_score']:.1%}, against {measured['overall_score']:.1%} on the whole split "
+              f"({points(measured['points'])}; {measured['relative_change']:+.1%} relative, HiBug2's Table 1 measure)")
 
 
 def _precision_note(row) -> str:

@@ -33,6 +33,9 @@ class SliceConfig:
     # parent_alpha; None: the same alpha). 1: no test (HiBug's plain rule, for the benchmarks' comparison).
     alpha: float = 0.05
     parent_alpha: float | None = None
+    # HiBug2's post-processing: below the first level, a slice is kept only when it fails more than each of its
+    # parents. False: HiBug's own rule, every slice below the cut whatever its parents do (no parent test either).
+    parents: bool = True
     sliceline_alpha: float = 0.95  # weight of the error term in the SliceLine score
     z: float = 1.96  # Wilson interval width (95%)
     by_class: bool = True  # also slice by the label (attribute CLASS), e.g. "class = triangle & size = small"
@@ -197,7 +200,10 @@ def score_slices(enumeration: Enumeration, tags: TagMatrix, *, model: int = 0,
     overall_score = 1 - overall_error
     cut = config.threshold if config.threshold is not None else overall_score - config.gap
     candidates = [1 - e / c < cut for e, c in zip(errors, counts)]
-    tested, worse = _worse_than_every_parent(enumeration, counts, errors, config.parent_test, candidates)
+    if config.parents:
+        tested, worse = _worse_than_every_parent(enumeration, counts, errors, config.parent_test, candidates)
+    else:  # HiBug's rule: no slice is measured against its parents
+        tested = worse = [np.ones(len(c), dtype=bool) for c in counts]
     kept = np.concatenate(tested)
     if keep is not None:
         kept |= keep & np.concatenate(worse)
