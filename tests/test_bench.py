@@ -126,11 +126,16 @@ def test_scores_of_a_spurious_problem():
     ])
     scores = score_report(slices, VOCABULARY, problem, COLORS, top_n=10)
     assert scores == {"find_attr": True, "find_tag": True, "tag_in_top": True, "type_right": False,
-                      "first_rank": 4, "n_slices": 4}
+                      "first_rank": 4, "paper_find_attr": True, "paper_find_des": True, "n_slices": 4}
     top3 = score_report(slices, VOCABULARY, problem, COLORS, top_n=3)
     assert (top3["find_attr"], top3["find_tag"], top3["first_rank"]) == (True, False, 4)
     top1 = score_report(slices, VOCABULARY, problem, COLORS, top_n=1)
     assert (top1["find_attr"], top1["find_tag"], top1["tag_in_top"], top1["type_right"]) == (False, False, False, None)
+    # HiBug's own measures read every reported slice, whatever its type: the tag with the wrong type (rank 3) counts
+    only_wrong_type = score_report(slices.head(3), VOCABULARY, problem, COLORS, top_n=10)
+    assert (only_wrong_type["find_tag"], only_wrong_type["paper_find_des"]) == (False, True)
+    beyond_top = score_report(slices, VOCABULARY, problem, COLORS, top_n=1)
+    assert (beyond_top["find_attr"], beyond_top["paper_find_attr"]) == (False, True)
 
 
 def test_a_rare_case_must_be_about_its_class():
@@ -193,6 +198,10 @@ def test_summary_tables_and_markdown():
     assert tables["by search"].loc[("truth", "hibug"), "Find Tag %"] == 25.0
     assert tables["by search"].loc[("truth", "hibug2"), "Find Tag %"] == 50.0
     assert len(tables["by C and parent test"]) == 1  # HiBug's rows are not one of hibug's settings
+    # HiBug's own Find Attr. / Find Des. beside them where the rows carry them (any reported slice, any bug type)
+    scored = rows.assign(paper_find_attr=[True, True, True, True], paper_find_des=[True, True, True, False])
+    assert summary_tables(scored, problems, 0.2, 0.05)["scores"].loc[
+        ("truth", "all"), ["Find Attr. (HiBug's) %", "Find Des. (HiBug's) %"]].tolist() == [100.0, 75.0]
     # searched on two shares of the validation split: the main tables read the whole split, one more table each share
     half = rows.assign(val_share=0.5, val_images=800, find_attr=[False, True, False, False],
                        find_tag=[False, False, False, False])

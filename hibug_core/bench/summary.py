@@ -38,6 +38,9 @@ def _rates(group: pd.DataFrame) -> pd.Series:
         "Find Tag %": 100 * group["find_tag"].mean(),
         "bug type right %": 100 * typed.astype(bool).mean() if len(typed) else np.nan,
         "median first rank": ranks.median() if len(ranks) else np.nan,
+        # HiBug's Table 1 measures: in any reported slice, whatever its bug type (rows scored before them lack them)
+        **({"Find Attr. (HiBug's) %": 100 * group["paper_find_attr"].mean(),
+            "Find Des. (HiBug's) %": 100 * group["paper_find_des"].mean()} if "paper_find_des" in group else {}),
     })
 
 
