@@ -114,6 +114,22 @@ def test_hibug2_selection_fills_the_budget_from_the_worst_slice_down(slice_proje
         "p-red-circle-3", "p-red-circle-1", "p-red-circle-2"]  # then the next slice's least confident
 
 
+def test_hibug_rule_selection_takes_hibugs_slices_by_hibug2s_rule(slice_project):
+    from hibug_core.repair.selection import hibug_rule_slices
+
+    report = error_slices(slice_project, config=SliceConfig(max_depth=2, min_support=5))
+    # HiBug's slices: every slice of 5 or more below the cut (75% overall - C 0.1), its parents unasked, worst first
+    rule = hibug_rule_slices(report)
+    assert rule["description"].tolist() == ["color = blue & shape = circle", "color = blue", "color = blue & class = a",
+                                            "color = blue & shape = square"]
+    assert rule["score"].tolist() == pytest.approx([0.0, 0.2, 0.2, 0.4])
+    selection = select_pool(report, SelectionConfig(method="hibug rule", budget=6))
+    assert _pool_names(slice_project, selection) == [
+        "p-blue-circle-1", "p-blue-circle-2", "p-blue-circle-0",  # all of the worst slice, least confident first
+        "p-blue-square-0", "p-blue-square-2", "p-blue-square-1"]  # then blue's others: the next slice, as HiBug2 fills
+    assert list(selection["slice"]) == ["color = blue & shape = circle"] * 3 + ["color = blue"] * 3
+
+
 def test_baselines_random_and_uncertainty(slice_project, tmp_path):
     report = error_slices(slice_project, config=SliceConfig(max_depth=2, min_support=5))
     uncertain = select_pool(report, SelectionConfig(method="uncertainty", budget=3))
@@ -132,7 +148,7 @@ def test_baselines_random_and_uncertainty(slice_project, tmp_path):
     with pytest.raises(SelectionError, match=".csv or .parquet"):
         export_selection(first, tmp_path / "selection.xlsx")
     with pytest.raises(ConfigError, match=r"invalid SelectionConfig: method = 'greedy' \(must be one of random, "
-                                          r"uncertainty, hibug, hibug2, margin, coreset, badge, expected failures\)"):
+                                          r"uncertainty, hibug, hibug2, hibug rule, margin, coreset, badge, expected failures\)"):
         SelectionConfig(method="greedy")
 
 

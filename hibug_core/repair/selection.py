@@ -204,17 +204,43 @@ def _hibug2(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig,
             project=None) -> pd.DataFrame:
     slices = report.slices  # ranked by slice score
     _need_slices(slices)
-    taken = list(range(len(slices)))
-    matches = _pool_rows(report, slices, taken, pool)
+    return _worst_first(report, slices, pool, budget, config, "hibug2: slice ranked #{rank} by score")
+
+
+@SELECTION_METHODS.register("hibug rule", "HiBug2's Table 2 arm for HiBug: HiBug's slices (every slice below the cut, "
+                            "no parent filter, nothing folded), taken by HiBug2's rule (the worst first, least "
+                            "confident first), so the two arms differ only in their slices")
+def _hibug_rule(*, report, pool: pd.DataFrame, budget: int, config: SelectionConfig,
+                project=None) -> pd.DataFrame:
+    slices = hibug_rule_slices(report)
+    _need_slices(slices)
+    return _worst_first(report, slices, pool, budget, config, "HiBug's rule: slice #{rank} by score")
+
+
+def hibug_rule_slices(report) -> pd.DataFrame:
+    """HiBug's error slices of a report's enumeration: every slice of at least the minimum size scoring below the cut
+    (the threshold, or the overall score less C), whatever its parents do, worst first (larger first on a tie)."""
+    every = report.every_slice()
+    config = report.config
+    cut = config.threshold if config.threshold is not None else report.overall_score - config.gap
+    slices = every[(every["count"] >= config.min_support) & (every["score"] < cut)]
+    return slices.iloc[np.lexsort((-slices["count"].to_numpy(), slices["score"].to_numpy()))].reset_index(drop=True)
+
+
+def _worst_first(report, slices: pd.DataFrame, pool: pd.DataFrame, budget: int, config: SelectionConfig,
+                 reason: str) -> pd.DataFrame:
+    """The budget filled from the first slice down (each slice's pool images least confident first, an image taken
+    once), the slices' pool images found only until the budget is spent."""
+    pool_tags = report.all_tags.reindex(pool.index)
     chosen, slice_rows, reasons = [], [], []
     used = np.zeros(len(pool), bool)
-    for i, rows in zip(taken, matches):
+    for i in range(len(slices)):
+        rows = np.flatnonzero(_pool_matches(slices["definition"].iat[i], pool_tags, pool))
         for r in _by_confidence(pool, rows[~used[rows]], config.seed)[:budget - len(chosen)]:
             used[r] = True
             chosen.append(r)
             slice_rows.append(i)
-            reasons.append(f"hibug2: slice ranked #{i + 1} by score, filled from the worst down; least confident "
-                           "first")
+            reasons.append(reason.format(rank=i + 1) + ", filled from the worst down; least confident first")
         if len(chosen) == budget:
             break
     return frame(pool, np.array(chosen, int), [slices.iloc[i] for i in slice_rows], reasons, budget,
