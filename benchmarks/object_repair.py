@@ -9,7 +9,8 @@ L(original) + lambda * L(new)), and count the held-out test objects (people) fou
 and in the planted slices. Also: the same fine-tuning with no new data (control). Prints mean ± sd over seeds, the
 paired difference of each method against random with its 95% t-interval, and the test AP (keypoint AP for pose).
 Usage: python benchmarks/object_repair.py [--task detection|pose] [--seeds 0 1 2] [--budget 240] [--epochs 3]
-       [--lam 1.0] [--methods "expected failures" hibug random uncertainty] [--dir object-repair-bench]
+       [--lam 1.0] [--methods "expected failures" hibug2 "hibug rule" hibug random uncertainty]
+       [--dir object-repair-bench]
 """
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def main() -> None:
                                                                    "images below 1)")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--lam", type=float, default=1.0)
-    parser.add_argument("--methods", nargs="+", default=["expected failures", "hibug", "random", "uncertainty"])
+    parser.add_argument("--methods", nargs="+", default=["expected failures", "hibug2", "hibug rule", "hibug", "random",
+                                                         "uncertainty"])  # hibug2 and hibug rule: HiBug2's Table 2
     parser.add_argument("--dir", default="object-repair-bench")
     args = parser.parse_args()
     project = DEMOS.build(args.task, folder=Path(args.dir) / "demo")

@@ -44,7 +44,7 @@ from hibug_core.store.project import Project
 from hibug_core.tasks import task_of
 
 BASELINES = ["random", "uncertainty", "margin", "coreset", "badge"]
-OURS = ["expected failures", "hibug", "hibug2"]
+OURS = ["expected failures", "hibug", "hibug2", "hibug rule"]  # hibug rule: HiBug2's Table 2 arm for HiBug
 PROBLEMS = {  # the demo, and the same network and splits with other bugs planted (each shows in its model)
     "demo": DemoConfig(),
     "red": DemoConfig(spurious_color="red", spurious_shape="rectangle", rare_size="large", rare_shape="circle"),
