@@ -10,7 +10,7 @@ from hibug_core.objects.summary import error_breakdown
 from hibug_core.operations import FindSlices
 from hibug_core.review.board import ensure_review
 from hibug_core.review.views import save_view
-from hibug_core.slices.unseen import UNSEEN_METHODS, how_they_fail
+from hibug_core.slices.unseen import UNSEEN_METHODS, asks_a_language_model, how_they_fail
 from hibug_core.tagging.sources import ADVICE, trust_message
 from hibug_ui.fields import field_input
 from hibug_ui.plots import error_type_figure, literal_values
@@ -39,7 +39,8 @@ from hibug_ui.widgets import (
 
 st.set_page_config(page_title="hibug · Error slices", page_icon="🐞", layout="wide")
 UNSEEN_LABELS = {"substitution": "substitution (similar tags, offline)",
-                 "instruction": "instruction (a language model)"}
+                 "instruction": "instruction (a language model, few-shot, told nothing of the model)",
+                 "instruction with findings": "instruction with findings (a language model told the worst slices)"}
 project = current_project()
 model = required_model(project)
 task = current_task(project)
@@ -239,7 +240,7 @@ with unseen:
             try:
                 op = FindSlices.build(unseen=how, unseen_count=int(asked), llm_model=llm_model.strip() or None,
                                       llm_base_url=llm_url.strip() or None)
-                config = op.llm_config() if how == "instruction" else None
+                config = op.llm_config() if asks_a_language_model(how) else None
                 with st.spinner(f"Asking {config.describe()}…" if config else "Comparing tags…"):
                     predicted = predict_unseen(project, report, how, task=task, llm_config=config,
                                                count=op.unseen_count, api_key=secret("OPENAI_API_KEY"))

@@ -148,7 +148,8 @@ def test_baselines_random_and_uncertainty(slice_project, tmp_path):
     with pytest.raises(SelectionError, match=".csv or .parquet"):
         export_selection(first, tmp_path / "selection.xlsx")
     with pytest.raises(ConfigError, match=r"invalid SelectionConfig: method = 'greedy' \(must be one of random, "
-                                          r"uncertainty, hibug, hibug2, hibug rule, margin, coreset, badge, expected failures\)"):
+                                          r"uncertainty, hibug, hibug2, hibug rule, margin, coreset, badge, "
+                                          r"expected failures\)"):
         SelectionConfig(method="greedy")
 
 

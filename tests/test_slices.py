@@ -457,15 +457,29 @@ def test_llm_predictions_are_validated_and_checked(demo_with_true_tags):
             report.tags.mask((("size", "small"),))
         assert predicted.at[0, "n_eval"] == small_triangles.sum()
         assert predicted.at[0, "eval_score"] == pytest.approx(report.evaluation["score"][small_triangles].mean())
-        asked = server.requests[0]["messages"][0]["content"]
+        # HiBug2's way: few-shot (three worked examples, each a question and its answer), then the question in the
+        # task's words, with nothing about the model: no slice it fails on, no score
+        messages = server.requests[0]["messages"]
+        assert [m["role"] for m in messages] == ["user", "assistant"] * 3 + ["user"]
+        assert all(json.loads(m["content"])["slices"] for m in messages[1:6:2])
+        asked = messages[-1]["content"]
         assert "shape" in asked and task.likely_failures in asked  # in the task's words
-        from hibug_core.slices.unseen import prediction_prompt
+        worst = report.slices["description"].iat[0]
+        assert worst not in asked and "score" not in asked and "worst" not in asked
+        from hibug_core.slices.unseen import prediction_messages
         from hibug_core.tasks import all_tasks
 
         for other in all_tasks():  # one instruction, each task's words: what fails for its model, what its samples are
-            prompt = prediction_prompt(report, schema, other, ["circle"], 5)
+            prompt = prediction_messages(report, schema, other, ["circle"], 5)[-1]["content"]
             assert other.likely_failures in prompt and f"A model for {other.name} " in prompt
             assert f"evaluated on {other.nouns.samples} described by" in prompt
+        # hibug's variant, "instruction with findings": one question, told the validation set's bugs
+        told = prediction_messages(report, schema, task, ["circle"], 5, findings=True)
+        assert len(told) == 1 and f"- {worst} (score " in told[0]["content"]
+        variant = predict_with_llm(report, schema, config, task=task, classes=["circle", "rectangle", "triangle"],
+                                   findings=True)
+        assert variant["method"].tolist() == ["instruction with findings"]
+        assert len(server.requests[-1]["messages"]) == 1
         server.text_reply = "I think triangles are hard"
         with pytest.raises(TaggingError, match="answer could not be used: the reply is not JSON"):
             predict_with_llm(report, schema, config, task=task, classes=["circle", "rectangle", "triangle"])

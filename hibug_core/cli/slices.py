@@ -54,11 +54,11 @@ def cmd_slices(args) -> int:
 
 
 def _unseen(project, report, op):
-    from hibug_core.slices.unseen import predict_unseen
+    from hibug_core.slices.unseen import asks_a_language_model, predict_unseen
     from hibug_core.tasks import task_of
 
     return predict_unseen(project, report, op.unseen, task=task_of(project), count=op.unseen_count,
-                          llm_config=op.llm_config() if op.unseen == "instruction" else None)
+                          llm_config=op.llm_config() if asks_a_language_model(op.unseen) else None)
 
 
 def _print_unseen(predicted, method: str, report) -> None:

@@ -3,6 +3,7 @@ guesses by instruction; each prediction is checked against data where tags exist
 held-out scores)."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,40 +99,87 @@ def _finish(rows: list[dict], report: SliceReport) -> pd.DataFrame:
 PREDICTION_PROMPT = """A model for {task_name} ({task}) is evaluated on {samples} described by these attributes
 (name: tags):
 {attributes}
-Its classes are: {classes}. Its worst slices on validation data are:
-{slices}
-List up to {count} other combinations likely to make the model fail, especially ones the validation data barely
-contain. Look for {likely}.
+Its classes are: {classes}.{findings}
+List up to {count} combinations likely to make such a model fail, especially ones validation data seldom contain.
+Look for {likely}.
 Answer with JSON: {{"slices": [{{"class": one class or null, "conditions": [{{"attribute": ..., "tag": ...}}],
 "reason": short text}}]}}, using only the listed classes, attributes and tags."""
 
+# HiBug2's instruction is few-shot: worked examples unlike any project's, shown before the question (a bird classifier,
+# a vehicle detector, a pose model of athletes).
+EXAMPLES = (
+    (dict(task_name="classification", task="classify bird species", samples="images",
+          classes="sparrow, finch, warbler",
+          attributes={"background": ["sky", "branch", "feeder", "water"], "bird size": ["small", "large"],
+                      "lighting": ["bright", "dim"]},
+          likely="classes easily confused with each other, and tags that blur the difference between them"),
+     [{"class": "warbler", "conditions": [{"attribute": "background", "tag": "feeder"}],
+       "reason": "feeders are where finches are photographed; a warbler there looks like a finch"},
+      {"class": "sparrow", "conditions": [{"attribute": "lighting", "tag": "dim"},
+                                          {"attribute": "bird size", "tag": "small"}],
+       "reason": "small birds in dim light lose the streaks that tell sparrows from finches"}]),
+    (dict(task_name="detection", task="detect vehicles in street scenes", samples="objects",
+          classes="car, truck, bicycle",
+          attributes={"occlusion": ["none", "partial", "heavy"], "time of day": ["day", "night"],
+                      "object size": ["small", "medium", "large"]},
+          likely="objects the detector is likely to miss or to box badly: small, occluded or crowded objects"),
+     [{"class": "bicycle", "conditions": [{"attribute": "occlusion", "tag": "heavy"}],
+       "reason": "a bicycle's thin frame disappears behind parked cars"},
+      {"class": None, "conditions": [{"attribute": "time of day", "tag": "night"},
+                                     {"attribute": "object size", "tag": "small"}],
+       "reason": "small objects at night are a few dark pixels"}]),
+    (dict(task_name="pose", task="estimate the pose of athletes", samples="people",
+          classes="person",
+          attributes={"activity": ["running", "swimming", "gymnastics"], "view": ["front", "side", "back"]},
+          likely="people whose keypoints the model is likely to miss or swap: unusual poses, people seen from behind"),
+     [{"class": None, "conditions": [{"attribute": "activity", "tag": "gymnastics"},
+                                     {"attribute": "view", "tag": "back"}],
+       "reason": "upside-down bodies seen from behind invert left and right"}]),
+)
 
-def prediction_prompt(report: SliceReport, schema: AttributeSchema, task, classes: list[str], count: int) -> str:
-    """HiBug2's instruction for unseen slices, in the task's words (tasks.Task.likely_failures): the attributes and
-    tags, the classes, and each trusted bug the validation set shows, once."""
-    attributes = [a for a in schema.attributes if a.name in report.tags.attributes]
-    shown = one_row_per_bug(report.slices)  # the model is told of each bug once, and not of slices on junk tags
-    shown = shown[shown.get("trusted", pd.Series(True, index=shown.index)).astype(bool)]
+
+def _prompt(task_name: str, task: str, samples: str, classes: str, attributes: dict[str, list], count: int,
+            likely: str, findings: str = "") -> str:
     return PREDICTION_PROMPT.format(
-        task_name=task.name, task=schema.task or task.help, samples=task.nouns.samples, classes=", ".join(classes),
-        count=count, likely=task.likely_failures,
-        attributes="\n".join(f"- {a.name}: {', '.join(a.tags)}" for a in attributes),
-        slices="\n".join(f"- {d} (score {s:.0%})" for d, s in
-                         zip(shown["description"].head(10), shown["score"].head(10))) or "- none")
+        task_name=task_name, task=task, samples=samples, classes=classes, count=count, likely=likely,
+        findings=findings, attributes="\n".join(f"- {name}: {', '.join(tags)}" for name, tags in attributes.items()))
+
+
+def prediction_messages(report: SliceReport, schema: AttributeSchema, task, classes: list[str], count: int, *,
+                        findings: bool = False) -> list[dict]:
+    """HiBug2's instruction for unseen slices, in the task's words (tasks.Task.likely_failures): the attributes and
+    tags and the classes, asked few-shot and "without any prior information about the model" (HiBug2, 4.2). With
+    `findings` (hibug's variant, "instruction with findings"), asked without examples and told each trusted bug the
+    validation set shows, once."""
+    attributes = {a.name: list(a.tags) for a in schema.attributes if a.name in report.tags.attributes}
+    question = dict(task_name=task.name, task=schema.task or task.help, samples=task.nouns.samples,
+                    classes=", ".join(classes), attributes=attributes, count=count, likely=task.likely_failures)
+    if findings:
+        shown = one_row_per_bug(report.slices)  # the model is told of each bug once, and not of slices on junk tags
+        shown = shown[shown.get("trusted", pd.Series(True, index=shown.index)).astype(bool)]
+        worst = "\n".join(f"- {d} (score {s:.0%})" for d, s in
+                          zip(shown["description"].head(10), shown["score"].head(10))) or "- none"
+        return [{"role": "user", "content": _prompt(**question, findings=f" Its worst slices on validation data "
+                                                                          f"are:\n{worst}")}]
+    shots = []
+    for example, answer in EXAMPLES:
+        shots += [{"role": "user", "content": _prompt(**example, count=count)},
+                  {"role": "assistant", "content": json.dumps({"slices": answer})}]
+    return [*shots, {"role": "user", "content": _prompt(**question)}]
 
 
 def predict_with_llm(report: SliceReport, schema: AttributeSchema, llm_config, *, task, classes: list[str],
-                     count: int = 10, api_key: str | None = None,
+                     count: int = 10, api_key: str | None = None, findings: bool = False,
                      config: UnseenConfig = UnseenConfig()) -> pd.DataFrame:
     """Ask a language model for likely failure slices (HiBug2's prediction by instruction); each usable one is checked
     on the data that match it. What cannot be used is not kept: the frame's attrs["dropped"] says why, one line per
     answer left out. TaggingError when the answer is not JSON or the server cannot be reached."""
     from hibug_core.llm.client import LLMAnswerError, LLMUnavailable, ask, make_client, parse_json_reply
 
-    prompt = prediction_prompt(report, schema, task, classes, count)
+    messages = prediction_messages(report, schema, task, classes, count, findings=findings)
     client = make_client(llm_config, api_key)
     try:
-        answer = ask(client, llm_config, [{"role": "user", "content": prompt}], parse=parse_json_reply,
+        answer = ask(client, llm_config, messages, parse=parse_json_reply,
                      format_hint="Answer with the JSON object described above.",
                      response_format={"type": "json_object"})
     except LLMAnswerError as error:
@@ -153,7 +201,8 @@ def predict_with_llm(report: SliceReport, schema: AttributeSchema, llm_config, *
             continue
         seen.add(identifier)
         rows.append({"slice_id": identifier, "description": describe(definition), "definition": definition,
-                     "method": "instruction", "source": llm_config.model, "reason": str(item.get("reason", ""))[:300],
+                     "method": "instruction with findings" if findings else "instruction",
+                     "source": llm_config.model, "reason": str(item.get("reason", ""))[:300],
                      "predicted_score": np.nan, **_check(report, definition, config)})
     if len(items) > count * 2:
         dropped.append(f"{len(items) - count * 2} answers beyond the {count * 2} read")
@@ -199,7 +248,13 @@ def found_slices_hold(report: SliceReport, config: UnseenConfig = UnseenConfig()
     return table
 
 
-UNSEEN_METHODS = ("substitution", "instruction")  # HiBug2's two ways of predicting slices the data barely show
+UNSEEN_METHODS = ("substitution", "instruction", "instruction with findings")  # HiBug2's two ways of predicting
+# slices the data barely show, and hibug's variant of the second (the language model told the validation findings)
+
+
+def asks_a_language_model(method: str) -> bool:
+    """Whether a way of predicting unseen slices asks a language model (every one but substitution)."""
+    return method != "substitution"
 
 
 def predict_unseen(project, report: SliceReport, method: str, *, task, llm_config=None, count: int = 10,
@@ -216,7 +271,7 @@ def predict_unseen(project, report: SliceReport, method: str, *, task, llm_confi
     classes = [c for c in (project.model_classes(report.model) or sorted(report.evaluation["label"].dropna().unique()))
                if not str(c).startswith("(")]  # not "(background)" nor "(missed)": no class of the model's
     return predict_with_llm(report, load_schema(project), llm_config, task=task, classes=classes, count=count,
-                            api_key=api_key)
+                            api_key=api_key, findings=method == "instruction with findings")
 
 
 def _usable(item, tags_of: dict[str, set], classes: list[str]) -> tuple[tuple | None, str]:
@@ -245,4 +300,4 @@ def _usable(item, tags_of: dict[str, set], classes: list[str]) -> tuple[tuple | 
 
 
 __all__ = ["CLASS", "UNSEEN_METHODS", "UnseenConfig", "how_they_fail", "predict_unseen", "predict_with_llm",
-           "prediction_prompt", "substitute_tags"]
+           "prediction_messages", "substitute_tags"]
