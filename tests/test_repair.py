@@ -559,3 +559,26 @@ def test_retraining_refuses_unlabeled_new_data_and_a_missing_network(slice_proje
     with pytest.raises(ConfigError, match=r"invalid RetrainConfig: method = 'magic' \(must be one of fine-tune, "
                                           r"from scratch, linear head\)"):
         retrain(slice_project, model, [], RetrainConfig(method="magic"))
+
+
+def test_the_captioner_completes_the_baseline_prompt_so_every_caption_names_the_class(tmp_path):
+    """Wiles et al.'s captioner, few-shot and made to complete the baseline prompt: whatever the model writes, the
+    caption starts with the prompt (once), so it names the true class."""
+    from PIL import Image
+
+    from hibug_core.llm.client import LLMConfig
+    from hibug_core.repair.failure_search import CAPTION_SHOTS, LLMCaptioner
+
+    image = tmp_path / "a.png"
+    Image.new("RGB", (16, 16), (30, 40, 220)).save(image)
+    with FakeOpenAIServer() as server:
+        captioner = LLMCaptioner(LLMConfig(base_url=server.url, model="fake-vlm", transport_retries=0))
+        server.text_reply = "It is blue.  It sits at the top.\nThe background is white."
+        assert captioner.caption(image, "A photo of a triangle.", 0) == ("A photo of a triangle. It is blue. It sits at "
+                                                                         "the top. The background is white.")
+        asked = server.requests[-1]["messages"][0]["content"]
+        text = next(part["text"] for part in asked if part["type"] == "text")
+        assert "Go on with this caption of the image: A photo of a triangle." in text
+        assert all(shot in text for shot in CAPTION_SHOTS) and any(part["type"] == "image_url" for part in asked)
+        server.text_reply = "a photo of a triangle. It is blue."  # the prompt repeated: written once
+        assert captioner.caption(image, "A photo of a triangle.", 0) == "A photo of a triangle. It is blue."

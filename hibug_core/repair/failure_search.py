@@ -24,8 +24,22 @@ logger = logging.getLogger(__name__)
 # whose images are called another class far more often than the baseline's points at a spurious cue for that class).
 COLUMNS = ["caption", "origin", "images", "failures", "failure_rate", "p_value", "significant", "failures_go_to",
            "target_rate", "baseline_target_rate"]
-CAPTION_REQUEST = ("Describe this image in two or three short sentences: the main object with its colour, size and "
-                   "position, then the background. Plain sentences, no lists.")
+# Wiles et al.'s captioner: few-shot, each shot a caption of four to seven short sentences on the subject, its place
+# relative to the camera and its background, and "forced" to complete the baseline prompt so that every caption names
+# the true class. A chat model cannot be forced, so it is asked to go on from the prompt, and the prompt is put in
+# front of whatever it writes (once).
+CAPTION_SHOTS = (
+    "a realistic photograph of a fly (insect). the background is blurred. the fly is in focus. it is on a yellow "
+    "flower. the background is green.",
+    "a realistic photograph of a mug. the mug is white. it is on a wooden table. it is seen from above. there is a "
+    "laptop behind it.",
+    "a realistic photograph of a heron (bird). the heron is standing in shallow water. it is seen from the side. the "
+    "water is grey. there are reeds behind it.",
+)
+CAPTION_REQUEST = ("Go on with this caption of the image: {prompt}\nAdd three to six short sentences: the subject "
+                   "(its colour, size and position relative to the camera), then the background or context. Plain "
+                   "sentences, no lists. Examples of whole captions:\n{shots}\nAnswer with the sentences to add "
+                   "only.")
 # Words that are adjectives whatever the sentence (colour, size, texture, light); others are found by their suffix.
 _ADJECTIVES = {"small", "large", "big", "tiny", "huge", "medium", "little", "tall", "short", "long", "wide", "narrow",
                "bright", "dark", "light", "pale", "black", "white", "red", "blue", "green", "yellow", "brown", "gray",
@@ -83,13 +97,24 @@ class LLMCaptioner:
                 raise ValueError("the caption was empty")
             return " ".join(content.split())
 
-        messages = [{"role": "user", "content": [{"type": "text", "text": CAPTION_REQUEST},
+        request = CAPTION_REQUEST.format(prompt=prompt, shots="\n".join(f"- {shot}" for shot in CAPTION_SHOTS))
+        messages = [{"role": "user", "content": [{"type": "text", "text": request},
                                                  {"type": "image_url", "image_url": {"url": image_data_url(image)}}]}]
         try:
-            return ask(self.client, self.config, messages, parse=one_line, format_hint="Describe the image in a few "
-                       "sentences.")
+            added = ask(self.client, self.config, messages, parse=one_line, format_hint="Answer with a few short "
+                        "sentences about the image.")
         except (LLMAnswerError, LLMUnavailable) as error:
             raise FailureSearchError(f"could not caption with {self.name}: {error}") from None
+        return completed(prompt, added)
+
+
+def completed(prompt: str, added: str) -> str:
+    """The baseline prompt completed by a captioner's sentences (Wiles et al.: every caption starts with the prompt,
+    so it names the true class), the prompt written once even when the captioner repeated it."""
+    prompt = " ".join(prompt.split())
+    if added.lower().startswith(prompt.lower()):
+        added = added[len(prompt):]
+    return f"{prompt} {added.strip()}".strip()
 
 
 def sentences(caption: str) -> list[str]:
