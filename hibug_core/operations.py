@@ -538,6 +538,8 @@ class FailureSearch(Operation, LLMSettings):
     cluster: bool = Field(False, description="caption one failure per cluster of the failures (k-means over their "
                                              "embeddings by --encoder; Wiles et al.), not the first ones")
     encoder: Encoder = Field("conse", description="clustering: the encoder that embeds the failures")
+    top_k: int = Field(1, ge=1, description="an image fails when its class is not among the model's k most probable "
+                                            "(1: its first is wrong)")
     steps: int = Field(25, ge=1, description="diffusers: denoising steps")
     seed: Seed = 0
 

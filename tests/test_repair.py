@@ -574,11 +574,47 @@ def test_the_captioner_completes_the_baseline_prompt_so_every_caption_names_the_
     with FakeOpenAIServer() as server:
         captioner = LLMCaptioner(LLMConfig(base_url=server.url, model="fake-vlm", transport_retries=0))
         server.text_reply = "It is blue.  It sits at the top.\nThe background is white."
-        assert captioner.caption(image, "A photo of a triangle.", 0) == ("A photo of a triangle. It is blue. It sits at "
-                                                                         "the top. The background is white.")
+        caption = captioner.caption(image, "A photo of a triangle.", 0)
+        assert caption == "A photo of a triangle. It is blue. It sits at the top. The background is white."
         asked = server.requests[-1]["messages"][0]["content"]
         text = next(part["text"] for part in asked if part["type"] == "text")
         assert "Go on with this caption of the image: A photo of a triangle." in text
         assert all(shot in text for shot in CAPTION_SHOTS) and any(part["type"] == "image_url" for part in asked)
         server.text_reply = "a photo of a triangle. It is blue."  # the prompt repeated: written once
         assert captioner.caption(image, "A photo of a triangle.", 0) == "A photo of a triangle. It is blue."
+
+
+def test_a_failure_is_the_class_outside_the_top_k_and_failures_are_clustered_within_each_predicted_label():
+    from hibug_core.repair.failure_search import FailureSearchError, failures_to_caption
+
+    class Caption:
+        name = "scene description"
+
+        def caption(self, scene, prompt, seed):
+            return f"A {scene['color']} triangle."
+
+    def ranked(scenes):  # blue triangles: first circle, then triangle; small ones: circle, square, then triangle
+        return [["circle", "square", "triangle"] if s["size"] == "small" else
+                ["circle", "triangle", "square"] if s["color"] == "blue" else ["triangle", "circle", "square"]
+                for s in scenes]
+
+    config = FailureSearchConfig(baseline_images=64, images_per_caption=16, captions=2, refine=False)
+    top1 = failure_search(SceneWorld(), ranked, Caption(), "triangle", config=config).iloc[0]
+    top2 = failure_search(SceneWorld(), ranked, Caption(), "triangle",
+                          config=FailureSearchConfig(**{**config.__dict__, "top_k": 2})).iloc[0]
+    scenes = SceneWorld().generate(["A photo of a triangle"] * 64, list(range(64)))
+    small = sum(s["size"] == "small" for s in scenes)
+    blue_not_small = sum(s["color"] == "blue" and s["size"] != "small" for s in scenes)
+    assert top1["failures"] == small + blue_not_small and top2["failures"] == small  # blue ones are second: no failure
+    with pytest.raises(FailureSearchError, match="top_k = 2 needs the model's 2 most probable classes"):
+        failure_search(SceneWorld(), lambda scenes: ["circle"] * len(scenes), Caption(), "triangle",
+                       config=FailureSearchConfig(**{**config.__dict__, "top_k": 2}))
+    with pytest.raises(ConfigError, match="top_k = 0"):
+        FailureSearchConfig(top_k=0)
+    # Wiles et al.: split by predicted label, then cluster each group; 3 captions over groups of 5 and 2: 2 and 1
+    points = np.array([[0, 0], [5, 5], [0, 0.1], [5, 5.2], [0.1, 0], [9, 9], [9, 9.1]])
+    predicted = np.array(["circle"] * 5 + ["square"] * 2, dtype=object)
+    chosen = failures_to_caption(np.arange(7), list(points), 3, lambda p: np.array(p), 0, predicted)
+    assert len(chosen) == 3 and sum(predicted[i] == "circle" for i in chosen) == 2 and \
+        sum(predicted[i] == "square" for i in chosen) == 1
+    assert set(chosen[:2]) & {0, 2, 4} and set(chosen[:2]) & {1, 3}  # the circle group's two kinds, one each

@@ -177,7 +177,8 @@ def search_failures(project, op: FailureSearch, progress, author: str | None = N
     generator = load_generator(op.generator, steps=op.steps)
     captioner = LLMCaptioner(op.llm_config()) if op.captioner == "llm" else RendererCaption()
     config = FailureSearchConfig(images_per_caption=op.images, captions=op.captions,
-                                 caption_failures=op.caption_failures, cluster=op.cluster, seed=op.seed)
+                                 caption_failures=op.caption_failures, cluster=op.cluster, top_k=op.top_k,
+                                 seed=op.seed)
     typed = typed_captions(op.typed_captions, op.label)  # a caption that is not of the class stops here
     run_id = start_run(project, "failure search", {**op.params(), "generator": generator.name,
                                                     "captioner": captioner.name}, author=author)

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import fisher_exact
 
-from hibug_core.errors import HibugError
+from hibug_core.errors import HibugError, check_fields
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.repair.generators import Generator, ShapeWorldRenderer
 from hibug_core.stats import benjamini_hochberg
@@ -60,7 +60,14 @@ class FailureSearchConfig:
     refine: bool = True
     caption_failures: bool = True  # off: only the captions a person typed are tested
     cluster: bool = False  # caption one failure per cluster of the failures' embeddings (Wiles et al.), not the first
+    # An image fails when its label is not among the model's top_k classes (1: the first is wrong); Wiles et al.'s
+    # footnote names "the true label is not in the top-k predicted labels" as their other definition of a failure.
+    top_k: int = 1
     seed: int = 0
+
+    def __post_init__(self):
+        check_fields(self, {name: (getattr(self, name) >= 1, "1 or more") for name in
+                            ("baseline_images", "images_per_caption", "captions", "top_k")})
 
 
 class Captioner(Protocol):
@@ -152,11 +159,46 @@ def typed_captions(captions, label: str) -> list[str]:
 
 
 def failures_to_caption(failed: np.ndarray, images: list, count: int, embed: Callable[[list], np.ndarray] | None,
-                        seed: int) -> list[int]:
+                        seed: int, predicted: np.ndarray | None = None) -> list[int]:
     """Which of the `failed` positions to caption: the first `count`, or with `embed` one per cluster of their
-    embeddings (k-means, k = count), the failure nearest each centre, the largest cluster first."""
+    embeddings, the failure nearest each centre, the largest cluster first. With `predicted` (each image's predicted
+    label), as Wiles et al. do: the failures are split by predicted label first and each group clustered apart, the
+    `count` clusters shared among the groups by their size (largest remainders, at least one for each while any are
+    left), largest group first."""
     if embed is None or len(failed) <= count:
         return [int(i) for i in failed[:count]]
+    if predicted is None:
+        return _nearest_centres(failed, images, count, embed, seed)
+    groups = pd.Series(np.asarray(predicted, dtype=object)[failed].astype(str)).groupby(
+        np.asarray(predicted, dtype=object)[failed].astype(str), sort=True).indices
+    ordered = sorted(groups, key=lambda g: (-len(groups[g]), g))
+    shares = _split_count(np.array([len(groups[g]) for g in ordered]), count)
+    chosen = []
+    for group, share in zip(ordered, shares):
+        if share:
+            chosen += _nearest_centres(failed[groups[group]], images, share, embed, seed)
+    return chosen
+
+
+def _split_count(sizes: np.ndarray, count: int) -> np.ndarray:
+    """`count` shared among groups of `sizes` (sorted largest first): one each while any are left, the rest by size
+    (largest remainders), never more than a group holds."""
+    share = np.zeros(len(sizes), int)
+    share[:min(count, len(sizes))] = 1
+    left = count - share.sum()
+    while left > 0 and (share < sizes).any():
+        room = sizes - share
+        want = np.where(room > 0, sizes / sizes.sum() * count - share, -np.inf)
+        share[int(np.argmax(want))] += 1
+        left -= 1
+    return share
+
+
+def _nearest_centres(failed: np.ndarray, images: list, count: int, embed: Callable[[list], np.ndarray],
+                     seed: int) -> list[int]:
+    """One failure per k-means cluster of their embeddings (k = count), nearest its centre, the largest first."""
+    if len(failed) <= count:
+        return [int(i) for i in failed]
     from sklearn.cluster import KMeans
 
     vectors = np.asarray(embed([images[i] for i in failed]), dtype=np.float64)
@@ -176,7 +218,9 @@ def failure_search(generator: Generator, predict: Callable[[list], list[str]], c
                    progress: ProgressCallback = no_progress) -> pd.DataFrame:
     """Captions of `label` images the model fails on, and the captions a person `typed`, each tested on new images
     generated from it: one row per tested caption (the baseline first), significant ones refined.
-    predict(images) -> predicted class names; embed(images) -> vectors, to cluster the failures (config.cluster)."""
+    predict(images) -> per image its predicted class name, or its class names most probable first (what
+    config.top_k reads); embed(images) -> vectors, to cluster the failures (config.cluster) within each predicted
+    label."""
     # 1. Check the inputs.
     typed = typed_captions(typed, label)
     if not config.caption_failures and not typed:
@@ -192,8 +236,12 @@ def failure_search(generator: Generator, predict: Callable[[list], list[str]], c
             return tested[caption]
         seeds = [next(seed_counter) for _ in range(n)]
         images = generator.generate([caption] * n, seeds)
-        predicted = np.asarray(predict(images), dtype=object)
-        wrong = predicted != label
+        ranked = [[answer] if isinstance(answer, str) else list(answer) for answer in predict(images)]
+        if config.top_k > 1 and any(len(r) < config.top_k for r in ranked):
+            raise FailureSearchError(f"top_k = {config.top_k} needs the model's {config.top_k} most probable classes; "
+                                     "this model gives fewer")
+        predicted = np.array([r[0] for r in ranked], dtype=object)
+        wrong = np.array([label not in r[:config.top_k] for r in ranked], dtype=bool)
         row = {"caption": caption, "origin": origin, "images": n, "failures": int(wrong.sum()),
                "failure_rate": float(wrong.mean()), "_images": images, "_seeds": seeds, "_wrong": wrong,
                "_predicted": predicted}
@@ -232,7 +280,7 @@ def failure_search(generator: Generator, predict: Callable[[list], list[str]], c
         tested_and_refined(caption, "typed by a person")
     if config.caption_failures:
         chosen = failures_to_caption(np.flatnonzero(base["_wrong"]), base["_images"], config.captions,
-                                     embed if config.cluster else None, config.seed)
+                                     embed if config.cluster else None, config.seed, base["_predicted"])
         for caption in dict.fromkeys(captioner.caption(base["_images"][i], baseline_prompt, base["_seeds"][i])
                                      for i in chosen):
             tested_and_refined(caption, "caption of a failure")
@@ -288,7 +336,8 @@ def network_predictor(project, model: str) -> Callable[[list], list[str]]:
         raise FailureSearchError(f"hibug cannot run '{model}' (imported predictions), so new images cannot be "
                                  "classified; run your network with `hibug predict --model SPEC` and search that model")
 
-    def predict(images: list) -> list[str]:
-        return [adapter.classes[int(np.argmax(p))] for p in adapter.predict(images)]
+    def predict(images: list) -> list[list[str]]:  # each image's classes, most probable first
+        return [[adapter.classes[int(i)] for i in np.argsort(-np.asarray(p), kind="stable")]
+                for p in adapter.predict(images)]
 
     return predict
