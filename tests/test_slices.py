@@ -515,3 +515,33 @@ def test_cli_predicts_unseen_slices_by_instruction_and_by_substitution(demo_with
     assert gap == pytest.approx(mean - whole, abs=0.11) and relative == pytest.approx(100 * (mean / whole - 1), abs=0.2)
     assert main(["slices", folder, "--attributes", "shape,color,size", "--top", "1", "--unseen", "substitution"]) == 0
     assert "unseen slices predicted by substitution:" in capsys.readouterr().out
+
+
+def test_hibugs_table_3_the_papers_way_scores_the_unseen_data_matching_the_slices(demo_with_true_tags):
+    """HiBug's Table 3: the model's score on test data matching HiBug's slices at or below the overall score less each
+    gap (every enumerated slice of the minimum size, parents unasked), counted here independently, slice by slice."""
+    from hibug_core.slices.report import error_slices
+    from hibug_core.slices.unseen import matching_data_scores
+
+    report = error_slices(demo_with_true_tags, attributes=["shape", "color", "size"])
+    table = matching_data_scores(report).set_index("slices")
+    assert table.index.tolist() == ["All slices", "Model Acc.", "Model Acc.- 0.1", "Model Acc.- 0.2"]
+    rows = report.samples[(report.samples["split"] == "test") & report.samples["label"].notna()
+                          & report.samples["prediction"].notna()]
+    tags = report.all_tags.reindex(rows.index)
+    every = report.every_slice()
+    every = every[every["count"] >= report.config.min_support]
+    for name, gap in (("Model Acc.", 0.0), ("Model Acc.- 0.1", 0.1), ("Model Acc.- 0.2", 0.2)):
+        taken = every[every["score"] <= report.overall_score - gap + 1e-12]
+        matched = np.zeros(len(rows), bool)
+        for definition in taken["definition"]:
+            one = np.ones(len(rows), bool)
+            for attribute, tag in definition:
+                one &= (rows["label"] if attribute == "class" else tags[attribute]).astype(object).to_numpy() == tag
+            matched |= one
+        assert (table.at[name, "taken"], table.at[name, "matched"]) == (len(taken), matched.sum())
+        assert table.at[name, "score"] == pytest.approx(rows["score"].to_numpy(float)[matched].mean())
+    assert table.at["All slices", "matched"] == len(rows)  # every test image is in some slice
+    # the slices below the model's score hold on the unseen data: lower there, and lower again further down
+    assert table["score"].tolist() == sorted(table["score"], reverse=True)
+    assert table.at["Model Acc.- 0.2", "score"] < table.attrs["overall_score"] - 0.1

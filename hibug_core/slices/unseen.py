@@ -248,6 +248,31 @@ def found_slices_hold(report: SliceReport, config: UnseenConfig = UnseenConfig()
     return table
 
 
+def matching_data_scores(report: SliceReport, gaps=(0.0, 0.1, 0.2),
+                         config: UnseenConfig = UnseenConfig()) -> pd.DataFrame:
+    """HiBug's Table 3 as the paper measures it: the model's score on the check split's data that match HiBug's
+    slices (every enumerated slice of the minimum size, its parents unasked) whose evaluation score is at or below the
+    overall score less each gap ("Model Acc.", "Model Acc.- 0.1", ...), and on the data matching any slice ("All
+    slices"). One row per column of the paper's table: the slices taken, the check rows they match, their score."""
+    matrix, rows = report.split_matrix(config.check_split, labelled=True)
+    scores = rows["score"].to_numpy(float)
+    every = report.every_slice()
+    every = every[every["count"] >= report.config.min_support]
+    columns = [("All slices", np.ones(len(every), bool))]
+    columns += [("Model Acc." if gap == 0 else f"Model Acc.- {gap:g}",
+                 (every["score"] <= report.overall_score - gap + 1e-12).to_numpy()) for gap in gaps]
+    table = []
+    for name, taken in columns:
+        matched = np.zeros(len(rows), bool)
+        for definition in every["definition"].to_numpy(object)[taken]:
+            matched |= _mask(matrix, rows, definition)
+        table.append({"slices": name, "taken": int(taken.sum()), "matched": int(matched.sum()),
+                      "score": float(scores[matched].mean()) if matched.any() else np.nan})
+    frame = pd.DataFrame(table)
+    frame.attrs.update(split=config.check_split, overall_score=_check_split_score(report, config))
+    return frame
+
+
 UNSEEN_METHODS = ("substitution", "instruction", "instruction with findings")  # HiBug2's two ways of predicting
 # slices the data barely show, and hibug's variant of the second (the language model told the validation findings)
 
@@ -300,4 +325,4 @@ def _usable(item, tags_of: dict[str, set], classes: list[str]) -> tuple[tuple | 
 
 
 __all__ = ["CLASS", "UNSEEN_METHODS", "UnseenConfig", "how_they_fail", "predict_unseen", "predict_with_llm",
-           "prediction_messages", "substitute_tags"]
+           "matching_data_scores", "prediction_messages", "substitute_tags"]
