@@ -82,7 +82,7 @@ def test_bad_parameters_are_refused_naming_the_field(op, params, message):
 
 def test_choices_come_from_the_registries_and_test_only_entries_are_accepted_but_not_offered():
     assert Repair.choices("method") == SELECTION_METHODS.names() == ["random", "uncertainty", "hibug", "hibug2",
-                                                                      "margin", "coreset", "badge",
+                                                                      "hibug rule", "margin", "coreset", "badge",
                                                                       "expected failures"]
     assert Repair.choices("baseline") == [*SELECTION_METHODS.names(), "none"]
     assert Tag.choices("encoder") == ENCODERS.names() == ["conse"]

@@ -30,7 +30,7 @@ is refused naming the field. In Python (this block runs as a test):
 ['embed', 'tag', 'teach', 'map', 'predict', 'propose', 'suggest tags', 'slices', 'compare', 'check', 'select', \
 'repair', 'generate', 'failure search', 'report']
 >>> Repair.choices("method")
-['random', 'uncertainty', 'hibug', 'hibug2', 'margin', 'coreset', 'badge', 'expected failures']
+['random', 'uncertainty', 'hibug', 'hibug2', 'hibug rule', 'margin', 'coreset', 'badge', 'expected failures']
 >>> Repair.default("method"), Repair.default("budget"), Repair.default("seeds")
 ('expected failures', 0.1, [0, 1, 2])
 >>> Repair(budget=0)
