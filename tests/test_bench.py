@@ -212,6 +212,16 @@ def test_summary_tables_and_markdown():
     assert by_share.loc[("truth", 0.5), "Find Attr %"] == 25.0 and by_share.loc[("truth", 0.5), "Find Tag %"] == 0.0
     assert by_share.loc[("truth", 1.0), "Find Tag %"] == 50.0
     assert by_share.loc[("truth", 0.5), "val images"] == 800
+    # HiBug's Table 6: HiBug's rule's error slices (at or below the overall score) counted per share, median over
+    # problems
+    plain = pd.concat([rows.assign(val_share=1.0, val_images=1600, error_slices=[40, 50, 60, 70]),
+                       rows.assign(val_share=0.5, val_images=800, error_slices=[10, 20, 30, 40])], ignore_index=True)
+    plain = plain.assign(search="hibug", problem=["p1", "p2", "p3", "p4"] * 2)
+    ours = pd.concat([rows.assign(val_share=1.0, val_images=1600), half], ignore_index=True).assign(search="hibug2")
+    counted = summary_tables(pd.concat([ours, plain], ignore_index=True), problems, 0.2, 0.05)[
+        "error slices by validation share (HiBug's Table 6)"]
+    assert counted.loc[("truth", 0.5)].tolist() == [800, 4, 25.0] and counted.loc[("truth", 1.0)].tolist() == [
+        1600, 4, 55.0]
     assert markdown_table(pd.DataFrame({"a": [1, 2], "b": [0.5, np.nan]})) == \
         "| a | b |\n| --- | --- |\n| 1 | 0.5 |\n| 2 |  |"
 

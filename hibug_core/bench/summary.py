@@ -50,6 +50,7 @@ def summary_tables(rows: pd.DataFrame, problems: pd.DataFrame, gap: float,
     per attribute; every setting tried; how the problems were generated; where HiBug's rule was scored too, both
     searches side by side; and, when the slices were searched on shares of the validation split, the scores per share.
     The other tables are hibug's search on the largest share."""
+    rows_all = rows
     search = rows["search"] if "search" in rows else pd.Series("hibug2", index=rows.index)
     share = rows["val_share"] if "val_share" in rows else pd.Series(1.0, index=rows.index)
     ours, whole, at_c = search == "hibug2", share == share.max(), np.isclose(rows["gap"], gap)
@@ -71,6 +72,12 @@ def summary_tables(rows: pd.DataFrame, problems: pd.DataFrame, gap: float,
         tables["by validation share"] = at_setting.groupby(["tagger", "val_share"]).apply(
             lambda group: pd.concat([pd.Series({"val images": group["val_images"].median()}),
                                      _rates(group)]), include_groups=False)
+        counted = rows_all[(search == "hibug") & rows_all.get("error_slices", pd.Series(dtype=float)).notna()] \
+            if "error_slices" in rows_all else rows_all.iloc[:0]
+        if len(counted):  # HiBug's Table 6: error slices (at or below the overall score) per validation size
+            tables["error slices by validation share (HiBug's Table 6)"] = counted.groupby(["tagger", "val_share"]).agg(
+                **{"val images": ("val_images", "median"), "problems": ("problem", "nunique"),
+                   "median error slices": ("error_slices", "median")})
     if len(problems):
         kept_drop = problems["drop"].where(problems["kept"].astype(bool))
         tables["generation"] = problems.assign(kept_drop=kept_drop).groupby(["bug_type", "strength"]).agg(
