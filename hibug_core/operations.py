@@ -540,6 +540,10 @@ class FailureSearch(Operation, LLMSettings):
     encoder: Encoder = Field("conse", description="clustering: the encoder that embeds the failures")
     top_k: int = Field(1, ge=1, description="an image fails when its class is not among the model's k most probable "
                                             "(1: its first is wrong)")
+    target: str | None = Field(None, description="with --target-errors: the wrong class whose errors are gathered")
+    target_errors: int | None = Field(None, ge=1, description="draw each caption's images a batch at a time until "
+                                                              "this many are called the target (any wrong class "
+                                                              "without --target), at most 1,024 (Wiles et al.)")
     steps: int = Field(25, ge=1, description="diffusers: denoising steps")
     seed: Seed = 0
 

@@ -618,3 +618,32 @@ def test_a_failure_is_the_class_outside_the_top_k_and_failures_are_clustered_wit
     assert len(chosen) == 3 and sum(predicted[i] == "circle" for i in chosen) == 2 and \
         sum(predicted[i] == "square" for i in chosen) == 1
     assert set(chosen[:2]) & {0, 2, 4} and set(chosen[:2]) & {1, 3}  # the circle group's two kinds, one each
+
+
+def test_a_caption_is_sampled_until_enough_images_are_called_the_target_label():
+    """Wiles et al.: "we sample images from the generative model until we gather 20 images that are misclassified as
+    the target label", here a batch at a time, at most max_images."""
+    from hibug_core.repair.failure_search import FailureSearchError
+
+    class NoCaptions:
+        name = "none"
+
+        def caption(self, scene, prompt, seed):
+            raise AssertionError("only typed captions here")
+
+    def predict(scenes):  # every blue shape is called a circle
+        return ["circle" if s["color"] == "blue" else s["shape"] for s in scenes]
+
+    config = FailureSearchConfig(baseline_images=16, images_per_caption=8, caption_failures=False, refine=False,
+                                 target="circle", target_errors=20, max_images=64)
+    table = failure_search(SceneWorld(), predict, NoCaptions(), "triangle", config=config,
+                           typed=["A blue triangle.", "A red triangle."]).set_index("caption")
+    assert table.at["A blue triangle.", "images"] == 24 and table.at["A blue triangle.", "failures"] == 24  # 3 batches
+    assert table.at["A red triangle.", "images"] == 64 and table.at["A red triangle.", "failures"] == 0  # never: cap
+    base = table.loc["A photo of a triangle"]  # the baseline's batches are its own size, until 20 or the cap
+    assert base["images"] % 16 == 0 and (base["failures"] >= 20 or base["images"] == 64)
+    with pytest.raises(FailureSearchError, match="the target label must be another class than 'triangle'"):
+        failure_search(SceneWorld(), predict, NoCaptions(), "triangle", typed=["A blue triangle."],
+                       config=FailureSearchConfig(**{**config.__dict__, "target": "triangle"}))
+    with pytest.raises(ConfigError, match="max_images = 8"):
+        FailureSearchConfig(max_images=8)

@@ -178,7 +178,8 @@ def search_failures(project, op: FailureSearch, progress, author: str | None = N
     captioner = LLMCaptioner(op.llm_config()) if op.captioner == "llm" else RendererCaption()
     config = FailureSearchConfig(images_per_caption=op.images, captions=op.captions,
                                  caption_failures=op.caption_failures, cluster=op.cluster, top_k=op.top_k,
-                                 seed=op.seed)
+                                 target=op.target, target_errors=op.target_errors,
+                                 max_images=max(FailureSearchConfig.max_images, op.images), seed=op.seed)
     typed = typed_captions(op.typed_captions, op.label)  # a caption that is not of the class stops here
     run_id = start_run(project, "failure search", {**op.params(), "generator": generator.name,
                                                     "captioner": captioner.name}, author=author)

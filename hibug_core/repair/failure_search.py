@@ -63,11 +63,21 @@ class FailureSearchConfig:
     # An image fails when its label is not among the model's top_k classes (1: the first is wrong); Wiles et al.'s
     # footnote names "the true label is not in the top-k predicted labels" as their other definition of a failure.
     top_k: int = 1
+    # Wiles et al. sample "until we gather 20 images that are misclassified as the target label": with target_errors,
+    # each caption's images are drawn a batch at a time until that many are given `target` (any wrong class when
+    # target is None), at most max_images; without it, one batch.
+    target: str | None = None
+    target_errors: int | None = None
+    max_images: int = 1024
     seed: int = 0
 
     def __post_init__(self):
-        check_fields(self, {name: (getattr(self, name) >= 1, "1 or more") for name in
-                            ("baseline_images", "images_per_caption", "captions", "top_k")})
+        check_fields(self, {
+            **{name: (getattr(self, name) >= 1, "1 or more") for name in
+               ("baseline_images", "images_per_caption", "captions", "top_k")},
+            "target_errors": (self.target_errors is None or self.target_errors >= 1, "None or 1 or more"),
+            "max_images": (self.max_images >= max(self.baseline_images, self.images_per_caption),
+                           "at least baseline_images and images_per_caption")})
 
 
 class Captioner(Protocol):
@@ -227,19 +237,33 @@ def failure_search(generator: Generator, predict: Callable[[list], list[str]], c
         raise FailureSearchError("nothing to test: type a caption, or let the search caption the failures")
     if config.cluster and embed is None:
         raise FailureSearchError("clustering the failures needs an image encoder to embed them")
+    if config.target is not None and config.target == label:
+        raise FailureSearchError(f"the target label must be another class than '{label}': the one the failures "
+                                 "should be called")
     baseline_prompt = baseline_prompt or f"A photo of a {label}"
     seed_counter = iter(range(config.seed * 1_000_003, config.seed * 1_000_003 + 10_000_000))
     tested: dict[str, dict] = {}
 
-    def test(caption: str, n: int, origin: str) -> dict:
-        if caption in tested:
-            return tested[caption]
+    def draw(caption: str, n: int) -> tuple[list, list, list]:
         seeds = [next(seed_counter) for _ in range(n)]
         images = generator.generate([caption] * n, seeds)
         ranked = [[answer] if isinstance(answer, str) else list(answer) for answer in predict(images)]
         if config.top_k > 1 and any(len(r) < config.top_k for r in ranked):
             raise FailureSearchError(f"top_k = {config.top_k} needs the model's {config.top_k} most probable classes; "
                                      "this model gives fewer")
+        return seeds, images, ranked
+
+    def test(caption: str, n: int, origin: str) -> dict:
+        if caption in tested:
+            return tested[caption]
+        seeds, images, ranked = draw(caption, n)
+        while config.target_errors is not None and len(images) + n <= config.max_images:
+            gathered = sum(r[0] == config.target if config.target else label not in r[:config.top_k] for r in ranked)
+            if gathered >= config.target_errors:
+                break
+            more = draw(caption, n)
+            seeds, images, ranked = seeds + more[0], images + more[1], ranked + more[2]
+        n = len(images)
         predicted = np.array([r[0] for r in ranked], dtype=object)
         wrong = np.array([label not in r[:config.top_k] for r in ranked], dtype=bool)
         row = {"caption": caption, "origin": origin, "images": n, "failures": int(wrong.sum()),
