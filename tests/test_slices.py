@@ -545,3 +545,28 @@ def test_hibugs_table_3_the_papers_way_scores_the_unseen_data_matching_the_slice
     # the slices below the model's score hold on the unseen data: lower there, and lower again further down
     assert table["score"].tolist() == sorted(table["score"], reverse=True)
     assert table.at["Model Acc.- 0.2", "score"] < table.attrs["overall_score"] - 0.1
+
+
+def test_one_slices_data_its_overlapping_slices_and_the_rest_are_told_apart():
+    """HiBug2's Table 3 groups: the chosen slice's rows, the rows of error slices sharing a condition with it, and the
+    rows of error slices sharing none, each row in one group."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from hibug_core.slices.overlap import slice_groups
+
+    rows = [("white", "sitting", "snow"), ("white", "sitting", "grass"), ("white", "standing", "snow"),
+            ("black", "sitting", "grass"), ("black", "standing", "snow"), ("black", "standing", "grass"),
+            ("white", "standing", "grass"), ("black", "standing", "snow")]
+    vocabulary = [["white", "black"], ["sitting", "standing"], ["snow", "grass"]]
+    codes = np.array([[vocabulary[a].index(t) for a, t in enumerate(row)] for row in rows], dtype=np.int16)
+    tags = TagMatrix(np.arange(8), ["color", "pose", "background"], vocabulary, codes)
+    chosen = (("color", "white"), ("pose", "sitting"))
+    slices = pd.DataFrame({"definition": [chosen, (("color", "white"), ("background", "snow")),
+                                          (("pose", "sitting"), ("background", "grass")),
+                                          (("color", "black"), ("background", "snow")),
+                                          (("pose", "standing"), ("background", "grass"))]})
+    groups = slice_groups(SimpleNamespace(tags=tags, slices=slices), chosen)
+    assert {name: np.flatnonzero(mask).tolist() for name, mask in groups.items()} == {
+        "match": [0, 1], "overlap": [2, 3], "non-overlap": [4, 5, 6, 7]}
