@@ -544,6 +544,16 @@ def test_repair_loop_on_the_demo_records_models_and_compares_slice_by_slice(demo
         predicted = np.asarray(classes)[probabilities.argmax(axis=1)]
         assert probabilities.shape == (len(ids), 3) and np.allclose(probabilities.sum(axis=1), 1)
         assert (predicted[test] == samples["label"].to_numpy()[test]).sum() == pytest.approx(817, abs=4)  # of 888
+        # Images generated after hibug ran the network have none of its features: said, with what to do instead
+        from hibug_core.repair.retrain import RetrainError
+
+        prompts = pd.DataFrame({"prompt": ["a small blue triangle"], "label": ["triangle"], "slice_id": ["s1"],
+                                "slice": ["color = blue"], "weight": [1.0]})
+        generate_for_prompts(project, ShapeWorldRenderer(), prompts, 2, author="ana")
+        made = generated_images(project).index
+        with pytest.raises(RetrainError, match="some images have no features of 'shape-cnn': they were added after "
+                                               "hibug ran the model .* an encoder's embeddings instead"):
+            retrain(project, "shape-cnn", made, Retrain(method="linear head", lam=1.0))
 
 
 def test_retraining_refuses_unlabeled_new_data_and_a_missing_network(slice_project):

@@ -201,7 +201,18 @@ def _linear_head(*, inputs: RetrainInputs) -> np.ndarray:
 
 def _features(project, samples: pd.DataFrame, source: str, progress: ProgressCallback) -> pd.DataFrame:
     """Frozen features of every sample: an encoder's stored embeddings, or model:<name>'s own stored features."""
-    from hibug_core.embeddings.compute import embed_project
+    from hibug_core.embeddings.compute import MODEL_PREFIX, embed_project
+    from hibug_core.errors import TaggingError
 
-    values = embed_project(project, source, progress=progress).for_probe()
+    try:
+        values = embed_project(project, source, progress=progress).for_probe()
+    except TaggingError:
+        if not source.startswith(MODEL_PREFIX):
+            raise
+        # A model's own features are stored by the run that predicted; images added since (generated ones) have none,
+        # and `hibug embed` cannot make them.
+        raise RetrainError(f"some images have no features of '{source[len(MODEL_PREFIX):]}': they were added after "
+                           "hibug ran the model (generated images are): retrain the linear head on an "
+                           "encoder's embeddings instead (features = an encoder, e.g. conse, after `hibug embed`), or "
+                           "fine-tune") from None
     return pd.DataFrame(np.asarray(values, dtype=np.float32), index=samples.index)
