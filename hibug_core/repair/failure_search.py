@@ -15,6 +15,7 @@ from scipy.stats import fisher_exact
 from hibug_core.errors import HibugError, check_fields
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.repair.generators import Generator, ShapeWorldRenderer
+from hibug_core.repair.selection import apportion
 from hibug_core.stats import benjamini_hochberg
 
 logger = logging.getLogger(__name__)
@@ -179,29 +180,17 @@ def failures_to_caption(failed: np.ndarray, images: list, count: int, embed: Cal
         return [int(i) for i in failed[:count]]
     if predicted is None:
         return _nearest_centres(failed, images, count, embed, seed)
-    groups = pd.Series(np.asarray(predicted, dtype=object)[failed].astype(str)).groupby(
-        np.asarray(predicted, dtype=object)[failed].astype(str), sort=True).indices
+    labels = np.asarray(predicted, dtype=object)[failed].astype(str)
+    groups = pd.Series(labels).groupby(labels, sort=True).indices
     ordered = sorted(groups, key=lambda g: (-len(groups[g]), g))
-    shares = _split_count(np.array([len(groups[g]) for g in ordered]), count)
+    sizes = np.array([len(groups[g]) for g in ordered])
+    first = (np.arange(len(sizes)) < count).astype(int)  # one each while any are left, the rest by size
+    shares = first + apportion(sizes, count - int(first.sum()), sizes - first)
     chosen = []
     for group, share in zip(ordered, shares):
         if share:
             chosen += _nearest_centres(failed[groups[group]], images, share, embed, seed)
     return chosen
-
-
-def _split_count(sizes: np.ndarray, count: int) -> np.ndarray:
-    """`count` shared among groups of `sizes` (sorted largest first): one each while any are left, the rest by size
-    (largest remainders), never more than a group holds."""
-    share = np.zeros(len(sizes), int)
-    share[:min(count, len(sizes))] = 1
-    left = count - share.sum()
-    while left > 0 and (share < sizes).any():
-        room = sizes - share
-        want = np.where(room > 0, sizes / sizes.sum() * count - share, -np.inf)
-        share[int(np.argmax(want))] += 1
-        left -= 1
-    return share
 
 
 def _nearest_centres(failed: np.ndarray, images: list, count: int, embed: Callable[[list], np.ndarray],

@@ -218,13 +218,10 @@ def _hibug_rule(*, report, pool: pd.DataFrame, budget: int, config: SelectionCon
 
 
 def hibug_rule_slices(report) -> pd.DataFrame:
-    """HiBug's error slices of a report's enumeration: every slice of at least the minimum size scoring below the cut
-    (the threshold, or the overall score less C), whatever its parents do, worst first (larger first on a tie)."""
-    every = report.every_slice()
+    """HiBug's error slices of a report's enumeration: every slice scoring below the cut (the threshold, or the overall
+    score less C), whatever its parents do, worst first (larger first on a tie)."""
     config = report.config
-    cut = config.threshold if config.threshold is not None else report.overall_score - config.gap
-    slices = every[(every["count"] >= config.min_support) & (every["score"] < cut)]
-    return slices.iloc[np.lexsort((-slices["count"].to_numpy(), slices["score"].to_numpy()))].reset_index(drop=True)
+    return report.slices_below(config.threshold if config.threshold is not None else report.overall_score - config.gap)
 
 
 def _worst_first(report, slices: pd.DataFrame, pool: pd.DataFrame, budget: int, config: SelectionConfig,
@@ -256,9 +253,7 @@ def taken_slices(report, beta: float) -> pd.DataFrame:
     """HiBug's slices: every enumerated slice worse than the whole (HiBug ranks them all, reported or not), worst
     error rate first, until together they cover beta of the validation failures."""
     errors = report.evaluation["error"].to_numpy()
-    slices = report.every_slice()
-    slices = slices[slices["score"] < report.overall_score]
-    slices = slices.iloc[np.lexsort((-slices["count"].to_numpy(), slices["score"].to_numpy()))]
+    slices = report.slices_below(report.overall_score)
     _need_slices(slices)
     covered = np.zeros(len(errors), bool)
     for taken, definition in enumerate(slices["definition"], start=1):  # noqa: B007 - read after the loop

@@ -102,6 +102,13 @@ class SliceReport:
         table["score"] = 1 - table["failures"] / table["count"]
         return table
 
+    def slices_below(self, cut: float) -> pd.DataFrame:
+        """HiBug's slices: every enumerated slice (each holds the minimum support), reported or not and whatever its
+        parents do, scoring below `cut`, worst first (the larger first on a tie)."""
+        every = self.every_slice()
+        below = every[every["score"] < cut]
+        return below.iloc[np.lexsort((-below["count"].to_numpy(), below["score"].to_numpy()))].reset_index(drop=True)
+
     def split_matrix(self, split: str, labelled: bool = False) -> tuple[TagMatrix, pd.DataFrame]:
         """Tags and samples of another split, coded like the evaluation rows."""
         rows = self.samples[self.samples["split"] == split]

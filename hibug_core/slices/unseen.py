@@ -251,13 +251,12 @@ def found_slices_hold(report: SliceReport, config: UnseenConfig = UnseenConfig()
 def matching_data_scores(report: SliceReport, gaps=(0.0, 0.1, 0.2),
                          config: UnseenConfig = UnseenConfig()) -> pd.DataFrame:
     """HiBug's Table 3 as the paper measures it: the model's score on the check split's data that match HiBug's
-    slices (every enumerated slice of the minimum size, its parents unasked) whose evaluation score is at or below the
+    slices (every enumerated slice, its parents unasked) whose evaluation score is at or below the
     overall score less each gap ("Model Acc.", "Model Acc.- 0.1", ...), and on the data matching any slice ("All
     slices"). One row per column of the paper's table: the slices taken, the check rows they match, their score."""
     matrix, rows = report.split_matrix(config.check_split, labelled=True)
     scores = rows["score"].to_numpy(float)
-    every = report.every_slice()
-    every = every[every["count"] >= report.config.min_support]
+    every = report.every_slice()  # each holds the minimum support
     columns = [("All slices", np.ones(len(every), bool))]
     columns += [("Model Acc." if gap == 0 else f"Model Acc.- {gap:g}",
                  (every["score"] <= report.overall_score - gap + 1e-12).to_numpy()) for gap in gaps]

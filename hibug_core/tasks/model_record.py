@@ -57,10 +57,11 @@ def record_model_files(project, name: str, spec: str, training: str | Path | Non
         if absent:
             raise RecordError(f"{len(absent)} of the images {path.name} names are not beside it (e.g. "
                               f"{path.parent / absent[0]}): its file names are read from its folder")
-        samples = project.samples()
-        held = project.objects() if objects else None
-        train_keys = set() if held is None else set(held["image_key"].reindex(
-            samples.index[samples["split"] == "train"]).dropna())
+        train_keys = set()
+        if objects:  # the training split's images, by the keys the annotation audit matches on
+            samples = project.samples()
+            train_keys = set(project.objects()["image_key"].reindex(samples.index[samples["split"] == "train"])
+                             .dropna())
         count, in_project = len(truth.images), int(truth.images["file_name"].isin(train_keys).sum())
         training = str(path)
     # 3. Recorded.
