@@ -85,6 +85,8 @@ for cell, model in zip(cells, comparison.models):
     cell.metric(plain(model) + (" (baseline)" if model == baseline else ""), f"{row['score']:.1%}", delta,
                 help=None if model == baseline else f"{row['change']}, p = {row['p_value']:.2g}; "
                 f"{nouns.count(int(row['evaluated']))} of this split evaluated in all")
+    cell.caption(f"{int(row['error_slices']):,} error slices (HiBug2's count: below its score by "
+                 f"{comparison.config.error_gap:g})")
     evaluation = project.object_evaluation(model, op.split)
     if evaluation is not None:
         cell.caption(f"AP {evaluation['summary'].get('AP', float('nan')):.3f} (COCO, as recorded)")

@@ -58,6 +58,14 @@ def test_two_models_compared_slice_by_slice_with_exact_mcnemar(two_models):
     assert overall.loc["model", "score"] == 0.725 and overall.loc["other", "score"] == 0.75
     assert overall.loc["other", "difference"] == pytest.approx(0.025)
     assert overall.loc["other", "p_value"] == binomtest(4, 9).pvalue == 1.0  # 4 lost against 5 gained
+    # HiBug2's error slices per model at C = 0.2: only `other`'s red (0.5) is under its 0.75 - 0.2; at C = 0.02 the
+    # baseline's red (0.7, under 0.705) counts too
+    assert list(result.overall["error_slices"]) == [0, 1]
+    closer = compare_models(two_models, ["model", "other"], slices=SliceConfig(max_depth=1, min_support=5),
+                            config=CompareConfig(error_gap=0.02))
+    assert list(closer.overall["error_slices"]) == [1, 1]
+    with pytest.raises(Exception, match="error_gap"):
+        CompareConfig(error_gap=1.5)
     iou = result.failure_iou.iloc[0]
     # model fails on 0,2,4,8,...,36 (11); other on 0,2,...,18 (10); both on 0,2,4,8,12,16 (6)
     assert (iou["failures_a"], iou["failures_b"], iou["both"]) == (11, 10, 6)
@@ -152,6 +160,7 @@ def test_compare_command_prints_and_writes_every_format(tmp_path, capsys):
     assert main(["compare", project, "--models", "base,cand", "--output", str(tmp_path / "c.html")]) == 0
     out = capsys.readouterr().out
     assert "cand against base: " in out and "regression   color = green" in out
+    assert "; 2 error slices at C = 0.2" in out  # green and green & small (HiBug2's count)
     page = (tmp_path / "c.html").read_text()
     assert "<tr class=\"regression\"><td>cand</td><td>color = green</td>" in page
     assert main(["compare", project, "--models", "base,cand", "--output", str(tmp_path / "c.csv")]) == 0

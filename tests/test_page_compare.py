@@ -16,6 +16,11 @@ def test_a_planted_regression_comes_first_with_its_figures_and_disagreements(mon
     metrics = {m.label: (m.value, m.delta) for m in at.metric}
     assert metrics["base (baseline)"] == ("90.0%", "")
     assert metrics["cand"] == ("76.7%", "-13.3 pts")
+    # HiBug2's count at C = 0.2: green (50%) and green & small (48%) are under 76.7% - 20; green & large (52%) fails
+    # less than its parent green, so its post-processing drops it
+    captions = [c.value for c in at.caption]
+    assert "0 error slices (HiBug2's count: below its score by 0.2)" in captions
+    assert "2 error slices (HiBug2's count: below its score by 0.2)" in captions
     table = at.dataframe(key="compare_table").value
     assert table["description"].iat[0] == "color = green" and table["change"].iat[0] == "▼ worse"
     assert table["difference"].iat[0] == -40.0 and table["count"].iat[0] == 100

@@ -36,7 +36,8 @@ def cmd_compare(args) -> int:
     for _, row in overall.iterrows():
         change = "" if row["model"] == comparison.baseline else \
             f" ({100 * row['difference']:+.1f} pts, p={row['p_value']:.1e}: {row['change']})"
-        print(f"  {row['model']:<30} {row['score']:.1%}{change}")
+        print(f"  {row['model']:<30} {row['score']:.1%}{change}; {int(row['error_slices']):,} error slices at C = "
+              f"{comparison.config.error_gap:g}")
     for candidate in comparison.candidates:
         table = comparison.against(candidate)
         changed = table[table["change"] != UNCHANGED]
@@ -55,6 +56,8 @@ def cmd_compare(args) -> int:
     if len(comparison.candidates) > 1:
         print("\nfailure IoU between models: " + "; ".join(
             f"{r['model_a']} & {r['model_b']} {r['iou']:.2f}" for _, r in comparison.failure_iou.iterrows()))
+        print(f"overlap of their worst {comparison.config.worst_share:.0%} of slices (Jaccard): " + "; ".join(
+            f"{r['model_a']} & {r['model_b']} {r['jaccard']:.2f}" for _, r in comparison.worst_overlap.iterrows()))
     if op.output:
         path = write_comparison(comparison, op.output, f"{name}: {', '.join(op.models)}", op.top)
         print(f"written to {path}")

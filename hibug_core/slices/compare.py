@@ -4,7 +4,7 @@ Benjamini-Hochberg q-values over the slices compared; the same per class and ove
 disagree; and between every pair the overlap of their worst slices and of their failures."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 
 import numpy as np
@@ -21,7 +21,7 @@ from hibug_core.slices.report import (
     slice_definition,
     tag_frame,
 )
-from hibug_core.slices.search import SliceConfig, TagMatrix
+from hibug_core.slices.search import SliceConfig, TagMatrix, count_error_slices
 from hibug_core.stats import benjamini_hochberg, mcnemar_p_values, paired_t_p_values
 
 REGRESSION, IMPROVEMENT, UNCHANGED = "regression", "improvement", "no significant change"
@@ -37,6 +37,9 @@ class CompareConfig:
     min_count: int | None = None  # the gate checks slices with at least this many shared samples (None: the
     # slice settings' minimum support; smaller slices are not enumerated at all)
     worst_share: float = 0.1  # each model's worst slices whose overlap is measured
+    # HiBug2's C for counting each model's error slices (its §5.3: slices scoring below the model's overall score by
+    # C, after its post-processing, no significance test), so models of different capacity can be set side by side
+    error_gap: float = 0.2
     right_from: float = 0.5  # a sample is right for a model when its score is at least this (a correct class; an
     # object found at IoU 0.5)
     z: float = 1.96  # width of the interval behind confident_change, the order of regressions and improvements
@@ -47,7 +50,7 @@ class CompareConfig:
             "alpha": (0 < self.alpha < 1, "in (0, 1)"), "max_drop": (0 <= self.max_drop <= 1, "in [0, 1]"),
             "min_count": (self.min_count is None or (isinstance(self.min_count, int) and self.min_count >= 1),
                           "None or a count of 1 or more"),
-            "worst_share": (0 < self.worst_share <= 1, "in (0, 1]"),
+            "worst_share": (0 < self.worst_share <= 1, "in (0, 1]"), "error_gap": (0 <= self.error_gap <= 1, "in [0, 1]"),
             "right_from": (0 < self.right_from <= 1, "in (0, 1]"), "z": (self.z > 0, "above 0"),
             "grouped": (isinstance(self.grouped, int) and self.grouped >= 0, "a count of 0 or more")})
 
@@ -57,7 +60,8 @@ class ModelComparison:
     models: list[str]  # the baseline first, then the candidates
     split: str
     test: str  # MCNEMAR when every score is right or wrong, else PAIRED_T
-    overall: pd.DataFrame  # per model: n, score, and against the baseline: difference, p_value, change
+    overall: pd.DataFrame  # per model: n, score, error_slices (HiBug2's count at config.error_gap), and against the
+    # baseline: difference, p_value, change
     slices: pd.DataFrame  # per candidate and slice: the change against the baseline, regressions first
     classes: pd.DataFrame  # per candidate and class, the same columns
     worst_overlap: pd.DataFrame  # per model pair: their worst slices and how many they share (Jaccard)
@@ -172,19 +176,22 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
     # 3. One enumeration over the errors and, per candidate, the squared difference from the baseline.
     squared = (errors[:, :1] - errors[:, 1:]) ** 2
     columns = np.concatenate([errors, squared], axis=1)
+    m = len(models)
     if frame.columns.empty:
         table = pd.DataFrame({"definition": [], "slice_id": [], "description": [], "depth": [],
                               "count": np.zeros(0, dtype=np.int64)})
         sums = np.zeros((0, columns.shape[1]))
+        counted = [0] * m
     else:
         enumeration = enumeration_for(project, tag_matrix, columns, ["compare", *models], split, slices)
         table, sums = enumerated_slices(tag_matrix, enumeration)
+        hibug2 = replace(slices, gap=config.error_gap, threshold=None, alpha=1.0)
+        counted = [count_error_slices(enumeration, model=k, config=hibug2) for k in range(m)]
     # Slices on tags measured too poor to trust are flagged, as error slices are.
     poor = poor_attributes(project, frame, tags, slices)
     table["tag_warning"] = ["; ".join(f"{a}: {poor[a]}" for a, _ in d if a in poor) for d in table["definition"]]
     # 4. Changes against the baseline: every slice, every class, overall.
     test = MCNEMAR if binary else PAIRED_T
-    m = len(models)
     total = columns.sum(axis=0)
     overall_change = (total[0] - total[1:m]) / len(rows)  # each candidate's, the level slices are ordered beyond
     slice_rows = [_grouped(_changes(table, sums[:, 0], sums[:, k], sums[:, m + k - 1], models[0], models[k], binary,
@@ -198,7 +205,7 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
     class_rows = [_changes(class_table, per_class[:, 0], per_class[:, k], per_class[:, m + k - 1], models[0],
                            models[k], binary, config, overall=overall_change[k - 1]) for k in range(1, m)]
     overall = pd.DataFrame({"model": models, "evaluated": [evaluated[x] for x in models], "n": len(rows),
-                            "score": 1 - total[:m] / len(rows)})
+                            "score": 1 - total[:m] / len(rows), "error_slices": counted})
     for name in ("baseline_score", "candidate_score", "difference", "p_value", "change"):
         overall[name] = np.nan if name != "change" else ""
     for k in range(1, m):

@@ -177,16 +177,28 @@ def smallest_significant_gap(n: int, overall_score: float, size: int, alpha: flo
     return float(gap) if gap <= overall_score else float("inf")
 
 
-def score_slices(enumeration: Enumeration, tags: TagMatrix, *, model: int = 0,
-                 config: SliceConfig = SliceConfig(), keep: np.ndarray | None = None) -> pd.DataFrame:
-    """Error slices for one model column of the enumeration, ranked, with statistics. keep: per enumerated slice
-    (levels in order), True for one that other evidence shows is a bug of its own: it is reported when under the cut
-    and worse than each parent, even if not significantly (a child no worse than a parent fails as that parent does,
-    whatever else is true of it).
+@dataclass(frozen=True)
+class _Reported:
+    """The rule's verdict over one model column of an enumeration, with what it measured on every slice."""
 
-    The p-values are corrected (Benjamini-Hochberg) over every enumerated slice, not only the reported ones. The
-    per-sample error variance is taken as mean * (1 - mean): exact for 0/1 errors, an upper bound for scores.
-    """
+    chosen: np.ndarray  # flat indices (levels in order) of the reported slices
+    counts: list
+    n: int
+    total: float
+    overall_error: float
+    overall_score: float
+    cut: float
+    score: np.ndarray
+    all_count: np.ndarray
+    all_errors: np.ndarray
+    p_values: np.ndarray
+    q_values: np.ndarray
+    significant: np.ndarray
+
+
+def _reported(enumeration: Enumeration, model: int, config: SliceConfig, keep: np.ndarray | None) -> _Reported:
+    """The one rule of a reported slice, for one model column: its flat index among the enumerated slices (levels in
+    order) when it scores under the cut, passes the parent rule in force and, unless alpha is 1, is significant."""
     counts = [level.count for level in enumeration.levels]
     errors = [level.errors[:, model] for level in enumeration.levels]
     n = enumeration.n_rows
@@ -208,7 +220,30 @@ def score_slices(enumeration: Enumeration, tags: TagMatrix, *, model: int = 0,
     if keep is not None:
         kept |= keep & np.concatenate(worse)
     significant = q_values < config.alpha if config.alpha < 1 else np.ones(len(q_values), dtype=bool)
-    chosen = np.flatnonzero(kept & (score < cut) & significant)
+    return _Reported(np.flatnonzero(kept & (score < cut) & significant), counts, n, total, overall_error,
+                     overall_score, cut, score, all_count, all_errors, p_values, q_values, significant)
+
+
+def count_error_slices(enumeration: Enumeration, *, model: int = 0, config: SliceConfig = SliceConfig()) -> int:
+    """How many slices the rule reports for one model column, without describing them (HiBug2's error-slice counts
+    per model, which run to thousands)."""
+    return int(len(_reported(enumeration, model, config, None).chosen))
+
+
+def score_slices(enumeration: Enumeration, tags: TagMatrix, *, model: int = 0,
+                 config: SliceConfig = SliceConfig(), keep: np.ndarray | None = None) -> pd.DataFrame:
+    """Error slices for one model column of the enumeration, ranked, with statistics. keep: per enumerated slice
+    (levels in order), True for one that other evidence shows is a bug of its own: it is reported when under the cut
+    and worse than each parent, even if not significantly (a child no worse than a parent fails as that parent does,
+    whatever else is true of it).
+
+    The p-values are corrected (Benjamini-Hochberg) over every enumerated slice, not only the reported ones. The
+    per-sample error variance is taken as mean * (1 - mean): exact for 0/1 errors, an upper bound for scores.
+    """
+    rule = _reported(enumeration, model, config, keep)
+    chosen, counts, n, total, score = rule.chosen, rule.counts, rule.n, rule.total, rule.score
+    overall_error, overall_score, cut, significant = rule.overall_error, rule.overall_score, rule.cut, rule.significant
+    all_count, all_errors, p_values, q_values = rule.all_count, rule.all_errors, rule.p_values, rule.q_values
     depth = np.concatenate([np.full(len(c), d + 1) for d, c in enumerate(counts)])
     row = np.concatenate([np.arange(len(c)) for c in counts])
     low, high = wilson_interval(all_count[chosen] - all_errors[chosen], all_count[chosen], config.z)
@@ -253,5 +288,5 @@ def find_error_slices(tags: TagMatrix, errors: np.ndarray, config: SliceConfig =
     return score_slices(enumeration, tags, model=model, config=config)
 
 
-__all__ = ["SliceConfig", "TagMatrix", "describe", "find_error_slices", "parse_definition",
+__all__ = ["SliceConfig", "TagMatrix", "count_error_slices", "describe", "find_error_slices", "parse_definition",
            "score_slices", "slice_id", "smallest_significant_gap"]
