@@ -508,6 +508,10 @@ class Generate(Operation, LLMSettings):
         None, description="prompts as edited on the page (prompt, label, slice_id, slice, weight); used instead of "
                           "writing them")
     images: int = Field(100, ge=1, description="images in all, split over prompts by failures")
+    failures_of: Annotated[list[str] | None, Cli(comma=True)] = Field(
+        None, description="write the prompts from these models' failures (comma-separated; default: --model's): "
+                          "several pooled, or another model's, to repair one model with them (Chegini and Feizi's "
+                          "collective debugging, types 1 and 2)")
     top: int = Field(5, ge=1, description="hibug prompts: error slices used")
     llm: bool = Field(False, description="backgrounds: list them with a language model")
     encoder: Encoder = Field("conse", description="backgrounds: zero-shot encoder")

@@ -388,6 +388,32 @@ def test_class_name_prompts_put_the_images_where_the_failures_are():
         class_name_prompts(SimpleNamespace(evaluation=evaluation.assign(error=0.0)))
 
 
+def test_collective_debugging_pools_the_prompts_of_several_models_failures(tmp_path, capsys):
+    from compare_support import manifest_project
+
+    from hibug_core.cli import main
+    from hibug_core.repair.prompts import PromptError, build_prompts
+
+    # `a` fails on three cats; `b` on two dogs and one cat (every other row right for both)
+    rows = [f"s{i},x.png,{label},{a},{b},val,red" for i, (label, a, b) in enumerate([
+        ("cat", "dog", "cat"), ("cat", "dog", "cat"), ("cat", "dog", "dog"), ("dog", "dog", "cat"),
+        ("dog", "dog", "cat"), ("cat", "cat", "cat"), ("dog", "dog", "dog")])]
+    with manifest_project(tmp_path, "id,image,label,prediction,pred:b,split,attr:color", rows) as project:
+        def table(frame):
+            return frame[["prompt", "label", "weight"]].values.tolist()
+
+        assert table(build_prompts(project, "class names", failures_of=["b"])) == [
+            ["A photo of a cat", "cat", 1.0], ["A photo of a dog", "dog", 2.0]]  # type 2: another model's failures
+        pooled = build_prompts(project, "class names", failures_of=["model", "b"])  # type 1: pooled
+        assert table(pooled) == [["A photo of a cat", "cat", 4.0], ["A photo of a dog", "dog", 2.0]]
+        with pytest.raises(PromptError, match="no model 'c' in this project"):
+            build_prompts(project, "class names", failures_of=["c"])
+    assert main(["generate", str(tmp_path / "p"), "--prompts", "class names", "--failures-of", "model,b",
+                 "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "A photo of a cat   cat" in out and " 4.0" in out
+
+
 class SceneWorld:
     """A generator of the renderer's scenes (not pixels), so the failure searches' classifiers can read them."""
 

@@ -76,7 +76,8 @@ def cmd_generate(args) -> int:
         if not args.dry_run:  # prompts alone serve every task (to make and annotate images by hand)
             op.check_task(task_of(project))
         prompts = build_prompts(project, op.prompts, model=op.model, top=op.top,
-                                llm=op.llm_config() if op.llm else None, encoder=op.encoder)
+                                llm=op.llm_config() if op.llm else None, encoder=op.encoder,
+                                failures_of=op.failures_of)
     print(prompts[["prompt", "label", "slice", "weight"]].to_string(index=False))
     if args.dry_run:
         return 0

@@ -135,7 +135,8 @@ def generate(project, op: Generate, progress, author: str | None = None) -> dict
         prompts = pd.DataFrame(op.prompt_rows)
     else:
         prompts = build_prompts(project, op.prompts, model=op.model, top=op.top,
-                                llm=op.llm_config() if op.llm else None, encoder=op.encoder, progress=progress)
+                                llm=op.llm_config() if op.llm else None, encoder=op.encoder,
+                                failures_of=op.failures_of, progress=progress)
     generator = load_generator(op.generator, steps=op.steps)
     run_id = generate_for_prompts(project, generator, prompts, op.images, seed=op.seed, author=author,
                                   progress=progress)

@@ -192,11 +192,31 @@ def class_name_prompts(report) -> pd.DataFrame:
 PROMPT_METHODS = ("hibug", "backgrounds", "class names")
 
 
+def pooled_prompts(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Chegini and Feizi's collective debugging (type 1): the prompts written from several models' failures as one
+    set, a prompt written for more than one model weighted by all their failures, so that what fails more often gets
+    more of the images."""
+    rows = pd.concat(frames, ignore_index=True)
+    pooled = rows.groupby(["prompt", "label"], sort=False, as_index=False).agg(
+        slice_id=("slice_id", "first"), slice=("slice", "first"), weight=("weight", "sum"))
+    return pooled.sort_values("weight", ascending=False, kind="stable").reset_index(drop=True)[COLUMNS]
+
+
 def build_prompts(project, method: str = "hibug", *, model: str | None = None, split: str = "val", top: int = 5,
                   k: int = 3, llm=None, api_key: str | None = None, encoder: str = "conse",
-                  progress=None) -> pd.DataFrame:
+                  progress=None, failures_of: list[str] | None = None) -> pd.DataFrame:
     """Prompts for the project's error slices: HiBug's template over the top slices, uncommon backgrounds assigned
-    to the validation failures with `encoder` (embedding what is missing), or the class names alone (the baseline)."""
+    to the validation failures with `encoder` (embedding what is missing), or the class names alone (the baseline).
+    failures_of: write them from these models' failures instead of `model`'s, pooled when more than one (Chegini and
+    Feizi's collective debugging: type 1, a category's models pooled; type 2, one model's prompts for all)."""
+    if failures_of:
+        unknown = [m for m in failures_of if m not in project.models()]
+        if unknown:
+            raise PromptError(f"no model {', '.join(repr(m) for m in unknown)} in this project; known: "
+                              f"{', '.join(project.models())}")
+        frames = [build_prompts(project, method, model=m, split=split, top=top, k=k, llm=llm, api_key=api_key,
+                                encoder=encoder, progress=progress) for m in dict.fromkeys(failures_of)]
+        return frames[0] if len(frames) == 1 else pooled_prompts(frames)
     from hibug_core.slices.report import error_slices
 
     report = error_slices(project, model, split=split)

@@ -50,7 +50,8 @@ class CompareConfig:
             "alpha": (0 < self.alpha < 1, "in (0, 1)"), "max_drop": (0 <= self.max_drop <= 1, "in [0, 1]"),
             "min_count": (self.min_count is None or (isinstance(self.min_count, int) and self.min_count >= 1),
                           "None or a count of 1 or more"),
-            "worst_share": (0 < self.worst_share <= 1, "in (0, 1]"), "error_gap": (0 <= self.error_gap <= 1, "in [0, 1]"),
+            "worst_share": (0 < self.worst_share <= 1, "in (0, 1]"),
+            "error_gap": (0 <= self.error_gap <= 1, "in [0, 1]"),
             "right_from": (0 < self.right_from <= 1, "in (0, 1]"), "z": (self.z > 0, "above 0"),
             "grouped": (isinstance(self.grouped, int) and self.grouped >= 0, "a count of 0 or more")})
 

@@ -19,14 +19,17 @@ class TrainConfig:
     seed: int = 0
 
 
-def build_network(n_classes: int):
+WIDTH = 8  # channels of the first convolution (doubling at each of the next two): the demo's network
+
+
+def build_network(n_classes: int, width: int = WIDTH):
     from torch import nn
 
     return nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(), nn.Linear(32, n_classes),
+        nn.Conv2d(3, width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(width, 2 * width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(2 * width, 4 * width, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(), nn.Linear(4 * width, n_classes),
     )
 
 
@@ -39,13 +42,13 @@ def _prepare(images: np.ndarray, resolution: int):
 
 
 def train_shape_cnn(images: np.ndarray, labels: np.ndarray, n_classes: int, config: TrainConfig = TrainConfig(),
-                    progress: ProgressCallback = no_progress):
+                    progress: ProgressCallback = no_progress, *, width: int = WIDTH):
     """Train on uint8 images (N, H, W, 3) with integer labels; seeded and reproducible on one machine."""
     import torch
 
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
-    return _train(build_network(n_classes), images, labels, epochs=config.epochs,
+    return _train(build_network(n_classes, width), images, labels, epochs=config.epochs,
                   batch_size=config.batch_size, learning_rate=config.learning_rate, resolution=config.resolution,
                   rng=rng, progress=progress, stage="training the demo model")
 
@@ -86,12 +89,13 @@ def predict_probabilities(network, images: np.ndarray, resolution: int, batch_si
     return np.concatenate(outputs).astype(np.float64)
 
 
-def save_checkpoint(path: Path, network, classes: list[str], config: TrainConfig, training_fingerprint: str) -> None:
+def save_checkpoint(path: Path, network, classes: list[str], config: TrainConfig, training_fingerprint: str, *,
+                    width: int = WIDTH) -> None:
     import torch
 
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"state_dict": network.state_dict(), "classes": classes, "config": asdict(config),
-                "training_fingerprint": training_fingerprint}, path)
+                "training_fingerprint": training_fingerprint, "width": width}, path)
 
 
 def load_checkpoint(path: Path, classes: list[str], config: TrainConfig, training_fingerprint: str):
@@ -104,7 +108,7 @@ def load_checkpoint(path: Path, classes: list[str], config: TrainConfig, trainin
     if (stored.get("classes") != classes or stored.get("config") != asdict(config)
             or stored.get("training_fingerprint") != training_fingerprint):
         return None
-    network = build_network(len(classes))
+    network = build_network(len(classes), int(stored.get("width", WIDTH)))
     network.load_state_dict(stored["state_dict"])
     network.eval()
     return network
@@ -128,10 +132,12 @@ class ShapeCnnTransform:
 
 def shape_cnn_parts(state: dict, classes: list[str], extra: dict):
     """(network, transform, recipe) of a demo-network checkpoint: the recipe is how it was trained (epochs, batch
-    size, learning rate), for retraining it from scratch the same way, and the threads it trains fastest on."""
+    size, learning rate, width), for retraining it from scratch the same way, and the threads it trains fastest on. A
+    fine-tuned copy (ModelAdapter.save) keeps its width in the recipe."""
     trained_as = TrainConfig(**extra["config"]) if "config" in extra else TrainConfig()
-    network = build_network(len(classes))
+    width = int(extra.get("width", (extra.get("recipe") or {}).get("width", WIDTH)))
+    network = build_network(len(classes), width)
     network.load_state_dict(state)
     recipe = {"epochs": trained_as.epochs, "batch_size": trained_as.batch_size,
-              "learning_rate": trained_as.learning_rate, "threads": 1}
+              "learning_rate": trained_as.learning_rate, "threads": 1, "width": width}
     return network, ShapeCnnTransform(trained_as.resolution), recipe
