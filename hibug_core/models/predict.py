@@ -99,6 +99,26 @@ def predict_project(project, spec: str | ModelAdapter, *, name: str | None = Non
     classes = match_classes(adapter.classes, labels, adapter.spec)
     # 2. Run the model on the images with nothing stored yet, storing every chunk as it is done.
     cache = outputs_cache(project, adapter)
+    ran = run_model(project, adapter, samples, config=config, progress=progress, ray=ray)
+    # 3. Record the model: predictions, confidence, score against the labels; where its outputs and weights live.
+    progress("recording the predictions", 0, 1)
+    hashes = samples["content_hash"].to_numpy()
+    probabilities = cache.get(hashes, "probabilities")
+    project.add_predictions(name, samples.index.to_numpy(), probabilities, classes, author=author,
+                            note={"spec": adapter.spec, "weights": adapter.key})
+    record_model(project, RecordedModel(name, adapter.spec, adapter.key), author=author)
+    progress("recording the predictions", 1, 1)
+    predicted = np.asarray(classes, dtype=object)[probabilities.argmax(axis=1)]
+    labelled = samples["label"].notna().to_numpy()
+    accuracy = float((predicted[labelled] == samples["label"].to_numpy()[labelled]).mean()) if labelled.any() else None
+    return Prediction(name, adapter.spec, len(samples), ran, accuracy, sorted(set(classes) - set(labels)))
+
+
+def run_model(project, adapter: ModelAdapter, samples: pd.DataFrame, *, config: EmbedConfig = EmbedConfig(),
+              progress: ProgressCallback = no_progress, ray=None) -> int:
+    """Run the model on those of `samples` whose outputs (probabilities, features, embedding) are not stored yet,
+    storing every chunk as it is done; returns how many images it ran."""
+    cache = outputs_cache(project, adapter)
     todo, paths = cache.missing(samples)
     if todo:
         def store(start: int, stop: int, arrays: dict[str, np.ndarray], readable: np.ndarray) -> None:
@@ -117,18 +137,7 @@ def predict_project(project, spec: str | ModelAdapter, *, name: str | None = Non
         if unreadable:
             raise PredictError(f"{len(unreadable)} image(s) could not be read, e.g. {unreadable[0]}; fix or remove "
                                "them and run again (the outputs of the others are stored)")
-    # 3. Record the model: predictions, confidence, score against the labels; where its outputs and weights live.
-    progress("recording the predictions", 0, 1)
-    hashes = samples["content_hash"].to_numpy()
-    probabilities = cache.get(hashes, "probabilities")
-    project.add_predictions(name, samples.index.to_numpy(), probabilities, classes, author=author,
-                            note={"spec": adapter.spec, "weights": adapter.key})
-    record_model(project, RecordedModel(name, adapter.spec, adapter.key), author=author)
-    progress("recording the predictions", 1, 1)
-    predicted = np.asarray(classes, dtype=object)[probabilities.argmax(axis=1)]
-    labelled = samples["label"].notna().to_numpy()
-    accuracy = float((predicted[labelled] == samples["label"].to_numpy()[labelled]).mean()) if labelled.any() else None
-    return Prediction(name, adapter.spec, len(samples), len(todo), accuracy, sorted(set(classes) - set(labels)))
+    return len(todo)
 
 
 def model_outputs(project, model: str, kind: str = "features", sample_ids=None) -> pd.DataFrame:

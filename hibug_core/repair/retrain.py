@@ -125,6 +125,11 @@ def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *
                                "hibug); retrain a linear head on an encoder's embeddings (features = an encoder), or "
                                "run the model with `hibug predict` so its own features are stored")
         config = replace(config, features=encoder)
+        network = model_network(project, model)
+        if network is not None:  # images added since it ran (generated ones) get their features from it now
+            from hibug_core.models.predict import run_model
+
+            run_model(project, network, samples, progress=progress)
     if adapter is None and config.method != "linear head":
         raise RetrainError(f"hibug cannot run '{model}' (imported predictions): run your network with `hibug predict "
                            "--model SPEC` to repair it, or retrain a linear head on stored embeddings")
@@ -212,7 +217,7 @@ def _features(project, samples: pd.DataFrame, source: str, progress: ProgressCal
         # A model's own features are stored by the run that predicted; images added since (generated ones) have none,
         # and `hibug embed` cannot make them.
         raise RetrainError(f"some images have no features of '{source[len(MODEL_PREFIX):]}': they were added after "
-                           "hibug ran the model (generated images are): retrain the linear head on an "
-                           "encoder's embeddings instead (features = an encoder, e.g. conse, after `hibug embed`), or "
-                           "fine-tune") from None
+                           "hibug ran the model, and its network cannot be loaded here to run them: retrain the "
+                           "linear head on an encoder's embeddings instead (features = an encoder, e.g. conse, after "
+                           "`hibug embed`), or record the model's network with `hibug predict`") from None
     return pd.DataFrame(np.asarray(values, dtype=np.float32), index=samples.index)
