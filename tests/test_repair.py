@@ -389,10 +389,10 @@ def test_class_name_prompts_put_the_images_where_the_failures_are():
 
 
 def test_collective_debugging_pools_the_prompts_of_several_models_failures(tmp_path, capsys):
-    from compare_support import manifest_project
-
     from hibug_core.cli import main
     from hibug_core.repair.prompts import PromptError, build_prompts
+
+    from compare_support import manifest_project
 
     # `a` fails on three cats; `b` on two dogs and one cat (every other row right for both)
     rows = [f"s{i},x.png,{label},{a},{b},val,red" for i, (label, a, b) in enumerate([
