@@ -27,7 +27,7 @@ from hibug_core.slices.compare import CompareConfig, compare_models, pair_matrix
 from hibug_core.slices.search import SliceConfig
 
 # The demo's own model, then the widths trained here (the shipped networks: 8, 24 and 16 channels).
-WIDTHS = {"classification": (8, (4, 16, 32)), "detection": (24, (8, 16)), "pose": (16, (8, 12))}
+WIDTHS = {"classification": (8, (4, 16, 32)), "detection": (24, (8, 16, 32)), "pose": (16, (8, 12, 24))}
 
 
 def study(task: str, folder: Path, epochs: int | None, widths: tuple[int, ...] | None) -> str:

@@ -107,7 +107,7 @@ def error_on_generated(project) -> float:
     images = generated_images(project)
     predict = network_predictor(project, project.models()[0])
     predicted = predict([open_image(project.folder / path) for path in images["image_path"]])
-    return float(np.mean([p != label for p, label in zip(predicted, images["label"])]))
+    return float(np.mean([ranked[0] != label for ranked, label in zip(predicted, images["label"])]))
 
 
 def failures_fixed(project, original: str, runs: pd.DataFrame, name: str | None = None) -> pd.DataFrame:

@@ -340,8 +340,9 @@ def encoder_embedding(spec: str) -> Callable[[list], np.ndarray]:
     return embed
 
 
-def network_predictor(project, model: str) -> Callable[[list], list[str]]:
-    """predict(images) -> class names with the network behind `model` (one `hibug predict` ran, or the demo CNN)."""
+def network_predictor(project, model: str) -> Callable[[list], list[list[str]]]:
+    """predict(images) -> per image its class names, most probable first, with the network behind `model` (one
+    `hibug predict` ran, or the demo CNN)."""
     from hibug_core.repair.retrain import model_network
 
     adapter = model_network(project, model)
