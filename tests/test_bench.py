@@ -126,7 +126,8 @@ def test_scores_of_a_spurious_problem():
     ])
     scores = score_report(slices, VOCABULARY, problem, COLORS, top_n=10)
     assert scores == {"find_attr": True, "find_tag": True, "tag_in_top": True, "type_right": False,
-                      "first_rank": 4, "paper_find_attr": True, "paper_find_des": True, "n_slices": 4}
+                      "first_rank": 4, "paper_find_attr": True, "paper_find_des": True,
+                      "paper_name_or_sub_case": None, "n_slices": 4}
     top3 = score_report(slices, VOCABULARY, problem, COLORS, top_n=3)
     assert (top3["find_attr"], top3["find_tag"], top3["first_rank"]) == (True, False, 4)
     top1 = score_report(slices, VOCABULARY, problem, COLORS, top_n=1)
@@ -148,6 +149,21 @@ def test_a_rare_case_must_be_about_its_class():
     assert score_report(by_condition, VOCABULARY, problem, sizes)["find_tag"] is True
     by_main_label = _slices([((("size", "small"), ("brightness", "dark")), RARE, "triangle")])
     assert score_report(by_main_label, VOCABULARY, problem, sizes)["first_rank"] == 1
+
+
+def test_a_rare_case_is_found_by_its_name_or_by_a_sub_case_of_its_samples():
+    problem = PlantedProblem("rc", RARE, "size", "small", "triangle", 0.0, seed=0)
+    sizes = ["large", "medium", "small"]
+    # a slice named otherwise ("dark triangles") whose samples are 95% small triangles is a sub-case; one of 80% not
+    other_words = _slices([((("brightness", "dark"), ("class", "triangle")), RARE, "triangle")])
+    shares = {(("brightness", "dark"), ("class", "triangle")): 0.95}
+    scores = score_report(other_words, VOCABULARY, problem, sizes, case_share=lambda d: shares[d])
+    assert (scores["paper_find_des"], scores["paper_name_or_sub_case"]) == (False, True)
+    shares[(("brightness", "dark"), ("class", "triangle"))] = 0.8
+    assert score_report(other_words, VOCABULARY, problem, sizes,
+                        case_share=lambda d: shares[d])["paper_name_or_sub_case"] is False
+    named = _slices([((("size", "small"), ("class", "triangle")), RARE, "triangle")])
+    assert score_report(named, VOCABULARY, problem, sizes, case_share=lambda d: 0.0)["paper_name_or_sub_case"] is True
 
 
 def test_a_tag_that_goes_with_a_class_in_training_is_a_spurious_correlation():

@@ -147,7 +147,9 @@ def _score_tagger(project, tagger: str, problem, config: BenchConfig, truth_tags
         report = error_slices(project, config=slice_config,
                               tags="imported" if tagger == "truth" else "model", check_tags=False)
         vocabulary = dict(zip(report.tags.attributes, report.tags.tags))
-        scores = score_report(report.slices, vocabulary, problem, truth_tags, config.top_n)
+        case = problem.failing_part(project.known_tags().reindex(report.evaluation.index))
+        scores = score_report(report.slices, vocabulary, problem, truth_tags, config.top_n,
+                              case_share=lambda d, case=case, tags=report.tags: float(case[tags.mask(d)].mean()))
         if search == "hibug":  # HiBug's Table 6 counts these: every slice at or below the overall score
             every = report.every_slice()  # each holds the minimum support
             scores["error_slices"] = int((every["score"] <= report.overall_score).sum())

@@ -64,13 +64,18 @@ def judge(definition, bug_type: str, top_label, problem: PlantedProblem, vocabul
     return Hit(attribute_hit, tag_hit, bug_type == problem.bug_type)
 
 
+SUB_CASE = 0.9  # a slice is a sub-case of the rare case when at least this share of its samples are of the case
+
+
 def score_report(slices: pd.DataFrame, vocabulary: dict[str, list[str]], problem: PlantedProblem,
-                 truth_tags: list[str], top_n: int = 10) -> dict:
+                 truth_tags: list[str], top_n: int = 10, case_share=None) -> dict:
     """Find Attr / Find Tag (hibug's stricter measures: in a top-`top_n` error slice of the right bug type), whether
     the first top slice with the planted tag has the right bug type, and the rank of the first slice that finds the
     tag with the right type; and HiBug's own Find Attr. / Find Des. (its Table 1): in any reported slice, whatever its
     bug type (the paper also counts WordNet synonyms of the tag; the planted tags here are the vocabulary's own
-    words, so an exact match is what a synonym would add to)."""
+    words, so an exact match is what a synonym would add to). For a rare case, HiBug's "name or a sub-case" (its
+    §4.1): a reported slice that names it, or one whose samples are (at least SUB_CASE of them) the case's own,
+    whatever tags name it; `case_share(definition)` gives that share."""
     hits = [judge(row.definition, row.bug_type, row.top_label, problem, vocabulary, truth_tags)
             for row in slices.itertuples()]
     top = hits[:top_n]
@@ -83,4 +88,7 @@ def score_report(slices: pd.DataFrame, vocabulary: dict[str, list[str]], problem
             "first_rank": first,
             "paper_find_attr": any(h.has_attribute for h in hits),
             "paper_find_des": any(h.has_tag for h in hits),
+            "paper_name_or_sub_case": (None if problem.bug_type != RARE or case_share is None else
+                                       any(h.has_tag or case_share(d) >= SUB_CASE
+                                           for h, d in zip(hits, slices["definition"]))),
             "n_slices": len(hits)}

@@ -41,6 +41,9 @@ def _rates(group: pd.DataFrame) -> pd.Series:
         # HiBug's Table 1 measures: in any reported slice, whatever its bug type (rows scored before them lack them)
         **({"Find Attr. (HiBug's) %": 100 * group["paper_find_attr"].mean(),
             "Find Des. (HiBug's) %": 100 * group["paper_find_des"].mean()} if "paper_find_des" in group else {}),
+        # HiBug's §4.1 for rare cases: the name or a sub-case (rare-case problems only)
+        **({"name or sub-case (HiBug's) %": 100 * group["paper_name_or_sub_case"].dropna().astype(bool).mean()}
+           if "paper_name_or_sub_case" in group and group["paper_name_or_sub_case"].notna().any() else {}),
     })
 
 
