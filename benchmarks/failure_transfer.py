@@ -1,0 +1,71 @@
+"""Benchmark: do the failures a generative search finds on one model transfer to models of the same architecture at
+other capacities? (Wiles et al.'s §4: "failures transfer well between models of the same architecture".)
+
+The models are the classification demo's shape CNN and the same network at other widths (benchmarks/model_study.py
+trains them into --dir, reused when there). The search (hibug_core.repair.failure_search, as `hibug failure-search`
+runs it) captions --label failures of the source model (the demo's) and keeps the captions that fail significantly
+more often than the baseline prompt; each kept caption, and the baseline, is then tested as a typed caption on every
+model, on new images (one-sided Fisher test against the baseline, FDR over the captions). Printed: per caption and
+model, its failure rate, the baseline's, and whether it fails significantly more often.
+Usage: python benchmarks/failure_transfer.py [--label triangle] [--captions 4] [--images 64] [--dir model-study]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from hibug_core.bench.summary import markdown_table
+from hibug_core.demo import DEMOS
+from hibug_core.demo.study import StudyConfig, add_study_models
+from hibug_core.repair.failure_search import FailureSearchConfig, RendererCaption, failure_search, network_predictor
+from hibug_core.repair.generators import ShapeWorldRenderer
+
+TYPED = "typed by a person"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--label", default="triangle")
+    parser.add_argument("--captions", type=int, default=4, help="source failures captioned")
+    parser.add_argument("--images", type=int, default=64, help="images per caption tested")
+    parser.add_argument("--widths", type=int, nargs="+", default=[4, 16, 32])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dir", default="model-study")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    project = DEMOS.build("classification", folder=Path(args.dir) / "classification")
+    source = project.models()[0]
+    models = [source, *add_study_models(project, "classification", StudyConfig(widths=tuple(args.widths)))]
+    predictors = {m: network_predictor(project, m) for m in models}
+    project.close()
+    config = FailureSearchConfig(images_per_caption=args.images, captions=args.captions, seed=args.seed)
+    found = failure_search(ShapeWorldRenderer(), predictors[source], RendererCaption(), args.label, config=config)
+    kept = found.loc[found["significant"], "caption"].tolist()
+    print(f"{source}: {len(found) - 1} captions of '{args.label}' failures tested, {len(kept)} fail significantly "
+          f"more often than '{found['caption'].iat[0]}' ({found['failure_rate'].iat[0]:.1%})\n")
+    if not kept:
+        return
+    rows = []
+    retest = FailureSearchConfig(images_per_caption=args.images, caption_failures=False, refine=False,
+                                 seed=args.seed + 1)
+    for model in models:
+        table = failure_search(ShapeWorldRenderer(), predictors[model], RendererCaption(), args.label, typed=kept,
+                               config=retest)
+        baseline = table.iloc[0]
+        for row in table[table["origin"] == TYPED].itertuples():
+            rows.append({"caption": row.caption, "model": model, "failure rate": f"{row.failure_rate:.1%}",
+                         "baseline": f"{baseline['failure_rate']:.1%}", "times as likely":
+                         f"{row.failure_rate / max(baseline['failure_rate'], 1 / args.images):.1f}",
+                         "significant": bool(row.significant)})
+    frame = pd.DataFrame(rows)
+    print(markdown_table(frame))
+    held = frame[frame["model"] != source]
+    print(f"\n{int(held['significant'].sum())} of {len(held)} (caption, other model) pairs fail significantly more "
+          f"often than the baseline ({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
