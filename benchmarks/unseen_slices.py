@@ -50,13 +50,16 @@ def holding(report, name: str) -> dict:
 
 
 def per_threshold(project, name: str, thresholds: list[float]) -> list[dict]:
-    """HiBug's Fig. 3 on one demo: the bugs found on val at each absolute score threshold."""
+    """HiBug's Fig. 3 on one demo: the bugs found on val at each absolute score threshold, and HiBug's own count,
+    every slice under it."""
     rows = []
     for threshold in thresholds:
         report = error_slices(project, config=SliceConfig(threshold=threshold))
         bugs = one_row_per_bug(report.slices)
         rows.append({"demo": name, "threshold": threshold, "bugs (trusted)": int(bugs["trusted"].sum()),
-                     "bugs (all)": len(bugs), "slices before folding": len(report.slices)})
+                     "bugs (all)": len(bugs), "slices before folding": len(report.slices),
+                     # HiBug's own count: every slice (of at least M samples) scoring under the threshold
+                     "every slice under it (HiBug's)": len(report.slices_below(threshold))})
     return rows
 
 
