@@ -62,6 +62,22 @@ def test_arrays_are_published_only_on_commit(tmp_path):
         reopened.arrays.path("../escape")
 
 
+def test_arrays_staged_in_a_block_are_published_together_or_not_at_all(tmp_path):
+    project = Project.create(tmp_path / "p")
+    with pytest.raises(RuntimeError, match="the database write failed"):
+        with project.arrays.publishing() as batch:
+            batch.stage("runs/a", x=np.zeros(2))
+            batch.stage("runs/b", x=np.ones(2))
+            raise RuntimeError("the database write failed")
+    assert project.arrays.names() == [] and not list((tmp_path / "p").rglob("*.tmp*"))
+    with project.arrays.publishing() as batch:
+        batch.stage("runs/a", x=np.zeros(2))
+        batch.stage("runs/b", x=np.ones(2))
+        assert project.arrays.names() == []  # nothing shows before the block ends
+    assert project.arrays.names() == ["runs/a", "runs/b"]
+    assert project.arrays.load("runs/b")["x"].tolist() == [1.0, 1.0]
+
+
 def test_samples_probabilities_and_paths_round_trip(image_dir, write_csv, tmp_path):
     path = write_csv("image,label,prediction,split,prob:cat,prob:dog,attr:color\n"
                      "images/a.png,cat,cat,train,0.9,0.1,red\nimages/b.png,dog,cat,val,0.6,0.4,blue\n")

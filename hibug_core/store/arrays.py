@@ -8,7 +8,9 @@ import re
 import shutil
 import uuid
 import zipfile
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +63,17 @@ class StagedArrays:
         self.temporary.unlink(missing_ok=True)
 
 
+@dataclass
+class ArrayBatch:
+    """Arrays staged inside ArrayStore.publishing(): all published, or none."""
+
+    store: ArrayStore
+    staged: list[StagedArrays] = field(default_factory=list)
+
+    def stage(self, name: str, **arrays: np.ndarray) -> None:
+        self.staged.append(self.store.stage(name, **arrays))
+
+
 class ArrayStore:
     """Named groups of numpy arrays; writes are atomic, reads never see a half-written file."""
 
@@ -89,6 +102,20 @@ class ArrayStore:
                                    "space and run again") from None
             raise
         return StagedArrays(temporary, final)
+
+    @contextmanager
+    def publishing(self) -> Iterator[ArrayBatch]:
+        """Arrays staged in the block (batch.stage) are published when it ends without error, so they appear only
+        with the database write the block makes; discarded when it fails."""
+        batch = ArrayBatch(self)
+        try:
+            yield batch
+        except BaseException:
+            for item in batch.staged:
+                item.discard()
+            raise
+        for item in batch.staged:
+            item.commit()
 
     def save(self, name: str, **arrays: np.ndarray) -> Path:
         return self.stage(name, **arrays).commit()

@@ -233,8 +233,7 @@ class Project:
         root_of = data_roots([p.parent for p in distinct])
         roots = [root_of[p.parent] for p in distinct]
         relative = np.array([p.relative_to(r).as_posix() for p, r in zip(distinct, roots)], dtype=object)
-        staged = []
-        try:
+        with self.arrays.publishing() as staged:
             bulk = len(keys) >= self.config.bulk_rows
             with write_transaction(self.engine, bulk=bulk, private=private) as connection, \
                     contextlib.ExitStack() as loading:
@@ -307,9 +306,8 @@ class Project:
                         _insert_object_evaluation(connection, model_id, import_id, sample_ids,
                                                   sorted(set(samples["split"])), manifest.object_evaluations[name])
                     if outputs.probabilities is not None:
-                        staged.append(self.arrays.stage(
-                            f"probabilities/{_safe(name)}/import-{import_id}", sample_ids=sample_ids,
-                            probabilities=outputs.probabilities, classes=np.array(outputs.classes, dtype=str)))
+                        staged.stage(f"probabilities/{_safe(name)}/import-{import_id}", sample_ids=sample_ids,
+                                     probabilities=outputs.probabilities, classes=np.array(outputs.classes, dtype=str))
                     if models_only:
                         record_audit(connection, author, "add model", f"model:{name}", None,
                                      {"samples": int(predicted.sum()), "source": manifest.source, **(note or {})})
@@ -326,12 +324,6 @@ class Project:
                     also(connection, id_of)
                 record_audit(connection, author, "import", f"import:{import_id}", None,
                             {"source": manifest.source, "rows": added, "models": list(manifest.models)})
-        except BaseException:
-            for item in staged:
-                item.discard()
-            raise
-        for item in staged:
-            item.commit()
         logger.info("imported %d rows from %s as import #%d", added, manifest.source, import_id)
         return ImportSummary(import_id, manifest.n_rows, list(manifest.models), list(manifest.known_tags),
                              manifest.ignored_columns)
@@ -370,19 +362,15 @@ class Project:
         chosen = self.samples(sample_ids=sample_ids)
         labels = chosen["label"].to_numpy()
         score = np.array([np.nan if pd.isna(label) else float(p == label) for p, label in zip(predictions, labels)])
-        staged = self.arrays.stage(f"probabilities/{_safe(model)}/added", sample_ids=sample_ids,
-                                   probabilities=probabilities, classes=np.array(classes, dtype=str))
-        try:
+        with self.arrays.publishing() as staged:
+            staged.stage(f"probabilities/{_safe(model)}/added", sample_ids=sample_ids, probabilities=probabilities,
+                         classes=np.array(classes, dtype=str))
             with write_transaction(self.engine) as connection:
                 model_id = self._model_id(connection, model, list(classes))
                 _insert_predictions(connection, model_id, sample_ids, predictions, probabilities.max(axis=1),
                                     score, chosen["split"].to_numpy(object), labels)
                 record_audit(connection, author_name(author), "add model", f"model:{model}", None,
                              {"samples": len(sample_ids), **(note or {})})
-        except BaseException:
-            staged.discard()
-            raise
-        staged.commit()
 
     def set_meta(self, key: str, value: str, *, author: str | None = None) -> None:
         with write_transaction(self.engine) as connection:

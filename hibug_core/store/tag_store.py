@@ -84,10 +84,9 @@ def begin_run(project, *, method: str, encoder: str | None, schema_version: int 
 def finish_run(project, run_id: int, result: TagResult, *, author: str | None = None) -> None:
     """Publish a run's arrays and mark it finished; its tags are in force where no better measured source is."""
     name = f"tags/run-{run_id}"
-    staged = project.arrays.stage(name, sample_ids=result.sample_ids.astype(np.int64),
-                                  tag_index=result.tag_index.astype(np.int16), score=result.score.astype(np.float32),
-                                  margin=result.margin.astype(np.float32))
-    try:
+    with project.arrays.publishing() as staged:
+        staged.stage(name, sample_ids=result.sample_ids.astype(np.int64), tag_index=result.tag_index.astype(np.int16),
+                     score=result.score.astype(np.float32), margin=result.margin.astype(np.float32))
         with write_transaction(project.engine) as connection:
             connection.execute(
                 text("UPDATE tag_runs SET status = 'finished', array_name = :n, n_samples = :c, attributes_json = :a, "
@@ -97,10 +96,6 @@ def finish_run(project, run_id: int, result: TagResult, *, author: str | None = 
             method = connection.execute(text("SELECT method FROM tag_runs WHERE id = :i"), {"i": run_id}).scalar_one()
             record(connection, author_name(author), "tag", f"tag_run:{run_id}", None,
                    {"method": method, "attributes": list(result.attributes), "samples": len(result.sample_ids)})
-    except BaseException:
-        staged.discard()
-        raise
-    staged.commit()
 
 
 def fail_run(project, run_id: int, message: str) -> None:
