@@ -22,6 +22,11 @@ class Entry:
     form: str | None = None  # a family's spelling, e.g. "open_clip:<architecture>:<pretrained tag or path>"
     hidden: bool = False  # built for tests (random weights): accepted, never offered in menus
     runs_code: bool = False  # builds by importing code the spec names (refused where typed on a shared dashboard)
+    # What it needs, so that a page asks the entry rather than its name: a secret's name (read from the environment
+    # or Streamlit secrets and handed to the job that builds it), and what is missing for an argument (e.g. weights
+    # not on this machine: a sentence saying how to provide them; None when nothing is).
+    secret: str | None = None
+    missing: Callable[[str], str | None] | None = None
 
     @property
     def spelling(self) -> str:
@@ -36,19 +41,26 @@ class Registry:
         self._entries: dict[str, Entry] = {}
 
     def add(self, name: str, help: str, build: Callable | None = None, *, form: str | None = None,
-            hidden: bool = False, runs_code: bool = False) -> Entry:
+            hidden: bool = False, runs_code: bool = False, secret: str | None = None,
+            missing: Callable[[str], str | None] | None = None) -> Entry:
         if name in self._entries:
             raise ValueError(f"{self.kind} '{name}' is registered twice")
-        entry = self._entries[name] = Entry(name, help, build, form, hidden, runs_code)
+        entry = self._entries[name] = Entry(name, help, build, form, hidden, runs_code, secret, missing)
         return entry
 
     def register(self, name: str, help: str, *, form: str | None = None, hidden: bool = False,
-                 runs_code: bool = False):
+                 runs_code: bool = False, secret: str | None = None,
+                 missing: Callable[[str], str | None] | None = None):
         """Decorator form of add: the decorated callable is the entry's constructor."""
         def decorate(build):
-            self.add(name, help, build, form=form, hidden=hidden, runs_code=runs_code)
+            self.add(name, help, build, form=form, hidden=hidden, runs_code=runs_code, secret=secret, missing=missing)
             return build
         return decorate
+
+    def missing(self, spec: str) -> str | None:
+        """What the entry `spec` names needs and this machine lacks for it (a sentence), or None."""
+        entry = self.get(spec)
+        return entry.missing(self.argument(spec)) if entry.missing is not None else None
 
     def __iter__(self) -> Iterator[Entry]:
         return iter(self._entries.values())

@@ -13,7 +13,7 @@ from hibug_core.markdown import plain
 from hibug_core.metrics import points
 from hibug_core.operations import FailureSearch, Generate, Repair, Select
 from hibug_core.repair.generated import GENERATED_SPLIT, generated_images
-from hibug_core.repair.generators import GENERATORS, missing_weights
+from hibug_core.repair.generators import GENERATORS
 from hibug_core.repair.loop import repair_verdict
 from hibug_core.repair.runs import repair_runs
 from hibug_core.repair.selection import SELECTION_METHODS
@@ -51,6 +51,13 @@ GENERATOR_KINDS = {e.name: e.spelling for e in GENERATORS if not e.hidden}  # a 
 
 def generator_spec(kind: str, name: str) -> str:
     return kind if GENERATORS.find(kind) is not None else f"{kind}:{name.strip()}"
+
+
+def job_secrets(spec: str, *also: str) -> dict[str, str] | None:
+    """The secrets a job needs, from the environment or Streamlit secrets: the generator's own and `also`."""
+    names = [n for n in (GENERATORS.get(spec).secret, *also) if n]
+    found = {n: secret(n) for n in dict.fromkeys(names)}
+    return {n: v for n, v in found.items() if v} or None
 
 
 select, generate, retrain, search = st.tabs(["Select data", "Generate images", "Retrain and compare",
@@ -129,16 +136,15 @@ with generate:
                 rows = edited.dropna(subset=["prompt", "label"])
                 if GENERATORS.find(kind) is None and not name.strip():
                     st.error("Name the model: a hub id already downloaded, a local folder, or an API model.")
-                elif kind == "diffusers" and missing_weights(name.strip()):
-                    st.error(plain(f"Cannot generate offline: {missing_weights(name.strip())}."))
+                elif GENERATORS.missing(generator_spec(kind, name)):
+                    st.error(plain(f"Cannot generate offline: {GENERATORS.missing(generator_spec(kind, name))}."))
                 elif rows.empty:
                     st.error("Write at least one prompt with its class.")
                 else:
-                    key = secret("OPENAI_API_KEY") if kind == "openai" else None
                     params = {"model": model, "generator": generator_spec(kind, name), "images": int(images),
                               "seed": int(seed),
                               "prompt_rows": rows.assign(weight=rows["weight"].fillna(1.0)).to_dict("records")}
-                    if start_job(project, "generate", params, user, {"OPENAI_API_KEY": key} if key else None):
+                    if start_job(project, "generate", params, user, job_secrets(generator_spec(kind, name))):
                         st.rerun()
     job_status(project, "generate", user, key="repair_generate")
     stored = generated_images(project)
@@ -268,8 +274,9 @@ with search:
                           "typed_captions": [line for line in typed.splitlines() if line.strip()],
                           "caption_failures": bool(caption_failures), "cluster": bool(cluster),
                           "llm_base_url": llm_url or None}
-                key = secret("OPENAI_API_KEY")
-                if start_job(project, "failure search", params, user, {"OPENAI_API_KEY": key} if key else None):
+                # the generator's secret, and the captioning language model's key
+                if start_job(project, "failure search", params, user,
+                             job_secrets(params["generator"], "OPENAI_API_KEY" if captioner == "llm" else "")):
                     st.rerun()
         job_status(project, "failure search", user, key="repair_search")
         found = repair_runs(project, "failure search", finished=True, limit=1)

@@ -110,6 +110,19 @@ def test_a_registry_holds_name_help_and_constructor_together():
         colours.add("red", "again")
 
 
+def test_an_entry_says_what_it_needs_so_pages_ask_it_not_its_name(tmp_path):
+    from hibug_core.repair.generators import GENERATORS, SHAPE_RENDERER
+
+    assert GENERATORS.missing(SHAPE_RENDERER) is None and GENERATORS.get(SHAPE_RENDERER).secret is None
+    assert GENERATORS.get("openai:gpt-image-1").secret == "OPENAI_API_KEY"
+    assert GENERATORS.missing("diffusers:tiny-random") is None
+    missing = GENERATORS.missing(f"diffusers:{tmp_path / 'no-such-pipeline'}")
+    assert missing and "huggingface-cli download" in missing
+    colours = Registry("colour")
+    colours.add("web", "needs a key", secret="COLOUR_KEY", missing=lambda argument: None if argument else "name it")
+    assert colours.get("web").secret == "COLOUR_KEY" and colours.missing("web") == "name it"
+
+
 @pytest.mark.parametrize("command", list(OPERATION_COMMANDS))
 def test_cli_options_are_the_operations_fields_with_the_same_defaults(command):
     op = operation(OPERATION_COMMANDS[command])

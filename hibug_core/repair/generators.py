@@ -225,13 +225,15 @@ def _shape_renderer(**_) -> Generator:
 
 @GENERATORS.register("diffusers", "a Stable Diffusion family pipeline through diffusers (fp16 on GPU, fp32 on CPU); "
                      "offline it needs the weights in a local folder or the Hugging Face cache (diffusers:tiny-random: "
-                     "a tiny random pipeline built from config, for tests)", form="diffusers:<hub id or folder>")
+                     "a tiny random pipeline built from config, for tests)", form="diffusers:<hub id or folder>",
+                     missing=lambda model: missing_weights(model) if model else "name the pipeline: a local folder "
+                     "or a hub id already downloaded")
 def _diffusers(model: str, *, steps: int, device: str | None, **_) -> Generator:
     return DiffusersGenerator(model, device=device, steps=steps)
 
 
 @GENERATORS.register("openai", "the OpenAI images API (e.g. openai:gpt-image-1); key from OPENAI_API_KEY or Streamlit "
-                     "secrets", form="openai:<model>")
+                     "secrets", form="openai:<model>", secret="OPENAI_API_KEY")
 def _openai_images(model: str, *, api_key: str | None, **_) -> Generator:
     import os
 
