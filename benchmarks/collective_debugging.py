@@ -63,7 +63,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=138, help="generated images per arm (10%% of training)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--prompts", default="hibug", choices=PROMPT_METHODS)
+    parser.add_argument("--prompts", default="hibug", choices=PROMPT_METHODS.names())
     parser.add_argument("--lam", type=float, default=0.5)
     parser.add_argument("--widths", type=int, nargs="+", default=[4, 16, 32])
     parser.add_argument("--dir", default="model-study")

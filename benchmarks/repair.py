@@ -161,7 +161,7 @@ def main() -> None:
     parser.add_argument("--budgets", type=parse_budget, nargs="+", default=[0.05, 0.1, 0.2])
     parser.add_argument("--methods", nargs="+", default=OURS + BASELINES, choices=SELECTION_METHODS.names())
     parser.add_argument("--no-generated", action="store_true", help="skip the renderer's images")
-    parser.add_argument("--prompts", nargs="+", default=["hibug"], choices=PROMPT_METHODS,
+    parser.add_argument("--prompts", nargs="+", default=["hibug"], choices=PROMPT_METHODS.names(),
                         help="prompt methods of the generated arms (default: hibug)")
     parser.add_argument("--lams", type=float, nargs="+", default=None,
                         help="generated arms: each weight lambda of the new images' loss (Chegini and Feizi's sweep; "

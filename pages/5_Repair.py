@@ -15,6 +15,7 @@ from hibug_core.operations import FailureSearch, Generate, Repair, Select
 from hibug_core.repair.generated import GENERATED_SPLIT, generated_images
 from hibug_core.repair.generators import GENERATORS
 from hibug_core.repair.loop import repair_verdict
+from hibug_core.repair.prompts import PROMPT_METHODS
 from hibug_core.repair.runs import repair_runs
 from hibug_core.repair.selection import SELECTION_METHODS
 from hibug_core.slices.search import SliceConfig
@@ -103,10 +104,8 @@ with select:
                    if pd.notna(r.get("confidence")) else str(r.name))
 
 with generate:
-    prompt_method = st.radio("Prompts", Generate.choices("prompts"), horizontal=True, format_func={
-        "hibug": "HiBug template from the top error slices",
-        "backgrounds": "uncommon backgrounds per class (Chegini and Feizi)",
-        "class names": "'A photo of a {label}' per failing class (the papers' baseline)"}.get)
+    prompt_method = st.radio("Prompts", Generate.choices("prompts"), horizontal=True,
+                             format_func={e.name: f"{e.name}: {e.help}" for e in PROMPT_METHODS}.get)
     if st.button("Write prompts"):
         try:
             from hibug_core.repair.prompts import build_prompts

@@ -13,6 +13,7 @@ from hibug_core.errors import HibugError
 from hibug_core.objects.coco import BACKGROUND, MISSED
 from hibug_core.objects.geometry import GEOMETRY_PHRASES
 from hibug_core.objects.pose_geometry import POSE_PHRASES
+from hibug_core.registry import Registry
 from hibug_core.slices.report import label_attributes
 from hibug_core.slices.search import CLASS, describe
 
@@ -189,7 +190,37 @@ def class_name_prompts(report) -> pd.DataFrame:
                           "weight": float(n)} for label, n in counts.sort_index().items()], columns=COLUMNS)
 
 
-PROMPT_METHODS = ("hibug", "backgrounds", "class names")
+PROMPT_METHODS = Registry("prompt method")  # each: (project, report, *, top, k, llm, api_key, encoder, progress)
+
+
+@PROMPT_METHODS.register("hibug", "HiBug's template over the top error slices")
+def _hibug_template(*, project, report, top: int, **_) -> pd.DataFrame:
+    from hibug_core.store.attribute_versions import latest_version, load_schema
+
+    return hibug_prompts(report, load_schema(project) if latest_version(project) is not None else None, top=top)
+
+
+@PROMPT_METHODS.register("backgrounds", "uncommon backgrounds per class (a language model's, or a built-in list), "
+                         "assigned to the failures zero-shot by an encoder (Chegini and Feizi)")
+def _backgrounds(*, project, report, k: int, llm, api_key: str | None, encoder: str, progress, **_) -> pd.DataFrame:
+    from hibug_core.embeddings.base import normalize_rows
+    from hibug_core.embeddings.compute import embed_project
+    from hibug_core.embeddings.registry import load_encoder
+
+    classes = sorted(report.evaluation["label"].astype(str).unique())
+    backgrounds = uncommon_backgrounds(classes, llm=llm, api_key=api_key)
+    loaded = load_encoder(encoder)
+    failing = report.evaluation.index[report.evaluation["error"] > 0.5]
+    embedded = embed_project(project, loaded, sample_ids=failing, **({"progress": progress} if progress else {}))
+    embeddings = pd.DataFrame(normalize_rows(np.asarray(embedded.embedding, np.float32)), index=embedded.sample_ids)
+    return background_prompts(report, backgrounds, embeddings,
+                              lambda texts: normalize_rows(np.asarray(loaded.encode_texts(texts), np.float32)), k=k)
+
+
+@PROMPT_METHODS.register("class names", "'A photo of a {label}' per failing class, weighted by its failures (the "
+                         "papers' baseline)")
+def _class_names(*, report, **_) -> pd.DataFrame:
+    return class_name_prompts(report)
 
 
 def pooled_prompts(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -217,26 +248,10 @@ def build_prompts(project, method: str = "hibug", *, model: str | None = None, s
         frames = [build_prompts(project, method, model=m, split=split, top=top, k=k, llm=llm, api_key=api_key,
                                 encoder=encoder, progress=progress) for m in dict.fromkeys(failures_of)]
         return frames[0] if len(frames) == 1 else pooled_prompts(frames)
+    if PROMPT_METHODS.find(method) is None:
+        raise PromptError(f"unknown prompt method '{method}'; choose one of {', '.join(PROMPT_METHODS.names())}")
     from hibug_core.slices.report import error_slices
 
     report = error_slices(project, model, split=split)
-    if method == "hibug":
-        from hibug_core.store.attribute_versions import latest_version, load_schema
-
-        return hibug_prompts(report, load_schema(project) if latest_version(project) is not None else None, top=top)
-    if method == "class names":
-        return class_name_prompts(report)
-    if method != "backgrounds":
-        raise PromptError(f"unknown prompt method '{method}'; choose one of {', '.join(PROMPT_METHODS)}")
-    from hibug_core.embeddings.base import normalize_rows
-    from hibug_core.embeddings.compute import embed_project
-    from hibug_core.embeddings.registry import load_encoder
-
-    classes = sorted(report.evaluation["label"].astype(str).unique())
-    backgrounds = uncommon_backgrounds(classes, llm=llm, api_key=api_key)
-    loaded = load_encoder(encoder)
-    failing = report.evaluation.index[report.evaluation["error"] > 0.5]
-    embedded = embed_project(project, loaded, sample_ids=failing, **({"progress": progress} if progress else {}))
-    embeddings = pd.DataFrame(normalize_rows(np.asarray(embedded.embedding, np.float32)), index=embedded.sample_ids)
-    return background_prompts(report, backgrounds, embeddings,
-                              lambda texts: normalize_rows(np.asarray(loaded.encode_texts(texts), np.float32)), k=k)
+    return PROMPT_METHODS.build(method, project=project, report=report, top=top, k=k, llm=llm, api_key=api_key,
+                                encoder=encoder, progress=progress)
