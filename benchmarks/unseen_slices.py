@@ -103,7 +103,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     llm = LLMConfig.from_env(model=args.llm_model, base_url=args.llm_base_url) if args.llm_base_url else None
-    methods = list(UNSEEN_METHODS) if llm else ["substitution"]
+    methods = UNSEEN_METHODS.names() if llm else ["substitution"]
     folder = Path(args.dir)
     folder.mkdir(parents=True, exist_ok=True)
     found: list | None = [] if args.found else None

@@ -9,6 +9,8 @@ from hibug_core.access import check_spec
 from hibug_core.errors import HibugError
 from hibug_core.safe_files import check_model_files
 
+LANGUAGE_MODEL = "a language model"  # an entry that asks one (Entry.needs)
+
 
 class UnknownChoice(HibugError, ValueError):
     """A name that no entry of a registry answers to."""
@@ -27,6 +29,7 @@ class Entry:
     # not on this machine: a sentence saying how to provide them; None when nothing is).
     secret: str | None = None
     missing: Callable[[str], str | None] | None = None
+    needs: tuple[str, ...] = ()  # what running it involves, in words a page tests (e.g. LANGUAGE_MODEL)
 
     @property
     def spelling(self) -> str:
@@ -42,18 +45,19 @@ class Registry:
 
     def add(self, name: str, help: str, build: Callable | None = None, *, form: str | None = None,
             hidden: bool = False, runs_code: bool = False, secret: str | None = None,
-            missing: Callable[[str], str | None] | None = None) -> Entry:
+            missing: Callable[[str], str | None] | None = None, needs: tuple[str, ...] = ()) -> Entry:
         if name in self._entries:
             raise ValueError(f"{self.kind} '{name}' is registered twice")
-        entry = self._entries[name] = Entry(name, help, build, form, hidden, runs_code, secret, missing)
+        entry = self._entries[name] = Entry(name, help, build, form, hidden, runs_code, secret, missing, needs)
         return entry
 
     def register(self, name: str, help: str, *, form: str | None = None, hidden: bool = False,
                  runs_code: bool = False, secret: str | None = None,
-                 missing: Callable[[str], str | None] | None = None):
+                 missing: Callable[[str], str | None] | None = None, needs: tuple[str, ...] = ()):
         """Decorator form of add: the decorated callable is the entry's constructor."""
         def decorate(build):
-            self.add(name, help, build, form=form, hidden=hidden, runs_code=runs_code, secret=secret, missing=missing)
+            self.add(name, help, build, form=form, hidden=hidden, runs_code=runs_code, secret=secret, missing=missing,
+                     needs=needs)
             return build
         return decorate
 

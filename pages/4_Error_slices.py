@@ -38,9 +38,7 @@ from hibug_ui.widgets import (
 )
 
 st.set_page_config(page_title="hibug · Error slices", page_icon="🐞", layout="wide")
-UNSEEN_LABELS = {"substitution": "substitution (similar tags, offline)",
-                 "instruction": "instruction (a language model, few-shot, told nothing of the model)",
-                 "instruction with findings": "instruction with findings (a language model told the worst slices)"}
+UNSEEN_LABELS = {e.name: f"{e.name} ({e.help})" for e in UNSEEN_METHODS}
 project = current_project()
 model = required_model(project)
 task = current_task(project)
@@ -224,7 +222,7 @@ with unseen:
                "the test split: by substitution, each tag of a top error slice swapped for its most similar tags (by "
                "text embedding, offline); by instruction, a language model asked in this task's words.")
     with st.form("unseen_form"):
-        how = st.radio("Predicted by", UNSEEN_METHODS, horizontal=True, key="unseen_method",
+        how = st.radio("Predicted by", UNSEEN_METHODS.names(), horizontal=True, key="unseen_method",
                        format_func=UNSEEN_LABELS.get)
         cells = st.columns(3)
         asked = cells[0].number_input("Slices to ask for (instruction)", 1, 50, FindSlices.default("unseen_count"),

@@ -12,6 +12,7 @@ import pandas as pd
 from hibug_core import metrics
 from hibug_core.attributes.schema import NOT_VISIBLE, AttributeSchema
 from hibug_core.errors import TaggingError
+from hibug_core.registry import LANGUAGE_MODEL, Registry
 from hibug_core.slices.report import SliceError, SliceReport, one_row_per_bug
 from hibug_core.slices.search import CLASS, describe, slice_id
 
@@ -272,30 +273,48 @@ def matching_data_scores(report: SliceReport, gaps=(0.0, 0.1, 0.2),
     return frame
 
 
-UNSEEN_METHODS = ("substitution", "instruction", "instruction with findings")  # HiBug2's two ways of predicting
-# slices the data barely show, and hibug's variant of the second (the language model told the validation findings)
+UNSEEN_METHODS = Registry("way to predict unseen slices")  # HiBug2's two, and hibug's variant of the second; each:
+# (project, report, *, task, llm_config, count, api_key) -> the predicted slices, checked
 
 
-def asks_a_language_model(method: str) -> bool:
-    """Whether a way of predicting unseen slices asks a language model (every one but substitution)."""
-    return method != "substitution"
+@UNSEEN_METHODS.register("substitution", "similar tags swapped into the top error slices (by text embedding, "
+                         "offline)")
+def _by_substitution(*, report: SliceReport, **_) -> pd.DataFrame:
+    return substitute_tags(report)
 
 
-def predict_unseen(project, report: SliceReport, method: str, *, task, llm_config=None, count: int = 10,
-                   api_key: str | None = None) -> pd.DataFrame:
-    """Slices the report's split barely shows, predicted to fail by `method` (UNSEEN_METHODS) and checked on the data
-    that match them: similar tags swapped into the top error slices (offline), or a language model asked in the
-    task's words (`llm_config`: where it is)."""
-    if method not in UNSEEN_METHODS:
-        raise SliceError(f"unknown way to predict unseen slices '{method}'; use one of: {', '.join(UNSEEN_METHODS)}")
-    if method == "substitution":
-        return substitute_tags(report)
+def _by_instruction(project, report: SliceReport, *, task, llm_config, count: int, api_key: str | None,
+                    findings: bool) -> pd.DataFrame:
     from hibug_core.store.attribute_versions import load_schema
 
     classes = [c for c in (project.model_classes(report.model) or sorted(report.evaluation["label"].dropna().unique()))
                if not str(c).startswith("(")]  # not "(background)" nor "(missed)": no class of the model's
     return predict_with_llm(report, load_schema(project), llm_config, task=task, classes=classes, count=count,
-                            api_key=api_key, findings=method == "instruction with findings")
+                            api_key=api_key, findings=findings)
+
+
+UNSEEN_METHODS.add("instruction", "a language model, few-shot, told nothing of the model (HiBug2)",
+                   lambda *, project, report, **options: _by_instruction(project, report, findings=False, **options),
+                   needs=(LANGUAGE_MODEL,))
+UNSEEN_METHODS.add("instruction with findings", "a language model told the worst validation slices (hibug's variant)",
+                   lambda *, project, report, **options: _by_instruction(project, report, findings=True, **options),
+                   needs=(LANGUAGE_MODEL,))
+
+
+def asks_a_language_model(method: str) -> bool:
+    """Whether a way of predicting unseen slices asks a language model."""
+    return LANGUAGE_MODEL in UNSEEN_METHODS.get(method).needs
+
+
+def predict_unseen(project, report: SliceReport, method: str, *, task, llm_config=None, count: int = 10,
+                   api_key: str | None = None) -> pd.DataFrame:
+    """Slices the report's split barely shows, predicted to fail by `method` (an UNSEEN_METHODS entry) and checked on
+    the data that match them (`llm_config`: where the language model is, for the methods that ask one)."""
+    if UNSEEN_METHODS.find(method) is None:
+        raise SliceError(f"unknown way to predict unseen slices '{method}'; use one of: "
+                         f"{', '.join(UNSEEN_METHODS.names())}")
+    return UNSEEN_METHODS.build(method, project=project, report=report, task=task, llm_config=llm_config, count=count,
+                                api_key=api_key)
 
 
 def _usable(item, tags_of: dict[str, set], classes: list[str]) -> tuple[tuple | None, str]:
