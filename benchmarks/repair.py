@@ -37,7 +37,7 @@ from hibug_core.demo.build import DemoConfig, ensure_demo
 from hibug_core.repair.generated import generate_for_prompts, generated_images
 from hibug_core.repair.generators import SHAPE_RENDERER, load_generator
 from hibug_core.repair.loop import CONTROL, GENERATED, RepairConfig, run_repair
-from hibug_core.repair.prompts import PROMPT_METHODS, build_prompts
+from hibug_core.repair.prompts import FROM_FAILURES, PROMPT_METHODS, build_prompts
 from hibug_core.repair.retrain import RETRAIN_METHODS, RetrainConfig
 from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, parse_budget, resolve_budget
 from hibug_core.store.project import Project
@@ -110,14 +110,28 @@ def error_on_generated(project) -> float:
     return float(np.mean([ranked[0] != label for ranked, label in zip(predicted, images["label"])]))
 
 
-def failures_fixed(project, original: str, runs: pd.DataFrame, name: str | None = None) -> pd.DataFrame:
+def debug_halves(project, original: str, seed: int = 0) -> tuple[pd.Index, pd.Index]:
+    """Chegini and Feizi's split of one failure set: the original model's val failures in two seeded halves, (debug
+    seed, debug held-out)."""
+    before = project.samples(original)
+    wrong = before["label"].notna() & (before["prediction"] != before["label"])
+    failed = before.index[(before["split"] == "val") & wrong]
+    order = np.random.default_rng(seed).permutation(len(failed))
+    half = len(failed) // 2
+    return failed[np.sort(order[:half])], failed[np.sort(order[half:])]
+
+
+def failures_fixed(project, original: str, runs: pd.DataFrame, name: str | None = None, halves=None) -> pd.DataFrame:
     """Per repaired model of `runs` (recorded in the project): the share of the original model's failures it gets
     right, on the validation split (the debug seed: the slices and prompts came from it) and on the test split (the
-    debug held-out set)."""
+    debug held-out set); or with `halves` (debug_halves), on the half of the val failures the prompts were written
+    from and on the other."""
     before = project.samples(original)
     failed = before[before["label"].notna() & (before["prediction"] != before["label"])]
     sets = {"debug seed (val failures)": failed.index[failed["split"] == "val"],
             "debug held-out (test failures)": failed.index[failed["split"] == "test"]}
+    if halves is not None:
+        sets = {"debug seed (half of the val failures)": halves[0], "debug held-out (the other half)": halves[1]}
     rows = []
     for run in runs.itertuples():
         after = project.samples(run.model)
@@ -129,16 +143,20 @@ def failures_fixed(project, original: str, runs: pd.DataFrame, name: str | None 
 
 def generated_arms(source: Path, work: Path, prompts: str, budget: int, retrain: RetrainConfig, seeds: tuple,
                    lams: list, debug_sets: bool = False, generator: str = SHAPE_RENDERER,
-                   k: int = 3) -> tuple[list[pd.DataFrame], list[pd.DataFrame], float, int, list[pd.DataFrame]]:
+                   k: int = 3, halves: bool = False
+                   ) -> tuple[list[pd.DataFrame], list[pd.DataFrame], float, int, list[pd.DataFrame]]:
     """(summaries, changes, error on the generated images, models, failures fixed) of repairs with `budget` images
     from `generator` for `prompts` (k: backgrounds per class, for Chegini and Feizi's), one per weight lambda of the
-    new images' loss (None: as if added), on a fresh copy of the problem."""
+    new images' loss (None: as if added), on a fresh copy of the problem; with `halves`, the prompts are written from
+    one half of the val failures and the other is held out of them (Chegini and Feizi's debug seed and held-out)."""
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(source, work)
     summaries, changes, models, fixed = [], [], 0, []
     with Project.open(work) as project:
         original = project.models()[0]
-        generate_for_prompts(project, load_generator(generator), build_prompts(project, prompts, k=k), budget, seed=0)
+        split = debug_halves(project, original) if halves else None
+        written = build_prompts(project, prompts, k=k, held_out=split[1] if split else None)
+        generate_for_prompts(project, load_generator(generator), written, budget, seed=0)
         error = error_on_generated(project)
         for lam in lams:
             result = run_repair(project, RepairConfig(data=GENERATED, baseline=None, control=False,
@@ -150,7 +168,7 @@ def generated_arms(source: Path, work: Path, prompts: str, budget: int, retrain:
             changes.append(result.changes.assign(method=name))
             models += len(result.runs)
             if debug_sets:
-                fixed.append(failures_fixed(project, original, result.runs, name))
+                fixed.append(failures_fixed(project, original, result.runs, name, split))
     return summaries, changes, error, models, fixed
 
 
@@ -174,9 +192,17 @@ def main() -> None:
     parser.add_argument("--debug-sets", action="store_true",
                         help="also print the share of the model's val failures (debug seed) and test failures (debug "
                              "held-out) each repair fixes (Chegini and Feizi)")
+    parser.add_argument("--halves", action="store_true",
+                        help="with --debug-sets, Chegini and Feizi's split: the val failures in two seeded halves, "
+                             "the generated arms' prompts written from the first (prompts written from failures "
+                             "only: backgrounds, class names), the share fixed measured on each half")
     parser.add_argument("--dir", default="repair-bench")
     parser.add_argument("--retrain", default="fine-tune", choices=RETRAIN_METHODS.names())
     args = parser.parse_args()
+    if args.halves and (not args.debug_sets or any(
+            FROM_FAILURES not in PROMPT_METHODS.get(p).needs for p in args.prompts)):
+        parser.error("--halves goes with --debug-sets and prompts written from the failures (--prompts "
+                     f"{' '.join(repr(e.name) for e in PROMPT_METHODS if FROM_FAILURES in e.needs)})")
     root = Path(args.dir)
     retrain = RetrainConfig(method=args.retrain)
     seeds = tuple(args.seeds)
@@ -196,7 +222,9 @@ def main() -> None:
                                                          seeds=seeds, record_models=args.debug_sets),
                                    task=task_of(project))
                         for k, method in enumerate(args.methods)]
-                fixed = [failures_fixed(project, original, r.runs) for r in runs] if args.debug_sets else []
+                # with --halves the selection arms' slices saw every val failure: no held-out half to report
+                fixed = [failures_fixed(project, original, r.runs) for r in runs] \
+                    if args.debug_sets and not args.halves else []
             summaries, all_changes = [r.summary for r in runs], [r.changes for r in runs]
             models += sum(len(r.runs) for r in runs)
             errors = {}
@@ -206,7 +234,7 @@ def main() -> None:
                 arm = prompts + (f", k {k}" if prompts == "backgrounds" else "")
                 arm_summaries, arm_changes, errors[arm], count, arm_fixed = generated_arms(
                     root / problem, root / "generated", prompts, budget, retrain, seeds, args.lams or [None],
-                    args.debug_sets, args.generator, k)
+                    args.debug_sets, args.generator, k, args.halves)
                 summaries += arm_summaries
                 all_changes += arm_changes
                 fixed += arm_fixed

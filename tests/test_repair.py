@@ -408,6 +408,12 @@ def test_collective_debugging_pools_the_prompts_of_several_models_failures(tmp_p
         assert table(pooled) == [["A photo of a cat", "cat", 4.0], ["A photo of a dog", "dog", 2.0]]
         with pytest.raises(PromptError, match="no model 'c' in this project"):
             build_prompts(project, "class names", failures_of=["c"])
+        # Chegini and Feizi's debug held-out half: two of `model`'s three cat failures kept out of its prompts
+        samples = project.samples()
+        held = samples.index[samples["sample_key"].isin(["s0", "s1"])]
+        assert table(build_prompts(project, "class names", held_out=held)) == [["A photo of a cat", "cat", 1.0]]
+        with pytest.raises(PromptError, match="'hibug' prompts come from the error slices of the whole split"):
+            build_prompts(project, "hibug", held_out=held)
     assert main(["generate", str(tmp_path / "p"), "--prompts", "class names", "--failures-of", "model,b",
                  "--dry-run"]) == 0
     out = capsys.readouterr().out

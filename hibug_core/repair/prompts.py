@@ -3,6 +3,7 @@ uncommon backgrounds (listed by a language model or a built-in list, assigned to
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -191,6 +192,7 @@ def class_name_prompts(report) -> pd.DataFrame:
 
 
 PROMPT_METHODS = Registry("prompt method")  # each: (project, report, *, top, k, llm, api_key, encoder, progress)
+FROM_FAILURES = "the failures themselves"  # a method that writes its prompts from each failure (Entry.needs)
 
 
 @PROMPT_METHODS.register("hibug", "HiBug's template over the top error slices")
@@ -201,7 +203,7 @@ def _hibug_template(*, project, report, top: int, **_) -> pd.DataFrame:
 
 
 @PROMPT_METHODS.register("backgrounds", "uncommon backgrounds per class (a language model's, or a built-in list), "
-                         "assigned to the failures zero-shot by an encoder (Chegini and Feizi)")
+                         "assigned to the failures zero-shot by an encoder (Chegini and Feizi)", needs=(FROM_FAILURES,))
 def _backgrounds(*, project, report, k: int, llm, api_key: str | None, encoder: str, progress, **_) -> pd.DataFrame:
     from hibug_core.embeddings.base import normalize_rows
     from hibug_core.embeddings.compute import embed_project
@@ -218,7 +220,7 @@ def _backgrounds(*, project, report, k: int, llm, api_key: str | None, encoder: 
 
 
 @PROMPT_METHODS.register("class names", "'A photo of a {label}' per failing class, weighted by its failures (the "
-                         "papers' baseline)")
+                         "papers' baseline)", needs=(FROM_FAILURES,))
 def _class_names(*, report, **_) -> pd.DataFrame:
     return class_name_prompts(report)
 
@@ -235,23 +237,32 @@ def pooled_prompts(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 def build_prompts(project, method: str = "hibug", *, model: str | None = None, split: str = "val", top: int = 5,
                   k: int = 3, llm=None, api_key: str | None = None, encoder: str = "conse",
-                  progress=None, failures_of: list[str] | None = None) -> pd.DataFrame:
+                  progress=None, failures_of: list[str] | None = None, held_out=None) -> pd.DataFrame:
     """Prompts for the project's error slices: HiBug's template over the top slices, uncommon backgrounds assigned
     to the validation failures with `encoder` (embedding what is missing), or the class names alone (the baseline).
     failures_of: write them from these models' failures instead of `model`'s, pooled when more than one (Chegini and
-    Feizi's collective debugging: type 1, a category's models pooled; type 2, one model's prompts for all)."""
+    Feizi's collective debugging: type 1, a category's models pooled; type 2, one model's prompts for all).
+    held_out: sample ids of failures the prompts must not see (Chegini and Feizi's debug held-out half), for the
+    methods that write prompts from the failures themselves."""
     if failures_of:
         unknown = [m for m in failures_of if m not in project.models()]
         if unknown:
             raise PromptError(f"no model {', '.join(repr(m) for m in unknown)} in this project; known: "
                               f"{', '.join(project.models())}")
         frames = [build_prompts(project, method, model=m, split=split, top=top, k=k, llm=llm, api_key=api_key,
-                                encoder=encoder, progress=progress) for m in dict.fromkeys(failures_of)]
+                                encoder=encoder, progress=progress, held_out=held_out)
+                  for m in dict.fromkeys(failures_of)]
         return frames[0] if len(frames) == 1 else pooled_prompts(frames)
     if PROMPT_METHODS.find(method) is None:
         raise PromptError(f"unknown prompt method '{method}'; choose one of {', '.join(PROMPT_METHODS.names())}")
     from hibug_core.slices.report import error_slices
 
     report = error_slices(project, model, split=split)
+    if held_out is not None:
+        if FROM_FAILURES not in PROMPT_METHODS.get(method).needs:
+            raise PromptError(f"'{method}' prompts come from the error slices of the whole split, so no failure can be "
+                              "held out of them; hold failures out with prompts written from the failures "
+                              f"({', '.join(e.name for e in PROMPT_METHODS if FROM_FAILURES in e.needs)})")
+        report = replace(report, evaluation=report.evaluation.drop(index=pd.Index(held_out), errors="ignore"))
     return PROMPT_METHODS.build(method, project=project, report=report, top=top, k=k, llm=llm, api_key=api_key,
                                 encoder=encoder, progress=progress)
