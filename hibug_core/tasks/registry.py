@@ -5,23 +5,22 @@ from __future__ import annotations
 from hibug_core.registry import Registry
 from hibug_core.tasks.base import Task, TaskError
 
-TASKS = Registry("task")
+TASKS = Registry("task")  # each entry's build() gives the one instance of its task
 DEFAULT_TASK = "classification"  # what a project with nothing imported yet reads as (it has no samples to be else)
-_INSTANCES: dict[str, Task] = {}
 
 
 def register_task(task_class: type[Task]) -> type[Task]:
     """Class decorator: one instance of the task answers to its name."""
-    TASKS.add(task_class.name, task_class.help)
-    _INSTANCES[task_class.name] = task_class()
+    instance = task_class()
+    TASKS.add(task_class.name, task_class.help, lambda: instance)
     return task_class
 
 
 def task_named(name: str) -> Task:
-    task = _INSTANCES.get(name)
-    if task is None:
-        raise TaskError(f"unknown task '{name}'; hibug knows {', '.join(_INSTANCES)}")
-    return task
+    entry = TASKS.find(name)
+    if entry is None:
+        raise TaskError(f"unknown task '{name}'; hibug knows {', '.join(TASKS.names(hidden=True))}")
+    return entry.build()
 
 
 def task_of(project) -> Task:
@@ -30,12 +29,12 @@ def task_of(project) -> Task:
 
 
 def all_tasks() -> list[Task]:
-    return list(_INSTANCES.values())
+    return [entry.build() for entry in TASKS]
 
 
 def claiming_table(columns: list[str], source: str) -> Task:
     """The one task whose manifests have these columns."""
-    claims = [task for task in _INSTANCES.values() if task.claims_table(columns)]
+    claims = [task for task in all_tasks() if task.claims_table(columns)]
     if len(claims) != 1:
         raise TaskError(f"{source}: {'no task reads' if not claims else 'more than one task could read'} a manifest "
                         f"with the columns {', '.join(columns[:12])}; see the README's data contract")
@@ -44,7 +43,7 @@ def claiming_table(columns: list[str], source: str) -> Task:
 
 def claiming_coco(truth) -> Task:
     """The one task whose samples a COCO ground truth holds (boxes: detection; keypoints: pose)."""
-    claims = [task for task in _INSTANCES.values() if task.claims_coco(truth)]
+    claims = [task for task in all_tasks() if task.claims_coco(truth)]
     if len(claims) != 1:
         raise TaskError(f"{truth.source}: no single task reads this COCO file ({len(claims)} claim it)")
     return claims[0]
