@@ -8,6 +8,7 @@ from hibug_core.access import Role
 from hibug_core.checklist import checklist, next_step
 from hibug_core.markdown import plain
 from hibug_core.objects.coco import BACKGROUND, DETECTION_KIND
+from hibug_core.tasks.base import COCO_EVALUATION, PER_CLASS
 from hibug_ui.create import create_project_form, delete_project_button
 from hibug_ui.navigation import PAGES, STEP_PAGES
 from hibug_ui.objects_overview import object_overview
@@ -103,7 +104,7 @@ def overview() -> None:
 
     split_options = [s for s in ("val", "test", "train", "pool") if s in by_split.index] or ["val"]
     split = st.radio("Split", split_options, horizontal=True, key="overview_split")
-    OVERVIEW_PANELS[task.name](project, model, samples, split, user)
+    OVERVIEW_PANELS[task.overview](project, model, samples, split, user)
 
     st.subheader(f"Sample {nouns.samples}")
     choice = st.segmented_control("Show", ["errors", "all"], default="errors", key="overview_show")
@@ -135,8 +136,7 @@ def classifier_overview(project, model: str, samples, split: str, user: str) -> 
         st.plotly_chart(figure, width="stretch", key="overview_confusion")
 
 
-OVERVIEW_PANELS = {"classification": classifier_overview, "detection": object_overview,  # per task: how its model does
-                   "pose": object_overview}
+OVERVIEW_PANELS = {PER_CLASS: classifier_overview, COCO_EVALUATION: object_overview}  # the panel each task asks for
 
 page = st.navigation([st.Page(overview, title="Overview", icon=":material/home:", default=True),
                       *(st.Page(path, title=title, icon=icon) for path, title, icon in PAGES)])

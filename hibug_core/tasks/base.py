@@ -97,6 +97,10 @@ class ErrorGroup:
         return f"{self.name} ({self.source})"
 
 
+PER_CLASS = "per class"  # an Overview of accuracy per class and the confusion matrix
+COCO_EVALUATION = "COCO evaluation"  # an Overview of COCO's AP, the error types and the class confusion of objects
+
+
 class Task(ABC):
     """One kind of model hibug debugs. Subclasses set the class attributes and implement the methods; one instance
     per task is registered in hibug_core.tasks.registry.TASKS."""
@@ -111,6 +115,7 @@ class Task(ABC):
     likely_failures: ClassVar[str]  # what a language model predicting unseen failure slices should look for
     library: ClassVar[str | None] = None  # the built-in attribute library's entry (None: chosen from the words)
     another_model: ClassVar[str]  # how a second model's outputs come into a project, to compare (one phrase)
+    overview: ClassVar[str]  # how the Overview shows its model on a split: PER_CLASS or COCO_EVALUATION
 
     @property
     def error_types(self) -> tuple[str, ...]:

@@ -9,7 +9,7 @@ import pandas as pd
 from hibug_core.config import IngestConfig
 from hibug_core.objects.views import WHOLE_IMAGE
 from hibug_core.progress import ProgressCallback, no_progress
-from hibug_core.tasks.base import Capabilities, Nouns, Task
+from hibug_core.tasks.base import PER_CLASS, Capabilities, Nouns, Task
 from hibug_core.tasks.object_manifest import is_object_manifest
 from hibug_core.tasks.registry import register_task
 
@@ -27,6 +27,7 @@ class Classification(Task):
                                 retrain_methods=("fine-tune", "from scratch", "linear head"))
     focus = ("include attributes that blur the boundary between two similar classes, since those are where the model "
              "is likely to fail")
+    overview = PER_CLASS
     another_model = ("run it on the images (Overview, or `hibug predict`), or import its predictions as a "
                      "`pred:<name>` column (`hibug import PROJECT --models-only --manifest M.csv`)")
     likely_failures = ("classes easily confused with each other, and attribute tags that blur the difference between "

@@ -10,7 +10,7 @@ from hibug_core.config import IngestConfig
 from hibug_core.objects.matching import ERROR_TYPES
 from hibug_core.objects.views import OBJECT_CROPS
 from hibug_core.progress import ProgressCallback, no_progress
-from hibug_core.tasks.base import Capabilities, ErrorGroup, Nouns, Task
+from hibug_core.tasks.base import COCO_EVALUATION, Capabilities, ErrorGroup, Nouns, Task
 from hibug_core.tasks.object_manifest import is_object_manifest
 from hibug_core.tasks.registry import register_task
 
@@ -43,6 +43,7 @@ class Detection(Task):
                            "with selected pool images")))
     error_groups = (ErrorGroup("box error type", ERROR_TYPES, "TIDE"),)
     focus = "include attributes of hard instances: occlusion, small size, truncation by the image border, crowds"
+    overview = COCO_EVALUATION
     another_model = ("upload its COCO results on the Overview, or import them: `hibug import PROJECT --models-only "
                      "--coco TRUTH.json --results NAME=results.json`")
     likely_failures = ("objects the detector is likely to miss or to box badly: small, occluded, cut by the image's "
