@@ -119,6 +119,38 @@ def test_nothing_outside_the_tasks_asks_which_task_it_runs():
     assert asking == []
 
 
+UI_EDGE = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "hibug_ui").glob("*.py"))]
+
+
+def test_the_ui_asks_entries_and_tasks_not_their_names():
+    """No page tests a registry entry's name (`kind == "diffusers"`) nor keys a dict by task names: they ask the entry
+    (its help, secret, needs, what is missing) and the task (its overview, nouns, capabilities)."""
+    import ast
+    import gc
+
+    import hibug_core.demo.study  # noqa: F401 - every registry filled
+    import hibug_core.jobs.kinds  # noqa: F401
+    import hibug_ui.jobs  # noqa: F401
+    from hibug_core.registry import Registry
+    from hibug_core.tasks import all_tasks
+
+    entry_names = {e.name for r in gc.get_objects() if isinstance(r, Registry) for e in r} - {"model", "tag"}
+    task_names = {t.name for t in all_tasks()}
+    found = []
+    for path in UI_EDGE:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Eq, ast.NotEq, ast.In)) for op in node.ops):
+                named = [c.value for c in (node.left, *node.comparators)
+                         if isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value in entry_names]
+                found += [f"{where} compares with the entry name {n!r}" for n in named]
+            if isinstance(node, ast.Dict):
+                keys = {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+                if len(keys & task_names) >= 2:
+                    found.append(f"{where} keys a dict by task names {sorted(keys & task_names)}")
+    assert found == []
+
+
 def test_the_library_does_not_depend_on_its_demo():
     graph = import_graph()
     leaning = {module: sorted(t for t in targets if t.startswith("hibug_core.demo"))
