@@ -128,7 +128,7 @@ def test_the_ui_asks_entries_and_tasks_not_their_names():
     import ast
     import gc
 
-    import hibug_core.demo.study  # noqa: F401 - every registry filled
+    import hibug_core.demo.study
     import hibug_core.jobs.kinds  # noqa: F401
     import hibug_ui.jobs  # noqa: F401
     from hibug_core.registry import Registry

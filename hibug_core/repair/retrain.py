@@ -16,6 +16,8 @@ from hibug_core.registry import Registry
 from hibug_core.store.recorded_models import recorded_model
 
 RETRAIN_METHODS = Registry("retraining method")
+THE_NETWORK = "the model's own network"  # a method that runs and trains it (Entry.needs)
+FROZEN_FEATURES = "frozen features"  # a method that trains on stored features only
 NETWORK_DIR = "models"
 SCRATCH_RATE = 1e-3  # training from scratch, when the network's own recipe is unknown
 
@@ -117,8 +119,9 @@ def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *
                            "the selection, label it, and import the labels with a manifest before retraining")
     if train.empty:
         raise RetrainError("the project has no labelled 'train' split to retrain on")
-    adapter = model_network(project, model) if config.method != "linear head" else None
-    if config.method == "linear head" and config.features == "model":
+    needs = RETRAIN_METHODS.get(config.method).needs
+    adapter = model_network(project, model) if THE_NETWORK in needs else None
+    if FROZEN_FEATURES in needs and config.features == "model":
         encoder = own_features(project, model)
         if encoder is None:
             raise RetrainError(f"'{model}' has no stored features (imported predictions, or a demo built by an older "
@@ -130,7 +133,7 @@ def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *
             from hibug_core.models.predict import run_model
 
             run_model(project, network, samples, progress=progress)
-    if adapter is None and config.method != "linear head":
+    if adapter is None and THE_NETWORK in needs:
         raise RetrainError(f"hibug cannot run '{model}' (imported predictions): run your network with `hibug predict "
                            "--model SPEC` to repair it, or retrain a linear head on stored embeddings")
     if train["label"].nunique() < 2 and new["label"].nunique() < 2 and set(train["label"]) >= set(new["label"]):
@@ -159,7 +162,7 @@ def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *
 
 @RETRAIN_METHODS.register("fine-tune", "the model's own network (one `hibug predict` ran, or the demo CNN) trained "
                           "further on the training split plus the new data weighted by lambda (early stopping on val, "
-                          "a checkpoint per epoch)")
+                          "a checkpoint per epoch)", needs=(THE_NETWORK,))
 def _fine_tune(*, inputs: RetrainInputs, from_scratch: bool = False) -> np.ndarray:
     from hibug_core.models.finetune import fine_tune, predict_paths
 
@@ -187,13 +190,14 @@ def _fine_tune(*, inputs: RetrainInputs, from_scratch: bool = False) -> np.ndarr
 
 
 @RETRAIN_METHODS.register("from scratch", "a new network of the model's architecture on the training split plus the "
-                          "new data, trained as the model was where its recipe is known (the demo CNN's is)")
+                          "new data, trained as the model was where its recipe is known (the demo CNN's is)",
+                          needs=(THE_NETWORK,))
 def _from_scratch(*, inputs: RetrainInputs) -> np.ndarray:
     return _fine_tune(inputs=inputs, from_scratch=True)
 
 
 @RETRAIN_METHODS.register("linear head", "a linear classifier on frozen features (the network's or an encoder's "
-                          "stored embeddings): works for any model")
+                          "stored embeddings): works for any model", needs=(FROZEN_FEATURES,))
 def _linear_head(*, inputs: RetrainInputs) -> np.ndarray:
     features = _features(inputs.project, inputs.samples, inputs.config.features, inputs.progress)
     head = weighted_linear_head(features.loc[inputs.train.index].to_numpy(), inputs.y,
