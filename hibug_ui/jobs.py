@@ -10,6 +10,7 @@ from hibug_core.errors import HibugError
 from hibug_core.jobs.store import jobs, request_cancel
 from hibug_core.jobs.worker import resume, submit
 from hibug_core.markdown import plain
+from hibug_core.operations import Operation
 from hibug_ui.visitor import may_edit, server_queue, visitor
 
 POLL_S = 1.0
@@ -20,10 +21,12 @@ def latest_job(project, kind: str):
     return found[0] if found else None
 
 
-def start_job(project, kind: str, params: dict, user: str, secrets: dict | None = None) -> int | None:
-    """Submit a job; a refusal (the same kind already running) is shown, not raised."""
+def start_job(project, operation: type[Operation], params: dict, user: str, secrets: dict | None = None) -> int | None:
+    """Build the operation from the form's values and submit it as a job of its kind; a bad field or a refusal (the
+    same kind already running) is shown, not raised."""
     try:
-        return submit(project, kind, params, author=user, secrets=secrets, queue=server_queue())
+        built = operation.build(params)
+        return submit(project, built.kind, built.params(), author=user, secrets=secrets, queue=server_queue())
     except HibugError as error:
         st.error(plain(error))
         return None

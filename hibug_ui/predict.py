@@ -30,8 +30,8 @@ def predict_panel(project, user: str, *, expanded: bool) -> None:
                                        placeholder="from the spec")
             if st.form_submit_button("Run the model", type="primary", key="predict_submit",
                                      disabled=not may_edit(project)):
-                if start_job(project, "predict", {"model": spec.strip(), "name": name.strip() or None},
+                if start_job(project, Predict, {"model": spec.strip(), "name": name.strip() or None},
                              user) is not None:
                     st.session_state[STARTED] = True
                     st.rerun()
-        job_status(project, "predict", user, key="predict_job")
+        job_status(project, Predict.kind, user, key="predict_job")

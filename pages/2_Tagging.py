@@ -13,7 +13,7 @@ from hibug_core.errors import HibugError
 from hibug_core.llm.client import LLMConfig
 from hibug_core.markdown import plain
 from hibug_core.metrics import outcome
-from hibug_core.operations import Tag
+from hibug_core.operations import Tag, Teach
 from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version, load_schema
 from hibug_core.tagging.run import TAGGERS, audit
@@ -80,7 +80,7 @@ with run:
                 secrets = {"OPENAI_API_KEY": key} if key else None
             else:
                 params["encoder"] = chosen_or_typed(encoder, other, "other…", "encoder")
-            if params.get("encoder") != "" and start_job(project, "tag", params, user, secrets) is not None:
+            if params.get("encoder") != "" and start_job(project, Tag, params, user, secrets) is not None:
                 st.rerun()
     st.markdown("**Tagging runs**")
     runs = tag_store.runs(project)
@@ -224,7 +224,7 @@ with review:
 with teach:
     st.caption(f"Mark a few {nouns.samples} of each tag; a linear probe on the stored embeddings then tags every "
                f"{nouns.sample}.")
-    attribute = st.selectbox("Attribute", [n for n in names if schema[n].source != "measured"], key="teach_attribute")
+    attribute = st.selectbox("Attribute", [n for n in names if not schema[n].measured], key="teach_attribute")
     tags = list(schema[attribute].tags)
     tag = st.selectbox(f"Tag these {nouns.samples} as", tags, key="teach_tag")
     examples = tag_store.corrections(project, attribute)
@@ -247,5 +247,5 @@ with teach:
         st.rerun()
     if right.button(f"Teach and tag every {nouns.sample}", type="primary", key="teach_run",
                     disabled=examples.empty or not editing):
-        if start_job(project, "teach", {"attribute": attribute, "encoder": DEFAULT_ENCODER}, user) is not None:
+        if start_job(project, Teach, {"attribute": attribute, "encoder": DEFAULT_ENCODER}, user) is not None:
             st.rerun()

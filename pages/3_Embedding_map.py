@@ -10,6 +10,7 @@ from hibug_core.embeddings.registry import DEFAULT_ENCODER
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
 from hibug_core.metrics import outcome
+from hibug_core.operations import EmbeddingMap
 from hibug_core.review.board import ensure_review, members
 from hibug_core.slices.selection import over_represented
 from hibug_core.store.tag_store import project_state
@@ -56,7 +57,7 @@ if points is None:
             f"{nouns.samples} not embedded yet, then lays them out (a few minutes for 100,000); it runs in the "
             "background.")
     if st.button("Compute the map", type="primary", key="map_compute", disabled=not editing):
-        if start_job(project, "map", {"encoder": encoder, "method": method}, user) is not None:
+        if start_job(project, EmbeddingMap, {"encoder": encoder, "method": method}, user) is not None:
             st.rerun()
     job_status(project, "map", user, key="map_job")
     st.stop()

@@ -143,7 +143,7 @@ with generate:
                     params = {"model": model, "generator": generator_spec(kind, name), "images": int(images),
                               "seed": int(seed),
                               "prompt_rows": rows.assign(weight=rows["weight"].fillna(1.0)).to_dict("records")}
-                    if start_job(project, "generate", params, user, job_secrets(generator_spec(kind, name))):
+                    if start_job(project, Generate, params, user, job_secrets(generator_spec(kind, name))):
                         st.rerun()
     job_status(project, "generate", user, key="repair_generate")
     stored = generated_images(project)
@@ -182,7 +182,7 @@ with retrain:
             params = {"model": model, "data": data, "method": method, "baseline": baseline, "budget": budget,
                       "retrain": how, "lam": float(lam) or None, "seeds": list(range(int(seeds))),
                       "eval_split": eval_split, "control": control}
-            if start_job(project, "repair", params, user) is not None:
+            if start_job(project, Repair, params, user) is not None:
                 st.rerun()
     job_status(project, "repair", user, key="repair_retrain")
     done = repair_runs(project, "retrain", finished=True, limit=1)
@@ -274,7 +274,7 @@ with search:
                           "caption_failures": bool(caption_failures), "cluster": bool(cluster),
                           "llm_base_url": llm_url or None}
                 # the generator's secret, and the captioning language model's key
-                if start_job(project, "failure search", params, user,
+                if start_job(project, FailureSearch, params, user,
                              job_secrets(params["generator"], "OPENAI_API_KEY" if captioner == "llm" else "")):
                     st.rerun()
         job_status(project, "failure search", user, key="repair_search")

@@ -123,18 +123,20 @@ UI_EDGE = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROO
 
 
 def test_the_ui_asks_entries_and_tasks_not_their_names():
-    """No page tests a registry entry's name (`kind == "diffusers"`) nor keys a dict by task names: they ask the entry
-    (its help, secret, needs, what is missing) and the task (its overview, nouns, capabilities)."""
+    """No page tests a registry entry's name (`kind == "diffusers"`), keys a dict by task names or starts a job by a
+    kind's name: they ask the entry (its help, secret, needs, what is missing) and the task (its overview, nouns,
+    capabilities), and hand start_job the operation."""
     import ast
     import gc
 
     import hibug_core.demo.study
-    import hibug_core.jobs.kinds  # noqa: F401
+    import hibug_core.jobs.kinds
+    import hibug_core.tagging.run  # noqa: F401
     import hibug_ui.jobs  # noqa: F401
     from hibug_core.registry import Registry
     from hibug_core.tasks import all_tasks
 
-    entry_names = {e.name for r in gc.get_objects() if isinstance(r, Registry) for e in r} - {"model", "tag"}
+    entry_names = {e.name for r in gc.get_objects() if type(r) is Registry for e in r} - {"model", "tag"}
     task_names = {t.name for t in all_tasks()}
     found = []
     for path in UI_EDGE:
@@ -144,6 +146,9 @@ def test_the_ui_asks_entries_and_tasks_not_their_names():
                 named = [c.value for c in (node.left, *node.comparators)
                          if isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value in entry_names]
                 found += [f"{where} compares with the entry name {n!r}" for n in named]
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "start_job" and len(node.args) > 1
+                    and isinstance(node.args[1], ast.Constant)):
+                found.append(f"{where} starts a job by a kind's name, not its operation")
             if isinstance(node, ast.Dict):
                 keys = {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
                 if len(keys & task_names) >= 2:

@@ -48,6 +48,9 @@ def template_problem(template: str) -> str | None:
     return None
 
 
+MEASURED = "measured"  # the source of an attribute computed exactly (Attribute.measured)
+
+
 class Attribute(BaseModel):
     """One visual attribute. Binary attributes are named "is ..." and take the tags yes / no."""
 
@@ -62,8 +65,13 @@ class Attribute(BaseModel):
     # Prompts for single tags, used instead of the templates (e.g. for "not visible").
     tag_prompts: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     enabled: bool = True
-    source: str = "manual"  # manual, llm, library, measured
+    source: str = "manual"  # manual, llm, library, MEASURED
     description: str = ""
+
+    @property
+    def measured(self) -> bool:
+        """Computed exactly from the pixels or the annotations, not guessed by a model or a person."""
+        return self.source == MEASURED
 
     @field_validator("name")
     @classmethod
