@@ -22,11 +22,10 @@ def latest_job(project, kind: str):
 
 
 def start_job(project, operation: type[Operation], params: dict, user: str, secrets: dict | None = None) -> int | None:
-    """Build the operation from the form's values and submit it as a job of its kind; a bad field or a refusal (the
-    same kind already running) is shown, not raised."""
+    """Submit the form's values as a job of the operation's kind (submit checks them as that operation); a bad field
+    or a refusal (the same kind already running) is shown, not raised."""
     try:
-        built = operation.build(params)
-        return submit(project, built.kind, built.params(), author=user, secrets=secrets, queue=server_queue())
+        return submit(project, operation.kind, params, author=user, secrets=secrets, queue=server_queue())
     except HibugError as error:
         st.error(plain(error))
         return None

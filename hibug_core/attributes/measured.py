@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hibug_core.attributes.schema import Attribute
+from hibug_core.attributes.schema import MEASURED, Attribute
 
 COLOUR_NAMES = ("black", "white", "gray", "red", "orange", "brown", "yellow", "green", "teal", "blue", "purple", "pink")
 
@@ -39,9 +39,9 @@ class MeasuredConfig:
 
 def measured_attributes(config: MeasuredConfig = MeasuredConfig()) -> list[Attribute]:
     bins = measure_bins(config)
-    attributes = [Attribute(name=name, group="global", tags=b.tags, source="measured",
+    attributes = [Attribute(name=name, group="global", tags=b.tags, source=MEASURED,
                             description=f"measured from pixels; edges {b.edges}") for name, b in bins.items()]
-    attributes.append(Attribute(name="dominant colour", group="global", tags=COLOUR_NAMES, source="measured",
+    attributes.append(Attribute(name="dominant colour", group="global", tags=COLOUR_NAMES, source=MEASURED,
                                 description="most frequent named colour of the subject (pixels unlike the border)"))
     return attributes
 

@@ -111,7 +111,7 @@ def _tag(project, tagger: str, schema: AttributeSchema, config: BenchConfig,
     force; the slices are scored with check_tags=False, as for a project without true tags)."""
     save_schema(project, schema, author="hibug bench", note=f"benchmark tag source '{tagger}'")
     if tagger == "taught":
-        measured = [a.name for a in schema.enabled() if a.source == "measured"]
+        measured = [a.name for a in schema.enabled() if a.measured]
         tag_project(project, views=task_of(project).views, encoder=config.encoder, attributes=measured)
         for attribute, chosen in examples.items():
             teach(project, attribute, chosen, encoder=config.encoder, author="hibug bench")

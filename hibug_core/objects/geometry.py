@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.attributes.measured import Bins
-from hibug_core.attributes.schema import Attribute
+from hibug_core.attributes.schema import MEASURED, Attribute
 from hibug_core.errors import check_fields
 from hibug_core.objects.coco import positions_by
 
@@ -80,7 +80,7 @@ def geometry_attributes(config: GeometryConfig = GeometryConfig()) -> list[Attri
             "horizontal position": config.horizontal.tags, "vertical position": config.vertical.tags}
     described = {**GEOMETRY_DESCRIPTIONS, "object size": config.size_description()}
     return [Attribute(name=name, group="main object" if "position" not in name and name != "crowding" else "global",
-                      kind="binary" if name.startswith("is ") else "descriptive", tags=tags[name], source="measured",
+                      kind="binary" if name.startswith("is ") else "descriptive", tags=tags[name], source=MEASURED,
                       description=f"measured from the boxes: {described[name]}") for name in tags]
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.attributes.measured import Bins
-from hibug_core.attributes.schema import Attribute
+from hibug_core.attributes.schema import MEASURED, Attribute
 from hibug_core.objects.keypoint_errors import sides
 
 NOT_VISIBLE = "not visible"  # too few keypoints labelled to say
@@ -48,7 +48,7 @@ def pose_attributes(config: PoseGeometryConfig = PoseGeometryConfig()) -> list[A
                                                                            NOT_VISIBLE),
             "facing": ("front", "back", NOT_VISIBLE), "is crossing limbs": ("yes", "no", NOT_VISIBLE)}
     return [Attribute(name=name, group="main object", kind="binary" if name.startswith("is ") else "descriptive",
-                      tags=tags[name], source="measured",
+                      tags=tags[name], source=MEASURED,
                       description=f"measured from the keypoints: {POSE_DESCRIPTIONS[name]}") for name in tags]
 
 

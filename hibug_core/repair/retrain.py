@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from hibug_core.embeddings.compute import own_features
+from hibug_core.embeddings.compute import model_cache, own_features
 from hibug_core.errors import HibugError, check_fields
 from hibug_core.models.finetune import CLASSIFIER_EPOCHS, DecodedImages, TuneConfig
 from hibug_core.progress import ProgressCallback, no_progress
@@ -128,11 +128,13 @@ def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *
                                "hibug); retrain a linear head on an encoder's embeddings (features = an encoder), or "
                                "run the model with `hibug predict` so its own features are stored")
         config = replace(config, features=encoder)
-        network = model_network(project, model)
-        if network is not None:  # images added since it ran (generated ones) get their features from it now
+        if model_cache(project, model).missing_rows(samples).shape[0]:
+            # images added since it ran (generated ones) get their features from its network now
             from hibug_core.models.predict import run_model
 
-            run_model(project, network, samples, progress=progress)
+            network = model_network(project, model)
+            if network is not None:
+                run_model(project, network, samples, progress=progress)
     if adapter is None and THE_NETWORK in needs:
         raise RetrainError(f"hibug cannot run '{model}' (imported predictions): run your network with `hibug predict "
                            "--model SPEC` to repair it, or retrain a linear head on stored embeddings")

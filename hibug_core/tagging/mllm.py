@@ -145,7 +145,7 @@ def tag_with_llm(project, config: LLMConfig = LLMConfig(), *, views: SampleViews
     crop); returns the run id. Answers are stored as they arrive; a server that is down ends the run with a clear
     message, keeping every answer and every tag stored before."""
     schema = load_schema(project)
-    chosen = [a for a in chosen_attributes(schema, attributes) if a.source != "measured"]
+    chosen = [a for a in chosen_attributes(schema, attributes) if not a.measured]
     if not chosen:
         raise TaggingError("no attribute to ask the model about (measured attributes are computed from pixels)")
     samples = project.samples(sample_ids=sample_ids)

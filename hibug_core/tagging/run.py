@@ -40,8 +40,8 @@ def tag_project(project, *, views: SampleViews, encoder: str = DEFAULT_ENCODER, 
     chosen = chosen_attributes(schema, attributes)
     samples = project.samples(sample_ids=sample_ids)
     run_ids = []
-    by_measure = [a for a in chosen if a.source == "measured"]
-    by_model = [a for a in chosen if a.source != "measured"]
+    by_measure = [a for a in chosen if a.measured]
+    by_model = [a for a in chosen if not a.measured]
     if by_measure:
         run_ids.append(TAGGERS.build("measured", project=project, attributes=by_measure, samples=samples,
                                      config=measured, version=version, progress=progress, author=author))

@@ -66,7 +66,7 @@ def _merge(schema: AttributeSchema, seen: dict[str, Counter], min_count: int) ->
     result = TagProposal(schema)
     for attribute in schema.attributes:
         counts = seen.get(attribute.name, Counter())
-        if attribute.kind == "binary" or attribute.source == "measured":
+        if attribute.kind == "binary" or attribute.measured:
             continue
         known = {t.lower() for t in attribute.tags}
         new = [value for value, n in counts.most_common() if n >= min_count and value.lower() not in known
@@ -80,7 +80,7 @@ def _merge(schema: AttributeSchema, seen: dict[str, Counter], min_count: int) ->
 def _values_from_llm(paths: list[str], labels: list[str | None], schema: AttributeSchema, config: LLMConfig,
                      api_key: str | None) -> tuple[dict[str, Counter], list[str]]:
     client = make_client(config, api_key)
-    asked = [a for a in schema.attributes if a.kind == "descriptive" and a.source != "measured"]
+    asked = [a for a in schema.attributes if a.kind == "descriptive" and not a.measured]
     seen: dict[str, Counter] = {a.name: Counter() for a in asked}
     notes = []
     for path, label in zip(paths, labels):
@@ -111,7 +111,7 @@ def _values_from_vocabulary(sample_ids, embedding, labels, schema: AttributeSche
 
     seen = {}
     for attribute in schema.attributes:
-        if attribute.kind == "binary" or attribute.source == "measured":
+        if attribute.kind == "binary" or attribute.measured:
             continue
         vocabulary = next((v for key, v in VOCABULARY.items() if key in attribute.name.lower()), None)
         if vocabulary is None:
