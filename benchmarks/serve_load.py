@@ -75,6 +75,7 @@ def round_of_pages(page) -> dict[str, float]:
 def start_jobs(root: Path, job_projects: int) -> tuple[list, list, list[int], threading.Event]:
     """20 visitors start a job each at the same moment; returns (taken, refused, running counts seen, stop)."""
     from hibug_core.access import Actor, Role, acting_as
+    from hibug_core.jobs.kinds import job_operation
     from hibug_core.jobs.queue import JobQueue, QueueLimits, ServerBusy
     from hibug_core.jobs.worker import submit
     from hibug_core.serving.policy import SERVER_DIR
@@ -91,7 +92,7 @@ def start_jobs(root: Path, job_projects: int) -> tuple[list, list, list[int], th
         barrier.wait()
         with acting_as(Actor(f"visitor{i}@example.com", Role.EDITOR)):
             try:
-                taken.append((project, submit(project, kind, {"encoder": "conse"}, queue=queue)))
+                taken.append((project, submit(project, job_operation(kind).build({"encoder": "conse"}), queue=queue)))
             except ServerBusy as error:
                 refused.append(str(error))
 

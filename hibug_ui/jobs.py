@@ -21,11 +21,22 @@ def latest_job(project, kind: str):
     return found[0] if found else None
 
 
-def start_job(project, operation: type[Operation], params: dict, user: str, secrets: dict | None = None) -> int | None:
-    """Submit the form's values as a job of the operation's kind (submit checks them as that operation); a bad field
-    or a refusal (the same kind already running) is shown, not raised."""
+def built(operation: type[Operation], **values) -> Operation | None:
+    """The operation from a form's values; a bad field is shown (naming it), not raised, and gives None."""
     try:
-        return submit(project, operation.kind, params, author=user, secrets=secrets, queue=server_queue())
+        return operation.build(values)
+    except HibugError as error:
+        st.error(plain(error))
+        return None
+
+
+def start_job(project, op: Operation | None, user: str, secrets: dict | None = None) -> int | None:
+    """Submit a built operation as a background job; a refusal (the task cannot, the same kind already running, the
+    server busy) is shown, not raised. None (an operation the form could not build) starts nothing."""
+    if op is None:
+        return None
+    try:
+        return submit(project, op, author=user, secrets=secrets, queue=server_queue())
     except HibugError as error:
         st.error(plain(error))
         return None

@@ -6,7 +6,7 @@ import streamlit as st
 from hibug_core.models.registry import MODELS
 from hibug_core.operations import Predict
 from hibug_core.tasks import task_of
-from hibug_ui.jobs import job_running, job_status, start_job
+from hibug_ui.jobs import built, job_running, job_status, start_job
 from hibug_ui.visitor import may_edit
 
 STARTED = "predict_started"
@@ -17,7 +17,7 @@ def predict_panel(project, user: str, *, expanded: bool) -> None:
     started, so that the run's result is not folded away when the page it stored reruns."""
     if not task_of(project).capabilities.predict:  # e.g. a detector's results come as COCO files (hibug new --coco)
         return
-    expanded = expanded or st.session_state.get(STARTED, False) or job_running(project, "predict")
+    expanded = expanded or st.session_state.get(STARTED, False) or job_running(project, Predict.kind)
     with st.expander("Run your own model on these images", expanded=expanded, icon=":material/model_training:"):
         st.caption("Your network, loaded with its library's own code and preprocessing; its predictions and "
                    "penultimate features are stored as a model of this project (a stopped run resumes). "
@@ -30,7 +30,7 @@ def predict_panel(project, user: str, *, expanded: bool) -> None:
                                        placeholder="from the spec")
             if st.form_submit_button("Run the model", type="primary", key="predict_submit",
                                      disabled=not may_edit(project)):
-                if start_job(project, Predict, {"model": spec.strip(), "name": name.strip() or None},
+                if start_job(project, built(Predict, model=spec.strip(), name=name.strip() or None),
                              user) is not None:
                     st.session_state[STARTED] = True
                     st.rerun()

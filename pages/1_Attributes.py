@@ -18,14 +18,14 @@ from hibug_core.store.attribute_versions import (
     save_schema,
     schema_history,
 )
-from hibug_core.tagging.suggest import added_note, added_tags, suggest_tags
-from hibug_ui.state import current_model, current_project, current_task, current_user, secret
+from hibug_core.tagging.project_proposal import PROPOSAL_METHODS
+from hibug_core.tagging.suggest import added_note, added_tags
+from hibug_ui.state import current_model, current_project, current_user, secret
 from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import in_words
 
 st.set_page_config(page_title="hibug · Attributes", page_icon="🐞", layout="wide")
 project = current_project()
-project_task = current_task(project)
 model = current_model(project)
 user = current_user()
 editing = may_edit(project)
@@ -66,15 +66,15 @@ def save(new: AttributeSchema, note: str) -> None:
 
 SUGGESTED = "attributes_suggested_tags"  # (base version, schema JSON, note, tags added, notes) of the last suggestion
 SUGGESTERS = {"representative images": False, "refinement pass over validation images": True}  # choice: op.refine
-PROPOSERS = {"built-in library": None, "language model (HiBug2 flow)": "hibug2",  # choice: the language model's flow
-             "language model (HiBug flow)": "hibug", "language model (HiBug2 comparative: right and wrong pairs)":
-             "comparative"}
+LIBRARY_PROPOSER = "built-in library"
+PROPOSERS = {LIBRARY_PROPOSER: None, **{f"language model ({e.name} flow)": e.name for e in PROPOSAL_METHODS}}
 propose, from_data, edit, history = st.tabs(["Propose", "Tags from the data", "Edit", "History"])
 with propose:
     with st.form("propose_form"):
         task = st.text_area("What does the model do?", value=schema.task or "", key="propose_task",
                             placeholder="classify the species of birds in photos taken by hikers")
-        source = st.radio("Proposed by", list(PROPOSERS), horizontal=True, key="propose_source")
+        source = st.radio("Proposed by", list(PROPOSERS), horizontal=True, key="propose_source",
+                          help="; ".join(f"{e.name}: {e.help}" for e in PROPOSAL_METHODS))
         st.caption("HiBug2's comparative flow shows a multimodal model pairs of a right and a wrong prediction of one "
                    f"class, by {plain(model) if model else 'the model under test'}.")
         kinds = ["chosen from the task", *ProposeAttributes.choices("library")]
@@ -86,16 +86,13 @@ with propose:
                                 placeholder="http://localhost:8000/v1 "
                                             "(empty: OpenAI; key from OPENAI_API_KEY or secrets)")
         if st.form_submit_button("Propose", type="primary", key="propose_submit", disabled=not editing):
-            from hibug_core.tagging.project_proposal import propose_for_project
-
             try:
+                flow = {"method": PROPOSERS[source]} if PROPOSERS[source] else {}
                 op = ProposeAttributes.build(
                     task=task, library=None if kind == kinds[0] else kind, llm=PROPOSERS[source] is not None,
-                    method=PROPOSERS[source] or "hibug2", llm_model=llm_model.strip() or None,
-                    llm_base_url=llm_url.strip() or None)
+                    llm_model=llm_model.strip() or None, llm_base_url=llm_url.strip() or None, **flow)
                 with st.spinner(f"Asking {op.llm_config().describe()}…" if op.llm else "Proposing…"):
-                    result = propose_for_project(project, op, task=project_task, model=model,
-                                                 api_key=secret("OPENAI_API_KEY"))
+                    result = op.proposal(project, model=model, api_key=secret("OPENAI_API_KEY"))
                 st.session_state[DRAFT] = (result.schema.to_json(), result.notes, result.source)
             except HibugError as error:
                 st.error(plain(error))
@@ -155,7 +152,7 @@ with from_data:
                     op = SuggestTags.build(encoder=encoder.strip(), refine=SUGGESTERS[refine], llm=llm,
                                            llm_model=llm_model.strip() or None, llm_base_url=llm_url.strip() or None)
                     with st.spinner("Looking at the images…"):
-                        found = suggest_tags(project, schema, op, api_key=secret("OPENAI_API_KEY"))
+                        found = op.suggestion(project, schema, api_key=secret("OPENAI_API_KEY"))
                     st.session_state[SUGGESTED] = (version, found.schema.to_json(), added_note(found),
                                                    added_tags(found), found.notes)
                 except HibugError as error:

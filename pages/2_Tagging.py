@@ -19,7 +19,7 @@ from hibug_core.store.attribute_versions import latest_version, load_schema
 from hibug_core.tagging.run import TAGGERS, audit
 from hibug_core.tagging.sources import too_poor, trust_message
 from hibug_ui.fields import chosen_or_typed
-from hibug_ui.jobs import job_status, start_job
+from hibug_ui.jobs import built, job_status, start_job
 from hibug_ui.plots import literal_values, plotly_literal
 from hibug_ui.state import (
     current_model,
@@ -48,8 +48,8 @@ if latest_version(project) is None:
     st.stop()
 schema = load_schema(project)
 names = [a.name for a in schema.attributes]
-job_status(project, "tag", user, key="tagging")  # at the top: where the eye is while a run goes
-job_status(project, "teach", user, key="teaching")
+job_status(project, Tag.kind, user, key="tagging")  # at the top: where the eye is while a run goes
+job_status(project, Teach.kind, user, key="teaching")
 
 run, sources, explore, uncertain, review, teach = st.tabs(["Run", "Tag sources", "Tags by class and correctness",
                                                            f"Uncertain {nouns.samples}", "Audit", "Teach by example"])
@@ -80,7 +80,7 @@ with run:
                 secrets = {"OPENAI_API_KEY": key} if key else None
             else:
                 params["encoder"] = chosen_or_typed(encoder, other, "other…", "encoder")
-            if params.get("encoder") != "" and start_job(project, Tag, params, user, secrets) is not None:
+            if params.get("encoder") != "" and start_job(project, built(Tag, **params), user, secrets) is not None:
                 st.rerun()
     st.markdown("**Tagging runs**")
     runs = tag_store.runs(project)
@@ -247,5 +247,5 @@ with teach:
         st.rerun()
     if right.button(f"Teach and tag every {nouns.sample}", type="primary", key="teach_run",
                     disabled=examples.empty or not editing):
-        if start_job(project, Teach, {"attribute": attribute, "encoder": DEFAULT_ENCODER}, user) is not None:
+        if start_job(project, built(Teach, attribute=attribute, encoder=DEFAULT_ENCODER), user) is not None:
             st.rerun()

@@ -15,7 +15,7 @@ from hibug_core.review.board import ensure_review, members
 from hibug_core.slices.selection import over_represented
 from hibug_core.store.tag_store import project_state
 from hibug_core.tagging.sources import too_poor
-from hibug_ui.jobs import job_status, start_job
+from hibug_ui.jobs import built, job_status, start_job
 from hibug_ui.plots import MAP_POINTS_LIMIT, density_figure, map_figure, map_view, selection_mask
 from hibug_ui.state import (
     current_model,
@@ -48,18 +48,19 @@ def map_points(folder: str, encoder: str, method: str, state: str):
 
 cells = st.columns([2, 1, 2])
 encoder = cells[0].text_input("Encoder", value=url_setting("encoder", DEFAULT_ENCODER), key="map_encoder")
-method = cells[1].selectbox("Layout", ["umap", "pca"], key="map_method",
-                            index=["umap", "pca"].index(url_setting("method", "umap")) if url_setting("method", "umap")
-                            in ("umap", "pca") else 0)
+layouts = EmbeddingMap.choices("method")
+method = cells[1].selectbox("Layout", layouts, key="map_method",
+                            index=layouts.index(url_setting("method", layouts[0]))
+                            if url_setting("method", layouts[0]) in layouts else 0)
 points = map_points(str(project.folder), encoder, method, project_state(project))
 if points is None:
     st.info(f"No {method.upper()} map of these {nouns.samples} with {plain(encoder)} yet. Computing it embeds the "
             f"{nouns.samples} not embedded yet, then lays them out (a few minutes for 100,000); it runs in the "
             "background.")
     if st.button("Compute the map", type="primary", key="map_compute", disabled=not editing):
-        if start_job(project, EmbeddingMap, {"encoder": encoder, "method": method}, user) is not None:
+        if start_job(project, built(EmbeddingMap, encoder=encoder, method=method), user) is not None:
             st.rerun()
-    job_status(project, "map", user, key="map_job")
+    job_status(project, EmbeddingMap.kind, user, key="map_job")
     st.stop()
 
 samples = load_samples(project, model)

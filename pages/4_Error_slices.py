@@ -1,4 +1,5 @@
 """Error slices: settings, the ranked table, and for the chosen slice its evidence and images (failures first)."""
+import pandas as pd
 import plotly.express as px
 import streamlit as st
 
@@ -7,12 +8,16 @@ from hibug_core.llm.client import LLMConfig
 from hibug_core.markdown import plain
 from hibug_core.metrics import points
 from hibug_core.objects.summary import error_breakdown
-from hibug_core.operations import FindSlices
+from hibug_core.operations import FindSlices, PredictUnseen
 from hibug_core.review.board import ensure_review
 from hibug_core.review.views import save_view
-from hibug_core.slices.unseen import UNSEEN_METHODS, asks_a_language_model, how_they_fail
+from hibug_core.slices.report import TAG_SOURCES
+from hibug_core.slices.report import tag_source as read_tags
+from hibug_core.slices.search import RANKINGS
+from hibug_core.slices.unseen import UNSEEN_METHODS
 from hibug_core.tagging.sources import ADVICE, trust_message
 from hibug_ui.fields import field_input
+from hibug_ui.jobs import built, job_status, latest_job, start_job
 from hibug_ui.plots import error_type_figure, literal_values
 from hibug_ui.state import (
     current_project,
@@ -38,7 +43,6 @@ from hibug_ui.widgets import (
 )
 
 st.set_page_config(page_title="hibug · Error slices", page_icon="🐞", layout="wide")
-UNSEEN_LABELS = {e.name: f"{e.name} ({e.help})" for e in UNSEEN_METHODS}
 project = current_project()
 model = required_model(project)
 task = current_task(project)
@@ -47,25 +51,24 @@ user = current_user()
 editing = may_edit(project)
 
 st.title("Error slices")
-RANKINGS = {"confident_gap": "confident gap", "gap": "gap", "size": "size", "sliceline": "SliceLine score"}
-SOURCES = {"in force": "in force (best measured or chosen)", "imported": "imported only", "model": "tagging runs only"}
 with st.form("slices_settings"):
     cells = st.columns([1, 1, 1, 1, 1, 1.4])
-    depth = field_input(cells[0], FindSlices, "depth", "Depth (attributes per slice)", key="slices_depth",
-                        value=url_setting("depth", FindSlices.default("depth"), int))
-    support = field_input(cells[1], FindSlices, "support", "Minimum size M", key="slices_support",
-                          value=url_setting("support", FindSlices.default("support"), int))
+    depth = field_input(cells[0], FindSlices, "max_depth", "Depth (attributes per slice)", key="slices_depth",
+                        value=url_setting("depth", FindSlices.default("max_depth"), int))
+    support = field_input(cells[1], FindSlices, "min_support", "Minimum size M", key="slices_support",
+                          value=url_setting("support", FindSlices.default("min_support"), int))
     gap = field_input(cells[2], FindSlices, "gap", "Gap C", key="slices_gap", step=0.05,
                       value=url_setting("gap", FindSlices.default("gap"), float),
                       help="An error slice scores below the overall score minus C")
-    rank_by = field_input(cells[3], FindSlices, "rank_by", "Rank by", key="slices_rank_by", format_func=RANKINGS.get,
-                          value=url_setting("rank", FindSlices.default("rank_by")))
+    rank_by = field_input(cells[3], FindSlices, "rank_by", "Rank by", key="slices_rank_by",
+                          value=url_setting("rank", FindSlices.default("rank_by")), help=RANKINGS.help_text())
     splits = [s for s in ("val", "test", "train") if project.split_counts().get(s)] or ["val"]
     split = cells[4].selectbox("Split", splits, index=splits.index(url_setting("split", splits[0]))
                                if url_setting("split", splits[0]) in splits else 0, key="slices_split")
-    tag_source = field_input(cells[5], FindSlices, "tags", "Tags", key="slices_tags", format_func=SOURCES.get,
+    tag_source = field_input(cells[5], FindSlices, "tags", "Tags", key="slices_tags",
                              value=url_setting("tags", FindSlices.default("tags")),
-                             help="Which tags to slice by; Tagging → Tag sources shows how good each is")
+                             help=f"Which tags to slice by: {TAG_SOURCES.help_text()}. Tagging → Tag sources shows "
+                                  "how good each is")
     below = st.columns([1, 5], vertical_alignment="bottom")
     alpha = field_input(below[0], FindSlices, "alpha", "False discovery rate", key="slices_alpha", step=0.01,
                         value=url_setting("alpha", FindSlices.default("alpha"), float))
@@ -80,9 +83,10 @@ with st.form("slices_settings"):
         st.session_state.pop("kept_slice", None)
 
 try:
-    config = FindSlices.build(model=model, split=split, depth=depth, support=support, gap=gap, rank_by=rank_by,
-                              alpha=alpha, tags=tag_source, by_class=by_class).slice_config()
-    report = slice_report(project, model, split, config, tag_source)
+    search = FindSlices.build(model=model, split=split, max_depth=depth, min_support=support, gap=gap, rank_by=rank_by,
+                              alpha=alpha, tags=tag_source, by_class=by_class)
+    config = search.slice_config()
+    report = slice_report(project, model, split, config, search.tags)
 except HibugError as error:
     st.error(plain(error))
     st.stop()
@@ -92,13 +96,13 @@ apart_count = report.false_positives()
 if apart_count:  # an object model's false positives: their own measure, beside the slices
     with st.expander(f"False positives, measured apart ({apart_count:,})",
                      icon=":material/crop_free:"):
-        apart = false_positives_apart(project, model, split, config, tag_source)
+        apart = false_positives_apart(project, model, split, config, search.tags)
         st.markdown(plain(apart.headline()))
         if len(apart.slices):
             st.dataframe(apart.slices[["description", "count", "score", "q_value"]].rename(
                 columns={"count": "detections", "score": "found an object"}), hide_index=True, width="stretch",
                 column_config={"found an object": percent_column("found an object")}, key="false_positive_slices")
-if tag_source == "in force":
+if read_tags(search.tags).in_force:
     ranking = source_ranking(project)
     warning = trust_message(ranking, attributes=report.all_tags.columns, text=plain)
     if warning:
@@ -220,51 +224,44 @@ with found:
 with unseen:
     st.caption("Slices the validation set barely covers, predicted to fail (HiBug2) and checked against the pool and "
                "the test split: by substitution, each tag of a top error slice swapped for its most similar tags (by "
-               "text embedding, offline); by instruction, a language model asked in this task's words.")
+               "text embedding, offline); by instruction, a language model asked in this task's words. It runs in "
+               "the background, on the slices found with the settings above.")
     with st.form("unseen_form"):
-        how = st.radio("Predicted by", UNSEEN_METHODS.names(), horizontal=True, key="unseen_method",
-                       format_func=UNSEEN_LABELS.get)
+        how = st.radio("Predicted by", PredictUnseen.choices("method"), horizontal=True, key="unseen_method",
+                       format_func={e.name: f"{e.name} ({e.help})" for e in UNSEEN_METHODS}.get)
         cells = st.columns(3)
-        asked = cells[0].number_input("Slices to ask for (instruction)", 1, 50, FindSlices.default("unseen_count"),
+        asked = cells[0].number_input("Slices to ask for (instruction)", 1, 50, PredictUnseen.default("count"),
                                       key="unseen_count")
         llm_model = cells[1].text_input("LLM model (instruction)", value="", key="unseen_llm_model",
-                                        help=FindSlices.help("llm_model"),
+                                        help=PredictUnseen.help("llm_model"),
                                         placeholder=f"{LLMConfig.from_env().model} (HIBUG_LLM_MODEL)")
         llm_url = cells[2].text_input("LLM server URL (instruction)", value="", key="unseen_llm_url",
                                       placeholder="empty: OpenAI; key from OPENAI_API_KEY or secrets")
-        if st.form_submit_button("Predict unseen slices", key="unseen_run"):
-            from hibug_core.slices.unseen import predict_unseen
-
-            try:
-                op = FindSlices.build(unseen=how, unseen_count=int(asked), llm_model=llm_model.strip() or None,
-                                      llm_base_url=llm_url.strip() or None)
-                config = op.llm_config() if asks_a_language_model(how) else None
-                with st.spinner(f"Asking {config.describe()}…" if config else "Comparing tags…"):
-                    predicted = predict_unseen(project, report, how, task=task, llm_config=config,
-                                               count=op.unseen_count, api_key=secret("OPENAI_API_KEY"))
-                st.session_state["unseen_table"] = (how, predicted, predicted.attrs.get("dropped", []),
-                                                    how_they_fail(predicted, report))
-            except HibugError as error:
-                st.error(plain(error))
-    kept = st.session_state.get("unseen_table")
-    if kept is not None:
-        how, predicted, dropped, measured = kept
-        if dropped:
-            st.warning(f"{len(dropped)} of the language model's answers could not be used and were left out: "
-                       + "; ".join(plain(d) for d in dropped))
-        if measured["scored"]:
-            st.markdown(f"**{len(predicted)} slices predicted by {how}**: mean {measured['split']} score "
-                        f"{measured['mean_score']:.1%} on the {measured['scored']} it holds enough of, against "
-                        f"{measured['overall_score']:.1%} on the whole split ({points(measured['points'])}; "
-                        f"{measured['relative_change']:+.1%} relative)")
-        else:
-            st.markdown(f"**{len(predicted)} slices predicted by {how}**; the {measured['split']} split holds too few "
-                        "of each to score them")
-        shown = as_percent(predicted.drop(columns=["definition", "slice_id"]), "predicted_score", "eval_score",
-                           "check_score")
-        st.dataframe(shown, hide_index=True,
-                     width="stretch", column_config={
-                         "predicted_score": percent_column("predicted"), "eval_score": percent_column("val score"),
-                         "check_score": percent_column("test score"),
-                         "unseen": st.column_config.CheckboxColumn("unseen", help="fewer than the minimum size in "
-                                                                   "the split searched")})
+        if st.form_submit_button("Predict unseen slices", key="unseen_run", disabled=not editing):
+            op = built(PredictUnseen, **search.model_dump(include=set(PredictUnseen.model_fields) - {"llm_model",
+                                                                                                   "llm_base_url"}),
+                       method=how, count=int(asked), llm_model=llm_model.strip() or None,
+                       llm_base_url=llm_url.strip() or None)
+            key = UNSEEN_METHODS.get(how).secret and secret(UNSEEN_METHODS.get(how).secret)
+            if start_job(project, op, user, {UNSEEN_METHODS.get(how).secret: key} if key else None) is not None:
+                st.rerun()
+    job_status(project, PredictUnseen.kind, user, key="unseen_job")
+    kept = latest_job(project, PredictUnseen.kind)
+    if kept is not None and kept.status == "done":
+        done = kept.result
+        if done["dropped"]:
+            st.warning(f"{len(done['dropped'])} of the language model's answers could not be used and were left out: "
+                       + "; ".join(plain(d) for d in done["dropped"]))
+        st.markdown(f"**{plain(done['summary'])}** (job {kept.id}, by {plain(kept.author)}, on "
+                    f"{plain(kept.params['split'])} at depth {kept.params['max_depth']}, minimum size "
+                    f"{kept.params['min_support']})")
+        predicted = pd.DataFrame(done["table"])
+        if not predicted.empty:
+            shown = as_percent(predicted.drop(columns=["slice_id"], errors="ignore"), "predicted_score", "eval_score",
+                               "check_score")
+            st.dataframe(shown, hide_index=True,
+                         width="stretch", column_config={
+                             "predicted_score": percent_column("predicted"), "eval_score": percent_column("val score"),
+                             "check_score": percent_column("test score"),
+                             "unseen": st.column_config.CheckboxColumn("unseen", help="fewer than the minimum size in "
+                                                                       "the split searched")})

@@ -12,15 +12,15 @@ from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
 from hibug_core.metrics import points
 from hibug_core.operations import FailureSearch, Generate, Repair, Select
+from hibug_core.repair.failure_search import CAPTIONERS, FailureSearchOutcome
 from hibug_core.repair.generated import GENERATED_SPLIT, generated_images
 from hibug_core.repair.generators import GENERATORS
 from hibug_core.repair.loop import repair_verdict
 from hibug_core.repair.prompts import PROMPT_METHODS
 from hibug_core.repair.runs import repair_runs
 from hibug_core.repair.selection import SELECTION_METHODS
-from hibug_core.slices.search import SliceConfig
 from hibug_ui.fields import budget_input, field_input
-from hibug_ui.jobs import job_status, start_job
+from hibug_ui.jobs import built, job_status, start_job
 from hibug_ui.plots import literal_values
 from hibug_ui.state import (
     current_project,
@@ -54,9 +54,9 @@ def generator_spec(kind: str, name: str) -> str:
     return kind if GENERATORS.find(kind) is not None else f"{kind}:{name.strip()}"
 
 
-def job_secrets(spec: str, *also: str) -> dict[str, str] | None:
-    """The secrets a job needs, from the environment or Streamlit secrets: the generator's own and `also`."""
-    names = [n for n in (GENERATORS.get(spec).secret, *also) if n]
+def job_secrets(*entries) -> dict[str, str] | None:
+    """The secrets a job needs (each registry entry's own), from the environment or Streamlit secrets."""
+    names = [e.secret for e in entries if e is not None and e.secret]
     found = {n: secret(n) for n in dict.fromkeys(names)}
     return {n: v for n, v in found.items() if v} or None
 
@@ -72,10 +72,11 @@ with select:
         beta = field_input(cells[2], Select, "beta", "β (hibug)", key="repair_select_beta", step=0.05)
         seed = field_input(cells[3], Select, "seed", "Seed", key="repair_select_seed", step=1)
         if st.form_submit_button("Select pool images", type="primary", key="repair_select_submit"):
+            op = built(Select, method=method, budget=budget, beta=beta, seed=seed, model=model)
             try:
-                op = Select.build(method=method, budget=budget, beta=beta, seed=seed, model=model)
-                report = slice_report(project, model, op.split, SliceConfig(by_class=op.by_class))
-                st.session_state[SELECTION_KEY] = task.select_pool(report, op.selection_config(), project=project)
+                if op is not None:
+                    report = slice_report(project, model, op.split, op.slice_config())
+                    st.session_state[SELECTION_KEY] = op.choose(project, report)
             except HibugError as error:
                 st.error(plain(error))
     chosen = st.session_state.get(SELECTION_KEY)
@@ -107,10 +108,10 @@ with generate:
     prompt_method = st.radio("Prompts", Generate.choices("prompts"), horizontal=True,
                              format_func={e.name: f"{e.name}: {e.help}" for e in PROMPT_METHODS}.get)
     if st.button("Write prompts"):
+        op = built(Generate, prompts=prompt_method, model=model)
         try:
-            from hibug_core.repair.prompts import build_prompts
-
-            st.session_state[PROMPTS_KEY] = build_prompts(project, prompt_method, model=model)
+            if op is not None:
+                st.session_state[PROMPTS_KEY] = op.prompt_table(project)
         except HibugError as error:
             st.error(plain(error))
     prompts = st.session_state.get(PROMPTS_KEY)
@@ -140,12 +141,12 @@ with generate:
                 elif rows.empty:
                     st.error("Write at least one prompt with its class.")
                 else:
-                    params = {"model": model, "generator": generator_spec(kind, name), "images": int(images),
-                              "seed": int(seed),
-                              "prompt_rows": rows.assign(weight=rows["weight"].fillna(1.0)).to_dict("records")}
-                    if start_job(project, Generate, params, user, job_secrets(generator_spec(kind, name))):
+                    op = built(Generate, model=model, generator=generator_spec(kind, name), images=int(images),
+                               seed=int(seed),
+                               prompt_rows=rows.assign(weight=rows["weight"].fillna(1.0)).to_dict("records"))
+                    if start_job(project, op, user, job_secrets(GENERATORS.get(op.generator) if op else None)):
                         st.rerun()
-    job_status(project, "generate", user, key="repair_generate")
+    job_status(project, Generate.kind, user, key="repair_generate")
     stored = generated_images(project)
     if stored.empty:
         st.caption("No generated images yet.")
@@ -179,12 +180,11 @@ with retrain:
                               key="repair_retrain_control")
         if st.form_submit_button("Retrain and compare", type="primary", key="repair_retrain_submit",
                                  disabled=not editing):
-            params = {"model": model, "data": data, "method": method, "baseline": baseline, "budget": budget,
-                      "retrain": how, "lam": float(lam) or None, "seeds": list(range(int(seeds))),
-                      "eval_split": eval_split, "control": control}
-            if start_job(project, Repair, params, user) is not None:
+            op = built(Repair, model=model, data=data, method=method, baseline=baseline, budget=budget, retrain=how,
+                       lam=float(lam) or None, seeds=list(range(int(seeds))), eval_split=eval_split, control=control)
+            if start_job(project, op, user) is not None:
                 st.rerun()
-    job_status(project, "repair", user, key="repair_retrain")
+    job_status(project, Repair.kind, user, key="repair_retrain")
     done = repair_runs(project, "retrain", finished=True, limit=1)
     if done.empty:
         st.info("No repair has been compared yet.")
@@ -247,8 +247,7 @@ with search:
                                       key="repair_search_gen")
             name = cells[2].text_input("Model", value="", key="repair_search_model")
             captioner = field_input(cells[3], FailureSearch, "captioner", "Captions by", key="repair_search_captioner",
-                                    format_func={"renderer": "the renderer's scene description (demo)",
-                                                 "llm": "a multimodal LLM"}.get)
+                                    format_func={e.name: e.help for e in CAPTIONERS}.get)
             cells = st.columns(3)
             images = field_input(cells[0], FailureSearch, "images", "Images per caption", key="repair_search_images",
                                  step=8)
@@ -268,32 +267,22 @@ with search:
                                   key="repair_search_cluster")
             if st.form_submit_button("Search for failures", type="primary", key="repair_search_submit",
                                      disabled=not editing):
-                params = {"label": label, "model": model, "generator": generator_spec(kind, name),
-                          "captioner": captioner, "images": int(images), "captions": int(captions),
-                          "typed_captions": [line for line in typed.splitlines() if line.strip()],
-                          "caption_failures": bool(caption_failures), "cluster": bool(cluster),
-                          "llm_base_url": llm_url or None}
-                # the generator's secret, and the captioning language model's key
-                if start_job(project, FailureSearch, params, user,
-                             job_secrets(params["generator"], "OPENAI_API_KEY" if captioner == "llm" else "")):
+                op = built(FailureSearch, label=label, model=model, generator=generator_spec(kind, name),
+                           captioner=captioner, images=int(images), captions=int(captions),
+                           typed_captions=[line for line in typed.splitlines() if line.strip()],
+                           caption_failures=bool(caption_failures), cluster=bool(cluster), llm_base_url=llm_url or None)
+                # the generator's secret, and the captioner's (a language model's key)
+                if start_job(project, op, user, job_secrets(GENERATORS.get(op.generator) if op else None,
+                                                            CAPTIONERS.get(captioner))):
                     st.rerun()
-        job_status(project, "failure search", user, key="repair_search")
+        job_status(project, FailureSearch.kind, user, key="repair_search")
         found = repair_runs(project, "failure search", finished=True, limit=1)
         if not found.empty:
-            result = found.iloc[0]["result"]
-            table = pd.DataFrame(result["table"])
-            st.markdown(f"**{plain(result['label'])}**: {result['significant']} captions make the model fail "
-                        "significantly more often than the baseline (first row; FDR 5% over every caption tested).")
-            baseline = table.iloc[0]
-            for row in table[table["origin"] == "typed by a person"].itertuples():
-                verdict = "significantly more often" if row.significant else "not significantly more often"
-                goes = getattr(row, "failures_go_to", None)
-                target = (f" Most of its failures are called '{plain(goes)}': {row.target_rate:.0%} of its images, "
-                          f"against {row.baseline_target_rate:.0%} of the baseline's." if isinstance(goes, str) else "")
-                (st.warning if row.significant else st.info)(
-                    f"Your caption '{plain(row.caption)}': {row.failures} of {row.images} images fail "
-                    f"({row.failure_rate:.0%}), {verdict} than the baseline's {baseline['failure_rate']:.0%} "
-                    f"(q = {row.q_value:.3f}).{target}")
+            outcome = FailureSearchOutcome.stored(found.iloc[0]["result"])
+            table = outcome.table
+            st.markdown(f"**{plain(outcome.label)}**: {plain(outcome.headline())}")
+            for significant, said in outcome.verdicts():
+                (st.warning if significant else st.info)(plain(said))
             rate = {"format": "percent", "min_value": 0, "max_value": 1}
             st.dataframe(table, hide_index=True, width="stretch",
                          column_config={"failure_rate": st.column_config.ProgressColumn("failure rate", **rate),

@@ -39,10 +39,10 @@ with st.form("compare_settings"):
     splits = [s for s in ("val", "test", "train") if project.split_counts().get(s)] or ["val"]
     split = cells[0].selectbox("Split", splits, index=splits.index(url_setting("split", splits[0]))
                                if url_setting("split", splits[0]) in splits else 0, key="compare_split")
-    depth = field_input(cells[1], CompareModels, "depth", "Depth", key="compare_depth",
-                        value=url_setting("depth", CompareModels.default("depth"), int))
-    support = field_input(cells[2], CompareModels, "support", "Minimum size", key="compare_support",
-                          value=url_setting("support", CompareModels.default("support"), int))
+    depth = field_input(cells[1], CompareModels, "max_depth", "Depth", key="compare_depth",
+                        value=url_setting("depth", CompareModels.default("max_depth"), int))
+    support = field_input(cells[2], CompareModels, "min_support", "Minimum size", key="compare_support",
+                          value=url_setting("support", CompareModels.default("min_support"), int))
     alpha = field_input(cells[3], CompareModels, "alpha", "False discovery rate", key="compare_alpha", step=0.01,
                         value=url_setting("alpha", CompareModels.default("alpha"), float))
     tag_source = field_input(cells[4], CompareModels, "tags", "Tags", key="compare_tags",
@@ -56,7 +56,8 @@ with st.form("compare_settings"):
 
 chosen = linked if len(linked) >= 2 else models[:2]
 try:
-    op = CompareModels.build(models=chosen, split=split, depth=depth, support=support, alpha=alpha, tags=tag_source)
+    op = CompareModels.build(models=chosen, split=split, max_depth=depth, min_support=support, alpha=alpha,
+                             tags=tag_source)
     comparison = model_comparison(project, tuple(op.models), op.split, op.slice_config(), op.compare_config(), op.tags)
 except HibugError as error:
     st.error(plain(error))

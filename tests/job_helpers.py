@@ -1,4 +1,4 @@
-"""Job kinds for the job tests, registered when this module is imported (the worker imports it through
+"""Long operations for the job tests, registered when this module is imported (the worker imports it through
 HIBUG_JOB_MODULES, as an extension would)."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import ClassVar
 
 from hibug_core.errors import HibugError
-from hibug_core.jobs.kinds import EXTENSIONS_ENV, job_kind, load_extensions
+from hibug_core.jobs.kinds import EXTENSIONS_ENV, load_extensions
 from hibug_core.jobs.store import get_job
-from hibug_core.operations import Operation
+from hibug_core.operations import Operation, Result, register_operation
 
 from waiting import wait_until
 
@@ -25,6 +25,13 @@ def register_in_workers(monkeypatch) -> None:
     load_extensions()
 
 
+def job_op(kind: str, params: dict | None = None):
+    """The long operation a job kind names, built from `params` (what submit takes)."""
+    from hibug_core.jobs.kinds import job_operation
+
+    return job_operation(kind).build(params or {})
+
+
 def wait_for(project, job_id, statuses, timeout=120.0):
     """The job once its status is one of `statuses` (its log is shown when it never gets there)."""
     def reached():
@@ -35,30 +42,30 @@ def wait_for(project, job_id, statuses, timeout=120.0):
         Path(project.folder) / "jobs" / f"job-{job_id}.log").read_text()[-2000:])
 
 
+@register_operation
 class CountSlowly(Operation):
     kind: ClassVar[str] = "count slowly"
     summary: ClassVar[str] = "count, pausing between steps (tests)"
+    background: ClassVar[bool] = True
     steps: int = 400
     pause: float = 0.05
 
+    def run(self, project, *, progress, author=None) -> Result:
+        for i in range(self.steps + 1):
+            progress("counting", i, self.steps)
+            time.sleep(self.pause)
+        return Result("", {"counted": self.steps, "author": author})
 
+
+@register_operation
 class FailClearly(Operation):
     kind: ClassVar[str] = "fail clearly"
     summary: ClassVar[str] = "fail with a clear message (tests)"
+    background: ClassVar[bool] = True
 
-
-@job_kind(CountSlowly)
-def count_slowly(project, op: CountSlowly, progress, author=None):
-    for i in range(op.steps + 1):
-        progress("counting", i, op.steps)
-        time.sleep(op.pause)
-    return {"counted": op.steps, "author": author}
-
-
-@job_kind(FailClearly)
-def fail_clearly(project, op: FailClearly, progress, author=None):
-    progress("starting", 0, 1)
-    raise HibugError("the model server at http://127.0.0.1:9 refused the connection; start it and resume")
+    def run(self, project, *, progress, author=None) -> Result:
+        progress("starting", 0, 1)
+        raise HibugError("the model server at http://127.0.0.1:9 refused the connection; start it and resume")
 
 
 def leave_a_mark(project, params, progress):

@@ -243,7 +243,7 @@ def test_the_comparative_flow_from_the_cli_and_the_attributes_page(colour_projec
         assert asked >= 1 and all(len(images_of(r)) == 2 for r in server.requests)
 
         at = open_page(monkeypatch, "pages/1_Attributes.py", colour_project.folder, user="ana")
-        at.radio(key="propose_source").set_value("language model (HiBug2 comparative: right and wrong pairs)")
+        at.radio(key="propose_source").set_value("language model (comparative flow)")
         at.text_input(key="propose_llm_model").set_value("fake-vision")
         at.text_input(key="propose_llm_url").set_value(server.url)
         at.button(key="propose_submit").click().run()

@@ -66,19 +66,19 @@ def test_embed_tag_and_teach_commands(colour_project, tmp_path, capsys, monkeypa
     monkeypatch.setenv("HIBUG_CACHE", str(tmp_path / "cache"))
     folder = str(colour_project.folder)
     assert main(["embed", folder, "--encoder", "tiny-open_clip", "--split", "val"]) == 0
-    assert "10 samples embedded with tiny-open_clip (dimension 64)" in capsys.readouterr().out
+    assert "10 images embedded with tiny-open_clip (dimension 64)." in capsys.readouterr().out
     assert main(["tag", folder, "--encoder", "tiny-open_clip", "--attributes", "color,dominant colour"]) == 0
     out = capsys.readouterr().out
     # the run is measured against the imported true colours as it finishes, and does not replace them
     assert out.splitlines()[:3] == [
-        "tagging runs stored: #1, #2",
         "dominant colour: run #1 (measured) not measured (no known tags or audits); now in force",
         "warning: color: run #2 (zero-shot, tiny-open_clip) 25.0% right on 12 with known tags or audits, "
-        "worse than imported tags (the reference), which stays in force"]
+        "worse than imported tags (the reference), which stays in force",
+        "Tagging run(s) #1, #2 stored. " + out.splitlines()[2].split(" stored. ", 1)[1]]
     examples = tmp_path / "examples.csv"
     examples.write_text("sample,tag\n0.png,red\n3.png,red\n1.png,green\n4.png,green\n2.png,blue\n5.png,blue\n")
     assert main(["teach", folder, "color", "--examples", str(examples), "--encoder", "tiny-open_clip"]) == 0
-    assert "taught 'color' from 6 examples: cross-validated accuracy" in capsys.readouterr().out
+    assert "Taught 'color' from 6 examples: cross-validated accuracy" in capsys.readouterr().out
     assert main(["tag", folder, "--attributes", "colour"]) == 2
     assert "unknown attribute(s) colour; the schema has: color, is round" in capsys.readouterr().err
 

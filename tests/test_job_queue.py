@@ -17,7 +17,7 @@ from hibug_core.jobs.queue import JobQueue, QueueLimits, ServerBusy
 from hibug_core.jobs.store import get_job, request_cancel
 from hibug_core.jobs.worker import submit
 
-from job_helpers import register_in_workers, wait_for
+from job_helpers import job_op, register_in_workers, wait_for
 
 
 @pytest.fixture(autouse=True)
@@ -75,10 +75,10 @@ def projects(colour_project, tmp_path):
 @pytest.mark.slow
 def test_a_job_waits_for_its_slot_runs_after_and_can_be_cancelled_while_waiting(projects, tmp_path):
     queue = JobQueue(tmp_path / "queue", QueueLimits(max_running=1, max_waiting=4, max_per_person=3))
-    first = submit(projects[0], "count slowly", {"steps": 600, "pause": 0.05}, author="ann", queue=queue)
+    first = submit(projects[0], job_op("count slowly", {"steps": 600, "pause": 0.05}), author="ann", queue=queue)
     wait_for(projects[0], first, {"running"}, timeout=60)
-    second = submit(projects[1], "count slowly", {"steps": 2, "pause": 0.01}, author="ann", queue=queue)
-    third = submit(projects[2], "count slowly", {"steps": 2, "pause": 0.01}, author="bob", queue=queue)
+    second = submit(projects[1], job_op("count slowly", {"steps": 2, "pause": 0.01}), author="ann", queue=queue)
+    third = submit(projects[2], job_op("count slowly", {"steps": 2, "pause": 0.01}), author="bob", queue=queue)
     waiting = wait_for(projects[2], third, {"queued"}, timeout=60)
     deadline = time.time() + 30
     while not (waiting.stage or "").startswith("waiting for a free slot") and time.time() < deadline:
@@ -112,7 +112,7 @@ def test_twenty_visitors_starting_jobs_at_once_the_limits_hold_and_nothing_is_lo
         start.wait()
         with acting_as(Actor(f"visitor{i}@example.com", Role.EDITOR)):
             try:
-                outcomes[i] = (project, submit(project, kind, params, queue=queue))
+                outcomes[i] = (project, submit(project, job_op(kind, params), queue=queue))
             except Exception as error:  # noqa: BLE001 (each refusal is checked below)
                 outcomes[i] = error
 

@@ -14,7 +14,7 @@ from hibug_core.jobs.store import JobBusyError, create_job, get_job, jobs_frame,
 from hibug_core.jobs.worker import main as worker_main
 from hibug_core.jobs.worker import resume, submit
 
-from job_helpers import register_in_workers, wait_for
+from job_helpers import job_op, register_in_workers, wait_for
 from waiting import wait_until
 
 
@@ -27,11 +27,11 @@ def helpers_importable(monkeypatch):
 def test_an_embedding_job_runs_in_its_own_process_and_stores_its_result(colour_project):
     from hibug_core.embeddings.compute import stored_embeddings
 
-    job_id = submit(colour_project, "embed", {"encoder": "tiny-open_clip"}, author="ana")
+    job_id = submit(colour_project, job_op("embed", {"encoder": "tiny-open_clip"}), author="ana")
     job = wait_for(colour_project, job_id, {"done", "failed"})
     assert job.status == "done", job.error
     assert job.result == {"encoder": "tiny-open_clip", "samples": 12, "dimension": 64,
-                          "summary": "12 images embedded with tiny-open_clip."}
+                          "summary": "12 images embedded with tiny-open_clip (dimension 64)."}
     assert job.author == "ana" and job.finished_at is not None
     assert len(stored_embeddings(colour_project, "tiny-open_clip").sample_ids) == 12
     log = colour_project.audit_log()
@@ -40,13 +40,13 @@ def test_an_embedding_job_runs_in_its_own_process_and_stores_its_result(colour_p
 
 @pytest.mark.slow
 def test_progress_is_stored_and_a_second_job_of_the_kind_is_refused_until_cancelled(colour_project):
-    job_id = submit(colour_project, "count slowly", {"steps": 400}, author="ben")
+    job_id = submit(colour_project, job_op("count slowly", {"steps": 400}), author="ben")
     wait_for(colour_project, job_id, {"running"})
     wait_until(lambda: get_job(colour_project, job_id).done > 0, 30, what="the first progress")
     running = get_job(colour_project, job_id)
     assert running.stage == "counting" and 0 < running.done < 400 and running.total == 400
     with pytest.raises(JobBusyError, match=r"already running on this project \(job \d+, started by ben"):
-        submit(colour_project, "count slowly", {}, author="cleo")
+        submit(colour_project, job_op("count slowly", {}), author="cleo")
     request_cancel(colour_project, job_id, author="cleo")
     job = wait_for(colour_project, job_id, {"cancelled", "done", "failed"}, timeout=30)
     assert job.status == "cancelled" and "resume" in job.message
@@ -60,15 +60,19 @@ def test_progress_is_stored_and_a_second_job_of_the_kind_is_refused_until_cancel
 
 
 def test_a_failing_job_keeps_its_message_and_an_unknown_kind_fails_at_once(colour_project):
-    job_id = submit(colour_project, "fail clearly", {})
+    job_id = submit(colour_project, job_op("fail clearly", {}))
     job = wait_for(colour_project, job_id, {"failed", "done"})
     assert job.status == "failed"
     assert job.error == "the model server at http://127.0.0.1:9 refused the connection; start it and resume"
-    with pytest.raises(HibugError, match="unknown job kind 'umbrella'; use one of: embed: "):
-        submit(colour_project, "umbrella", {})
+    with pytest.raises(HibugError, match="unknown job kind 'umbrella'; known: embed, tag, "):
+        submit(colour_project, job_op("umbrella", {}))
+    with pytest.raises(HibugError, match="unknown job kind 'slices'; known: "):  # not a long operation: no job
+        from hibug_core.operations import FindSlices
+
+        submit(colour_project, FindSlices.build({}))
     with pytest.raises(HibugError, match=r"^count slowly: steps = 'many': Input should be a valid integer, unable to "
                                          r"parse string as an integer; pauses: Extra inputs are not permitted$"):
-        submit(colour_project, "count slowly", {"steps": "many", "pauses": 1})
+        submit(colour_project, job_op("count slowly", {"steps": "many", "pauses": 1}))
 
 
 def test_the_worker_runs_only_registered_kinds_never_what_a_row_names(colour_project):
@@ -83,7 +87,7 @@ def test_the_worker_runs_only_registered_kinds_never_what_a_row_names(colour_pro
 
 @pytest.mark.slow
 def test_a_killed_worker_is_seen_as_interrupted_frees_its_kind_and_resumes(colour_project, monkeypatch):
-    job_id = submit(colour_project, "count slowly", {"steps": 2000}, author="dee")
+    job_id = submit(colour_project, job_op("count slowly", {"steps": 2000}), author="dee")
     wait_for(colour_project, job_id, {"running"})
     wait_until(lambda: get_job(colour_project, job_id).done > 0, 30, what="the first progress")
     with colour_project.engine.connect() as connection:

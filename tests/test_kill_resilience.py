@@ -17,6 +17,7 @@ from hibug_core.store.db import read_connection
 from hibug_core.tagging.run import current_tags
 
 from fake_openai import FakeOpenAIServer
+from job_helpers import job_op
 from waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -34,7 +35,7 @@ def test_a_killed_tagging_worker_keeps_its_answers_and_the_resumed_run_asks_only
     with FakeOpenAIServer(delay_s=0.4) as server:
         monkeypatch.setenv("HIBUG_LLM_CONCURRENCY", "1")  # the worker inherits it: one request at a time
         params = {"attributes": ["color"], "llm": True, "llm_base_url": server.url, "llm_model": "fake-vision"}
-        job_id = submit(colour_project, "tag", params, author="ana")
+        job_id = submit(colour_project, job_op("tag", params), author="ana")
         wait_until(lambda: answered(colour_project) >= 3, what="three committed answers")
         with read_connection(colour_project.engine) as connection:
             pid = connection.exec_driver_sql(f"SELECT pid FROM jobs WHERE id = {job_id}").scalar_one()

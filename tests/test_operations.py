@@ -11,9 +11,19 @@ from hibug_core.cache import BoundedCache
 from hibug_core.cli import INDEX, build_parser, commands
 from hibug_core.cli.options import operation_from_args, option_names
 from hibug_core.embeddings.registry import ENCODERS
-from hibug_core.jobs.kinds import JOB_KINDS
 from hibug_core.llm.client import LLMConfig, LLMUnavailable, ask, make_client, parse_json_reply
-from hibug_core.operations import OPERATIONS, FindSlices, OperationError, Repair, Report, Select, Tag, operation
+from hibug_core.operations import (
+    OPERATIONS,
+    FindSlices,
+    Operation,
+    OperationError,
+    Repair,
+    Report,
+    Select,
+    Tag,
+    background_kinds,
+    operation,
+)
 from hibug_core.registry import Registry, UnknownChoice
 from hibug_core.repair.selection import SELECTION_METHODS
 
@@ -45,21 +55,24 @@ def dests(parser) -> set[str]:
 
 
 def test_every_operation_builds_with_its_defaults_and_lists_in_one_place():
-    built_in = [kind for kind, op in OPERATIONS.items() if op.__module__ == "hibug_core.operations"]  # not tests'
-    assert built_in == ["embed", "tag", "teach", "map", "predict", "propose", "suggest tags", "slices", "compare",
-                        "check", "select", "repair", "generate", "failure search", "report"]
+    built_in = [kind for kind, op in OPERATIONS.items() if op.__module__.startswith("hibug_core.operations.")]
+    assert built_in == ["embed", "tag", "teach", "map", "predict", "propose", "suggest tags", "slices",
+                        "unseen slices", "compare", "check", "select", "repair", "generate", "failure search", "report"]
     for kind in built_in:
         op = OPERATIONS[kind]
         built = op.build(REQUIRED.get(kind, {}))
         assert built.kind == kind and op.summary
         assert op.build(built.params()) == built  # what a job stores builds the same operation again
-    assert set(JOB_KINDS.names(hidden=True)) <= set(OPERATIONS)
+    # every operation runs itself; the long ones are the background jobs
+    assert all(OPERATIONS[kind].run is not Operation.run for kind in built_in)
+    assert set(background_kinds()) >= {"embed", "tag", "teach", "map", "predict", "unseen slices", "repair",
+                                       "generate", "failure search"}
 
 
 @pytest.mark.parametrize("op, params, message", [
-    (FindSlices, {"rank_by": "score"}, "slices: rank_by = 'score': not allowed; use one of: confident_gap, gap, size, "
-                                       "sliceline"),
-    (FindSlices, {"depth": 7}, "slices: depth = 7: Input should be less than or equal to 4"),
+    (FindSlices, {"rank_by": "score"}, "slices: rank_by = 'score': not allowed; use one of: confident_gap: the overall "
+                                       "score minus the upper end of the slice's interval"),
+    (FindSlices, {"max_depth": 7}, "slices: max_depth = 7: Input should be less than or equal to 4"),
     (Repair, {"budget": 0, "retrain": "distill"}, "repair: budget = 0: a count must be 1 or more, not 0; retrain = "
                                                   "'distill': not allowed; use one of: fine-tune: "),
     (Repair, {"seeds": []}, "repair: seeds = []: List should have at least 1 item after validation, not 0"),
@@ -219,7 +232,7 @@ def test_the_attributes_page_asks_the_environments_model(monkeypatch, colour_pro
     with FakeOpenAIServer() as server:
         server.text_reply = '{"attributes": []}'
         at = open_page(monkeypatch, "pages/1_Attributes.py", colour_project.folder, user="ana", timeout=60)
-        at.radio(key="propose_source").set_value("language model (HiBug2 flow)")
+        at.radio(key="propose_source").set_value("language model (hibug2 flow)")
         at.text_input(key="propose_llm_url").set_value(server.url)
         at.button(key="propose_submit").click().run()
     assert server.requests and {r["model"] for r in server.requests} == {"team-llm"}
@@ -238,5 +251,5 @@ def test_the_pages_forms_offer_what_the_operations_allow(monkeypatch, demo_proje
     slices = open_page(monkeypatch, "pages/4_Error_slices.py", demo_project, user="ana", timeout=120)
     rank_by = slices.selectbox(key="slices_rank_by")  # shown with readable names
     assert rank_by.value == FindSlices.default("rank_by") and len(rank_by.options) == len(FindSlices.choices("rank_by"))
-    assert slices.number_input(key="slices_depth").value == FindSlices.default("depth")
+    assert slices.number_input(key="slices_depth").value == FindSlices.default("max_depth")
     assert slices.number_input(key="slices_gap").value == FindSlices.default("gap")

@@ -1,6 +1,7 @@
 """The Error slices page under AppTest: the ranked table, choosing a slice, its evidence and images, deep links."""
 from __future__ import annotations
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from page_support import open_page as open_any
@@ -93,17 +94,23 @@ def test_grid_filters_and_the_image_detail_view_with_a_correction(monkeypatch, d
     assert people[["sample_id", "tag", "kind", "actor"]].values.tolist() == [[sample_id, "teal", "correct", "ana"]]
 
 
-def test_the_unseen_tab_predicts_by_substitution_and_by_instruction(monkeypatch, demo_project):
-    """Both of HiBug2's ways from the page: substitution offline, and instruction against the local test server,
-    whose junk answer is left out and said; the predicted slices' mean test score is compared with the split's."""
+@pytest.mark.slow
+def test_the_unseen_tab_predicts_by_substitution_and_by_instruction(monkeypatch, demo_copy):
+    """Both of HiBug2's ways from the page, as background jobs (a language model is never asked in the page's own
+    process): substitution offline, and instruction against the local test server, whose junk answer is left out and
+    said; the predicted slices' mean test score is compared with the split's."""
     import json
 
     from fake_openai import FakeOpenAIServer
+    from test_page_repair import wait_for
 
-    at = open_any(monkeypatch, "pages/4_Error_slices.py", demo_project)
+    at = open_any(monkeypatch, "pages/4_Error_slices.py", demo_copy, user="ana")
     at.button(key="unseen_run").click().run()  # substitution: the default
     assert not at.exception
-    assert any("slices predicted by substitution" in m.value for m in at.markdown)
+    done = wait_for(demo_copy, "unseen slices")
+    assert done["summary"].startswith(f"{len(done['table'])} slices predicted by substitution")
+    at = open_any(monkeypatch, "pages/4_Error_slices.py", demo_copy, user="ana")
+    assert any(m.value.startswith("**") and "slices predicted by substitution" in m.value for m in at.markdown)
     with FakeOpenAIServer() as server:
         server.text_reply = json.dumps({"slices": [
             {"class": "triangle", "conditions": [{"attribute": "size", "tag": "small"}], "reason": "tiny corners"},
@@ -112,9 +119,11 @@ def test_the_unseen_tab_predicts_by_substitution_and_by_instruction(monkeypatch,
         at.text_input(key="unseen_llm_model").set_value("fake-llm")
         at.text_input(key="unseen_llm_url").set_value(server.url)
         at.button(key="unseen_run").click().run()
-    assert not at.exception
-    assert any(m.value.startswith("**1 slices predicted by instruction**") for m in at.markdown)
-    assert "answer 2\\: unknown class 'hexagon'" in at.warning[0].value  # Markdown-escaped
+        assert not at.exception
+        wait_for(demo_copy, "unseen slices")
+    at = open_any(monkeypatch, "pages/4_Error_slices.py", demo_copy, user="ana")
+    assert any(m.value.startswith("**1 slices predicted by instruction") for m in at.markdown)
+    assert any("answer 2\\: unknown class 'hexagon'" in w.value for w in at.warning)  # Markdown-escaped
     table = next(d.value for d in at.dataframe if "check_score" in d.value.columns)
     assert table["description"].tolist() == ["size = small & class = triangle"]
     assert table["method"].tolist() == ["instruction"] and table["reason"].tolist() == ["tiny corners"]

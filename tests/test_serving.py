@@ -168,6 +168,8 @@ def test_a_viewer_changes_nothing_an_editor_edits_and_only_an_admin_creates_or_d
     from hibug_core.review.views import save_view
     from hibug_core.store.project import Project
 
+    from job_helpers import job_op
+
     policy, tmp_path = server
     folder = policy.project_folder("birds")
     with Project.open(folder) as project:
@@ -175,7 +177,7 @@ def test_a_viewer_changes_nothing_an_editor_edits_and_only_an_admin_creates_or_d
             with pytest.raises(AccessDenied, match="vic@example.com is a viewer here and may not edit"):
                 save_view(project, "mine", "Error_slices", {"gap": "0.1"}, author="vic")
             with pytest.raises(AccessDenied, match="may not start a job"):
-                submit(project, "embed", {"encoder": "tiny"})
+                submit(project, job_op("embed", {"encoder": "conse"}))
         with acting_as(EDITOR):
             save_view(project, "mine", "Error_slices", {"gap": "0.1"}, author="somebody else")
             with pytest.raises(AccessDenied, match="may not create a project"):
@@ -276,11 +278,11 @@ def test_a_job_started_on_a_shared_server_reaches_what_its_starter_may(server):
     from hibug_core.jobs.worker import submit
     from hibug_core.store.project import Project
 
-    from job_helpers import wait_for
+    from job_helpers import job_op, wait_for
 
     policy, _ = server
     with Project.open(policy.project_folder("birds")) as project:
         with acting_as(Actor("eddie@example.com", Role.EDITOR, policy.reach())):
-            job = submit(project, "embed", {"encoder": "open_clip:ViT-B-32:/etc/passwd"})
+            job = submit(project, job_op("embed", {"encoder": "open_clip:ViT-B-32:/etc/passwd"}))
         failed = wait_for(project, job, {"failed", "done"}, timeout=180)
     assert failed.status == "failed" and "names a file outside this server's data roots" in failed.error

@@ -212,8 +212,8 @@ def test_slice_settings_name_the_bad_field():
     from hibug_core.errors import HibugError
     from hibug_core.slices.search import SliceConfig
 
-    with pytest.raises(HibugError, match=r"invalid SliceConfig: max_depth = 7 \(must be 1 to 4\); min_tag_precision = "
-                                         r"1\.5 \(must be in \[0, 1\]\)"):
+    with pytest.raises(HibugError, match=r"invalid SliceConfig: max_depth = 7 \(must be a count from 1 to 4\); "
+                                         r"min_tag_precision = 1\.5 \(must be in \[0, 1\]\)"):
         SliceConfig(max_depth=7, min_tag_precision=1.5)
 
 

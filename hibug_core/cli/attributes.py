@@ -37,52 +37,19 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_attributes(args) -> int:
-    from hibug_core.attributes.diff import proposal_note, proposed_version, schema_diff
-    from hibug_core.attributes.schema import MAX_ATTRIBUTES
     from hibug_core.cli.options import operation_from_args
     from hibug_core.store.attribute_versions import latest_version, load_schema, save_schema, schema_history
     from hibug_core.store.project import Project
 
     with Project.open(args.project, read_only=True if args.action == "show" else None) as project:
         base = latest_version(project)
-        if args.action == "propose":
-            from hibug_core.tagging.project_proposal import propose_for_project
-            from hibug_core.tasks import task_of
-
-            op = operation_from_args(ProposeAttributes, args)
-            result = propose_for_project(project, op, task=task_of(project))
-            for note in result.notes:
-                print(f"  note: {note}")
-            current = load_schema(project) if base is not None else None
-            schema, left_out = proposed_version(current, result.schema, replace=op.replace)
-            if left_out:
-                print(f"  note: {left_out} proposed attributes left out: a schema holds at most {MAX_ATTRIBUTES}")
-            changes = schema_diff(current, schema) if current is not None else None
-            if changes is not None and changes.empty:
-                print(f"nothing new: the {len(result.schema.attributes)} attributes proposed by {result.source} are "
-                      f"all in version {base} already; nothing saved (--replace replaces it with the proposal)")
+        if args.action in ("propose", "suggest-tags"):
+            op = operation_from_args(ProposeAttributes if args.action == "propose" else SuggestTags, args)
+            result = op.execute(project)
+            print(result.printed())
+            if result.values["version"] in (None, base):  # nothing saved
                 return 0
-            version = save_schema(project, schema, base_version=base,
-                                  note=proposal_note(base, result.source, replace=op.replace))
-            how = "replaced by" if op.replace else "with the new attributes of"
-            print(f"saved version {version}: {len(schema.attributes)} attributes"
-                  + (f" (version {base} {how} the {len(result.schema.attributes)} proposed by {result.source})"
-                     if current is not None else f" proposed by {result.source}"))
-            for row in (changes.itertuples() if changes is not None else ()):
-                print(f"  {row.change}: {row.attribute} ({row.what})")
-        elif args.action == "suggest-tags":
-            from hibug_core.tagging.suggest import added_note, added_tags, suggest_tags
-
-            op = operation_from_args(SuggestTags, args)
-            found = suggest_tags(project, load_schema(project), op)
-            for note in found.notes:
-                print(f"  note: {note}")
-            if not found.added:
-                print("no new tags needed; nothing saved")
-                return 0
-            version = save_schema(project, found.schema, note=added_note(found), base_version=base)
-            print(f"saved version {version}: added {added_tags(found)}")
-            schema = found.schema
+            schema = load_schema(project)
         elif args.action == "edit":
             edited, change = _edit_attribute(load_schema(project), args)
             version = save_schema(project, edited, note=change, base_version=base)

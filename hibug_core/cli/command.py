@@ -24,9 +24,10 @@ def project_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("project", help="project folder (see `hibug new`)")
 
 
-def operation_command(op, run: Callable[[argparse.Namespace], int], *,
+def operation_command(op, run: Callable[[argparse.Namespace], int] | None = None, *,
                       extra: Callable[[argparse.ArgumentParser], None] | None = None) -> Command:
-    """A command whose options are the operation's fields (plus the project, plus `extra`)."""
+    """A command whose options are the operation's fields (plus the project, plus `extra`); it runs the operation
+    (run_here) unless given its own handler."""
     def arguments(parser: argparse.ArgumentParser) -> None:
         from hibug_core.cli.options import add_operation_options
 
@@ -34,26 +35,24 @@ def operation_command(op, run: Callable[[argparse.Namespace], int], *,
         add_operation_options(parser, op)
         if extra is not None:
             extra(parser)
-    return Command(op.summary, arguments, run)
+    return Command(op.summary, arguments, run or (lambda args: run_here(op, args)))
 
 
-def run_kind_here(op, args: argparse.Namespace, **more) -> tuple[object, dict]:
-    """(open project, result) of a job kind run in this process with a progress bar: the same code the dashboard's
-    background jobs run. The caller closes the project."""
+def run_here(op, args: argparse.Namespace, **more) -> int:
+    """Run the operation the options build in this process, with a progress bar: the same code the dashboard's
+    background jobs run (Operation.execute). Prints what it says (Result.printed); returns its exit code."""
     from hibug_core.cli.options import operation_from_args
-    from hibug_core.jobs.kinds import run_operation
     from hibug_core.store.project import Project
 
     operation = operation_from_args(op, args, **more)
-    report, close = progress_bar()
-    project = Project.open(args.project)
-    try:
-        return project, run_operation(project, operation, report)
-    except BaseException:
-        project.close()
-        raise
-    finally:
-        close()
+    with Project.open(args.project, **({} if op.writes else {"read_only": True})) as project:
+        report, close = progress_bar()
+        try:
+            result = operation.execute(project, progress=report)
+        finally:
+            close()
+    print(result.printed())
+    return result.exit_code
 
 
 def llm_arguments(parser: argparse.ArgumentParser) -> None:

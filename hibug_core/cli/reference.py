@@ -13,22 +13,23 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
 HEADER = """# Command-line reference
 
-Generated from the parser that `hibug_core/operations.py` builds (`python -m hibug_core.cli.reference`); a test
+Generated from the parser that `hibug_core/operations/` builds (`python -m hibug_core.cli.reference`); a test
 checks that it matches `hibug COMMAND --help` of every command. Do not edit by hand: change the operation or the
 command and generate it again. What each command is for, with examples: [the README](../README.md) and the guides
 in this folder.
 
-Every command that runs an operation takes its options from one typed definition in `hibug_core/operations.py`: a
+Every command that runs an operation takes its options from one typed definition in `hibug_core/operations/`: a
 pydantic model per operation with its defaults, its allowed choices (read from the registries of encoders,
-generators, selection and retraining methods) and its checks. The dashboard's forms and the background jobs are
-built from the same models, so `hibug repair --help`, the Repair page and a stored job always agree, and a bad value
-is refused naming the field. In Python (this block runs as a test):
+generators, selection and retraining methods), its bounds (read from the core's configs) and its checks, and it runs
+itself (`Operation.run`): the command prints what it returns. The dashboard's forms and the background jobs are
+built from the same models and run the same code, so `hibug repair --help`, the Repair page and a stored job always
+agree, and a bad value is refused naming the field. In Python (this block runs as a test):
 
 ```python
 >>> from hibug_core.operations import OPERATIONS, Repair
 >>> list(OPERATIONS)
-['embed', 'tag', 'teach', 'map', 'predict', 'propose', 'suggest tags', 'slices', 'compare', 'check', 'select', \
-'repair', 'generate', 'failure search', 'report']
+['embed', 'tag', 'teach', 'map', 'predict', 'propose', 'suggest tags', 'slices', 'unseen slices', 'compare', \
+'check', 'select', 'repair', 'generate', 'failure search', 'report']
 >>> Repair.choices("method")
 ['random', 'uncertainty', 'hibug', 'hibug2', 'hibug rule', 'margin', 'coreset', 'badge', 'expected failures']
 >>> Repair.default("method"), Repair.default("budget"), Repair.default("seeds")

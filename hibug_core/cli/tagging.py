@@ -1,33 +1,9 @@
 """Commands that embed and tag images: embed, tag, tags (sources per attribute) and teach."""
 from __future__ import annotations
 
-from hibug_core.cli.command import Command, operation_command, project_argument, run_kind_here
+from hibug_core.cli.command import Command, operation_command, project_argument, run_here
 from hibug_core.errors import HibugError
 from hibug_core.operations import Embed, Predict, Tag, Teach
-
-
-def cmd_embed(args) -> int:
-    project, result = run_kind_here(Embed, args)
-    project.close()
-    print(f"{result['samples']} samples embedded with {result['encoder']} (dimension {result['dimension']}); stored "
-          "in the project")
-    return 0
-
-
-def cmd_predict(args) -> int:
-    project, result = run_kind_here(Predict, args)
-    project.close()
-    print(result["summary"])
-    return 0
-
-
-def cmd_tag(args) -> int:
-    project, result = run_kind_here(Tag, args)
-    project.close()
-    print(f"tagging runs stored: {', '.join(f'#{r}' for r in result['runs'])}")
-    print("\n".join(result["per_attribute"]))
-    _print_warning(result)
-    return 0
 
 
 def _find_sample(samples, value: str) -> int | None:
@@ -57,20 +33,7 @@ def cmd_teach(args) -> int:
     unknown = [v for v, i in zip(examples["sample"], ids) if i is None]
     if unknown:
         raise HibugError(f"{len(unknown)} example(s) name samples that are not in the project, e.g. {unknown[0]!r}")
-    project, result = run_kind_here(Teach, args, examples=dict(zip(ids, examples["tag"])))
-    project.close()
-    print(f"taught '{args.attribute}' from {sum(result['examples'].values())} examples: cross-validated accuracy "
-          f"{result['cv_accuracy']:.1%} ± {result['cv_std']:.1%} over {result['folds']} folds; run #{result['run']}")
-    _print_warning(result)
-    return 0
-
-
-def _print_warning(result: dict) -> None:
-    """A tagging or teaching job's verdict, then why."""
-    if result.get("warning"):
-        print(f"warning: {result['warning']}")
-        if result.get("warning_details"):
-            print(f"  why: {result['warning_details']}")
+    return run_here(Teach, args, examples=dict(zip(ids, examples["tag"])))
 
 
 def _tags_arguments(parser) -> None:
@@ -108,9 +71,9 @@ def cmd_tags(args) -> int:
 
 
 COMMANDS = {
-    "embed": operation_command(Embed, cmd_embed),
-    "predict": operation_command(Predict, cmd_predict),
-    "tag": operation_command(Tag, cmd_tag),
+    "embed": operation_command(Embed),
+    "predict": operation_command(Predict),
+    "tag": operation_command(Tag),
     "tags": Command("show every tag source per attribute with its measured accuracy, and choose the one in force",
                     _tags_arguments, cmd_tags),
     "teach": operation_command(Teach, cmd_teach, extra=_teach_examples),

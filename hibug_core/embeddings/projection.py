@@ -14,13 +14,14 @@ from hibug_core.embeddings.compute import encoder_views, stored_embeddings
 from hibug_core.embeddings.registry import encoder_key
 from hibug_core.errors import TaggingError
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.registry import Registry
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class MapConfig:
-    method: str = "umap"  # or "pca" (instant, less separated)
+    method: str = "umap"  # a LAYOUTS entry
     pca_dims: int = 50  # UMAP runs on this many principal components: faster, and little is lost
     n_neighbors: int = 15
     min_dist: float = 0.1
@@ -39,13 +40,22 @@ def _name(encoder: str, hashes: np.ndarray, config: MapConfig) -> str:
 def _layout(vectors: np.ndarray, config: MapConfig, progress: ProgressCallback) -> np.ndarray:
     from sklearn.decomposition import PCA
 
+    entry = LAYOUTS.find(config.method)
+    if entry is None:
+        raise TaggingError(f"unknown map method '{config.method}'; use one of {', '.join(LAYOUTS.names())}")
     progress("map: principal components", 0, 1)
     dims = min(config.pca_dims, vectors.shape[1], max(len(vectors) - 1, 1))
     reduced = PCA(n_components=dims, random_state=config.seed).fit_transform(vectors)
-    if config.method == "pca" or len(vectors) < 5:
-        return reduced[:, :2] if reduced.shape[1] >= 2 else np.c_[reduced, np.zeros(len(reduced))]
-    if config.method != "umap":
-        raise TaggingError(f"unknown map method '{config.method}'; use umap or pca")
+    if len(vectors) < 5:  # too few for UMAP's neighbours: the first two components say it all
+        return _first_components(reduced, config, progress)
+    return entry.build(reduced, config, progress)
+
+
+LAYOUTS = Registry("map layout")  # each: (principal components, config, progress) -> (n, 2) positions
+
+
+@LAYOUTS.register("umap", "UMAP on the principal components (seeded): neighbours kept together")
+def _umap(reduced: np.ndarray, config: MapConfig, progress: ProgressCallback) -> np.ndarray:
     import umap  # first import compiles numba code (cached afterwards)
 
     rng = np.random.default_rng(config.seed)
@@ -61,6 +71,11 @@ def _layout(vectors: np.ndarray, config: MapConfig, progress: ProgressCallback) 
         progress("map: placing the other images", 0, 1)
         layout[rest] = reducer.transform(reduced[rest])
     return layout
+
+
+@LAYOUTS.register("pca", "the first two principal components: instant, less separated")
+def _first_components(reduced: np.ndarray, config: MapConfig, progress: ProgressCallback) -> np.ndarray:
+    return reduced[:, :2] if reduced.shape[1] >= 2 else np.c_[reduced, np.zeros(len(reduced))]
 
 
 def compute_map(project, encoder: str, *, sample_ids=None, config: MapConfig = MapConfig(),

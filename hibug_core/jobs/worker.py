@@ -25,33 +25,31 @@ REPORT_EVERY_S = 0.5
 LOG_DIR = "jobs"
 
 
-def _checked(project, kind: str, params: dict | None) -> dict:
-    """The parameters of a registered kind, validated as its operation (and against what the project's task can do)
-    with every default filled in."""
-    from hibug_core.jobs.kinds import JOB_KINDS
-    from hibug_core.operations import operation
+def _checked(project, op) -> dict:
+    """The parameters of a long operation (one a job may run), checked against what the project's task can do, with
+    every default filled in."""
+    from hibug_core.jobs.kinds import job_operation
     from hibug_core.tasks import task_of
 
-    JOB_KINDS.get(kind)  # only registered kinds run; an unknown one fails here, in the caller
-    built = operation(kind).build(params or {})
-    built.check_task(task_of(project))
-    return built.params()
+    job_operation(op.kind)  # only long operations run as jobs; any other is refused here, in the caller
+    op.check_task(task_of(project))
+    return op.params()
 
 
-def submit(project, kind: str, params: dict | None = None, *, author: str | None = None,
-           resumed_from: int | None = None, secrets: dict[str, str] | None = None,
-           queue: JobQueue | None = None) -> int:
-    """Start a job in a new process (it outlives the page, the session and the tab); returns its id.
+def submit(project, op, *, author: str | None = None, resumed_from: int | None = None,
+           secrets: dict[str, str] | None = None, queue: JobQueue | None = None) -> int:
+    """Start a built operation (hibug_core.operations; a long one) as a job in a new process (it outlives the page,
+    the session and the tab); returns its id.
 
     secrets: environment variables for the job's process only (an API key from Streamlit secrets); they are never
     stored with the job or written to its log. queue: a server's queue, which admits the job (or refuses it with
     ServerBusy) and gives it a slot; its process waits for that slot, and runs at a lower priority than the server."""
     require(Role.EDITOR, "start a job")
-    params = _checked(project, kind, params)  # bad parameters fail here, in the caller, not in a process nobody watches
+    params = _checked(project, op)  # a refusal fails here, in the caller, not in a process nobody watches
     author = author_name(author)
     ticket = queue.admit(author, project.folder) if queue is not None else None
     try:
-        job_id = create_job(project, kind, params, author=author, resumed_from=resumed_from)
+        job_id = create_job(project, op.kind, params, author=author, resumed_from=resumed_from)
         log_dir = Path(project.folder) / LOG_DIR
         log_dir.mkdir(exist_ok=True)
         reach = current_reach()  # a job typed on a shared dashboard reaches what its starter may, and no more
@@ -76,7 +74,9 @@ def resume(project, job_id: int, *, author: str | None = None, queue: JobQueue |
     job = get_job(project, job_id)
     if job.live:
         raise HibugError(f"job {job_id} is still {job.status}; cancel it first")
-    return submit(project, job.kind, job.params, author=author, resumed_from=job_id, queue=queue)
+    from hibug_core.jobs.kinds import job_operation
+
+    return submit(project, job_operation(job.kind).build(job.params), author=author, resumed_from=job_id, queue=queue)
 
 
 class _Reporter:

@@ -14,6 +14,7 @@ from scipy.stats import fisher_exact
 
 from hibug_core.errors import HibugError, check_fields
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.registry import LANGUAGE_MODEL, Registry
 from hibug_core.repair.generators import Generator, ShapeWorldRenderer
 from hibug_core.repair.selection import apportion
 from hibug_core.stats import benjamini_hochberg
@@ -23,6 +24,7 @@ logger = logging.getLogger(__name__)
 # And q_value. failures_go_to: the label the caption's failures are given most; target_rate: the share of its images
 # given that label, and baseline_target_rate the baseline's (Wiles et al.'s target-label rate, their Eq. 2: a caption
 # whose images are called another class far more often than the baseline's points at a spurious cue for that class).
+TYPED = "typed by a person"  # the origin of a caption a person typed (others: "baseline", "failure", "refined")
 COLUMNS = ["caption", "origin", "images", "failures", "failure_rate", "p_value", "significant", "failures_go_to",
            "target_rate", "baseline_target_rate"]
 # Wiles et al.'s captioner: few-shot, each shot a caption of four to seven short sentences on the subject, its place
@@ -124,6 +126,67 @@ class LLMCaptioner:
         except (LLMAnswerError, LLMUnavailable) as error:
             raise FailureSearchError(f"could not caption with {self.name}: {error}") from None
         return completed(prompt, added)
+
+
+CAPTIONERS = Registry("captioner")  # each: (settings: where the language model is, LLMSettings) -> a Captioner
+CAPTIONERS.add("renderer", "the shape-world renderer's scene description (the demo's offline captioner)",
+               lambda settings: RendererCaption())
+CAPTIONERS.add("llm", "a multimodal language model (OpenAI-compatible)",
+               lambda settings: LLMCaptioner(settings.llm_config()), secret="OPENAI_API_KEY", needs=(LANGUAGE_MODEL,))
+
+
+@dataclass
+class FailureSearchOutcome:
+    """A failure search's table (COLUMNS, the baseline first) in words: what the job says, the command line prints and
+    the Repair page shows, written once."""
+
+    label: str
+    table: pd.DataFrame
+
+    @classmethod
+    def stored(cls, result: dict) -> FailureSearchOutcome:
+        """From a stored run's result (hibug_core.repair.runs)."""
+        return cls(result["label"], pd.DataFrame(result["table"]))
+
+    @property
+    def significant(self) -> int:
+        return int(self.table["significant"].sum())
+
+    def headline(self) -> str:
+        return (f"{len(self.table) - 1} captions of {self.label} tested; {self.significant} make the model fail "
+                "significantly more often than the baseline prompt (FDR 5% over every caption tested).")
+
+    def summary(self) -> str:
+        """The headline, then the verdict on each caption a person typed."""
+        return " ".join([self.headline(), *(text for _, text in self.verdicts())])
+
+    def verdicts(self) -> list[tuple[bool, str]]:
+        """(significant, the verdict in words) for each caption a person typed."""
+        baseline = self.table.iloc[0]
+        said = []
+        for row in self.table[self.table["origin"] == TYPED].itertuples():
+            how = "significantly more often" if row.significant else "not significantly more often"
+            goes = getattr(row, "failures_go_to", None)
+            target = (f" Most of its failures are called '{goes}': {row.target_rate:.0%} of its images, against "
+                      f"{row.baseline_target_rate:.0%} of the baseline's." if isinstance(goes, str) else "")
+            said.append((bool(row.significant), f"Your caption '{row.caption}': {row.failures} of {row.images} images "
+                         f"fail ({row.failure_rate:.0%}), {how} than the baseline's {baseline['failure_rate']:.0%} "
+                         f"(q = {row.q_value:.3f}).{target}"))
+        return said
+
+    def lines(self) -> list[str]:
+        """One line per caption, the significant ones marked, and the key."""
+        lines = []
+        for row in self.table.to_dict("records"):
+            mark = "*" if row["significant"] else " "
+            typed = "  (typed)" if row["origin"] == TYPED else ""
+            goes = (f"  -> '{row['failures_go_to']}' {row['target_rate']:.0%} (baseline "
+                    f"{row['baseline_target_rate']:.0%})" if isinstance(row.get("failures_go_to"), str) else "")
+            lines.append(f"{mark} {row['failure_rate']:6.1%} ({row['failures']}/{row['images']})  {row['caption']}"
+                         f"{typed}{goes}")
+        return lines + ["* failure rate significantly above the baseline (first row), FDR 5% over every caption "
+                        "tested; -> the label most of its failures are given, the share of its images given it and of "
+                        "the baseline's"]
 
 
 def completed(prompt: str, added: str) -> str:
@@ -290,7 +353,7 @@ def failure_search(generator: Generator, predict: Callable[[list], list[str]], c
 
     # 3. The captions a person typed, then the captions of the baseline's failures, each tested and refined.
     for caption in typed:
-        tested_and_refined(caption, "typed by a person")
+        tested_and_refined(caption, TYPED)
     if config.caption_failures:
         chosen = failures_to_caption(np.flatnonzero(base["_wrong"]), base["_images"], config.captions,
                                      embed if config.cluster else None, config.seed, base["_predicted"])
@@ -309,7 +372,7 @@ def failure_search(generator: Generator, predict: Callable[[list], list[str]], c
     table.loc[others, "q_value"] = benjamini_hochberg(table.loc[others, "p_value"].to_numpy(float))
     table["significant"] = table["q_value"] < config.alpha
     # the baseline, then the typed captions, then the rest: significant first, by failure rate
-    order = np.where(table["origin"] == "baseline", 0, np.where(table["origin"] == "typed by a person", 1, 2))
+    order = np.where(table["origin"] == "baseline", 0, np.where(table["origin"] == TYPED, 1, 2))
     return table.assign(_o=order).sort_values(["_o", "significant", "failure_rate"], ascending=[True, False, False],
                                               kind="stable").drop(columns="_o").reset_index(drop=True)
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import asdict, dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
-from hibug_core.errors import HibugError, check_fields
+from hibug_core.bounds import Bound, check_bounds
+from hibug_core.errors import HibugError
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.registry import Registry
 from hibug_core.repair.compare import slice_changes
 from hibug_core.repair.names import repaired_name
 from hibug_core.repair.retrain import RetrainConfig
@@ -23,7 +26,11 @@ logger = logging.getLogger(__name__)
 
 GENERATED = "generated"
 CONTROL = "no new data"
-DATA_SOURCES = ("selection", GENERATED)  # where a repair's new training data come from
+SELECTION = "selection"
+# Where a repair's new training data come from; needs: what the project's task must be able to do for it.
+DATA_SOURCES = Registry("data source")
+DATA_SOURCES.add(SELECTION, "pool images chosen by the selection method, labelled")
+DATA_SOURCES.add(GENERATED, "the generated split (Repair page or `hibug generate`)", needs=("generate",))
 
 
 class RepairError(HibugError):
@@ -33,7 +40,7 @@ class RepairError(HibugError):
 @dataclass(frozen=True)
 class RepairConfig:
     model: str | None = None  # default: the project's first model
-    data: str = "selection"  # "selection": label pool images chosen by `selection`; "generated": the generated split
+    data: str = SELECTION  # "selection": label pool images chosen by `selection`; "generated": the generated split
     selection: SelectionConfig = field(default_factory=SelectionConfig)
     baseline: str | None = "random"  # a selection method run the same way with the same number of images
     control: bool = True  # also retrain with no new data, so more training alone is not taken for a repair
@@ -46,11 +53,13 @@ class RepairConfig:
     record_models: bool = True  # store each retrained model's predictions in the project
     labels: str | None = None  # an object model's selected pool images: their COCO annotations (default: the project's)
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "top_slices": Bound("error slices compared (planted ones are added)", ge=1, integer=True)}
+
     def __post_init__(self):
-        check_fields(self, {
-            "data": (self.data in DATA_SOURCES, f"one of {', '.join(DATA_SOURCES)}"),
+        check_bounds(self, self.BOUNDS, {
+            "data": (self.data in DATA_SOURCES, f"one of {', '.join(DATA_SOURCES.names())}"),
             "seeds": (len(self.seeds) > 0, "at least one seed"),
-            "top_slices": (self.top_slices >= 1, "at least 1"),
             "baseline": (self.baseline is None or self.baseline in SELECTION_METHODS.names(hidden=True),
                          f"None or one of {', '.join(SELECTION_METHODS.names())}")})
 
@@ -113,8 +122,13 @@ def run_repair(project, config: RepairConfig | None = None, *, task, author: str
     (hibug_core.tasks.task_of), whose repair round supplies new data, retraining and the outcome measured. The progress
     callback may cancel between retrained models (by raising); the run then stays unfinished and nothing is recorded
     as its result."""
-    # 1. Check inputs: the configuration is checked when built; the task's round checks what it needs.
+    # 1. Check inputs: the configuration is checked when built; the task must be able to use its data and its
+    # retraining (the Repair operation refuses the same before it starts); the task's round checks the rest.
     config = config or RepairConfig()
+    refused = task.refusal(DATA_SOURCES.get(config.data).needs) or \
+        task.capabilities.retrain_refusal(config.retrain.method, task.nouns)
+    if refused:
+        raise RepairError(refused)
     progress("finding error slices", 0, 1)
     report = error_slices(project, config.model, split=config.slice_split, config=config.slices)
     repair_round = task.repair_round(project, report, config, progress=progress, author=author)

@@ -32,14 +32,17 @@ def probabilities(project, model: str, ids: pd.Index) -> np.ndarray:
     return np.asarray(values, dtype=np.float32)[rows]
 
 
-def features(project, model: str, ids: pd.Index, source: str = "model") -> np.ndarray:
-    """Features of `ids`: the model's own (recorded by `hibug predict`) for source "model", else an encoder's
+OWN_FEATURES = "model"  # the features choice that names the model's own (recorded by `hibug predict`), not an encoder
+
+
+def features(project, model: str, ids: pd.Index, source: str = OWN_FEATURES) -> np.ndarray:
+    """Features of `ids`: the model's own (recorded by `hibug predict`) for source OWN_FEATURES, else an encoder's
     stored embeddings."""
     from hibug_core.embeddings.compute import own_features, stored_embeddings
 
     if project is None:
         raise PoolOutputsError("this selection method reads stored features; pass the project")
-    if source == "model":
+    if source == OWN_FEATURES:
         source = own_features(project, model)
         if source is None:
             raise PoolOutputsError(f"'{model}' has no stored features (imported predictions); run it with `hibug "

@@ -4,15 +4,18 @@ ran (the demo CNN is run that way when the demo is built) -- every network throu
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
+from hibug_core.bounds import Bound, check_bounds
 from hibug_core.embeddings.compute import model_cache, own_features
-from hibug_core.errors import HibugError, check_fields
+from hibug_core.errors import HibugError
 from hibug_core.models.finetune import CLASSIFIER_EPOCHS, DecodedImages, TuneConfig
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import Registry
+from hibug_core.repair.pool_outputs import OWN_FEATURES
 from hibug_core.store.recorded_models import recorded_model
 
 RETRAIN_METHODS = Registry("retraining method")
@@ -34,16 +37,18 @@ class RetrainConfig:
     # Weight of the new data's mean loss against the original data's. None: n_new / n_original, as if the new images
     # were simply added to the training set (HiBug); Chegini and Feizi tune it (1.0 weighs both sets equally).
     lam: float | None = None
-    features: str = "model"  # linear head: "model" (the network's penultimate layer) or an encoder (stored embeddings)
+    features: str = OWN_FEATURES  # linear head: the network's penultimate layer, or an encoder (stored embeddings)
     regularisation: float = 1.0  # linear head: inverse L2 strength (scikit-learn's C)
     fine_tune: TuneConfig = field(default_factory=TuneConfig)
     seed: int = 0
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "lam": Bound("weight of the new data's mean loss (default: as if simply added)", ge=0, optional=True),
+        "regularisation": Bound("linear head: inverse L2 strength", gt=0)}
+
     def __post_init__(self):
-        check_fields(self, {
-            "method": (self.method in RETRAIN_METHODS.names(), f"one of {', '.join(RETRAIN_METHODS.names())}"),
-            "lam": (self.lam is None or self.lam >= 0, "None (as if added) or 0 or more"),
-            "regularisation": (self.regularisation > 0, "above 0")})
+        check_bounds(self, self.BOUNDS, {
+            "method": (self.method in RETRAIN_METHODS.names(), f"one of {', '.join(RETRAIN_METHODS.names())}")})
 
 
 def model_network(project, model: str):
@@ -121,7 +126,7 @@ def retrain(project, model: str, new_ids, config: RetrainConfig | None = None, *
         raise RetrainError("the project has no labelled 'train' split to retrain on")
     needs = RETRAIN_METHODS.get(config.method).needs
     adapter = model_network(project, model) if THE_NETWORK in needs else None
-    if FROZEN_FEATURES in needs and config.features == "model":
+    if FROZEN_FEATURES in needs and config.features == OWN_FEATURES:
         encoder = own_features(project, model)
         if encoder is None:
             raise RetrainError(f"'{model}' has no stored features (imported predictions, or a demo built by an older "

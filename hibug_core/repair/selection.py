@@ -3,17 +3,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
+from hibug_core.bounds import Bound, check_bounds
 from hibug_core.csv_export import write_csv
 from hibug_core.embeddings.base import normalize_rows
-from hibug_core.errors import HibugError, check_fields
+from hibug_core.errors import HibugError
 from hibug_core.registry import Registry
 from hibug_core.repair import pool_outputs
 from hibug_core.repair.active_learning import badge, k_center_greedy, smallest_margins
 from hibug_core.repair.expected_failures import failure_chance, spread_out
+from hibug_core.repair.pool_outputs import OWN_FEATURES
 from hibug_core.slices.search import CLASS, describe
 
 SELECTION_METHODS = Registry("selection method")
@@ -64,14 +67,17 @@ class SelectionConfig:
     beta: float = 0.9  # hibug: take slices until their failures cover this share of all validation failures
     pool_split: str = "pool"
     seed: int = 0  # random selection, and ties in confidence
-    features: str = "model"  # coreset, BADGE, diversity: the model's own features, or an encoder's embeddings
+    features: str = OWN_FEATURES  # coreset, BADGE, diversity: the model's own features, or an encoder's embeddings
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "beta": Bound("hibug: share of validation failures the slices cover", gt=0, le=1),
+        "seed": Bound("random seed", ge=0, integer=True)}
 
     def __post_init__(self):
-        check_fields(self, {
+        check_bounds(self, self.BOUNDS, {
             "method": (self.method in SELECTION_METHODS.names(hidden=True),
                        f"one of {', '.join(SELECTION_METHODS.names())}"),
-            "budget": (budget_problem(self.budget) is None, BUDGET_RULE),
-            "beta": (0 < self.beta <= 1, "in (0, 1]"), "seed": (self.seed >= 0, "0 or more")})
+            "budget": (budget_problem(self.budget) is None, BUDGET_RULE)})
 
 
 def resolve_budget(budget: int | float, n_train: int) -> int:

@@ -6,20 +6,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from itertools import combinations
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
-from hibug_core.errors import check_fields
+from hibug_core.bounds import Bound, check_bounds
 from hibug_core.slices.redundancy import mark_repeats
 from hibug_core.slices.report import (
-    TAG_SOURCES,
     SliceError,
     enumerated_slices,
     enumeration_for,
     poor_attributes,
     slice_definition,
     tag_frame,
+    tag_source,
 )
 from hibug_core.slices.search import SliceConfig, TagMatrix, count_error_slices
 from hibug_core.stats import benjamini_hochberg, mcnemar_p_values, paired_t_p_values
@@ -45,15 +46,26 @@ class CompareConfig:
     z: float = 1.96  # width of the interval behind confident_change, the order of regressions and improvements
     grouped: int = 300  # regressions (and improvements) checked for repeats of one another, in order
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "alpha": Bound("false discovery rate at which a change is significant (Benjamini-Hochberg over the slices)",
+                       gt=0, lt=1),
+        "max_drop": Bound("a drop of the score (a share: 0.02 is 2 points) that is tolerated", ge=0, le=1),
+        "min_count": Bound("check slices of at least this many shared samples (None: the minimum slice size)", ge=1,
+                           optional=True, integer=True),
+        "worst_share": Bound("each model's worst slices whose overlap is measured", gt=0, le=1),
+        "error_gap": Bound("HiBug2's C for counting each model's error slices", ge=0, le=1),
+        "right_from": Bound("a sample is right for a model when its score is at least this", gt=0, le=1),
+        "z": Bound("width of the interval behind confident_change", gt=0),
+        "grouped": Bound("regressions (and improvements) checked for repeats of one another", ge=0, integer=True)}
+
     def __post_init__(self):
-        check_fields(self, {
-            "alpha": (0 < self.alpha < 1, "in (0, 1)"), "max_drop": (0 <= self.max_drop <= 1, "in [0, 1]"),
-            "min_count": (self.min_count is None or (isinstance(self.min_count, int) and self.min_count >= 1),
-                          "None or a count of 1 or more"),
-            "worst_share": (0 < self.worst_share <= 1, "in (0, 1]"),
-            "error_gap": (0 <= self.error_gap <= 1, "in [0, 1]"),
-            "right_from": (0 < self.right_from <= 1, "in (0, 1]"), "z": (self.z > 0, "above 0"),
-            "grouped": (isinstance(self.grouped, int) and self.grouped >= 0, "a count of 0 or more")})
+        check_bounds(self, self.BOUNDS)
+
+
+# The slices models are compared on, by default: two conditions at most and 30 shared samples at least. A paired test
+# on a slice of 10 has no power to call a change of a few points, and depth 3 multiplies the slices the q-values are
+# corrected over; the search for one model's error slices (SliceConfig) goes deeper and smaller.
+COMPARED_SLICES = SliceConfig(max_depth=2, min_support=30)
 
 
 @dataclass
@@ -137,8 +149,7 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
     """Compare `models` (the first is the baseline) on the labelled `split` samples that every one of them predicts,
     over the tags from `tags` (see slices.report.tag_frame)."""
     # 1. Check inputs: a known tag source, two or more distinct, known models sharing labelled samples of the split.
-    if tags not in TAG_SOURCES:
-        raise SliceError(f"unknown tag source '{tags}'; choose one of {', '.join(TAG_SOURCES)}")
+    tag_source(tags)  # an unknown source is refused before any work
     if len(models) < 2:
         raise SliceError("compare at least two models (the first is the baseline)")
     twice = sorted({m for m in models if models.count(m) > 1})

@@ -12,6 +12,7 @@ from hibug_core import metrics
 from hibug_core.cache import BoundedCache
 from hibug_core.errors import HibugError
 from hibug_core.metrics import BACKGROUND
+from hibug_core.registry import Registry
 from hibug_core.slices.diagnosis import (
     ANNOTATION_BUGS,
     DiagnosisConfig,
@@ -195,7 +196,34 @@ def enumerated_slices(tags: TagMatrix, enumeration: Enumeration) -> tuple[pd.Dat
     return table, np.concatenate([level.errors for level in enumeration.levels])
 
 
-TAG_SOURCES = ("in force", "imported", "model")
+@dataclass(frozen=True)
+class TagSource:
+    """Which tags a slice search reads."""
+
+    schema: bool  # the schema attributes' tags (else the imported attr: columns only)
+    runs_only: bool  # of the schema's, only what tagging runs made (else the best measured or chosen source)
+    imported: bool  # the imported attr: columns no schema attribute covers
+
+    @property
+    def in_force(self) -> bool:
+        """Whether it reads the sources in force, whose trust the Tagging page ranks (and a search warns of)."""
+        return self.schema and not self.runs_only
+
+
+TAG_SOURCES = Registry("tag source")
+TAG_SOURCES.add("in force", "per attribute the best measured or chosen one (see `hibug tags`), plus the imported "
+                "attr: columns", lambda: TagSource(schema=True, runs_only=False, imported=True))
+TAG_SOURCES.add("imported", "the imported attr: columns only (e.g. ground truth)",
+                lambda: TagSource(schema=False, runs_only=False, imported=True))
+TAG_SOURCES.add("model", "tagging runs only", lambda: TagSource(schema=True, runs_only=True, imported=False))
+
+
+def tag_source(name: str) -> TagSource:
+    """The tag source `name` names; SliceError saying the choices for any other."""
+    entry = TAG_SOURCES.find(name)
+    if entry is None:
+        raise SliceError(f"unknown tag source '{name}'; choose one of {', '.join(TAG_SOURCES.names())}")
+    return entry.build()
 
 
 def tag_frame(project, attributes: list[str] | None, source: str = "in force", *,
@@ -208,14 +236,13 @@ def tag_frame(project, attributes: list[str] | None, source: str = "in force", *
     from hibug_core.store.attribute_versions import latest_version
     from hibug_core.tagging.run import current_tags
 
-    if source not in TAG_SOURCES:
-        raise SliceError(f"unknown tag source '{source}'; choose one of {', '.join(TAG_SOURCES)}")
+    reads = tag_source(source)
     samples = project.samples()
-    has_schema = source != "imported" and latest_version(project) is not None
-    tags = current_tags(project, model_only=source == "model").tags if has_schema else \
+    has_schema = reads.schema and latest_version(project) is not None
+    tags = current_tags(project, model_only=reads.runs_only).tags if has_schema else \
         pd.DataFrame(index=samples.index)
     known = project.known_tags()
-    if source != "model":
+    if reads.imported:
         for column in known.columns:
             if column not in tags.columns or tags[column].isna().all():
                 tags[column] = known[column].reindex(tags.index).astype("category")
@@ -342,9 +369,10 @@ def poor_attributes(project, frame: pd.DataFrame, source: str, config: SliceConf
     from hibug_core.tagging.sources import rank_sources, too_poor
 
     names = [name for name in schema_names(project) if name in frame.columns]
-    if source == "imported" or not names:
+    reads = tag_source(source)
+    if not reads.schema or not names:
         return {}
-    return too_poor(rank_sources(project, names, model_only=source == "model"), config.min_tag_precision)
+    return too_poor(rank_sources(project, names, model_only=reads.runs_only), config.min_tag_precision)
 
 
 def error_slices(project, model: str | None = None, *, split: str = "val", config: SliceConfig = SliceConfig(),
@@ -359,8 +387,7 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     model = model or (models[0] if models else None)
     if model not in models:
         raise SliceError(f"no model '{model}' in this project; known: {', '.join(models)}")
-    if tags not in TAG_SOURCES:
-        raise SliceError(f"unknown tag source '{tags}'; choose one of {', '.join(TAG_SOURCES)}")
+    tag_source(tags)  # an unknown source is refused before any work
     samples = project.samples(model)
     evaluation = evaluation_rows(samples, model, split)
     # 2. The tags sliced by, in force (or the chosen source), with the class when by_class.
@@ -452,5 +479,6 @@ def one_row_per_bug(slices: pd.DataFrame) -> pd.DataFrame:
     return distinct
 
 
-__all__ = ["CLASS", "TAG_SOURCES", "SliceError", "SliceReport", "enumerated_slices", "error_slices", "evaluation_rows",
-           "false_positive_rows", "false_positives", "one_row_per_bug", "slice_id", "trust_note"]
+__all__ = ["CLASS", "TAG_SOURCES", "SliceError", "TagSource", "tag_source", "SliceReport", "enumerated_slices",
+           "error_slices", "evaluation_rows", "false_positive_rows", "false_positives", "one_row_per_bug",
+           "slice_id", "trust_note"]

@@ -3,18 +3,25 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
-from hibug_core.errors import check_fields
-from hibug_core.slices.enumeration import Enumeration, enumerate_slices, pack_keys
+from hibug_core.bounds import Bound, check_bounds
+from hibug_core.registry import Registry
+from hibug_core.slices.enumeration import MAX_DEPTH, Enumeration, enumerate_slices, pack_keys
 from hibug_core.stats import benjamini_hochberg, wilson_interval, worse_than_rest_p_values
 from hibug_core.tagging.sources import TRUST_FLOOR
 
 CLASS = "class"  # pseudo-attribute: the true label
-RANKINGS = ("confident_gap", "gap", "size", "sliceline")  # orders of error slices (SliceConfig.rank_by)
+RANKINGS = Registry("ranking")  # orders of error slices (SliceConfig.rank_by); each builds its sort columns
+RANKINGS.add("confident_gap", "the overall score minus the upper end of the slice's interval, so that a small slice "
+             "worse by chance does not outrank the larger one it was cut from", lambda: ["confident_gap", "count"])
+RANKINGS.add("gap", "the overall score minus the slice's", lambda: ["gap", "count"])
+RANKINGS.add("size", "the largest first", lambda: ["count", "gap"])
+RANKINGS.add("sliceline", "SliceLine's score (error and size weighed by sliceline_alpha)",
+             lambda: ["sliceline_score", "gap"])
 
 
 @dataclass(frozen=True)
@@ -27,7 +34,7 @@ class SliceConfig:
     threshold: float | None = None  # or, when set, below this absolute score
     # confident_gap: overall score minus the upper end of the slice's interval, so that a small slice that is worse
     # by chance does not outrank the larger slice it was cut from.
-    rank_by: Literal["confident_gap", "gap", "size", "sliceline"] = "confident_gap"
+    rank_by: str = "confident_gap"  # a RANKINGS entry
     # The one significance rule of a reported slice: significantly worse than the whole (Benjamini-Hochberg over
     # every slice tested, at this false discovery rate) and, below the first level, than each parent (at
     # parent_alpha; None: the same alpha). 1: no test (HiBug's plain rule, for the benchmarks' comparison).
@@ -47,23 +54,29 @@ class SliceConfig:
     # the same images named by other attributes): it is listed after the distinct slices. 1: off.
     max_overlap: float = 0.8
 
+    # Every number's rule, said once: checked here and reused by the operations that set them (bounds.configured).
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "max_depth": Bound(f"most (attribute = tag) pairs per slice (1-{MAX_DEPTH})", ge=1, le=MAX_DEPTH,
+                           integer=True),
+        "min_support": Bound("minimum samples in a slice (M)", ge=1, integer=True),
+        "gap": Bound("error slices score below overall minus this (C)", ge=0, le=1),
+        "threshold": Bound("or below this absolute score", ge=0, le=1, optional=True),
+        "alpha": Bound("false discovery rate: a slice is reported only when it is significantly worse than the whole "
+                       "(Benjamini-Hochberg over every slice tested) and than each parent; 1: no test", gt=0, le=1),
+        "parent_alpha": Bound("false discovery rate of the parent test (None: alpha)", gt=0, le=1, optional=True),
+        "sliceline_alpha": Bound("weight of the error term in the SliceLine score", ge=0, le=1),
+        "z": Bound("width of the Wilson interval", gt=0),
+        "min_tag_precision": Bound("tags measured less precise than this are too poor to trust", ge=0, le=1),
+        "max_overlap": Bound("a slice with this share of its failures in one ranked above repeats it", gt=0, le=1)}
+
     @property
     def parent_test(self) -> float:
         """The false discovery rate of the parent test in force."""
         return self.alpha if self.parent_alpha is None else self.parent_alpha
 
     def __post_init__(self):
-        unit = "in [0, 1]"
-        check_fields(self, {
-            "max_depth": (1 <= self.max_depth <= 4, "1 to 4"), "min_support": (self.min_support >= 1, "1 or more"),
-            "gap": (0 <= self.gap <= 1, unit), "threshold": (self.threshold is None or 0 <= self.threshold <= 1,
-                                                             f"None or {unit}"),
-            "rank_by": (self.rank_by in RANKINGS, f"one of {', '.join(RANKINGS)}"),
-            "alpha": (0 < self.alpha <= 1, "in (0, 1]"),
-            "parent_alpha": (self.parent_alpha is None or 0 < self.parent_alpha <= 1, "None or in (0, 1]"),
-            "sliceline_alpha": (0 <= self.sliceline_alpha <= 1, unit), "z": (self.z > 0, "above 0"),
-            "min_tag_precision": (0 <= self.min_tag_precision <= 1, unit),
-            "max_overlap": (0 < self.max_overlap <= 1, "in (0, 1]")})
+        check_bounds(self, self.BOUNDS, {"rank_by": (self.rank_by in RANKINGS,
+                                                     f"one of {', '.join(RANKINGS.names())}")})
 
 
 @dataclass
@@ -269,8 +282,7 @@ def score_slices(enumeration: Enumeration, tags: TagMatrix, *, model: int = 0,
         "sliceline_score": sliceline,
     })
     frame["confident_gap"] = overall_score - frame["score_high"]
-    order = {"confident_gap": ["confident_gap", "count"], "gap": ["gap", "count"], "size": ["count", "gap"],
-             "sliceline": ["sliceline_score", "gap"]}[config.rank_by]
+    order = RANKINGS.get(config.rank_by).build()
     frame = frame.sort_values(order, ascending=False, kind="stable").reset_index(drop=True)
     frame.index.name = "rank"
     frame.attrs.update(overall_score=overall_score, cut=cut, enumerated=int(len(all_count)),

@@ -295,10 +295,10 @@ def _by_instruction(project, report: SliceReport, *, task, llm_config, count: in
 
 UNSEEN_METHODS.add("instruction", "a language model, few-shot, told nothing of the model (HiBug2)",
                    lambda *, project, report, **options: _by_instruction(project, report, findings=False, **options),
-                   needs=(LANGUAGE_MODEL,))
+                   needs=(LANGUAGE_MODEL,), secret="OPENAI_API_KEY")
 UNSEEN_METHODS.add("instruction with findings", "a language model told the worst validation slices (hibug's variant)",
                    lambda *, project, report, **options: _by_instruction(project, report, findings=True, **options),
-                   needs=(LANGUAGE_MODEL,))
+                   needs=(LANGUAGE_MODEL,), secret="OPENAI_API_KEY")
 
 
 def asks_a_language_model(method: str) -> bool:

@@ -60,6 +60,7 @@ Propose visual attributes in three groups: "main object" (properties of the obje
 - {focus}
 Give one or two CLIP prompt templates per attribute with {{tag}} and {{label}} placeholders."""
 
+PROMPTS = {"hibug": HIBUG_PROMPT, "hibug2": HIBUG2_PROMPT}  # the flows that ask from the task's words
 DEFAULT_FOCUS = ("include attributes that blur the boundary between two similar classes, since those are where the "
                  "model is likely to fail")  # a classifier's; each task states its own (hibug_core.tasks)
 
@@ -147,10 +148,10 @@ def propose_with_llm(task: str, classes: list[str], config: LLMConfig, *, method
                      self_check: bool = True) -> ProposalResult:
     """Attributes for `task` from a language model told what to look for (`focus`), repaired and self-checked. Raises
     ProposalError, storing nothing, when no usable attribute comes back."""
-    if method not in ("hibug", "hibug2"):
-        raise ValueError("method is 'hibug' or 'hibug2'")
+    if method not in PROMPTS:
+        raise ValueError(f"method is one of {', '.join(PROMPTS)}")
     client = make_client(config, api_key)
-    prompt = (HIBUG_PROMPT if method == "hibug" else HIBUG2_PROMPT).format(
+    prompt = PROMPTS[method].format(
         task=task, classes=", ".join(classes) or "unknown", focus=focus)
     proposal, problem = ask_structured(client, config, [{"role": "user", "content": f"{prompt}\n{FORMAT}"}])
     if proposal is None:

@@ -23,8 +23,9 @@ from hibug_core.models.registry import MODELS, load_model
 from hibug_core.objects.coco import OBJECT_KIND, read_ground_truth, read_results
 from hibug_core.objects.matching import TRUE_POSITIVE, MatchConfig, known_objects, match, stored_match_config
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.registry import Registry
 from hibug_core.repair.expected_failures import slice_failures, slice_rates
-from hibug_core.repair.loop import CONTROL, GENERATED, RepairError, RepairRound, RoundResult
+from hibug_core.repair.loop import CONTROL, RepairError, RepairRound, RoundResult
 from hibug_core.repair.names import repaired_name
 from hibug_core.repair.selection import (
     SELECTION_METHODS,
@@ -99,8 +100,9 @@ def select_pool_images(report, config: SelectionConfig | None = None, *, project
     samples, objects = report.samples, project.objects()
     pool = pool_detections(report, objects, model, config.pool_split)
     images = min(resolve_budget(config.budget, training_images(samples, objects)), int(pool["image_key"].nunique()))
-    if config.method == "expected failures":
-        return _by_expected_failures(report, pool, images, config, project)
+    by_image = IMAGE_SELECTIONS.find(config.method)
+    if by_image is not None:  # a method with its own rule for images of objects
+        return by_image.build(report=report, pool=pool, images=images, config=config, project=project)
     # 2. Rank detections with the method, asking for more until enough distinct images are chosen.
     asked = images
     while True:
@@ -132,6 +134,12 @@ def object_failure_chance(report, pool: pd.DataFrame, slices: pd.DataFrame, oper
     return rate * np.where(confidence < operating_point, confidence, 1 - confidence), owner
 
 
+# Selection methods (SELECTION_METHODS names) that choose images of objects by a rule of their own, instead of ranking
+# detections and taking each image at its first; each: (report, pool, images, config, project) -> the table.
+IMAGE_SELECTIONS = Registry("selection of images of objects")
+
+
+@IMAGE_SELECTIONS.register("expected failures", "images ranked by the likeliest failure among their objects")
 def _by_expected_failures(report, pool: pd.DataFrame, images: int, config: SelectionConfig, project) -> pd.DataFrame:
     """The images whose likeliest failure among their objects is likeliest (HiBug's taken slices,
     object_failure_chance); the max, not the sum: a sum favours crowded images over failing ones."""
@@ -195,13 +203,8 @@ class ObjectRepairRound(RepairRound):
 
     def __init__(self, project, report, config, *, training_count: int, measure: str = OBJECTS_FOUND,
                  samples: str = "objects", progress: ProgressCallback = no_progress, author: str | None = None):
-        # 1. Check inputs: new data from labelled pool images, fine-tuning, a retrainable model and the pool's labels.
-        if config.data == GENERATED:
-            raise RepairError("generated images have no boxes to train a detector on (nor keypoints for a pose model); "
-                              "repair it with selected pool images (data = selection)")
-        if config.retrain.method != "fine-tune":  # the operation refuses it first (Capabilities.retrain_methods)
-            raise RepairError(f"a model of {samples} is repaired by fine-tuning; '{config.retrain.method}' is for "
-                              "classifiers")
+        # 1. Check inputs (its data and retraining were checked against the task by run_repair): a retrainable model
+        # and the pool's labels.
         model = report.model
         self.runner, recorded = object_model(project, model)
         labels = config.labels or project.meta().get(POOL_LABELS_META)
