@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hibug_core.demo import DEMO_FOLDERS, DEMOS
+from hibug_core.demo import DEMOS, demo_folder
 from hibug_core.models.finetune import TuneConfig
 from hibug_core.repair.retrain import RetrainConfig, retrain
 from hibug_core.repair.selection import SelectionConfig, select_pool
@@ -41,7 +41,7 @@ def main() -> None:
     started = time.perf_counter()
     folder = Path(args.dir)
     folder.mkdir(parents=True, exist_ok=True)
-    project = DEMOS.build("classification", folder=folder / DEMO_FOLDERS["classification"])
+    project = DEMOS.build("classification", folder=folder / demo_folder("classification"))
     try:
         # 1. The slice and its groups of validation data, and the model's answers before.
         report = error_slices(project)

@@ -22,18 +22,16 @@ import pandas as pd
 
 from hibug_core.bench.summary import markdown_table
 from hibug_core.demo import DEMOS
-from hibug_core.demo.study import StudyConfig, add_study_models
+from hibug_core.demo.study import CAPACITIES, StudyConfig, add_study_models
 from hibug_core.slices.compare import CompareConfig, compare_models, pair_matrix
 from hibug_core.slices.search import SliceConfig
-
-# The demo's own model, then the widths trained here (the shipped networks: 8, 24 and 16 channels).
-WIDTHS = {"classification": (8, (4, 16, 32)), "detection": (24, (8, 16, 32)), "pose": (16, (8, 12, 24))}
 
 
 def study(task: str, folder: Path, epochs: int | None, widths: tuple[int, ...] | None) -> str:
     started = time.perf_counter()
     project = DEMOS.build(task, folder=folder)
-    shipped_width, trained = WIDTHS[task]
+    capacity = CAPACITIES.get(task).build()  # the demo's own model's width, then the widths trained here
+    shipped_width, trained = capacity.shipped, capacity.widths
     shipped = project.models()[0]
     names = add_study_models(project, task, StudyConfig(widths=tuple(widths or trained), epochs=epochs))
     trained_in = time.perf_counter() - started
@@ -64,7 +62,7 @@ def study(task: str, folder: Path, epochs: int | None, widths: tuple[int, ...] |
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", nargs="+", default=list(WIDTHS), choices=list(WIDTHS))
+    parser.add_argument("--tasks", nargs="+", default=CAPACITIES.names(), choices=CAPACITIES.names())
     parser.add_argument("--widths", type=int, nargs="+", default=None,
                         help="the widths to train (default: per task, around the shipped model's)")
     parser.add_argument("--epochs", type=int, default=None, help="training epochs (default: the demo's recipe)")

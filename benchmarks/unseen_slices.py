@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hibug_core.demo import DEMO_FOLDERS, DEMOS
+from hibug_core.demo import DEMOS, demo_folder
 from hibug_core.llm.client import LLMConfig
 from hibug_core.metrics import points
 from hibug_core.slices.report import error_slices, one_row_per_bug
@@ -65,7 +65,7 @@ def per_threshold(project, name: str, thresholds: list[float]) -> list[dict]:
 
 def measure(folder: Path, name: str, methods: list[str], llm: LLMConfig | None, found: list, thresholds: list,
             sweep: list[float], matching: list) -> list[dict]:
-    project = DEMOS.build(name, folder=folder / DEMO_FOLDERS[name])
+    project = DEMOS.build(name, folder=folder / demo_folder(name))
     try:
         report = error_slices(project)
         if found is not None:
@@ -93,7 +93,7 @@ def measure(folder: Path, name: str, methods: list[str], llm: LLMConfig | None, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default="/tmp/hibug-unseen", help="where the demos are built (reused when there)")
-    parser.add_argument("--tasks", nargs="+", default=list(DEMO_FOLDERS), choices=list(DEMO_FOLDERS))
+    parser.add_argument("--tasks", nargs="+", default=DEMOS.names(), choices=DEMOS.names())
     parser.add_argument("--llm-base-url", default=None, help="an OpenAI-compatible server: adds the instruction arm")
     parser.add_argument("--llm-model", default=None)
     parser.add_argument("--found", action="store_true", help="also HiBug's Table 3: do the bugs found on val hold on "

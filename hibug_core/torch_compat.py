@@ -15,6 +15,7 @@ _state: dict[str, object] = {"done": False, "fallback": False, "library": None}
 
 # Ops that torchvision registers fake kernels for unconditionally at import time; every other
 # compiled op is only touched when torchvision's extension reports it loaded.
+TORCHVISION = "torchvision"  # the package (and its operator library) this module makes importable
 _FALLBACK_SCHEMAS = {
     "nms": "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
     "qnms": "qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
@@ -131,11 +132,11 @@ def ensure_torchvision_ops() -> bool:
         if _state["done"]:
             return bool(_state["fallback"])
         _state["done"] = True
-        if "torchvision" in sys.modules or _compiled_ops_load():
+        if TORCHVISION in sys.modules or _compiled_ops_load():
             return False
         import torch
 
-        library = torch.library.Library("torchvision", "DEF")
+        library = torch.library.Library(TORCHVISION, "DEF")
         for name, schema in _FALLBACK_SCHEMAS.items():
             library.define(schema)
             library.impl(name, nms_reference, "CompositeExplicitAutograd")
@@ -165,7 +166,7 @@ class _TorchvisionImportHook(importlib.abc.MetaPathFinder):
     """Runs ensure_torchvision_ops() right before the first `import torchvision`, then steps aside."""
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname == "torchvision":
+        if fullname == TORCHVISION:
             uninstall_import_hook()
             ensure_torchvision_ops()
         return None
@@ -176,7 +177,7 @@ _hook = _TorchvisionImportHook()
 
 def install_import_hook() -> None:
     """Fix torchvision lazily: importing hibug_core stays fast, and open_clip/transformers/diffusers work."""
-    if "torchvision" in sys.modules or _hook in sys.meta_path:
+    if TORCHVISION in sys.modules or _hook in sys.meta_path:
         return
     sys.meta_path.insert(0, _hook)
 

@@ -15,7 +15,7 @@ from hibug_core.operations import FailureSearch, Generate, Repair, Select
 from hibug_core.repair.failure_search import CAPTIONERS, FailureSearchOutcome
 from hibug_core.repair.generated import GENERATED_SPLIT, generated_images
 from hibug_core.repair.generators import GENERATORS
-from hibug_core.repair.loop import repair_verdict
+from hibug_core.repair.loop import repair_verdict, repair_won
 from hibug_core.repair.prompts import PROMPT_METHODS
 from hibug_core.repair.runs import repair_runs
 from hibug_core.repair.selection import SELECTION_METHODS
@@ -195,9 +195,9 @@ with retrain:
         st.markdown(f"**Repair run {run['id']}** by {plain(run['author'])} · {in_words(run['created_at'])} · "
                     f"{len(runs)} retrained models, seeds {sorted(runs['seed'].unique().tolist())}")
         measure = run["result"].get("measure", "accuracy")
-        verdict = repair_verdict(pd.DataFrame(run["result"]["changes"]), measure)
-        won = f"{runs['method'].iat[0]} beat" in verdict
-        (st.success if won else st.info)(plain(verdict), icon=":material/balance:")
+        changes = pd.DataFrame(run["result"]["changes"])
+        (st.success if repair_won(changes) else st.info)(plain(repair_verdict(changes, measure)),
+                                                          icon=":material/balance:")
         checkpoints = runs[runs["checkpoint"].notna()] if "checkpoint" in runs else runs.iloc[0:0]
         if len(checkpoints):
             first = Path(checkpoints["checkpoint"].iat[0])

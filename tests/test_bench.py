@@ -281,7 +281,7 @@ def test_planted_problems_through_the_cli(tmp_path, capsys):
 
 
 def test_llm_tag_source_slices_by_proposed_attributes_plus_measured():
-    from hibug_core.bench.run import BenchConfig, tagger_schema
+    from hibug_core.bench.run import TAGGERS, BenchConfig
     from hibug_core.errors import HibugError
     from hibug_core.llm.client import LLMConfig
 
@@ -292,11 +292,11 @@ def test_llm_tag_source_slices_by_proposed_attributes_plus_measured():
          "templates": ["a {tag} {label}"]},
         {"name": "brightness", "group": "global", "kind": "descriptive", "tags": ["dark", "light"], "templates": []}]}
     with pytest.raises(HibugError, match="needs a language model: pass --llm"):
-        tagger_schema("llm", BenchConfig())
+        TAGGERS.get("llm").build().schema(BenchConfig())
     with FakeOpenAIServer() as server:
         server.text_replies = [json.dumps(proposal), json.dumps(proposal)]
         llm = LLMConfig(base_url=server.url, model="fake-llm", transport_retries=0)
-        schema = tagger_schema("llm", BenchConfig(llm=llm))
+        schema = TAGGERS.get("llm").build().schema(BenchConfig(llm=llm))
     assert "circle, rectangle, triangle" in server.requests[0]["messages"][0]["content"]
     names = schema.names()
     assert names[:2] == ["fill colour", "brightness"] and names.count("brightness") == 1

@@ -19,7 +19,7 @@ from hibug_core.slices.report import error_slices
 from hibug_core.store.project import Project
 from hibug_core.store.recorded_models import LEGACY_DETECTOR_META, MODEL_META, recorded_model
 from hibug_core.tasks import task_of
-from hibug_core.tasks.object_repair import OBJECTS_FOUND, found_after, held_out, object_model
+from hibug_core.tasks.object_repair import found_after, held_out, object_model
 
 MODEL = "shape-fcos"
 
@@ -84,7 +84,7 @@ def test_a_detector_repair_fine_tunes_and_compares_every_held_out_object(demo_co
     config = RepairConfig(selection=SelectionConfig(method="expected failures", budget=24), baseline=None,
                           control=False, seeds=(0,), retrain=RetrainConfig(lam=1.0, fine_tune=TuneConfig(epochs=1)))
     result = run_repair(demo_copy, config, task=task_of(demo_copy))
-    assert result.measure == OBJECTS_FOUND and result.runs["new_images"].tolist() == [24]
+    assert result.measure == "objects found" and result.runs["new_images"].tolist() == [24]
     overall = result.changes[result.changes["slice_id"] == "overall"].iloc[0]
     assert overall["n"] == 2071 and overall["before"] == pytest.approx(0.6450989860)
     assert overall["slice"] == "all held-out objects"  # in the task's words

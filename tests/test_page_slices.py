@@ -101,8 +101,9 @@ def test_the_unseen_tab_predicts_by_substitution_and_by_instruction(monkeypatch,
     said; the predicted slices' mean test score is compared with the split's."""
     import json
 
-    from fake_openai import FakeOpenAIServer
     from test_page_repair import wait_for
+
+    from fake_openai import FakeOpenAIServer
 
     at = open_any(monkeypatch, "pages/4_Error_slices.py", demo_copy, user="ana")
     at.button(key="unseen_run").click().run()  # substitution: the default

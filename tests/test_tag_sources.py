@@ -158,7 +158,7 @@ def test_refinements_and_repeats_follow_the_distinct_slices():
 
 
 def test_the_repair_verdict_says_one_seed_is_noise_and_who_won_over_seeds():
-    from hibug_core.repair.loop import repair_verdict
+    from hibug_core.repair.loop import repair_verdict, repair_won
 
     def changes(seeds, hibug, random):
         rows = []
@@ -184,6 +184,10 @@ def test_the_repair_verdict_says_one_seed_is_noise_and_who_won_over_seeds():
     assert "random beat hibug" in lost and lost.endswith(
         "Next: try another selection method than hibug, a larger budget, or generated images for the worst slices.")
     assert "Next:" not in won
+    # what the Repair page colours its verdict by: won only where it says "hibug beat random", over seeds
+    cases = (([0], [0.958], [0.962]), ([0, 1, 2], [0.96, 0.97, 0.965], [0.94, 0.945, 0.95]),
+             ([0, 1, 2], [0.96, 0.94, 0.95], [0.95, 0.95, 0.95]), ([0, 1, 2], [0.93, 0.935, 0.94], [0.96, 0.965, 0.97]))
+    assert [repair_won(changes(*case)) for case in cases] == [False, True, False, False]
 
 
 def test_schema_diff_names_added_removed_and_changed_attributes():

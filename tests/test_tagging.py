@@ -307,7 +307,7 @@ def test_offline_library_covers_the_demo_bug_attributes():
     assert choose_task_type("classify celebrity faces", ["smiling", "not smiling"]) == "people"
     assert choose_task_type("", ["tabby cat", "beagle"]) == "animals"
     assert choose_task_type("sort screws from bolts") == "objects"
-    assert "not visible" in dict((a.name, a.tags) for a in LIBRARY["people"])["hair color"]
+    assert "not visible" in dict((a.name, a.tags) for a in LIBRARY.get("people").build().attributes)["hair color"]
 
 
 def test_an_unreadable_image_is_named_and_the_others_are_kept(colour_project, tmp_path, monkeypatch):

@@ -157,3 +157,27 @@ def test_a_person_found_with_mirrored_keypoints_is_not_called_missed():
     assert task_named("pose").outcome(missed) == "person → (missed)"
     assert task_named("detection").outcome(inverted) == "person → (missed)"  # a box has no sides to invert
     assert task_named("classification").outcome(pd.Series({"label": "cat", "prediction": "dog"})) == "cat → dog"
+
+
+def test_each_task_claims_manifests_by_the_shapes_they_draw_and_a_new_shape_is_nobody_elses(monkeypatch):
+    """Positive claims: a task claims a manifest that draws its first shape and none it does not draw (classification
+    draws none: its samples are whole images). A shape a new task registers is then refused by every other task,
+    without editing them."""
+    from hibug_core.registry import Registry
+    from hibug_core.tasks import base
+    from hibug_core.tasks.base import MANIFEST_SHAPES
+    from hibug_core.tasks.registry import claiming_table
+
+    assert claiming_table(["image", "label", "prediction", "attr:color"], "m.csv").name == "classification"
+    assert claiming_table(["image", "box", "label", "pred_box:m", "pred:m"], "m.csv").name == "detection"
+    assert claiming_table(["image", "keypoints", "box", "pred_keypoints:m"], "m.csv").name == "pose"
+    assert claiming_table(["image", "pred_keypoints"], "m.csv").name == "pose"
+    shapes = Registry(MANIFEST_SHAPES.kind)
+    for entry in MANIFEST_SHAPES:
+        shapes.add(entry.name, entry.help, entry.build)
+    shapes.add("mask", "a mask per row (a task that is not registered)", lambda column: column == "mask")
+    monkeypatch.setattr(base, "MANIFEST_SHAPES", shapes)
+    with pytest.raises(HibugError, match=r"m\.csv: no task reads a manifest with the columns image, label, mask"):
+        claiming_table(["image", "label", "mask"], "m.csv")  # not classification's: it draws a shape
+    with pytest.raises(HibugError, match="no task reads a manifest with the columns image, box, mask"):
+        claiming_table(["image", "box", "mask"], "m.csv")  # nor detection's: it draws one detection does not

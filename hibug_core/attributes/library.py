@@ -3,9 +3,12 @@ configured (clearly labelled: source "library")."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from hibug_core.attributes.schema import NOT_VISIBLE, Attribute, AttributeSchema
+from hibug_core.registry import Registry
 
+DEFAULT_ENTRY = "objects"  # when no entry's words are in the task description
 COLOURS = ("red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "black", "white", "gray")
 
 
@@ -24,81 +27,101 @@ CLUTTER = _yes_no("is the background cluttered", "background")
 STYLE = _a("image style", ("photo", "drawing", "painting", "3d render"), "global",
            templates=("a {tag} of a {label}",))
 
-LIBRARY: dict[str, tuple[Attribute, ...]] = {
-    "objects": (
-        _a("color", COLOURS, templates=("a {tag} {label}", "a photo of a {tag} {label}")),
-        _a("size", ("small", "medium", "large"),
-           templates=("a {tag} {label} in the image", "a photo of a {tag} {label}")),
-        _a("position", ("left", "center", "right"), templates=("a {label} on the {tag} of the image",)),
-        _a("viewpoint", ("front", "side", "back", "top"), templates=("a {label} seen from the {tag}",)),
-        _a("texture", ("plain", "striped", "spotted", "patterned"), templates=("a {tag} {label}",)),
-        _yes_no("is partially occluded"),
-        SCENE, CLUTTER, STYLE),
-    "animals": (
-        _a("fur color", ("black", "white", "brown", "gray", "orange", "golden", "spotted", "striped", "mixed"),
-           templates=("a photo of a {label} with {tag} fur",)),
-        _a("pose", ("standing", "sitting", "lying", "running", "flying", "swimming"),
-           templates=("a photo of a {tag} {label}",)),
-        _a("age", ("young", "adult"), templates=("a photo of a {tag} {label}",)),
-        _a("size", ("small", "medium", "large"), templates=("a {tag} {label} in the image",)),
-        _yes_no("is facing the camera"),
-        _a("habitat", ("grass", "forest", "water", "snow", "sand", "indoor", "urban"), "background",
-           templates=("a photo of a {label} in {tag}", "a {label} on {tag}")),
-        CLUTTER, STYLE),
-    "people": (
-        _a("hair color", ("black", "brown", "blond", "red", "gray", "white", NOT_VISIBLE),
-           templates=("a photo of a {label} with {tag} hair",)),
-        _yes_no("is wearing glasses", visible=True),
-        _yes_no("is wearing a hat"),
-        _yes_no("is smiling", visible=True),
-        _yes_no("is bearded", visible=True),
-        _a("age", ("child", "young adult", "middle-aged", "elderly"), templates=("a photo of a {tag} {label}",)),
-        _a("head pose", ("frontal", "turned", "profile"), templates=("a {tag} photo of a {label}'s face",)),
-        _a("background", ("plain", "indoor", "outdoor", "crowd"), "background",
-           templates=("a photo of a {label} with a {tag} background",)),
-        STYLE),
-    "vehicles": (
-        _a("color", COLOURS, templates=("a {tag} {label}",)),
-        _a("viewpoint", ("front", "side", "rear", "top"), templates=("a {label} seen from the {tag}",)),
-        _a("size", ("small", "medium", "large"), templates=("a {tag} {label} in the image",)),
-        _yes_no("is partially occluded"),
-        _a("road scene", ("highway", "city street", "parking lot", "countryside", "garage"), "background",
-           templates=("a photo of a {label} on a {tag}", "a {label} in a {tag}")),
-        _a("weather", ("clear", "rain", "snow", "fog"), "global", templates=("a photo of a {label} in {tag} weather",)),
-        _a("time of day", ("day", "night", "dusk"), "global", templates=("a photo of a {label} at {tag}",)),
-        STYLE),
-    "detection": (
-        _a("object size", ("small", "medium", "large"), templates=("a {tag} {label}",)),
-        _yes_no("is occluded"),
-        _yes_no("is truncated by the image border"),
-        _yes_no("is in a crowd of similar objects"),
-        _a("viewpoint", ("front", "side", "back", "top"), templates=("a {label} seen from the {tag}",)),
-        _a("scene", ("indoor", "street", "nature", "water", "sky"), "background",
-           templates=("a {label} in a {tag} scene",)),
-        _a("time of day", ("day", "night"), "global", templates=("a photo of a {label} at {tag}",)),
-        STYLE),
-    "pose": (
-        _a("body pose", ("standing", "sitting", "lying", "walking", "running", "jumping"),
-           templates=("a photo of a {tag} {label}",)),
-        _yes_no("is occluded"),
-        _yes_no("is truncated by the image border"),
-        _yes_no("is in a crowd"),
-        _a("viewpoint", ("front", "side", "back"), templates=("a {label} seen from the {tag}",)),
-        _a("clothing", ("short sleeves", "long sleeves", "coat", "swimwear"),
-           templates=("a photo of a {label} wearing {tag}",)),
-        _a("person size", ("small", "medium", "large"), templates=("a {tag} {label} in the image",)),
-        _a("scene", ("indoor", "street", "sports field", "nature"), "background",
-           templates=("a photo of a {label} in a {tag} scene",)),
-        STYLE),
-}
+@dataclass(frozen=True)
+class LibraryEntry:
+    """One entry of the built-in library: its attributes, and the words of a task description that choose it."""
 
-_KEYWORDS = {
-    "pose": ("pose", "keypoint", "skeleton", "joint"),
-    "detection": ("detect", "detection", "bounding box", "boxes", "localize"),
-    "people": ("face", "faces", "person", "people", "celebrity", "portrait", "human", "identity", "smile"),
-    "vehicles": ("car", "cars", "vehicle", "truck", "bus", "motorcycle", "bicycle", "traffic"),
-    "animals": ("animal", "cat", "dog", "bird", "horse", "cow", "sheep", "fish", "wildlife", "species", "pet"),
-}
+    attributes: tuple[Attribute, ...]
+    keywords: tuple[str, ...] = ()
+    decisive: bool = False  # a kind of task (pose, detection): its words decide before any domain's are counted
+
+
+LIBRARY = Registry("attribute library entry")  # each builds its LibraryEntry
+
+
+def _entry(name: str, help: str, attributes: tuple[Attribute, ...], keywords: tuple[str, ...] = (),
+           decisive: bool = False) -> None:
+    entry = LibraryEntry(attributes, keywords, decisive)
+    LIBRARY.add(name, help, lambda: entry)
+
+# The kinds of task first (pose before detection: a keypoint detector is described with both's words).
+_entry("pose", "pose estimation: pose, viewpoint, occlusion of people", (
+    _a("body pose", ("standing", "sitting", "lying", "walking", "running", "jumping"),
+       templates=("a photo of a {tag} {label}",)),
+    _yes_no("is occluded"),
+    _yes_no("is truncated by the image border"),
+    _yes_no("is in a crowd"),
+    _a("viewpoint", ("front", "side", "back"), templates=("a {label} seen from the {tag}",)),
+    _a("clothing", ("short sleeves", "long sleeves", "coat", "swimwear"),
+       templates=("a photo of a {label} wearing {tag}",)),
+    _a("person size", ("small", "medium", "large"), templates=("a {tag} {label} in the image",)),
+    _a("scene", ("indoor", "street", "sports field", "nature"), "background",
+       templates=("a photo of a {label} in a {tag} scene",)),
+    STYLE,
+), ("pose", "keypoint", "skeleton", "joint"), decisive=True)
+
+_entry("detection", "object detection: size, truncation, occlusion, crowding", (
+    _a("object size", ("small", "medium", "large"), templates=("a {tag} {label}",)),
+    _yes_no("is occluded"),
+    _yes_no("is truncated by the image border"),
+    _yes_no("is in a crowd of similar objects"),
+    _a("viewpoint", ("front", "side", "back", "top"), templates=("a {label} seen from the {tag}",)),
+    _a("scene", ("indoor", "street", "nature", "water", "sky"), "background",
+       templates=("a {label} in a {tag} scene",)),
+    _a("time of day", ("day", "night"), "global", templates=("a photo of a {label} at {tag}",)),
+    STYLE,
+), ("detect", "detection", "bounding box", "boxes", "localize"), decisive=True)
+
+_entry("objects", "generic objects (the default)", (
+    _a("color", COLOURS, templates=("a {tag} {label}", "a photo of a {tag} {label}")),
+    _a("size", ("small", "medium", "large"),
+       templates=("a {tag} {label} in the image", "a photo of a {tag} {label}")),
+    _a("position", ("left", "center", "right"), templates=("a {label} on the {tag} of the image",)),
+    _a("viewpoint", ("front", "side", "back", "top"), templates=("a {label} seen from the {tag}",)),
+    _a("texture", ("plain", "striped", "spotted", "patterned"), templates=("a {tag} {label}",)),
+    _yes_no("is partially occluded"),
+    SCENE, CLUTTER, STYLE,
+), ())
+
+_entry("animals", "animals", (
+    _a("fur color", ("black", "white", "brown", "gray", "orange", "golden", "spotted", "striped", "mixed"),
+       templates=("a photo of a {label} with {tag} fur",)),
+    _a("pose", ("standing", "sitting", "lying", "running", "flying", "swimming"),
+       templates=("a photo of a {tag} {label}",)),
+    _a("age", ("young", "adult"), templates=("a photo of a {tag} {label}",)),
+    _a("size", ("small", "medium", "large"), templates=("a {tag} {label} in the image",)),
+    _yes_no("is facing the camera"),
+    _a("habitat", ("grass", "forest", "water", "snow", "sand", "indoor", "urban"), "background",
+       templates=("a photo of a {label} in {tag}", "a {label} on {tag}")),
+    CLUTTER, STYLE,
+), ("animal", "cat", "dog", "bird", "horse", "cow", "sheep", "fish", "wildlife", "species", "pet"))
+
+_entry("people", "people and faces", (
+    _a("hair color", ("black", "brown", "blond", "red", "gray", "white", NOT_VISIBLE),
+       templates=("a photo of a {label} with {tag} hair",)),
+    _yes_no("is wearing glasses", visible=True),
+    _yes_no("is wearing a hat"),
+    _yes_no("is smiling", visible=True),
+    _yes_no("is bearded", visible=True),
+    _a("age", ("child", "young adult", "middle-aged", "elderly"), templates=("a photo of a {tag} {label}",)),
+    _a("head pose", ("frontal", "turned", "profile"), templates=("a {tag} photo of a {label}'s face",)),
+    _a("background", ("plain", "indoor", "outdoor", "crowd"), "background",
+       templates=("a photo of a {label} with a {tag} background",)),
+    STYLE,
+), ("face", "faces", "person", "people", "celebrity", "portrait", "human", "identity", "smile"))
+
+_entry("vehicles", "vehicles", (
+    _a("color", COLOURS, templates=("a {tag} {label}",)),
+    _a("viewpoint", ("front", "side", "rear", "top"), templates=("a {label} seen from the {tag}",)),
+    _a("size", ("small", "medium", "large"), templates=("a {tag} {label} in the image",)),
+    _yes_no("is partially occluded"),
+    _a("road scene", ("highway", "city street", "parking lot", "countryside", "garage"), "background",
+       templates=("a photo of a {label} on a {tag}", "a {label} in a {tag}")),
+    _a("weather", ("clear", "rain", "snow", "fog"), "global", templates=("a photo of a {label} in {tag} weather",)),
+    _a("time of day", ("day", "night", "dusk"), "global", templates=("a photo of a {label} at {tag}",)),
+    STYLE,
+), ("car", "cars", "vehicle", "truck", "bus", "motorcycle", "bicycle", "traffic"))
+
 
 
 def choose_task_type(task: str, classes: list[str] | None = None) -> str:
@@ -106,12 +129,13 @@ def choose_task_type(task: str, classes: list[str] | None = None) -> str:
     description and class names mention most, else generic objects."""
     words = set(re.findall(r"[a-z]+", " ".join([task, *(classes or [])]).lower()))
     text = " ".join(sorted(words))
-    for kind in ("pose", "detection"):
-        if any(k in text for k in _KEYWORDS[kind]):
+    entries = {e.name: e.build() for e in LIBRARY}
+    for kind, entry in entries.items():
+        if entry.decisive and any(k in text for k in entry.keywords):
             return kind
-    scores = {kind: sum(k in words for k in keys) for kind, keys in _KEYWORDS.items()}
+    scores = {kind: sum(k in words for k in entry.keywords) for kind, entry in entries.items() if entry.keywords}
     best = max(scores, key=scores.get)
-    return best if scores[best] > 0 else "objects"
+    return best if scores[best] > 0 else DEFAULT_ENTRY
 
 
 def library_schema(task: str, classes: list[str] | None = None, task_type: str | None = None, *,
@@ -121,6 +145,6 @@ def library_schema(task: str, classes: list[str] | None = None, task_type: str |
 
     kind = task_type or choose_task_type(task, classes)
     if kind not in LIBRARY:
-        raise KeyError(f"no library entry '{kind}'; choose one of {', '.join(LIBRARY)}")
-    attributes = list(LIBRARY[kind]) + (measured_attributes() if with_measured else [])
+        raise KeyError(f"no library entry '{kind}'; choose one of {', '.join(LIBRARY.names())}")
+    attributes = list(LIBRARY.get(kind).build().attributes) + (measured_attributes() if with_measured else [])
     return AttributeSchema(attributes=tuple(attributes), task=task)

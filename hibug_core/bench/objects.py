@@ -31,8 +31,9 @@ logger = logging.getLogger(__name__)
 
 GEOMETRY = ("object size", "object aspect ratio", "is truncated", "occlusion", "crowding", "horizontal position",
             "vertical position")
-TAGGERS = {"truth": ["color", *GEOMETRY],  # the scenes' true colours (imported), the measured geometry
-           "automatic": ["dominant colour", *GEOMETRY]}  # the object's colour measured from its crop's pixels
+# tagger -> (the tag source it reads, the attributes it slices by)
+TAGGERS = {"truth": ("imported", ["color", *GEOMETRY]),  # the scenes' true colours, the measured geometry
+           "automatic": ("in force", ["dominant colour", *GEOMETRY])}  # the object's colour measured from its crop
 VOCABULARY = {"color": list(SCENE_COLOURS), "dominant colour": list(COLOUR_NAMES), "object size": list(SIZES),
               "is truncated": ["yes", "no"], CLASS: list(SCENE_SHAPES)}
 
@@ -124,9 +125,10 @@ def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
         tag_project(project, views=task_of(project).views, attributes=["dominant colour"],
                     progress=progress)  # measured on each object's crop
         rows = []
-        for (tagger, attributes), (search, slice_config) in itertools.product(TAGGERS.items(), SEARCHES.items()):
+        for (tagger, (source, attributes)), (search, slice_config) in itertools.product(TAGGERS.items(),
+                                                                                        SEARCHES.items()):
             report = error_slices(project, DETECTOR_NAME, split="val", attributes=attributes, config=slice_config,
-                                  tags="imported" if tagger == "truth" else "in force", check_tags=False)
+                                  tags=source, check_tags=False)
             found, precision = score(report.slices, problem, config.top_n)  # in rank order, as the image benchmark
             for row in found:
                 rows.append({"problem": problem.id, "tagger": tagger, "search": search, **row,

@@ -29,8 +29,9 @@ from hibug_core.tasks import task_of
 logger = logging.getLogger(__name__)
 
 MEASURED = tuple(a.name for a in (*geometry_attributes(), *pose_attributes()))  # from boxes and true keypoints
-TAGGERS = {"truth": ["pose", "shirt colour", "background", *MEASURED],  # the figures' true tags (imported)
-           "automatic": ["dominant colour", *MEASURED]}  # the person's colour measured from its crop's pixels
+# tagger -> (the tag source it reads, the attributes it slices by)
+TAGGERS = {"truth": ("imported", ["pose", "shirt colour", "background", *MEASURED]),  # the figures' true tags
+           "automatic": ("in force", ["dominant colour", *MEASURED])}  # the person's colour measured from its crop
 # A planted condition is also named by these (attribute, tag) pairs: what another tag source calls the same thing.
 SAME_AS = {("pose", "lying"): {("body orientation", "lying")},
            **{("shirt colour", c): {("dominant colour", c)} for c in SHIRT_COLOURS}}
@@ -94,9 +95,9 @@ def run_problem(folder: Path, problem: PoseProblem, *, top_n: int = 10,
         tag_project(project, views=task_of(project).views, attributes=["dominant colour"], progress=progress)
         ap = project.object_evaluation(MODEL_NAME, "val")["summary"]["AP"]
         rows = []
-        for (tagger, attributes), (search, config) in itertools.product(TAGGERS.items(), SEARCHES.items()):
-            report = error_slices(project, MODEL_NAME, split="val", attributes=attributes, config=config,
-                                  tags="imported" if tagger == "truth" else "in force", check_tags=False)
+        for (tagger, (source, attributes)), (search, config) in itertools.product(TAGGERS.items(), SEARCHES.items()):
+            report = error_slices(project, MODEL_NAME, split="val", attributes=attributes, config=config, tags=source,
+                                  check_tags=False)
             found, precision = score(report.slices, problem.demo.planted_bugs(), top_n)
             rows += [{"problem": problem.id, "tagger": tagger, "search": search, **row,
                       f"precision@{top_n}": precision, "AP": ap} for row in found]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -24,13 +25,14 @@ from hibug_core.bench.problems import (
     plant,
     thin_validation,
 )
-from hibug_core.bench.scoring import hibug_search, score_report
+from hibug_core.bench.scoring import HIBUG2_SEARCH, HIBUG_SEARCH, hibug_search, score_report
 from hibug_core.demo.attributes import TASK, demo_attribute_schema
 from hibug_core.demo.easyvqa import SHAPES, ShapeWorld, load_shape_world
 from hibug_core.errors import HibugError, check_fields
 from hibug_core.llm.client import LLMConfig
 from hibug_core.models.zoo.shape_cnn import TrainConfig
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.registry import LANGUAGE_MODEL, Registry
 from hibug_core.slices.report import error_slices
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.arrays import ArrayStore
@@ -41,15 +43,35 @@ from hibug_core.tasks import task_of
 
 logger = logging.getLogger(__name__)
 
+@dataclass(frozen=True)
+class BenchTagger:
+    """How a benchmark tag source gives a problem's project its tags."""
+
+    schema: Callable | None  # (BenchConfig) -> the attributes it slices by; None: the imported true tags, untagged
+    taught: bool = False  # its attributes are taught by a few examples per tag (probes), the measured ones measured
+
+
+def _llm_schema(config: BenchConfig) -> AttributeSchema:
+    if config.llm is None:
+        raise HibugError("the 'llm' tag source needs a language model: pass --llm (and --llm-base-url, "
+                         "--llm-model; the key in OPENAI_API_KEY)")
+    proposed = propose_with_llm(TASK, list(SHAPES), config.llm).schema
+    extra = tuple(a for a in measured_attributes() if a.name not in proposed.names())
+    return proposed.edited(attributes=(*proposed.attributes, *extra))
+
+
 # Where the slices' tags come from; every one but "truth" runs the automatic, offline pipeline.
-TAGGERS = {
-    "truth": "the true attributes (imported attr: columns): search and diagnosis errors only",
-    "conse": "the shape world's attributes, conse zero-shot tags, plus the measured attributes",
-    "library": "attributes from the built-in library (the offline proposal), conse zero-shot, plus measured",
-    "taught": "the shape world's attributes taught by a few examples per tag (probe on conse features), plus measured",
-    "llm": "attributes a language model proposes for the task (HiBug2 flow, once per run), conse zero-shot, plus "
-           "measured",
-}
+TAGGERS = Registry("benchmark tag source")
+TAGGERS.add("truth", "the true attributes (imported attr: columns): search and diagnosis errors only",
+            lambda: BenchTagger(None))
+TAGGERS.add("conse", "the shape world's attributes, conse zero-shot tags, plus the measured attributes",
+            lambda: BenchTagger(lambda config: demo_attribute_schema()))
+TAGGERS.add("library", "attributes from the built-in library (the offline proposal), conse zero-shot, plus measured",
+            lambda: BenchTagger(lambda config: library_schema(TASK, list(SHAPES))))
+TAGGERS.add("taught", "the shape world's attributes taught by a few examples per tag (probe on conse features), plus "
+            "measured", lambda: BenchTagger(lambda config: demo_attribute_schema(), taught=True))
+TAGGERS.add("llm", "attributes a language model proposes for the task (HiBug2 flow, once per run), conse zero-shot, "
+            "plus measured", lambda: BenchTagger(_llm_schema), needs=(LANGUAGE_MODEL,))
 CONTENT_FOLDERS = ("embeddings/", "measures/")  # content-keyed caches shared by every problem's project
 
 
@@ -91,26 +113,12 @@ class BenchResult:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def tagger_schema(tagger: str, config: BenchConfig) -> AttributeSchema:
-    """The attributes a tag source slices by (the same for every problem: the task does not change)."""
-    if tagger == "library":
-        return library_schema(TASK, list(SHAPES))
-    if tagger == "llm":
-        if config.llm is None:
-            raise HibugError("the 'llm' tag source needs a language model: pass --llm (and --llm-base-url, "
-                             "--llm-model; the key in OPENAI_API_KEY)")
-        proposed = propose_with_llm(TASK, list(SHAPES), config.llm).schema
-        extra = tuple(a for a in measured_attributes() if a.name not in proposed.names())
-        return proposed.edited(attributes=(*proposed.attributes, *extra))
-    return demo_attribute_schema()
-
-
 def _tag(project, tagger: str, schema: AttributeSchema, config: BenchConfig,
          examples: dict[str, dict[int, str]]) -> None:
     """Give the project the tagger's attributes and tags (one run per attribute, so no hidden truth picks the tags in
     force; the slices are scored with check_tags=False, as for a project without true tags)."""
     save_schema(project, schema, author="hibug bench", note=f"benchmark tag source '{tagger}'")
-    if tagger == "taught":
+    if TAGGERS.get(tagger).build().taught:
         measured = [a.name for a in schema.enabled() if a.measured]
         tag_project(project, views=task_of(project).views, encoder=config.encoder, attributes=measured)
         for attribute, chosen in examples.items():
@@ -139,18 +147,18 @@ def teaching_examples(project, world: ShapeWorld, config: BenchConfig, seed: int
 
 def _score_tagger(project, tagger: str, problem, config: BenchConfig, truth_tags: list[str]) -> list[dict]:
     """Scores of hibug's search at every C and parent test, and of HiBug's rule at the main C."""
-    settings = [("hibug2", replace(config.slices, gap=gap, parent_alpha=alpha))
+    settings = [(HIBUG2_SEARCH, replace(config.slices, gap=gap, parent_alpha=alpha))
                 for gap, alpha in itertools.product(config.gaps, config.parent_alphas)]
-    settings.append(("hibug", hibug_search(config.slices)))
+    settings.append((HIBUG_SEARCH, hibug_search(config.slices)))
     rows = []
     for search, slice_config in settings:
         report = error_slices(project, config=slice_config,
-                              tags="imported" if tagger == "truth" else "model", check_tags=False)
+                              tags="model" if TAGGERS.get(tagger).build().schema else "imported", check_tags=False)
         vocabulary = dict(zip(report.tags.attributes, report.tags.tags))
         case = problem.failing_part(project.known_tags().reindex(report.evaluation.index))
         scores = score_report(report.slices, vocabulary, problem, truth_tags, config.top_n,
                               case_share=lambda d, case=case, tags=report.tags: float(case[tags.mask(d)].mean()))
-        if search == "hibug":  # HiBug's Table 6 counts these: every slice at or below the overall score
+        if search == HIBUG_SEARCH:  # HiBug's Table 6 counts these: every slice at or below the overall score
             every = report.every_slice()  # each holds the minimum support
             scores["error_slices"] = int((every["score"] <= report.overall_score).sum())
         top = report.slices.head(1)
@@ -169,7 +177,7 @@ def _run_pipeline(project, problem, world: ShapeWorld, config: BenchConfig, sche
     rows = []
     for tagger in config.taggers:
         start = time.perf_counter()
-        if tagger != "truth":
+        if tagger in schemas:  # not the true tags
             _tag(project, tagger, schemas[tagger], config, examples)
         timed(f"tag: {tagger}", start)
         start = time.perf_counter()
@@ -184,7 +192,7 @@ def run_benchmark(folder: str | Path, config: BenchConfig = BenchConfig(), *,
     `folder`/problems (open one with `hibug serve`), caches in `folder`/cache."""
     unknown = [t for t in config.taggers if t not in TAGGERS]
     if unknown:
-        raise HibugError(f"unknown tagger(s) {', '.join(unknown)}; choose from {', '.join(TAGGERS)}")
+        raise HibugError(f"unknown tagger(s) {', '.join(unknown)}; choose from {', '.join(TAGGERS.names())}")
     folder = Path(folder)
     cache = folder / "cache"
     content = ArrayStore(cache / "arrays")
@@ -197,7 +205,8 @@ def run_benchmark(folder: str | Path, config: BenchConfig = BenchConfig(), *,
     world = load_shape_world()
     base = base_splits(world, config.splits)
     timed("load images", started)
-    schemas = {t: tagger_schema(t, config) for t in config.taggers if t != "truth"}
+    made = {t: TAGGERS.get(t).build().schema for t in config.taggers}
+    schemas = {t: schema(config) for t, schema in made.items() if schema is not None}
     wanted = {SPURIOUS: config.n_spurious, RARE: config.n_rare}
     kept = {SPURIOUS: 0, RARE: 0}
     tried, rows = [], []

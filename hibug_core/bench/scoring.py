@@ -10,6 +10,8 @@ from hibug_core.bench.problems import RARE, PlantedProblem
 from hibug_core.demo.easyvqa import SHAPES
 from hibug_core.slices.search import CLASS, SliceConfig
 
+HIBUG2_SEARCH, HIBUG_SEARCH = "hibug2", "hibug"  # the rows' searches: HiBug2's rule (hibug's default), HiBug's own
+
 
 def hibug_search(config: SliceConfig) -> SliceConfig:
     """HiBug's rule with `config`'s depth, support and C: every slice below the overall score by C, ranked by how far

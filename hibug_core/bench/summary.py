@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.bench.problems import RARE, SPURIOUS
+from hibug_core.bench.scoring import HIBUG2_SEARCH, HIBUG_SEARCH
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
@@ -54,9 +55,9 @@ def summary_tables(rows: pd.DataFrame, problems: pd.DataFrame, gap: float,
     searches side by side; and, when the slices were searched on shares of the validation split, the scores per share.
     The other tables are hibug's search on the largest share."""
     rows_all = rows
-    search = rows["search"] if "search" in rows else pd.Series("hibug2", index=rows.index)
+    search = rows["search"] if "search" in rows else pd.Series(HIBUG2_SEARCH, index=rows.index)
     share = rows["val_share"] if "val_share" in rows else pd.Series(1.0, index=rows.index)
-    ours, whole, at_c = search == "hibug2", share == share.max(), np.isclose(rows["gap"], gap)
+    ours, whole, at_c = search == HIBUG2_SEARCH, share == share.max(), np.isclose(rows["gap"], gap)
     at_setting = rows[ours & at_c & np.isclose(rows["parent_alpha"], parent_alpha)]
     searches = pd.concat([at_setting, rows[~ours & at_c]])[lambda frame: whole.loc[frame.index]]
     at_gap, rows = at_setting[whole.loc[at_setting.index]], rows[whole & ours]
@@ -75,7 +76,7 @@ def summary_tables(rows: pd.DataFrame, problems: pd.DataFrame, gap: float,
         tables["by validation share"] = at_setting.groupby(["tagger", "val_share"]).apply(
             lambda group: pd.concat([pd.Series({"val images": group["val_images"].median()}),
                                      _rates(group)]), include_groups=False)
-        counted = rows_all[(search == "hibug") & rows_all.get("error_slices", pd.Series(dtype=float)).notna()] \
+        counted = rows_all[(search == HIBUG_SEARCH) & rows_all.get("error_slices", pd.Series(dtype=float)).notna()] \
             if "error_slices" in rows_all else rows_all.iloc[:0]
         if len(counted):  # HiBug's Table 6: error slices (at or below the overall score) per validation size
             tables["error slices by validation share (HiBug's Table 6)"] = counted.groupby(["tagger", "val_share"]).agg(
@@ -92,8 +93,7 @@ def summary_tables(rows: pd.DataFrame, problems: pd.DataFrame, gap: float,
     return tables
 
 
-def write_results(folder: Path, result, tables: dict[str, pd.DataFrame],
-                  descriptions: dict[str, str]) -> tuple[Path, Path]:
+def write_results(folder: Path, result, tables: dict[str, pd.DataFrame], taggers) -> tuple[Path, Path]:
     """results.md (the tables and what each tag source is) and results.json (config, timings, every row)."""
     folder.mkdir(parents=True, exist_ok=True)
     lines = ["# Planted-bug benchmark", "",
@@ -102,7 +102,7 @@ def write_results(folder: Path, result, tables: dict[str, pd.DataFrame],
              f"{len(result.problems)} candidates; top {result.config.top_n} slices; C = {result.config.slices.gap}, "
              f"parent test at {result.config.slices.parent_test}; "
              f"{result.timings.get('total', 0):.0f} s in total.", "", "Tag sources:", ""]
-    lines += [f"- `{name}`: {text}" for name, text in descriptions.items() if name in result.config.taggers]
+    lines += [f"- `{e.name}`: {e.help}" for e in taggers if e.name in result.config.taggers]
     for name, table in tables.items():
         lines += ["", f"## {name}", "", markdown_table(table)]
     lines += ["", "## time (s)", "", markdown_table(pd.DataFrame(

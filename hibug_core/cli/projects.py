@@ -249,19 +249,19 @@ def cmd_serve(args) -> int:
 
 
 def _demo_arguments(parser) -> None:
-    from hibug_core.demo import DEMO_FOLDERS, DEMOS
+    from hibug_core.demo import DEMOS, demo_folder
 
     parser.add_argument("--task", choices=DEMOS.names(), default=DEMOS.names()[0], help=DEMOS.help_text())
     parser.add_argument("--dir", help="folder of the demo project (default: " + ", ".join(
-        f"./{folder} for {task}" for task, folder in DEMO_FOLDERS.items()) + ")")
+        f"./{demo_folder(task)} for {task}" for task in DEMOS.names()) + ")")
     parser.add_argument("--build-only", action="store_true", help="build the demo project, do not serve it")
     _address_arguments(parser)
 
 
 def cmd_demo(args) -> int:
-    from hibug_core.demo import DEMO_FOLDERS, DEMOS
+    from hibug_core.demo import DEMOS, demo_folder
 
-    args.dir = args.dir or DEMO_FOLDERS[args.task]
+    args.dir = args.dir or demo_folder(args.task)
     report, close = progress_bar()
     try:
         project = DEMOS.build(args.task, folder=args.dir, progress=report)

@@ -9,8 +9,6 @@ from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import Registry
 
 DEMOS = Registry("demo")  # name: the task it shows; build(folder, progress) opens it, building it first if needed
-DEMO_FOLDERS = {"classification": "hibug-demo", "detection": "hibug-detection-demo",
-                "pose": "hibug-pose-demo"}  # default folders
 
 
 @DEMOS.register("classification", "easy-vqa shapes and a CNN (default)")
@@ -32,4 +30,10 @@ def _pose(folder: str | Path, progress: ProgressCallback = no_progress):
     return open_or_build(folder, lambda where: build_pose_demo(where, PoseDemoConfig(), progress=progress))
 
 
-__all__ = ["DEMOS", "DEMO_FOLDERS", "DemoConfig", "build_demo", "ensure_demo"]
+def demo_folder(name: str) -> str:
+    """A demo's default folder: hibug-demo for the first (the default), hibug-<name>-demo for the others."""
+    DEMOS.get(name)
+    return "hibug-demo" if name == DEMOS.names()[0] else f"hibug-{name}-demo"
+
+
+__all__ = ["DEMOS", "DemoConfig", "build_demo", "demo_folder", "ensure_demo"]

@@ -2,6 +2,7 @@
 of error slices across model sizes (§5.3) and Chegini and Feizi's failures shared across models (Fig. 4)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -13,7 +14,24 @@ from hibug_core.registry import Registry
 
 AUTHOR = "hibug model study"
 STUDY_SPLITS = ("val", "test")  # where each study model is run (an object model; a classifier runs on every split)
-CAPACITIES = Registry("model study")  # per demo: add(project, width, epochs, progress) -> the model's name
+CAPACITIES = Registry("model study")  # per demo: its Capacity
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """A demo's model study: the shipped network's width, the widths the study trains by default, and how a model of
+    one width is trained and added: add(project, width, epochs, progress) -> the model's name."""
+
+    shipped: int
+    widths: tuple[int, ...]
+    add: Callable[..., str]
+
+
+def _study(name: str, help: str, shipped: int, widths: tuple[int, ...]):
+    def register(add):
+        CAPACITIES.add(name, help, lambda: Capacity(shipped, widths, add))
+        return add
+    return register
 
 
 class StudyError(HibugError):
@@ -52,12 +70,12 @@ def add_study_models(project, demo: str, config: StudyConfig, *, progress: Progr
     names = []
     for k, width in enumerate(config.widths):
         progress(f"model {k + 1} of {len(config.widths)} (width {width})", k, len(config.widths))
-        names.append(entry.build(project, width, config.epochs, progress))
+        names.append(entry.build().add(project, width, config.epochs, progress))
     progress("models added", len(config.widths), len(config.widths))
     return names
 
 
-@CAPACITIES.register("classification", "the shape CNN at other widths, trained as the demo's (60 epochs, Adam)")
+@_study("classification", "the shape CNN at other widths, trained as the demo's (60 epochs, Adam)", 8, (4, 16, 32))
 def _shape_cnns(project, width: int, epochs: int | None, progress: ProgressCallback) -> str:
     from hibug_core.demo.build import MODEL_NAME, MODEL_SPEC
     from hibug_core.image_loader import open_image
@@ -116,7 +134,7 @@ def _object_model(project, base: str, width: int, epochs: int | None, progress: 
     return name
 
 
-@CAPACITIES.register("detection", "the scene detector (FCOS) at other backbone widths, trained as the demo's")
+@_study("detection", "the scene detector (FCOS) at other backbone widths, trained as the demo's", 24, (8, 16, 32))
 def _detectors(project, width: int, epochs: int | None, progress: ProgressCallback) -> str:
     from hibug_core.demo.detection import DETECTOR_NAME
     from hibug_core.models.zoo.scene_fcos import save_detector, train_detector
@@ -127,7 +145,8 @@ def _detectors(project, width: int, epochs: int | None, progress: ProgressCallba
         lambda runner, network, path, config: save_detector(path, network, runner.classes, config, "model study"))
 
 
-@CAPACITIES.register("pose", "the keypoint model (Keypoint R-CNN) at other backbone widths, trained as the demo's")
+@_study("pose", "the keypoint model (Keypoint R-CNN) at other backbone widths, trained as the demo's", 16,
+        (8, 12, 24))
 def _keypoint_models(project, width: int, epochs: int | None, progress: ProgressCallback) -> str:
     from hibug_core.demo.pose import MODEL_NAME
     from hibug_core.models.zoo.scene_keypoints import save_keypoint_model, train_keypoint_model

@@ -17,7 +17,7 @@ class ProposeAttributes(Operation, LLMSettings):
     summary: ClassVar[str] = "propose attributes for the task (a language model, or the built-in library)"
     task: str | None = Field(None, description="what the model does, e.g. 'classify bird species in photos' "
                                                "(default: the project's name)")
-    library: Annotated[str | None, OneOf(tuple(LIBRARY))] = Field(
+    library: Annotated[str | None, OneOf(LIBRARY)] = Field(
         None, description="built-in library entry (default: chosen from the task)")
     llm: bool = Field(False, description="ask a language model (OpenAI-compatible)")
     method: Annotated[str, OneOf(PROPOSAL_METHODS)] = Field(

@@ -204,6 +204,17 @@ def method_difference(changes: pd.DataFrame, method: str, baseline: str) -> pd.D
     return pd.DataFrame(out)
 
 
+def repair_won(changes: pd.DataFrame) -> bool:
+    """Whether the repair method beat its first baseline significantly on some comparison, over two or more seeds
+    (what repair_verdict says in words)."""
+    methods = list(dict.fromkeys(changes["method"]))
+    baselines = [m for m in methods[1:] if m != CONTROL]
+    if not baselines:
+        return False
+    table = method_difference(changes, methods[0], baselines[0])
+    return int(table["seeds"].max()) >= 2 and bool((table["low"] > 0).any())
+
+
 def repair_verdict(changes: pd.DataFrame, measure: str = "accuracy") -> str:
     """Whether the repair method beat its baseline, in one plain paragraph (one seed: says that is noise). `measure`
     names what the rows' before and after are ("accuracy"; for a detector, "objects found")."""

@@ -312,11 +312,18 @@ def enumeration_for(project, tags: TagMatrix, errors: np.ndarray, models: list[s
         tags.codes, [len(t) for t in tags.tags], errors, max_depth=config.max_depth, min_support=config.min_support))
 
 
-def object_evidence(project, model: str, objects: pd.DataFrame, evaluation: pd.DataFrame,
-                    train: pd.DataFrame) -> ObjectEvidence:
-    """A model of objects' evidence for the diagnosis: which training rows are objects, whether each was annotated in
-    the annotations the model records as trained on (and its training box's size), and the found predictions' box
-    sizes on the evaluation rows."""
+# A task whose samples carry evidence beyond image, label and prediction registers how it is read, under the task's
+# name: (project, model, evaluation, train) -> (ObjectEvidence or None, each evaluation row's error type or None).
+# error_slices asks the project's task's entry; a task without one (classification) has none.
+TASK_EVIDENCE = Registry("task's evidence for the diagnosis")
+
+
+def object_evidence(project, model: str, evaluation: pd.DataFrame, train: pd.DataFrame, *,
+                    nouns: str) -> tuple[ObjectEvidence | None, np.ndarray | None]:
+    """A model of objects' evidence for the diagnosis (`nouns`: what its samples are, as the reasons say it): which
+    training rows are objects, whether each was annotated in the annotations the model records as trained on (and its
+    training box's size), and the found predictions' box sizes on the evaluation rows; and each evaluation row's error
+    type. (None, None) when the model has no objects stored."""
     from hibug_core.objects.training_evidence import annotation_evidence
 
     def box_ratio(rows: pd.DataFrame) -> np.ndarray:
@@ -324,6 +331,9 @@ def object_evidence(project, model: str, objects: pd.DataFrame, evaluation: pd.D
         ratio = (rows["pred_w"] * rows["pred_h"] / (rows["box_w"] * rows["box_h"])).to_numpy(float)
         return np.where(found, ratio, np.nan)
 
+    objects = project.objects(model)
+    if not len(objects):
+        return None, None
     held = objects.reindex(train.index)
     is_object = (held["object_kind"] == "object").to_numpy()
     annotations = annotation_evidence(project, model, held[is_object].assign(label=train["label"][is_object]))
@@ -335,8 +345,9 @@ def object_evidence(project, model: str, objects: pd.DataFrame, evaluation: pd.D
                               for column in ("mirrored", "keypoints_missing"))
         if not np.isfinite(left_out).any():  # boxes: no keypoints to swap or leave out
             mirrored = left_out = None
+    error_types = objects["error_type"].reindex(evaluation.index).fillna("").to_numpy(object)
     return ObjectEvidence(is_object, annotated, ratio, box_ratio(objects.reindex(evaluation.index)), mirrored,
-                          left_out, "objects" if left_out is None else "people")  # COCO's keypoints are a person's
+                          left_out, nouns), error_types
 
 
 def unannotated_slices(enumeration: Enumeration, train_matrix: TagMatrix, found: ObjectEvidence,
@@ -409,8 +420,8 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     train_tags = frame.reindex(train.index)
     train_tagged = len(train) > 0 and train_tags.notna().any(axis=1).mean() > 0.5
     train_matrix = tags.aligned(train_tags) if train_tagged else None
-    objects = project.objects(model)  # samples that are objects carry their failure's error type
-    found = object_evidence(project, model, objects, evaluation, train) if len(objects) else None
+    evidence = TASK_EVIDENCE.find(project.task) if project.task else None  # the task's own, where it has one
+    found, error_types = evidence.build(project, model, evaluation, train) if evidence is not None else (None, None)
     keep = (unannotated_slices(enumeration, train_matrix, found, diagnosis)
             if found is not None and found.annotated is not None and train_matrix is not None else None)
     slices = score_slices(enumeration, tags, model=names.index(model), config=config, keep=keep)
@@ -422,8 +433,6 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
         of_label = set(label_attributes(train_tags, train["label"]))
         tag_parts = [tuple(c for c in d if c[0] not in of_label) for d in slices["definition"]]
         tag_masks = [train_matrix.mask(part) if part else None for part in tag_parts]
-    error_types = (objects["error_type"].reindex(evaluation.index).fillna("").to_numpy(object)
-                   if len(objects) else None)
     evidence = diagnose(masks, train_masks, evaluation["label"].to_numpy(), evaluation["prediction"].to_numpy(),
                         errors, diagnosis, tag_train_masks=tag_masks, train_labels=train["label"].to_numpy(),
                         error_types=error_types, objects=found, alpha=config.alpha)

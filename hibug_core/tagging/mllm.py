@@ -30,6 +30,8 @@ HEARTBEAT_S = 5.0  # while no answer comes, progress says how long it has been w
 SYSTEM_PROMPT = ("You label images for a tool that debugs computer-vision models. For every attribute you are given, "
                  "choose exactly one of its tags, written exactly as listed. Answer with one JSON object only.")
 
+MLLM = "mllm"  # the tagging method of a run a multimodal LLM answers (a TAGGERS entry)
+
 
 OBJECT_VIEWS = ("The first image is one object, outlined in blue, with some of its surroundings; the second is its "
                 "whole image with the same outline. Judge the object's own attributes on it, the background and the "
@@ -131,7 +133,7 @@ def resumable_run(project, model: str, attributes: list[Attribute]) -> int | Non
     """The newest unfinished (or partly failed) LLM run for the same model and attributes, if any."""
     runs = tag_store.runs(project)
     wanted = {a.name: list(a.tags) for a in attributes}
-    for _, run in runs[runs["method"] == "mllm"].sort_values("id", ascending=False).iterrows():
+    for _, run in runs[runs["method"] == MLLM].sort_values("id", ascending=False).iterrows():
         if run["encoder"] == model and json.loads(run["attributes_json"]) == wanted:
             errors = _answers(project, int(run["id"]))["error"].notna().any()
             return int(run["id"]) if run["status"] != "finished" or errors else None
@@ -156,7 +158,7 @@ def tag_with_llm(project, config: LLMConfig = LLMConfig(), *, views: SampleViews
     client = make_client(config, api_key)
     run_id = resumable_run(project, config.model, chosen) if resume else None
     if run_id is None:
-        run_id = tag_store.begin_run(project, method="mllm", encoder=config.model,
+        run_id = tag_store.begin_run(project, method=MLLM, encoder=config.model,
                                      schema_version=latest_version(project),
                                      attributes={a.name: a.tags for a in chosen}, author=author)
     stored = _answers(project, run_id)

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.attributes.measured import MeasuredConfig
-from hibug_core.attributes.schema import AttributeSchema
+from hibug_core.attributes.schema import MEASURED, AttributeSchema
 from hibug_core.embeddings.compute import EmbedConfig, embed_project
 from hibug_core.embeddings.registry import DEFAULT_ENCODER, load_encoder
 from hibug_core.objects.views import SampleViews
@@ -17,7 +17,7 @@ from hibug_core.store import tag_store
 from hibug_core.store.attribute_versions import latest_version, load_schema
 from hibug_core.tagging.choice import chosen_attributes, prompt_labels
 from hibug_core.tagging.measured import measure_project, measured_tags
-from hibug_core.tagging.mllm import tag_with_llm
+from hibug_core.tagging.mllm import MLLM, tag_with_llm
 from hibug_core.tagging.probe import ProbeConfig, ProbeReport, teach_probe
 from hibug_core.tagging.quality import TagQuality, audit_precision, tag_quality
 from hibug_core.tagging.sources import ground_truth, source_order
@@ -56,7 +56,7 @@ def tag_project(project, *, views: SampleViews, encoder: str = DEFAULT_ENCODER, 
 TAGGERS = Registry("tagger")  # how tags are made; a tagging run's method is one of these names
 
 
-@TAGGERS.register("measured", "computed exactly from pixels, no model: brightness, contrast, saturation, "
+@TAGGERS.register(MEASURED, "computed exactly from pixels, no model: brightness, contrast, saturation, "
                   "colourfulness, sharpness, noise, resolution, aspect ratio, dominant colour")
 def _measured(*, project, attributes, samples, config, version, progress, author) -> int:
     measures = measure_project(project, sample_ids=samples.index, progress=progress)
@@ -84,7 +84,7 @@ def _zero_shot(*, project, attributes, samples, encoder, model, config, embed, v
                               author=author)
 
 
-TAGGERS.add("mllm", "a multimodal LLM (OpenAI-compatible) answers every attribute of an image as validated JSON",
+TAGGERS.add(MLLM, "a multimodal LLM (OpenAI-compatible) answers every attribute of an image as validated JSON",
             tag_with_llm)
 
 

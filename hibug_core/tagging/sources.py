@@ -6,12 +6,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hibug_core.attributes.schema import MEASURED
 from hibug_core.stats import wilson_interval
 from hibug_core.store import tag_store
 from hibug_core.store.tag_store import AUTO, IMPORTED, run_id_of, run_key
 
 # Below this measured accuracy (upper end of its 95% interval), the tags of an attribute are called too poor to trust.
 TRUST_FLOOR = 0.6
+IN_FORCE, WORSE = "in force", "worse"  # an attribute's outcome of a run: its tags now in force, or worse than those
 ADVICE = ("tag them with a CLIP model (`open_clip:<arch>:<checkpoint>`), teach them by example (Tagging → Teach by "
           "example), or audit them (Tagging → Audit)")
 
@@ -208,12 +210,12 @@ def run_outcomes(project, run_ids: list[int], floor: float = TRUST_FLOOR) -> pd.
             mine, force = ranking.row(attribute, key), ranking.in_force(attribute)
             row = {"attribute": attribute, "run": run_id, "method": method.iat[0] if len(method) else None,
                    "label": source_label(key, runs), "accuracy": mine["accuracy"], "checked": int(mine["checked"]),
-                   "outcome": "in force", "other": None, "why": None, "poor": poor.get(attribute, "")}
+                   "outcome": IN_FORCE, "other": None, "why": None, "poor": poor.get(attribute, "")}
             if force != key:
                 other = ranking.row(attribute, force)
                 worse = mine["accuracy"] < 1 if other["source"] == IMPORTED and not other["checked"] else \
                     mine["low"] < other["low"] if other["checked"] else False
-                row.update(outcome="worse" if mine["checked"] and not other["chosen"] and worse else "stays",
+                row.update(outcome=WORSE if mine["checked"] and not other["chosen"] and worse else "stays",
                            other=other["label"], why="chosen by a person" if other["chosen"] else (
                                f"{other['accuracy']:.1%} right" if other["checked"] else other["against"]), poor="")
             rows.append(row)
@@ -230,18 +232,18 @@ def run_warning(project, run_ids: list[int], floor: float = TRUST_FLOOR, *,
     if outcomes.empty:
         return None
     parts = []
-    worse = outcomes[outcomes["outcome"] == "worse"]
+    worse = outcomes[outcomes["outcome"] == WORSE]
     if len(worse):
         parts.append(f"{len(worse)} of the {len(outcomes)} attributes tagged are worse than the tags that stay in "
                      f"force ({', '.join(worse['attribute'])})")
-    in_force = outcomes[outcomes["outcome"] == "in force"]
+    in_force = outcomes[outcomes["outcome"] == IN_FORCE]
     poor = in_force[in_force["poor"] != ""]
     if len(poor):
         grouped = poor.groupby("poor", sort=False)["attribute"].agg(", ".join)  # one reason, said once
         parts.append(f"{len(poor)} now in force are too poor to trust: "
                      + "; ".join(f"{attributes} ({why})" for why, attributes in grouped.items()))
     # tags computed exactly from the pixels (a "measured" run) need no checking; the others are a model's guesses
-    guessed = in_force[in_force["method"] != "measured"]
+    guessed = in_force[in_force["method"] != MEASURED]
     unmeasured = guessed[guessed["checked"] == 0]
     if len(unmeasured) * 2 > len(guessed):
         parts.append(f"{len(unmeasured)} of the {len(guessed)} now in force cannot be measured (no known tags or "
@@ -256,10 +258,10 @@ def run_verdict(project, run_ids: list[int], floor: float = TRUST_FLOOR, *,
     outcomes = run_outcomes(project, run_ids, floor) if outcomes is None else outcomes
     if outcomes.empty:
         return None
-    in_force = outcomes[outcomes["outcome"] == "in force"]
-    guessed = in_force[in_force["method"] != "measured"]
+    in_force = outcomes[outcomes["outcome"] == IN_FORCE]
+    guessed = in_force[in_force["method"] != MEASURED]
     unmeasured = guessed[guessed["checked"] == 0]
-    doubtful = set(outcomes.loc[outcomes["outcome"] == "worse", "attribute"]) | set(
+    doubtful = set(outcomes.loc[outcomes["outcome"] == WORSE, "attribute"]) | set(
         in_force.loc[in_force["poor"] != "", "attribute"])
     if len(unmeasured) * 2 > len(guessed):
         doubtful |= set(unmeasured["attribute"])
@@ -283,9 +285,9 @@ def run_summary(project, run_ids: list[int], *, outcomes: pd.DataFrame | None = 
     outcomes = run_outcomes(project, run_ids) if outcomes is None else outcomes
     lines = []
     for row in outcomes.itertuples():
-        if row.outcome == "in force":
+        if row.outcome == IN_FORCE:
             lines.append(f"{row.attribute}: {row.label} {_measured(row)}; now in force")
-        elif row.outcome == "worse":
+        elif row.outcome == WORSE:
             lines.append(f"warning: {row.attribute}: {row.label} {_measured(row)}, worse than {row.other} "
                          f"({row.why}), which stays in force")
         else:
@@ -298,15 +300,15 @@ def run_digest(project, run_ids: list[int], *, outcomes: pd.DataFrame | None = N
     run_outcomes of these runs, when already at hand."""
     outcomes = run_outcomes(project, run_ids) if outcomes is None else outcomes
     parts = []
-    worse = outcomes[outcomes["outcome"] == "worse"]
+    worse = outcomes[outcomes["outcome"] == WORSE]
     if len(worse):
         parts.append("Worse than what stays in force, so not used: " + "; ".join(
             f"{r.attribute} ({r.label}, {r.accuracy:.1%} right; {r.other} stays)" for r in worse.itertuples()) + ".")
-    measured = outcomes[(outcomes["outcome"] == "in force") & (outcomes["checked"] > 0)]
+    measured = outcomes[(outcomes["outcome"] == IN_FORCE) & (outcomes["checked"] > 0)]
     if len(measured):
         parts.append("Now in force, measured: " + "; ".join(
             f"{r.attribute} ({r.accuracy:.1%} right)" for r in measured.itertuples()) + ".")
-    unmeasured = outcomes[(outcomes["outcome"] == "in force") & (outcomes["checked"] == 0)]
+    unmeasured = outcomes[(outcomes["outcome"] == IN_FORCE) & (outcomes["checked"] == 0)]
     if len(unmeasured):
         parts.append("Now in force, not measured (no known tags or audits): " +
                      ", ".join(unmeasured["attribute"]) + ".")

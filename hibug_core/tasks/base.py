@@ -13,6 +13,7 @@ from hibug_core.config import IngestConfig
 from hibug_core.errors import HibugError
 from hibug_core.objects.views import SampleViews
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.registry import Registry
 
 
 class TaskError(HibugError):
@@ -97,6 +98,16 @@ class ErrorGroup:
         return f"{self.name} ({self.source})"
 
 
+# What a manifest's columns may draw out of an image, each by the columns that mark it: a task registers the shapes
+# its samples are drawn by (Task.shapes), and claims the manifests that draw exactly those.
+MANIFEST_SHAPES = Registry("shape a manifest draws")  # each: (column name) -> whether the column draws it
+
+
+def drawn_shapes(columns: list[str]) -> frozenset[str]:
+    """The shapes a manifest with these columns draws (MANIFEST_SHAPES)."""
+    return frozenset(e.name for e in MANIFEST_SHAPES if any(e.build(c) for c in columns))
+
+
 PER_CLASS = "per class"  # an Overview of accuracy per class and the confusion matrix
 COCO_EVALUATION = "COCO evaluation"  # an Overview of COCO's AP, the error types and the class confusion of objects
 
@@ -116,6 +127,9 @@ class Task(ABC):
     library: ClassVar[str | None] = None  # the built-in attribute library's entry (None: chosen from the words)
     another_model: ClassVar[str]  # how a second model's outputs come into a project, to compare (one phrase)
     overview: ClassVar[str]  # how the Overview shows its model on a split: PER_CLASS or COCO_EVALUATION
+    # The shapes (MANIFEST_SHAPES) its samples are drawn by, the one that makes a manifest its own first (none: its
+    # samples are whole images).
+    shapes: ClassVar[tuple[str, ...]] = ()
 
     @property
     def error_types(self) -> tuple[str, ...]:
@@ -135,9 +149,11 @@ class Task(ABC):
         return next(filter(None, (self.capabilities.refusal(c, self.nouns) for c in capabilities)), None)
 
     # ----- importing -------------------------------------------------------------------------------
-    @abstractmethod
     def claims_table(self, columns: list[str]) -> bool:
-        """Whether a manifest with these columns holds this task's samples."""
+        """Whether a manifest with these columns holds this task's samples: it draws its first shape (none for an
+        image task) and no shape it does not draw. A positive claim: another task's columns are refused, not taken."""
+        drawn = drawn_shapes(columns)
+        return drawn <= set(self.shapes) and (not self.shapes or self.shapes[0] in drawn)
 
     @abstractmethod
     def validate_table(self, frame: pd.DataFrame, *, source: str, base_dir: Path, default_model: str,

@@ -10,7 +10,6 @@ from hibug_core.config import IngestConfig
 from hibug_core.objects.views import WHOLE_IMAGE
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.tasks.base import PER_CLASS, Capabilities, Nouns, Task
-from hibug_core.tasks.object_manifest import is_object_manifest
 from hibug_core.tasks.registry import register_task
 
 
@@ -32,9 +31,6 @@ class Classification(Task):
                      "`pred:<name>` column (`hibug import PROJECT --models-only --manifest M.csv`)")
     likely_failures = ("classes easily confused with each other, and attribute tags that blur the difference between "
                        "them")
-
-    def claims_table(self, columns: list[str]) -> bool:
-        return not is_object_manifest(columns)
 
     def validate_table(self, frame: pd.DataFrame, *, source: str, base_dir: Path, default_model: str,
                        config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress):
@@ -63,4 +59,4 @@ class Classification(Task):
         from hibug_core.tasks.image_repair import ImageRepairRound
 
         return ImageRepairRound(project, report, config, training_count=self.training_count(report.samples, project),
-                                progress=progress, author=author)
+                                nouns=self.nouns, progress=progress, author=author)

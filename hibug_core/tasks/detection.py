@@ -10,15 +10,12 @@ from hibug_core.config import IngestConfig
 from hibug_core.objects.matching import ERROR_TYPES
 from hibug_core.objects.views import OBJECT_CROPS
 from hibug_core.progress import ProgressCallback, no_progress
-from hibug_core.tasks.base import COCO_EVALUATION, Capabilities, ErrorGroup, Nouns, Task
-from hibug_core.tasks.object_manifest import is_object_manifest
+from hibug_core.slices.report import TASK_EVIDENCE, object_evidence
+from hibug_core.tasks.base import COCO_EVALUATION, MANIFEST_SHAPES, Capabilities, ErrorGroup, Nouns, Task
+from hibug_core.tasks.object_manifest import is_box_column
 from hibug_core.tasks.registry import register_task
 
-KEYPOINT_COLUMNS = ("keypoints", "pred_keypoints")  # a per-row manifest of people (pose) names these
-
-
-def names_keypoints(columns: list[str]) -> bool:
-    return any(c in KEYPOINT_COLUMNS or c.startswith("pred_keypoints:") for c in columns)
+MANIFEST_SHAPES.add("box", "a box per row: 'box', 'pred_box' or 'pred_box:<model>'", is_box_column)
 
 
 @register_task
@@ -44,14 +41,12 @@ class Detection(Task):
     error_groups = (ErrorGroup("box error type", ERROR_TYPES, "TIDE"),)
     focus = "include attributes of hard instances: occlusion, small size, truncation by the image border, crowds"
     overview = COCO_EVALUATION
+    shapes = ("box",)
     another_model = ("upload its COCO results on the Overview, or import them: `hibug import PROJECT --models-only "
                      "--coco TRUTH.json --results NAME=results.json`")
     likely_failures = ("objects the detector is likely to miss or to box badly: small, occluded, cut by the image's "
                        "border or crowded objects, and looks or classes that are rare in training")
     library = "detection"
-
-    def claims_table(self, columns: list[str]) -> bool:
-        return is_object_manifest(columns) and not names_keypoints(columns)
 
     def claims_coco(self, truth) -> bool:
         return not truth.keypoints
@@ -88,5 +83,8 @@ class Detection(Task):
         from hibug_core.tasks.object_repair import ObjectRepairRound
 
         return ObjectRepairRound(project, report, config, training_count=self.training_count(report.samples, project),
-                                 measure=self.nouns.measure, samples=self.nouns.samples, progress=progress,
-                                 author=author)
+                                 nouns=self.nouns, progress=progress, author=author)
+
+
+TASK_EVIDENCE.add(Detection.name, "its objects: annotated in training or not, their boxes, their TIDE error types",
+                  lambda *read: object_evidence(*read, nouns=Detection.nouns.samples))

@@ -14,20 +14,16 @@ from hibug_core.repair.retrain import retrain
 from hibug_core.repair.selection import select_pool
 from hibug_core.slices.search import TagMatrix
 
-ACCURACY = "accuracy"
-
 
 class ImageRepairRound(RepairRound):
-    measure = ACCURACY
-    samples = "images"
-
-    def __init__(self, project, report, config, *, training_count: int, progress, author: str | None = None):
+    def __init__(self, project, report, config, *, training_count: int, nouns, progress, author: str | None = None):
         # 1. Check inputs: a labelled held-out split to compare on.
         held_tags, held = report.split_matrix(config.eval_split, labelled=True)
         if held.empty:
             raise RepairError(f"no labelled '{config.eval_split}' images to compare before and after on; import a "
                               "held-out split or choose another")
         self.project, self.report, self.config, self.progress, self.author = project, report, config, progress, author
+        self.measure, self.samples = nouns.measure, nouns.samples  # the task's words: "accuracy", "images"
         self.held, self.held_tags = held, held_tags
         # Planted slices are measured with the true tags (imported), the found ones with the tags they were found with.
         planted = planted_definitions(project)

@@ -24,9 +24,9 @@ from hibug_core.values import share_problem
 _NUMBERS = re.compile(r"[\s,;\[\]()]+")
 
 
-def is_object_manifest(columns: list[str]) -> bool:
-    """A manifest with a 'box' or 'pred_box' column is one of objects."""
-    return any(c == "box" or c == "pred_box" or c.startswith("pred_box:") for c in columns)
+def is_box_column(column: str) -> bool:
+    """Whether a manifest column holds boxes ('box', 'pred_box', 'pred_box:<model>')."""
+    return column in ("box", "pred_box") or column.startswith("pred_box:")
 
 
 def _numbers(text: str) -> list[float] | None:

@@ -41,7 +41,6 @@ from hibug_core.tasks.object_results import add_results, ground_truth_file
 
 FINE_TUNE_RATE = 5e-4  # the peak of the fine-tuning schedule when none is given (a quarter of the demo's training)
 FINE_TUNE_EPOCHS = 3
-OBJECTS_FOUND = "objects found"  # what a detector's before and after are: held-out objects found at the operating point
 
 
 def object_model(project, model: str):
@@ -201,8 +200,8 @@ class ObjectRepairRound(RepairRound):
     """An object model's round: held-out objects found or not before; pool images chosen by the objects in them,
     their annotations added to what it was trained on; the model fine-tuned; the held-out objects found after."""
 
-    def __init__(self, project, report, config, *, training_count: int, measure: str = OBJECTS_FOUND,
-                 samples: str = "objects", progress: ProgressCallback = no_progress, author: str | None = None):
+    def __init__(self, project, report, config, *, training_count: int, nouns,
+                 progress: ProgressCallback = no_progress, author: str | None = None):
         # 1. Check inputs (its data and retraining were checked against the task by run_repair): a retrainable model
         # and the pool's labels.
         model = report.model
@@ -223,7 +222,7 @@ class ObjectRepairRound(RepairRound):
         self.project, self.report, self.config, self.progress = project, report, config, progress
         self.author = author
         self._opened: dict[str, tuple] = {}  # split -> (ground truth, images): the recorded splits' other than eval
-        self.measure, self.samples = measure, samples  # the task's words: "people found", "people"
+        self.measure, self.samples = nouns.measure, nouns.samples  # the task's words: "people found", "people"
         self.held = held
         self.held_tags = self.planted_tags = report.tags.aligned(report.all_tags.reindex(held.index))
         self.before = (held["outcome"] == TRUE_POSITIVE).to_numpy()

@@ -10,9 +10,14 @@ from hibug_core.config import IngestConfig
 from hibug_core.objects.keypoint_errors import INVERSION, KEYPOINT_ERRORS
 from hibug_core.objects.matching import ERROR_TYPES
 from hibug_core.progress import ProgressCallback, no_progress
-from hibug_core.tasks.base import Capabilities, ErrorGroup, Nouns
-from hibug_core.tasks.detection import Detection, names_keypoints
+from hibug_core.slices.report import TASK_EVIDENCE, object_evidence
+from hibug_core.tasks.base import MANIFEST_SHAPES, Capabilities, ErrorGroup, Nouns
+from hibug_core.tasks.detection import Detection
 from hibug_core.tasks.registry import register_task
+
+KEYPOINT_COLUMNS = ("keypoints", "pred_keypoints")  # a per-row manifest of people (pose) names these
+MANIFEST_SHAPES.add("keypoints", "a skeleton per row: 'keypoints', 'pred_keypoints' or 'pred_keypoints:<model>'",
+                    lambda column: column in KEYPOINT_COLUMNS or column.startswith("pred_keypoints:"))
 
 
 @register_task
@@ -44,6 +49,7 @@ class Pose(Detection):
     likely_failures = ("people whose keypoints the model is likely to miss or swap: unusual poses, people seen from "
                        "behind or with crossing limbs, small, occluded or truncated people")
     library = "pose"
+    shapes = ("keypoints", "box")
 
     def prediction_words(self, row) -> str:
         """A person found with left and right mirrored is said so, not "missed": a prediction was there."""
@@ -56,8 +62,6 @@ class Pose(Detection):
 
         return [*super().measured_attributes(), *pose_attributes()]
 
-    def claims_table(self, columns: list[str]) -> bool:
-        return names_keypoints(columns)
 
     def claims_coco(self, truth) -> bool:
         return bool(truth.keypoints)  # its categories name keypoints (an unlabelled pool's file has no annotations)
@@ -68,3 +72,7 @@ class Pose(Detection):
 
         return validate_object_manifest(frame, source=source, base_dir=base_dir, default_model=default_model,
                                         config=config, progress=progress, task=self.name)
+
+
+TASK_EVIDENCE.add(Pose.name, "its people: annotated in training or not, keypoints mirrored or left out, their error "
+                  "types", lambda *read: object_evidence(*read, nouns=Pose.nouns.samples))
