@@ -20,15 +20,11 @@ from hibug_core.store.attribute_versions import (
 )
 from hibug_core.tagging.project_proposal import PROPOSAL_METHODS
 from hibug_core.tagging.suggest import added_note, added_tags
-from hibug_ui.state import current_model, current_project, current_user, secret
-from hibug_ui.visitor import may_edit
+from hibug_ui.page import open_page
+from hibug_ui.state import secret
 from hibug_ui.widgets import in_words
 
-st.set_page_config(page_title="hibug · Attributes", page_icon="🐞", layout="wide")
-project = current_project()
-model = current_model(project)
-user = current_user()
-editing = may_edit(project)
+project, _, model, user, editing = open_page("Attributes")
 st.title("Attributes")
 
 BASE = "attributes_base_version"  # the version this session's edits start from (optimistic concurrency)

@@ -20,27 +20,19 @@ from hibug_core.tagging.run import TAGGERS, audit
 from hibug_core.tagging.sources import too_poor, trust_message
 from hibug_ui.fields import chosen_or_typed
 from hibug_ui.jobs import built, job_status, start_job
+from hibug_ui.page import open_page
 from hibug_ui.plots import literal_values, plotly_literal
 from hibug_ui.state import (
-    current_model,
-    current_project,
-    current_task,
-    current_user,
     flagged_attribute,
     load_samples,
     secret,
     source_ranking,
     tag_table,
 )
-from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import as_percent, image_grid, paged, percent_column, url_setting
 
-st.set_page_config(page_title="hibug · Tagging", page_icon="🐞", layout="wide")
-project = current_project()
-nouns = current_task(project).nouns
-model = current_model(project)
-user = current_user()
-editing = may_edit(project)
+project, task, model, user, editing = open_page("Tagging")
+nouns = task.nouns
 st.title("Tagging")
 if latest_version(project) is None:
     st.info("No attributes yet: propose or write them on the Attributes page first.")

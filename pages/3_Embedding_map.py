@@ -16,27 +16,18 @@ from hibug_core.slices.selection import over_represented
 from hibug_core.store.tag_store import project_state
 from hibug_core.tagging.sources import too_poor
 from hibug_ui.jobs import built, job_status, start_job
+from hibug_ui.page import open_page
 from hibug_ui.plots import MAP_POINTS_LIMIT, density_figure, map_figure, map_view, selection_mask
 from hibug_ui.state import (
-    current_model,
-    current_project,
-    current_task,
-    current_user,
     load_samples,
     open_project,
     source_ranking,
     tag_table,
 )
-from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import as_percent, image_grid, paged, percent_column, url_setting
 
-st.set_page_config(page_title="hibug · Embedding map", page_icon="🐞", layout="wide")
-project = current_project()
-nouns = current_task(project).nouns
-caption_of = current_task(project).outcome  # a sample's caption in the task's words
-model = current_model(project)
-user = current_user()
-editing = may_edit(project)
+project, task, model, user, editing = open_page("Embedding map")
+nouns, caption_of = task.nouns, task.outcome  # the task's words; a sample's caption in them
 st.title("Embedding map")
 
 

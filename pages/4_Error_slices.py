@@ -18,19 +18,15 @@ from hibug_core.slices.unseen import UNSEEN_METHODS
 from hibug_core.tagging.sources import ADVICE, trust_message
 from hibug_ui.fields import field_input
 from hibug_ui.jobs import built, job_status, latest_job, start_job
+from hibug_ui.page import open_page
 from hibug_ui.plots import error_type_figure, literal_values
 from hibug_ui.state import (
-    current_project,
-    current_task,
-    current_user,
     false_positives_apart,
     load_samples,
-    required_model,
     secret,
     slice_report,
     source_ranking,
 )
-from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import (
     as_percent,
     grid_filters,
@@ -42,13 +38,8 @@ from hibug_ui.widgets import (
     url_setting,
 )
 
-st.set_page_config(page_title="hibug · Error slices", page_icon="🐞", layout="wide")
-project = current_project()
-model = required_model(project)
-task = current_task(project)
+project, task, model, user, editing = open_page("Error slices", needs_model=True)
 nouns, outcome = task.nouns, task.outcome  # the task's words; a sample's caption in them
-user = current_user()
-editing = may_edit(project)
 
 st.title("Error slices")
 with st.form("slices_settings"):

@@ -21,26 +21,17 @@ from hibug_core.repair.runs import repair_runs
 from hibug_core.repair.selection import SELECTION_METHODS
 from hibug_ui.fields import budget_input, field_input
 from hibug_ui.jobs import built, job_status, start_job
+from hibug_ui.page import open_page
 from hibug_ui.plots import literal_values
 from hibug_ui.state import (
-    current_project,
-    current_task,
-    current_user,
     load_samples,
-    required_model,
     secret,
     slice_report,
 )
-from hibug_ui.visitor import may_edit
 from hibug_ui.widgets import as_percent, image_grid, in_words, paged, percent_column
 
-st.set_page_config(page_title="hibug · Repair", page_icon="🐞", layout="wide")
-project = current_project()
-model = required_model(project)
-user = current_user()
-editing = may_edit(project)
+project, task, model, user, editing = open_page("Repair", needs_model=True)
 st.title("Repair")
-task = current_task(project)
 training = task.training_count(load_samples(project, model), project)  # what a budget's share is of
 st.caption(f"Repairing {model}: new data for its error slices on 'val', the model {task.capabilities.retrain}, judged "
            f"by the {task.nouns.measure} on a held-out split.")
@@ -281,8 +272,8 @@ with search:
             outcome = FailureSearchOutcome.stored(found.iloc[0]["result"])
             table = outcome.table
             st.markdown(f"**{plain(outcome.label)}**: {plain(outcome.headline())}")
-            for significant, said in outcome.verdicts():
-                (st.warning if significant else st.info)(plain(said))
+            for significant, said in outcome.verdicts(quote=plain):
+                (st.warning if significant else st.info)(said)
             rate = {"format": "percent", "min_value": 0, "max_value": 1}
             st.dataframe(table, hide_index=True, width="stretch",
                          column_config={"failure_rate": st.column_config.ProgressColumn("failure rate", **rate),

@@ -26,17 +26,12 @@ from hibug_core.slices.report import one_row_per_bug
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.undo import UNDOABLE, undo
 from hibug_ui.navigation import URL_PATHS
-from hibug_ui.state import current_model, current_project, current_task, current_user, load_samples, slice_report
-from hibug_ui.visitor import may_edit
+from hibug_ui.page import open_page
+from hibug_ui.state import load_samples, slice_report
 from hibug_ui.widgets import as_percent, image_grid, in_words, link_to, paged, percent_column, url_setting
 
-st.set_page_config(page_title="hibug · Review", page_icon="🐞", layout="wide")
-project = current_project()
-nouns = current_task(project).nouns
-outcome = current_task(project).outcome  # a sample's caption in the task's words
-model = current_model(project)
-user = current_user()
-editing = may_edit(project)
+project, task, model, user, editing = open_page("Review")
+nouns, outcome = task.nouns, task.outcome  # the task's words; a sample's caption in them
 st.title("Review")
 PAGE_LABELS = {p: p.replace("_", " ") or "Overview" for p in URL_PATHS}
 SEEN_KEY = "review_seen_version"  # {review id: the version this session's form was filled from}

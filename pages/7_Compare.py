@@ -12,16 +12,12 @@ from hibug_core.review.views import save_view
 from hibug_core.slices.compare import IMPROVEMENT, REGRESSION, UNCHANGED, error_mix_shifts, pair_matrix
 from hibug_core.slices.search import CLASS
 from hibug_ui.fields import field_input
-from hibug_ui.state import current_project, current_task, current_user, load_samples, model_comparison
-from hibug_ui.visitor import may_edit
+from hibug_ui.page import open_page
+from hibug_ui.state import load_samples, model_comparison
 from hibug_ui.widgets import image_grid, keep_setting, label_key, paged, percent_column, short_labels, url_setting
 
-st.set_page_config(page_title="hibug · Compare", page_icon="🐞", layout="wide")
-project = current_project()
-task = current_task(project)
+project, task, _, user, editing = open_page("Compare", picks_model=False)  # it picks its own models
 nouns = task.nouns
-user = current_user()
-editing = may_edit(project)
 
 st.title("Compare models")
 models = project.models()

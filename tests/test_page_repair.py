@@ -130,8 +130,9 @@ def test_a_typed_caption_is_tested_from_the_page_and_the_command(monkeypatch, de
     button(at, "Search for failures").click().run()
     assert not at.exception
     result = wait_for(demo_copy, "failure search")
-    assert result["summary"].startswith("3 captions tested; 1 make the model fail significantly more often")
-    assert "'A blue triangle.': 29 of 32 fail (significantly more than the baseline)." in result["summary"]
+    assert result["summary"].startswith("3 captions of triangle tested; 1 make the model fail significantly more often")
+    assert "Your caption 'A blue triangle.': 29 of 32 images fail (91%), significantly more often than the " \
+           "baseline's" in result["summary"]
     at = open_page(monkeypatch, demo_copy)
     verdicts = {v.value.split(":")[0]: v.value for v in (*at.warning, *at.info) if v.value.startswith("Your caption")}
     assert "significantly more often than the baseline's" in verdicts["Your caption 'A blue triangle.'"]

@@ -178,12 +178,13 @@ class Repair(Operation):
         table["before"] = [f"{b:.1%}" for b in table["before"]]
         table["planted"] = table["planted"].map({True: "yes", False: ""})
         lines.append(markdown_table(table[["slice", "planted", "n", "method", "before", "after", "change", "worse"]]))
-        lines.append(result.verdict())
+        lines += [f"on '{config.eval_split}' ('worse' counts seeds where the slice got significantly worse)",
+                  result.verdict()]
         methods, seeds = len(dict.fromkeys(result.runs["method"])), result.runs["seed"].nunique()
         # The verdict is the Repair page's own box under the job (and a line above here): not again in the summary.
         return Result(f"Repair run {result.run_id}: {len(result.runs)} models retrained and compared ({methods} "
-                      f"method{'s' if methods != 1 else ''} x {seeds} seed{'s' if seeds != 1 else ''} on "
-                      f"'{config.eval_split}'; 'worse' counts seeds where the slice got significantly worse).",
+                      f"method{'s' if methods != 1 else ''} x {seeds} seed{'s' if seeds != 1 else ''}); the verdict "
+                      "and the slice-by-slice comparison are below.",
                       {"run": result.run_id, "models": len(result.runs)}, lines)
 
 

@@ -160,17 +160,19 @@ class FailureSearchOutcome:
         """The headline, then the verdict on each caption a person typed."""
         return " ".join([self.headline(), *(text for _, text in self.verdicts())])
 
-    def verdicts(self) -> list[tuple[bool, str]]:
-        """(significant, the verdict in words) for each caption a person typed."""
+    def verdicts(self, quote: Callable[[str], str] = str) -> list[tuple[bool, str]]:
+        """(significant, the verdict in words) for each caption a person typed; `quote` renders what came from
+        outside (the caption, a label), e.g. escaped for Markdown."""
         baseline = self.table.iloc[0]
         said = []
         for row in self.table[self.table["origin"] == TYPED].itertuples():
             how = "significantly more often" if row.significant else "not significantly more often"
             goes = getattr(row, "failures_go_to", None)
-            target = (f" Most of its failures are called '{goes}': {row.target_rate:.0%} of its images, against "
+            target = (f" Most of its failures are called '{quote(goes)}': {row.target_rate:.0%} of its images, against "
                       f"{row.baseline_target_rate:.0%} of the baseline's." if isinstance(goes, str) else "")
-            said.append((bool(row.significant), f"Your caption '{row.caption}': {row.failures} of {row.images} images "
-                         f"fail ({row.failure_rate:.0%}), {how} than the baseline's {baseline['failure_rate']:.0%} "
+            said.append((bool(row.significant), f"Your caption '{quote(row.caption)}': {row.failures} of {row.images} "
+                         f"images fail ({row.failure_rate:.0%}), {how} than the baseline's "
+                         f"{baseline['failure_rate']:.0%} "
                          f"(q = {row.q_value:.3f}).{target}"))
         return said
 
