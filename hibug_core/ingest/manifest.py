@@ -1,7 +1,6 @@
 """Validating a manifest against the data contract; every problem is reported with its row and column."""
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from dataclasses import dataclass, field
@@ -12,6 +11,7 @@ import pandas as pd
 
 from hibug_core.config import IngestConfig
 from hibug_core.errors import Issues, ManifestError, RowIssue
+from hibug_core.ingest.columns import check_images, model_column, named_models, read_splits
 from hibug_core.ingest.images import inspect_images
 from hibug_core.ingest.table import explained, normalised_table
 from hibug_core.progress import ProgressCallback, no_progress
@@ -19,10 +19,6 @@ from hibug_core.values import near_duplicates_note
 
 DEFAULT_MODEL = "model"
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
-_SPLIT_ALIASES = {"validation": "val", "valid": "val", "dev": "val", "training": "train",
-                  "testing": "test", "unlabeled": "pool", "unlabelled": "pool"}
-
-
 @dataclass
 class ModelColumns:
     """Which manifest columns hold one model's outputs."""
@@ -108,17 +104,16 @@ def plan_columns(columns: list[str], default_model: str = DEFAULT_MODEL,
     for required in ("image", "label"):
         if required not in present:
             issues.append(RowIssue(None, required, "required column is missing (a manifest needs 'image' and 'label')"))
-    named_models = [c.split(":", 1)[1].strip() for c in columns if c.startswith("pred:")]
     models: dict[str, ModelColumns] = {}
     if "prediction" in present:
         models[default_model] = ModelColumns("prediction")
-    for name in named_models:
+    for name in named_models(columns, "prediction"):
         if not name:
             issues.append(RowIssue(None, "pred:", "model name is empty; name the column 'pred:<model>'"))
         elif name in models:
-            issues.append(RowIssue(None, f"pred:{name}", f"model '{name}' appears twice"))
+            issues.append(RowIssue(None, model_column("prediction", name), f"model '{name}' appears twice"))
         else:
-            models[name] = ModelColumns(f"pred:{name}")
+            models[name] = ModelColumns(model_column("prediction", name))
     if not models and require_model:
         issues.append(RowIssue(None, None, "no model output: add a 'prediction' column or 'pred:<model>' columns"))
 
@@ -231,22 +226,8 @@ def validate_manifest(
     n = len(frame)
 
     images = frame[plan.image]
-    for i in np.flatnonzero((images == "").to_numpy()):
-        issues.add(i, plan.image, "empty image path")
-
-    if plan.split:
-        splits = frame[plan.split].str.lower()
-        for i in np.flatnonzero(~splits.isin(config.allowed_splits).to_numpy()):
-            value = frame[plan.split].iat[i]
-            if value == "":
-                issues.add(i, plan.split, f"empty split; use one of {', '.join(config.allowed_splits)}")
-                continue
-            guess = _SPLIT_ALIASES.get(value.lower()) or next(
-                iter(difflib.get_close_matches(value.lower(), config.allowed_splits, n=1)), None)
-            hint = f" (did you mean '{guess}'?)" if guess else ""
-            issues.add(i, plan.split, f"unknown split '{value}'; use one of {', '.join(config.allowed_splits)}{hint}")
-    else:
-        splits = pd.Series([config.default_split] * n)
+    check_images(frame, plan.image, issues)
+    splits = read_splits(frame, plan.split, config, issues)
     labelled = (splits != "pool").to_numpy()
 
     labels = frame[plan.label]

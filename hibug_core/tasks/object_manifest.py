@@ -2,7 +2,6 @@
 read into the same COCO matching as COCO files; every bad cell is named by row and column."""
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from pathlib import Path
@@ -12,6 +11,7 @@ import pandas as pd
 
 from hibug_core.config import IngestConfig
 from hibug_core.errors import Issues, ManifestError, RowIssue
+from hibug_core.ingest.columns import check_images, model_column, named_models, read_splits
 from hibug_core.ingest.manifest import DEFAULT_MODEL
 from hibug_core.ingest.table import explained, normalised_table
 from hibug_core.objects.coco import RESERVED_NAMES, parse_ground_truth, parse_results
@@ -52,23 +52,19 @@ def _points(text: str) -> list[float] | None:
 
 def _model_columns(columns: list[str], default_model: str, issues: Issues) -> dict[str, dict[str, str | None]]:
     """Per model, its pred_box, prediction and confidence columns (and pred_keypoints, for people)."""
+    present = set(columns)
+    named = ([(default_model, None)] if "pred_box" in present else []) + \
+        [(name, name) for name in named_models(columns, "pred_box")]
     models: dict[str, dict[str, str | None]] = {}
-    if "pred_box" in columns:
-        models[default_model] = {"box": "pred_box", "prediction": "prediction" if "prediction" in columns else None,
-                                 "confidence": "confidence" if "confidence" in columns else None,
-                                 "keypoints": "pred_keypoints" if "pred_keypoints" in columns else None}
-    for column in columns:
-        if column.startswith("pred_box:"):
-            name = column.split(":", 1)[1].strip()
-            models[name] = {"box": column, "prediction": f"pred:{name}" if f"pred:{name}" in columns else None,
-                            "confidence": f"confidence:{name}" if f"confidence:{name}" in columns else None,
-                            "keypoints": f"pred_keypoints:{name}" if f"pred_keypoints:{name}" in columns else None}
-    for name, plan in models.items():
-        suffix = "" if plan["box"] == "pred_box" else f":{name}"
-        for role, column in (("prediction", "prediction" if not suffix else f"pred{suffix}"),
-                             ("confidence", f"confidence{suffix}")):
-            if plan[role] is None:
-                issues.add(None, column, f"model '{name}' has a '{plan['box']}' column but no '{column}' column")
+    for name, spelt in named:
+        found = {role: model_column(role, spelt) if model_column(role, spelt) in present else None
+                 for role in ("pred_box", "prediction", "confidence", "pred_keypoints")}
+        models[name] = {"box": found["pred_box"], "prediction": found["prediction"],
+                        "confidence": found["confidence"], "keypoints": found["pred_keypoints"]}
+        for role in ("prediction", "confidence"):
+            if found[role] is None:
+                issues.add(None, model_column(role, spelt), f"model '{name}' has a '{found['pred_box']}' column but "
+                           f"no '{model_column(role, spelt)}' column")
     return models
 
 
@@ -108,13 +104,8 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
             issues.add(i, "label", "empty label; every object needs its class")
         elif frame.at[i, "label"] in RESERVED_NAMES:
             issues.add(i, "label", f"{frame.at[i, 'label']} is how hibug names the missing object; rename the class")
-    for i in np.flatnonzero((frame["image"] == "").to_numpy()):
-        issues.add(i, "image", "empty image path")
-    split_of_row = frame["split"].str.lower() if "split" in columns else pd.Series([config.default_split] * n)
-    for i in np.flatnonzero(~split_of_row.isin(config.allowed_splits).to_numpy()):
-        guess = next(iter(difflib.get_close_matches(split_of_row.iat[i], config.allowed_splits, n=1)), None)
-        issues.add(i, "split", f"unknown split '{frame.at[i, 'split']}'; use one of "
-                               f"{', '.join(config.allowed_splits)}" + (f" (did you mean '{guess}'?)" if guess else ""))
+    check_images(frame, "image", issues)
+    split_of_row = read_splits(frame, "split" if "split" in columns else None, config, issues)
     points: dict[tuple[str, int], list[float]] = {}  # (column, row) -> the row's keypoints
     point_columns = [c for c in (["keypoints"] if "keypoints" in columns else []) + [
         plan["keypoints"] for plan in models.values() if plan["keypoints"]]]
