@@ -310,3 +310,14 @@ def read_connection(engine: Engine) -> Iterator[Connection]:
         if is_damage(error):
             raise _damaged(engine, error) from None
         raise
+
+
+def sql_values(column) -> np.ndarray:
+    """A pandas column for insert_columns: floats as they are (NaN is NULL), anything else with None where missing."""
+    import pandas as pd
+
+    if column.dtype.kind == "f":
+        return column.to_numpy(float)
+    values = column.to_numpy(object, copy=True)
+    values[pd.isna(values)] = None
+    return values

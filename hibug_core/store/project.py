@@ -22,6 +22,7 @@ from hibug_core.cache import BoundedCache
 from hibug_core.config import IngestConfig, StoreConfig
 from hibug_core.errors import Issues, ManifestError, ProjectError, RowIssue
 from hibug_core.metrics import judged
+from hibug_core.store import object_store
 from hibug_core.store.arrays import ArrayStore
 from hibug_core.store.audit import author_name, now
 from hibug_core.store.audit import record as record_audit
@@ -32,6 +33,7 @@ from hibug_core.store.db import (
     make_engine,
     read_columns,
     read_connection,
+    sql_values,
     sqlite_url,
     write_transaction,
 )
@@ -282,9 +284,9 @@ class Project:
                     "path": relative[path_codes[rows]], "content_hash": samples["content_hash"].to_numpy(object)[rows],
                     "width": samples["width"].to_numpy(np.int64)[rows],
                     "height": samples["height"].to_numpy(np.int64)[rows],
-                    "label": _sql_values(samples["label"].iloc[rows]),
+                    "label": sql_values(samples["label"].iloc[rows]),
                     "split": samples["split"].to_numpy(object)[rows], "import_id": import_id,
-                    **_object_columns(objects)}, added)
+                    **object_store.object_columns(objects)}, added)
                 for index, definition in rebuilt.items():
                     connection.exec_driver_sql(f"CREATE INDEX {index} ON {definition}")
                 if new is None:
@@ -303,7 +305,7 @@ class Project:
                                         samples["split"].to_numpy(object)[predicted],
                                         samples["label"].to_numpy(object)[predicted])
                     if name in manifest.object_evaluations:
-                        _insert_object_evaluation(connection, model_id, import_id, sample_ids,
+                        object_store.insert_object_evaluation(connection, model_id, import_id, sample_ids,
                                                   sorted(set(samples["split"])), manifest.object_evaluations[name])
                     if outputs.probabilities is not None:
                         staged.stage(f"probabilities/{_safe(name)}/import-{import_id}", sample_ids=sample_ids,
@@ -459,58 +461,19 @@ class Project:
     def objects(self, model: str | None = None) -> pd.DataFrame:
         """Object samples (index: sample id) with their image, kind (ground-truth object, or a model's false positive)
         and box; for a model also its outcome, TIDE error type, IoU and predicted box (None where it has none)."""
-        import pandas as pd
-
-        with read_connection(self.engine) as connection:
-            frame = pd.read_sql_query(
-                text(f"SELECT id, {', '.join(OBJECT_COLUMNS)} FROM samples WHERE object_kind IS NOT NULL ORDER BY id"),
-                connection, index_col="id")
-            if model is not None:
-                outcomes = pd.read_sql_query(
-                    text("SELECT o.sample_id AS id, o.outcome, o.error_type, o.iou, o.predicted_class, o.pred_x, "
-                         "o.pred_y, o.pred_w, o.pred_h, o.nearest_label, o.keypoint_types, "
-                         "o.keypoint_similarity_json, o.pred_keypoints_json "
-                         "FROM object_outcomes o JOIN models m "
-                         "ON m.id = o.model_id WHERE m.name = :m"), connection, params={"m": model}, index_col="id")
-                frame = frame.join(outcomes, how="left")
-        return frame
+        return object_store.objects(self.engine, model)
 
     def object_evaluation(self, model: str, split: str | None = None) -> dict | None:
-        """A model's COCO evaluation of one import's ground truth (the newest one holding `split`, or of any split):
-        import_id, splits, settings, summary (COCO's 12 numbers), per_class (AP per class) and fixes (a pose model's
-        AP if each error type were fixed, else None); None for a model without one (an image classifier)."""
-        import pandas as pd
-
-        with read_connection(self.engine) as connection:
-            rows = connection.execute(
-                text("SELECT e.import_id, e.splits, e.settings_json, e.summary_json, e.per_class_json, e.fixes_json "
-                     "FROM object_evaluations e JOIN models m ON m.id = e.model_id WHERE m.name = :m "
-                     "ORDER BY e.import_id DESC"), {"m": model}).all()
-        row = next((r for r in rows if split is None or split in r[1].split(",")), None)
-        if row is None:
-            return None
-        return {"import_id": int(row[0]), "splits": row[1].split(","), "settings": json.loads(row[2]),
-                "summary": json.loads(row[3]), "per_class": pd.DataFrame(json.loads(row[4])),
-                "fixes": pd.DataFrame(json.loads(row[5])) if row[5] else None}
+        """A model's COCO evaluation of one import's ground truth (store.object_store.object_evaluation)."""
+        return object_store.object_evaluation(self.engine, model, split)
 
     def match_settings(self) -> dict:
         """How the newest object import matched its results (objects.matching.Matches.settings); empty for images."""
-        with read_connection(self.engine) as connection:
-            row = connection.execute(text("SELECT settings_json FROM object_evaluations ORDER BY import_id DESC "
-                                          "LIMIT 1")).first()
-        return json.loads(row[0]) if row else {}
+        return object_store.match_settings(self.engine)
 
     def keypoint_skeleton(self) -> dict:
-        """The skeleton people were imported with (newest import first): keypoint `names` and `limbs` (index pairs);
-        empty for boxes."""
-        with read_connection(self.engine) as connection:
-            for (settings,) in connection.execute(
-                    text("SELECT settings_json FROM object_evaluations ORDER BY import_id DESC")):
-                stated = json.loads(settings)
-                if stated.get("keypoint_names"):
-                    return {"names": list(stated["keypoint_names"]),
-                            "limbs": [(int(a), int(b)) for a, b in stated.get("limbs", [])]}
-        return {}
+        """The skeleton people were imported with: keypoint `names` and `limbs`; empty for boxes."""
+        return object_store.keypoint_skeleton(self.engine)
 
     def split_ids(self, splits: list[str] | None) -> pd.Index | None:
         """Ids of the samples in `splits` (None: no choice, every sample)."""
@@ -640,14 +603,9 @@ class Project:
             "scores": self._model_score_rows(),
             "imports": self._import_count(),
             "task": task,
-            **({"coco": coco} if (coco := self._coco_summaries()) else {}),
+            **({"coco": coco} if (coco := object_store.coco_summaries(self.engine)) else {}),
         }
 
-    def _coco_summaries(self) -> dict[str, dict[str, float]]:
-        with read_connection(self.engine) as connection:
-            rows = connection.execute(text("SELECT m.name, e.splits, e.summary_json FROM object_evaluations e JOIN "
-                                           "models m ON m.id = e.model_id ORDER BY m.id, e.import_id")).all()
-        return {f"{name} ({splits})": json.loads(summary) for name, splits, summary in rows}
 
 
 def _joined_paths(root_text: dict[int, str], root_ids: np.ndarray, paths: np.ndarray, ids: pd.Index) -> np.ndarray:
@@ -739,25 +697,6 @@ def _outputs_only_issues(manifest, stored, positions: np.ndarray, predicted: dic
     return found
 
 
-OBJECT_COLUMNS = ("image_key", "object_kind", "owner", "box_x", "box_y", "box_w", "box_h", "keypoints_json")
-
-
-def _object_columns(objects: pd.DataFrame | None) -> dict[str, np.ndarray]:
-    """An object manifest's box, image and kind columns for the samples insert ({} for images)."""
-    return {} if objects is None else {c: _sql_values(objects[c]) for c in OBJECT_COLUMNS}
-
-
-def _sql_values(column: pd.Series) -> np.ndarray:
-    """A column for insert_columns: floats as they are (NaN is NULL), anything else with None where missing."""
-    import pandas as pd
-
-    if column.dtype.kind == "f":
-        return column.to_numpy(float)
-    values = column.to_numpy(object, copy=True)
-    values[pd.isna(values)] = None
-    return values
-
-
 def _set_task(connection: Connection, task: str) -> None:
     _keep_first(connection, "task", task, lambda before: f"this project holds {before} samples; samples of the {task} "
                 "task go in a project of their own")
@@ -778,27 +717,6 @@ def _keep_first(connection: Connection, key: str, value: str, refusal) -> None:
         connection.execute(text("INSERT INTO project_meta (key, value) VALUES (:k, :v)"), {"k": key, "v": value})
     elif before != value:
         raise ProjectError(refusal(before))
-
-
-def _insert_object_evaluation(connection: Connection, model_id: int, import_id: int, sample_ids: np.ndarray,
-                              splits: list[str], evaluation) -> None:
-    """One model's outcome per object sample and its COCO summary over one import's ground truth
-    (hibug_core.tasks.object_import.ObjectEvaluation)."""
-    outcomes = evaluation.outcomes
-    columns = ("outcome", "error_type", "iou", "predicted_class", "pred_x", "pred_y", "pred_w", "pred_h",
-               "nearest_label", "keypoint_types", "keypoint_similarity_json", "pred_keypoints_json")
-    insert_columns(connection, "object_outcomes", {
-        "model_id": int(model_id), "sample_id": sample_ids[outcomes["row"].to_numpy()],
-        **{c: _sql_values(outcomes[c]) for c in columns}},
-        len(outcomes))
-    if not evaluation.summary:  # unlabelled images (a pool): nothing to evaluate
-        return
-    connection.execute(
-        text("INSERT INTO object_evaluations (model_id, import_id, splits, settings_json, summary_json, "
-             "per_class_json, fixes_json, created_at) VALUES (:m, :i, :p, :s, :y, :c, :f, :t)"),
-        {"m": int(model_id), "i": int(import_id), "p": ",".join(splits), "s": json.dumps(evaluation.settings),
-         "y": json.dumps(evaluation.summary), "c": evaluation.per_class.to_json(orient="records"),
-         "f": evaluation.fixes.to_json(orient="records") if evaluation.fixes is not None else None, "t": now()})
 
 
 def _insert_predictions(connection: Connection, model_id: int, sample_ids, predictions, confidence, score,
