@@ -215,6 +215,7 @@ def validate_manifest(
 ) -> ValidatedManifest:
     """Check every row and column of a manifest of images (classification); raise ManifestError listing every problem
     found. Which task reads a manifest is decided by hibug_core.tasks.importing."""
+    # 1. Structure: every column's role, and rows to read.
     frame, notes = normalised_table(frame, source, config.max_issues)
     plan, structural = plan_columns(list(frame.columns), default_model, config.require_model)
     if plan is None:
@@ -225,6 +226,7 @@ def validate_manifest(
     issues = Issues(config.max_issues)
     n = len(frame)
 
+    # 2. Every row's image, split, label and id (each sample once).
     images = frame[plan.image]
     check_images(frame, plan.image, issues)
     splits = read_splits(frame, plan.split, config, issues)
@@ -261,6 +263,7 @@ def validate_manifest(
             else:
                 first_row[key] = i
 
+    # 3. Each model's outputs: predictions in the labels' own kind, confidences, scores, probabilities.
     models: dict[str, ModelOutputs] = {}
     for name, columns in plan.models.items():
         predictions = frame[columns.prediction]
@@ -310,6 +313,7 @@ def validate_manifest(
                 confidence = np.where(index >= 0, np.nan_to_num(matrix)[np.arange(n), np.maximum(index, 0)], np.nan)
         models[name] = ModelOutputs(predictions.to_numpy(object).tolist(), confidence, score, classes, probabilities)
 
+    # 4. The images themselves (once each), unless the manifest already failed; every problem raised at once.
     if issues.full:
         issues.unchecked = "the images were"
     else:
@@ -327,6 +331,7 @@ def validate_manifest(
         raise ManifestError(source, explained(frame, sorted(issues.items, key=lambda x: (
             x.row or 0, position.get(x.column, len(position))))), found=issues)
 
+    # 5. The validated samples and outputs.
     info = [infos[p] for p in distinct_paths]
     text_columns = {  # kept as Python strings, which the database is handed (not converted to Arrow and back)
         "sample_key": keys,

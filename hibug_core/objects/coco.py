@@ -149,6 +149,7 @@ def read_ground_truth(path: str | Path) -> CocoGroundTruth:
 
 def parse_ground_truth(document, source: str) -> CocoGroundTruth:
     """read_ground_truth of a document already read; `source` names it in messages and resolves its images."""
+    # 1. Structure: an object with the three lists.
     path = Path(source)
     if not isinstance(document, dict):
         raise ManifestError(str(path), [RowIssue(None, None, "a COCO instances file is a JSON object with 'images', "
@@ -156,6 +157,7 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
     issues = Issues(MAX_ISSUES)
     images_in, categories_in, annotations_in = (_records(document, key, issues)
                                                 for key in ("images", "categories", "annotations"))
+    # 2. The categories: names, keypoint names, skeletons and sigmas.
     categories: dict[int, str] = {}
     keypoints: dict[int, list[str]] = {}
     skeletons: dict[int, list[tuple[int, int]]] = {}
@@ -199,6 +201,7 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
                         sigmas[cid] = stated
             category_records.append({"id": cid, "name": name, **({"keypoints": names} if names else {})})
 
+    # 3. The images: ids, file names and sizes.
     image_rows, image_records = {}, []
     for i, record in enumerate(images_in):
         if not isinstance(record, dict):
@@ -219,6 +222,7 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
             image_rows[iid] = {"file_name": file_name, "width": width, "height": height, "record": i}
             image_records.append({"id": iid, "file_name": file_name, "width": width, "height": height})
 
+    # 4. The annotations: ids, their image and category, boxes in pixels, keypoints, attributes.
     rows, annotation_records, seen_ids = [], [], {}
     for i, record in enumerate(annotations_in):
         if not isinstance(record, dict):
@@ -278,6 +282,7 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
             clean["num_keypoints"] = int(sum(1 for v in points[2::3] if v > 0))
         annotation_records.append(clean)
         rows.append((aid, iid, cid, *box, float(area), int(crowd), points, tags, i))
+    # 5. Across the file (boxes in pixels, not shares of the image); every problem raised at once; the tables.
     if not issues.items and rows and image_rows:
         _check_not_normalised(rows, image_rows, issues)
     if issues.items:
