@@ -67,7 +67,7 @@ PROPOSERS = {LIBRARY_PROPOSER: None, **{f"language model ({e.name} flow)": e.nam
 propose, from_data, edit, history = st.tabs(["Propose", "Tags from the data", "Edit", "History"])
 with propose:
     with st.form("propose_form"):
-        task = st.text_area("What does the model do?", value=schema.task or "", key="propose_task",
+        purpose = st.text_area("What does the model do?", value=schema.task or "", key="propose_task",
                             placeholder="classify the species of birds in photos taken by hikers")
         source = st.radio("Proposed by", list(PROPOSERS), horizontal=True, key="propose_source",
                           help="; ".join(f"{e.name}: {e.help}" for e in PROPOSAL_METHODS))
@@ -85,7 +85,7 @@ with propose:
             try:
                 flow = {"method": PROPOSERS[source]} if PROPOSERS[source] else {}
                 op = ProposeAttributes.build(
-                    task=task, library=None if kind == kinds[0] else kind, llm=PROPOSERS[source] is not None,
+                    purpose=purpose, library=None if kind == kinds[0] else kind, llm=PROPOSERS[source] is not None,
                     llm_model=llm_model.strip() or None, llm_base_url=llm_url.strip() or None, **flow)
                 with st.spinner(f"Asking {op.llm_config().describe()}…" if op.llm else "Proposing…"):
                     result = op.proposal(project, model=model, api_key=secret("OPENAI_API_KEY"))

@@ -97,7 +97,7 @@ def test_cli_proposes_with_a_language_model_and_stores_a_version(colour_project,
 
     with FakeOpenAIServer() as server:
         server.text_replies = [json.dumps(GOOD), json.dumps(GOOD)]
-        code = main(["attributes", "propose", str(colour_project.folder), "--task", TASK, "--llm",
+        code = main(["attributes", "propose", str(colour_project.folder), "--purpose", TASK, "--llm",
                      "--llm-model", "fake-llm", "--llm-base-url", server.url])
     assert code == 0
     out = capsys.readouterr().out
@@ -113,7 +113,7 @@ def test_cli_proposes_with_a_language_model_and_stores_a_version(colour_project,
     # Replacing is asked for by name; the same proposal again adds nothing and saves nothing.
     with FakeOpenAIServer() as server:
         server.text_replies = [json.dumps(GOOD)] * 4
-        llm = ["--task", TASK, "--llm", "--llm-model", "fake-llm", "--llm-base-url", server.url]
+        llm = ["--purpose", TASK, "--llm", "--llm-model", "fake-llm", "--llm-base-url", server.url]
         assert main(["attributes", "propose", str(colour_project.folder), *llm]) == 0
         assert "nothing new" in capsys.readouterr().out and schema_history(colour_project)["version"].max() == 2
         assert main(["attributes", "propose", str(colour_project.folder), *llm, "--replace"]) == 0
@@ -212,7 +212,7 @@ def test_whole_flow_propose_then_tags_from_the_data_then_edit(colour_project, tm
     with FakeOpenAIServer() as server:
         server.answer = answer
         llm = ["--llm", "--llm-model", "fake-llm", "--llm-base-url", server.url]
-        assert main(["attributes", "propose", folder, "--task", "classify shapes", *llm, "--replace"]) == 0
+        assert main(["attributes", "propose", folder, "--purpose", "classify shapes", *llm, "--replace"]) == 0
         assert main(["attributes", "suggest-tags", folder, "--encoder", "tiny-open_clip", *llm]) == 0
     out = capsys.readouterr().out
     assert "note: 'color': removed duplicate tags red" in out and "added color: blue" in out

@@ -142,7 +142,7 @@ def test_attributes_show_propose_edit_and_history(colour_project, capsys):
     assert main(["attributes", "edit", folder, "is round", "--disable"]) == 0
     assert main(["attributes", "edit", folder, "color", "--remove-tag", "red", "--remove-tag", "blue"]) == 2
     assert "edit of 'color' refused" in capsys.readouterr().err
-    assert main(["attributes", "propose", folder, "--task", "classify dog breeds"]) == 0
+    assert main(["attributes", "propose", folder, "--purpose", "classify dog breeds"]) == 0
     assert "proposed by the built-in 'animals' library" in capsys.readouterr().out
     assert main(["attributes", "show", folder, "--history"]) == 0
     history = capsys.readouterr().out.splitlines()

@@ -443,7 +443,7 @@ def test_a_bad_proposal_reply_stores_nothing_and_says_why(colour_project, reply,
     before = latest_version(colour_project)
     with FakeOpenAIServer() as server:
         server.text_replies = list(PROPOSAL_REPLIES[reply]) * 2
-        code = main(["attributes", "propose", str(colour_project.folder), "--task", "shapes", "--llm-model", "x",
+        code = main(["attributes", "propose", str(colour_project.folder), "--purpose", "shapes", "--llm-model", "x",
                      "--llm-base-url", server.url, "--llm", "--method", "hibug2"])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err and len(err) < 1500, err
@@ -459,7 +459,7 @@ def test_a_proposal_of_a_thousand_attributes_is_capped_and_stored(colour_project
     many = json.dumps({"attributes": [{"name": f"attribute {i}", "tags": ["a", "b"]} for i in range(1000)]})
     with FakeOpenAIServer() as server:
         server.text_replies = [many] * 6
-        code = main(["attributes", "propose", str(colour_project.folder), "--task", "shapes", "--llm-model", "x",
+        code = main(["attributes", "propose", str(colour_project.folder), "--purpose", "shapes", "--llm-model", "x",
                      "--llm-base-url", server.url, "--llm", "--method", "hibug"])
     assert code == 0, capsys.readouterr().err
     assert len(load_schema(colour_project).attributes) <= MAX_ATTRIBUTES

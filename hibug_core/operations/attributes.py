@@ -15,8 +15,8 @@ from hibug_core.tagging.project_proposal import PROPOSAL_METHODS
 class ProposeAttributes(Operation, LLMSettings):
     kind: ClassVar[str] = "propose"
     summary: ClassVar[str] = "propose attributes for the task (a language model, or the built-in library)"
-    task: str | None = Field(None, description="what the model does, e.g. 'classify bird species in photos' "
-                                               "(default: the project's name)")
+    purpose: str | None = Field(None, description="what the model does, in words, e.g. 'classify bird species in "
+                                                  "photos' (default: the project's name)")
     library: Annotated[str | None, OneOf(LIBRARY)] = Field(
         None, description="built-in library entry (default: chosen from the task)")
     llm: bool = Field(False, description="ask a language model (OpenAI-compatible)")

@@ -48,7 +48,7 @@ def propose_for_project(project, op, *, task, model: str | None = None, api_key:
     classes = (project.model_classes(model) if model else None) or []
     if not classes:  # imported outputs that name no class list: the classes the labels use
         classes = sorted(set(project.samples()["label"].dropna()) - set(RESERVED_NAMES))
-    words = (op.task or "").strip() or project.name
+    words = (op.purpose or "").strip() or project.name
     if op.llm:
         return PROPOSAL_METHODS.build(op.method, project=project, words=words, classes=classes,
                                       config=op.llm_config(), task=task, model=model, api_key=api_key)
