@@ -243,9 +243,9 @@ with unseen:
         if done["dropped"]:
             st.warning(f"{len(done['dropped'])} of the language model's answers could not be used and were left out: "
                        + "; ".join(plain(d) for d in done["dropped"]))
-        st.markdown(f"**{plain(done['summary'])}** (job {kept.id}, by {plain(kept.author)}, on "
-                    f"{plain(kept.params['split'])} at depth {kept.params['max_depth']}, minimum size "
-                    f"{kept.params['min_support']})")
+        st.caption(f"The slices job {kept.id} predicted (by {plain(kept.author)}, from the error slices on "
+                   f"{plain(kept.params['split'])} at depth {kept.params['max_depth']}, minimum size "
+                   f"{kept.params['min_support']}), the split's rare ones first:")
         predicted = pd.DataFrame(done["table"])
         if not predicted.empty:
             shown = as_percent(predicted.drop(columns=["slice_id"], errors="ignore"), "predicted_score", "eval_score",
