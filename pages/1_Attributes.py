@@ -68,11 +68,10 @@ propose, from_data, edit, history = st.tabs(["Propose", "Tags from the data", "E
 with propose:
     with st.form("propose_form"):
         purpose = st.text_area("What does the model do?", value=schema.task or "", key="propose_task",
-                            placeholder="classify the species of birds in photos taken by hikers")
-        source = st.radio("Proposed by", list(PROPOSERS), horizontal=True, key="propose_source",
-                          help="; ".join(f"{e.name}: {e.help}" for e in PROPOSAL_METHODS))
-        st.caption("HiBug2's comparative flow shows a multimodal model pairs of a right and a wrong prediction of one "
-                   f"class, by {plain(model) if model else 'the model under test'}.")
+                               placeholder="classify the species of birds in photos taken by hikers")
+        source = st.radio("Proposed by", list(PROPOSERS), horizontal=True, key="propose_source")
+        st.caption("The language model's flows: " + "; ".join(f"{e.name}, {e.help}" for e in PROPOSAL_METHODS)
+                   + f" (of {plain(model) if model else 'the model under test'}).")
         kinds = ["chosen from the task", *ProposeAttributes.choices("library")]
         kind = st.selectbox("Library entry", kinds, key="propose_library")
         llm_model = st.text_input("LLM model", value="", key="propose_llm_model",
