@@ -23,6 +23,9 @@ from hibug_core.operations.base import (
 )
 from hibug_core.progress import no_progress
 
+BatchSize = Annotated[int, Field(ge=1, description="images per batch")]
+Workers = Annotated[int | None, Field(ge=0, description="image decoding processes (default: chosen for this machine)")]
+
 
 class Embed(Operation, RaySettings):
     kind: ClassVar[str] = "embed"
@@ -30,8 +33,8 @@ class Embed(Operation, RaySettings):
     background: ClassVar[bool] = True
     encoder: Encoder = DEFAULT_ENCODER
     splits: Splits = None
-    batch_size: int = Field(64, ge=1, description="images per batch")
-    workers: int | None = Field(None, ge=0, description="image decoding processes (default: chosen for this machine)")
+    batch_size: BatchSize = 64
+    workers: Workers = None
 
     def run(self, project, *, progress=no_progress, author: str | None = None) -> Result:
         from hibug_core.embeddings.compute import EmbedConfig, embed_project
@@ -146,8 +149,8 @@ class Predict(Operation, RaySettings):
     name: Annotated[str | None, StoredName] = Field(None, description="name it is recorded under (default: from the "
                                                                        "spec)")
     splits: Splits = None
-    batch_size: int = Field(64, ge=1, description="images per batch")
-    workers: int | None = Field(None, ge=0, description="image decoding processes (default: chosen for this machine)")
+    batch_size: BatchSize = 64
+    workers: Workers = None
 
     def run(self, project, *, progress=no_progress, author: str | None = None) -> Result:
         from hibug_core.embeddings.compute import EmbedConfig
