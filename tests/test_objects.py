@@ -629,7 +629,7 @@ def test_attribute_proposal_knows_the_project_is_one_of_objects(tmp_path):
 
     truth_file, results = _write(tmp_path / "data", *(_tide_case()[:1]), {"m": _tide_case()[1]})
     project = Project.create_from_manifest(tmp_path / "project", load_coco(truth_file, results))
-    library = propose_for_project(project, ProposeAttributes(task="pets at home"),
+    library = propose_for_project(project, ProposeAttributes(purpose="pets at home"),
                                   task=task_of(project))  # the words say nothing of boxes
     assert "the built-in 'detection' library" in library.source
     assert {"is occluded", "is truncated by the image border"} <= set(library.schema.names())
@@ -637,7 +637,7 @@ def test_attribute_proposal_knows_the_project_is_one_of_objects(tmp_path):
                                                                              "tags": ["kitchen", "garden"]}]}
     with FakeOpenAIServer() as server:
         server.text_replies = [json.dumps(reply), json.dumps(reply)]
-        proposal = propose_for_project(project, ProposeAttributes(task="pets at home", llm=True,
+        proposal = propose_for_project(project, ProposeAttributes(purpose="pets at home", llm=True,
                                                                   llm_base_url=server.url, llm_model="fake-llm"),
                                        task=task_of(project))
     prompt = server.requests[0]["messages"][0]["content"]

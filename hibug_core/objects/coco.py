@@ -11,6 +11,7 @@ import pandas as pd
 
 from hibug_core.errors import Issues, ManifestError, RowIssue
 from hibug_core.metrics import BACKGROUND  # the label of a false positive: no object of any class is there
+from hibug_core.objects import masks
 from hibug_core.safe_files import TABLE_MAX_BYTES, FileRefused, read_checked
 from hibug_core.values import ValueRefused, share_problem, shown, stored_or_why
 
@@ -38,6 +39,12 @@ class CocoGroundTruth:
     def has_keypoints(self) -> bool:
         return bool(self.keypoints) and bool(self.annotations["keypoints"].notna().any())
 
+    @property
+    def has_masks(self) -> bool:
+        """Whether its objects are outlined by masks (every non-crowd annotation has a 'segmentation')."""
+        return bool(self.dataset["annotations"]) and all(
+            "segmentation" in record for record in self.dataset["annotations"] if not record["iscrowd"])
+
 
 @dataclass
 class CocoResults:
@@ -47,6 +54,11 @@ class CocoResults:
     model: str
     records: list[dict]
     detections: pd.DataFrame  # image_id, category_id, x, y, w, h, score, keypoints, record
+
+    @property
+    def has_masks(self) -> bool:
+        """Whether every detection comes with its mask (a 'segmentation')."""
+        return bool(self.records) and all("segmentation" in record for record in self.records)
 
 
 def read_json(path: Path) -> object:
@@ -250,12 +262,21 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
         box = _check_box(record, i, "annotations", issues, positive=True)
         if box is None:
             continue
-        area = record.get("area", box[2] * box[3])
+        image = image_rows[iid]
+        segmentation = record.get("segmentation")
+        if segmentation is not None and segmentation != []:
+            problem = masks.segmentation_problem(segmentation, image["width"], image["height"])
+            if problem:
+                issues.add(i, "segmentation", problem, unit="annotations")
+                continue
+        else:
+            segmentation = None
+        area = record.get("area", box[2] * box[3] if segmentation is None else
+                          masks.area(segmentation, image["width"], image["height"]))
         if not _number(area) or area < 0:
             issues.add(i, "area", f"must be a number of square pixels, 0 or more; found {_short(area)}",
                        unit="annotations")
             continue
-        image = image_rows[iid]
         if image["width"] and (box[0] >= image["width"] or box[1] >= image["height"] or box[0] + box[2] <= 0
                                or box[1] + box[3] <= 0):
             issues.add(i, "bbox", f"{_short(record['bbox'])} lies outside its image ({image['width']} x "
@@ -276,7 +297,7 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
                                         f"each); found {_short(record.get('attributes'))}", unit="annotations")
             continue
         clean = {"id": aid, "image_id": iid, "category_id": cid, "bbox": box, "area": float(area),
-                 "iscrowd": int(crowd)}
+                 "iscrowd": int(crowd), **({"segmentation": segmentation} if segmentation is not None else {})}
         if points is not None:
             clean["keypoints"] = points
             clean["num_keypoints"] = int(sum(1 for v in points[2::3] if v > 0))
@@ -385,15 +406,27 @@ def parse_results(document, ground_truth: CocoGroundTruth, source: str, *, model
             points = _check_keypoints(record, i, "results", names, issues, visibility=False)
             if points is None:
                 continue
-        box = _check_box(record, i, "results", issues, positive=False) if "bbox" in record or points is None else None
-        if box is None and points is None:
+        segmentation = record.get("segmentation")
+        if segmentation is not None:
+            width, height = (int(images.at[iid, "width"]), int(images.at[iid, "height"]))
+            problem = masks.segmentation_problem(segmentation, width, height)
+            if problem:
+                issues.add(i, "segmentation", problem, unit="results")
+                continue
+        has_shape = points is not None or segmentation is not None
+        box = _check_box(record, i, "results", issues, positive=False) if "bbox" in record or not has_shape else None
+        if box is None and not has_shape:
             continue
-        if box is None:  # a pose result without a box: the keypoints' extent, as pycocotools computes it
+        if box is None and segmentation is not None:  # a mask without a box: the mask's, as pycocotools computes it
+            box = masks.box(segmentation, width, height)
+        elif box is None:  # a pose result without a box: the keypoints' extent, as pycocotools computes it
             xs, ys = points[0::3], points[1::3]
             box = [min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)]
         clean = {"image_id": iid, "category_id": cid, "bbox": box, "score": float(score)}
         if points is not None:
             clean["keypoints"] = points
+        if segmentation is not None:
+            clean["segmentation"] = segmentation
         records.append(clean)
         rows.append((iid, cid, *box, float(score), points, i))
     if issues.items:

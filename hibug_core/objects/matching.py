@@ -43,6 +43,7 @@ class MatchConfig:
     score: str = "iou"  # an object's score: "iou" (its match's IoU or OKS, 0 when missed) or "hit" (1 or 0)
     keypoint_sigmas: tuple[float, ...] | None = None  # OKS sigmas; None: COCO's for 17 person keypoints
     keypoints: bool | None = None  # match by OKS; None: when the ground truth and the results have keypoints
+    masks: bool = False  # match by mask IoU (COCO's "segm"): an instance segmentation's objects and detections
 
     def __post_init__(self):
         check_fields(self, {
@@ -62,6 +63,8 @@ def stored_match_config(settings: dict, **given) -> MatchConfig:
                                                "confidence_threshold", "score") if name in settings}
     if settings.get("keypoint_sigmas"):
         kept["keypoint_sigmas"] = tuple(float(s) for s in settings["keypoint_sigmas"])
+    if settings.get("iou_type") == "segm":  # an import matched by masks is matched by masks again
+        kept["masks"] = True
     return MatchConfig(**{**kept, **{k: v for k, v in given.items() if v is not None}})
 
 
@@ -199,6 +202,13 @@ def oks_matrices(evaluator, pairs: list[tuple[int, int]]) -> dict[tuple[int, int
 
 
 def _iou_type(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConfig) -> str:
+    if config.masks:
+        missing = [name for name, found in (("ground truth", ground_truth), ("results", results))
+                   if not found.has_masks]
+        if missing:
+            raise ConfigError(f"mask matching was asked for, but the {' and the '.join(missing)} outline no object "
+                              "with a mask ('segmentation'): give every object and detection its mask")
+        return "segm"
     has_points = ground_truth.has_keypoints and bool(results.detections["keypoints"].notna().any())
     use = has_points if config.keypoints is None else config.keypoints
     if use and not has_points:
@@ -241,12 +251,12 @@ def _summary(gt, dt, iou_type, sigmas, ground_truth, results, *, known: dict | N
                               "detections": results.detections["category_id"].value_counts()
                               .reindex(categories, fill_value=0).values})
     if dt is None:
-        names = SUMMARY_NAMES if iou_type == "bbox" else _keypoint_names()
+        names = _keypoint_names() if iou_type == "keypoints" else SUMMARY_NAMES
         return {name: -1.0 for name in names}, per_class.assign(AP=np.nan, AP50=np.nan), None
     evaluator = _evaluator(gt, dt, iou_type, sigmas, known=known, changed=changed)
     with contextlib.redirect_stdout(io.StringIO()):
         evaluator.summarize()
-    names = SUMMARY_NAMES if iou_type == "bbox" else _keypoint_names()
+    names = _keypoint_names() if iou_type == "keypoints" else SUMMARY_NAMES
     summary = {name: float(value) for name, value in zip(names, evaluator.stats)}
     precision = np.asarray(evaluator.eval["precision"])  # [thresholds, recall, classes, areas, max dets]
     ap, ap50 = [], []

@@ -1,0 +1,74 @@
+"""Instance masks as COCO writes them (polygons, or run-length encodings compressed or not): checked against their
+image, and turned into pixels, areas and boxes with faster-coco-eval's mask API (pycocotools' own code)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+MASK_FORMS = "a list of polygons [[x1, y1, x2, y2, ...], ...] or a run-length encoding {\"size\": [height, width], " \
+             "\"counts\": ...}"
+
+
+def segmentation_problem(value, width: int, height: int) -> str | None:
+    """Why `value` is not a COCO mask of an image `width` x `height` pixels (None when it is): a polygon needs three
+    points or more of finite numbers; a run-length encoding the image's size and counts that cover it."""
+    if not (width and height):
+        return "its image needs its 'width' and 'height' in 'images' (a mask is drawn on them)"
+    if isinstance(value, list):
+        if not value:
+            return f"is empty; give {MASK_FORMS}"
+        for polygon in value:
+            if not isinstance(polygon, list) or len(polygon) < 6 or len(polygon) % 2:
+                return "each polygon is a flat list [x1, y1, x2, y2, ...] of three points or more"
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in polygon):
+                return "a polygon's coordinates must be finite numbers (pixels)"
+        return None
+    if isinstance(value, dict):
+        size, counts = value.get("size"), value.get("counts")
+        if not (isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) for v in size)):
+            return "a run-length encoding needs 'size': [height, width]"
+        if list(size) != [height, width]:
+            return f"its size {size} is not its image's [height, width] = [{height}, {width}]"
+        if isinstance(counts, list):
+            if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+                return "uncompressed 'counts' must be whole numbers, 0 or more"
+            if sum(counts) != size[0] * size[1]:
+                return f"its counts cover {sum(counts)} pixels, not the image's {size[0] * size[1]}"
+            return None
+        if isinstance(counts, str) and counts:
+            return None
+        return "a run-length encoding needs 'counts' (a compressed string or a list of run lengths)"
+    return f"must be {MASK_FORMS}"
+
+
+def encoded(value, width: int, height: int) -> dict:
+    """A checked mask as one compressed run-length encoding (polygons merged, as pycocotools does)."""
+    from faster_coco_eval.core import mask
+
+    if isinstance(value, list):
+        return mask.merge(mask.frPyObjects(value, height, width))
+    if isinstance(value["counts"], list):
+        return mask.frPyObjects(value, height, width)
+    return {"size": list(value["size"]), "counts": value["counts"]}
+
+
+def area(value, width: int, height: int) -> float:
+    """Pixels the mask covers."""
+    from faster_coco_eval.core import mask
+
+    return float(mask.area(encoded(value, width, height)))
+
+
+def box(value, width: int, height: int) -> list[float]:
+    """The mask's bounding box [x, y, width, height] in pixels."""
+    from faster_coco_eval.core import mask
+
+    return [float(v) for v in mask.toBbox(encoded(value, width, height))]
+
+
+def pixels(value, width: int, height: int) -> np.ndarray:
+    """The mask as a (height, width) bool array."""
+    from faster_coco_eval.core import mask
+
+    return mask.decode(encoded(value, width, height)).astype(bool)

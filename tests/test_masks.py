@@ -1,0 +1,164 @@
+"""Instance masks in COCO files (issue 56's first step): polygons and run-length encodings are checked against their
+image, the objects are matched by mask IoU with faster-coco-eval, and the mask AP equals pycocotools' own on the same
+files."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import numpy as np
+import pytest
+
+from hibug_core.errors import ConfigError, ManifestError
+from hibug_core.objects.coco import parse_ground_truth, parse_results
+from hibug_core.objects.matching import MatchConfig, match, summarize
+
+W, H = 64, 48
+
+
+def _disc(cx: float, cy: float, r: float) -> np.ndarray:
+    ys, xs = np.mgrid[:H, :W]
+    return (xs - cx) ** 2 + (ys - cy) ** 2 <= r * r
+
+
+def _rle(pixels: np.ndarray) -> dict:
+    """An uncompressed COCO run-length encoding (column-major runs, starting with a run of 0s)."""
+    flat = pixels.astype(np.uint8).flatten(order="F")
+    changes = np.flatnonzero(np.diff(np.r_[0, flat, 1 - flat[-1]])) if len(flat) else []
+    runs = np.diff(np.r_[0, changes[changes <= len(flat)], len(flat)]).tolist()
+    runs = [r for r in runs if r > 0] if runs[0] != 0 else runs
+    if flat[0] == 1:
+        runs = [0, *runs]
+    assert sum(runs) == len(flat)
+    return {"size": [H, W], "counts": runs}
+
+
+def _compressed(pixels: np.ndarray) -> dict:
+    """A compressed COCO run-length encoding, as a model's results file holds it."""
+    from pycocotools import mask
+
+    encoded = mask.encode(np.asfortranarray(pixels.astype(np.uint8)))
+    return {"size": [int(v) for v in encoded["size"]], "counts": encoded["counts"].decode()}
+
+
+def _polygon(cx: float, cy: float, r: float, sides: int = 12) -> list[float]:
+    angles = np.linspace(0, 2 * np.pi, sides, endpoint=False)
+    return np.round(np.c_[cx + r * np.cos(angles), cy + r * np.sin(angles)].ravel(), 2).tolist()
+
+
+def _files(seed: int = 3):
+    """Twelve images of one or two discs each (a polygon or an RLE per object, one crowd region), and a model's masks:
+    some close, some shifted, some of the wrong class, some on nothing."""
+    rng = np.random.default_rng(seed)
+    images, annotations, results = [], [], []
+    for image_id in range(1, 13):
+        images.append({"id": image_id, "file_name": f"{image_id}.png", "width": W, "height": H})
+        for k in range(1 + image_id % 2):
+            cx, cy, r = rng.uniform(14, W - 14), rng.uniform(12, H - 12), rng.uniform(5, 10)
+            category = 1 + (image_id + k) % 2
+            shape = _disc(cx, cy, r)
+            segmentation = [_polygon(cx, cy, r)] if k == 0 else _rle(shape)
+            ys, xs = np.nonzero(shape)
+            box = [float(xs.min()), float(ys.min()), float(xs.max() - xs.min() + 1), float(ys.max() - ys.min() + 1)]
+            annotations.append({"id": len(annotations) + 1, "image_id": image_id, "category_id": category,
+                                "bbox": box, "segmentation": segmentation, "iscrowd": 0})
+            shift = rng.choice([0.0, 1.0, 4.0, 9.0])
+            found = _disc(cx + shift, cy, r * rng.uniform(0.8, 1.2))
+            wrong = rng.random() < 0.15
+            results.append({"image_id": image_id, "category_id": 3 - category if wrong else category,
+                            "segmentation": _compressed(found), "score": round(float(rng.uniform(0.3, 1.0)), 3)})
+        if image_id % 5 == 0:
+            results.append({"image_id": image_id, "category_id": 1, "segmentation": _compressed(_disc(8, 8, 4)),
+                            "score": 0.4})
+    crowd = _disc(W - 10, H - 10, 6)
+    annotations.append({"id": len(annotations) + 1, "image_id": 3, "category_id": 1, "bbox": [W - 16, H - 16, 13, 13],
+                        "segmentation": _rle(crowd), "iscrowd": 1})
+    truth = {"images": images, "categories": [{"id": 1, "name": "disc"}, {"id": 2, "name": "blob"}],
+             "annotations": annotations}
+    return truth, results
+
+
+def test_the_mask_ap_equals_pycocotools_on_the_same_files(tmp_path):
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    truth, results = _files()
+    ground_truth = parse_ground_truth(truth, str(tmp_path / "truth.json"))
+    found = parse_results(results, ground_truth, str(tmp_path / "results.json"), model="m")
+    assert ground_truth.has_masks and found.has_masks
+    summary, per_class = summarize(ground_truth, found, MatchConfig(masks=True))
+    # COCO files state each object's area; where one does not, hibug takes the mask's (pycocotools needs it given)
+    areas = dict(zip(ground_truth.annotations["id"], ground_truth.annotations["area"]))
+    encoded = truth["annotations"][1]  # an uncompressed RLE: its area is the sum of its runs of 1s
+    assert areas[encoded["id"]] == sum(encoded["segmentation"]["counts"][1::2])
+    for annotation in truth["annotations"]:
+        annotation["area"] = areas[annotation["id"]]
+    (tmp_path / "truth.json").write_text(json.dumps(truth))
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt = COCO(str(tmp_path / "truth.json"))
+        evaluation = COCOeval(gt, gt.loadRes(results), "segm")
+        evaluation.evaluate()
+        evaluation.accumulate()
+        evaluation.summarize()
+    assert list(summary.values()) == pytest.approx(evaluation.stats.tolist(), abs=1e-9)
+    assert 0 < summary["AP"] < 1
+    # the box AP of the same detections differs: the masks are what is scored
+    box_summary, _ = summarize(ground_truth, found, MatchConfig())
+    assert box_summary["AP"] != pytest.approx(summary["AP"], abs=1e-6)
+
+
+def test_objects_are_matched_by_mask_iou_and_the_settings_remember_it(tmp_path):
+    truth, results = _files()
+    ground_truth = parse_ground_truth(truth, str(tmp_path / "truth.json"))
+    found = parse_results(results, ground_truth, str(tmp_path / "results.json"), model="m")
+    matches = match(ground_truth, found, MatchConfig(masks=True, confidence_threshold=0.0))
+    assert matches.iou_type == "segm" and matches.settings["iou_type"] == "segm"
+    hits = matches.objects[matches.objects["outcome"] == "true positive"]
+    assert len(hits) > 0 and (hits["iou"] >= 0.5).all()
+    # a hit's IoU is its masks': computed here from the pixels, it is the same
+    first = hits.iloc[0]
+    detection = found.records[int(matches.detections.index[matches.detections["object"] == hits.index[0]][0])]
+    annotation = next(a for a in truth["annotations"] if a["id"] == hits.index[0])
+    from hibug_core.objects import masks
+
+    truth_pixels = masks.pixels(annotation["segmentation"], W, H)
+    found_pixels = masks.pixels(detection["segmentation"], W, H)
+    iou = (truth_pixels & found_pixels).sum() / (truth_pixels | found_pixels).sum()
+    assert first["iou"] == pytest.approx(iou, abs=1e-9)
+    from hibug_core.objects.matching import stored_match_config
+
+    assert stored_match_config(matches.settings).masks
+
+
+@pytest.mark.parametrize("segmentation, problem", [
+    ([[1, 2, 3, 4]], "each polygon is a flat list [x1, y1, x2, y2, ...] of three points or more"),
+    ([[1, 2, 3, 4, 5, float("nan")]], "a polygon's coordinates must be finite numbers"),
+    ({"size": [10, 10], "counts": [100]}, "its size [10, 10] is not its image's [height, width] = [48, 64]"),
+    ({"size": [H, W], "counts": [5, 6]}, f"its counts cover 11 pixels, not the image's {H * W}"),
+    ({"size": [H, W]}, "a run-length encoding needs 'counts'"),
+    ("a disc", "must be a list of polygons"),
+])
+def test_a_bad_mask_is_named_by_file_record_and_field(tmp_path, segmentation, problem):
+    truth, results = _files()
+    truth["annotations"][2]["segmentation"] = segmentation
+    with pytest.raises(ManifestError) as raised:
+        parse_ground_truth(truth, str(tmp_path / "truth.json"))
+    assert "annotations[2]" in str(raised.value) and "segmentation" in str(raised.value)
+    assert problem in str(raised.value)
+    truth, results = _files()
+    results[4]["segmentation"] = segmentation
+    ground_truth = parse_ground_truth(truth, str(tmp_path / "truth.json"))
+    with pytest.raises(ManifestError, match=r"results\[4\]"):
+        parse_results(results, ground_truth, str(tmp_path / "results.json"), model="m")
+
+
+def test_mask_matching_without_masks_says_what_is_missing(tmp_path):
+    truth, results = _files()
+    for record in results:
+        record.pop("segmentation")
+        record["bbox"] = [1.0, 1.0, 5.0, 5.0]
+    ground_truth = parse_ground_truth(truth, str(tmp_path / "truth.json"))
+    found = parse_results(results, ground_truth, str(tmp_path / "results.json"), model="m")
+    with pytest.raises(ConfigError, match="but the results outline no object with a mask"):
+        summarize(ground_truth, found, MatchConfig(masks=True))
