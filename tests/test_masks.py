@@ -162,3 +162,27 @@ def test_mask_matching_without_masks_says_what_is_missing(tmp_path):
     found = parse_results(results, ground_truth, str(tmp_path / "results.json"), model="m")
     with pytest.raises(ConfigError, match="but the results outline no object with a mask"):
         summarize(ground_truth, found, MatchConfig(masks=True))
+
+
+def test_tides_error_types_are_told_by_the_masks_when_matched_by_masks(tmp_path):
+    """A detection whose box covers an object's box exactly but whose mask is the box's corners, outside the object:
+    by boxes a duplicate of the found object, by masks a detection on the background."""
+    disc = _disc(30, 24, 10)
+    ys, xs = np.nonzero(disc)
+    box = [float(xs.min()), float(ys.min()), float(xs.max() - xs.min() + 1), float(ys.max() - ys.min() + 1)]
+    corners = np.zeros_like(disc)
+    corners[ys.min():ys.max() + 1, xs.min():xs.max() + 1] = True
+    corners &= ~disc
+    truth = {"images": [{"id": 1, "file_name": "1.png", "width": W, "height": H}],
+             "categories": [{"id": 1, "name": "disc"}],
+             "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": box, "segmentation": _rle(disc),
+                              "iscrowd": 0}]}
+    results = [{"image_id": 1, "category_id": 1, "bbox": box, "segmentation": _compressed(disc), "score": 0.9},
+               {"image_id": 1, "category_id": 1, "bbox": box, "segmentation": _compressed(corners), "score": 0.8}]
+    ground_truth = parse_ground_truth(truth, str(tmp_path / "truth.json"))
+    found = parse_results(results, ground_truth, str(tmp_path / "results.json"), model="m")
+    by_masks = match(ground_truth, found, MatchConfig(masks=True)).detections
+    by_boxes = match(ground_truth, found, MatchConfig()).detections
+    assert by_masks["outcome"].tolist() == ["true positive", "false positive"]
+    assert by_masks["error_type"].iat[1] == "background" and by_masks["iou"].iat[1] == 0
+    assert by_boxes["error_type"].iat[1] == "duplicate" and by_boxes["iou"].iat[1] == 1

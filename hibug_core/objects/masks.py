@@ -72,3 +72,15 @@ def pixels(value, width: int, height: int) -> np.ndarray:
     from faster_coco_eval.core import mask
 
     return mask.decode(encoded(value, width, height)).astype(bool)
+
+
+def mask_iou(found: list, truth: list, width: int, height: int) -> np.ndarray:
+    """IoU of every mask in `found` (rows) against every mask in `truth` (columns), all of one image `width` x
+    `height`, by the library's own routine (COCO's segm IoU)."""
+    from faster_coco_eval.core import mask
+
+    if not found or not truth:
+        return np.zeros((len(found), len(truth)))
+    overlap = mask.iou([encoded(v, width, height) for v in found], [encoded(v, width, height) for v in truth],
+                       [0] * len(truth))
+    return np.asarray(overlap, dtype=np.float64).reshape(len(found), len(truth))

@@ -311,7 +311,7 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
             detection_id, annotation_id = (int(part) for part in pair.split("_", 1))
             matched[int(kept[detection_id - 1])] = (annotation_id, float(value))
     # 3. Outcomes and TIDE's error types, image by image.
-    objects, detections = _outcomes(ground_truth, results, matched, kept, config,
+    objects, detections = _outcomes(ground_truth, results, matched, kept, config, iou_type,
                                     evaluator if iou_type == "keypoints" else None)
     # 4. People: Ronchi and Perona's type of every keypoint a prediction gave them, and the AP if each were fixed.
     fixes = None
@@ -413,6 +413,22 @@ def _beyond_limit(detections: pd.DataFrame, limit: int) -> np.ndarray:
     return (rank >= limit).reindex(detections.index).to_numpy(bool)
 
 
+def _by_id(ground_truth: CocoGroundTruth, ids: np.ndarray) -> list[dict]:
+    """The ground truth's annotation records of these ids, in their order."""
+    record_of = {record["id"]: record for record in ground_truth.dataset["annotations"]}
+    return [record_of[int(i)] for i in ids]
+
+
+def _mask_overlaps(ground_truth: CocoGroundTruth, results: CocoResults, object_masks: list, records: np.ndarray,
+                   members: np.ndarray, image_id: int) -> np.ndarray:
+    """Mask IoU of detections `records` (rows) against the objects at positions `members` (columns) of one image."""
+    from hibug_core.objects.masks import mask_iou
+
+    image = ground_truth.images.loc[image_id]
+    return mask_iou([results.records[int(r)]["segmentation"] for r in records], [object_masks[m] for m in members],
+                    int(image["width"]), int(image["height"]))
+
+
 def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """IoU of every box in a (n, 4) against b (m, 4), xywh, by the library's own routine."""
     from faster_coco_eval.core import mask
@@ -444,9 +460,11 @@ def _library_oks(evaluator, image_id: int, category_id: int, kept: np.ndarray, r
 
 
 def _outcomes(ground_truth: CocoGroundTruth, results: CocoResults, matched: dict[int, tuple[int, float]],
-              kept: np.ndarray, config: MatchConfig, keypoint_evaluator=None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per object and per detection: outcome, TIDE error type, overlap, the detection or object it goes with.
-    keypoint_evaluator: the matching evaluator of a keypoint task (same-class overlap is then its OKS)."""
+              kept: np.ndarray, config: MatchConfig, iou_type: str = "bbox",
+              keypoint_evaluator=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per object and per detection: outcome, TIDE error type, overlap (the boxes', or the masks' when matched by
+    masks), the detection or object it goes with. keypoint_evaluator: the matching evaluator of a keypoint task
+    (same-class overlap is then its OKS)."""
     annotations = ground_truth.annotations
     crowd_ids = set(annotations.loc[annotations["iscrowd"] == 1, "id"].tolist())
     objects = annotations[annotations["iscrowd"] == 0]
@@ -489,13 +507,16 @@ def _outcomes(ground_truth: CocoGroundTruth, results: CocoResults, matched: dict
     fp_by_image = {image: fp_positions[rows] for image, rows in
                    positions_by(detections["image_id"].to_numpy()[unmatched]).items()}
     explained_by = np.full(n_obj, -1, dtype=np.int64)  # TIDE: a miss covered by a classification/localization error
+    object_masks = ([record.get("segmentation") for record in _by_id(ground_truth, objects["id"].to_numpy())]
+                    if iou_type == "segm" else None)  # by position among the objects
     for image_id, fps in fp_by_image.items():
         fps = fps[np.argsort(-det_score[fps], kind="mergesort")]
         members = obj_by_image.get(image_id, np.zeros(0, np.int64))
         if len(members) == 0:
             det_error[fps] = "background"
             continue
-        overlap = box_iou(det_boxes[fps], obj_boxes[members])
+        overlap = (_mask_overlaps(ground_truth, results, object_masks, fps, members, int(image_id))
+                   if object_masks is not None else box_iou(det_boxes[fps], obj_boxes[members]))
         same_class = det_class[fps][:, None] == obj_class[members][None, :]
         same_overlap = overlap
         if keypoint_evaluator is not None:
