@@ -186,3 +186,25 @@ def test_tides_error_types_are_told_by_the_masks_when_matched_by_masks(tmp_path)
     assert by_masks["outcome"].tolist() == ["true positive", "false positive"]
     assert by_masks["error_type"].iat[1] == "background" and by_masks["iou"].iat[1] == 0
     assert by_boxes["error_type"].iat[1] == "duplicate" and by_boxes["iou"].iat[1] == 1
+
+
+def test_boundary_iou_is_the_iou_of_the_masks_boundary_regions():
+    """Cheng et al.'s boundary region of a 30 x 40 rectangle on a 64 x 48 image is its 2-pixel rim (d = 0.02 of the
+    80-pixel diagonal, rounded): 1,200 - 26 x 36 = 264 pixels. A mask outlined raggedly keeps most of its mask IoU and
+    loses most of its boundary IoU."""
+    from hibug_core.objects import masks
+
+    rectangle = np.zeros((H, W), bool)
+    rectangle[10:40, 10:50] = True
+    rim = masks.pixels(masks.boundary(_rle(rectangle), W, H), W, H)
+    inner = np.zeros((H, W), bool)
+    inner[12:38, 12:48] = True
+    assert rim.sum() == 264 and (rim == (rectangle & ~inner)).all()
+    assert masks.boundary_iou([_rle(rectangle)], [_rle(rectangle)], W, H).tolist() == [[1.0]]
+    ragged = rectangle.copy()
+    ragged[10:40:2, 10] = False  # every other pixel of its left and right edges left out
+    ragged[10:40:2, 49] = False
+    mask_iou = masks.mask_iou([_rle(ragged)], [_rle(rectangle)], W, H)[0, 0]
+    edge_iou = masks.boundary_iou([_rle(ragged)], [_rle(rectangle)], W, H)[0, 0]
+    assert mask_iou == pytest.approx(1 - 30 / 1200) and edge_iou < mask_iou - 0.05
+    assert masks.boundary_iou([_rle(_disc(15, 15, 6))], [_rle(_disc(45, 30, 6))], W, H).tolist() == [[0.0]]
