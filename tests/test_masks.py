@@ -208,3 +208,41 @@ def test_boundary_iou_is_the_iou_of_the_masks_boundary_regions():
     edge_iou = masks.boundary_iou([_rle(ragged)], [_rle(rectangle)], W, H)[0, 0]
     assert mask_iou == pytest.approx(1 - 30 / 1200) and edge_iou < mask_iou - 0.05
     assert masks.boundary_iou([_rle(_disc(15, 15, 6))], [_rle(_disc(45, 30, 6))], W, H).tolist() == [[0.0]]
+
+
+def test_mask_attributes_are_measured_exactly_from_the_pixels():
+    """A 30 x 40 rectangle fills its box, is compact (sides 4:3) and smooth: its rim of 136 pixels gives
+    136^2 / (4 pi 1200) = 1.23. A 2 x 40 bar is thin (20:1), a ring has a hole, two squares are in pieces, a comb's
+    outline is ragged, and a square half covered by another object's mask is heavily occluded. Yes/no attributes are
+    named "is ...", as the schema wants."""
+    from hibug_core.objects.mask_geometry import mask_attributes, measure_mask, measure_masks
+
+    def canvas() -> np.ndarray:
+        return np.zeros((H, W), bool)
+
+    rectangle = canvas()
+    rectangle[5:35, 10:50] = True
+    measured = measure_mask(rectangle)
+    assert (measured.fill, measured.holes, measured.pieces) == (1.0, 0, 1)
+    assert measured.elongation == pytest.approx(40 / 30, rel=1e-3)
+    assert measured.outline == pytest.approx(136 ** 2 / (4 * np.pi * 1200))
+    bar = canvas()
+    bar[10:12, 5:45] = True
+    ring = _disc(30, 24, 10) & ~_disc(30, 24, 4)
+    squares = canvas()
+    squares[5:15, 5:15] = squares[30:40, 40:50] = True
+    comb = canvas()
+    comb[5:10, 5:60] = True
+    comb[10:40, 5:60:3] = True
+    occluded, cover = canvas(), canvas()
+    occluded[20:30, 20:30] = True
+    cover[20:30, 25:40] = True
+    table = measure_masks([rectangle, bar, ring, squares, comb, occluded, cover], np.array([1, 2, 3, 4, 5, 6, 6]),
+                          np.arange(7))
+    assert table["mask fill"].tolist() == ["solid", "solid", "partial", "sparse", "partial", "solid", "solid"]
+    assert table["mask elongation"].tolist()[:2] == ["compact", "thin"]
+    assert table["is holed"].tolist() == ["no", "no", "yes", "no", "no", "no", "no"]
+    assert table["is in pieces"].tolist() == ["no", "no", "no", "yes", "no", "no", "no"]
+    assert table["outline"].iat[0] == "smooth" and table["outline"].iat[4] == "ragged"
+    assert table["mask occlusion"].tolist() == ["none"] * 5 + ["heavy", "partial"]  # 50 of 100; 50 of 150
+    assert [a.name for a in mask_attributes()] == list(table.columns)

@@ -50,3 +50,12 @@ def measure_bins(config: MeasuredConfig) -> dict[str, Bins]:
     return {"brightness": config.brightness, "contrast": config.contrast, "saturation": config.saturation,
             "colourfulness": config.colourfulness, "sharpness": config.sharpness, "noise level": config.noise_level,
             "resolution": config.resolution, "aspect ratio": config.aspect_ratio}
+
+
+def measured_definitions(tags: dict[str, tuple[str, ...]], descriptions: dict[str, str], measured_from: str, *,
+                         group: str = "main object") -> list[Attribute]:
+    """Attributes measured exactly (source MEASURED) from `measured_from` ("the masks"), one per name in `tags`: a
+    yes/no one where its name says "is ...", described by `descriptions`."""
+    return [Attribute(name=name, group=group, kind="binary" if name.startswith("is ") else "descriptive",
+                      tags=tags[name], source=MEASURED, description=f"measured from {measured_from}: "
+                      f"{descriptions[name]}") for name in tags]

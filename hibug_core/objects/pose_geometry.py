@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hibug_core.attributes.measured import Bins
-from hibug_core.attributes.schema import MEASURED, Attribute
+from hibug_core.attributes.measured import Bins, measured_definitions
+from hibug_core.attributes.schema import Attribute
 from hibug_core.objects.keypoint_errors import sides
 
 NOT_VISIBLE = "not visible"  # too few keypoints labelled to say
@@ -47,9 +47,7 @@ def pose_attributes(config: PoseGeometryConfig = PoseGeometryConfig()) -> list[A
     tags = {"visible keypoints": config.visible.tags, "body orientation": ("upright", "lying", "upside down",
                                                                            NOT_VISIBLE),
             "facing": ("front", "back", NOT_VISIBLE), "is crossing limbs": ("yes", "no", NOT_VISIBLE)}
-    return [Attribute(name=name, group="main object", kind="binary" if name.startswith("is ") else "descriptive",
-                      tags=tags[name], source=MEASURED,
-                      description=f"measured from the keypoints: {POSE_DESCRIPTIONS[name]}") for name in tags]
+    return measured_definitions(tags, POSE_DESCRIPTIONS, "the keypoints")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,109 @@
+"""Object attributes measured exactly from instance masks, beside the box geometry: how much of its box the mask
+fills, how elongated it is, holes, pieces, how ragged its outline is against its area, and how much of its box other
+objects' masks cover."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hibug_core.attributes.measured import Bins, measured_definitions
+from hibug_core.attributes.schema import Attribute
+from hibug_core.errors import check_fields
+
+
+@dataclass(frozen=True)
+class MaskGeometryConfig:
+    """Bins of the measured mask attributes."""
+
+    fill: Bins = Bins(("sparse", "partial", "solid"), (0.4, 0.75))  # mask area / box area (a disc fills 0.785)
+    elongation: Bins = Bins(("compact", "elongated", "thin"), (2.0, 5.0))  # sqrt of the pixel covariance's
+    # eigenvalue ratio: 1 for a disc or a square, the side ratio for a rectangle
+    outline: Bins = Bins(("smooth", "moderate", "ragged"), (1.6, 3.0))  # perimeter^2 / (4 pi area): a disc's ~1
+    occlusion: Bins = Bins(("none", "partial", "heavy"), (0.05, 0.5))  # largest share of its box another mask covers
+
+    def __post_init__(self):
+        check_fields(self, {name: (len(bins.edges) == len(bins.tags) - 1 and list(bins.edges) == sorted(bins.edges),
+                                   "one edge fewer than tags, in increasing order")
+                            for name, bins in vars(self).items()})
+
+
+MASK_DESCRIPTIONS = {
+    "mask fill": "the share of the object's box its mask covers",
+    "mask elongation": "how drawn out the mask is (the ratio of its spread along its long and short axes)",
+    "is holed": "the mask encloses background",
+    "is in pieces": "the mask is in several disconnected parts",
+    "outline": "how long the mask's outline is for its area (a disc's is shortest): ragged outlines are hard to trace",
+    "mask occlusion": "the largest share of the object's box another object's mask covers",
+}
+
+
+def mask_attributes(config: MaskGeometryConfig = MaskGeometryConfig()) -> list[Attribute]:
+    """The measured mask attributes' definitions, as the schema holds them."""
+    tags = {"mask fill": config.fill.tags, "mask elongation": config.elongation.tags, "is holed": ("yes", "no"),
+            "is in pieces": ("yes", "no"), "outline": config.outline.tags, "mask occlusion": config.occlusion.tags}
+    return measured_definitions(tags, MASK_DESCRIPTIONS, "the masks")
+
+
+@dataclass(frozen=True)
+class MaskMeasures:
+    """One mask's raw measures (before binning)."""
+
+    fill: float
+    elongation: float
+    holes: int
+    pieces: int
+    outline: float
+
+
+def measure_mask(pixels: np.ndarray) -> MaskMeasures:
+    """The raw measures of one (height, width) bool mask; an empty mask measures as nothing (fill 0, no piece)."""
+    from scipy import ndimage
+
+    area = int(pixels.sum())
+    if area == 0:
+        return MaskMeasures(0.0, 1.0, 0, 0, 1.0)
+    rows, columns = np.nonzero(pixels)
+    box = (rows.max() - rows.min() + 1) * (columns.max() - columns.min() + 1)
+    spread = np.cov(np.c_[columns, rows].T.astype(np.float64)) if area > 1 else np.zeros((2, 2))
+    low, high = np.linalg.eigvalsh(spread + np.eye(2) / 12.0)  # + a pixel's own spread: a 1-pixel line is finite
+    _, pieces = ndimage.label(pixels)
+    background, regions = ndimage.label(~pixels)
+    touching = set(np.unique(np.r_[background[0], background[-1], background[:, 0], background[:, -1]])) - {0}
+    holes = regions - len(touching)
+    inner = ndimage.binary_erosion(pixels, structure=ndimage.generate_binary_structure(2, 1), border_value=0)
+    perimeter = int((pixels & ~inner).sum())
+    return MaskMeasures(area / box, math.sqrt(high / low), int(holes), int(pieces),
+                        perimeter * perimeter / (4 * math.pi * area))
+
+
+def measure_masks(masks: list[np.ndarray], image_ids: np.ndarray, own_ids: np.ndarray,
+                  config: MaskGeometryConfig = MaskGeometryConfig()) -> pd.DataFrame:
+    """Each mask's measured tags. masks: (height, width) bool arrays of their images; image_ids: each one's image;
+    own_ids: each one's object id (the masks of one image occlude one another, never themselves)."""
+    measured = [measure_mask(m) for m in masks]
+    occlusion = np.zeros(len(masks))
+    for image in np.unique(image_ids):
+        members = np.flatnonzero(np.asarray(image_ids) == image)
+        for i in members:
+            rows, columns = np.nonzero(masks[i])
+            if not len(rows):
+                continue
+            box = np.zeros_like(masks[i])
+            box[rows.min():rows.max() + 1, columns.min():columns.max() + 1] = True
+            covers = [(masks[j] & box).sum() / box.sum() for j in members if own_ids[j] != own_ids[i]]
+            occlusion[i] = max(covers, default=0.0)
+
+    def tag(bins: Bins, values) -> np.ndarray:
+        return np.asarray(bins.tags, dtype=object)[bins.tag(np.asarray(values, dtype=np.float64))]
+
+    return pd.DataFrame({
+        "mask fill": tag(config.fill, [m.fill for m in measured]),
+        "mask elongation": tag(config.elongation, [m.elongation for m in measured]),
+        "is holed": np.where([m.holes > 0 for m in measured], "yes", "no").astype(object),
+        "is in pieces": np.where([m.pieces > 1 for m in measured], "yes", "no").astype(object),
+        "outline": tag(config.outline, [m.outline for m in measured]),
+        "mask occlusion": tag(config.occlusion, occlusion),
+    }, index=pd.RangeIndex(len(masks)))
