@@ -4,6 +4,7 @@ files."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 
@@ -246,3 +247,53 @@ def test_mask_attributes_are_measured_exactly_from_the_pixels():
     assert table["outline"].iat[0] == "smooth" and table["outline"].iat[4] == "ragged"
     assert table["mask occlusion"].tolist() == ["none"] * 5 + ["heavy", "partial"]  # 50 of 100; 50 of 150
     assert [a.name for a in mask_attributes()] == list(table.columns)
+
+
+def _pycocotools_segm_ap(truth: dict, results: list[dict], folder) -> float:
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    path = folder / "pycocotools-truth.json"
+    path.write_text(json.dumps(truth))
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt = COCO(str(path))
+        evaluation = COCOeval(gt, gt.loadRes(copy.deepcopy(results)), "segm")  # loadRes writes into its records
+        evaluation.evaluate()
+        evaluation.accumulate()
+        evaluation.summarize()
+    return float(evaluation.stats[0])
+
+
+def test_tides_ap_if_fixed_table_for_masks_equals_pycocotools_on_the_fixed_files(tmp_path):
+    """Three errors: a badly placed mask (localization), a confident mask on nothing (background) and an object no
+    mask found (missed). Each fix's AP equals pycocotools' AP on the files fixed by hand the same way."""
+    one, two, three = _disc(20, 20, 8), _disc(45, 20, 8), _disc(30, 30, 9)
+
+    def annotation(k, image, pixels):
+        ys, xs = np.nonzero(pixels)
+        return {"id": k, "image_id": image, "category_id": 1, "segmentation": _rle(pixels), "iscrowd": 0,
+                "area": float(pixels.sum()), "bbox": [float(xs.min()), float(ys.min()), float(np.ptp(xs) + 1),
+                                                      float(np.ptp(ys) + 1)]}
+
+    truth = {"images": [{"id": i, "file_name": f"{i}.png", "width": W, "height": H} for i in (1, 2)],
+             "categories": [{"id": 1, "name": "disc"}],
+             "annotations": [annotation(1, 1, one), annotation(2, 1, two), annotation(3, 2, three)]}
+    results = [{"image_id": 1, "category_id": 1, "segmentation": _compressed(one), "score": 0.9},
+               {"image_id": 1, "category_id": 1, "segmentation": _compressed(_disc(51, 20, 8)), "score": 0.8},
+               {"image_id": 1, "category_id": 1, "segmentation": _compressed(_disc(8, 40, 5)), "score": 0.95}]
+    ground_truth = parse_ground_truth(truth, str(tmp_path / "truth.json"))
+    found = parse_results(results, ground_truth, str(tmp_path / "results.json"), model="m")
+    matches = match(ground_truth, found, MatchConfig(masks=True))
+    assert matches.detections["error_type"].tolist() == ["", "localization", "background"]
+    table = matches.fixes.set_index("error type")
+    assert table["count"].to_dict() == {"classification": 0, "localization": 1, "both": 0, "duplicate": 0,
+                                        "background": 1, "missed": 1}
+    base = _pycocotools_segm_ap(truth, results, tmp_path)
+    assert matches.summary["AP"] == pytest.approx(base, abs=1e-9)
+    placed = [results[0], {**results[1], "segmentation": _compressed(two)}, results[2]]
+    assert table.at["localization", "AP if fixed"] == pytest.approx(_pycocotools_segm_ap(truth, placed, tmp_path))
+    assert table.at["background", "AP if fixed"] == pytest.approx(_pycocotools_segm_ap(truth, results[:2], tmp_path))
+    found_all = {**truth, "annotations": truth["annotations"][:2]}
+    assert table.at["missed", "AP if fixed"] == pytest.approx(_pycocotools_segm_ap(found_all, results, tmp_path))
+    assert (table.loc[["localization", "background", "missed"], "AP gain"] > 0).all()
+    assert table.at["classification", "AP gain"] == 0

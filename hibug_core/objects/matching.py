@@ -313,11 +313,14 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
     # 3. Outcomes and TIDE's error types, image by image.
     objects, detections = _outcomes(ground_truth, results, matched, kept, config, iou_type,
                                     evaluator if iou_type == "keypoints" else None)
-    # 4. People: Ronchi and Perona's type of every keypoint a prediction gave them, and the AP if each were fixed.
+    # 4. The AP if each error type were fixed: people by Ronchi and Perona's type of every keypoint a prediction gave
+    # them; masks by TIDE's oracles.
     fixes = None
     if iou_type == "keypoints":
         objects = _type_keypoints(ground_truth, results, objects, sigmas)
         fixes = _keypoint_fixes(ground_truth, results, objects, detections, sigmas, summary["AP"], overlaps, gt)
+    elif iou_type == "segm":
+        fixes = tide_fixes(ground_truth, results, objects, detections, iou_type, summary["AP"], gt)
     settings = {"iou_threshold": config.iou_threshold, "background_iou": config.background_iou,
                 "max_detections": config.max_detections, "confidence_threshold": config.confidence_threshold,
                 "score": config.score, "iou_type": iou_type,
@@ -403,6 +406,62 @@ def _keypoint_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects
                                                      all_areas_only=True))
         table.append({"error type": kind, "unit": unit, "count": count, "AP if fixed": fixed_ap,
                       "AP gain": fixed_ap - ap})
+    return pd.DataFrame(table)
+
+
+def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.DataFrame, detections: pd.DataFrame,
+               iou_type: str, ap: float, gt) -> pd.DataFrame:
+    """TIDE's oracles (Bolya et al. 2020), per error type: how many objects or detections have it and the AP were
+    every one fixed. A classification error takes its object's class, a localization error its object's box (and
+    mask); both, duplicate and background errors are removed; missed objects are left out of the ground truth.
+    Detections below the operating point have no type and stay as they are. `gt`: the library's index of the ground
+    truth, reused by every fix that keeps it."""
+    from hibug_core.objects.masks import encoded
+
+    record_of = {record["id"]: record for record in ground_truth.dataset["annotations"]}
+    sizes = ground_truth.images[["width", "height"]]
+    kinds, targets = detections["error_type"].to_numpy(), detections["object"].to_numpy()
+
+    def took_its_object(i: int, record: dict, kind: str) -> dict:
+        wanted = record_of[int(targets[i])]
+        if kind == "classification":
+            return {**record, "category_id": wanted["category_id"]}
+        fixed = {**record, "bbox": list(wanted["bbox"])}
+        if "segmentation" in record:
+            width, height = sizes.loc[record["image_id"]]
+            rle = encoded(wanted["segmentation"], int(width), int(height))
+            fixed["segmentation"] = {"size": list(rle["size"]), "counts": rle["counts"].decode()
+                                     if isinstance(rle["counts"], bytes) else rle["counts"]}
+        return fixed
+
+    table = []
+    for kind in ERROR_TYPES:
+        truth, records = ground_truth, results.records
+        if kind == "missed":
+            missed = set(objects.index[objects["error_type"] == "missed"])
+            count = len(missed)
+            if missed:
+                dataset = {**ground_truth.dataset, "annotations": [a for a in ground_truth.dataset["annotations"]
+                                                                   if a["id"] not in missed]}
+                truth = dataclasses.replace(ground_truth, dataset=dataset, annotations=ground_truth.annotations[
+                    ~ground_truth.annotations["id"].isin(missed)])
+        else:
+            chosen = kinds == kind
+            count = int(chosen.sum())
+            if kind in ("classification", "localization"):
+                records = [took_its_object(i, r, kind) if chosen[i] else r for i, r in enumerate(results.records)]
+            else:
+                records = [r for r, drop in zip(results.records, chosen) if not drop]
+        fixed_ap = ap
+        if count and records:
+            if truth is ground_truth:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    pair = gt, gt.loadRes(_records(records))
+            else:
+                pair = _coco_pair(truth, CocoResults(results.source, results.model, records, results.detections))
+            fixed_ap = _average_precision(_evaluator(*pair, iou_type, None, all_areas_only=True))
+        table.append({"error type": kind, "unit": "objects" if kind == "missed" else "detections", "count": count,
+                      "AP if fixed": fixed_ap, "AP gain": fixed_ap - ap})
     return pd.DataFrame(table)
 
 
