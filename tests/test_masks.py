@@ -297,3 +297,26 @@ def test_tides_ap_if_fixed_table_for_masks_equals_pycocotools_on_the_fixed_files
     assert table.at["missed", "AP if fixed"] == pytest.approx(_pycocotools_segm_ap(found_all, results, tmp_path))
     assert (table.loc[["localization", "background", "missed"], "AP gain"] > 0).all()
     assert table.at["classification", "AP gain"] == 0
+
+
+def test_a_found_object_carries_its_boundary_iou_which_tells_a_ragged_outline_from_a_good_one(tmp_path):
+    rectangle = np.zeros((H, W), bool)
+    rectangle[10:40, 10:50] = True
+    ragged = rectangle.copy()
+    ragged[10:40:2, 10] = ragged[10:40:2, 49] = False
+    other = np.zeros((H, W), bool)
+    other[5:25, 5:25] = True
+    truth = {"images": [{"id": i, "file_name": f"{i}.png", "width": W, "height": H} for i in (1, 2, 3)],
+             "categories": [{"id": 1, "name": "box"}],
+             "annotations": [{"id": i, "image_id": i, "category_id": 1, "segmentation": _rle(m), "iscrowd": 0,
+                              "bbox": b} for i, m, b in ((1, rectangle, [10, 10, 40, 30]),
+                                                          (2, rectangle, [10, 10, 40, 30]),
+                                                          (3, other, [5, 5, 20, 20]))]}
+    results = [{"image_id": 1, "category_id": 1, "segmentation": _compressed(rectangle), "score": 0.9},
+               {"image_id": 2, "category_id": 1, "segmentation": _compressed(ragged), "score": 0.9}]
+    ground_truth = parse_ground_truth(truth, str(tmp_path / "truth.json"))
+    found = parse_results(results, ground_truth, str(tmp_path / "results.json"), model="m")
+    objects = match(ground_truth, found, MatchConfig(masks=True)).objects
+    assert objects["iou"].tolist()[:2] == [1.0, pytest.approx(1 - 30 / 1200)]
+    assert objects["boundary_iou"].iat[0] == 1.0 and objects["boundary_iou"].iat[1] < objects["iou"].iat[1] - 0.05
+    assert np.isnan(objects["boundary_iou"].iat[2]) and objects["outcome"].iat[2] == "missed"

@@ -320,6 +320,7 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
         objects = _type_keypoints(ground_truth, results, objects, sigmas)
         fixes = _keypoint_fixes(ground_truth, results, objects, detections, sigmas, summary["AP"], overlaps, gt)
     elif iou_type == "segm":
+        objects["boundary_iou"] = _boundary_ious(ground_truth, results, objects)
         fixes = tide_fixes(ground_truth, results, objects, detections, iou_type, summary["AP"], gt)
     settings = {"iou_threshold": config.iou_threshold, "background_iou": config.background_iou,
                 "max_detections": config.max_detections, "confidence_threshold": config.confidence_threshold,
@@ -407,6 +408,23 @@ def _keypoint_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects
         table.append({"error type": kind, "unit": unit, "count": count, "AP if fixed": fixed_ap,
                       "AP gain": fixed_ap - ap})
     return pd.DataFrame(table)
+
+
+def _boundary_ious(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.DataFrame) -> np.ndarray:
+    """Per object found, the Boundary IoU (Cheng et al. 2021) of its mask and the mask that found it, which tells an
+    object outlined badly from one placed badly; NaN for an object no mask found."""
+    from hibug_core.objects.masks import boundary_iou
+
+    record_of = {record["id"]: record for record in ground_truth.dataset["annotations"]}
+    out = np.full(len(objects), np.nan)
+    found = np.flatnonzero((objects["outcome"] == TRUE_POSITIVE).to_numpy())
+    for position in found:
+        truth = record_of[int(objects.index[position])]
+        image = ground_truth.images.loc[truth["image_id"]]
+        detection = results.records[int(objects["detection"].iat[position])]
+        out[position] = boundary_iou([detection["segmentation"]], [truth["segmentation"]], int(image["width"]),
+                                     int(image["height"]))[0, 0]
+    return out
 
 
 def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.DataFrame, detections: pd.DataFrame,
