@@ -320,3 +320,22 @@ def test_a_found_object_carries_its_boundary_iou_which_tells_a_ragged_outline_fr
     assert objects["iou"].tolist()[:2] == [1.0, pytest.approx(1 - 30 / 1200)]
     assert objects["boundary_iou"].iat[0] == 1.0 and objects["boundary_iou"].iat[1] < objects["iou"].iat[1] - 0.05
     assert np.isnan(objects["boundary_iou"].iat[2]) and objects["outcome"].iat[2] == "missed"
+
+
+def test_boundary_ious_of_many_pairs_at_once_equal_each_pairs_own():
+    """The batched computation (every boundary at once, on threads) gives each pair's Boundary IoU as computed alone:
+    on discs inside the image, cut by its border, far apart and overlapping."""
+    from hibug_core.objects import masks
+
+    rng = np.random.default_rng(7)
+    found, truth = [], []
+    for _ in range(25):
+        cx, cy, r = rng.uniform(-5, W + 5), rng.uniform(-5, H + 5), rng.uniform(3, 14)
+        a = _disc(cx, cy, r)
+        b = _disc(cx + rng.normal(0, 3), cy + rng.normal(0, 3), r * rng.uniform(0.7, 1.3))
+        if a.any() and b.any():
+            found.append(_rle(a))
+            truth.append(_rle(b))
+    paired = masks.paired_boundary_ious(found, truth, [1] * len(found), {1: (W, H)})
+    whole = [masks.boundary_iou([f], [t], W, H)[0, 0] for f, t in zip(found, truth)]
+    assert len(found) > 15 and paired == pytest.approx(whole, abs=1e-12)

@@ -109,3 +109,22 @@ def boundary_iou(found: list, truth: list, width: int, height: int,
     overlap = mask.iou([boundary(v, width, height, dilation) for v in found],
                        [boundary(v, width, height, dilation) for v in truth], [0] * len(truth))
     return np.asarray(overlap, dtype=np.float64).reshape(len(found), len(truth))
+
+
+def paired_boundary_ious(found: list, truth: list, image_ids: list[int], sizes: dict[int, tuple[int, int]],
+                         dilation: float = BOUNDARY_DILATION) -> np.ndarray:
+    """The Boundary IoU of each pair (found[k], truth[k]) of masks on image image_ids[k] (sizes: image id -> (width,
+    height)): every boundary region computed at once by the library, on up to four threads."""
+    import os
+
+    from faster_coco_eval.core import mask
+
+    if not found:
+        return np.zeros(0)
+    records = [{"id": k, "image_id": image, "segmentation": value}
+               for k, (value, image) in enumerate(zip([*found, *truth], [*image_ids, *image_ids]))]
+    heights_widths = {image: (height, width) for image, (width, height) in sizes.items()}
+    mask.calculateRleForAllAnnotations(records, heights_widths, True, True, dilation, min(os.cpu_count() or 1, 4))
+    n = len(found)
+    return np.array([float(np.asarray(mask.iou([records[k]["boundary"]], [records[n + k]["boundary"]], [0]))
+                           .reshape(-1)[0]) for k in range(n)])

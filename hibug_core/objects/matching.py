@@ -413,17 +413,16 @@ def _keypoint_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects
 def _boundary_ious(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.DataFrame) -> np.ndarray:
     """Per object found, the Boundary IoU (Cheng et al. 2021) of its mask and the mask that found it, which tells an
     object outlined badly from one placed badly; NaN for an object no mask found."""
-    from hibug_core.objects.masks import boundary_iou
+    from hibug_core.objects.masks import paired_boundary_ious
 
     record_of = {record["id"]: record for record in ground_truth.dataset["annotations"]}
     out = np.full(len(objects), np.nan)
     found = np.flatnonzero((objects["outcome"] == TRUE_POSITIVE).to_numpy())
-    for position in found:
-        truth = record_of[int(objects.index[position])]
-        image = ground_truth.images.loc[truth["image_id"]]
-        detection = results.records[int(objects["detection"].iat[position])]
-        out[position] = boundary_iou([detection["segmentation"]], [truth["segmentation"]], int(image["width"]),
-                                     int(image["height"]))[0, 0]
+    truths = [record_of[int(objects.index[position])] for position in found]
+    detections = [results.records[int(objects["detection"].iat[position])] for position in found]
+    sizes = {int(i): (int(w), int(h)) for i, w, h in ground_truth.images[["width", "height"]].itertuples()}
+    out[found] = paired_boundary_ious([d["segmentation"] for d in detections], [t["segmentation"] for t in truths],
+                                      [t["image_id"] for t in truths], sizes)
     return out
 
 
