@@ -19,6 +19,7 @@ TRUE_POSITIVE, FALSE_POSITIVE, MISSED_OUTCOME = "true positive", "false positive
 IGNORED_CROWD, IGNORED_BEYOND = "ignored (crowd)", "ignored (beyond the detections per image COCO evaluates)"
 BELOW_THRESHOLD = "below the confidence threshold"
 ERROR_TYPES = ("classification", "localization", "both", "duplicate", "background", "missed")  # TIDE's six
+CLASS_ERROR, PLACE_ERROR, MISSED_ERROR = ERROR_TYPES[0], ERROR_TYPES[1], ERROR_TYPES[5]  # those a TIDE fix redraws
 SUMMARY_NAMES = ("AP", "AP50", "AP75", "AP small", "AP medium", "AP large",
                  "AR1", "AR10", "AR100", "AR small", "AR medium", "AR large")
 COCO_PERSON_KEYPOINTS = ("nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder",
@@ -441,7 +442,7 @@ def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.
 
     def took_its_object(i: int, record: dict, kind: str) -> dict:
         wanted = record_of[int(targets[i])]
-        if kind == "classification":
+        if kind == CLASS_ERROR:
             return {**record, "category_id": wanted["category_id"]}
         fixed = {**record, "bbox": list(wanted["bbox"])}
         if "segmentation" in record:
@@ -454,8 +455,8 @@ def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.
     table = []
     for kind in ERROR_TYPES:
         truth, records = ground_truth, results.records
-        if kind == "missed":
-            missed = set(objects.index[objects["error_type"] == "missed"])
+        if kind == MISSED_ERROR:
+            missed = set(objects.index[objects["error_type"] == MISSED_ERROR])
             count = len(missed)
             if missed:
                 dataset = {**ground_truth.dataset, "annotations": [a for a in ground_truth.dataset["annotations"]
@@ -465,7 +466,7 @@ def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.
         else:
             chosen = kinds == kind
             count = int(chosen.sum())
-            if kind in ("classification", "localization"):
+            if kind in (CLASS_ERROR, PLACE_ERROR):
                 records = [took_its_object(i, r, kind) if chosen[i] else r for i, r in enumerate(results.records)]
             else:
                 records = [r for r, drop in zip(results.records, chosen) if not drop]
@@ -477,7 +478,7 @@ def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.
             else:
                 pair = _coco_pair(truth, CocoResults(results.source, results.model, records, results.detections))
             fixed_ap = _average_precision(_evaluator(*pair, iou_type, None, all_areas_only=True))
-        table.append({"error type": kind, "unit": "objects" if kind == "missed" else "detections", "count": count,
+        table.append({"error type": kind, "unit": "objects" if kind == MISSED_ERROR else "detections", "count": count,
                       "AP if fixed": fixed_ap, "AP gain": fixed_ap - ap})
     return pd.DataFrame(table)
 
