@@ -3,6 +3,7 @@ models slice by slice, gate a candidate model, export the findings."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated, ClassVar
 
@@ -61,8 +62,9 @@ def _unseen(project, report, method: str, count: int, settings: LLMSettings):
                           llm_config=settings.llm_config() if asks_a_language_model(method) else None)
 
 
-def _unseen_said(predicted, method: str, report) -> tuple[str, list[str]]:
-    """(HiBug2's Table 1 measure in words, one line per predicted slice, those the split barely shows first)."""
+def _unseen_said(predicted, method: str, report) -> tuple[str, list[str], dict]:
+    """(HiBug2's Table 1 measure in words, one line per predicted slice, those the split barely shows first, the
+    measure itself: slices.unseen.how_they_fail)."""
     from hibug_core.metrics import points
     from hibug_core.slices.unseen import how_they_fail
 
@@ -83,7 +85,7 @@ def _unseen_said(predicted, method: str, report) -> tuple[str, list[str]]:
         lines.append(f"  {'unseen ' if row.unseen else 'seen   '}{row.description:<50} {predicted_score}{checked}; "
                      f"{row.n_eval} in {report.split}, {row.n_pool} in the pool; {row.reason}")
     lines += [f"  dropped {line}" for line in predicted.attrs.get("dropped", [])]
-    return said + ".", lines
+    return said + ".", lines, measured
 
 
 class FindSlices(Operation, _SliceSearch, LLMSettings):
@@ -126,7 +128,7 @@ class FindSlices(Operation, _SliceSearch, LLMSettings):
             lines.append("rare classes in training: " + ", ".join(
                 f"{c} ({n})" for c, n in zip(rare["class"], rare["train_count"])))
         if predicted is not None:
-            said, rows = _unseen_said(predicted, self.unseen, report)
+            said, rows, _ = _unseen_said(predicted, self.unseen, report)
             lines += [f"\nunseen slices predicted by {self.unseen}: {len(predicted)} (checked on the pool and the "
                       f"test split; unseen: fewer than {report.config.min_support} in {report.split})", *rows, said]
         return Result(report.headline(task_of(project).nouns), {"slices": len(report.slices)}, lines,
@@ -149,15 +151,15 @@ class PredictUnseen(Operation, _SliceSearch, LLMSettings):
     count: int = Field(10, ge=1, le=50, description="slices the language model is asked for")
 
     def run(self, project, *, progress=no_progress, author: str | None = None) -> Result:
-        from hibug_core.slices.unseen import how_they_fail
-
         progress("finding the error slices", 0, 2)
         report = self.report(project)
         progress(f"predicting unseen slices ({self.method})", 1, 2)
         predicted = _unseen(project, report, self.method, self.count, self)
-        said, lines = _unseen_said(predicted, self.method, report)
+        said, lines, measured = _unseen_said(predicted, self.method, report)
         table = json.loads(predicted.drop(columns=["definition"]).to_json(orient="records"))
-        measured = json.loads(json.dumps(how_they_fail(predicted, report), default=float).replace("NaN", "null"))
+        # JSON for the job: numbers as floats, a NaN (nothing scored) as null
+        measured = {k: None if isinstance(v, float) and math.isnan(v) else v if isinstance(v, (str, int))
+                    else float(v) for k, v in measured.items()}
         return Result(said, {"method": self.method, "table": table, "dropped": predicted.attrs.get("dropped", []),
                              "measured": measured}, lines, summary_first=True)
 
