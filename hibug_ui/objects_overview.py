@@ -42,12 +42,16 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str, user
                      width="stretch",
                      column_config={"AP": st.column_config.NumberColumn(format="%.3f"),
                                     "AP50": st.column_config.NumberColumn(format="%.3f")})
-        missed = f"missed {nouns.samples}"  # in the task's words (people for a pose model)
         breakdown = error_breakdown(evaluated, task.error_types)
         # One chart per kind of failure: a missed person's keypoint error types and box error types are not one
-        # axis, and false positives are measured apart from the true samples.
-        charts = [(f"**{missed.capitalize()} by {group.title}**", breakdown.loc[list(group.types), "missed objects"],
-                   "#ea8c00") for group in task.error_groups]
+        # axis, and false positives are measured apart from the true samples. A kind some found samples have too (an
+        # object outlined badly) counts them beside the missed.
+        charts = []
+        for group in task.error_groups:
+            typed = breakdown.loc[list(group.types)]
+            whose = f"missed {nouns.samples}" + (f" and {nouns.samples} found" if typed["found objects"].any() else "")
+            charts.append((f"**{whose.capitalize()} by {group.title}**",
+                           typed["missed objects"] + typed["found objects"], "#ea8c00"))
         charts.append(("**False positives by error type** (TIDE; measured apart)", breakdown["false positives"],
                        "#dc2626"))
         for number, (title, counts, colour) in enumerate(charts):
@@ -61,18 +65,21 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str, user
     with right:
         _confusion(project, evaluated, nouns)
     if evaluation.get("fixes") is not None:
-        _keypoint_errors(evaluation, evaluated, settings)
+        _fixes(evaluation, evaluated, settings, task)
 
 
-def _keypoint_errors(evaluation: dict, evaluated: pd.DataFrame, settings: dict) -> None:
-    """A pose model's keypoint errors (Ronchi and Perona): the AP each error type costs, and each keypoint's."""
+def _fixes(evaluation: dict, evaluated: pd.DataFrame, settings: dict, task) -> None:
+    """The AP each error type costs (its errors fixed as TIDE's oracles fix them, the AP computed again); a pose
+    model's also per keypoint."""
     left, right = st.columns([2, 3])
     with left:
-        st.markdown("**Keypoint AP if each error type were fixed** (Ronchi and Perona; missed people and background "
-                    "false positives as TIDE fixes them)")
-        st.dataframe(evaluation["fixes"], hide_index=True, width="stretch", key="overview_keypoint_fixes",
+        st.markdown(f"**AP if each error type were fixed** ({' and '.join(g.source for g in task.error_groups)}'s "
+                    "types; each error of a type corrected as TIDE's oracles correct it, the AP computed again)")
+        st.dataframe(evaluation["fixes"], hide_index=True, width="stretch", key="overview_fixes",
                      column_config={"AP if fixed": st.column_config.NumberColumn(format="%.3f"),
                                     "AP gain": st.column_config.NumberColumn(format="%+.3f")})
+    if "keypoint_names" not in settings:
+        return
     with right:
         people = evaluated[evaluated["object_kind"] == "object"]
         table = keypoint_table(people, settings["keypoint_names"])

@@ -11,7 +11,7 @@ import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
-from hibug_core.objects.crops import LEGEND, SKELETON_LEGEND, ensure_object_picture, picture_of
+from hibug_core.objects.crops import ensure_object_picture, picture_legend, picture_of
 from hibug_core.store.project import Project
 from hibug_core.thumbnails import ensure_thumbnail
 from hibug_ui.detail import OPEN_KEY, show_image
@@ -26,8 +26,7 @@ def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, captio
         st.caption("Nothing to show.")
         return
     if "box_x" in rows and rows["box_x"].notna().any():
-        skeletons = f"; {SKELETON_LEGEND}" if "keypoints_json" in rows and rows["keypoints_json"].notna().any() else ""
-        st.caption(f"Each with some of its surroundings; {LEGEND}{skeletons}. Details opens the whole image.")
+        st.caption(f"Each with some of its surroundings; {picture_legend(rows)}. Details opens the whole image.")
     for start in range(0, len(rows), columns):
         cells = st.columns(columns)
         for cell, (sample_id, row) in zip(cells, rows.iloc[start : start + columns].iterrows()):

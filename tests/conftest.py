@@ -36,7 +36,8 @@ def write_csv(tmp_path: Path):
 
 
 # Building the detection or pose demo trains a network (30-100 s): every test that needs one is in the slow lane.
-SLOW_FIXTURES = {"detection_demo", "detection_demo_build", "pose_demo", "pose_demo_build"}
+SLOW_FIXTURES = {"detection_demo", "detection_demo_build", "pose_demo", "pose_demo_build", "segmentation_demo",
+                 "segmentation_demo_build"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -107,6 +108,18 @@ def pose_demo_build(tmp_path_factory):
 def pose_demo(pose_demo_build) -> Path:
     """The pose demo project (built once per test session); tests open it read-only."""
     return pose_demo_build[0]
+
+
+@pytest.fixture(scope="session")
+def segmentation_demo_build(tmp_path_factory):
+    """The segmentation demo built once per test session by the command, from the shipped mask model."""
+    return _demo_built_by_the_cli(tmp_path_factory, "segmentation", "hibug-segmentation-demo")
+
+
+@pytest.fixture(scope="session")
+def segmentation_demo(segmentation_demo_build) -> Path:
+    """The segmentation demo project (built once per test session); tests open it read-only."""
+    return segmentation_demo_build[0]
 
 
 @pytest.fixture

@@ -134,8 +134,10 @@ def _registered_names() -> set[str]:
     from hibug_core.registry import Registry
 
     # Words that name data as well as an entry: "model" the model's own features (and a model family), "tag" a table's
-    # column, "box" and "keypoints" COCO's fields and manifest columns (and the shapes a manifest draws).
-    return {e.name for r in gc.get_objects() if type(r) is Registry for e in r} - {"model", "tag", "box", "keypoints"}
+    # column, "box", "keypoints" and "segmentation" COCO's fields (the shapes a manifest draws, and the task that reads
+    # masks: its name is guarded by test_nothing_outside_the_tasks_asks_which_task_it_runs), "mask" a stored mask.
+    return {e.name for r in gc.get_objects() if type(r) is Registry for e in r} - {
+        "model", "tag", "box", "keypoints", "segmentation", "mask"}
 
 
 def _own_entries(tree) -> set[str]:
@@ -204,3 +206,21 @@ def test_the_library_does_not_depend_on_its_demo():
                if module.count(".") and module.split(".")[1] in ("models", "objects", "repair", "slices", "tagging",
                                                                  "tasks", "store")}
     assert {module: demo for module, demo in leaning.items() if demo} == {}
+
+
+# The segmentation task and its pieces (issue 56): its model family, what its masks measure and its demo. Only they,
+# and the places that register them (the tasks' package, the model registry's adapters, the demos), import them.
+SEGMENTATION_PIECES = {"hibug_core.tasks.segmentation", "hibug_core.objects.mask_geometry",
+                       "hibug_core.models.zoo.scene_masks", "hibug_core.demo.segmentation",
+                       "hibug_core.demo.mask_scenes"}
+REGISTERING = {"hibug_core.tasks", "hibug_core.models.object_models", "hibug_core.demo"}
+
+
+def test_adding_the_segmentation_task_touched_only_its_own_module_and_its_pieces():
+    """A task is one module and its pieces: no generic module (import, matching, slices, repair, store, pages) imports
+    the segmentation task or its pieces; they reach it through the task registry and the hooks every task has."""
+    graph = import_graph()
+    assert SEGMENTATION_PIECES <= set(graph)
+    leaning = {module: sorted(targets & SEGMENTATION_PIECES) for module, targets in graph.items()
+               if module not in SEGMENTATION_PIECES | REGISTERING and targets & SEGMENTATION_PIECES}
+    assert leaning == {}

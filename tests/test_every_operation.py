@@ -40,17 +40,17 @@ def _classification(folder: Path) -> tuple[Path, str, str]:
     return folder / "p", "model", "circle"
 
 
-def _objects(folder: Path, keypoints: int) -> tuple[Path, str, str]:
-    """30 seeded images of boxes (or of skeletons with `keypoints` keypoints) with two models' results, and an
-    unlabelled pool with the first model's detections."""
-    truth, found = _random_case(4, n_images=30, keypoints=keypoints)
+def _objects(folder: Path, keypoints: int, masks: bool = False) -> tuple[Path, str, str]:
+    """30 seeded images of boxes (or of skeletons with `keypoints` keypoints, or of masks) with two models' results,
+    and an unlabelled pool with the first model's detections."""
+    truth, found = _random_case(4, n_images=30, keypoints=keypoints, masks=masks)
     rng = np.random.default_rng(2)
     other = [dict(d, score=float(rng.random())) for d in found if rng.random() < 0.8]
     truth_file, results = _write(folder / "data", truth, {"m": found, "other": other})
     sigmas = ["--keypoint-sigmas", ",".join(["0.05"] * keypoints)] if keypoints else []
     assert main(["new", str(folder / "p"), "--coco", str(truth_file), "--results", f"m={results['m']}",
                  f"other={results['other']}", *sigmas]) == 0
-    pool_truth, pool_found = _random_case(5, n_images=6, keypoints=keypoints)
+    pool_truth, pool_found = _random_case(5, n_images=6, keypoints=keypoints, masks=masks)
     pool_truth = dict(pool_truth, annotations=[],
                       images=[dict(i, file_name=f"pool/{i['id']}.png") for i in pool_truth["images"]])
     pool_file, pool_results = _write(folder / "pool", pool_truth, {"m": pool_found})
@@ -59,7 +59,8 @@ def _objects(folder: Path, keypoints: int) -> tuple[Path, str, str]:
     return folder / "p", "m", truth["categories"][0]["name"]
 
 
-BUILD = {"classification": _classification, "detection": lambda f: _objects(f, 0), "pose": lambda f: _objects(f, 4)}
+BUILD = {"classification": _classification, "detection": lambda f: _objects(f, 0), "pose": lambda f: _objects(f, 4),
+         "segmentation": lambda f: _objects(f, 0, masks=True)}
 
 # What each operation does on each task's tiny project: None, it completes; else the start of its refusal.
 EXPECTED = {
@@ -83,6 +84,16 @@ EXPECTED = {
                           "scores generated images",
         "repair": "hibug cannot retrain 'm': only its results were imported",
         "repair linear head": f"{CAN} retrain the model of a project of people with 'linear head': choose "
+                              "'fine-tune'"},
+    "segmentation": {
+        "predict": f"{CAN} run the model itself for a project of objects: import the mask model's results as a COCO "
+                   "results file with a 'segmentation' per detection",
+        "generate": f"{CAN} repair with generated images for a project of objects: generated images come without "
+                    "masks",
+        "failure search": f"{CAN} search for failures with generated images for a project of objects: failure search "
+                          "scores generated images",
+        "repair": "hibug cannot retrain 'm': only its results were imported",
+        "repair linear head": f"{CAN} retrain the model of a project of objects with 'linear head': choose "
                               "'fine-tune'"},
 }
 

@@ -287,7 +287,7 @@ def test_tides_ap_if_fixed_table_for_masks_equals_pycocotools_on_the_fixed_files
     assert matches.detections["error_type"].tolist() == ["", "localization", "background"]
     table = matches.fixes.set_index("error type")
     assert table["count"].to_dict() == {"classification": 0, "localization": 1, "both": 0, "duplicate": 0,
-                                        "background": 1, "missed": 1}
+                                        "background": 1, "missed": 1, "outline": 0}
     base = _pycocotools_segm_ap(truth, results, tmp_path)
     assert matches.summary["AP"] == pytest.approx(base, abs=1e-9)
     placed = [results[0], {**results[1], "segmentation": _compressed(two)}, results[2]]

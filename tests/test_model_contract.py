@@ -58,8 +58,26 @@ def _keypoints(tmp_path):
             TrainingSet(images[3:], people[3:], points[3:]), {})
 
 
+def _masks(tmp_path):
+    from hibug_core.models.zoo.scene_masks import MaskModelConfig, build_mask_model, save_mask_model
+
+    config = MaskModelConfig(image_size=64, width=8, pyramid_channels=16, head_channels=16, batch_size=2,
+                             score_threshold=0.0)
+    save_mask_model(tmp_path / "masks.pt", build_mask_model(SHAPES, config), SHAPES, config)
+    images = [_scene(k, 64) for k in range(4)]
+    boxes = [(np.array([[10.0 + k, 12, 31, 39]]), ["rectangle"]) for k in range(4)]
+    masks = []
+    for k in range(4):
+        mask = np.zeros((1, 64, 64), bool)
+        mask[0, 12:51, 10 + k:41 + k] = True
+        masks.append(mask)
+    return ("scene-masks", "masks.pt", images, TrainingSet(images[:3], boxes[:3], masks=masks[:3]),
+            TrainingSet(images[3:], boxes[3:], masks=masks[3:]), {})
+
+
 @pytest.mark.parametrize("family", [pytest.param(_classifier, id="shape-cnn"), pytest.param(_detector, id="scene-fcos"),
-                                    pytest.param(_keypoints, id="scene-keypoints", marks=pytest.mark.slow)])
+                                    pytest.param(_keypoints, id="scene-keypoints", marks=pytest.mark.slow),
+                                    pytest.param(_masks, id="scene-masks", marks=pytest.mark.slow)])
 def test_every_model_family_keeps_one_contract(family, tmp_path):
     name, checkpoint, images, data, new, options = family(tmp_path)
     adapter = load_model(f"{name}:{tmp_path / checkpoint}")

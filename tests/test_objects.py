@@ -68,8 +68,15 @@ def _tide_case() -> tuple[dict, list]:
     return truth, detections
 
 
-def _random_case(seed: int, n_images: int = 24, keypoints: int = 0) -> tuple[dict, list]:
-    """Seeded objects (some crowd) and detections that find some, shift some, confuse some and invent some."""
+def _ellipse(x: float, y: float, w: float, h: float, sides: int = 10) -> list[list[float]]:
+    """A polygon of the ellipse in the box (x, y, w, h), as COCO writes a mask."""
+    angles = np.linspace(0, 2 * np.pi, sides, endpoint=False)
+    return [np.column_stack([x + w / 2 * (1 + np.cos(angles)), y + h / 2 * (1 + np.sin(angles))]).ravel().tolist()]
+
+
+def _random_case(seed: int, n_images: int = 24, keypoints: int = 0, masks: bool = False) -> tuple[dict, list]:
+    """Seeded objects (some crowd) and detections that find some, shift some, confuse some and invent some (masks:
+    each outlined by the ellipse in its box)."""
     rng = np.random.default_rng(seed)
     categories = [{"id": c, "name": name} for c, name in ((1, "circle"), (3, "square"), (7, "triangle"))]
     if keypoints:
@@ -89,6 +96,8 @@ def _random_case(seed: int, n_images: int = 24, keypoints: int = 0) -> tuple[dic
                                           rng.choice([0, 2, 2, 2], keypoints)])
                 record["keypoints"] = points.ravel().tolist()
                 record["num_keypoints"] = int((points[:, 2] > 0).sum())
+            if masks:
+                record["segmentation"] = _ellipse(x, y, w, h)
             annotations.append(record)
             if rng.random() < 0.8:
                 jitter = rng.normal(0, 0.15, 4) * [w, h, w, h]
@@ -101,6 +110,8 @@ def _random_case(seed: int, n_images: int = 24, keypoints: int = 0) -> tuple[dic
                     moved[:, :2] += rng.normal(0, 0.05 * np.sqrt(w * h), (keypoints, 2))
                     moved[:, 2] = 1
                     found["keypoints"] = moved.ravel().tolist()
+                if masks:
+                    found["segmentation"] = _ellipse(*found["bbox"], sides=int(rng.integers(4, 14)))
                 detections.append(found)
         for _ in range(int(rng.integers(0, 3))):
             found = {"image_id": image_id, "category_id": int(rng.choice([c["id"] for c in categories])),
@@ -110,6 +121,8 @@ def _random_case(seed: int, n_images: int = 24, keypoints: int = 0) -> tuple[dic
                 found["keypoints"] = np.column_stack([rng.uniform(0, width, keypoints),
                                                       rng.uniform(0, height, keypoints),
                                                       np.ones(keypoints)]).ravel().tolist()
+            if masks:
+                found["segmentation"] = _ellipse(*found["bbox"])
             detections.append(found)
     return {"images": images, "categories": categories, "annotations": annotations}, detections
 

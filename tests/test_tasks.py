@@ -165,7 +165,7 @@ def test_each_task_claims_manifests_by_the_shapes_they_draw_and_a_new_shape_is_n
     without editing them."""
     from hibug_core.registry import Registry
     from hibug_core.tasks import base
-    from hibug_core.tasks.base import MANIFEST_SHAPES
+    from hibug_core.tasks.base import MANIFEST_SHAPES, Shape
     from hibug_core.tasks.registry import claiming_table
 
     assert claiming_table(["image", "label", "prediction", "attr:color"], "m.csv").name == "classification"
@@ -175,9 +175,9 @@ def test_each_task_claims_manifests_by_the_shapes_they_draw_and_a_new_shape_is_n
     shapes = Registry(MANIFEST_SHAPES.kind)
     for entry in MANIFEST_SHAPES:
         shapes.add(entry.name, entry.help, entry.build)
-    shapes.add("mask", "a mask per row (a task that is not registered)", lambda column: column == "mask")
+    shapes.add("track", "a track per row (a task that is not registered)", lambda: Shape(lambda c: c == "track"))
     monkeypatch.setattr(base, "MANIFEST_SHAPES", shapes)
-    with pytest.raises(HibugError, match=r"m\.csv: no task reads a manifest with the columns image, label, mask"):
-        claiming_table(["image", "label", "mask"], "m.csv")  # not classification's: it draws a shape
-    with pytest.raises(HibugError, match="no task reads a manifest with the columns image, box, mask"):
-        claiming_table(["image", "box", "mask"], "m.csv")  # nor detection's: it draws one detection does not
+    with pytest.raises(HibugError, match=r"m\.csv: no task reads a manifest with the columns image, label, track"):
+        claiming_table(["image", "label", "track"], "m.csv")  # not classification's: it draws a shape
+    with pytest.raises(HibugError, match="no task reads a manifest with the columns image, box, track"):
+        claiming_table(["image", "box", "track"], "m.csv")  # nor detection's: it draws one detection does not

@@ -17,6 +17,9 @@ def _new_arguments(parser) -> None:
                         "folder load_dataset reads, or a hub id in the cache")
     source.add_argument("--coco", metavar="INSTANCES_JSON", help="COCO ground truth (boxes, optional keypoints and "
                         "iscrowd): one sample per object (see README: Objects)")
+    parser.add_argument("--task", help="with --coco: the task to read the files as, where they carry more than it "
+                        "needs (e.g. detection from files with masks; default: the task their shapes say: boxes, "
+                        "keypoints, or masks in the truth and every results file; for an import, the project's)")
     parser.add_argument("--results", nargs="+", default=[], metavar="[MODEL=]RESULTS_JSON",
                         help="with --coco: one COCO results file per model (named by its file, or MODEL=)")
     parser.add_argument("--split", default="val", help="with --coco: the split of its images (default: val)")
@@ -127,22 +130,26 @@ def _load_coco(args, report):
         sigmas = tuple(float(v) for v in args.keypoint_sigmas.split(",")) if args.keypoint_sigmas else None
     except ValueError:
         raise HibugError(f"--keypoint-sigmas: '{args.keypoint_sigmas}' is not comma-separated numbers") from None
-    geometry, stored = _project_settings(args)
+    geometry, stored, task = _project_settings(args)
+    if args.task and task and args.task != task:
+        raise HibugError(f"--task: this project holds {task} samples; import {args.task} samples into a project of "
+                         "their own")
     config = stored_match_config(stored, iou_threshold=args.iou_threshold, keypoint_sigmas=sigmas)
     return load_coco(args.coco, results, images_dir=args.images_dir, split=args.split, match_config=config,
-                     geometry=geometry, labelled=not args.unlabelled, progress=report)
+                     geometry=geometry, labelled=not args.unlabelled, task=task or args.task, progress=report)
 
 
 def _project_settings(args):
-    """(the bins the project's measured tags mean, how its objects were matched); COCO's bins and nothing stored for
-    a new project: an import adds to a project alike, and a model added to it is matched as the first was."""
+    """(the bins the project's measured tags mean, how its objects were matched, its task); COCO's bins and nothing
+    stored for a new project: an import adds to a project alike, and a model added to it is matched as the first
+    was."""
     from hibug_core.objects.geometry import GeometryConfig
     from hibug_core.store.project import MEASURES_META, Project
 
     if args.command != "import":
-        return GeometryConfig(), {}
+        return GeometryConfig(), {}, None
     with Project.open(args.project) as project:
-        return GeometryConfig.from_json(project.meta().get(MEASURES_META)), project.match_settings()
+        return GeometryConfig.from_json(project.meta().get(MEASURES_META)), project.match_settings(), project.task
 
 
 def _record_arguments(parser) -> None:

@@ -1,5 +1,6 @@
 """The bundled demos, one per task: easy-vqa shapes with a CNN (classification), scenes of shapes with a detector
-(detection) and scenes of drawn figures with a keypoint model (pose), each with planted bugs."""
+(detection), scenes of drawn figures with a keypoint model (pose) and scenes of shapes with a mask model
+(segmentation), each with planted bugs."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,6 +29,15 @@ def _pose(folder: str | Path, progress: ProgressCallback = no_progress):
     from hibug_core.demo.pose import PoseDemoConfig, build_pose_demo
 
     return open_or_build(folder, lambda where: build_pose_demo(where, PoseDemoConfig(), progress=progress))
+
+
+@DEMOS.register("segmentation", "scenes of shapes and a mask model (Mask R-CNN), one sample per object outlined by "
+                "its mask")
+def _segmentation(folder: str | Path, progress: ProgressCallback = no_progress):
+    from hibug_core.demo.segmentation import SegmentationDemoConfig, build_segmentation_demo
+
+    return open_or_build(folder, lambda where: build_segmentation_demo(where, SegmentationDemoConfig(),
+                                                                       progress=progress))
 
 
 def demo_folder(name: str) -> str:

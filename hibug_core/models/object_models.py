@@ -20,16 +20,19 @@ class DetectorError(HibugError):
 @dataclass(frozen=True)
 class TrainingSet:
     """Images (PIL) and per image (boxes (n, 4) x/y/w/h in pixels, class names); for people also their keypoints
-    (n, k, 3: x, y and COCO's visibility flag)."""
+    (n, k, 3: x, y and COCO's visibility flag); for objects outlined by masks their masks (n, height, width bool)."""
 
     images: list
     objects: list[tuple[np.ndarray, list[str]]]
     keypoints: list[np.ndarray] | None = None
+    masks: list[np.ndarray] | None = None
 
     def __add__(self, other: TrainingSet) -> TrainingSet:
-        points = None if self.keypoints is None and other.keypoints is None else \
-            (self.keypoints or []) + (other.keypoints or [])
-        return TrainingSet(self.images + other.images, self.objects + other.objects, points)
+        def joined(mine, theirs):
+            return None if mine is None and theirs is None else (mine or []) + (theirs or [])
+
+        return TrainingSet(self.images + other.images, self.objects + other.objects,
+                           joined(self.keypoints, other.keypoints), joined(self.masks, other.masks))
 
     def people(self) -> list[tuple[np.ndarray, list[str], np.ndarray]]:
         """Per image (boxes, class names, keypoints), as a keypoint model learns from them."""
@@ -37,10 +40,12 @@ class TrainingSet:
 
 
 def coco_training_set(path: Path, file_names: list[str] | None = None) -> TrainingSet:
-    """Images and boxes (and keypoints, when its categories name them) of a COCO file (or of its images `file_names`,
-    in that order), crowd regions left out; images are read under the file's folder."""
+    """Images and boxes (and keypoints, when its categories name them; masks, when its objects carry them) of a COCO
+    file (or of its images `file_names`, in that order), crowd regions left out; images are read under the file's
+    folder."""
     from hibug_core.image_loader import open_image
     from hibug_core.objects.coco import read_ground_truth
+    from hibug_core.objects.masks import pixels
 
     truth = read_ground_truth(path)
     images = truth.images.reset_index()
@@ -56,7 +61,9 @@ def coco_training_set(path: Path, file_names: list[str] | None = None) -> Traini
     empty = pd.DataFrame(columns=["x", "y", "w", "h", "category_id", "keypoints"])
     folder = Path(truth.source).parent
     count = max((len(names) for names in truth.keypoints.values()), default=0)
-    loaded, targets, points = [], [], []
+    outlined = truth.has_masks
+    record_of = {record["id"]: record for record in truth.dataset["annotations"]} if outlined else {}
+    loaded, targets, points, masks = [], [], [], []
     for image_id, name in zip(images["image_id"], images["file_name"]):
         group = grouped.get(image_id, empty)
         loaded.append(open_image(folder / name))
@@ -64,7 +71,11 @@ def coco_training_set(path: Path, file_names: list[str] | None = None) -> Traini
                         [truth.categories[c] for c in group["category_id"]]))
         points.append(np.array([p if isinstance(p, list) else [0.0] * (3 * count) for p in group["keypoints"]],
                                dtype=float).reshape(len(group), count, 3))
-    return TrainingSet(loaded, targets, points if count else None)
+        if outlined:
+            width, height = loaded[-1].size
+            masks.append(np.array([pixels(record_of[i]["segmentation"], width, height) for i in group["id"]],
+                                  dtype=bool).reshape(len(group), height, width))
+    return TrainingSet(loaded, targets, points if count else None, masks if outlined else None)
 
 
 class ObjectModelAdapter(ModelUnderTest):
@@ -93,7 +104,8 @@ class ObjectModelAdapter(ModelUnderTest):
                        learning_rate=tune.learning_rate or self.config.learning_rate, seed=tune.seed)
 
 
-OBJECT_FAMILIES = ("scene-fcos", "scene-keypoints")  # the model registry's families of object models
+# the model registry's families of object models
+OBJECT_FAMILIES = ("scene-fcos", "scene-keypoints", "scene-masks")
 
 
 class SceneFcos(ObjectModelAdapter):
@@ -164,3 +176,39 @@ class SceneKeypoints(ObjectModelAdapter):
         from hibug_core.models.zoo.scene_keypoints import detect_people
 
         return detect_people(network or self.network, images, self.classes, progress=progress)
+
+
+class SceneMasks(ObjectModelAdapter):
+    """The zoo's mask model (hibug_core.models.zoo.scene_masks): loaded from its checkpoint, fine-tuned with its own
+    schedule on objects with masks, run to find objects and their masks."""
+
+    def __init__(self, spec: str, checkpoint: Path):
+        from hibug_core.models.zoo.scene_masks import load_mask_model
+
+        self.spec = spec
+        self.network, self.classes, self.config = load_mask_model(checkpoint)
+
+    def fine_tune(self, data: TrainingSet, new: TrainingSet, *, lam: float | None, tune,
+                  progress: ProgressCallback = no_progress, **options):
+        from hibug_core.models.zoo.scene_masks import train_mask_model
+
+        if data.masks is None:
+            raise DetectorError("a mask model learns from objects with masks: its training annotations have none "
+                                "('segmentation')")
+        config = self._schedule(tune)
+        if lam is None:
+            data, new = data + new, TrainingSet([], [], None, [])
+        return train_mask_model(data.images, data.objects, data.masks, self.classes, config, progress,
+                                start_from=self.network, new=(new.images, new.objects, new.masks or []),
+                                lam=lam or 0.0)
+
+    def save(self, network, path: Path, **extra) -> Path:
+        from hibug_core.models.zoo.scene_masks import save_mask_model
+
+        save_mask_model(path, network, self.classes, self.config)
+        return path
+
+    def predict(self, images: list, *, network=None, progress: ProgressCallback = no_progress) -> list:
+        from hibug_core.models.zoo.scene_masks import segment
+
+        return segment(network or self.network, images, self.classes, progress=progress)

@@ -157,6 +157,9 @@ MODELS.add("scene-fcos", "the zoo's scene detector: torchvision's FCOS on a smal
 MODELS.add("scene-keypoints", "the zoo's keypoint model: torchvision's Keypoint R-CNN on a small CNN backbone, e.g. "
            "scene-keypoints:models/people.pt", _zoo_object_model("SceneKeypoints"),
            form="scene-keypoints:<checkpoint path>")
+MODELS.add("scene-masks", "the zoo's mask model: torchvision's Mask R-CNN on a small CNN backbone (the segmentation "
+           "demo's model), e.g. scene-masks:models/shape-masks.pt", _zoo_object_model("SceneMasks"),
+           form="scene-masks:<checkpoint path>")
 
 
 @MODELS.register("python", "your own code: python:<module>:<function> returns a ModelAdapter, or (network, "

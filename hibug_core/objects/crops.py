@@ -1,6 +1,7 @@
 """Object pictures for grids and the detail view: the object's crop with a context margin (or its whole image), the
-true box and the predicted box drawn, coloured by outcome, and a person's true and predicted skeletons with joints
-coloured by keypoint type; made once and kept in the project."""
+true box and the predicted box drawn, coloured by outcome (an object outlined by a mask: the outlines of its true and
+predicted masks instead), and a person's true and predicted skeletons with joints coloured by keypoint type; made once
+and kept in the project."""
 from __future__ import annotations
 
 import hashlib
@@ -31,6 +32,18 @@ KEYPOINT_COLOURS = {"g": (22, 163, 74), "j": (234, 179, 8), "i": (147, 51, 234),
 SKELETON_LEGEND = ("the true skeleton in blue, the predicted one in the outcome's colour; predicted joints by their "
                    "keypoint type: green good, yellow jitter, purple inversion (left for right), orange swap (another "
                    "person's), red miss")
+MASK_LEGEND = ("blue: the outline of the true mask; the predicted mask's outline is green when it found the object, "
+               "amber when it came close (an outline, localization or classification error) and red for a false "
+               "positive; grey: a mask in an unlabelled image")
+
+
+def picture_legend(rows) -> str:
+    """What the pictures of these sample rows show, in words: boxes, masks' outlines, and skeletons where they have
+    them."""
+    def has(column: str) -> bool:
+        return column in rows and rows[column].notna().any()
+
+    return (MASK_LEGEND if has("mask_json") else LEGEND) + (f"; {SKELETON_LEGEND}" if has("keypoints_json") else "")
 
 
 @dataclass(frozen=True)
@@ -46,10 +59,12 @@ class ObjectPicture:
     pred_points: tuple[tuple[float, float] | None, ...] = ()
     limbs: tuple[tuple[int, int], ...] = ()
     types: str = ""
+    mask: str = ""  # objects outlined by masks: the true mask as stored (hibug_core.objects.masks.stored)
+    pred_mask: str = ""  # the predicted mask that went with it, as stored
 
     def key(self, content_hash: str, size: int, margin: float, whole: bool) -> str:
         text = (f"{content_hash}|{self.box}|{self.pred_box}|{self.outcome}|{size}|{margin}|{whole}|{self.points}|"
-                f"{self.pred_points}|{self.limbs}|{self.types}")
+                f"{self.pred_points}|{self.limbs}|{self.types}|{self.mask}|{self.pred_mask}")
         return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
@@ -70,13 +85,16 @@ def picture_of(row, limbs=()) -> ObjectPicture:
     pred_box = None if any(np.isnan(pred)) else pred
     outcome = str(row.get("outcome") or "")
     limbs = tuple((int(a), int(b)) for a, b in limbs)
-    if outcome in ("false positive", UNLABELLED):  # its own box and keypoints are the prediction; nothing true
-        return ObjectPicture(box, None, outcome, pred_points=_points(row.get("keypoints_json"), False), limbs=limbs)
+    mask, pred_mask = (text if isinstance(text, str) else "" for text in (row.get("mask_json"),
+                                                                             row.get("pred_mask_json")))
+    if outcome in ("false positive", UNLABELLED):  # its own box, keypoints and mask are the prediction; nothing true
+        return ObjectPicture(box, None, outcome, pred_points=_points(row.get("keypoints_json"), False), limbs=limbs,
+                             pred_mask=mask)
     types = row.get("keypoint_types")
     return ObjectPicture(box, pred_box, "true positive" if outcome == "true positive" else "near miss",
                          points=_points(row.get("keypoints_json"), True),
                          pred_points=_points(row.get("pred_keypoints_json"), False), limbs=limbs,
-                         types=types if isinstance(types, str) else "")
+                         types=types if isinstance(types, str) else "", mask=mask, pred_mask=pred_mask)
 
 
 def crop_region(box, pred_box, image_size: tuple[int, int], margin: float) -> tuple[int, int, int, int]:
@@ -132,7 +150,27 @@ def render_picture(image, picture: ObjectPicture, *, size: int = 160, margin: fl
                 x, y = at(point)
                 draw.ellipse([x - radius, y - radius, x + radius, y + radius], fill=joint, outline=(255, 255, 255))
 
-    if picture.outcome in ("false positive", UNLABELLED):
+    def contour(stored: str, colour):
+        """A stored mask's outline, `line` pixels wide with a white halo, over the shown region."""
+        from scipy import ndimage
+
+        from hibug_core.objects.masks import stored_pixels
+
+        pixels = Image.fromarray(stored_pixels(stored)[region[1]:region[3], region[0]:region[2]])
+        inside = np.asarray(pixels.resize(shown.size, Image.NEAREST), dtype=bool)
+        rim = inside & ~ndimage.binary_erosion(inside, iterations=line, border_value=0)
+        halo = ndimage.binary_dilation(rim, iterations=1) & ~rim
+        painted = np.asarray(shown).copy()
+        painted[halo] = (255, 255, 255)
+        painted[rim] = colour
+        shown.paste(Image.fromarray(painted))
+
+    if picture.mask or picture.pred_mask:  # an object outlined by masks: its outlines say more than its boxes
+        if picture.mask:
+            contour(picture.mask, TRUE_BOX)
+        if picture.pred_mask:
+            contour(picture.pred_mask, OUTCOME_COLOURS[picture.outcome])
+    elif picture.outcome in ("false positive", UNLABELLED):
         outline(picture.box, OUTCOME_COLOURS[picture.outcome])
         skeleton(picture.pred_points, OUTCOME_COLOURS[picture.outcome],
                  [OUTCOME_COLOURS[picture.outcome]] * len(picture.pred_points))

@@ -83,19 +83,50 @@ def measure_masks(masks: list[np.ndarray], image_ids: np.ndarray, own_ids: np.nd
                   config: MaskGeometryConfig = MaskGeometryConfig()) -> pd.DataFrame:
     """Each mask's measured tags. masks: (height, width) bool arrays of their images; image_ids: each one's image;
     own_ids: each one's object id (the masks of one image occlude one another, never themselves)."""
-    measured = [measure_mask(m) for m in masks]
-    occlusion = np.zeros(len(masks))
+    measured, occlusion = [None] * len(masks), np.zeros(len(masks))
+    image_ids, own_ids = np.asarray(image_ids), np.asarray(own_ids)
     for image in np.unique(image_ids):
-        members = np.flatnonzero(np.asarray(image_ids) == image)
-        for i in members:
-            rows, columns = np.nonzero(masks[i])
-            if not len(rows):
-                continue
-            box = np.zeros_like(masks[i])
-            box[rows.min():rows.max() + 1, columns.min():columns.max() + 1] = True
-            covers = [(masks[j] & box).sum() / box.sum() for j in members if own_ids[j] != own_ids[i]]
-            occlusion[i] = max(covers, default=0.0)
+        members = np.flatnonzero(image_ids == image)
+        for i, measures, covered in zip(members, *_image_measures([masks[i] for i in members], own_ids[members])):
+            measured[i], occlusion[i] = measures, covered
+    return _tags(measured, occlusion, config)
 
+
+def measure_stored_masks(stored: np.ndarray, image_ids: np.ndarray,
+                         config: MaskGeometryConfig = MaskGeometryConfig()) -> pd.DataFrame:
+    """Each stored mask's measured tags (hibug_core.objects.masks.stored: one per object), an image's masks decoded
+    together and each measured on its own box."""
+    from hibug_core.objects.masks import stored_pixels
+
+    measured, occlusion = [None] * len(stored), np.zeros(len(stored))
+    image_ids = np.asarray(image_ids)
+    for image in np.unique(image_ids):
+        members = np.flatnonzero(image_ids == image)
+        masks = [stored_pixels(stored[i]) for i in members]
+        for i, measures, covered in zip(members, *_image_measures(masks, members)):
+            measured[i], occlusion[i] = measures, covered
+    return _tags(measured, occlusion, config)
+
+
+def _image_measures(masks: list[np.ndarray], own_ids: np.ndarray) -> tuple[list[MaskMeasures], list[float]]:
+    """The masks of one image: each one's measures on its own box, and the largest share of its box another one
+    covers."""
+    measured, occlusion = [], []
+    for i, pixels in enumerate(masks):
+        rows, columns = np.nonzero(pixels)
+        if not len(rows):
+            measured.append(measure_mask(pixels[:0, :0]))
+            occlusion.append(0.0)
+            continue
+        box = np.s_[rows.min():rows.max() + 1, columns.min():columns.max() + 1]
+        measured.append(measure_mask(np.pad(pixels[box], 1)))  # a pixel of background round it: holes stay holes
+        area = pixels[box].size
+        occlusion.append(max(((masks[j][box]).sum() / area for j in range(len(masks)) if own_ids[j] != own_ids[i]),
+                             default=0.0))
+    return measured, occlusion
+
+
+def _tags(measured: list[MaskMeasures], occlusion: np.ndarray, config: MaskGeometryConfig) -> pd.DataFrame:
     def tag(bins: Bins, values) -> np.ndarray:
         return np.asarray(bins.tags, dtype=object)[bins.tag(np.asarray(values, dtype=np.float64))]
 
@@ -106,4 +137,4 @@ def measure_masks(masks: list[np.ndarray], image_ids: np.ndarray, own_ids: np.nd
         "is in pieces": np.where([m.pieces > 1 for m in measured], "yes", "no").astype(object),
         "outline": tag(config.outline, [m.outline for m in measured]),
         "mask occlusion": tag(config.occlusion, occlusion),
-    }, index=pd.RangeIndex(len(masks)))
+    }, index=pd.RangeIndex(len(measured)))

@@ -128,3 +128,23 @@ def paired_boundary_ious(found: list, truth: list, image_ids: list[int], sizes: 
     n = len(found)
     return np.array([float(np.asarray(mask.iou([records[k]["boundary"]], [records[n + k]["boundary"]], [0]))
                            .reshape(-1)[0]) for k in range(n)])
+
+
+def stored(value, width: int, height: int) -> str:
+    """A checked mask as the store keeps it: one compressed run-length encoding, as JSON {"size", "counts"}."""
+    import json
+
+    rle = encoded(value, width, height)
+    counts = rle["counts"]
+    return json.dumps({"size": [int(v) for v in rle["size"]],
+                       "counts": counts.decode() if isinstance(counts, bytes) else counts})
+
+
+def stored_pixels(text: str) -> np.ndarray:
+    """A stored mask (stored()) as a (height, width) bool array."""
+    import json
+
+    from faster_coco_eval.core import mask
+
+    rle = json.loads(text)
+    return mask.decode({"size": rle["size"], "counts": rle["counts"].encode()}).astype(bool)

@@ -20,6 +20,9 @@ IGNORED_CROWD, IGNORED_BEYOND = "ignored (crowd)", "ignored (beyond the detectio
 BELOW_THRESHOLD = "below the confidence threshold"
 ERROR_TYPES = ("classification", "localization", "both", "duplicate", "background", "missed")  # TIDE's six
 CLASS_ERROR, PLACE_ERROR, MISSED_ERROR = ERROR_TYPES[0], ERROR_TYPES[1], ERROR_TYPES[5]  # those a TIDE fix redraws
+# A mask's own failure (matched by masks): the object was found where it is, its box right, but the mask's outline is
+# wrong (Boundary IoU below MatchConfig.outline_threshold): told apart from an object placed badly or missed.
+OUTLINE_ERROR = "outline"
 SUMMARY_NAMES = ("AP", "AP50", "AP75", "AP small", "AP medium", "AP large",
                  "AR1", "AR10", "AR100", "AR small", "AR medium", "AR large")
 COCO_PERSON_KEYPOINTS = ("nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder",
@@ -45,6 +48,7 @@ class MatchConfig:
     keypoint_sigmas: tuple[float, ...] | None = None  # OKS sigmas; None: COCO's for 17 person keypoints
     keypoints: bool | None = None  # match by OKS; None: when the ground truth and the results have keypoints
     masks: bool = False  # match by mask IoU (COCO's "segm"): an instance segmentation's objects and detections
+    outline_threshold: float = 0.5  # masks: an object found in place whose Boundary IoU is below this is outlined badly
 
     def __post_init__(self):
         check_fields(self, {
@@ -53,6 +57,7 @@ class MatchConfig:
             "max_detections": (self.max_detections >= 1, "1 or more"),
             "confidence_threshold": (0 <= self.confidence_threshold < 1, "in [0, 1)"),
             "score": (self.score in ("iou", "hit"), "'iou' or 'hit'"),
+            "outline_threshold": (0 < self.outline_threshold <= 1, "in (0, 1]"),
             "keypoint_sigmas": (self.keypoint_sigmas is None or (len(self.keypoint_sigmas) > 0 and all(
                 s > 0 for s in self.keypoint_sigmas)), "None, or positive numbers, one per keypoint")})
 
@@ -61,7 +66,8 @@ def stored_match_config(settings: dict, **given) -> MatchConfig:
     """The MatchConfig a stored evaluation's settings record (Matches.settings), with what was `given` (not None)
     instead: a later import of the same ground truth is matched as the first was."""
     kept = {name: settings[name] for name in ("iou_threshold", "background_iou", "max_detections",
-                                               "confidence_threshold", "score") if name in settings}
+                                               "confidence_threshold", "score", "outline_threshold")
+            if name in settings}
     if settings.get("keypoint_sigmas"):
         kept["keypoint_sigmas"] = tuple(float(s) for s in settings["keypoint_sigmas"])
     if settings.get("iou_type") == "segm":  # an import matched by masks is matched by masks again
@@ -322,10 +328,12 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
         fixes = _keypoint_fixes(ground_truth, results, objects, detections, sigmas, summary["AP"], overlaps, gt)
     elif iou_type == "segm":
         objects["boundary_iou"] = _boundary_ious(ground_truth, results, objects)
+        objects["error_type"] = _outline_errors(ground_truth, objects, config)
         fixes = tide_fixes(ground_truth, results, objects, detections, iou_type, summary["AP"], gt)
     settings = {"iou_threshold": config.iou_threshold, "background_iou": config.background_iou,
                 "max_detections": config.max_detections, "confidence_threshold": config.confidence_threshold,
                 "score": config.score, "iou_type": iou_type,
+                **({"outline_threshold": config.outline_threshold} if iou_type == "segm" else {}),
                 **(_skeleton_settings(skeleton_of(ground_truth, sigmas)) if sigmas else {})}
     return Matches(results.model, objects, detections, summary, per_class, iou_type, settings, fixes)
 
@@ -412,26 +420,55 @@ def _keypoint_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects
 
 
 def _boundary_ious(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.DataFrame) -> np.ndarray:
-    """Per object found, the Boundary IoU (Cheng et al. 2021) of its mask and the mask that found it, which tells an
-    object outlined badly from one placed badly; NaN for an object no mask found."""
+    """Per object a mask went with (found, or come close: TIDE's localization and class errors), the Boundary IoU
+    (Cheng et al. 2021) of its mask and that mask, which tells an object outlined badly from one placed badly; NaN for
+    an object no mask went with."""
     from hibug_core.objects.masks import paired_boundary_ious
 
-    record_of = {record["id"]: record for record in ground_truth.dataset["annotations"]}
     out = np.full(len(objects), np.nan)
-    found = np.flatnonzero((objects["outcome"] == TRUE_POSITIVE).to_numpy())
-    truths = [record_of[int(objects.index[position])] for position in found]
-    detections = [results.records[int(objects["detection"].iat[position])] for position in found]
+    shown = np.flatnonzero(objects["detection"].to_numpy() >= 0)
+    truths = by_id(ground_truth, objects.index.to_numpy()[shown])
+    detections = [results.records[int(d)] for d in objects["detection"].to_numpy()[shown]]
     sizes = {int(i): (int(w), int(h)) for i, w, h in ground_truth.images[["width", "height"]].itertuples()}
-    out[found] = paired_boundary_ious([d["segmentation"] for d in detections], [t["segmentation"] for t in truths],
+    out[shown] = paired_boundary_ious([d["segmentation"] for d in detections], [t["segmentation"] for t in truths],
                                       [t["image_id"] for t in truths], sizes)
     return out
+
+
+def _outline_errors(ground_truth: CocoGroundTruth, objects: pd.DataFrame, config: MatchConfig) -> np.ndarray:
+    """Each object's error type, an outline error where a mask of its class went with it (found, or a localization
+    error), its box in place (box IoU at the threshold or more) and the outline wrong (Boundary IoU below the
+    config's): a mask drawn badly in the right place, not an object placed badly or missed."""
+    truth = ground_truth.annotations.set_index("id").loc[objects.index]
+    names = ground_truth.categories
+    shown = objects["detection"].to_numpy() >= 0
+    placed = np.where(shown, _paired_box_iou(np.nan_to_num(objects[["pred_x", "pred_y", "pred_w", "pred_h"]]
+                                                           .to_numpy(float)), truth[["x", "y", "w", "h"]]
+                                             .to_numpy(float)), 0.0)
+    same_class = objects["predicted_class"].to_numpy(object) == np.array([names[c] for c in truth["category_id"]],
+                                                                            dtype=object)
+    kinds = objects["error_type"].to_numpy(object)
+    outlined_badly = (np.isin(kinds, ["", PLACE_ERROR]) & same_class & (placed >= config.iou_threshold)
+                      & (objects["boundary_iou"].to_numpy(float) < config.outline_threshold))
+    return np.where(outlined_badly, OUTLINE_ERROR, kinds)
+
+
+def _paired_box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of each pair (a[k], b[k]) of (x, y, w, h) boxes."""
+    left, top = np.maximum(a[:, 0], b[:, 0]), np.maximum(a[:, 1], b[:, 1])
+    right = np.minimum(a[:, 0] + a[:, 2], b[:, 0] + b[:, 2])
+    bottom = np.minimum(a[:, 1] + a[:, 3], b[:, 1] + b[:, 3])
+    overlap = np.clip(right - left, 0, None) * np.clip(bottom - top, 0, None)
+    union = a[:, 2] * a[:, 3] + b[:, 2] * b[:, 3] - overlap
+    return np.where(union > 0, overlap / np.maximum(union, 1e-12), 0.0)
 
 
 def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.DataFrame, detections: pd.DataFrame,
                iou_type: str, ap: float, gt) -> pd.DataFrame:
     """TIDE's oracles (Bolya et al. 2020), per error type: how many objects or detections have it and the AP were
     every one fixed. A classification error takes its object's class, a localization error its object's box (and
-    mask); both, duplicate and background errors are removed; missed objects are left out of the ground truth.
+    mask); both, duplicate and background errors are removed; missed objects are left out of the ground truth; masks:
+    the mask that went with an object outlined badly takes its object's mask.
     Detections below the operating point have no type and stay as they are. `gt`: the library's index of the ground
     truth, reused by every fix that keeps it."""
     from hibug_core.objects.masks import encoded
@@ -453,9 +490,14 @@ def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.
         return fixed
 
     table = []
-    for kind in ERROR_TYPES:
+    outlined = objects["detection"].to_numpy()[(objects["error_type"] == OUTLINE_ERROR).to_numpy()]
+    for kind in (*ERROR_TYPES, *((OUTLINE_ERROR,) if iou_type == "segm" else ())):
         truth, records = ground_truth, results.records
-        if kind == MISSED_ERROR:
+        if kind == OUTLINE_ERROR:  # the masks of objects outlined badly redrawn as their objects' own
+            chosen = np.isin(np.arange(len(records)), outlined)
+            count = int(chosen.sum())
+            records = [took_its_object(i, r, PLACE_ERROR) if chosen[i] else r for i, r in enumerate(records)]
+        elif kind == MISSED_ERROR:
             missed = set(objects.index[objects["error_type"] == MISSED_ERROR])
             count = len(missed)
             if missed:
@@ -478,8 +520,9 @@ def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.
             else:
                 pair = _coco_pair(truth, CocoResults(results.source, results.model, records, results.detections))
             fixed_ap = _average_precision(_evaluator(*pair, iou_type, None, all_areas_only=True))
-        table.append({"error type": kind, "unit": "objects" if kind == MISSED_ERROR else "detections", "count": count,
-                      "AP if fixed": fixed_ap, "AP gain": fixed_ap - ap})
+        unit = "objects" if kind in (MISSED_ERROR, OUTLINE_ERROR) else "detections"
+        table.append({"error type": kind, "unit": unit, "count": count, "AP if fixed": fixed_ap,
+                      "AP gain": fixed_ap - ap})
     return pd.DataFrame(table)
 
 
@@ -490,7 +533,7 @@ def _beyond_limit(detections: pd.DataFrame, limit: int) -> np.ndarray:
     return (rank >= limit).reindex(detections.index).to_numpy(bool)
 
 
-def _by_id(ground_truth: CocoGroundTruth, ids: np.ndarray) -> list[dict]:
+def by_id(ground_truth: CocoGroundTruth, ids: np.ndarray) -> list[dict]:
     """The ground truth's annotation records of these ids, in their order."""
     record_of = {record["id"]: record for record in ground_truth.dataset["annotations"]}
     return [record_of[int(i)] for i in ids]
@@ -584,7 +627,7 @@ def _outcomes(ground_truth: CocoGroundTruth, results: CocoResults, matched: dict
     fp_by_image = {image: fp_positions[rows] for image, rows in
                    positions_by(detections["image_id"].to_numpy()[unmatched]).items()}
     explained_by = np.full(n_obj, -1, dtype=np.int64)  # TIDE: a miss covered by a classification/localization error
-    object_masks = ([record.get("segmentation") for record in _by_id(ground_truth, objects["id"].to_numpy())]
+    object_masks = ([record.get("segmentation") for record in by_id(ground_truth, objects["id"].to_numpy())]
                     if iou_type == "segm" else None)  # by position among the objects
     for image_id, fps in fp_by_image.items():
         fps = fps[np.argsort(-det_score[fps], kind="mergesort")]

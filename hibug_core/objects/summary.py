@@ -46,12 +46,13 @@ def object_confusion(samples: pd.DataFrame) -> pd.DataFrame:
 
 
 def error_breakdown(samples: pd.DataFrame, error_types: tuple[str, ...] = ERROR_TYPES) -> pd.DataFrame:
-    """How many missed objects and false positives have each error type (the task's: TIDE's six for boxes), in its
-    order."""
-    evaluated = samples[samples["outcome"].isin(["missed", "false positive"])]
+    """How many missed objects, found objects and false positives have each error type (the task's: TIDE's six for
+    boxes; an object found but outlined badly has one too), in its order."""
+    evaluated = samples[samples["outcome"].isin(["missed", "true positive", "false positive"])]
     counts = evaluated.groupby(["error_type", "outcome"]).size().unstack(fill_value=0)
-    counts = counts.reindex(index=list(error_types), columns=["missed", "false positive"], fill_value=0)
-    counts.columns = ["missed objects", "false positives"]
+    counts = counts.reindex(index=list(error_types), columns=["missed", "true positive", "false positive"],
+                            fill_value=0)
+    counts.columns = ["missed objects", "found objects", "false positives"]
     counts.index.name = "error type"
     return counts
 

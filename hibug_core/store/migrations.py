@@ -184,6 +184,11 @@ MIGRATIONS: tuple[Migration, ...] = (
                   SELECT p.model_id, s.split, COUNT(p.score), SUM(p.score) FROM predictions p
                   JOIN samples s ON s.id = p.sample_id
                   WHERE s.label IS NOT NULL AND s.label <> '{BACKGROUND}' GROUP BY p.model_id, s.split""")),
+    Migration(14, "masks: an object's true mask (or a false positive's own), and per model the mask that went with "
+                  "each object and the Boundary IoU of the two",
+              run=lambda connection: _add_columns(connection, {
+                  "samples": ("mask_json TEXT",),
+                  "object_outcomes": ("pred_mask_json TEXT", "boundary_iou DOUBLE PRECISION")})),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

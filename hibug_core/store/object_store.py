@@ -14,7 +14,8 @@ from hibug_core.store.db import insert_columns, read_connection, sql_values
 if TYPE_CHECKING:
     import pandas as pd
 
-OBJECT_COLUMNS = ("image_key", "object_kind", "owner", "box_x", "box_y", "box_w", "box_h", "keypoints_json")
+OBJECT_COLUMNS = ("image_key", "object_kind", "owner", "box_x", "box_y", "box_w", "box_h", "keypoints_json",
+                  "mask_json")
 
 
 def object_columns(objects: pd.DataFrame | None) -> dict[str, np.ndarray]:
@@ -28,7 +29,8 @@ def insert_object_evaluation(connection: Connection, model_id: int, import_id: i
     (hibug_core.tasks.object_import.ObjectEvaluation)."""
     outcomes = evaluation.outcomes
     columns = ("outcome", "error_type", "iou", "predicted_class", "pred_x", "pred_y", "pred_w", "pred_h",
-               "nearest_label", "keypoint_types", "keypoint_similarity_json", "pred_keypoints_json")
+               "nearest_label", "keypoint_types", "keypoint_similarity_json", "pred_keypoints_json", "pred_mask_json",
+               "boundary_iou")
     insert_columns(connection, "object_outcomes", {
         "model_id": int(model_id), "sample_id": sample_ids[outcomes["row"].to_numpy()],
         **{c: sql_values(outcomes[c]) for c in columns}},
@@ -56,7 +58,7 @@ def objects(engine, model: str | None = None) -> pd.DataFrame:
             outcomes = pd.read_sql_query(
                 text("SELECT o.sample_id AS id, o.outcome, o.error_type, o.iou, o.predicted_class, o.pred_x, "
                      "o.pred_y, o.pred_w, o.pred_h, o.nearest_label, o.keypoint_types, "
-                     "o.keypoint_similarity_json, o.pred_keypoints_json "
+                     "o.keypoint_similarity_json, o.pred_keypoints_json, o.pred_mask_json, o.boundary_iou "
                      "FROM object_outcomes o JOIN models m "
                      "ON m.id = o.model_id WHERE m.name = :m"), connection, params={"m": model}, index_col="id")
             frame = frame.join(outcomes, how="left")

@@ -3,6 +3,7 @@ generic code (ingest, embeddings, tagging, slices, repair, store, pages) uses wi
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -98,14 +99,28 @@ class ErrorGroup:
         return f"{self.name} ({self.source})"
 
 
-# What a manifest's columns may draw out of an image, each by the columns that mark it: a task registers the shapes
-# its samples are drawn by (Task.shapes), and claims the manifests that draw exactly those.
-MANIFEST_SHAPES = Registry("shape a manifest draws")  # each: (column name) -> whether the column draws it
+# What a manifest may draw out of an image: a task registers the shapes its samples are drawn by (Task.shapes), and
+# claims the manifests that draw exactly those. A shape is told by a table's columns and by a COCO file's records.
+MANIFEST_SHAPES = Registry("shape a manifest draws")  # each entry builds a Shape
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a manifest shows that it draws a shape: by a column of a table, or by a COCO ground truth and its results
+    files (hibug_core.objects.coco's CocoGroundTruth and CocoResults)."""
+
+    in_column: Callable[[str], bool]
+    in_coco: Callable[[object, list], bool] = lambda truth, results: False
 
 
 def drawn_shapes(columns: list[str]) -> frozenset[str]:
     """The shapes a manifest with these columns draws (MANIFEST_SHAPES)."""
-    return frozenset(e.name for e in MANIFEST_SHAPES if any(e.build(c) for c in columns))
+    return frozenset(e.name for e in MANIFEST_SHAPES if any(e.build().in_column(c) for c in columns))
+
+
+def drawn_coco_shapes(truth, results: list) -> frozenset[str]:
+    """The shapes a COCO ground truth and its results files draw (MANIFEST_SHAPES)."""
+    return frozenset(e.name for e in MANIFEST_SHAPES if e.build().in_coco(truth, results))
 
 
 PER_CLASS = "per class"  # an Overview of accuracy per class and the confusion matrix
@@ -160,9 +175,19 @@ class Task(ABC):
                        config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress):
         """The manifest checked and ready to import (a ValidatedManifest whose task is this one)."""
 
-    def claims_coco(self, categories: list[dict]) -> bool:
-        """Whether a COCO file with these categories holds this task's samples (only object tasks read COCO)."""
-        return False
+    def claims_coco(self, truth, results: list) -> bool:
+        """Whether a COCO ground truth with these results files (CocoResults) holds this task's samples: they draw
+        exactly its shapes (an image task draws none, so reads no COCO file)."""
+        return bool(self.shapes) and drawn_coco_shapes(truth, results) == set(self.shapes)
+
+    def reads_coco(self, truth, results: list) -> bool:
+        """Whether this task can read these files when a person chooses it: they draw every shape it needs (a
+        detection project reads boxes from files that also carry masks)."""
+        return bool(self.shapes) and set(self.shapes) <= drawn_coco_shapes(truth, results)
+
+    def coco_matching(self, config):
+        """The MatchConfig its COCO files are matched with, from the one given (boxes and keypoints: as given)."""
+        return config
 
     # ----- samples ----------------------------------------------------------------------------------
     def sample_table(self, project, model: str | None) -> pd.DataFrame:
@@ -173,6 +198,13 @@ class Task(ABC):
     @abstractmethod
     def measured_attributes(self) -> list:
         """Attributes computed exactly (pixels, geometry), offered with every proposal and library entry."""
+
+    def truth_measures(self, truth, rows: pd.DataFrame) -> pd.DataFrame | None:
+        """What the true shapes of a COCO import say of each sample row, beside its box geometry (a person's
+        skeleton, an object's mask), one column per measured attribute and None where a row has no true shape (a
+        false positive); None when the task measures nothing more. rows: the import's rows (kind, image_id,
+        source_id, keypoints, mask as stored)."""
+        return None
 
     # ----- repair ----------------------------------------------------------------------------------
     @abstractmethod

@@ -11,11 +11,12 @@ from hibug_core.objects.matching import ERROR_TYPES
 from hibug_core.objects.views import OBJECT_CROPS
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.slices.report import TASK_EVIDENCE, object_evidence
-from hibug_core.tasks.base import COCO_EVALUATION, MANIFEST_SHAPES, Capabilities, ErrorGroup, Nouns, Task
+from hibug_core.tasks.base import COCO_EVALUATION, MANIFEST_SHAPES, Capabilities, ErrorGroup, Nouns, Shape, Task
 from hibug_core.tasks.object_manifest import is_box_column
 from hibug_core.tasks.registry import register_task
 
-MANIFEST_SHAPES.add("box", "a box per row: 'box', 'pred_box' or 'pred_box:<model>'", is_box_column)
+MANIFEST_SHAPES.add("box", "a box per row ('box', 'pred_box' or 'pred_box:<model>'); every COCO file has boxes",
+                    lambda: Shape(is_box_column, lambda truth, results: True))
 
 
 @register_task
@@ -47,9 +48,6 @@ class Detection(Task):
     likely_failures = ("objects the detector is likely to miss or to box badly: small, occluded, cut by the image's "
                        "border or crowded objects, and looks or classes that are rare in training")
     library = "detection"
-
-    def claims_coco(self, truth) -> bool:
-        return not truth.keypoints
 
     def validate_table(self, frame: pd.DataFrame, *, source: str, base_dir: Path, default_model: str,
                        config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress):

@@ -15,7 +15,7 @@ from hibug_core.ingest.table import column_names, read_table
 from hibug_core.objects.coco import read_ground_truth
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.tasks.object_import import load_coco as load_coco_objects
-from hibug_core.tasks.registry import claiming_coco, claiming_table
+from hibug_core.tasks.registry import claiming_table
 
 
 def validate_table(frame: pd.DataFrame, *, source: str, base_dir: Path, default_model: str = DEFAULT_MODEL,
@@ -52,9 +52,9 @@ def load_uploaded_manifest(data: bytes, name: str, base_dir: str | Path, *, defa
                           config=config, progress=progress)
 
 
-def load_coco(ground_truth, results, **options) -> ValidatedManifest:
-    """A COCO ground truth (instances: detection; person keypoints: pose) with one results file per model, checked
-    and matched (options: hibug_core.tasks.object_import.load_coco's), stating the task that claims it."""
+def load_coco(ground_truth, results, *, task: str | None = None, **options) -> ValidatedManifest:
+    """A COCO ground truth with one results file per model, checked and matched (options:
+    hibug_core.tasks.object_import.load_coco's), stating the task that claims the files (instances: detection; person
+    keypoints: pose; masks in the truth and every results file: segmentation), or `task` where it can read them."""
     truth = ground_truth if not isinstance(ground_truth, (str, Path)) else read_ground_truth(ground_truth)
-    task = claiming_coco(truth)
-    return load_coco_objects(truth, results, task=task.name, **options)
+    return load_coco_objects(truth, results, task=task, **options)

@@ -26,9 +26,10 @@ from hibug_core.objects.coco import (
     read_results,
 )
 from hibug_core.objects.geometry import GeometryConfig, measure_objects
-from hibug_core.objects.matching import FALSE_POSITIVE, MatchConfig, Matches, known_objects, match
-from hibug_core.objects.pose_geometry import measure_people
+from hibug_core.objects.masks import stored
+from hibug_core.objects.matching import FALSE_POSITIVE, MatchConfig, Matches, by_id, known_objects, match
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.tasks.registry import claiming_coco, task_named
 
 
 @dataclass
@@ -57,12 +58,13 @@ def model_names(results: list[str | Path] | dict[str, str | Path]) -> dict[str, 
 
 
 def load_coco(ground_truth: str | Path | CocoGroundTruth, results: list[str | Path] | dict[str, str | Path], *,
-              task: str, images_dir: str | Path | None = None, split: str = "val",
+              task: str | None = None, images_dir: str | Path | None = None, split: str = "val",
               match_config: MatchConfig = MatchConfig(),
               geometry: GeometryConfig = GeometryConfig(), config: IngestConfig = IngestConfig(),
               labelled: bool = True, progress: ProgressCallback = no_progress) -> ValidatedManifest:
     """Read, check and match a COCO instances file (or one read already) and one results file per model, ready for
-    import as samples of `task` (the task that claimed the file: hibug_core.tasks.importing).
+    import as samples of the task that claims the files (or of `task`, where it can read them), matched as that task
+    matches (hibug_core.tasks.registry.claiming_coco; Task.coco_matching).
     Images are found under `images_dir` (default: the ground truth's folder) by their file_name. labelled=False: the
     images are not annotated yet (a pool to select from): the instances file lists them with no annotations, and every
     detection becomes an unlabelled sample (nothing to match)."""
@@ -82,11 +84,12 @@ def load_coco(ground_truth: str | Path | CocoGroundTruth, results: list[str | Pa
     for done, (name, path) in enumerate(named.items(), start=1):
         found.append(read_results(path, truth, model=name))
         progress("reading results", done, 1 + len(named))
+    claimed = claiming_coco(truth, found, task)
     # 2.-4. The images, the matching and the samples.
     folder = Path(images_dir).resolve() if images_dir else Path(truth.source).parent
-    return objects_manifest(truth, found, folder, {iid: split for iid in truth.images.index}, task=task,
-                            match_config=match_config, geometry=geometry, config=config, labelled=labelled,
-                            progress=progress)
+    return objects_manifest(truth, found, folder, {iid: split for iid in truth.images.index}, task=claimed.name,
+                            match_config=claimed.coco_matching(match_config), geometry=geometry, config=config,
+                            labelled=labelled, progress=progress)
 
 
 def objects_manifest(truth: CocoGroundTruth, found: list[CocoResults], folder: Path, splits: dict[int, str], *,
@@ -117,13 +120,13 @@ def objects_manifest(truth: CocoGroundTruth, found: list[CocoResults], folder: P
     # 2. Matching, model by model.
     if not labelled:
         return _unlabelled_manifest(truth, found, paths, infos, splits, geometry, match_config.confidence_threshold,
-                                    task)
+                                    task, match_config.masks)
     matches = []
     for done, result in enumerate(found, start=1):
         matches.append(match(truth, result, match_config))
         progress("matching detections", done, len(found))
     # 3. The samples: ground-truth objects, then each model's false positives.
-    return _manifest(truth, found, matches, paths, infos, splits, geometry, task)
+    return _manifest(truth, found, matches, paths, infos, splits, geometry, task, match_config.masks)
 
 
 def object_rows_of(rows: pd.DataFrame) -> np.ndarray:
@@ -132,14 +135,16 @@ def object_rows_of(rows: pd.DataFrame) -> np.ndarray:
 
 
 def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Matches], paths: dict, infos: dict,
-              splits: dict[int, str], geometry: GeometryConfig, task: str) -> ValidatedManifest:
+              splits: dict[int, str], geometry: GeometryConfig, task: str, masks: bool = False) -> ValidatedManifest:
     names = truth.categories
     objects = truth.annotations[truth.annotations["iscrowd"] == 0].reset_index(drop=True)
+    sizes = _sizes(truth) if masks else {}
     parts = [pd.DataFrame({
         "image_id": objects["image_id"].to_numpy(), "kind": OBJECT_KIND, "owner": None,
         "source_id": objects["id"].to_numpy(), "label": [names[c] for c in objects["category_id"]],
         "x": objects["x"].to_numpy(), "y": objects["y"].to_numpy(), "w": objects["w"].to_numpy(),
         "h": objects["h"].to_numpy(), "area": objects["area"].to_numpy(), "keypoints": objects["keypoints"].to_numpy(),
+        "mask": _stored_masks(by_id(truth, objects["id"].to_numpy()), sizes) if masks else None,
     })]
     for result, matched in zip(found, matches):
         false = np.flatnonzero(matched.detections["outcome"].to_numpy() == FALSE_POSITIVE)
@@ -148,7 +153,8 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
             "image_id": detections["image_id"].to_numpy(), "kind": DETECTION_KIND, "owner": result.model,
             "source_id": false, "label": BACKGROUND, "x": detections["x"].to_numpy(),
             "y": detections["y"].to_numpy(), "w": detections["w"].to_numpy(), "h": detections["h"].to_numpy(),
-            "area": (detections["w"] * detections["h"]).to_numpy(), "keypoints": detections["keypoints"].to_numpy()}))
+            "area": (detections["w"] * detections["h"]).to_numpy(), "keypoints": detections["keypoints"].to_numpy(),
+            "mask": _stored_masks([result.records[i] for i in false], sizes) if masks else None}))
     rows = pd.concat(parts, ignore_index=True)
     n = len(rows)
     samples, object_columns = _sample_columns(truth, rows, paths, infos, splits)
@@ -178,13 +184,14 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
                           "predicted_class": outcome["predicted_class"].to_numpy(object),
                           "pred_x": outcome["pred_x"].to_numpy(), "pred_y": outcome["pred_y"].to_numpy(),
                           "pred_w": outcome["pred_w"].to_numpy(), "pred_h": outcome["pred_h"].to_numpy(),
-                          "nearest_label": None, **_predicted_skeletons(outcome, result)}),
+                          "nearest_label": None, **_predicted_skeletons(outcome, result),
+                          **_predicted_masks(outcome, result, sizes, masks)}),
             pd.DataFrame({"row": mine, "outcome": FALSE_POSITIVE, "error_type": detail["error_type"].to_numpy(object),
                           "iou": detail["iou"].to_numpy(), "predicted_class": prediction[mine],
                           "pred_x": detections["x"].to_numpy(), "pred_y": detections["y"].to_numpy(),
                           "pred_w": detections["w"].to_numpy(), "pred_h": detections["h"].to_numpy(),
                           "nearest_label": detail["nearest_label"].replace("", None).to_numpy(object),
-                          **NO_SKELETONS}),
+                          **NO_SKELETONS, **NO_MASKS}),
         ], ignore_index=True)
         evaluations[result.model] = ObjectEvaluation(outcomes, matched.summary, matched.per_class, matched.settings,
                                                      matched.fixes)
@@ -192,12 +199,10 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
                                rows["image_id"].to_numpy(), samples[["width", "height"]].to_numpy(),
                                goes_with, objects[["id", "image_id", "x", "y", "w", "h"]],
                                geometry)
-    if truth.has_keypoints:  # people: what their true keypoints say of them too
-        names = next(iter(truth.keypoints.values()))
-        true_points = [p if kind == OBJECT_KIND else None for p, kind in zip(rows["keypoints"], rows["kind"])]
-        people = measure_people(true_points, names)
-        measured = pd.concat([measured, people], axis=1).astype(object)
-        measured = measured.where(measured.notna(), None)  # a false positive has no true keypoints to measure
+    shapes = task_named(task).truth_measures(truth, rows)  # what the true shapes say (skeletons, masks)
+    if shapes is not None:
+        measured = pd.concat([measured, shapes], axis=1).astype(object)
+        measured = measured.where(measured.notna(), None)  # a false positive has no true shape to measure
     known_tags = {name: measured[name].tolist() for name in measured.columns}
     given = pd.DataFrame(list(objects["attributes"]), index=object_rows_of(rows)) if len(objects) else pd.DataFrame()
     for name in given.columns:  # the annotations' own attributes (CVAT's); a false positive has none
@@ -212,6 +217,30 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
 
 
 NO_SKELETONS = {"keypoint_types": None, "keypoint_similarity_json": None, "pred_keypoints_json": None}
+NO_MASKS = {"pred_mask_json": None, "boundary_iou": np.nan}
+
+
+def _sizes(truth: CocoGroundTruth) -> dict[int, tuple[int, int]]:
+    """(width, height) per image id."""
+    return {int(i): (int(w), int(h)) for i, w, h in truth.images[["width", "height"]].itertuples()}
+
+
+def _stored_masks(records: list[dict], sizes: dict[int, tuple[int, int]]) -> list[str | None]:
+    """Each record's mask as the store keeps it (a compressed run-length encoding); None where it has none."""
+    return [stored(r["segmentation"], *sizes[int(r["image_id"])]) if r.get("segmentation") is not None else None
+            for r in records]
+
+
+def _predicted_masks(outcome: pd.DataFrame, result: CocoResults, sizes: dict, masks: bool) -> dict[str, np.ndarray]:
+    """Matched by masks: the mask that went with each object (found, or near when missed), as stored, and the
+    Boundary IoU of the two; None and NaN where there is none."""
+    if not masks:
+        return NO_MASKS
+    shown = outcome["detection"].to_numpy()
+    near = np.flatnonzero(shown >= 0)
+    kept = np.full(len(shown), None, dtype=object)
+    kept[near] = _stored_masks([result.records[int(d)] for d in shown[near]], sizes)
+    return {"pred_mask_json": kept, "boundary_iou": outcome["boundary_iou"].to_numpy(float)}
 
 
 def _predicted_skeletons(outcome: pd.DataFrame, result: CocoResults) -> dict[str, np.ndarray]:
@@ -255,13 +284,14 @@ def _sample_columns(truth: CocoGroundTruth, rows: pd.DataFrame, paths: dict, inf
         "box_x": rows["x"].to_numpy(float), "box_y": rows["y"].to_numpy(float), "box_w": rows["w"].to_numpy(float),
         "box_h": rows["h"].to_numpy(float),
         "keypoints_json": [None if p is None else json.dumps(p) for p in rows["keypoints"]],
+        "mask_json": rows["mask"].to_numpy(object) if "mask" in rows else None,
     })
     return samples, object_columns
 
 
 def _unlabelled_manifest(truth: CocoGroundTruth, found: list[CocoResults], paths: dict, infos: dict,
                          splits: dict[int, str], geometry: GeometryConfig, reported: float,
-                         task: str) -> ValidatedManifest:
+                         task: str, masks: bool = False) -> ValidatedManifest:
     """Every detection of every model as an unlabelled sample; its occlusion and crowding measured against the
     objects its model reports (confidence from `reported`, the operating point; known_objects): the only objects
     known in an image nobody has annotated, as the ground-truth objects are in a labelled one."""
@@ -271,7 +301,8 @@ def _unlabelled_manifest(truth: CocoGroundTruth, found: list[CocoResults], paths
         "source_id": np.arange(len(r.detections)), "label": None, "score": r.detections["score"].to_numpy(),
         "x": r.detections["x"].to_numpy(),
         "y": r.detections["y"].to_numpy(), "w": r.detections["w"].to_numpy(), "h": r.detections["h"].to_numpy(),
-        "keypoints": r.detections["keypoints"].to_numpy()}) for r in found], ignore_index=True)
+        "keypoints": r.detections["keypoints"].to_numpy(),
+        "mask": _stored_masks(r.records, _sizes(truth)) if masks else None}) for r in found], ignore_index=True)
     samples, object_columns = _sample_columns(truth, rows, paths, infos, splits)
     n = len(rows)
     models, evaluations = {}, {}
@@ -287,7 +318,7 @@ def _unlabelled_manifest(truth: CocoGroundTruth, found: list[CocoResults], paths
             "row": mine, "outcome": UNLABELLED, "error_type": None, "iou": np.nan, "predicted_class": prediction[mine],
             "pred_x": detections["x"].to_numpy(), "pred_y": detections["y"].to_numpy(),
             "pred_w": detections["w"].to_numpy(), "pred_h": detections["h"].to_numpy(), "nearest_label": None,
-            **NO_SKELETONS})
+            **NO_SKELETONS, **NO_MASKS})
         evaluations[result.model] = ObjectEvaluation(outcomes, {}, pd.DataFrame(), {"labelled": False})
     measured = []
     for result in found:  # each model's detections against the objects that model reports, not another's

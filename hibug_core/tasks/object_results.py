@@ -56,7 +56,7 @@ def add_results(project, name: str, results: str | Path, split: str, *, truth=No
             raise DetectorError(f"no model of this project was evaluated on '{split}'; import that split's ground "
                                 "truth first (hibug import PROJECT --coco TRUTH.json --results ...)")
         truth = ground_truth_file(project, evaluated[0], split)
-    manifest = load_coco(truth, {name: Path(results)}, split=split,
+    manifest = load_coco(truth, {name: Path(results)}, split=split, task=project.task,
                          match_config=stored_match_config(project.match_settings()),
                          geometry=GeometryConfig.from_json(project.meta().get(MEASURES_META)))
     return project.add_model_outputs(manifest, author=author, note=note)

@@ -11,13 +11,16 @@ from hibug_core.objects.keypoint_errors import INVERSION, KEYPOINT_ERRORS
 from hibug_core.objects.matching import ERROR_TYPES
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.slices.report import TASK_EVIDENCE, object_evidence
-from hibug_core.tasks.base import MANIFEST_SHAPES, Capabilities, ErrorGroup, Nouns
+from hibug_core.tasks.base import MANIFEST_SHAPES, Capabilities, ErrorGroup, Nouns, Shape
 from hibug_core.tasks.detection import Detection
 from hibug_core.tasks.registry import register_task
 
 KEYPOINT_COLUMNS = ("keypoints", "pred_keypoints")  # a per-row manifest of people (pose) names these
-MANIFEST_SHAPES.add("keypoints", "a skeleton per row: 'keypoints', 'pred_keypoints' or 'pred_keypoints:<model>'",
-                    lambda column: column in KEYPOINT_COLUMNS or column.startswith("pred_keypoints:"))
+# A COCO file draws skeletons when its categories name keypoints (an unlabelled pool's file has no annotations).
+MANIFEST_SHAPES.add("keypoints", "a skeleton per row ('keypoints', 'pred_keypoints' or 'pred_keypoints:<model>'), or "
+                    "COCO categories that name keypoints",
+                    lambda: Shape(lambda column: column in KEYPOINT_COLUMNS or column.startswith("pred_keypoints:"),
+                                  lambda truth, results: bool(truth.keypoints)))
 
 
 @register_task
@@ -62,9 +65,16 @@ class Pose(Detection):
 
         return [*super().measured_attributes(), *pose_attributes()]
 
+    def truth_measures(self, truth, rows: pd.DataFrame) -> pd.DataFrame | None:
+        """What each person's true keypoints say (pose_geometry): orientation, facing, visible keypoints, limbs."""
+        from hibug_core.objects.coco import OBJECT_KIND
+        from hibug_core.objects.pose_geometry import measure_people
 
-    def claims_coco(self, truth) -> bool:
-        return bool(truth.keypoints)  # its categories name keypoints (an unlabelled pool's file has no annotations)
+        if not truth.has_keypoints:
+            return None
+        names = next(iter(truth.keypoints.values()))
+        return measure_people([p if kind == OBJECT_KIND else None for p, kind in zip(rows["keypoints"], rows["kind"])],
+                              names)
 
     def validate_table(self, frame: pd.DataFrame, *, source: str, base_dir: Path, default_model: str,
                        config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress):

@@ -1,5 +1,5 @@
-"""The task registry: one Task per kind of model (classification, detection, pose), the task a project states, and
-which task claims a manifest or a COCO file."""
+"""The task registry: one Task per kind of model (classification, detection, pose, segmentation), the task a project
+states, and which task claims a manifest or a COCO file."""
 from __future__ import annotations
 
 from hibug_core.registry import Registry
@@ -41,9 +41,18 @@ def claiming_table(columns: list[str], source: str) -> Task:
     return claims[0]
 
 
-def claiming_coco(truth) -> Task:
-    """The one task whose samples a COCO ground truth holds (boxes: detection; keypoints: pose)."""
-    claims = [task for task in all_tasks() if task.claims_coco(truth)]
+def claiming_coco(truth, results: list, task: str | None = None) -> Task:
+    """The one task whose samples a COCO ground truth and its results files (CocoResults) hold, by the shapes they
+    draw (boxes: detection; keypoints: pose; masks in both: segmentation); or `task`, a person's choice, where the
+    files draw every shape it needs (a detection project from files that also carry masks)."""
+    if task is not None:
+        chosen = task_named(task)
+        if not chosen.reads_coco(truth, results):
+            needs = " and ".join(chosen.shapes) or "no COCO file: its samples are whole images"
+            raise TaskError(f"{truth.source}: the {chosen.name} task reads {needs}, which these files do not all "
+                            "carry; choose another task or give the files what it needs")
+        return chosen
+    claims = [task for task in all_tasks() if task.claims_coco(truth, results)]
     if len(claims) != 1:
         raise TaskError(f"{truth.source}: no single task reads this COCO file ({len(claims)} claim it)")
     return claims[0]

@@ -1,0 +1,164 @@
+"""The segmentation task (issue 56): COCO files whose truth and results carry masks make a project of masks, matched
+by mask IoU; each object keeps its true mask, the mask that went with it and their Boundary IoU; an object found in
+place but outlined badly is an outline error; its masks are measured; another model's masks import the same way."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import numpy as np
+import pytest
+from test_masks import H, W, _compressed, _disc, _pycocotools_segm_ap, _rle
+from test_objects import _write
+
+from hibug_core.cli import main
+from hibug_core.errors import HibugError
+from hibug_core.objects.masks import stored_pixels
+from hibug_core.store.project import Project
+from hibug_core.tasks import load_coco
+
+
+def _box(pixels: np.ndarray) -> list[float]:
+    ys, xs = np.nonzero(pixels)
+    return [float(xs.min()), float(ys.min()), float(np.ptp(xs) + 1), float(np.ptp(ys) + 1)]
+
+
+def _scene():
+    """Four images of one object each, and a model's masks: a good one; the right box outlined with notches (an
+    outline error); a mask placed badly (localization); nothing (missed). A ring is holed, two squares in pieces."""
+    rectangle = np.zeros((H, W), bool)
+    rectangle[10:40, 10:50] = True
+    notched = rectangle.copy()
+    for row in range(10, 40, 4):  # teeth cut into every side: the box stays, the outline does not
+        notched[row:row + 2, 10:16] = notched[row:row + 2, 44:50] = False
+    for column in range(10, 50, 4):
+        notched[10:16, column:column + 2] = notched[34:40, column:column + 2] = False
+    ring = _disc(32, 24, 14) & ~_disc(32, 24, 6)
+    pieces = np.zeros((H, W), bool)
+    pieces[5:15, 5:15] = pieces[30:40, 40:50] = True
+    masks = {1: rectangle, 2: rectangle, 3: ring, 4: pieces}
+    truth = {"images": [{"id": i, "file_name": f"images/{i}.png", "width": W, "height": H} for i in masks],
+             "categories": [{"id": 1, "name": "shape"}],
+             "annotations": [{"id": i, "image_id": i, "category_id": 1, "segmentation": _rle(m), "iscrowd": 0,
+                              "bbox": _box(m), "area": float(m.sum())} for i, m in masks.items()]}
+    results = [{"image_id": 1, "category_id": 1, "segmentation": _compressed(rectangle), "score": 0.9},
+               {"image_id": 2, "category_id": 1, "segmentation": _compressed(notched), "score": 0.9},
+               {"image_id": 3, "category_id": 1, "segmentation": _compressed(_disc(44, 24, 14) & ~_disc(44, 24, 6)),
+                "score": 0.8}]
+    return truth, results, notched
+
+
+def test_masks_in_the_truth_and_every_results_file_make_a_project_of_masks(tmp_path):
+    truth, results, notched = _scene()
+    truth_file, paths = _write(tmp_path / "data", truth, {"m": results})
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["new", str(tmp_path / "p"), "--coco", str(truth_file), "--results", f"m={paths['m']}"]) == 0
+    with Project.open(tmp_path / "p") as project:
+        assert project.task == "segmentation"
+        samples = project.objects("m").sort_index()
+        evaluation = project.object_evaluation("m")
+    objects, false = samples[samples["object_kind"] == "object"], samples[samples["object_kind"] == "detection"]
+    # 1. Matched by masks: the outcomes, the error types and each mask's Boundary IoU with the one that went with it.
+    assert evaluation["settings"]["iou_type"] == "segm" and evaluation["settings"]["outline_threshold"] == 0.5
+    assert objects["outcome"].tolist() == ["true positive", "true positive", "missed", "missed"]
+    assert objects["error_type"].tolist() == ["", "outline", "localization", "missed"]
+    assert objects["iou"].tolist()[:2] == [1.0, pytest.approx(notched.sum() / 1200)]  # inside the true 40 x 30
+    assert objects["boundary_iou"].iat[0] == 1.0 and objects["boundary_iou"].iat[1] < 0.5
+    assert 0 < objects["boundary_iou"].iat[2] < 0.5 and np.isnan(objects["boundary_iou"].iat[3])
+    # 2. Each object keeps its true mask, and the mask that went with it, pixel for pixel.
+    truth_masks = [stored_pixels(text) for text in objects["mask_json"]]
+    assert all((m == stored_pixels(json.dumps(_rle_of(a)))).all()
+               for m, a in zip(truth_masks, truth["annotations"]))
+    assert (stored_pixels(objects["pred_mask_json"].iat[1]) == notched).all()
+    assert not isinstance(objects["pred_mask_json"].iat[3], str)  # no mask went with it
+    # 3. The AP were the outline fixed (the notched mask redrawn as its object's) is pycocotools' on that file.
+    fixes = evaluation["fixes"].set_index("error type")
+    assert fixes.at["outline", "count"] == 1 and fixes.at["outline", "unit"] == "objects"
+    redrawn = [results[0], {**results[1], "segmentation": _compressed(truth_masks[1])}, results[2]]
+    assert fixes.at["outline", "AP if fixed"] == pytest.approx(_pycocotools_segm_ap(truth, redrawn, tmp_path))
+    assert fixes.at["outline", "AP gain"] > 0
+    # 4. The misplaced ring is a false positive of its own, drawn by its own mask.
+    assert false["error_type"].tolist() == ["localization"] and false["outcome"].tolist() == ["false positive"]
+    assert (stored_pixels(false["mask_json"].iat[0]) == (_disc(44, 24, 14) & ~_disc(44, 24, 6))).all()
+
+
+def _rle_of(annotation: dict) -> dict:
+    from hibug_core.objects.masks import encoded
+
+    rle = encoded(annotation["segmentation"], W, H)
+    return {"size": list(rle["size"]), "counts": rle["counts"].decode()}
+
+
+def test_a_project_of_masks_measures_each_true_mask(tmp_path):
+    truth, results, _ = _scene()
+    truth_file, paths = _write(tmp_path / "data", truth, {"m": results})
+    manifest = load_coco(truth_file, paths)
+    assert manifest.task == "segmentation"
+    tags = {name: values[:4] for name, values in manifest.known_tags.items()}
+    assert tags["is holed"] == ["no", "no", "yes", "no"]
+    assert tags["is in pieces"] == ["no", "no", "no", "yes"]
+    assert tags["mask fill"] == ["solid", "solid", "partial", "sparse"]  # the two squares fill 200 of 1,260 pixels
+    assert tags["mask elongation"][0] == "compact"  # 40 x 30
+    assert tags["object size"] == ["medium", "medium", "small", "small"]  # COCO's bins of 1,200; 1,200; 500; 200 px
+
+
+def test_files_with_masks_may_be_read_as_detection_and_a_task_that_cannot_read_them_is_refused(tmp_path):
+    truth, results, _ = _scene()
+    truth_file, paths = _write(tmp_path / "data", truth, {"m": results})
+    assert load_coco(truth_file, paths, task="detection").task == "detection"
+    with pytest.raises(HibugError, match="the pose task reads keypoints and box, which these files do not all carry"):
+        load_coco(truth_file, paths, task="pose")
+    # a model whose results carry no masks: the files draw boxes only, and detection claims them
+    boxes_only = [{k: v for k, v in r.items() if k != "segmentation"} | {"bbox": [10.0, 10.0, 40.0, 30.0]}
+                  for r in results]
+    _, plain = _write(tmp_path / "data", truth, {"boxes": boxes_only})
+    assert load_coco(truth_file, plain).task == "detection"
+    with pytest.raises(HibugError, match="the segmentation task reads mask and box"):
+        load_coco(truth_file, plain, task="segmentation")
+
+
+def test_another_models_masks_are_matched_as_the_first_models_were(tmp_path):
+    truth, results, _ = _scene()
+    better = [dict(r, segmentation=_compressed(_disc(32, 24, 14) & ~_disc(32, 24, 6))) if r["image_id"] == 3 else r
+              for r in results]
+    truth_file, paths = _write(tmp_path / "data", truth, {"m": results, "better": better})
+    quiet = io.StringIO()
+    with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+        assert main(["new", str(tmp_path / "p"), "--coco", str(truth_file), "--results", f"m={paths['m']}"]) == 0
+        assert main(["import", str(tmp_path / "p"), "--models-only", "--coco", str(truth_file), "--results",
+                     f"better={paths['better']}"]) == 0
+        assert main(["import", str(tmp_path / "p"), "--models-only", "--coco", str(truth_file), "--results",
+                     f"other={paths['m']}", "--task", "detection"]) == 2
+    with Project.open(tmp_path / "p") as project:
+        objects = project.objects("better").sort_index().iloc[:4]
+        assert project.object_evaluation("better")["settings"]["iou_type"] == "segm"
+    assert objects["outcome"].tolist() == ["true positive", "true positive", "true positive", "missed"]
+    assert objects["iou"].iat[2] == 1.0 and objects["boundary_iou"].iat[2] == 1.0
+    assert "this project holds segmentation samples" in quiet.getvalue()
+
+
+def test_a_picture_of_an_object_of_masks_draws_the_outlines_of_its_true_and_predicted_masks():
+    """On the whole image at its own size (a 2-pixel line): the true mask's outline in blue is its exact 2-pixel rim
+    (264 pixels of a 40 x 30 rectangle); the predicted mask's in green lies on the predicted mask's own rim; no box
+    is drawn."""
+    from PIL import Image
+    from scipy import ndimage
+
+    from hibug_core.objects.crops import OUTCOME_COLOURS, TRUE_BOX, ObjectPicture, render_picture
+    from hibug_core.objects.masks import stored
+
+    truth, _, notched = _scene()
+    rectangle = stored_pixels(stored(truth["annotations"][0]["segmentation"], W, H))
+    image = Image.new("RGB", (W, H), (250, 250, 250))
+    alone = ObjectPicture((10, 10, 40, 30), None, "near miss", mask=stored(_rle(rectangle), W, H))
+    pixels = np.asarray(render_picture(image, alone, size=W, whole=True))
+    blue = (pixels == TRUE_BOX).all(axis=2)
+    assert blue.sum() == 264 and (blue == (rectangle & ~ndimage.binary_erosion(rectangle, iterations=2))).all()
+    both = ObjectPicture((10, 10, 40, 30), (10, 10, 40, 30), "true positive", mask=stored(_rle(rectangle), W, H),
+                         pred_mask=stored(_compressed(notched), W, H))
+    pixels = np.asarray(render_picture(image, both, size=W, whole=True))
+    green = (pixels == OUTCOME_COLOURS["true positive"]).all(axis=2)
+    assert (green == (notched & ~ndimage.binary_erosion(notched, iterations=2))).all()
+    blue = (pixels == TRUE_BOX).all(axis=2)
+    assert blue.any() and not (blue & notched).any()  # the true outline shows where the notches cut into it
