@@ -32,7 +32,7 @@ from hibug_core.tasks import task_of
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--task", choices=("detection", "pose"), default="detection",
+    parser.add_argument("--task", choices=("detection", "pose", "segmentation"), default="detection",
                         help="the demo repaired: detection (FCOS) or pose (Keypoint R-CNN)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--budget", type=parse_budget, default=240, help="pool images (a count, or a share of training "

@@ -44,7 +44,7 @@ def test_find_a_planted_pose_slice_with_its_error_mix_and_see_its_skeletons(brow
     page.on("pageerror", lambda error: errors.append(str(error)))
     open_app(page, pose_server)
     shown(page, "COCO evaluation", timeout=90_000)
-    shown(page, "Keypoint AP if each error type were fixed", timeout=60_000)
+    shown(page, "AP if each error type were fixed", timeout=60_000)
     shot(page, "pose-1-overview")
 
     open_slice_row(page, pose_server, row, planted)

@@ -162,3 +162,58 @@ def test_a_picture_of_an_object_of_masks_draws_the_outlines_of_its_true_and_pred
     assert (green == (notched & ~ndimage.binary_erosion(notched, iterations=2))).all()
     blue = (pixels == TRUE_BOX).all(axis=2)
     assert blue.any() and not (blue & notched).any()  # the true outline shows where the notches cut into it
+
+
+def test_a_slice_taught_with_masks_that_do_not_outline_it_is_diagnosed_bad_masks_only_when_significant():
+    from hibug_core.slices.diagnosis import BAD_MASKS, ObjectEvidence, diagnose
+
+    n_train, n_eval = 200, 100
+    bars = np.zeros(n_train, bool)
+    bars[:40] = True  # 40 training bars, 36 of them taught with their filled box as the mask
+    wrong = np.zeros(n_train)
+    wrong[:36] = 1.0
+    wrong[150:156] = 1.0  # and 6 others (4% of the rest)
+    few = np.zeros(n_train, bool)
+    few[100:110] = True  # 10 others, 1 of them taught wrong: no bug
+    wrong[100] = 1.0
+    evidence = ObjectEvidence(np.ones(n_train, bool), np.ones(n_train, bool), np.ones(n_train),
+                              np.full(n_eval, np.nan), train_mask_wrong=wrong)
+    eval_bars, eval_few = np.zeros(n_eval, bool), np.zeros(n_eval, bool)
+    eval_bars[:15], eval_few[50:60] = True, True
+    errors = np.where(eval_bars | eval_few, 1.0, 0.0)
+    labels = np.full(n_eval, "bar", dtype=object)
+    table = diagnose([eval_bars, eval_few], [bars, few], labels, labels.copy(), errors, objects=evidence,
+                     train_labels=np.full(n_train, "bar", dtype=object))
+    assert table["bug_type"].tolist()[0] == BAD_MASKS
+    assert table["reason"].iat[0] == ("40 in training, 90% of them annotated with a mask that does not outline them in "
+                                      "the training annotations (22% of all objects): the model learnt to outline "
+                                      "them so")
+    assert table["bug_type"].iat[1] != BAD_MASKS
+
+
+def test_training_masks_are_compared_with_the_true_ones(tmp_path):
+    """The evidence per training object: annotated or not, and whether its training mask outlines it (mask IoU 0.5
+    or more with its true mask)."""
+    from hibug_core.objects.training_evidence import annotation_evidence
+    from hibug_core.store.recorded_models import RecordedModel, record_model
+
+    truth, results, _ = _scene()
+    truth_file, paths = _write(tmp_path / "data", truth, {"m": results})
+    taught = json.loads(json.dumps(truth))
+    square = np.zeros((H, W), bool)
+    square[10:40, 10:20] = True  # object 2's training mask: a third of it
+    taught["annotations"][1]["segmentation"] = _rle(square)
+    del taught["annotations"][3]  # object 4 left unannotated
+    (tmp_path / "data" / "taught.json").write_text(json.dumps(taught))
+    quiet = io.StringIO()
+    with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+        assert main(["new", str(tmp_path / "p"), "--coco", str(truth_file), "--results", f"m={paths['m']}",
+                     "--split", "train"]) == 0
+    with Project.open(tmp_path / "p") as project:
+        record_model(project, RecordedModel("m", "scene-masks:none.pt", training=str(tmp_path / "data" /
+                                                                                      "taught.json")))
+        objects = project.objects().join(project.samples()[["label"]])
+        objects = objects[objects["object_kind"] == "object"]
+        evidence = annotation_evidence(project, "m", objects)
+    assert evidence["annotated"].tolist() == [True, True, True, False]
+    assert evidence["mask_wrong"].tolist()[:3] == [0.0, 1.0, 0.0] and np.isnan(evidence["mask_wrong"].iat[3])

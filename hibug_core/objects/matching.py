@@ -123,6 +123,10 @@ def _evaluator(gt, dt, iou_type: str, sigmas, *, thresholds=None, max_detections
             evaluated = min(len(self.dt_dataset.get(*pair)), self.params.maxDets[-1])
             return len(known[pair]) == 0 or len(known[pair]) == evaluated
 
+        def computeIoU(self, image_id, category_id):  # noqa: N802 - overrides faster-coco-eval's method
+            pair = (image_id, category_id)
+            return known[pair] if self._reusable(pair) else super().computeIoU(image_id, category_id)
+
         def computeOks(self, image_id, category_id):  # noqa: N802 - overrides faster-coco-eval's method
             pair = (image_id, category_id)
             if self._reusable(pair):
@@ -329,7 +333,7 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
     elif iou_type == "segm":
         objects["boundary_iou"] = _boundary_ious(ground_truth, results, objects)
         objects["error_type"] = _outline_errors(ground_truth, objects, config)
-        fixes = tide_fixes(ground_truth, results, objects, detections, iou_type, summary["AP"], gt)
+        fixes = tide_fixes(ground_truth, results, objects, detections, iou_type, summary["AP"], gt, overlaps)
     settings = {"iou_threshold": config.iou_threshold, "background_iou": config.background_iou,
                 "max_detections": config.max_detections, "confidence_threshold": config.confidence_threshold,
                 "score": config.score, "iou_type": iou_type,
@@ -464,13 +468,14 @@ def _paired_box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.DataFrame, detections: pd.DataFrame,
-               iou_type: str, ap: float, gt) -> pd.DataFrame:
+               iou_type: str, ap: float, gt, known: dict | None = None) -> pd.DataFrame:
     """TIDE's oracles (Bolya et al. 2020), per error type: how many objects or detections have it and the AP were
     every one fixed. A classification error takes its object's class, a localization error its object's box (and
     mask); both, duplicate and background errors are removed; missed objects are left out of the ground truth; masks:
     the mask that went with an object outlined badly takes its object's mask.
     Detections below the operating point have no type and stay as they are. `gt`: the library's index of the ground
-    truth, reused by every fix that keeps it."""
+    truth, reused by every fix that keeps it; `known`: the overlaps of the evaluation being fixed, reused for every
+    image a fix leaves as it was."""
     from hibug_core.objects.masks import encoded
 
     record_of = {record["id"]: record for record in ground_truth.dataset["annotations"]}
@@ -491,15 +496,19 @@ def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.
 
     table = []
     outlined = objects["detection"].to_numpy()[(objects["error_type"] == OUTLINE_ERROR).to_numpy()]
+    image_of = results.detections["image_id"].to_numpy()
     for kind in (*ERROR_TYPES, *((OUTLINE_ERROR,) if iou_type == "segm" else ())):
         truth, records = ground_truth, results.records
         if kind == OUTLINE_ERROR:  # the masks of objects outlined badly redrawn as their objects' own
             chosen = np.isin(np.arange(len(records)), outlined)
             count = int(chosen.sum())
             records = [took_its_object(i, r, PLACE_ERROR) if chosen[i] else r for i, r in enumerate(records)]
+            touched = set(image_of[chosen].tolist())
         elif kind == MISSED_ERROR:
             missed = set(objects.index[objects["error_type"] == MISSED_ERROR])
             count = len(missed)
+            touched = set(ground_truth.annotations.loc[ground_truth.annotations["id"].isin(missed), "image_id"]
+                          .tolist())
             if missed:
                 dataset = {**ground_truth.dataset, "annotations": [a for a in ground_truth.dataset["annotations"]
                                                                    if a["id"] not in missed]}
@@ -508,6 +517,7 @@ def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.
         else:
             chosen = kinds == kind
             count = int(chosen.sum())
+            touched = set(image_of[chosen].tolist())
             if kind in (CLASS_ERROR, PLACE_ERROR):
                 records = [took_its_object(i, r, kind) if chosen[i] else r for i, r in enumerate(results.records)]
             else:
@@ -519,7 +529,8 @@ def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.
                     pair = gt, gt.loadRes(_records(records))
             else:
                 pair = _coco_pair(truth, CocoResults(results.source, results.model, records, results.detections))
-            fixed_ap = _average_precision(_evaluator(*pair, iou_type, None, all_areas_only=True))
+            fixed_ap = _average_precision(_evaluator(*pair, iou_type, None, all_areas_only=True, known=known,
+                                                     changed=touched))
         unit = "objects" if kind in (MISSED_ERROR, OUTLINE_ERROR) else "detections"
         table.append({"error type": kind, "unit": unit, "count": count, "AP if fixed": fixed_ap,
                       "AP gain": fixed_ap - ap})

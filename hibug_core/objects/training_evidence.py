@@ -1,7 +1,8 @@
-"""What a detector's or keypoint model's own training annotations say of the objects in its training images: whether
-each was annotated, how its training box compares with the object, and for a person whether its keypoints were
-annotated with left and right swapped or mostly left out (the evidence for missing annotations, bad boxes, swapped
-sides and missing keypoints)."""
+"""What a detector's, keypoint model's or mask model's own training annotations say of the objects in its training
+images: whether each was annotated, how its training box compares with the object, for a person whether its keypoints
+were annotated with left and right swapped or mostly left out, and for an object outlined by a mask whether its
+training mask outlines it (the evidence for missing annotations, bad boxes, swapped sides, missing keypoints and bad
+masks)."""
 from __future__ import annotations
 
 import json
@@ -14,13 +15,15 @@ from hibug_core.cache import process_cache
 from hibug_core.errors import HibugError
 from hibug_core.objects.coco import read_ground_truth
 from hibug_core.objects.keypoint_errors import mirror_pairs
-from hibug_core.objects.matching import box_iou
+from hibug_core.objects.masks import mask_iou
+from hibug_core.objects.matching import box_iou, by_id
 from hibug_core.store.recorded_models import recorded_model
 
 MATCH_IOU = 0.25  # a training box that overlaps the object this much (same class, same image) annotates it: a box
 #                   annotated at half the object's size still overlaps it by 0.5, a neighbour's rarely by this much
 MOSTLY_LEFT_OUT = 0.5  # a person's keypoints are missing from its annotation when at least this share of the ones
 #                        its true annotation labels are unlabelled there
+OUTLINED = 0.5  # a training mask outlines its object when their mask IoU is at least this (a hit's own threshold)
 
 
 @process_cache("training annotations", max_items=4)
@@ -34,10 +37,11 @@ def annotation_evidence(project, model: str, objects: pd.DataFrame) -> pd.DataFr
     sample id), from the annotations `model` was recorded as trained on (store.recorded_models): `annotated` (a
     training box of its class overlaps it), `box_ratio` (that box's area over the object's; NaN when none) and
     `mirrored` (1.0 when that annotation's keypoints lie nearer the object's true keypoints with left and right
-    exchanged than as they are, 0.0 when not; NaN without keypoints to compare) and `keypoints_missing` (1.0 when
+    exchanged than as they are, 0.0 when not; NaN without keypoints to compare), `keypoints_missing` (1.0 when
     that annotation leaves out at least MOSTLY_LEFT_OUT of the keypoints the true annotation labels, 0.0 when not; NaN
-    without keypoints). None when the model records no training annotations or they cannot be read: there is then no
-    such evidence."""
+    without keypoints) and `mask_wrong` (1.0 when that annotation's mask and the object's true mask (`mask_json`)
+    overlap by less than OUTLINED, 0.0 when not; NaN without masks). None when the model records no training
+    annotations or they cannot be read: there is then no such evidence."""
     recorded = recorded_model(project, model)
     if recorded is None or not recorded.training or objects.empty:
         return None
@@ -52,9 +56,10 @@ def annotation_evidence(project, model: str, objects: pd.DataFrame) -> pd.DataFr
                                               label=training.annotations["category_id"].map(training.categories))
     by_image = dict(iter(annotations.groupby(["image_key", "label"], sort=False)))
     annotated = np.zeros(len(objects), bool)
-    ratio, mirrored, left_out = (np.full(len(objects), np.nan) for _ in range(3))
+    ratio, mirrored, left_out, mask_wrong = (np.full(len(objects), np.nan) for _ in range(4))
     mirror = np.array(mirror_pairs(next(iter(training.keypoints.values())))) if training.keypoints else None
     true_points = objects["keypoints_json"].to_numpy(object) if "keypoints_json" in objects else None
+    true_masks = objects["mask_json"].to_numpy(object) if "mask_json" in objects and training.has_masks else None
     boxes = objects[["box_x", "box_y", "box_w", "box_h"]].to_numpy(float)
     groups = objects.groupby([objects["image_key"], objects["label"]], sort=False).indices
     for key, rows in groups.items():
@@ -62,6 +67,7 @@ def annotation_evidence(project, model: str, objects: pd.DataFrame) -> pd.DataFr
         if given is None:
             continue
         overlap = box_iou(boxes[rows], given[["x", "y", "w", "h"]].to_numpy(float))
+        given_ids = given["id"].to_numpy()
         best = overlap.argmax(axis=1)
         hit = overlap[np.arange(len(rows)), best] >= MATCH_IOU
         annotated[rows[hit]] = True
@@ -74,8 +80,22 @@ def annotation_evidence(project, model: str, objects: pd.DataFrame) -> pd.DataFr
                 if given is not None:
                     mirrored[row] = _mirrored(given, truth, mirror)
                     left_out[row] = _left_out(given, truth)
+        if true_masks is not None:
+            records = by_id(training, given_ids)
+            for row, at in zip(rows[hit], best[hit]):
+                mask_wrong[row] = _mask_wrong(records[at].get("segmentation"), true_masks[row])
     return pd.DataFrame({"annotated": annotated, "box_ratio": ratio, "mirrored": mirrored,
-                         "keypoints_missing": left_out}, index=objects.index)
+                         "keypoints_missing": left_out, "mask_wrong": mask_wrong}, index=objects.index)
+
+
+def _mask_wrong(annotated, truth_json) -> float:
+    """1.0 when a training mask and the object's true mask (as stored) overlap by less than OUTLINED, 0.0 when not;
+    NaN where either is absent."""
+    if annotated is None or not isinstance(truth_json, str):
+        return np.nan
+    truth = json.loads(truth_json)
+    height, width = truth["size"]
+    return float(mask_iou([annotated], [truth], width, height)[0, 0] < OUTLINED)
 
 
 def _keypoints(annotated, truth_json) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:

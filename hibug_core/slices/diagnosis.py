@@ -13,8 +13,9 @@ from hibug_core.objects.summary import error_mix
 
 SWAPPED = "left and right swapped"  # people: their keypoints annotated with the body's sides exchanged
 KEYPOINTS_MISSING = "keypoints missing"  # people: annotated, but most of their keypoints left out
-ANNOTATION_BUGS = ("missing annotations", "bad boxes", SWAPPED, KEYPOINTS_MISSING)  # what the training annotations
-#                                                                                    did to the model
+BAD_MASKS = "bad masks"  # objects outlined by masks: annotated with masks that do not outline them
+ANNOTATION_BUGS = ("missing annotations", "bad boxes", SWAPPED, KEYPOINTS_MISSING, BAD_MASKS)  # what the training
+#                                                                                    annotations did to the model
 NO_CLEAR_CAUSE = "no clear cause"  # a significant slice whose evidence shows no bug type significantly
 BUG_TYPES = ("spurious correlation", "rare case", "distribution shift", *ANNOTATION_BUGS, "hard case",
              NO_CLEAR_CAUSE)
@@ -34,6 +35,9 @@ class ObjectEvidence:
     train_keypoints_missing: np.ndarray | None = None  # (training rows,) 1.0: its training annotation leaves out
     #                                                    most of its keypoints, 0.0: not, NaN: none (None: boxes)
     nouns: str = "objects"  # what the rows are, as the reasons say it ("people")
+    train_mask_wrong: np.ndarray | None = None  # (training rows,) 1.0: its training mask does not outline it (mask
+    #                                             IoU with its true mask below 0.5), 0.0: it does, NaN: none (None: no
+    #                                             masks)
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,8 @@ class DiagnosisConfig:
     swapped_share: float = 0.5  # left and right swapped: at least this share of its training people annotated so
     keypoints_missing_share: float = 0.5  # keypoints missing: at least this share of its training people annotated
     #                                       with most of their keypoints left out
+    bad_masks_share: float = 0.5  # bad masks: at least this share of its training objects annotated with a mask that
+    #                               does not outline them
     missing_share: float = 0.5  # missing annotations: at most this share of its objects in training images annotated
     missing_gap: float = 0.25  # ... and this far below the share of all objects annotated
     box_factor: float = 1.33  # bad boxes: the median box area this many times too large, or this many times too small
@@ -156,7 +162,7 @@ def _annotation_bug(objects: ObjectEvidence | None, train_mask: np.ndarray | Non
     given only where fewer of its training objects are annotated than of all objects, significantly at `alpha`."""
     if objects is None or failed.sum() < config.min_failures:
         return None
-    for bug in PERSON_BUGS:
+    for bug in TAUGHT_BUGS:
         reason = _taught_wrong(bug, objects, train_mask, config, alpha)
         if reason is not None:
             return bug, reason
@@ -168,9 +174,9 @@ def _annotation_bug(objects: ObjectEvidence | None, train_mask: np.ndarray | Non
 
 
 @dataclass(frozen=True)
-class _PersonBug:
-    """A bug of a person's training keypoints: which evidence flags each training person, the config's share of the
-    slice's training people it takes, and how the reason says it."""
+class _TaughtBug:
+    """A bug of how each training object was annotated (a person's keypoints, an object's mask): which evidence flags
+    each training object, the config's share of the slice's training objects it takes, and how the reason says it."""
 
     evidence: str  # the ObjectEvidence field
     share: str  # the DiagnosisConfig field
@@ -178,18 +184,20 @@ class _PersonBug:
     consequence: str
 
 
-PERSON_BUGS = {
-    SWAPPED: _PersonBug("train_mirrored", "swapped_share", "annotated with left and right swapped",
+TAUGHT_BUGS = {
+    SWAPPED: _TaughtBug("train_mirrored", "swapped_share", "annotated with left and right swapped",
                         "the model learnt their sides the wrong way round"),
-    KEYPOINTS_MISSING: _PersonBug("train_keypoints_missing", "keypoints_missing_share",
+    KEYPOINTS_MISSING: _TaughtBug("train_keypoints_missing", "keypoints_missing_share",
                                   "annotated with most of their keypoints left out",
                                   "the model was seldom shown where their keypoints are"),
+    BAD_MASKS: _TaughtBug("train_mask_wrong", "bad_masks_share", "annotated with a mask that does not outline them",
+                          "the model learnt to outline them so"),
 }
 
 
-def _person_flags(bug: str, objects: ObjectEvidence, train_rows: np.ndarray | None) -> np.ndarray | None:
-    """The flags of these training rows' people where known (None: no such evidence, or no training rows)."""
-    flags = getattr(objects, PERSON_BUGS[bug].evidence)
+def _taught_flags(bug: str, objects: ObjectEvidence, train_rows: np.ndarray | None) -> np.ndarray | None:
+    """The flags of these training rows' objects where known (None: no such evidence, or no training rows)."""
+    flags = getattr(objects, TAUGHT_BUGS[bug].evidence)
     if flags is None or train_rows is None:
         return None
     return flags[train_rows & np.isfinite(flags)]
@@ -197,21 +205,21 @@ def _person_flags(bug: str, objects: ObjectEvidence, train_rows: np.ndarray | No
 
 def _taught_wrong(bug: str, objects: ObjectEvidence, train_mask: np.ndarray | None, config: DiagnosisConfig,
                   alpha: float) -> str | None:
-    """Why the slice's people were taught wrong (at least the config's share of its training people annotated so,
-    significantly more than of all people), or None: a keypoint model learns the keypoints it is shown, so these
-    people fail wherever they are annotated right."""
+    """Why the slice's objects were taught wrong (at least the config's share of its training objects annotated so,
+    significantly more than of all objects), or None: a model learns the keypoints and masks it is shown, so these
+    objects fail wherever they are annotated right."""
     from scipy.stats import binom
 
-    mine = _person_flags(bug, objects, train_mask)
+    mine = _taught_flags(bug, objects, train_mask)
     if mine is None or len(mine) < config.min_failures:
         return None
-    everyone = _person_flags(bug, objects, np.ones(len(objects.train_object), bool))
+    everyone = _taught_flags(bug, objects, np.ones(len(objects.train_object), bool))
     share, overall = float(mine.mean()), float(everyone.mean())
-    if share < getattr(config, PERSON_BUGS[bug].share) or (
+    if share < getattr(config, TAUGHT_BUGS[bug].share) or (
             alpha < 1 and not binom.sf(mine.sum() - 1, len(mine), overall) < alpha):
         return None
-    return (f"{len(mine)} in training, {share:.0%} of them {PERSON_BUGS[bug].annotated} in the training annotations "
-            f"({overall:.0%} of all {objects.nouns}): {PERSON_BUGS[bug].consequence}")
+    return (f"{len(mine)} in training, {share:.0%} of them {TAUGHT_BUGS[bug].annotated} in the training annotations "
+            f"({overall:.0%} of all {objects.nouns}): {TAUGHT_BUGS[bug].consequence}")
 
 
 def _fewer_annotated(objects: ObjectEvidence, train_mask: np.ndarray | None, config: DiagnosisConfig,
@@ -320,11 +328,11 @@ def _annotation_evidence(bug: str, objects: ObjectEvidence, train_rows: np.ndarr
                          config: DiagnosisConfig) -> bool | None:
     """Whether these rows alone show the annotation bug (the test of _annotation_bug, failures aside): from their
     training annotations, else from the model's own boxes; None where they are too few to tell."""
-    if bug in PERSON_BUGS:
-        mine = _person_flags(bug, objects, train_rows)
+    if bug in TAUGHT_BUGS:
+        mine = _taught_flags(bug, objects, train_rows)
         if mine is None or len(mine) < config.min_failures:
             return None
-        return bool(mine.mean() >= getattr(config, PERSON_BUGS[bug].share))
+        return bool(mine.mean() >= getattr(config, TAUGHT_BUGS[bug].share))
     train_rows = _training_rows(objects, train_rows, config)
     if train_rows is not None:
         share, overall, _ = _annotated_share(objects, train_rows, config)

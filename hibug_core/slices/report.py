@@ -337,17 +337,19 @@ def object_evidence(project, model: str, evaluation: pd.DataFrame, train: pd.Dat
     held = objects.reindex(train.index)
     is_object = (held["object_kind"] == "object").to_numpy()
     annotations = annotation_evidence(project, model, held[is_object].assign(label=train["label"][is_object]))
-    annotated = ratio = mirrored = left_out = None
+    annotated = ratio = mirrored = left_out = mask_wrong = None
     if annotations is not None:
         annotated = annotations["annotated"].reindex(train.index, fill_value=False).to_numpy(bool)
         ratio = annotations["box_ratio"].reindex(train.index).to_numpy(float)
-        mirrored, left_out = (annotations[column].reindex(train.index).to_numpy(float)
-                              for column in ("mirrored", "keypoints_missing"))
+        mirrored, left_out, mask_wrong = (annotations[column].reindex(train.index).to_numpy(float)
+                                          for column in ("mirrored", "keypoints_missing", "mask_wrong"))
         if not np.isfinite(left_out).any():  # boxes: no keypoints to swap or leave out
             mirrored = left_out = None
+        if not np.isfinite(mask_wrong).any():  # no masks to compare
+            mask_wrong = None
     error_types = objects["error_type"].reindex(evaluation.index).fillna("").to_numpy(object)
     return ObjectEvidence(is_object, annotated, ratio, box_ratio(objects.reindex(evaluation.index)), mirrored,
-                          left_out, nouns), error_types
+                          left_out, nouns, train_mask_wrong=mask_wrong), error_types
 
 
 def unannotated_slices(enumeration: Enumeration, train_matrix: TagMatrix, found: ObjectEvidence,

@@ -178,8 +178,9 @@ def results_file(runner, network, truth, images: list, path: Path, progress: Pro
     detections = runner.predict(images, network=network, progress=progress)
     ids = truth.images.index.to_numpy()
     index = {c: k for k, c in truth.categories.items()}
-    records = [{"image_id": int(ids[i]), "category_id": index[d["category"]], "bbox": d["bbox"], "score": d["score"],
-                **({"keypoints": d["keypoints"]} if "keypoints" in d else {})}
+    # each detection as the model gave it (its box, score, and keypoints or mask where it has them), in COCO's words
+    records = [{"image_id": int(ids[i]), "category_id": index[d["category"]],
+                **{key: value for key, value in d.items() if key != "category"}}
                for i, found in enumerate(detections) for d in found]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(records))

@@ -2,6 +2,8 @@
 AdamW schedule; fine-tuning goes on from given weights, with new data weighted by lambda in every step."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from hibug_core.progress import ProgressCallback, no_progress
@@ -61,5 +63,33 @@ def fit_detector(model, inputs, targets: list[dict], config, progress: ProgressC
             optimiser.step()
             schedule.step()
             progress(stage, epoch * steps_per_epoch + step + 1, total)
+    model.eval()
+    return model
+
+
+def save_weights(path, model, *, half: bool = False, **about) -> None:
+    """The network's weights (in half precision where asked: a shipped asset stays small) with what describes them
+    (its classes, settings, what it was trained on)."""
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {k: v.half() if half and v.is_floating_point() else v for k, v in model.state_dict().items()}
+    torch.save({"state_dict": state, **about}, path)
+
+
+def stored_weights(path, **expected) -> dict | None:
+    """What save_weights wrote at `path`, if it is there and says exactly `expected` (e.g. its classes, settings and
+    training fingerprint: a stored model is reused only for the same); else None. No `expected`: whatever it says."""
+    import torch
+
+    if not Path(path).exists():
+        return None
+    stored = torch.load(path, map_location="cpu", weights_only=True)
+    return stored if all(stored.get(key) == value for key, value in expected.items()) else None
+
+
+def with_weights(model, stored: dict):
+    """`model` (built for the stored settings) holding the stored weights in full precision, ready to run."""
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in stored["state_dict"].items()})
     model.eval()
     return model

@@ -11,7 +11,15 @@ from pathlib import Path
 import numpy as np
 
 from hibug_core.errors import check_fields
-from hibug_core.models.zoo.fitting import compute_device, fit_detector, image_batch, on_device
+from hibug_core.models.zoo.fitting import (
+    compute_device,
+    fit_detector,
+    image_batch,
+    on_device,
+    save_weights,
+    stored_weights,
+    with_weights,
+)
 from hibug_core.native_memory import reuse_freed_tensor_memory
 from hibug_core.progress import ProgressCallback, no_progress
 
@@ -165,39 +173,17 @@ def training_fingerprint(objects_by_image: list, classes: list[str], config: Det
 
 def save_detector(path: Path, model, classes: list[str], config: DetectorConfig, fingerprint: str) -> None:
     """The weights in half precision (the asset stays small) with what they were trained on."""
-    import torch
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    state = {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()}
-    torch.save({"state_dict": state, "classes": classes, "config": asdict(config),
-                "training_fingerprint": fingerprint}, path)
+    save_weights(path, model, half=True, classes=classes, config=asdict(config), training_fingerprint=fingerprint)
 
 
 def load_detector(path: Path, classes: list[str], config: DetectorConfig, fingerprint: str):
     """The stored detector if it was trained on exactly this data and settings, else None."""
-    import torch
-
-    if not Path(path).exists():
-        return None
-    stored = torch.load(path, map_location="cpu", weights_only=True)
-    if (stored.get("classes") != classes or stored.get("config") != asdict(config)
-            or stored.get("training_fingerprint") != fingerprint):
-        return None
-    return _network(stored, classes, config)
+    stored = stored_weights(path, classes=classes, config=asdict(config), training_fingerprint=fingerprint)
+    return None if stored is None else with_weights(build_detector(classes, config), stored)
 
 
 def load_checkpoint(path: Path):
     """(the detector, its classes, its settings) from a checkpoint save_detector wrote, whatever it was trained on."""
-    import torch
-
-    stored = torch.load(path, map_location="cpu", weights_only=True)
+    stored = stored_weights(path)
     classes, config = list(stored["classes"]), DetectorConfig(**stored["config"])
-    return _network(stored, classes, config), classes, config
-
-
-def _network(stored: dict, classes: list[str], config: DetectorConfig):
-    """The stored weights (half precision) in a detector of `classes` and `config`, ready to run."""
-    model = build_detector(classes, config)
-    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in stored["state_dict"].items()})
-    model.eval()
-    return model
+    return with_weights(build_detector(classes, config), stored), classes, config

@@ -8,7 +8,15 @@ from pathlib import Path
 import numpy as np
 
 from hibug_core.errors import check_fields
-from hibug_core.models.zoo.fitting import compute_device, fit_detector, image_batch, on_device
+from hibug_core.models.zoo.fitting import (
+    compute_device,
+    fit_detector,
+    image_batch,
+    on_device,
+    save_weights,
+    stored_weights,
+    with_weights,
+)
 from hibug_core.models.zoo.scene_fcos import pyramid_backbone
 from hibug_core.native_memory import reuse_freed_tensor_memory
 from hibug_core.progress import ProgressCallback, no_progress
@@ -150,40 +158,21 @@ def save_keypoint_model(path: Path, model, classes: list[str], keypoints: int, c
                         fingerprint: str | None = None, *, half: bool = False) -> None:
     """The weights (in half precision where asked: a shipped asset stays small), with what they were trained on
     where given."""
-    import torch
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    state = {k: v.half() if half and v.is_floating_point() else v for k, v in model.state_dict().items()}
-    torch.save({"state_dict": state, "classes": classes, "keypoints": keypoints, "config": asdict(config),
-                **({"training_fingerprint": fingerprint} if fingerprint else {})}, path)
+    save_weights(path, model, half=half, classes=classes, keypoints=keypoints, config=asdict(config),
+                 **({"training_fingerprint": fingerprint} if fingerprint else {}))
 
 
 def load_keypoint_model(path: Path):
     """(the model, its classes, its keypoint count, its settings) from a checkpoint save_keypoint_model wrote."""
-    import torch
-
-    stored = torch.load(path, map_location="cpu", weights_only=True)
+    stored = stored_weights(path)
     classes, keypoints = list(stored["classes"]), int(stored["keypoints"])
     config = KeypointModelConfig(**stored["config"])
-    return _network(stored, classes, keypoints, config), classes, keypoints, config
+    return with_weights(build_keypoint_model(classes, keypoints, config), stored), classes, keypoints, config
 
 
 def load_trained_keypoint_model(path: Path, classes: list[str], keypoints: int, config: KeypointModelConfig,
                                 fingerprint: str):
     """The stored model if it was trained on exactly this data and settings (its fingerprint), else None."""
-    import torch
-
-    if not Path(path).exists():
-        return None
-    stored = torch.load(path, map_location="cpu", weights_only=True)
-    if (stored.get("classes") != classes or stored.get("keypoints") != keypoints
-            or stored.get("config") != asdict(config) or stored.get("training_fingerprint") != fingerprint):
-        return None
-    return _network(stored, classes, keypoints, config)
-
-
-def _network(stored: dict, classes: list[str], keypoints: int, config: KeypointModelConfig):
-    model = build_keypoint_model(classes, keypoints, config)
-    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in stored["state_dict"].items()})
-    model.eval()
-    return model
+    stored = stored_weights(path, classes=classes, keypoints=keypoints, config=asdict(config),
+                            training_fingerprint=fingerprint)
+    return None if stored is None else with_weights(build_keypoint_model(classes, keypoints, config), stored)

@@ -10,7 +10,15 @@ from pathlib import Path
 import numpy as np
 
 from hibug_core.errors import check_fields
-from hibug_core.models.zoo.fitting import compute_device, fit_detector, image_batch, on_device
+from hibug_core.models.zoo.fitting import (
+    compute_device,
+    fit_detector,
+    image_batch,
+    on_device,
+    save_weights,
+    stored_weights,
+    with_weights,
+)
 from hibug_core.models.zoo.scene_fcos import pyramid_backbone
 from hibug_core.native_memory import reuse_freed_tensor_memory
 from hibug_core.progress import ProgressCallback, no_progress
@@ -166,38 +174,18 @@ def save_mask_model(path: Path, model, classes: list[str], config: MaskModelConf
                     *, half: bool = False) -> None:
     """The weights (in half precision where asked: a shipped asset stays small), with what they were trained on
     where given."""
-    import torch
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    state = {k: v.half() if half and v.is_floating_point() else v for k, v in model.state_dict().items()}
-    torch.save({"state_dict": state, "classes": classes, "config": asdict(config),
-                **({"training_fingerprint": fingerprint} if fingerprint else {})}, path)
+    save_weights(path, model, half=half, classes=classes, config=asdict(config),
+                 **({"training_fingerprint": fingerprint} if fingerprint else {}))
 
 
 def load_mask_model(path: Path):
     """(the model, its classes, its settings) from a checkpoint save_mask_model wrote."""
-    import torch
-
-    stored = torch.load(path, map_location="cpu", weights_only=True)
+    stored = stored_weights(path)
     classes, config = list(stored["classes"]), MaskModelConfig(**stored["config"])
-    return _network(stored, classes, config), classes, config
+    return with_weights(build_mask_model(classes, config), stored), classes, config
 
 
 def load_trained_mask_model(path: Path, classes: list[str], config: MaskModelConfig, fingerprint: str):
     """The stored model if it was trained on exactly this data and settings (its fingerprint), else None."""
-    import torch
-
-    if not Path(path).exists():
-        return None
-    stored = torch.load(path, map_location="cpu", weights_only=True)
-    if (stored.get("classes") != classes or stored.get("config") != asdict(config)
-            or stored.get("training_fingerprint") != fingerprint):
-        return None
-    return _network(stored, classes, config)
-
-
-def _network(stored: dict, classes: list[str], config: MaskModelConfig):
-    model = build_mask_model(classes, config)
-    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in stored["state_dict"].items()})
-    model.eval()
-    return model
+    stored = stored_weights(path, classes=classes, config=asdict(config), training_fingerprint=fingerprint)
+    return None if stored is None else with_weights(build_mask_model(classes, config), stored)
