@@ -90,7 +90,7 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
                 image = ensure_enlarged(project.folder, image, row["content_hash"], factor)
             elif not shown_as_stored(image):  # a format browsers do not draw (TIFF...): the loader's copy
                 image = ensure_thumbnail(project.folder, image, row["content_hash"], size=DETAIL_SIZE)
-            st.image(str(image), width="content")  # as large as it is, at most the column's width
+            st.image(str(image), width="content", output_format="PNG")  # as large as it is, at most the column's width
         except (OSError, ValueError, TypeError, HibugError):
             st.caption("image not available")
         shown = f" · shown {factor}× larger" if factor > 1 else ""

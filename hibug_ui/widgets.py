@@ -33,7 +33,8 @@ def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, captio
             label = caption(row) if caption else str(sample_id)
             try:
                 path = _picture(project, row)
-                cell.image(str(path), caption=plain(label), width="stretch")
+                # sent as the PNG it is: thin outlines and joints keep their exact colours (no JPEG re-encoding)
+                cell.image(str(path), caption=plain(label), width="stretch", output_format="PNG")
             except (OSError, ValueError, HibugError):  # missing, unreadable, or refused: the grid goes on
                 cell.caption(f"{plain(label)} (image not available)")
             # no icon: in six columns beside a map the word alone still fits

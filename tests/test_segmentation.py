@@ -217,3 +217,24 @@ def test_training_masks_are_compared_with_the_true_ones(tmp_path):
         evidence = annotation_evidence(project, "m", objects)
     assert evidence["annotated"].tolist() == [True, True, True, False]
     assert evidence["mask_wrong"].tolist()[:3] == [0.0, 1.0, 0.0] and np.isnan(evidence["mask_wrong"].iat[3])
+
+
+def test_the_overview_of_a_project_of_masks_charts_outline_errors_and_their_ap_if_fixed(tmp_path, monkeypatch):
+    from page_support import bars, charts, open_page
+
+    truth, results, _ = _scene()
+    truth_file, paths = _write(tmp_path / "data", truth, {"m": results})
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["new", str(tmp_path / "project"), "--coco", str(truth_file), "--results", f"m={paths['m']}"]) == 0
+    at = open_page(monkeypatch, "app.py", tmp_path / "project")
+    assert not at.exception
+    fixes = next(d.value for d in at.dataframe if "AP if fixed" in d.value.columns).set_index("error type")
+    assert fixes["count"].to_dict() == {"classification": 0, "localization": 1, "both": 0, "duplicate": 0,
+                                        "background": 0, "missed": 1, "outline": 1}
+    titles = [m.value for m in at.markdown if " by " in m.value and m.value.startswith("**")]
+    # the object outlined badly was found: it is counted beside the missed ones, on its own chart
+    assert titles[:3] == ["**Missed objects and objects found by mask outline (Boundary IoU)**",
+                          "**Missed objects by mask error type (TIDE)**",
+                          "**False positives by error type** (TIDE; measured apart)"]
+    assert [bars(figure) for figure in charts(at)[:3]] == [{"outline": 1}, {"localization": 1, "missed": 1},
+                                                            {"localization": 1}]

@@ -100,14 +100,15 @@ def test_the_segmentation_demo_shows_its_planted_bugs_and_its_ap_is_pycocotools(
     try:
         report = json.loads(project.meta()["demo"])
         assert project.task == "segmentation" and project.models() == [MODEL_NAME]
+        assert report["val"]["objects"] == 1759 and 0.3 < report["val"]["AP"] < 0.5
         samples = project.samples(MODEL_NAME).join(project.known_tags()).join(
             project.objects(MODEL_NAME)[["error_type", "boundary_iou"]])
         val = samples[(samples["split"] == "val") & (samples["label"] != "(background)")]
         overall = val["score"].mean()
-        for name, members in {"bars": val["label"] == "bar", "blue": val["color"] == "blue",
-                              "rings": val["label"] == "ring"}.items():
-            assert members.sum() >= 30, name
-            assert val.loc[members, "score"].mean() < overall - 0.15, name
+        for name, members, drop in (("bars", val["label"] == "bar", 0.4), ("blue", val["color"] == "blue", 0.4),
+                                     ("rings", val["label"] == "ring", 0.1)):
+            assert members.sum() >= 200, name
+            assert val.loc[members, "score"].mean() < overall - drop, name
         bars = val[val["label"] == "bar"]
         assert (bars["error_type"] == "outline").mean() > 0.3  # found in place, outlined as their boxes
         assert (val.loc[val["color"] == "blue", "error_type"] == "missed").mean() > 0.5

@@ -269,6 +269,8 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
             if problem:
                 issues.add(i, "segmentation", problem, unit="annotations")
                 continue
+            # converted once (polygons merged, as pycocotools does): every evaluation reads it as it is
+            segmentation = masks.compressed(segmentation, image["width"], image["height"])
         else:
             segmentation = None
         area = record.get("area", box[2] * box[3] if segmentation is None else
@@ -413,6 +415,7 @@ def parse_results(document, ground_truth: CocoGroundTruth, source: str, *, model
             if problem:
                 issues.add(i, "segmentation", problem, unit="results")
                 continue
+            segmentation = masks.compressed(segmentation, width, height)  # converted once, as for the truth
         has_shape = points is not None or segmentation is not None
         box = _check_box(record, i, "results", issues, positive=False) if "bbox" in record or not has_shape else None
         if box is None and not has_shape:

@@ -95,32 +95,40 @@ def measure_masks(masks: list[np.ndarray], image_ids: np.ndarray, own_ids: np.nd
 def measure_stored_masks(stored: np.ndarray, image_ids: np.ndarray,
                          config: MaskGeometryConfig = MaskGeometryConfig()) -> pd.DataFrame:
     """Each stored mask's measured tags (hibug_core.objects.masks.stored: one per object), an image's masks decoded
-    together and each measured on its own box."""
-    from hibug_core.objects.masks import stored_pixels
+    together and each measured on its own box (found from its run-length encoding, not its pixels)."""
+    from hibug_core.objects.masks import stored_boxes, stored_pixels
 
     measured, occlusion = [None] * len(stored), np.zeros(len(stored))
     image_ids = np.asarray(image_ids)
     for image in np.unique(image_ids):
         members = np.flatnonzero(image_ids == image)
         masks = [stored_pixels(stored[i]) for i in members]
-        for i, measures, covered in zip(members, *_image_measures(masks, members)):
+        boxes = stored_boxes([stored[i] for i in members])
+        for i, measures, covered in zip(members, *_image_measures(masks, members, boxes)):
             measured[i], occlusion[i] = measures, covered
     return _tags(measured, occlusion, config)
 
 
-def _image_measures(masks: list[np.ndarray], own_ids: np.ndarray) -> tuple[list[MaskMeasures], list[float]]:
+def _image_measures(masks: list[np.ndarray], own_ids: np.ndarray, boxes: np.ndarray | None = None
+                    ) -> tuple[list[MaskMeasures], list[float]]:
     """The masks of one image: each one's measures on its own box, and the largest share of its box another one
-    covers."""
+    covers. boxes: each mask's (x, y, width, height), where known."""
     measured, occlusion = [], []
     for i, pixels in enumerate(masks):
-        rows, columns = np.nonzero(pixels)
-        if not len(rows):
+        if boxes is None:
+            rows, columns = np.nonzero(pixels)
+            found = (columns.min(), rows.min(), columns.max() - columns.min() + 1, rows.max() - rows.min() + 1) \
+                if len(rows) else (0, 0, 0, 0)
+        else:
+            found = tuple(int(v) for v in boxes[i])
+        x, y, width, height = found
+        if not width or not height:
             measured.append(measure_mask(pixels[:0, :0]))
             occlusion.append(0.0)
             continue
-        box = np.s_[rows.min():rows.max() + 1, columns.min():columns.max() + 1]
+        box = np.s_[y:y + height, x:x + width]
         measured.append(measure_mask(np.pad(pixels[box], 1)))  # a pixel of background round it: holes stay holes
-        area = pixels[box].size
+        area = width * height
         occlusion.append(max(((masks[j][box]).sum() / area for j in range(len(masks)) if own_ids[j] != own_ids[i]),
                              default=0.0))
     return measured, occlusion
