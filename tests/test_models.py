@@ -118,7 +118,8 @@ def test_bad_specs_and_checkpoints_say_what_to_fix(tmp_path, timm_checkpoint):
         load_model("python:test_models:nothing_here")
     assert MODELS.names() == [] and [e.name for e in MODELS.families()] == ["timm", "torchvision", "transformers",
                                                                              "shape-cnn", "scene-fcos",
-                                                                             "scene-keypoints", "python"]
+                                                                             "scene-keypoints", "scene-masks",
+                                                                             "python"]
 
 
 def test_classes_are_matched_to_the_labels_or_refused_naming_both_sides():
