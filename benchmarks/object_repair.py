@@ -1,15 +1,16 @@
 """Benchmark: does selecting pool images by the objects in them that fall in error slices repair a detector (or a
 keypoint model) better than the baselines?
 
-On the detection demo (FCOS trained with three planted annotation bugs), or with --task pose on the pose demo
-(Keypoint R-CNN trained with four planted bugs), for each seed: select a budget of pool images with each method (the
+On the detection demo (FCOS trained with three planted annotation bugs), with --task pose on the pose demo (Keypoint
+R-CNN trained with four planted bugs), or with --task segmentation on the segmentation demo (Mask R-CNN, three planted
+bugs), for each seed: select a budget of pool images with each method (the
 pool's detections ranked by it, an image taken with its first ranked detection), label them (the pool's annotations
 stand in for a labelling team), fine-tune the model on its training annotations plus the new images (loss =
 L(original) + lambda * L(new)), and count the held-out test objects (people) found at the operating point, overall
 and in the planted slices. Also: the same fine-tuning with no new data (control). Prints mean ± sd over seeds, the
 paired difference of each method against random with its 95% t-interval, and the test AP (keypoint AP for pose).
-Usage: python benchmarks/object_repair.py [--task detection|pose] [--seeds 0 1 2] [--budget 240] [--epochs 3]
-       [--lam 1.0] [--methods "expected failures" hibug2 "hibug rule" hibug random uncertainty]
+Usage: python benchmarks/object_repair.py [--task detection|pose|segmentation] [--seeds 0 1 2] [--budget 240]
+       [--epochs 3] [--lam 1.0] [--methods "expected failures" hibug2 "hibug rule" hibug random uncertainty]
        [--dir object-repair-bench]
 """
 from __future__ import annotations
@@ -33,7 +34,8 @@ from hibug_core.tasks import task_of
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", choices=("detection", "pose", "segmentation"), default="detection",
-                        help="the demo repaired: detection (FCOS) or pose (Keypoint R-CNN)")
+                        help="the demo repaired: detection (FCOS), pose (Keypoint R-CNN) or segmentation "
+                        "(Mask R-CNN)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--budget", type=parse_budget, default=240, help="pool images (a count, or a share of training "
                                                                    "images below 1)")
