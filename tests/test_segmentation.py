@@ -238,3 +238,26 @@ def test_the_overview_of_a_project_of_masks_charts_outline_errors_and_their_ap_i
                           "**False positives by error type** (TIDE; measured apart)"]
     assert [bars(figure) for figure in charts(at)[:3]] == [{"outline": 1}, {"localization": 1, "missed": 1},
                                                             {"localization": 1}]
+
+
+def test_masks_measured_from_their_encodings_are_measured_as_from_their_pixels():
+    """The import measures each stored mask on its box, read from the runs that cross the box's columns; on drawn
+    scenes (bars, rings, shapes covering shapes, cut by the border) every tag equals the one measured from the whole
+    image's pixels."""
+    from hibug_core.demo.mask_scenes import render_mask_scenes
+    from hibug_core.objects.mask_geometry import measure_masks, measure_stored_masks
+    from hibug_core.objects.masks import stored
+
+    _, objects, masks = render_mask_scenes(40, 5)
+    texts = np.array([stored(_rle_96(m), 96, 96) for m in masks], dtype=object)
+    scenes = objects["scene"].to_numpy()
+    from_pixels = measure_masks(masks, scenes, np.arange(len(masks)))
+    assert measure_stored_masks(texts, scenes).equals(from_pixels)
+    assert {"none", "partial"} <= set(from_pixels["mask occlusion"]) and (from_pixels["is holed"] == "yes").any()
+
+
+def _rle_96(pixels: np.ndarray) -> dict:
+    from faster_coco_eval.core import mask
+
+    encoded = mask.encode(np.asfortranarray(pixels.astype(np.uint8)))
+    return {"size": [int(v) for v in encoded["size"]], "counts": encoded["counts"].decode()}

@@ -94,41 +94,44 @@ def measure_masks(masks: list[np.ndarray], image_ids: np.ndarray, own_ids: np.nd
 
 def measure_stored_masks(stored: np.ndarray, image_ids: np.ndarray,
                          config: MaskGeometryConfig = MaskGeometryConfig()) -> pd.DataFrame:
-    """Each stored mask's measured tags (hibug_core.objects.masks.stored: one per object), an image's masks decoded
-    together and each measured on its own box (found from its run-length encoding, not its pixels)."""
-    from hibug_core.objects.masks import stored_boxes, stored_pixels
+    """Each stored mask's measured tags (hibug_core.objects.masks.stored: one per object), each measured on its own
+    box, read from its run-length encoding without drawing the whole image; its occlusion from the other masks of its
+    image whose boxes meet its own."""
+    from hibug_core.objects.masks import box_pixels, run_lengths, stored_boxes
 
     measured, occlusion = [None] * len(stored), np.zeros(len(stored))
     image_ids = np.asarray(image_ids)
     for image in np.unique(image_ids):
         members = np.flatnonzero(image_ids == image)
-        masks = [stored_pixels(stored[i]) for i in members]
-        boxes = stored_boxes([stored[i] for i in members])
-        for i, measures, covered in zip(members, *_image_measures(masks, members, boxes)):
-            measured[i], occlusion[i] = measures, covered
+        texts = [stored[i] for i in members]
+        runs, boxes = run_lengths(texts), stored_boxes(texts).astype(np.int64)
+        for k, i in enumerate(members):
+            x, y, width, height = boxes[k]
+            if not width or not height:
+                measured[i] = measure_mask(np.zeros((0, 0), bool))
+                continue
+            own = box_pixels(*runs[k], tuple(boxes[k]))
+            measured[i] = measure_mask(np.pad(own, 1))  # a pixel of background round it: holes stay holes
+            meeting = [j for j in range(len(members)) if j != k and boxes[j][0] < x + width
+                       and x < boxes[j][0] + boxes[j][2] and boxes[j][1] < y + height and y < boxes[j][1] + boxes[j][3]]
+            occlusion[i] = max((box_pixels(*runs[j], tuple(boxes[k])).sum() / (width * height) for j in meeting),
+                               default=0.0)
     return _tags(measured, occlusion, config)
 
 
-def _image_measures(masks: list[np.ndarray], own_ids: np.ndarray, boxes: np.ndarray | None = None
-                    ) -> tuple[list[MaskMeasures], list[float]]:
-    """The masks of one image: each one's measures on its own box, and the largest share of its box another one
-    covers. boxes: each mask's (x, y, width, height), where known."""
+def _image_measures(masks: list[np.ndarray], own_ids: np.ndarray) -> tuple[list[MaskMeasures], list[float]]:
+    """The masks of one image (whole-image arrays): each one's measures on its own box, and the largest share of its
+    box another one covers."""
     measured, occlusion = [], []
     for i, pixels in enumerate(masks):
-        if boxes is None:
-            rows, columns = np.nonzero(pixels)
-            found = (columns.min(), rows.min(), columns.max() - columns.min() + 1, rows.max() - rows.min() + 1) \
-                if len(rows) else (0, 0, 0, 0)
-        else:
-            found = tuple(int(v) for v in boxes[i])
-        x, y, width, height = found
-        if not width or not height:
+        rows, columns = np.nonzero(pixels)
+        if not len(rows):
             measured.append(measure_mask(pixels[:0, :0]))
             occlusion.append(0.0)
             continue
-        box = np.s_[y:y + height, x:x + width]
+        box = np.s_[rows.min():rows.max() + 1, columns.min():columns.max() + 1]
         measured.append(measure_mask(np.pad(pixels[box], 1)))  # a pixel of background round it: holes stay holes
-        area = width * height
+        area = pixels[box].size
         occlusion.append(max(((masks[j][box]).sum() / area for j in range(len(masks)) if own_ids[j] != own_ids[i]),
                              default=0.0))
     return measured, occlusion

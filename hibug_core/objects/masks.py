@@ -167,3 +167,28 @@ def stored_boxes(texts: list[str]) -> np.ndarray:
     rles = [json.loads(text) for text in texts]
     return np.asarray(mask.toBbox([{"size": r["size"], "counts": r["counts"].encode()} for r in rles]),
                       dtype=np.float64).reshape(len(texts), 4)
+
+
+def run_lengths(texts: list[str]) -> list[tuple[int, np.ndarray]]:
+    """Stored masks (stored()) as (image height, run lengths) in column-major order, the first run of 0s, decoded
+    from their compressed encodings by the library at once."""
+    import json
+
+    from faster_coco_eval import mask_api_new_cpp
+
+    rles = [json.loads(text) for text in texts]
+    plain = mask_api_new_cpp.toUncompressedRLE([{"size": r["size"], "counts": r["counts"].encode()} for r in rles])
+    return [(int(r["size"][0]), np.asarray(u["counts"], dtype=np.int64)) for r, u in zip(rles, plain)]
+
+
+def box_pixels(height: int, counts: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
+    """The part of a mask (run_lengths()) inside box (x, y, width, height) as a bool array, from the runs that cross
+    the box's columns only: a mask is measured without drawing its whole image."""
+    x, y, width, tall = box
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    first, last = x * height, (x + width) * height
+    crossing = (ends > first) & (starts < last)
+    lengths = np.clip(ends[crossing], first, last) - np.clip(starts[crossing], first, last)
+    values = (np.flatnonzero(crossing) % 2).astype(bool)  # runs alternate: 0s, 1s, 0s, ...
+    return np.repeat(values, lengths).reshape(width, height).T[y:y + tall]
