@@ -238,8 +238,7 @@ def test_mask_attributes_are_measured_exactly_from_the_pixels():
     occluded, cover = canvas(), canvas()
     occluded[20:30, 20:30] = True
     cover[20:30, 25:40] = True
-    table = measure_masks([rectangle, bar, ring, squares, comb, occluded, cover], np.array([1, 2, 3, 4, 5, 6, 6]),
-                          np.arange(7))
+    table = measure_masks([rectangle, bar, ring, squares, comb, occluded, cover], np.array([1, 2, 3, 4, 5, 6, 6]))
     assert table["mask fill"].tolist() == ["solid", "solid", "partial", "sparse", "partial", "solid", "solid"]
     assert table["mask elongation"].tolist()[:2] == ["compact", "thin"]
     assert table["is holed"].tolist() == ["no", "no", "yes", "no", "no", "no", "no"]

@@ -242,17 +242,25 @@ def test_the_overview_of_a_project_of_masks_charts_outline_errors_and_their_ap_i
 
 def test_masks_measured_from_their_encodings_are_measured_as_from_their_pixels():
     """The import measures each stored mask on its box, read from the runs that cross the box's columns; on drawn
-    scenes (bars, rings, shapes covering shapes, cut by the border) every tag equals the one measured from the whole
-    image's pixels."""
+    scenes (bars, rings, shapes covering shapes, cut by the border) every tag equals the one measured on the whole
+    image's pixels: each mask measured where it lies, its occlusion the largest share of its box another mask of its
+    scene covers."""
     from hibug_core.demo.mask_scenes import render_mask_scenes
-    from hibug_core.objects.mask_geometry import measure_masks, measure_stored_masks
+    from hibug_core.objects.mask_geometry import mask_tags, measure_mask, measure_masks, measure_stored_masks
     from hibug_core.objects.masks import stored
 
     _, objects, masks = render_mask_scenes(40, 5)
     texts = np.array([stored(_rle_96(m), 96, 96) for m in masks], dtype=object)
     scenes = objects["scene"].to_numpy()
-    from_pixels = measure_masks(masks, scenes, np.arange(len(masks)))
+    occlusion = []
+    for i, pixels in enumerate(masks):
+        rows, columns = np.nonzero(pixels)
+        box = np.s_[rows.min():rows.max() + 1, columns.min():columns.max() + 1]
+        others = [masks[j][box].sum() for j in np.flatnonzero(scenes == scenes[i]) if j != i]
+        occlusion.append(max(others, default=0) / pixels[box].size)
+    from_pixels = mask_tags([measure_mask(m) for m in masks], np.array(occlusion))
     assert measure_stored_masks(texts, scenes).equals(from_pixels)
+    assert measure_masks(masks, scenes).equals(from_pixels)
     assert {"none", "partial"} <= set(from_pixels["mask occlusion"]) and (from_pixels["is holed"] == "yes").any()
 
 

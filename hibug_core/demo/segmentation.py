@@ -27,6 +27,7 @@ from hibug_core.models.zoo.scene_masks import (
 )
 from hibug_core.objects.geometry import geometry_attributes
 from hibug_core.objects.mask_geometry import mask_attributes
+from hibug_core.objects.masks import from_pixels
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.store.attribute_versions import save_schema
 from hibug_core.store.project import Project
@@ -120,22 +121,16 @@ def _per_image(objects: pd.DataFrame, masks: list, scenes: int, size: int) -> tu
     return boxes, stacks
 
 
-def _rle(mask: np.ndarray) -> dict:
-    from faster_coco_eval.core import mask as coco_mask
-
-    encoded = coco_mask.encode(np.asfortranarray(mask.astype(np.uint8)))
-    return {"size": [int(v) for v in encoded["size"]], "counts": encoded["counts"].decode()}
-
-
 def coco_masks(split: str, images: list, objects: pd.DataFrame, masks: list, *, with_attributes: bool = True) -> dict:
     """A COCO instances file's content for a split's scenes (file names images/<split>/00000.png, ...): each object
     with its box, its mask (a compressed run-length encoding), its area (the mask's) and its colour."""
     records = [{"id": i + 1, "file_name": f"images/{split}/{i:05d}.png", "width": image.width, "height": image.height}
                for i, image in enumerate(images)]
+    encodings = from_pixels(np.stack(masks)) if len(masks) else []
     annotations = [{"id": k + 1, "image_id": int(row.scene) + 1, "category_id": MASK_SHAPES.index(row.shape) + 1,
-                    "bbox": [row.x, row.y, row.w, row.h], "area": float(mask.sum()), "segmentation": _rle(mask),
+                    "bbox": [row.x, row.y, row.w, row.h], "area": float(mask.sum()), "segmentation": rle,
                     "iscrowd": 0, **({"attributes": {"color": row.color}} if with_attributes else {})}
-                   for k, (row, mask) in enumerate(zip(objects.itertuples(), masks))]
+                   for k, (row, mask, rle) in enumerate(zip(objects.itertuples(), masks, encodings))]
     return {"images": records, "categories": [{"id": i + 1, "name": s} for i, s in enumerate(MASK_SHAPES)],
             "annotations": annotations}
 

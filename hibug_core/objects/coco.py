@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +45,11 @@ class CocoGroundTruth:
         """Whether its objects are outlined by masks (every non-crowd annotation has a 'segmentation')."""
         return bool(self.dataset["annotations"]) and all(
             "segmentation" in record for record in self.dataset["annotations"] if not record["iscrowd"])
+
+    @cached_property
+    def image_sizes(self) -> dict[int, tuple[int, int]]:
+        """(width, height) per image id: what a mask's encoding is drawn at."""
+        return {int(i): (int(w), int(h)) for i, w, h in self.images[["width", "height"]].itertuples()}
 
 
 @dataclass

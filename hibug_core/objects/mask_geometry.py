@@ -79,17 +79,16 @@ def measure_mask(pixels: np.ndarray) -> MaskMeasures:
                         perimeter * perimeter / (4 * math.pi * area))
 
 
-def measure_masks(masks: list[np.ndarray], image_ids: np.ndarray, own_ids: np.ndarray,
+def measure_masks(masks: list[np.ndarray], image_ids: np.ndarray,
                   config: MaskGeometryConfig = MaskGeometryConfig()) -> pd.DataFrame:
-    """Each mask's measured tags. masks: (height, width) bool arrays of their images; image_ids: each one's image;
-    own_ids: each one's object id (the masks of one image occlude one another, never themselves)."""
-    measured, occlusion = [None] * len(masks), np.zeros(len(masks))
-    image_ids, own_ids = np.asarray(image_ids), np.asarray(own_ids)
-    for image in np.unique(image_ids):
-        members = np.flatnonzero(image_ids == image)
-        for i, measures, covered in zip(members, *_image_measures([masks[i] for i in members], own_ids[members])):
-            measured[i], occlusion[i] = measures, covered
-    return _tags(measured, occlusion, config)
+    """Each mask's measured tags, for callers that hold pixels: masks: (height, width) bool arrays of their images;
+    image_ids: each one's image (the masks of one image occlude one another). Measured as the store's masks are."""
+    import json
+
+    from hibug_core.objects.masks import from_pixels
+
+    texts = [json.dumps(from_pixels(m[None])[0]) for m in masks]
+    return measure_stored_masks(np.asarray(texts, dtype=object), image_ids, config)
 
 
 def measure_stored_masks(stored: np.ndarray, image_ids: np.ndarray,
@@ -116,28 +115,12 @@ def measure_stored_masks(stored: np.ndarray, image_ids: np.ndarray,
                        and x < boxes[j][0] + boxes[j][2] and boxes[j][1] < y + height and y < boxes[j][1] + boxes[j][3]]
             occlusion[i] = max((box_pixels(*runs[j], tuple(boxes[k])).sum() / (width * height) for j in meeting),
                                default=0.0)
-    return _tags(measured, occlusion, config)
+    return mask_tags(measured, occlusion, config)
 
 
-def _image_measures(masks: list[np.ndarray], own_ids: np.ndarray) -> tuple[list[MaskMeasures], list[float]]:
-    """The masks of one image (whole-image arrays): each one's measures on its own box, and the largest share of its
-    box another one covers."""
-    measured, occlusion = [], []
-    for i, pixels in enumerate(masks):
-        rows, columns = np.nonzero(pixels)
-        if not len(rows):
-            measured.append(measure_mask(pixels[:0, :0]))
-            occlusion.append(0.0)
-            continue
-        box = np.s_[rows.min():rows.max() + 1, columns.min():columns.max() + 1]
-        measured.append(measure_mask(np.pad(pixels[box], 1)))  # a pixel of background round it: holes stay holes
-        area = pixels[box].size
-        occlusion.append(max(((masks[j][box]).sum() / area for j in range(len(masks)) if own_ids[j] != own_ids[i]),
-                             default=0.0))
-    return measured, occlusion
-
-
-def _tags(measured: list[MaskMeasures], occlusion: np.ndarray, config: MaskGeometryConfig) -> pd.DataFrame:
+def mask_tags(measured: list[MaskMeasures], occlusion: np.ndarray,
+              config: MaskGeometryConfig = MaskGeometryConfig()) -> pd.DataFrame:
+    """The tags of masks measured so (occlusion: the largest share of each one's box another mask covers)."""
     def tag(bins: Bins, values) -> np.ndarray:
         return np.asarray(bins.tags, dtype=object)[bins.tag(np.asarray(values, dtype=np.float64))]
 

@@ -433,9 +433,8 @@ def _boundary_ious(ground_truth: CocoGroundTruth, results: CocoResults, objects:
     shown = np.flatnonzero(objects["detection"].to_numpy() >= 0)
     truths = by_id(ground_truth, objects.index.to_numpy()[shown])
     detections = [results.records[int(d)] for d in objects["detection"].to_numpy()[shown]]
-    sizes = {int(i): (int(w), int(h)) for i, w, h in ground_truth.images[["width", "height"]].itertuples()}
     out[shown] = paired_boundary_ious([d["segmentation"] for d in detections], [t["segmentation"] for t in truths],
-                                      [t["image_id"] for t in truths], sizes)
+                                      [t["image_id"] for t in truths], ground_truth.image_sizes)
     return out
 
 
@@ -476,10 +475,9 @@ def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.
     Detections below the operating point have no type and stay as they are. `gt`: the library's index of the ground
     truth, reused by every fix that keeps it; `known`: the overlaps of the evaluation being fixed, reused for every
     image a fix leaves as it was."""
-    from hibug_core.objects.masks import encoded
+    from hibug_core.objects.masks import compressed
 
     record_of = {record["id"]: record for record in ground_truth.dataset["annotations"]}
-    sizes = ground_truth.images[["width", "height"]]
     kinds, targets = detections["error_type"].to_numpy(), detections["object"].to_numpy()
 
     def took_its_object(i: int, record: dict, kind: str) -> dict:
@@ -488,10 +486,7 @@ def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.
             return {**record, "category_id": wanted["category_id"]}
         fixed = {**record, "bbox": list(wanted["bbox"])}
         if "segmentation" in record:
-            width, height = sizes.loc[record["image_id"]]
-            rle = encoded(wanted["segmentation"], int(width), int(height))
-            fixed["segmentation"] = {"size": list(rle["size"]), "counts": rle["counts"].decode()
-                                     if isinstance(rle["counts"], bytes) else rle["counts"]}
+            fixed["segmentation"] = compressed(wanted["segmentation"], *ground_truth.image_sizes[record["image_id"]])
         return fixed
 
     table = []

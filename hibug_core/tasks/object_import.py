@@ -138,7 +138,7 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
               splits: dict[int, str], geometry: GeometryConfig, task: str, masks: bool = False) -> ValidatedManifest:
     names = truth.categories
     objects = truth.annotations[truth.annotations["iscrowd"] == 0].reset_index(drop=True)
-    sizes = _sizes(truth) if masks else {}
+    sizes = truth.image_sizes if masks else {}
     parts = [pd.DataFrame({
         "image_id": objects["image_id"].to_numpy(), "kind": OBJECT_KIND, "owner": None,
         "source_id": objects["id"].to_numpy(), "label": [names[c] for c in objects["category_id"]],
@@ -220,11 +220,6 @@ NO_SKELETONS = {"keypoint_types": None, "keypoint_similarity_json": None, "pred_
 NO_MASKS = {"pred_mask_json": None, "boundary_iou": np.nan}
 
 
-def _sizes(truth: CocoGroundTruth) -> dict[int, tuple[int, int]]:
-    """(width, height) per image id."""
-    return {int(i): (int(w), int(h)) for i, w, h in truth.images[["width", "height"]].itertuples()}
-
-
 def _stored_masks(records: list[dict], sizes: dict[int, tuple[int, int]]) -> list[str | None]:
     """Each record's mask as the store keeps it (a compressed run-length encoding); None where it has none."""
     return [stored(r["segmentation"], *sizes[int(r["image_id"])]) if r.get("segmentation") is not None else None
@@ -302,7 +297,7 @@ def _unlabelled_manifest(truth: CocoGroundTruth, found: list[CocoResults], paths
         "x": r.detections["x"].to_numpy(),
         "y": r.detections["y"].to_numpy(), "w": r.detections["w"].to_numpy(), "h": r.detections["h"].to_numpy(),
         "keypoints": r.detections["keypoints"].to_numpy(),
-        "mask": _stored_masks(r.records, _sizes(truth)) if masks else None}) for r in found], ignore_index=True)
+        "mask": _stored_masks(r.records, truth.image_sizes) if masks else None}) for r in found], ignore_index=True)
     samples, object_columns = _sample_columns(truth, rows, paths, infos, splits)
     n = len(rows)
     models, evaluations = {}, {}

@@ -133,7 +133,8 @@ def segment(model, images: list, classes: list[str], *, batch_size: int = 32, sc
 
 def _segment(model, images: list, classes: list[str], batch_size: int, progress: ProgressCallback) -> list[list[dict]]:
     import torch
-    from faster_coco_eval.core import mask
+
+    from hibug_core.objects.masks import from_pixels
 
     threshold = getattr(model, "mask_threshold", MaskModelConfig.mask_threshold)
     device = compute_device()
@@ -144,14 +145,11 @@ def _segment(model, images: list, classes: list[str], batch_size: int, progress:
             for output in model(on_device(image_batch(images[start:start + batch_size]), None, device)[0]):
                 output = {k: v.cpu() for k, v in output.items()}
                 boxes = output["boxes"].numpy().astype(float)
-                pixels = (output["masks"][:, 0].numpy() >= threshold).astype(np.uint8)
-                encoded = mask.encode(np.asfortranarray(pixels.transpose(1, 2, 0))) if len(pixels) else []
+                encoded = from_pixels(output["masks"][:, 0].numpy() >= threshold)
                 found.append([{"category": classes[int(label) - 1],
                                "bbox": [round(b[0], 2), round(b[1], 2), round(b[2] - b[0], 2), round(b[3] - b[1], 2)],
                                "score": round(float(score), 5),
-                               "segmentation": {"size": [int(v) for v in rle["size"]],
-                                                "counts": rle["counts"].decode() if isinstance(rle["counts"], bytes)
-                                                else rle["counts"]}}
+                               "segmentation": rle}
                               for b, label, score, rle in zip(boxes, output["labels"].tolist(),
                                                               output["scores"].tolist(), encoded)])
             progress("finding objects and their masks", min(start + batch_size, len(images)), len(images))
