@@ -96,12 +96,26 @@ class ObjectModelAdapter(ModelUnderTest):
             levels = network.backbone(batch.tensors)
             return levels[list(levels)[-1]].mean(dim=(2, 3)).cpu().numpy().astype(np.float32)
 
-    def _schedule(self, tune):
-        """The family's training settings with the epochs, peak rate and seed `tune` gives (its own where unset)."""
+    needs: tuple[str, str] | None = None  # the TrainingSet field the family learns from beside boxes, and its name
+
+    def fine_tune(self, data: TrainingSet, new: TrainingSet, *, lam: float | None, tune,
+                  progress: ProgressCallback = no_progress, **options):
+        """A copy trained further on `data` and `new` with the family's schedule (tune's epochs, peak rate and seed
+        where set): simply added (lam None), or a batch of each per step with the new one's loss weighted by lam."""
         from dataclasses import replace
 
-        return replace(self.config, epochs=tune.epochs or self.config.epochs,
-                       learning_rate=tune.learning_rate or self.config.learning_rate, seed=tune.seed)
+        if self.needs and getattr(data, self.needs[0]) is None:
+            raise DetectorError(f"this model learns from objects with {self.needs[1]}: its training annotations have "
+                                "none")
+        config = replace(self.config, epochs=tune.epochs or self.config.epochs,
+                         learning_rate=tune.learning_rate or self.config.learning_rate, seed=tune.seed)
+        if lam is None:
+            data, new = data + new, TrainingSet([], [])
+        return self._train(data, new, config, progress, lam or 0.0)
+
+    def _train(self, data: TrainingSet, new: TrainingSet, config, progress: ProgressCallback, lam: float):
+        """The family's training from the network's weights (new weighted by lam in every step)."""
+        raise NotImplementedError
 
 
 # the model registry's families of object models
@@ -118,17 +132,11 @@ class SceneFcos(ObjectModelAdapter):
         self.spec = spec
         self.network, self.classes, self.config = load_checkpoint(checkpoint)
 
-    def fine_tune(self, data: TrainingSet, new: TrainingSet, *, lam: float | None, tune,
-                  progress: ProgressCallback = no_progress, **options):
-        """A copy trained further on `data` and `new`: simply added (lam None), or a batch of each per step with the
-        new one's loss weighted by lam."""
+    def _train(self, data: TrainingSet, new: TrainingSet, config, progress: ProgressCallback, lam: float):
         from hibug_core.models.zoo.scene_fcos import train_detector
 
-        config = self._schedule(tune)
-        if lam is None:
-            data, new = data + new, TrainingSet([], [])
         return train_detector(data.images, data.objects, self.classes, config, progress, start_from=self.network,
-                              new=(new.images, new.objects), lam=lam or 0.0)
+                              new=(new.images, new.objects), lam=lam)
 
     def save(self, network, path: Path, **extra) -> Path:
         """The network as a checkpoint this family loads (the training fingerprint says it was fine-tuned)."""
@@ -153,18 +161,13 @@ class SceneKeypoints(ObjectModelAdapter):
         self.spec = spec
         self.network, self.classes, self.keypoints, self.config = load_keypoint_model(checkpoint)
 
-    def fine_tune(self, data: TrainingSet, new: TrainingSet, *, lam: float | None, tune,
-                  progress: ProgressCallback = no_progress, **options):
+    needs = ("keypoints", "keypoints")
+
+    def _train(self, data: TrainingSet, new: TrainingSet, config, progress: ProgressCallback, lam: float):
         from hibug_core.models.zoo.scene_keypoints import train_keypoint_model
 
-        if data.keypoints is None:
-            raise DetectorError("a keypoint model learns from people with keypoints: its training annotations have "
-                                "none")
-        config = self._schedule(tune)
-        if lam is None:
-            data, new = data + new, TrainingSet([], [], [])
         return train_keypoint_model(data.images, data.people(), self.classes, self.keypoints, config, progress,
-                                    start_from=self.network, new=(new.images, new.people()), lam=lam or 0.0)
+                                    start_from=self.network, new=(new.images, new.people()), lam=lam)
 
     def save(self, network, path: Path, **extra) -> Path:
         from hibug_core.models.zoo.scene_keypoints import save_keypoint_model
@@ -188,19 +191,13 @@ class SceneMasks(ObjectModelAdapter):
         self.spec = spec
         self.network, self.classes, self.config = load_mask_model(checkpoint)
 
-    def fine_tune(self, data: TrainingSet, new: TrainingSet, *, lam: float | None, tune,
-                  progress: ProgressCallback = no_progress, **options):
+    needs = ("masks", "masks (COCO's 'segmentation')")
+
+    def _train(self, data: TrainingSet, new: TrainingSet, config, progress: ProgressCallback, lam: float):
         from hibug_core.models.zoo.scene_masks import train_mask_model
 
-        if data.masks is None:
-            raise DetectorError("a mask model learns from objects with masks: its training annotations have none "
-                                "('segmentation')")
-        config = self._schedule(tune)
-        if lam is None:
-            data, new = data + new, TrainingSet([], [], None, [])
         return train_mask_model(data.images, data.objects, data.masks, self.classes, config, progress,
-                                start_from=self.network, new=(new.images, new.objects, new.masks or []),
-                                lam=lam or 0.0)
+                                start_from=self.network, new=(new.images, new.objects, new.masks or []), lam=lam)
 
     def save(self, network, path: Path, **extra) -> Path:
         from hibug_core.models.zoo.scene_masks import save_mask_model

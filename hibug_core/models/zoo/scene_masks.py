@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hibug_core.errors import check_fields
+from hibug_core.models.zoo import rcnn
 from hibug_core.models.zoo.fitting import (
     compute_device,
     fit_detector,
@@ -19,62 +19,32 @@ from hibug_core.models.zoo.fitting import (
     stored_weights,
     with_weights,
 )
-from hibug_core.models.zoo.scene_fcos import pyramid_backbone
+from hibug_core.models.zoo.rcnn import LEVELS, RcnnConfig, rcnn_parts
 from hibug_core.native_memory import reuse_freed_tensor_memory
 from hibug_core.progress import ProgressCallback, no_progress
 
 
 @dataclass(frozen=True)
-class MaskModelConfig:
-    image_size: int = 96  # the images' side; the model is told not to resize
-    width: int = 16  # channels of the backbone's first stage (doubling at each of the next two)
-    pyramid_channels: int = 32  # channels of every feature-pyramid level
-    head_channels: int = 64  # channels of the mask head's convolutions and of the box head's layer
-    epochs: int = 8
-    batch_size: int = 16
-    learning_rate: float = 2e-3  # peak of a one-cycle schedule (AdamW)
-    score_threshold: float = 0.2  # objects kept above this confidence
-    mask_threshold: float = 0.5  # a pixel is the object's where the mask head's probability reaches this
-    seed: int = 0
+class MaskModelConfig(RcnnConfig):
+    """The mask model's settings: the zoo's R-CNN settings, its head drawing masks."""
 
-    def __post_init__(self):
-        check_fields(self, {"image_size": (self.image_size >= 32, "32 or more"),
-                            "width": (self.width >= 4, "4 or more"),
-                            "pyramid_channels": (self.pyramid_channels >= 8, "8 or more"),
-                            "head_channels": (self.head_channels >= 8, "8 or more"),
-                            "epochs": (self.epochs >= 1, "1 or more"),
-                            "batch_size": (self.batch_size >= 1, "1 or more"),
-                            "score_threshold": (0 <= self.score_threshold < 1, "in [0, 1)"),
-                            "mask_threshold": (0 < self.mask_threshold < 1, "in (0, 1)")})
+    mask_threshold: float = 0.5  # a pixel is the object's where the mask head's probability reaches this
+
+    def checks(self) -> dict[str, tuple[bool, str]]:
+        return {**super().checks(), "mask_threshold": (0 < self.mask_threshold < 1, "in (0, 1)")}
 
 
 def build_mask_model(classes: list[str], config: MaskModelConfig = MaskModelConfig()):
     """An untrained Mask R-CNN for `classes` (labels 1..len(classes))."""
-    import torch
     from torchvision.models.detection import MaskRCNN
-    from torchvision.models.detection.anchor_utils import AnchorGenerator
-    from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
     from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
     from torchvision.ops import MultiScaleRoIAlign
 
-    import hibug_core.torch_compat as compat
-
-    compat.allow_fallback_ops()
-    torch.manual_seed(config.seed)
+    parts = rcnn_parts(classes, config, anchor_sizes=(8, 16, 32), detections=30, kept_proposals=60)
     channels, head = config.pyramid_channels, config.head_channels
-    levels = ["0", "1", "2"]
-    model = MaskRCNN(
-        pyramid_backbone(config.width, channels), num_classes=None, min_size=config.image_size,
-        max_size=config.image_size, image_mean=[0.5] * 3, image_std=[0.25] * 3,
-        rpn_anchor_generator=AnchorGenerator(sizes=((8,), (16,), (32,)), aspect_ratios=((0.5, 1.0, 2.0),) * 3),
-        box_roi_pool=MultiScaleRoIAlign(levels, 7, 2), box_head=TwoMLPHead(channels * 7 * 7, head),
-        box_predictor=FastRCNNPredictor(head, len(classes) + 1), box_score_thresh=config.score_threshold,
-        box_detections_per_img=30, mask_roi_pool=MultiScaleRoIAlign(levels, 14, 2),
-        # Few objects per small image: far fewer proposals and sampled regions than torchvision's defaults for COCO.
-        rpn_pre_nms_top_n_train=300, rpn_post_nms_top_n_train=100, rpn_pre_nms_top_n_test=150,
-        rpn_post_nms_top_n_test=60, rpn_batch_size_per_image=64, box_batch_size_per_image=64,
-        mask_head=MaskRCNNHeads(channels, (head, head), 1), mask_predictor=MaskRCNNPredictor(head, head,
-                                                                                               len(classes) + 1))
+    model = MaskRCNN(**parts, mask_roi_pool=MultiScaleRoIAlign(LEVELS, 14, 2),
+                     mask_head=MaskRCNNHeads(channels, (head, head), 1),
+                     mask_predictor=MaskRCNNPredictor(head, head, len(classes) + 1))
     model.mask_threshold = config.mask_threshold  # what segment() keeps of a mask's probabilities
     return model
 
@@ -122,13 +92,8 @@ def segment(model, images: list, classes: list[str], *, batch_size: int = 32, sc
     """Per image, what the model finds as {category, bbox [x, y, w, h], score, segmentation} (a compressed COCO
     run-length encoding of the mask, thresholded at the config's mask_threshold); down to `score_floor` where given
     (else the model's own score threshold)."""
-    kept = model.roi_heads.score_thresh
-    if score_floor is not None:
-        model.roi_heads.score_thresh = score_floor
-    try:
+    with rcnn.score_floor(model, score_floor):
         return _segment(model, images, classes, batch_size, progress)
-    finally:
-        model.roi_heads.score_thresh = kept
 
 
 def _segment(model, images: list, classes: list[str], batch_size: int, progress: ProgressCallback) -> list[list[dict]]:
