@@ -67,6 +67,16 @@ def fit_detector(model, inputs, targets: list[dict], config, progress: ProgressC
     return model
 
 
+def zoo_checks(config) -> dict[str, tuple[bool, str]]:
+    """The checks of the settings every zoo family has (its images' side, first-stage width, schedule and score
+    threshold), for its config's check_fields."""
+    return {"image_size": (config.image_size >= 32, "32 or more"),
+            "width": (config.width >= 4, "4 or more"),
+            "epochs": (config.epochs >= 1, "1 or more"),
+            "batch_size": (config.batch_size >= 1, "1 or more"),
+            "score_threshold": (0 <= config.score_threshold < 1, "in [0, 1)")}
+
+
 def save_weights(path, model, *, half: bool = False, **about) -> None:
     """The network's weights (in half precision where asked: a shipped asset stays small) with what describes them
     (its classes, settings, what it was trained on)."""

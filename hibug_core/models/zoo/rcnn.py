@@ -6,6 +6,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from hibug_core.errors import check_fields
+from hibug_core.models.zoo.fitting import zoo_checks
 from hibug_core.models.zoo.scene_fcos import pyramid_backbone
 
 LEVELS = ["0", "1", "2"]  # the pyramid levels the heads pool from
@@ -28,13 +29,8 @@ class RcnnConfig:
 
     def checks(self) -> dict[str, tuple[bool, str]]:
         """Each field's check and what it must be (a family adds its own fields')."""
-        return {"image_size": (self.image_size >= 32, "32 or more"),
-                "width": (self.width >= 4, "4 or more"),
-                "pyramid_channels": (self.pyramid_channels >= 8, "8 or more"),
-                "head_channels": (self.head_channels >= 8, "8 or more"),
-                "epochs": (self.epochs >= 1, "1 or more"),
-                "batch_size": (self.batch_size >= 1, "1 or more"),
-                "score_threshold": (0 <= self.score_threshold < 1, "in [0, 1)")}
+        return {**zoo_checks(self), "pyramid_channels": (self.pyramid_channels >= 8, "8 or more"),
+                "head_channels": (self.head_channels >= 8, "8 or more")}
 
 
 def rcnn_parts(classes: list[str], config: RcnnConfig, *, anchor_sizes: tuple[int, int, int], detections: int,

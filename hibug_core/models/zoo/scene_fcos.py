@@ -19,6 +19,7 @@ from hibug_core.models.zoo.fitting import (
     save_weights,
     stored_weights,
     with_weights,
+    zoo_checks,
 )
 from hibug_core.native_memory import reuse_freed_tensor_memory
 from hibug_core.progress import ProgressCallback, no_progress
@@ -37,13 +38,9 @@ class DetectorConfig:
     seed: int = 0
 
     def __post_init__(self):
-        check_fields(self, {"image_size": (self.image_size >= 32, "32 or more"),
-                            "width": (self.width >= 4, "4 or more"),
+        check_fields(self, {**zoo_checks(self),
                             "pyramid_channels": (self.pyramid_channels % 32 == 0 and self.pyramid_channels > 0,
-                                                 "a positive multiple of 32"),
-                            "epochs": (self.epochs >= 1, "1 or more"),
-                            "batch_size": (self.batch_size >= 1, "1 or more"),
-                            "score_threshold": (0 <= self.score_threshold < 1, "in [0, 1)")})
+                                                 "a positive multiple of 32")})
 
 
 def pyramid_backbone(width: int, channels: int):
