@@ -60,23 +60,76 @@ class MaskMeasures:
 
 def measure_mask(pixels: np.ndarray) -> MaskMeasures:
     """The raw measures of one (height, width) bool mask; an empty mask measures as nothing (fill 0, no piece)."""
+    rows, columns = np.nonzero(pixels)
+    if not len(rows):
+        return EMPTY
+    return measure_crops([pixels[rows.min():rows.max() + 1, columns.min():columns.max() + 1]])[0]
+
+
+EMPTY = MaskMeasures(0.0, 1.0, 0, 0, 1.0)
+CANVAS_PIXELS = 1 << 22  # the most pixels crops are measured together in
+
+
+def measure_crops(crops: list[np.ndarray]) -> list[MaskMeasures]:
+    """The raw measures of masks each cropped to its box (non-empty (height, width) bool arrays). Crops of similar
+    widths are laid one under another on a canvas, each in a ring of background, and measured together: one
+    labelling of the canvas counts every crop's pieces (4-connected), one of its background every crop's holes (the
+    rings join all the background that reaches a crop's edge into one region), and per-row sums give areas, moments
+    and outlines (pixels with a 4-neighbour outside)."""
     from scipy import ndimage
 
-    area = int(pixels.sum())
-    if area == 0:
-        return MaskMeasures(0.0, 1.0, 0, 0, 1.0)
-    rows, columns = np.nonzero(pixels)
-    box = (rows.max() - rows.min() + 1) * (columns.max() - columns.min() + 1)
-    spread = np.cov(np.c_[columns, rows].T.astype(np.float64)) if area > 1 else np.zeros((2, 2))
-    low, high = np.linalg.eigvalsh(spread + np.eye(2) / 12.0)  # + a pixel's own spread: a 1-pixel line is finite
-    _, pieces = ndimage.label(pixels)
-    background, regions = ndimage.label(~pixels)
-    touching = set(np.unique(np.r_[background[0], background[-1], background[:, 0], background[:, -1]])) - {0}
-    holes = regions - len(touching)
-    inner = ndimage.binary_erosion(pixels, structure=ndimage.generate_binary_structure(2, 1), border_value=0)
-    perimeter = int((pixels & ~inner).sum())
-    return MaskMeasures(area / box, math.sqrt(high / low), int(holes), int(pieces),
-                        perimeter * perimeter / (4 * math.pi * area))
+    measured: list[MaskMeasures | None] = [None] * len(crops)
+    order = np.argsort([crop.shape[1] for crop in crops], kind="stable")  # by width: a group's widths are alike
+    group: list[int] = []
+    rows = 0
+    for index in order:
+        height, width = crops[index].shape
+        if group and (rows + height + 2) * (width + 2) > CANVAS_PIXELS:
+            for i, measures in zip(group, _measure_group([crops[i] for i in group], ndimage)):
+                measured[i] = measures
+            group, rows = [], 0
+        group.append(int(index))
+        rows += height + 2
+    for i, measures in zip(group, _measure_group([crops[i] for i in group], ndimage) if group else []):
+        measured[i] = measures
+    return measured
+
+
+def _measure_group(crops: list[np.ndarray], ndimage) -> list[MaskMeasures]:
+    heights = np.array([crop.shape[0] for crop in crops]) + 2
+    starts = np.r_[0, np.cumsum(heights)[:-1]]
+    canvas = np.zeros((int(heights.sum()), max(crop.shape[1] for crop in crops) + 2), bool)
+    for crop, start in zip(crops, starts):
+        canvas[start + 1:start + 1 + crop.shape[0], 1:1 + crop.shape[1]] = crop
+    tile = np.repeat(np.arange(len(crops)), heights)  # each canvas row's crop
+    local_rows = np.arange(len(canvas)) - starts[tile]
+    # 1. Areas and the second moments of each crop's pixels about their mean (as numpy's cov, n - 1).
+    pixels = canvas.astype(np.float64)
+    columns = np.arange(canvas.shape[1], dtype=np.float64)
+    count, column_sum, column_squares = pixels.sum(axis=1), pixels @ columns, pixels @ columns ** 2
+    area = np.add.reduceat(count, starts)
+    mean_row = np.add.reduceat(count * local_rows, starts) / area
+    mean_column = np.add.reduceat(column_sum, starts) / area
+    row_offset = local_rows - mean_row[tile]
+    spread_rows = np.add.reduceat(count * row_offset ** 2, starts)
+    spread_columns = np.add.reduceat(column_squares, starts) - mean_column * np.add.reduceat(column_sum, starts)
+    spread_both = np.add.reduceat(row_offset * (column_sum - mean_column[tile] * count), starts)
+    scale = np.where(area > 1, 1.0 / np.maximum(area - 1, 1), 0.0)
+    a, d, b = spread_columns * scale + 1 / 12.0, spread_rows * scale + 1 / 12.0, spread_both * scale  # + a pixel's
+    middle, half_gap = (a + d) / 2, np.sqrt(((a - d) / 2) ** 2 + b ** 2)  # own spread: a 1-pixel line is finite
+    elongation = np.sqrt((middle + half_gap) / (middle - half_gap))
+    # 2. Outlines: the pixels not inside (all four neighbours in the mask).
+    inner = (canvas[1:-1, 1:-1] & canvas[:-2, 1:-1] & canvas[2:, 1:-1] & canvas[1:-1, :-2] & canvas[1:-1, 2:])
+    perimeter = area - np.add.reduceat(np.r_[0, inner.sum(axis=1), 0].astype(np.float64), starts)
+    # 3. Pieces and holes. Labels are given in reading order and no region spans two crops, so a crop's regions are
+    # the labels above the highest of the crops before it; the background's first region is the rings'.
+    labels, _ = ndimage.label(canvas)
+    pieces = np.diff(np.maximum.accumulate(np.maximum.reduceat(labels.max(axis=1), starts)), prepend=0)
+    background, _ = ndimage.label(~canvas)
+    holes = np.diff(np.maximum.accumulate(np.maximum.reduceat(background.max(axis=1), starts)), prepend=1)
+    boxes = (heights - 2) * np.array([crop.shape[1] for crop in crops])
+    return [MaskMeasures(float(area[k] / boxes[k]), float(elongation[k]), int(holes[k]), int(pieces[k]),
+                         float(perimeter[k] * perimeter[k] / (4 * math.pi * area[k]))) for k in range(len(crops))]
 
 
 def measure_masks(masks: list[np.ndarray], image_ids: np.ndarray,
@@ -98,7 +151,7 @@ def measure_stored_masks(stored: np.ndarray, image_ids: np.ndarray,
     image whose boxes meet its own."""
     from hibug_core.objects.masks import box_pixels, run_lengths, stored_boxes
 
-    measured, occlusion = [None] * len(stored), np.zeros(len(stored))
+    measured, occlusion, crops = [None] * len(stored), np.zeros(len(stored)), [None] * len(stored)
     image_ids = np.asarray(image_ids)
     for image in np.unique(image_ids):
         members = np.flatnonzero(image_ids == image)
@@ -107,14 +160,16 @@ def measure_stored_masks(stored: np.ndarray, image_ids: np.ndarray,
         for k, i in enumerate(members):
             x, y, width, height = boxes[k]
             if not width or not height:
-                measured[i] = measure_mask(np.zeros((0, 0), bool))
+                measured[i] = EMPTY
                 continue
-            own = box_pixels(*runs[k], tuple(boxes[k]))
-            measured[i] = measure_mask(np.pad(own, 1))  # a pixel of background round it: holes stay holes
+            crops[i] = box_pixels(*runs[k], tuple(boxes[k]))
             meeting = [j for j in range(len(members)) if j != k and boxes[j][0] < x + width
                        and x < boxes[j][0] + boxes[j][2] and boxes[j][1] < y + height and y < boxes[j][1] + boxes[j][3]]
             occlusion[i] = max((box_pixels(*runs[j], tuple(boxes[k])).sum() / (width * height) for j in meeting),
                                default=0.0)
+    drawn = [i for i in range(len(stored)) if measured[i] is None]
+    for i, measures in zip(drawn, measure_crops([crops[i] for i in drawn])):
+        measured[i] = measures
     return mask_tags(measured, occlusion, config)
 
 
