@@ -32,7 +32,7 @@ def _rle(pixels: np.ndarray) -> dict:
     if flat[0] == 1:
         runs = [0, *runs]
     assert sum(runs) == len(flat)
-    return {"size": [H, W], "counts": runs}
+    return {"size": list(pixels.shape), "counts": runs}
 
 
 def _compressed(pixels: np.ndarray) -> dict:
@@ -189,26 +189,40 @@ def test_tides_error_types_are_told_by_the_masks_when_matched_by_masks(tmp_path)
     assert by_boxes["error_type"].iat[1] == "duplicate" and by_boxes["iou"].iat[1] == 1
 
 
+def _library_boundary_iou(found: dict, truth: dict) -> float:
+    """The reference: the library's own Boundary IoU (faster-coco-eval's boundary regions of both whole masks, then
+    their IoU)."""
+    from faster_coco_eval.core import mask
+
+    from hibug_core.objects import masks
+
+    regions = [mask.rleToBoundary(masks.encoded(value, *value["size"][::-1]), 0.02) for value in (found, truth)]
+    return float(np.asarray(mask.iou([regions[0]], [regions[1]], [0])).reshape(-1)[0])
+
+
 def test_boundary_iou_is_the_iou_of_the_masks_boundary_regions():
     """Cheng et al.'s boundary region of a 30 x 40 rectangle on a 64 x 48 image is its 2-pixel rim (d = 0.02 of the
-    80-pixel diagonal, rounded): 1,200 - 26 x 36 = 264 pixels. A mask outlined raggedly keeps most of its mask IoU and
-    loses most of its boundary IoU."""
+    80-pixel diagonal, rounded): 1,200 - 26 x 36 = 264 pixels, so a rectangle one pixel narrower (rim 260) shares 234
+    rim pixels with it. A mask outlined raggedly keeps most of its mask IoU and loses most of its boundary IoU."""
     from hibug_core.objects import masks
+
+    def compressed(pixels: np.ndarray) -> dict:
+        return masks.compressed(_rle(pixels), W, H)
 
     rectangle = np.zeros((H, W), bool)
     rectangle[10:40, 10:50] = True
-    rim = masks.pixels(masks.boundary(_rle(rectangle), W, H), W, H)
-    inner = np.zeros((H, W), bool)
-    inner[12:38, 12:48] = True
-    assert rim.sum() == 264 and (rim == (rectangle & ~inner)).all()
-    assert masks.boundary_iou([_rle(rectangle)], [_rle(rectangle)], W, H).tolist() == [[1.0]]
+    narrower = rectangle.copy()
+    narrower[:, 49] = False
     ragged = rectangle.copy()
     ragged[10:40:2, 10] = False  # every other pixel of its left and right edges left out
     ragged[10:40:2, 49] = False
+    found = [compressed(m) for m in (rectangle, narrower, ragged, _disc(15, 15, 6))]
+    truth = [compressed(m) for m in (rectangle, rectangle, rectangle, _disc(45, 30, 6))]
+    ious = masks.paired_boundary_ious(found, truth, [1] * 4, {1: (W, H)})
+    assert ious[0] == 1.0 and ious[1] == pytest.approx(234 / (264 + 260 - 234)) and ious[3] == 0.0
     mask_iou = masks.mask_iou([_rle(ragged)], [_rle(rectangle)], W, H)[0, 0]
-    edge_iou = masks.boundary_iou([_rle(ragged)], [_rle(rectangle)], W, H)[0, 0]
-    assert mask_iou == pytest.approx(1 - 30 / 1200) and edge_iou < mask_iou - 0.05
-    assert masks.boundary_iou([_rle(_disc(15, 15, 6))], [_rle(_disc(45, 30, 6))], W, H).tolist() == [[0.0]]
+    assert mask_iou == pytest.approx(1 - 30 / 1200) and ious[2] < mask_iou - 0.05
+    assert ious.tolist() == pytest.approx([_library_boundary_iou(f, t) for f, t in zip(found, truth)], abs=1e-12)
 
 
 def test_mask_attributes_are_measured_exactly_from_the_pixels():
@@ -321,20 +335,30 @@ def test_a_found_object_carries_its_boundary_iou_which_tells_a_ragged_outline_fr
     assert np.isnan(objects["boundary_iou"].iat[2]) and objects["outcome"].iat[2] == "missed"
 
 
-def test_boundary_ious_of_many_pairs_at_once_equal_each_pairs_own():
-    """The batched computation (every boundary at once, on threads) gives each pair's Boundary IoU as computed alone:
-    on discs inside the image, cut by its border, far apart and overlapping."""
+def test_boundary_ious_measured_on_crops_equal_the_librarys_on_whole_images():
+    """Each pair is measured on its union box, all pairs of one image size at once on canvases; every Boundary IoU
+    equals the library's own on the whole images: discs and boxes inside the image, cut by its border, far apart,
+    overlapping, one mask empty, on images of two sizes (d = 2 and 7 pixels)."""
     from hibug_core.objects import masks
 
     rng = np.random.default_rng(7)
-    found, truth = [], []
-    for _ in range(25):
-        cx, cy, r = rng.uniform(-5, W + 5), rng.uniform(-5, H + 5), rng.uniform(3, 14)
-        a = _disc(cx, cy, r)
-        b = _disc(cx + rng.normal(0, 3), cy + rng.normal(0, 3), r * rng.uniform(0.7, 1.3))
-        if a.any() and b.any():
-            found.append(_rle(a))
-            truth.append(_rle(b))
-    paired = masks.paired_boundary_ious(found, truth, [1] * len(found), {1: (W, H)})
-    whole = [masks.boundary_iou([f], [t], W, H)[0, 0] for f, t in zip(found, truth)]
-    assert len(found) > 15 and paired == pytest.approx(whole, abs=1e-12)
+    sizes = {1: (W, H), 2: (300, 200)}
+    found, truth, images = [], [], []
+    for k in range(240):
+        image = 1 + k % 2
+        width, height = sizes[image]
+        ys, xs = np.mgrid[:height, :width]
+        cx, cy, r = rng.uniform(-5, width + 5), rng.uniform(-5, height + 5), rng.uniform(3, height / 3)
+        a = (xs - cx) ** 2 + (ys - cy) ** 2 <= r * r
+        if k % 3 == 0:  # a box where the disc is
+            a = (abs(xs - cx) <= r) & (abs(ys - cy) <= r * 0.6)
+        b = (xs - cx - rng.normal(0, 3)) ** 2 + (ys - cy - rng.normal(0, 3)) ** 2 <= (r * rng.uniform(0.7, 1.3)) ** 2
+        if k % 40 == 5:
+            b[:] = False
+        found.append(masks.compressed(_rle(a), width, height))
+        truth.append(masks.compressed(_rle(b), width, height))
+        images.append(image)
+    paired = masks.paired_boundary_ious(found, truth, images, sizes)
+    reference = [_library_boundary_iou(f, t) for f, t in zip(found, truth)]
+    assert paired.tolist() == pytest.approx(reference, abs=1e-12)
+    assert 0 < (paired == 0).sum() < 60 and (paired > 0.5).sum() > 40

@@ -67,41 +67,28 @@ def measure_mask(pixels: np.ndarray) -> MaskMeasures:
 
 
 EMPTY = MaskMeasures(0.0, 1.0, 0, 0, 1.0)
-CANVAS_PIXELS = 1 << 22  # the most pixels crops are measured together in
 
 
 def measure_crops(crops: list[np.ndarray]) -> list[MaskMeasures]:
-    """The raw measures of masks each cropped to its box (non-empty (height, width) bool arrays). Crops of similar
-    widths are laid one under another on a canvas, each in a ring of background, and measured together: one
-    labelling of the canvas counts every crop's pieces (4-connected), one of its background every crop's holes (the
-    rings join all the background that reaches a crop's edge into one region), and per-row sums give areas, moments
-    and outlines (pixels with a 4-neighbour outside)."""
-    from scipy import ndimage
+    """The raw measures of masks each cropped to its box (non-empty (height, width) bool arrays), measured together
+    on canvases (hibug_core.objects.masks.laid_out): one labelling of a canvas counts every crop's pieces
+    (4-connected), one of its background every crop's holes (the rings join all the background that reaches a crop's
+    edge into one region), and per-row sums give areas, moments and outlines (pixels with a 4-neighbour outside)."""
+    from hibug_core.objects.masks import canvas_groups
 
     measured: list[MaskMeasures | None] = [None] * len(crops)
-    order = np.argsort([crop.shape[1] for crop in crops], kind="stable")  # by width: a group's widths are alike
-    group: list[int] = []
-    rows = 0
-    for index in order:
-        height, width = crops[index].shape
-        if group and (rows + height + 2) * (width + 2) > CANVAS_PIXELS:
-            for i, measures in zip(group, _measure_group([crops[i] for i in group], ndimage)):
-                measured[i] = measures
-            group, rows = [], 0
-        group.append(int(index))
-        rows += height + 2
-    for i, measures in zip(group, _measure_group([crops[i] for i in group], ndimage) if group else []):
-        measured[i] = measures
+    for group in canvas_groups([crop.shape for crop in crops]):
+        for i, measures in zip(group, _measure_group([crops[i] for i in group])):
+            measured[i] = measures
     return measured
 
 
-def _measure_group(crops: list[np.ndarray], ndimage) -> list[MaskMeasures]:
-    heights = np.array([crop.shape[0] for crop in crops]) + 2
-    starts = np.r_[0, np.cumsum(heights)[:-1]]
-    canvas = np.zeros((int(heights.sum()), max(crop.shape[1] for crop in crops) + 2), bool)
-    for crop, start in zip(crops, starts):
-        canvas[start + 1:start + 1 + crop.shape[0], 1:1 + crop.shape[1]] = crop
-    tile = np.repeat(np.arange(len(crops)), heights)  # each canvas row's crop
+def _measure_group(crops: list[np.ndarray]) -> list[MaskMeasures]:
+    from scipy import ndimage
+
+    from hibug_core.objects.masks import laid_out
+
+    canvas, starts, tile = laid_out(crops)
     local_rows = np.arange(len(canvas)) - starts[tile]
     # 1. Areas and the second moments of each crop's pixels about their mean (as numpy's cov, n - 1).
     pixels = canvas.astype(np.float64)
@@ -127,7 +114,7 @@ def _measure_group(crops: list[np.ndarray], ndimage) -> list[MaskMeasures]:
     pieces = np.diff(np.maximum.accumulate(np.maximum.reduceat(labels.max(axis=1), starts)), prepend=0)
     background, _ = ndimage.label(~canvas)
     holes = np.diff(np.maximum.accumulate(np.maximum.reduceat(background.max(axis=1), starts)), prepend=1)
-    boxes = (heights - 2) * np.array([crop.shape[1] for crop in crops])
+    boxes = np.array([crop.size for crop in crops])
     return [MaskMeasures(float(area[k] / boxes[k]), float(elongation[k]), int(holes[k]), int(pieces[k]),
                          float(perimeter[k] * perimeter[k] / (4 * math.pi * area[k]))) for k in range(len(crops))]
 

@@ -89,45 +89,73 @@ def mask_iou(found: list, truth: list, width: int, height: int) -> np.ndarray:
 BOUNDARY_DILATION = 0.02  # Cheng et al.'s d: the boundary region's width, a share of the image's diagonal
 
 
-def boundary(value, width: int, height: int, dilation: float = BOUNDARY_DILATION) -> dict:
-    """The mask's boundary region (Cheng et al. 2021): its pixels within d = dilation x the image diagonal of its
-    contour, as a run-length encoding (the library's routine)."""
-    from faster_coco_eval.core import mask
-
-    return mask.rleToBoundary(encoded(value, width, height), dilation)
-
-
-def boundary_iou(found: list, truth: list, width: int, height: int,
-                 dilation: float = BOUNDARY_DILATION) -> np.ndarray:
-    """Boundary IoU (Cheng et al. 2021) of every mask in `found` (rows) against every mask in `truth` (columns): the
-    IoU of their boundary regions, which tells a mask outlined badly from one placed badly (mask IoU barely sees a
-    ragged outline on a large object)."""
-    from faster_coco_eval.core import mask
-
-    if not found or not truth:
-        return np.zeros((len(found), len(truth)))
-    overlap = mask.iou([boundary(v, width, height, dilation) for v in found],
-                       [boundary(v, width, height, dilation) for v in truth], [0] * len(truth))
-    return np.asarray(overlap, dtype=np.float64).reshape(len(found), len(truth))
-
-
 def paired_boundary_ious(found: list, truth: list, image_ids: list[int], sizes: dict[int, tuple[int, int]],
                          dilation: float = BOUNDARY_DILATION) -> np.ndarray:
-    """The Boundary IoU of each pair (found[k], truth[k]) of masks on image image_ids[k] (sizes: image id -> (width,
-    height)): every boundary region computed at once by the library, on up to four threads."""
-    import os
-
-    from faster_coco_eval.core import mask
+    """The Boundary IoU (Cheng et al. 2021) of each pair (found[k], truth[k]) of compressed masks on image
+    image_ids[k] (sizes: image id -> (width, height)): the IoU of their boundary regions, each mask's pixels within
+    d = dilation x its image's diagonal (rounded, at least 1) of a pixel outside it, the image's border included, as
+    the paper's code erodes. Outside the pair's union box both masks are empty, so each pair is measured on that box
+    alone, all pairs of one d at once on a canvas."""
+    from scipy import ndimage
 
     if not found:
         return np.zeros(0)
-    records = [{"id": k, "image_id": image, "segmentation": value}
-               for k, (value, image) in enumerate(zip([*found, *truth], [*image_ids, *image_ids]))]
-    heights_widths = {image: (height, width) for image, (width, height) in sizes.items()}
-    mask.calculateRleForAllAnnotations(records, heights_widths, True, True, dilation, min(os.cpu_count() or 1, 4))
     n = len(found)
-    return np.array([float(np.asarray(mask.iou([records[k]["boundary"]], [records[n + k]["boundary"]], [0]))
-                           .reshape(-1)[0]) for k in range(n)])
+    runs, boxes = run_lengths([*found, *truth]), stored_boxes([*found, *truth]).astype(np.int64)
+    corners = np.c_[boxes[:, :2], boxes[:, :2] + boxes[:, 2:]]
+    drawn = boxes[:, 2] * boxes[:, 3] > 0
+    low = np.where(drawn[:, None], corners[:, :2], np.iinfo(np.int64).max)
+    high = np.where(drawn[:, None], corners[:, 2:], -1)
+    left_top = np.minimum(low[:n], low[n:])
+    right_bottom = np.maximum(high[:n], high[n:])
+    radius = np.array([max(1, int(round(dilation * math.hypot(*sizes[int(i)])))) for i in image_ids])
+    out = np.zeros(n)
+    measured = np.flatnonzero((right_bottom > left_top).all(axis=1))
+    for d in np.unique(radius[measured]):
+        pairs = measured[radius[measured] == d]
+        crops = {k: (*left_top[k], *(right_bottom[k] - left_top[k])) for k in pairs}
+        for group in canvas_groups([(crops[k][3], crops[k][2]) for k in pairs]):
+            chosen = pairs[group]
+            regions = []
+            for side in (0, n):
+                canvas, starts, _ = laid_out([box_pixels(*runs[side + k], crops[k]) for k in chosen])
+                eroded = canvas.view(np.uint8)
+                for axis in (0, 1):
+                    eroded = ndimage.minimum_filter1d(eroded, 2 * int(d) + 1, axis=axis, mode="constant", cval=0)
+                regions.append(canvas & ~eroded.astype(bool))
+            inside = np.add.reduceat((regions[0] & regions[1]).sum(axis=1), starts)
+            union = np.add.reduceat((regions[0] | regions[1]).sum(axis=1), starts)
+            out[chosen] = np.where(union > 0, inside / np.maximum(union, 1), 0.0)
+    return out
+
+
+CANVAS_PIXELS = 1 << 22  # the most pixels crops are laid out together in
+
+
+def canvas_groups(shapes: list[tuple[int, int]], budget: int = CANVAS_PIXELS) -> list[np.ndarray]:
+    """Crops of (height, width) `shapes` (their indices) in groups of similar widths whose canvases (laid_out())
+    stay within `budget` pixels (a crop larger than that alone)."""
+    order = np.argsort([width for _, width in shapes], kind="stable")
+    groups, group, rows = [], [], 0
+    for index in order:
+        height, width = shapes[index]
+        if group and (rows + height + 2) * (width + 2) > budget:
+            groups.append(np.array(group))
+            group, rows = [], 0
+        group.append(int(index))
+        rows += height + 2
+    return groups + ([np.array(group)] if group else [])
+
+
+def laid_out(crops: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Crops (bool) one under another on a canvas, each in a ring of background one pixel wide: (the canvas, the
+    first row of each crop's tile, each row's crop). Nothing measured within a crop's tile reaches another's."""
+    heights = np.array([crop.shape[0] for crop in crops]) + 2
+    starts = np.r_[0, np.cumsum(heights)[:-1]]
+    canvas = np.zeros((int(heights.sum()), max(crop.shape[1] for crop in crops) + 2), bool)
+    for crop, start in zip(crops, starts):
+        canvas[start + 1:start + 1 + crop.shape[0], 1:1 + crop.shape[1]] = crop
+    return canvas, starts, np.repeat(np.arange(len(crops)), heights)
 
 
 def compressed(value, width: int, height: int) -> dict:
@@ -168,29 +196,32 @@ def stored_pixels(text: str) -> np.ndarray:
     return mask.decode({"size": rle["size"], "counts": rle["counts"].encode()}).astype(bool)
 
 
-def stored_boxes(texts: list[str]) -> np.ndarray:
-    """The boxes (x, y, width, height; whole pixels) of stored masks (stored()), read from their run-length
-    encodings by the library, without decoding their pixels."""
-    import json
-
+def stored_boxes(texts: list) -> np.ndarray:
+    """The boxes (x, y, width, height; whole pixels) of stored masks (stored(), or compressed() as they are), read
+    from their run-length encodings by the library, without decoding their pixels."""
     from faster_coco_eval.core import mask
 
-    if not texts:
+    if not len(texts):
         return np.zeros((0, 4))
-    rles = [json.loads(text) for text in texts]
-    return np.asarray(mask.toBbox([{"size": r["size"], "counts": r["counts"].encode()} for r in rles]),
-                      dtype=np.float64).reshape(len(texts), 4)
+    return np.asarray(mask.toBbox(_library_forms(texts)), dtype=np.float64).reshape(len(texts), 4)
 
 
-def run_lengths(texts: list[str]) -> list[tuple[int, np.ndarray]]:
-    """Stored masks (stored()) as (image height, run lengths) in column-major order, the first run of 0s, decoded
-    from their compressed encodings by the library at once."""
+def _library_forms(values: list) -> list[dict]:
+    """Stored masks (text) or compressed ones (dicts with text counts) as the library's functions take them."""
     import json
 
+    rles = [json.loads(value) if isinstance(value, str) else value for value in values]
+    return [{"size": r["size"], "counts": r["counts"].encode() if isinstance(r["counts"], str) else r["counts"]}
+            for r in rles]
+
+
+def run_lengths(texts: list) -> list[tuple[int, np.ndarray]]:
+    """Stored masks (stored(), or compressed() as they are) as (image height, run lengths) in column-major order,
+    the first run of 0s, decoded from their compressed encodings by the library at once."""
     from faster_coco_eval import mask_api_new_cpp
 
-    rles = [json.loads(text) for text in texts]
-    plain = mask_api_new_cpp.toUncompressedRLE([{"size": r["size"], "counts": r["counts"].encode()} for r in rles])
+    rles = _library_forms(texts)
+    plain = mask_api_new_cpp.toUncompressedRLE(rles)
     return [(int(r["size"][0]), np.asarray(u["counts"], dtype=np.int64)) for r, u in zip(rles, plain)]
 
 
