@@ -137,7 +137,8 @@ def _evaluator(gt, dt, iou_type: str, sigmas, *, thresholds=None, max_detections
             return self._computed[pair]
 
     evaluator = Reusing(gt, dt, iou_type, print_function=lambda *a: None, separate_eval=True,
-                        extra_calc=thresholds is not None)
+                        extra_calc=thresholds is not None,
+                        rle_iou_max_workers=8 if known is None else 1)  # reused overlaps: no thread per image
     if sigmas is not None:
         evaluator.params.kpt_oks_sigmas = np.asarray(sigmas, dtype=np.float64)
     if thresholds is not None or all_areas_only:
