@@ -215,12 +215,13 @@ def test_cli_builds_the_pose_demo_from_the_shipped_model(pose_demo_build):
 def test_the_pose_benchmark_scores_a_slice_by_what_any_tag_source_calls_a_planted_condition():
     import pandas as pd
 
-    from hibug_core.bench.pose import score, summary
+    from hibug_core.bench.demo_bugs import score, summary
+    from hibug_core.bench.pose import POSE_BENCH
 
     slices = pd.DataFrame({"definition": [(("facing", "back"),),
                                           (("dominant colour", "black"), ("pose", "arms raised")),
                                           (("body orientation", "lying"),), (("object size", "medium"),)]})
-    rows, precision = score(slices, PoseDemoConfig().planted_bugs(), top_n=4)
+    rows, precision = score(slices, PoseDemoConfig().planted_bugs(), 4, POSE_BENCH.same_as)
     found = {row["slice"]: (row["find_attr"], row["find_tag"], row["rank"]) for row in rows}
     assert found == {"pose = lying": (True, True, 3), "facing = back": (True, True, 1),
                      "shirt colour = black & pose = arms raised": (True, True, 2),
