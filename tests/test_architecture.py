@@ -212,7 +212,7 @@ def test_the_library_does_not_depend_on_its_demo():
 # and the places that register them (the tasks' package, the model registry's adapters, the demos), import them.
 SEGMENTATION_PIECES = {"hibug_core.tasks.segmentation", "hibug_core.objects.mask_geometry",
                        "hibug_core.models.zoo.scene_masks", "hibug_core.demo.segmentation",
-                       "hibug_core.demo.mask_scenes"}
+                       "hibug_core.demo.mask_scenes", "hibug_core.bench.masks"}
 REGISTERING = {"hibug_core.tasks", "hibug_core.models.object_models", "hibug_core.demo"}
 
 
