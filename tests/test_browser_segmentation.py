@@ -13,10 +13,10 @@ from PIL import Image
 from browser_support import ARTIFACTS, first_picture, idle, open_app, open_slice_row, serve, shot, shown
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-# The demo's planted slices, as the slice table names them: their bug type and what their failures are mostly. The
-# rings, rare in training, rank eighth (distribution shift): this network's rings fail less than bars and blue shapes.
-PLANTED = {"class = bar": ("bad masks", "outline"), "color = blue": ("missing annotations", "missed")}
-RARE = ("class = ring", "distribution shift")
+# The demo's planted slices, as the slice table names them: their bug type and what their failures are mostly (rings,
+# rare in training, are found as other shapes in the wrong place: TIDE's "both").
+PLANTED = {"class = bar": ("bad masks", "outline"), "color = blue": ("missing annotations", "missed"),
+           "class = ring": ("rare case", "both")}
 
 
 def _count(pixels: np.ndarray, colour) -> int:
@@ -43,7 +43,6 @@ def test_find_the_planted_mask_slices_with_their_types_and_see_their_outlines(br
     found = dict(zip(ranked.slices["description"], zip(ranked.slices["bug_type"], ranked.slices["reason"])))
     for description, (bug, kind) in PLANTED.items():  # each with its bug type, its failures by their commonest type
         assert found[description][0] == bug and f"its failures: {kind}" in found[description][1], found[description]
-    assert ranked.slices["description"].head(10).tolist().index(RARE[0]) >= 5 and found[RARE[0]][0] == RARE[1]
 
     page = browser.new_page(viewport={"width": 1500, "height": 1600}, device_scale_factor=2)
     errors: list[str] = []

@@ -106,7 +106,7 @@ def test_the_segmentation_demo_shows_its_planted_bugs_and_its_ap_is_pycocotools(
         val = samples[(samples["split"] == "val") & (samples["label"] != "(background)")]
         overall = val["score"].mean()
         for name, members, drop in (("bars", val["label"] == "bar", 0.4), ("blue", val["color"] == "blue", 0.4),
-                                     ("rings", val["label"] == "ring", 0.1)):
+                                     ("rings", val["label"] == "ring", 0.4)):
             assert members.sum() >= 200, name
             assert val.loc[members, "score"].mean() < overall - drop, name
         bars = val[val["label"] == "bar"]
