@@ -105,8 +105,8 @@ def test_the_segmentation_demo_shows_its_planted_bugs_and_its_ap_is_pycocotools(
             project.objects(MODEL_NAME)[["error_type", "boundary_iou"]])
         val = samples[(samples["split"] == "val") & (samples["label"] != "(background)")]
         overall = val["score"].mean()
-        for name, members, drop in (("bars", val["label"] == "bar", 0.4), ("blue", val["color"] == "blue", 0.4),
-                                     ("rings", val["label"] == "ring", 0.4)):
+        for name, members, drop in (("bars", val["label"] == "bar", 0.35), ("blue", val["color"] == "blue", 0.35),
+                                     ("rings", val["label"] == "ring", 0.35)):
             assert members.sum() >= 200, name
             assert val.loc[members, "score"].mean() < overall - drop, name
         bars = val[val["label"] == "bar"]
