@@ -193,7 +193,9 @@ def test_a_slice_taught_with_masks_that_do_not_outline_it_is_diagnosed_bad_masks
 
 def test_training_masks_are_compared_with_the_true_ones(tmp_path):
     """The evidence per training object: annotated or not, and whether its training mask outlines it (mask IoU 0.5
-    or more with its true mask)."""
+    or more with its true mask). The training set a repair fine-tunes on reads every image's masks, none for an image
+    nobody annotated."""
+    from hibug_core.models.object_models import coco_training_set
     from hibug_core.objects.training_evidence import annotation_evidence
     from hibug_core.store.recorded_models import RecordedModel, record_model
 
@@ -217,6 +219,10 @@ def test_training_masks_are_compared_with_the_true_ones(tmp_path):
         evidence = annotation_evidence(project, "m", objects)
     assert evidence["annotated"].tolist() == [True, True, True, False]
     assert evidence["mask_wrong"].tolist()[:3] == [0.0, 1.0, 0.0] and np.isnan(evidence["mask_wrong"].iat[3])
+    trained = coco_training_set(tmp_path / "data" / "taught.json")
+    assert [m.shape for m in trained.masks] == [(1, H, W)] * 3 + [(0, H, W)]
+    assert (trained.masks[1][0] == square).all()
+    assert trained.objects[3][0].shape == (0, 4) and trained.objects[3][1] == []
 
 
 def test_the_overview_of_a_project_of_masks_charts_outline_errors_and_their_ap_if_fixed(tmp_path, monkeypatch):

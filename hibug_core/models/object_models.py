@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from hibug_core.errors import HibugError
 from hibug_core.models.adapter import ModelUnderTest
@@ -58,7 +57,7 @@ def coco_training_set(path: Path, file_names: list[str] | None = None) -> Traini
         images = by_name.loc[file_names].reset_index()
     objects = truth.annotations[truth.annotations["iscrowd"] == 0]
     grouped = {image_id: group for image_id, group in objects.groupby("image_id")}
-    empty = pd.DataFrame(columns=["x", "y", "w", "h", "category_id", "keypoints"])
+    empty = objects.iloc[:0]  # an image nobody annotated an object in: no boxes, keypoints or masks
     folder = Path(truth.source).parent
     count = max((len(names) for names in truth.keypoints.values()), default=0)
     outlined = truth.has_masks
