@@ -169,6 +169,34 @@ def test_every_outcome_and_tide_error_type_on_a_hand_worked_image(tmp_path):
     assert looser.objects.loc[5, "score"] == pytest.approx(1 / 3)
 
 
+def test_tides_ap_if_fixed_table_for_boxes_equals_pycocotools_on_the_fixed_files(tmp_path):
+    """On the hand-worked image every TIDE error type happens once; each fix (a classification error takes its
+    object's class, a localization error its object's box, both, duplicate and background errors removed, the missed
+    object left out of the ground truth) gives pycocotools' AP on the files fixed so by hand."""
+    truth, results = _tide_case()
+    truth_file, paths = _write(tmp_path, truth, {"m": results})
+    ground_truth = read_ground_truth(truth_file)
+    table = match(ground_truth, read_results(paths["m"], ground_truth)).fixes.set_index("error type")
+
+    def pycocotools_ap(name: str, fixed_truth: dict, fixed: list[dict]) -> float:
+        (tmp_path / f"{name}-truth.json").write_text(json.dumps(fixed_truth))
+        (tmp_path / f"{name}.json").write_text(json.dumps(fixed))
+        return float(_pycocotools_stats(tmp_path / f"{name}-truth.json", tmp_path / f"{name}.json", "bbox")[0])
+
+    assert table["count"].to_dict() == {kind: 1 for kind in ("classification", "localization", "both", "duplicate",
+                                                             "background", "missed")}
+    assert table["unit"].tolist() == ["detections"] * 5 + ["objects"]
+    without = {"duplicate": 1, "background": 5, "both": 6}
+    fixed = {"classification": (truth, [*results[:2], {**results[2], "category_id": 2}, *results[3:]]),
+             "localization": (truth, [*results[:3], {**results[3], "bbox": [60, 10, 30, 30]}, *results[4:]]),
+             **{kind: (truth, [r for k, r in enumerate(results) if k != gone]) for kind, gone in without.items()},
+             "missed": ({**truth, "annotations": [a for a in truth["annotations"] if a["id"] != 3]}, results)}
+    for kind, (fixed_truth, fixed_results) in fixed.items():
+        assert table.at[kind, "AP if fixed"] == pytest.approx(pycocotools_ap(kind, fixed_truth, fixed_results),
+                                                              abs=1e-12), kind
+    assert (table["AP gain"] >= 0).all() and table.at["classification", "AP gain"] > 0
+
+
 def test_detections_below_the_confidence_threshold_find_nothing_but_count_for_ap(tmp_path):
     truth_file, results = _write(tmp_path, *(_tide_case()[:1]), {"m": _tide_case()[1]})
     truth = read_ground_truth(truth_file)

@@ -87,7 +87,7 @@ class Matches:
     per_class: pd.DataFrame  # per class: AP, AP50, objects, detections
     iou_type: str = "bbox"
     settings: dict = field(default_factory=dict)
-    fixes: pd.DataFrame | None = None  # people: per error type, how many and the keypoint AP were it fixed
+    fixes: pd.DataFrame | None = None  # per error type, how many and the AP were it fixed
 
 
 def _records(records: list[dict]) -> list[dict]:
@@ -326,14 +326,15 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
     objects, detections = _outcomes(ground_truth, results, matched, kept, config, iou_type,
                                     evaluator if iou_type == "keypoints" else None)
     # 4. The AP if each error type were fixed: people by Ronchi and Perona's type of every keypoint a prediction gave
-    # them; masks by TIDE's oracles.
+    # them; boxes and masks by TIDE's oracles.
     fixes = None
     if iou_type == "keypoints":
         objects = _type_keypoints(ground_truth, results, objects, sigmas)
         fixes = _keypoint_fixes(ground_truth, results, objects, detections, sigmas, summary["AP"], overlaps, gt)
-    elif iou_type == "segm":
-        objects["boundary_iou"] = _boundary_ious(ground_truth, results, objects)
-        objects["error_type"] = _outline_errors(ground_truth, objects, config)
+    else:
+        if iou_type == "segm":
+            objects["boundary_iou"] = _boundary_ious(ground_truth, results, objects)
+            objects["error_type"] = _outline_errors(ground_truth, objects, config)
         fixes = tide_fixes(ground_truth, results, objects, detections, iou_type, summary["AP"], gt, overlaps)
     settings = {"iou_threshold": config.iou_threshold, "background_iou": config.background_iou,
                 "max_detections": config.max_detections, "confidence_threshold": config.confidence_threshold,
