@@ -42,7 +42,8 @@ def main() -> None:
     print(rows.to_string(index=False))
     print()
     print(summary(rows).round(3).to_string())
-    print(f"\n{args.problems} problems, {len(rows) // 2} planted bugs, {time.perf_counter() - start:.0f} s")
+    bugs = len(rows.drop_duplicates(["problem", "bug"]))
+    print(f"\n{args.problems} problems, {bugs} planted bugs, {time.perf_counter() - start:.0f} s")
 
 
 if __name__ == "__main__":
