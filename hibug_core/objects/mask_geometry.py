@@ -136,14 +136,14 @@ def measure_stored_masks(stored: np.ndarray, image_ids: np.ndarray,
     """Each stored mask's measured tags (hibug_core.objects.masks.stored: one per object), each measured on its own
     box, read from its run-length encoding without drawing the whole image; its occlusion from the other masks of its
     image whose boxes meet its own."""
-    from hibug_core.objects.masks import box_pixels, run_lengths, stored_boxes
+    from hibug_core.objects.masks import box_pixels, library_forms, run_lengths, stored_boxes
 
     measured, occlusion, crops = [None] * len(stored), np.zeros(len(stored)), [None] * len(stored)
     image_ids = np.asarray(image_ids)
     for image in np.unique(image_ids):
         members = np.flatnonzero(image_ids == image)
-        texts = [stored[i] for i in members]
-        runs, boxes = run_lengths(texts), stored_boxes(texts).astype(np.int64)
+        forms = library_forms([stored[i] for i in members])
+        runs, boxes = run_lengths(forms), stored_boxes(forms).astype(np.int64)
         for k, i in enumerate(members):
             x, y, width, height = boxes[k]
             if not width or not height:

@@ -101,7 +101,8 @@ def paired_boundary_ious(found: list, truth: list, image_ids: list[int], sizes: 
     if not found:
         return np.zeros(0)
     n = len(found)
-    runs, boxes = run_lengths([*found, *truth]), stored_boxes([*found, *truth]).astype(np.int64)
+    forms = library_forms([*found, *truth])
+    runs, boxes = run_lengths(forms), stored_boxes(forms).astype(np.int64)
     corners = np.c_[boxes[:, :2], boxes[:, :2] + boxes[:, 2:]]
     drawn = boxes[:, 2] * boxes[:, 3] > 0
     low = np.where(drawn[:, None], corners[:, :2], np.iinfo(np.int64).max)
@@ -188,12 +189,10 @@ def stored(value, width: int, height: int) -> str:
 
 def stored_pixels(text: str) -> np.ndarray:
     """A stored mask (stored()) as a (height, width) bool array."""
-    import json
 
     from faster_coco_eval.core import mask
 
-    rle = json.loads(text)
-    return mask.decode({"size": rle["size"], "counts": rle["counts"].encode()}).astype(bool)
+    return mask.decode(library_forms([text])[0]).astype(bool)
 
 
 def stored_boxes(texts: list) -> np.ndarray:
@@ -203,11 +202,12 @@ def stored_boxes(texts: list) -> np.ndarray:
 
     if not len(texts):
         return np.zeros((0, 4))
-    return np.asarray(mask.toBbox(_library_forms(texts)), dtype=np.float64).reshape(len(texts), 4)
+    return np.asarray(mask.toBbox(library_forms(texts)), dtype=np.float64).reshape(len(texts), 4)
 
 
-def _library_forms(values: list) -> list[dict]:
-    """Stored masks (text) or compressed ones (dicts with text counts) as the library's functions take them."""
+def library_forms(values: list) -> list[dict]:
+    """Stored masks (text) or compressed ones (dicts with text counts) as the library's functions take them (forms
+    already so pass as they are: read the masks once, then hand the forms to run_lengths and stored_boxes)."""
     import json
 
     rles = [json.loads(value) if isinstance(value, str) else value for value in values]
@@ -220,7 +220,7 @@ def run_lengths(texts: list) -> list[tuple[int, np.ndarray]]:
     the first run of 0s, decoded from their compressed encodings by the library at once."""
     from faster_coco_eval import mask_api_new_cpp
 
-    rles = _library_forms(texts)
+    rles = library_forms(texts)
     plain = mask_api_new_cpp.toUncompressedRLE(rles)
     return [(int(r["size"][0]), np.asarray(u["counts"], dtype=np.int64)) for r, u in zip(rles, plain)]
 
