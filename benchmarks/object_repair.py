@@ -25,6 +25,7 @@ import pandas as pd
 from hibug_core.bench.summary import markdown_table
 from hibug_core.demo import DEMOS
 from hibug_core.models.finetune import TuneConfig
+from hibug_core.progress import tqdm_progress
 from hibug_core.repair.loop import CONTROL, RepairConfig, method_difference, run_repair
 from hibug_core.repair.retrain import RetrainConfig
 from hibug_core.repair.selection import SelectionConfig, parse_budget
@@ -52,7 +53,9 @@ def main() -> None:
         config = RepairConfig(selection=SelectionConfig(method=method, budget=args.budget), baseline=None,
                               control=k == 0, seeds=tuple(args.seeds),
                               retrain=RetrainConfig(lam=args.lam, fine_tune=TuneConfig(epochs=args.epochs)))
-        result = run_repair(project, config, task=task_of(project))
+        report, close = tqdm_progress()  # a long run on CPU shows where it is, on stderr
+        result = run_repair(project, config, task=task_of(project), progress=report)
+        close()
         runs.append(result.runs)
         changes.append(result.changes)
         print(f"{method}: {time.perf_counter() - started:.0f} s", flush=True)

@@ -115,7 +115,31 @@ def _refuse_type(value, role: Role) -> ValueRefused:
 
 
 def _number_text(value: float | int) -> str:
+    if isinstance(value, (int, np.integer)):  # its digits, however many (a float would overflow)
+        return str(int(value))
     return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def finite_number(value) -> bool:
+    """A finite number (not a yes/no); an int too large for a float is none (JSON allows any length)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def finite_numbers(values: list) -> bool:
+    """Every value a finite number (not a yes/no): JSON's plain ints and floats with a finite sum in one pass (a
+    keypoint list has dozens), else each value checked."""
+    if all(type(v) is float or type(v) is int for v in values):
+        try:
+            if math.isfinite(sum(values)):
+                return True
+        except OverflowError:  # ints too large for a float
+            pass
+    return all(finite_number(v) for v in values)
 
 
 def normalise_value(value, role: Role = "text", changes: list[str] | None = None) -> str | None:
@@ -153,7 +177,8 @@ def normalise_value(value, role: Role = "text", changes: list[str] | None = None
         items = list(np.asarray(value, dtype=object).ravel())
         if not all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in items):
             raise ValueRefused("is a list that is not all numbers")
-        return " ".join(_number_text(v) if math.isfinite(v) else repr(float(v)) for v in items)
+        return " ".join(_number_text(v) if isinstance(v, (int, np.integer)) or math.isfinite(v) else repr(float(v))
+                        for v in items)
     if _type_name(value) == "NAType" or _type_name(value) == "NaTType":
         return None
     raise _refuse_type(value, role)

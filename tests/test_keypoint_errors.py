@@ -448,7 +448,7 @@ def test_every_oks_matrix_at_once_equals_the_librarys_bit_for_bit(use_area, max_
 
     from faster_coco_eval import COCO, COCOeval_faster
 
-    from hibug_core.objects.matching import oks_matrices
+    from hibug_core.objects.coco_evaluation import oks_matrices
 
     rng = np.random.default_rng(5)
     k = 5

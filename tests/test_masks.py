@@ -135,6 +135,8 @@ def test_objects_are_matched_by_mask_iou_and_the_settings_remember_it(tmp_path):
 @pytest.mark.parametrize("segmentation, problem", [
     ([[1, 2, 3, 4]], "each polygon is a flat list [x1, y1, x2, y2, ...] of three points or more"),
     ([[1, 2, 3, 4, 5, float("nan")]], "a polygon's coordinates must be finite numbers"),
+    ([[1, 2, 3, 4, 5, 10 ** 400]], "a polygon's coordinates must be finite numbers"),  # no float holds it
+    ([[1, 2, 3, 4, 5, True]], "a polygon's coordinates must be finite numbers"),
     ({"size": [10, 10], "counts": [100]}, "its size [10, 10] is not its image's [height, width] = [48, 64]"),
     ({"size": [H, W], "counts": [5, 6]}, f"its counts cover 11 pixels, not the image's {H * W}"),
     ({"size": [H, W]}, "a run-length encoding needs 'counts'"),
@@ -152,6 +154,18 @@ def test_a_bad_mask_is_named_by_file_record_and_field(tmp_path, segmentation, pr
     ground_truth = parse_ground_truth(truth, str(tmp_path / "truth.json"))
     with pytest.raises(ManifestError, match=r"results\[4\]"):
         parse_results(results, ground_truth, str(tmp_path / "results.json"), model="m")
+
+
+def test_a_results_mask_on_an_image_of_unknown_size_is_named_not_a_crash(tmp_path):
+    truth, results = _files()
+    for annotation in truth["annotations"]:  # boxes only, so the images' sizes may go unsaid
+        annotation.pop("segmentation", None)
+    for image in truth["images"]:
+        image.pop("width"), image.pop("height")
+    ground_truth = parse_ground_truth(truth, str(tmp_path / "truth.json"))
+    with pytest.raises(ManifestError) as raised:
+        parse_results(results, ground_truth, str(tmp_path / "results.json"), model="m")
+    assert "results[0], field 'segmentation': its image needs its 'width' and 'height' in 'images'" in str(raised.value)
 
 
 def test_mask_matching_without_masks_says_what_is_missing(tmp_path):

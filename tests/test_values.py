@@ -303,3 +303,14 @@ def test_tags_corrected_by_hand_and_tagger_runs_are_stored_in_one_form(colour_pr
 def test_every_missing_spelling_is_known():
     assert {s.strip().casefold() for s in MISSING} <= MISSING_SPELLINGS
     assert json.loads(json.dumps(sorted(MISSING_SPELLINGS)))  # plain text, for the docs' list
+
+
+def test_an_integer_beyond_any_float_is_kept_as_its_digits_or_refused_as_a_coordinate_never_a_crash():
+    from hibug_core.values import finite_number, finite_numbers
+
+    huge = 10 ** 400  # JSON allows any length; a crafted file may hold one
+    assert normalise_value([1, huge, 2.5], "numbers") == f"1 {huge} 2.5"
+    assert normalise_value(huge, "number") == str(huge)
+    assert not finite_number(huge) and not finite_numbers([1.0, huge]) and finite_numbers([1, 2.5])
+    assert not finite_numbers([1.0, True]) and not finite_numbers([1e308, 1e308, float("inf")])
+    assert finite_numbers([1e308, 1e308])  # finite each, though their sum is not

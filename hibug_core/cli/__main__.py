@@ -3,4 +3,5 @@ import sys
 
 from hibug_core.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # a spawned worker process (hibug_core.beside) imports this module without running it
+    sys.exit(main())

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -14,7 +13,7 @@ from hibug_core.errors import Issues, ManifestError, RowIssue
 from hibug_core.metrics import BACKGROUND  # the label of a false positive: no object of any class is there
 from hibug_core.objects import masks
 from hibug_core.safe_files import TABLE_MAX_BYTES, FileRefused, read_checked
-from hibug_core.values import ValueRefused, share_problem, shown, stored_or_why
+from hibug_core.values import ValueRefused, finite_number, finite_numbers, share_problem, shown, stored_or_why
 
 MISSED = "(missed)"  # the prediction of a ground-truth object no detection found
 RESERVED_NAMES = (BACKGROUND, MISSED)
@@ -48,8 +47,9 @@ class CocoGroundTruth:
 
     @cached_property
     def image_sizes(self) -> dict[int, tuple[int, int]]:
-        """(width, height) per image id: what a mask's encoding is drawn at."""
-        return {int(i): (int(w), int(h)) for i, w, h in self.images[["width", "height"]].itertuples()}
+        """(width, height) per image id: what a mask's encoding is drawn at; (0, 0) where the file does not say."""
+        return {int(i): (int(w), int(h)) if pd.notna(w) and pd.notna(h) and w and h else (0, 0)
+                for i, w, h in self.images[["width", "height"]].itertuples()}
 
 
 @dataclass
@@ -94,31 +94,9 @@ def _integer(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _number(value) -> bool:
-    """A finite number (not a yes/no); an int too large for a float is none (JSON allows any length)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
-def _numbers(values: list) -> bool:
-    """Every value a finite number (not a yes/no): JSON's plain ints and floats with a finite sum in one pass (a
-    keypoint list has dozens), else each value checked."""
-    if all(type(v) is float or type(v) is int for v in values):
-        try:
-            if math.isfinite(sum(values)):
-                return True
-        except OverflowError:  # ints too large for a float
-            pass
-    return all(_number(v) for v in values)
-
-
 def _check_box(record: dict, index: int, unit: str, issues: Issues, *, positive: bool) -> list[float] | None:
     box = record.get("bbox")
-    if not isinstance(box, list) or len(box) != 4 or not _numbers(box):
+    if not isinstance(box, list) or len(box) != 4 or not finite_numbers(box):
         issues.add(index, "bbox", f"must be [x, y, width, height], four numbers in pixels; found {_short(box)}",
                    unit=unit)
         return None
@@ -135,7 +113,7 @@ def _check_keypoints(record: dict, index: int, unit: str, names: list[str], issu
     if points is None:
         return None
     expected = 3 * len(names)
-    if not isinstance(points, list) or len(points) != expected or not _numbers(points):
+    if not isinstance(points, list) or len(points) != expected or not finite_numbers(points):
         issues.add(index, "keypoints", f"must be {expected} numbers (x, y, v for each of {len(names)} keypoints); "
                                        f"found {_short(points)}", unit=unit)
         return None
@@ -281,7 +259,7 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
             segmentation = None
         area = record.get("area", box[2] * box[3] if segmentation is None else
                           masks.area(segmentation, image["width"], image["height"]))
-        if not _number(area) or area < 0:
+        if not finite_number(area) or area < 0:
             issues.add(i, "area", f"must be a number of square pixels, 0 or more; found {_short(area)}",
                        unit="annotations")
             continue
@@ -342,7 +320,7 @@ def _sigmas(values, count: int, index: int, issues: Issues) -> tuple[float, ...]
     """A category's own OKS sigmas (one positive number per keypoint), where it states them."""
     if values is None:
         return ()
-    if not isinstance(values, list) or len(values) != count or not all(_number(v) and v > 0 for v in values):
+    if not isinstance(values, list) or len(values) != count or not all(finite_number(v) and v > 0 for v in values):
         issues.add(index, "sigmas", f"must be {count} positive numbers, one OKS sigma per keypoint; found "
                                     f"{_short(values)}", unit="categories")
         return ()
@@ -389,7 +367,7 @@ def parse_results(document, ground_truth: CocoGroundTruth, source: str, *, model
         raise ManifestError(str(path), [RowIssue(None, None, "a COCO results file is a JSON list of detections "
                                                              "{image_id, category_id, bbox, score}")])
     issues = Issues(MAX_ISSUES)
-    images = ground_truth.images
+    images, sizes = ground_truth.images, ground_truth.image_sizes
     rows, records = [], []
     for i, record in enumerate(document):
         if not isinstance(record, dict):
@@ -404,7 +382,7 @@ def parse_results(document, ground_truth: CocoGroundTruth, source: str, *, model
             issues.add(i, "category_id", f"{_short(cid)} is not the id of a category in "
                                          f"{Path(ground_truth.source).name}", unit="results")
             continue
-        if not _number(score) or share_problem(score) is not None:
+        if not finite_number(score) or share_problem(score) is not None:
             issues.add(i, "score", f"must be a number from 0 to 1 (the detection's confidence); found "
                        f"{_short(score)}", unit="results")
             continue
@@ -416,7 +394,7 @@ def parse_results(document, ground_truth: CocoGroundTruth, source: str, *, model
                 continue
         segmentation = record.get("segmentation")
         if segmentation is not None:
-            width, height = (int(images.at[iid, "width"]), int(images.at[iid, "height"]))
+            width, height = sizes[int(iid)]
             problem = masks.segmentation_problem(segmentation, width, height)
             if problem:
                 issues.add(i, "segmentation", problem, unit="results")

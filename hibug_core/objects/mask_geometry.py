@@ -145,15 +145,24 @@ def measure_stored_masks(stored: np.ndarray, image_ids: np.ndarray,
         forms = library_forms([stored[i] for i in members])
         runs, boxes = run_lengths(forms), stored_boxes(forms).astype(np.int64)
         for k, i in enumerate(members):
-            x, y, width, height = boxes[k]
-            if not width or not height:
+            if boxes[k][2] and boxes[k][3]:
+                crops[i] = box_pixels(*runs[k], tuple(boxes[k]))
+            else:
                 measured[i] = EMPTY
+        left, top = boxes[:, 0], boxes[:, 1]
+        right, bottom = left + boxes[:, 2], top + boxes[:, 3]
+        for k, i in enumerate(members):
+            if crops[i] is None:
                 continue
-            crops[i] = box_pixels(*runs[k], tuple(boxes[k]))
-            meeting = [j for j in range(len(members)) if j != k and boxes[j][0] < x + width
-                       and x < boxes[j][0] + boxes[j][2] and boxes[j][1] < y + height and y < boxes[j][1] + boxes[j][3]]
-            occlusion[i] = max((box_pixels(*runs[j], tuple(boxes[k])).sum() / (width * height) for j in meeting),
-                               default=0.0)
+            # another mask's pixels in this one's box: its own crop (it lies within its box) cut to where they meet
+            shares = [0.0]
+            for j in np.flatnonzero((left < right[k]) & (left[k] < right) & (top < bottom[k]) & (top[k] < bottom)):
+                if j == k or crops[members[j]] is None:
+                    continue
+                cut = crops[members[j]][max(top[k], top[j]) - top[j]:min(bottom[k], bottom[j]) - top[j],
+                                        max(left[k], left[j]) - left[j]:min(right[k], right[j]) - left[j]]
+                shares.append(cut.sum() / (boxes[k][2] * boxes[k][3]))
+            occlusion[i] = max(shares)
     drawn = [i for i in range(len(stored)) if measured[i] is None]
     for i, measures in zip(drawn, measure_crops([crops[i] for i in drawn])):
         measured[i] = measures

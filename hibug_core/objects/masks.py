@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from hibug_core.values import finite_numbers
+
 MASK_FORMS = "a list of polygons [[x1, y1, x2, y2, ...], ...] or a run-length encoding {\"size\": [height, width], " \
              "\"counts\": ...}"
 
@@ -21,7 +23,7 @@ def segmentation_problem(value, width: int, height: int) -> str | None:
         for polygon in value:
             if not isinstance(polygon, list) or len(polygon) < 6 or len(polygon) % 2:
                 return "each polygon is a flat list [x1, y1, x2, y2, ...] of three points or more"
-            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in polygon):
+            if not finite_numbers(polygon):
                 return "a polygon's coordinates must be finite numbers (pixels)"
         return None
     if isinstance(value, dict):

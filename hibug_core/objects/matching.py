@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,6 +12,7 @@ import pandas as pd
 
 from hibug_core.errors import ConfigError, check_fields
 from hibug_core.objects.coco import CocoGroundTruth, CocoResults, boxes, positions_by
+from hibug_core.objects.coco_evaluation import evaluated
 from hibug_core.objects.keypoint_errors import CODES, KEYPOINT_ERRORS, Skeleton, fixed_results, type_people
 
 TRUE_POSITIVE, FALSE_POSITIVE, MISSED_OUTCOME = "true positive", "false positive", "missed"
@@ -90,127 +90,36 @@ class Matches:
     fixes: pd.DataFrame | None = None  # per error type, how many and the AP were it fixed
 
 
-def _records(records: list[dict]) -> list[dict]:
+def _records(records: list[dict], runs: dict[int, dict] | None = None) -> list[dict]:
     """Copies the library may add keys to (ids, areas, ignore flags); it sets keys and never changes a list in place,
-    so the records' numbers are shared, not copied (a deep copy took most of a large keypoint set's matching)."""
-    return [dict(record) for record in records]
+    so the records' numbers are shared, not copied (a deep copy took most of a large keypoint set's matching).
+    runs: the run lengths the library made of these very records' masks in an earlier evaluation (made_runs), which
+    the copies carry so that it does not make them again."""
+    if not runs:
+        return [dict(record) for record in records]
+    return [dict(record, rle=runs[id(record)]) if id(record) in runs else dict(record) for record in records]
 
 
-def _coco_pair(ground_truth: CocoGroundTruth, results: CocoResults):
+def made_runs(ground_truth: CocoGroundTruth, results: CocoResults, gt, dt) -> dict[int, dict]:
+    """The run lengths an evaluation of _coco_pair(ground_truth, results) made of every mask, by the record (its id)
+    they were made from: an evaluation of the same records again (a TIDE fix changes a few) reuses them. The records
+    must outlive the map, as they do within one matching."""
+    pairs = [(ground_truth.dataset["annotations"], gt.dataset["annotations"])]
+    if dt is not None:
+        pairs.append((results.records, dt.dataset["annotations"]))
+    return {id(record): copy["rle"] for records, copies in pairs for record, copy in zip(records, copies)
+            if "rle" in copy}
+
+
+def _coco_pair(ground_truth: CocoGroundTruth, results: CocoResults, runs: dict[int, dict] | None = None):
     from faster_coco_eval import COCO
 
-    dataset = {key: _records(value) if isinstance(value, list) else value
+    dataset = {key: _records(value, runs if key == "annotations" else None) if isinstance(value, list) else value
                for key, value in ground_truth.dataset.items()}
     with contextlib.redirect_stdout(io.StringIO()):
         gt = COCO(dataset, print_function=lambda *a: None)
-        dt = gt.loadRes(_records(results.records)) if results.records else None
+        dt = gt.loadRes(_records(results.records, runs)) if results.records else None
     return gt, dt
-
-
-def _evaluator(gt, dt, iou_type: str, sigmas, *, thresholds=None, max_detections: int | None = None,
-               known: dict | None = None, changed: set | None = None, all_areas_only: bool = False):
-    """The library's evaluation, evaluated and accumulated (all_areas_only: for the area range "all" alone, all the AP
-    needs; thresholds: at these overlaps, up to max_detections). known: the overlaps (IoU or OKS matrices) of an earlier
-    evaluation of the same files, by (image, category), reused for every image not in `changed` (a fix that moves
-    some people's keypoints needs the OKS of their images only) whose detections it covered (an evaluation of more
-    detections per image computes the images that have more)."""
-    from faster_coco_eval import COCOeval_faster
-
-    class Reusing(COCOeval_faster):
-        def _reusable(self, pair) -> bool:
-            if known is None or pair[0] in changed or pair not in known:
-                return False
-            evaluated = min(len(self.dt_dataset.get(*pair)), self.params.maxDets[-1])
-            return len(known[pair]) == 0 or len(known[pair]) == evaluated
-
-        def computeIoU(self, image_id, category_id):  # noqa: N802 - overrides faster-coco-eval's method
-            pair = (image_id, category_id)
-            return known[pair] if self._reusable(pair) else super().computeIoU(image_id, category_id)
-
-        def computeOks(self, image_id, category_id):  # noqa: N802 - overrides faster-coco-eval's method
-            pair = (image_id, category_id)
-            if self._reusable(pair):
-                return known[pair]
-            if not hasattr(self, "_computed"):  # the first call: every other pair's OKS at once
-                pairs = itertools.product(self.params.imgIds, self.params.catIds if self.params.useCats else [-1])
-                self._computed = oks_matrices(self, [p for p in pairs if not self._reusable(p)])
-            return self._computed[pair]
-
-    evaluator = Reusing(gt, dt, iou_type, print_function=lambda *a: None, separate_eval=True,
-                        extra_calc=thresholds is not None,
-                        rle_iou_max_workers=8 if known is None else 1)  # reused overlaps: no thread per image
-    if sigmas is not None:
-        evaluator.params.kpt_oks_sigmas = np.asarray(sigmas, dtype=np.float64)
-    if thresholds is not None or all_areas_only:
-        evaluator.params.areaRng, evaluator.params.areaRngLbl = [evaluator.params.areaRng[0]], ["all"]
-    if thresholds is not None:
-        evaluator.params.iouThrs = np.asarray(thresholds, dtype=np.float64)
-        evaluator.params.maxDets = [max_detections]
-    with contextlib.redirect_stdout(io.StringIO()):
-        evaluator.evaluate()
-        evaluator.accumulate()
-    return evaluator
-
-
-def oks_matrices(evaluator, pairs: list[tuple[int, int]]) -> dict[tuple[int, int], np.ndarray | list]:
-    """COCO's OKS matrix (detections by score, at most maxDets, x ground-truth people) of every (image, category) in
-    `pairs`, computed at once for all of them: the library's computeOks per image, bit for bit (the same operations in
-    the same order; each row's sum over its labelled keypoints is a row sum of an array of that width, which numpy
-    adds as it adds one row), without its Python loop per person. [] where a pair has no person or no detection."""
-    params = evaluator.params
-    variances = (np.asarray(params.kpt_oks_sigmas, dtype=np.float64) * 2) ** 2
-    k, limit = len(variances), params.maxDets[-1]
-    out: dict[tuple[int, int], np.ndarray | list] = {}
-    # 1. Every (detection, person) of a pair, as rows: the detections sorted by score as the library sorts them.
-    blocks, detections, people = [], [], []
-    for pair in pairs:
-        truth, found = evaluator.gt_dataset.get(*pair), evaluator.dt_dataset.get(*pair)
-        order = np.argsort([-d["score"] for d in found], kind="mergesort")[:limit]
-        if len(truth) == 0 or len(order) == 0:
-            out[pair] = []
-            continue
-        blocks.append((pair, len(order), len(truth)))
-        detections.extend(found[i]["keypoints"] for i in order)
-        people.extend(truth)
-    if not blocks:
-        return out
-    shapes = np.array([(d, g) for _, d, g in blocks], dtype=np.int64)
-    det_start = np.r_[0, np.cumsum(shapes[:, 0])[:-1]]
-    gt_start = np.r_[0, np.cumsum(shapes[:, 1])[:-1]]
-    sizes = shapes[:, 0] * shapes[:, 1]
-    block = np.repeat(np.arange(len(blocks)), sizes)
-    within = np.arange(sizes.sum()) - np.repeat(np.r_[0, np.cumsum(sizes)[:-1]], sizes)
-    det = det_start[block] + within // shapes[block, 1]
-    person = gt_start[block] + within % shapes[block, 1]
-    predicted = np.asarray(detections, dtype=np.float64).reshape(-1, k, 3)[det]
-    truth = np.asarray([p["keypoints"] for p in people], dtype=np.float64).reshape(-1, k, 3)[person]
-    boxes = np.asarray([p["bbox"] for p in people], dtype=np.float64)[person]
-    if evaluator.use_area:
-        areas = np.asarray([p["area"] for p in people], dtype=np.float64)[person]
-    else:
-        areas = boxes[:, 3] * boxes[:, 2] * 0.53
-    # 2. The library's distances: to the labelled keypoints, or outside twice the box for a person with none.
-    xd, yd, xg, yg = predicted[:, :, 0], predicted[:, :, 1], truth[:, :, 0], truth[:, :, 1]
-    labelled = truth[:, :, 2] > 0
-    counted = labelled.sum(axis=1)
-    x0, x1 = boxes[:, 0] - boxes[:, 2], boxes[:, 0] + boxes[:, 2] * 2
-    y0, y1 = boxes[:, 1] - boxes[:, 3], boxes[:, 1] + boxes[:, 3] * 2
-    outside_x = np.maximum(0, x0[:, None] - xd) + np.maximum(0, xd - x1[:, None])
-    outside_y = np.maximum(0, y0[:, None] - yd) + np.maximum(0, yd - y1[:, None])
-    none = (counted == 0)[:, None]
-    dx, dy = np.where(none, outside_x, xd - xg), np.where(none, outside_y, yd - yg)
-    similarity = np.exp(-((dx ** 2 + dy ** 2) / variances / (areas + np.spacing(1))[:, None] / 2))
-    # 3. The mean over the keypoints counted, rows of one width at a time.
-    used = labelled | none
-    width = used.sum(axis=1)
-    oks = np.empty(len(width))
-    for n in np.unique(width):
-        rows = np.flatnonzero(width == n)
-        oks[rows] = similarity[rows][used[rows]].reshape(len(rows), n).sum(axis=1) / n
-    # 4. Back into one matrix per pair.
-    for (pair, d, g), start, size in zip(blocks, np.r_[0, np.cumsum(sizes)[:-1]], sizes):
-        out[pair] = oks[start:start + size].reshape(d, g)
-    return out
 
 
 def _iou_type(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConfig) -> str:
@@ -254,8 +163,9 @@ def summarize(ground_truth: CocoGroundTruth, results: CocoResults, config: Match
     return _summary(*_coco_pair(ground_truth, results), iou_type, sigmas, ground_truth, results)[:2]
 
 
-def _summary(gt, dt, iou_type, sigmas, ground_truth, results, *, known: dict | None = None, changed: set | None = None):
-    """COCO's summary, AP per class, and the evaluation's overlaps by (image, category) (None without results)."""
+def _summary(gt, dt, iou_type, sigmas, ground_truth, results):
+    """COCO's summary, AP per class, and the evaluation (None without results), whose overlaps later evaluations of
+    the same files reuse."""
     categories = sorted(ground_truth.categories)
     objects = ground_truth.annotations[ground_truth.annotations["iscrowd"] == 0]
     per_class = pd.DataFrame({"class": [ground_truth.categories[c] for c in categories],
@@ -265,7 +175,7 @@ def _summary(gt, dt, iou_type, sigmas, ground_truth, results, *, known: dict | N
     if dt is None:
         names = _keypoint_names() if iou_type == "keypoints" else SUMMARY_NAMES
         return {name: -1.0 for name in names}, per_class.assign(AP=np.nan, AP50=np.nan), None
-    evaluator = _evaluator(gt, dt, iou_type, sigmas, known=known, changed=changed)
+    evaluator = evaluated(gt, dt, iou_type, sigmas)
     with contextlib.redirect_stdout(io.StringIO()):
         evaluator.summarize()
     names = _keypoint_names() if iou_type == "keypoints" else SUMMARY_NAMES
@@ -285,7 +195,7 @@ def _summary(gt, dt, iou_type, sigmas, ground_truth, results, *, known: dict | N
         ap.append(float(values[values > -1].mean()) if (values > -1).any() else np.nan)
         first = values[0]
         ap50.append(float(first[first > -1].mean()) if (first > -1).any() else np.nan)
-    return summary, per_class.assign(AP=ap, AP50=ap50), evaluator.ious
+    return summary, per_class.assign(AP=ap, AP50=ap50), evaluator
 
 
 def _average_precision(evaluator) -> float:
@@ -307,18 +217,19 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
     iou_type = _iou_type(ground_truth, results, config)
     sigmas = _sigmas(ground_truth, config) if iou_type == "keypoints" else None
     gt, dt = _coco_pair(ground_truth, results)
-    summary, per_class, overlaps = _summary(gt, dt, iou_type, sigmas, ground_truth, results)
+    summary, per_class, evaluation = _summary(gt, dt, iou_type, sigmas, ground_truth, results)
+    runs = made_runs(ground_truth, results, gt, dt)  # masks: every later evaluation reuses their run lengths
     # 2. COCO's matching at the one threshold asked for.
     matched: dict[int, tuple[int, float]] = {}  # detection record -> (annotation id, IoU or OKS)
     kept = np.flatnonzero(results.detections["score"].to_numpy() >= config.confidence_threshold)
     evaluator = None
     if len(kept):
         with contextlib.redirect_stdout(io.StringIO()):
-            operating = gt.loadRes(_records([results.records[i] for i in kept]))
+            operating = gt.loadRes(_records([results.records[i] for i in kept], runs))
         # every detection kept: the summary's overlaps hold for each image whose detections it evaluated
-        evaluator = _evaluator(gt, operating, iou_type, sigmas, thresholds=[config.iou_threshold],
-                               max_detections=config.max_detections,
-                               known=overlaps if len(kept) == len(results.records) else None, changed=set())
+        evaluator = evaluated(gt, operating, iou_type, sigmas, thresholds=[config.iou_threshold],
+                              max_detections=config.max_detections,
+                              earlier=evaluation if len(kept) == len(results.records) else None)
         for pair, value in evaluator.eval["matched"].items():
             detection_id, annotation_id = (int(part) for part in pair.split("_", 1))
             matched[int(kept[detection_id - 1])] = (annotation_id, float(value))
@@ -330,12 +241,12 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
     fixes = None
     if iou_type == "keypoints":
         objects = _type_keypoints(ground_truth, results, objects, sigmas)
-        fixes = _keypoint_fixes(ground_truth, results, objects, detections, sigmas, summary["AP"], overlaps, gt)
+        fixes = _keypoint_fixes(ground_truth, results, objects, detections, sigmas, summary["AP"], evaluation, gt)
     else:
         if iou_type == "segm":
             objects["boundary_iou"] = _boundary_ious(ground_truth, results, objects)
             objects["error_type"] = _outline_errors(ground_truth, objects, config)
-        fixes = tide_fixes(ground_truth, results, objects, detections, iou_type, summary["AP"], gt, overlaps)
+        fixes = tide_fixes(ground_truth, results, objects, detections, iou_type, summary["AP"], gt, evaluation, runs)
     settings = {"iou_threshold": config.iou_threshold, "background_iou": config.background_iou,
                 "max_detections": config.max_detections, "confidence_threshold": config.confidence_threshold,
                 "score": config.score, "iou_type": iou_type,
@@ -379,7 +290,7 @@ def _type_keypoints(ground_truth: CocoGroundTruth, results: CocoResults, objects
 
 
 def _keypoint_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.DataFrame,
-                    detections: pd.DataFrame, sigmas, ap: float, known: dict | None, gt) -> pd.DataFrame:
+                    detections: pd.DataFrame, sigmas, ap: float, earlier, gt) -> pd.DataFrame:
     """Per error type, how many keypoints (or people, or false positives) have it and the keypoint AP were it fixed:
     a keypoint type by moving those keypoints onto their true place (Ronchi and Perona), background false positives
     by removing them, missed people (no prediction near) by leaving them out of the ground truth (TIDE). `gt`: the
@@ -418,7 +329,7 @@ def _keypoint_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects
                     pair = gt, gt.loadRes(_records(records))
             else:
                 pair = _coco_pair(truth, fixed)
-            fixed_ap = _average_precision(_evaluator(*pair, "keypoints", sigmas, known=known, changed=touched,
+            fixed_ap = _average_precision(evaluated(*pair, "keypoints", sigmas, earlier=earlier, changed=touched,
                                                      all_areas_only=True))
         table.append({"error type": kind, "unit": unit, "count": count, "AP if fixed": fixed_ap,
                       "AP gain": fixed_ap - ap})
@@ -469,14 +380,16 @@ def _paired_box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.DataFrame, detections: pd.DataFrame,
-               iou_type: str, ap: float, gt, known: dict | None = None) -> pd.DataFrame:
+               iou_type: str, ap: float, gt, earlier=None, runs: dict[int, dict] | None = None
+               ) -> pd.DataFrame:
     """TIDE's oracles (Bolya et al. 2020), per error type: how many objects or detections have it and the AP were
     every one fixed. A classification error takes its object's class, a localization error its object's box (and
     mask); both, duplicate and background errors are removed; missed objects are left out of the ground truth; masks:
     the mask that went with an object outlined badly takes its object's mask.
     Detections below the operating point have no type and stay as they are. `gt`: the library's index of the ground
-    truth, reused by every fix that keeps it; `known`: the overlaps of the evaluation being fixed, reused for every
-    image a fix leaves as it was."""
+    truth, reused by every fix that keeps it; `earlier`: the evaluation being fixed, whose overlaps are reused for
+    every image a fix leaves as it was (coco_evaluation.evaluated); `runs`: its masks' run lengths (made_runs),
+    reused for every record a fix keeps."""
     from hibug_core.objects.masks import compressed
 
     record_of = {record["id"]: record for record in ground_truth.dataset["annotations"]}
@@ -523,10 +436,10 @@ def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.
         if count and records:
             if truth is ground_truth:
                 with contextlib.redirect_stdout(io.StringIO()):
-                    pair = gt, gt.loadRes(_records(records))
+                    pair = gt, gt.loadRes(_records(records, runs))
             else:
-                pair = _coco_pair(truth, CocoResults(results.source, results.model, records, results.detections))
-            fixed_ap = _average_precision(_evaluator(*pair, iou_type, None, all_areas_only=True, known=known,
+                pair = _coco_pair(truth, CocoResults(results.source, results.model, records, results.detections), runs)
+            fixed_ap = _average_precision(evaluated(*pair, iou_type, None, all_areas_only=True, earlier=earlier,
                                                      changed=touched))
         unit = "objects" if kind in (MISSED_ERROR, OUTLINE_ERROR) else "detections"
         table.append({"error type": kind, "unit": unit, "count": count, "AP if fixed": fixed_ap,

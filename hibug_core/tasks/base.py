@@ -199,11 +199,12 @@ class Task(ABC):
     def measured_attributes(self) -> list:
         """Attributes computed exactly (pixels, geometry), offered with every proposal and library entry."""
 
-    def truth_measures(self, truth, rows: pd.DataFrame) -> pd.DataFrame | None:
-        """What the true shapes of a COCO import say of each sample row, beside its box geometry (a person's
-        skeleton, an object's mask), one column per measured attribute and None where a row has no true shape (a
-        false positive); None when the task measures nothing more. rows: the import's rows (kind, image_id,
-        source_id, keypoints, mask as stored)."""
+    def truth_measures_job(self, truth, objects: pd.DataFrame) -> Callable[[], pd.DataFrame] | None:
+        """What the true shapes of a COCO import say of each ground-truth object, beside its box geometry (a person's
+        skeleton, an object's mask), as a job the import may run in a worker process while it matches (picklable: a
+        module-level function with its arguments, functools.partial). The job returns one row per object, one column
+        per measured attribute. None when the task measures nothing more. objects: image_id, keypoints and mask (as
+        stored) of each object, in the import's order."""
         return None
 
     # ----- repair ----------------------------------------------------------------------------------

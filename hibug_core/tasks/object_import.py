@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hibug_core.beside import Beside
 from hibug_core.config import IngestConfig
 from hibug_core.errors import ManifestError, RowIssue
 from hibug_core.ingest.images import inspect_images
@@ -92,19 +93,43 @@ def load_coco(ground_truth: str | Path | CocoGroundTruth, results: list[str | Pa
                             labelled=labelled, progress=progress)
 
 
+MEASURED_BESIDE_FROM = 10_000  # objects; below, starting a worker process (about 1.5 s) costs more than it saves
+
+
+def _no_measures() -> None:
+    return None
+
+
 def objects_manifest(truth: CocoGroundTruth, found: list[CocoResults], folder: Path, splits: dict[int, str], *,
                      task: str, match_config: MatchConfig = MatchConfig(), geometry: GeometryConfig = GeometryConfig(),
                      config: IngestConfig = IngestConfig(), labelled: bool = True,
                      progress: ProgressCallback = no_progress) -> ValidatedManifest:
     """Checked ground truth and results as a manifest of objects: images under `folder`, `splits` per image id
     (labelled=False: every detection is an unlabelled sample, nothing is matched)."""
-    # 1. The images: each distinct file read, hashed and its size checked once.
+    # 1. Something to import.
     used = sorted(set(truth.annotations["image_id"]).union(*(set(r.detections["image_id"]) for r in found)))
     if not used:
         raise ManifestError(truth.source, [RowIssue(None, "annotations", "nothing to import: the file has no "
                                                     "annotations and the results no detections" if labelled else
                                                     "nothing to import: unlabelled images are imported as the "
                                                     "model's detections, and the results have none")])
+    # 2. The true shapes' measures, in a worker process while the images are checked and the models matched when
+    # there are many (a mask's take 0.25 ms).
+    objects = truth.annotations[truth.annotations["iscrowd"] == 0].reset_index(drop=True)
+    objects["mask"] = (_stored_masks(by_id(truth, objects["id"].to_numpy()), truth.image_sizes)
+                       if match_config.masks else None)
+    job = task_named(task).truth_measures_job(truth, objects) if labelled else None
+    with Beside(job or _no_measures, in_process=job is None or len(objects) < MEASURED_BESIDE_FROM) as measures:
+        return _checked_and_matched(truth, found, used, folder, splits, objects, measures, task=task,
+                                    match_config=match_config, geometry=geometry, config=config, labelled=labelled,
+                                    progress=progress)
+
+
+def _checked_and_matched(truth: CocoGroundTruth, found: list[CocoResults], used: list, folder: Path,
+                         splits: dict[int, str], objects: pd.DataFrame, measures: Beside, *, task: str,
+                         match_config: MatchConfig, geometry: GeometryConfig, config: IngestConfig, labelled: bool,
+                         progress: ProgressCallback) -> ValidatedManifest:
+    # 3. The images: each distinct file read, hashed and its size checked once.
     names = truth.images["file_name"].reindex(used).tolist()
     paths = {iid: Path(folder, name).resolve() for iid, name in zip(used, names)}
     infos, problems = inspect_images(list(paths.values()), workers=config.workers,
@@ -117,7 +142,7 @@ def objects_manifest(truth: CocoGroundTruth, found: list[CocoResults], folder: P
                                          if p in infos})
     if issues:
         raise ManifestError(truth.source, issues[:config.max_issues])
-    # 2. Matching, model by model.
+    # 4. Matching, model by model.
     if not labelled:
         return _unlabelled_manifest(truth, found, paths, infos, splits, geometry, match_config.confidence_threshold,
                                     task, match_config.masks)
@@ -125,8 +150,9 @@ def objects_manifest(truth: CocoGroundTruth, found: list[CocoResults], folder: P
     for done, result in enumerate(found, start=1):
         matches.append(match(truth, result, match_config))
         progress("matching detections", done, len(found))
-    # 3. The samples: ground-truth objects, then each model's false positives.
-    return _manifest(truth, found, matches, paths, infos, splits, geometry, task, match_config.masks)
+    # 5. The samples: ground-truth objects, then each model's false positives.
+    return _manifest(truth, found, matches, objects, measures, paths, infos, splits, geometry, task,
+                     match_config.masks)
 
 
 def object_rows_of(rows: pd.DataFrame) -> np.ndarray:
@@ -134,17 +160,17 @@ def object_rows_of(rows: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero((rows["kind"] == OBJECT_KIND).to_numpy())
 
 
-def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Matches], paths: dict, infos: dict,
-              splits: dict[int, str], geometry: GeometryConfig, task: str, masks: bool = False) -> ValidatedManifest:
+def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Matches], objects: pd.DataFrame,
+              measures: Beside, paths: dict, infos: dict, splits: dict[int, str], geometry: GeometryConfig, task: str,
+              masks: bool = False) -> ValidatedManifest:
     names = truth.categories
-    objects = truth.annotations[truth.annotations["iscrowd"] == 0].reset_index(drop=True)
     sizes = truth.image_sizes if masks else {}
     parts = [pd.DataFrame({
         "image_id": objects["image_id"].to_numpy(), "kind": OBJECT_KIND, "owner": None,
         "source_id": objects["id"].to_numpy(), "label": [names[c] for c in objects["category_id"]],
         "x": objects["x"].to_numpy(), "y": objects["y"].to_numpy(), "w": objects["w"].to_numpy(),
         "h": objects["h"].to_numpy(), "area": objects["area"].to_numpy(), "keypoints": objects["keypoints"].to_numpy(),
-        "mask": _stored_masks(by_id(truth, objects["id"].to_numpy()), sizes) if masks else None,
+        "mask": objects["mask"].to_numpy(object),
     })]
     for result, matched in zip(found, matches):
         false = np.flatnonzero(matched.detections["outcome"].to_numpy() == FALSE_POSITIVE)
@@ -199,8 +225,9 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
                                rows["image_id"].to_numpy(), samples[["width", "height"]].to_numpy(),
                                goes_with, objects[["id", "image_id", "x", "y", "w", "h"]],
                                geometry)
-    shapes = task_named(task).truth_measures(truth, rows)  # what the true shapes say (skeletons, masks)
+    shapes = measures.result()  # what the true shapes say (skeletons, masks), per object
     if shapes is not None:
+        shapes = shapes.set_axis(object_rows).reindex(rows.index)
         measured = pd.concat([measured, shapes], axis=1).astype(object)
         measured = measured.where(measured.notna(), None)  # a false positive has no true shape to measure
     known_tags = {name: measured[name].tolist() for name in measured.columns}

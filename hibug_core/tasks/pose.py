@@ -2,6 +2,7 @@
 of its match. Imported from COCO keypoint files; everything else is the detection task's."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pandas as pd
@@ -65,16 +66,13 @@ class Pose(Detection):
 
         return [*super().measured_attributes(), *pose_attributes()]
 
-    def truth_measures(self, truth, rows: pd.DataFrame) -> pd.DataFrame | None:
+    def truth_measures_job(self, truth, objects: pd.DataFrame):
         """What each person's true keypoints say (pose_geometry): orientation, facing, visible keypoints, limbs."""
-        from hibug_core.objects.coco import OBJECT_KIND
         from hibug_core.objects.pose_geometry import measure_people
 
         if not truth.has_keypoints:
             return None
-        names = next(iter(truth.keypoints.values()))
-        return measure_people([p if kind == OBJECT_KIND else None for p, kind in zip(rows["keypoints"], rows["kind"])],
-                              names)
+        return functools.partial(measure_people, objects["keypoints"].tolist(), next(iter(truth.keypoints.values())))
 
     def validate_table(self, frame: pd.DataFrame, *, source: str, base_dir: Path, default_model: str,
                        config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress):

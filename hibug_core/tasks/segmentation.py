@@ -5,6 +5,7 @@ files whose ground truth and results all carry masks; everything else is the det
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 
 import pandas as pd
@@ -75,15 +76,12 @@ class Segmentation(Detection):
 
         return [*super().measured_attributes(), *mask_attributes()]
 
-    def truth_measures(self, truth, rows: pd.DataFrame) -> pd.DataFrame | None:
+    def truth_measures_job(self, truth, objects: pd.DataFrame):
         """What each object's true mask says (mask_geometry): fill, elongation, holes, pieces, outline, occlusion."""
-        from hibug_core.objects.coco import OBJECT_KIND
         from hibug_core.objects.mask_geometry import measure_stored_masks
 
-        is_object = (rows["kind"] == OBJECT_KIND).to_numpy()
-        measured = measure_stored_masks(rows["mask"].to_numpy(object)[is_object],
-                                        rows["image_id"].to_numpy()[is_object])
-        return measured.set_axis(rows.index[is_object]).reindex(rows.index)
+        return functools.partial(measure_stored_masks, objects["mask"].to_numpy(object),
+                                 objects["image_id"].to_numpy())
 
 
 TASK_EVIDENCE.add(Segmentation.name, "its objects: annotated in training or not, their boxes, their outlines and "
