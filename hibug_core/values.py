@@ -133,7 +133,7 @@ def finite_number(value) -> bool:
 def finite_numbers(values: list) -> bool:
     """Every value a finite number (not a yes/no): JSON's plain ints and floats with a finite sum in one pass (a
     keypoint list has dozens), else each value checked."""
-    if all(type(v) is float or type(v) is int for v in values):
+    if set(map(type, values)) <= {float, int}:
         try:
             if math.isfinite(sum(values)):
                 return True

@@ -36,3 +36,46 @@ def test_batch_sized_blocks_come_from_the_heap_once_set():
 
     assert mmapped_blocks("default") == 1  # glibc's default: its own mmap
     assert mmapped_blocks("set") == 0
+
+
+def test_the_collector_is_paused_for_a_bulk_step_and_resumed_as_it_was_even_on_an_error():
+    import gc
+
+    import pytest
+
+    from hibug_core.native_memory import collector_paused
+
+    assert gc.isenabled()
+    with pytest.raises(ValueError):
+        with collector_paused():
+            assert not gc.isenabled()
+            with collector_paused():  # nested: the inner one leaves it paused
+                pass
+            assert not gc.isenabled()
+            raise ValueError("a bad file")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # it was off before: it stays off
+    finally:
+        gc.enable()
+
+
+def test_a_coco_import_runs_with_the_collector_paused(tmp_path, monkeypatch):
+    import gc
+
+    from test_objects import _tide_case, _write
+
+    from hibug_core.objects import matching
+    from hibug_core.tasks import load_coco
+
+    seen = []
+    real = matching.match
+    monkeypatch.setattr("hibug_core.tasks.object_import.match",
+                        lambda *a, **k: seen.append(gc.isenabled()) or real(*a, **k))
+    truth, results = _tide_case()
+    truth_file, paths = _write(tmp_path, truth, {"m": results})
+    load_coco(truth_file, paths)
+    assert seen == [False] and gc.isenabled()

@@ -257,8 +257,10 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
             segmentation = masks.compressed(segmentation, image["width"], image["height"])
         else:
             segmentation = None
-        area = record.get("area", box[2] * box[3] if segmentation is None else
-                          masks.area(segmentation, image["width"], image["height"]))
+        area = record.get("area")  # where the file leaves it out, as pycocotools counts it (only then: it costs)
+        if area is None:
+            area = box[2] * box[3] if segmentation is None else masks.area(segmentation, image["width"],
+                                                                           image["height"])
         if not finite_number(area) or area < 0:
             issues.add(i, "area", f"must be a number of square pixels, 0 or more; found {_short(area)}",
                        unit="annotations")

@@ -12,6 +12,7 @@ from hibug_core.config import IngestConfig
 from hibug_core.errors import ManifestError
 from hibug_core.ingest.manifest import DEFAULT_MODEL, ValidatedManifest
 from hibug_core.ingest.table import column_names, read_table
+from hibug_core.native_memory import collector_paused
 from hibug_core.objects.coco import read_ground_truth
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.tasks.object_import import load_coco as load_coco_objects
@@ -56,5 +57,6 @@ def load_coco(ground_truth, results, *, task: str | None = None, **options) -> V
     """A COCO ground truth with one results file per model, checked and matched (options:
     hibug_core.tasks.object_import.load_coco's), stating the task that claims the files (instances: detection; person
     keypoints: pose; masks in the truth and every results file: segmentation), or `task` where it can read them."""
-    truth = ground_truth if not isinstance(ground_truth, (str, Path)) else read_ground_truth(ground_truth)
-    return load_coco_objects(truth, results, task=task, **options)
+    with collector_paused():
+        truth = ground_truth if not isinstance(ground_truth, (str, Path)) else read_ground_truth(ground_truth)
+        return load_coco_objects(truth, results, task=task, **options)
