@@ -9,6 +9,8 @@ stand in for a labelling team), fine-tune the model on its training annotations 
 L(original) + lambda * L(new)), and count the held-out test objects (people) found at the operating point, overall
 and in the planted slices. Also: the same fine-tuning with no new data (control). Prints mean ± sd over seeds, the
 paired difference of each method against random with its 95% t-interval, and the test AP (keypoint AP for pose).
+Each finished (method, seed) is saved as JSON under --dir/runs and reused by a later run with the same settings: a
+long CPU run can be stopped and resumed, or its seeds run at different times, and the table covers every seed asked.
 Usage: python benchmarks/object_repair.py [--task detection|pose|segmentation] [--seeds 0 1 2] [--budget 240]
        [--epochs 3] [--lam 1.0] [--methods "expected failures" hibug2 "hibug rule" hibug random uncertainty]
        [--dir object-repair-bench]
@@ -16,6 +18,7 @@ Usage: python benchmarks/object_repair.py [--task detection|pose|segmentation] [
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -29,7 +32,10 @@ from hibug_core.progress import tqdm_progress
 from hibug_core.repair.loop import CONTROL, RepairConfig, method_difference, run_repair
 from hibug_core.repair.retrain import RetrainConfig
 from hibug_core.repair.selection import SelectionConfig, parse_budget
+from hibug_core.store.project import Project
 from hibug_core.tasks import task_of
+
+CHANGE_COLUMNS = ["method", "seed", "slice_id", "slice", "n", "before", "after", "planted"]  # what the tables read
 
 
 def main() -> None:
@@ -46,19 +52,31 @@ def main() -> None:
                                                          "uncertainty"])  # hibug2 and hibug rule: HiBug2's Table 2
     parser.add_argument("--dir", default="object-repair-bench")
     args = parser.parse_args()
-    project = DEMOS.build(args.task, folder=Path(args.dir) / "demo")
+    folder = Path(args.dir) / "demo"
+    project = Project.open(folder) if folder.exists() else DEMOS.build(args.task, folder=folder)
+    settings = f"{args.task}-budget{args.budget}-epochs{args.epochs}-lam{args.lam:g}"
     runs, changes = [], []
     started = time.perf_counter()
-    for k, method in enumerate(args.methods):
-        config = RepairConfig(selection=SelectionConfig(method=method, budget=args.budget), baseline=None,
-                              control=k == 0, seeds=tuple(args.seeds),
-                              retrain=RetrainConfig(lam=args.lam, fine_tune=TuneConfig(epochs=args.epochs)))
-        report, close = tqdm_progress()  # a long run on CPU shows where it is, on stderr
-        result = run_repair(project, config, task=task_of(project), progress=report)
-        close()
-        runs.append(result.runs)
-        changes.append(result.changes)
-        print(f"{method}: {time.perf_counter() - started:.0f} s", flush=True)
+    for seed in args.seeds:
+        for k, method in enumerate(args.methods):
+            wanted = [method] + ([CONTROL] if k == 0 else [])  # the control runs beside the first method
+            saved = {name: Path(args.dir) / "runs" / f"{settings}-seed{seed}-{name.replace(' ', '_')}.json"
+                     for name in wanted}
+            if not all(path.exists() for path in saved.values()):
+                config = RepairConfig(selection=SelectionConfig(method=method, budget=args.budget), baseline=None,
+                                      control=k == 0, seeds=(seed,),
+                                      retrain=RetrainConfig(lam=args.lam, fine_tune=TuneConfig(epochs=args.epochs)))
+                report, close = tqdm_progress()  # a long run on CPU shows where it is, on stderr
+                result = run_repair(project, config, task=task_of(project), progress=report)
+                close()
+                for name, path in saved.items():
+                    _save(path, result.runs[result.runs["method"] == name],
+                          result.changes.loc[result.changes["method"] == name, CHANGE_COLUMNS])
+                print(f"{method} seed {seed}: {time.perf_counter() - started:.0f} s", flush=True)
+            for path in saved.values():
+                run_rows, change_rows = _load(path)
+                runs.append(run_rows)
+                changes.append(change_rows)
     runs, changes = pd.concat(runs, ignore_index=True), pd.concat(changes, ignore_index=True)
     methods = args.methods + [CONTROL]
     shown = changes[changes["planted"] | (changes["slice_id"] == "overall")]
@@ -91,8 +109,21 @@ def main() -> None:
     if differences:
         print("\nPaired difference against random (95% t-interval over seeds):\n")
         print(markdown_table(pd.DataFrame(differences)))
-    print(f"\n{len(runs)} fine-tuned models in {time.perf_counter() - started:.0f} s; "
+    print(f"\n{len(runs)} fine-tuned models ({time.perf_counter() - started:.0f} s in this run, the rest saved); "
           f"{np.mean(runs['new_images']):.0f} new images on average")
+
+
+def _save(path: Path, runs: pd.DataFrame, changes: pd.DataFrame) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps({"runs": json.loads(runs.to_json(orient="records")),
+                                   "changes": json.loads(changes.to_json(orient="records"))}))
+    partial.replace(path)  # a stopped run leaves no half-written result
+
+
+def _load(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    saved = json.loads(path.read_text())
+    return pd.DataFrame(saved["runs"]), pd.DataFrame(saved["changes"])
 
 
 if __name__ == "__main__":

@@ -1,5 +1,12 @@
 """hibug_core: find, explain and repair the error slices of computer-vision models (HiBug, HiBug2)."""
+import os
 import warnings
+
+# OpenMP's idle workers (torch's thread pool) sleep at once instead of spinning for the next parallel region, unless
+# the environment says otherwise. hibug runs jobs, the dashboard and other work side by side on a few cores, and
+# spinning workers take the cores the others wait for: two pose demo builds at once took 264 s spinning, 45 s
+# passive (34 s to 43 s for one alone). libgomp reads this once, when torch loads, so it is set before any import.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from hibug_core.redaction import redact_logs as _redact_logs
 from hibug_core.torch_compat import install_import_hook as _install_import_hook
