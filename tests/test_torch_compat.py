@@ -112,3 +112,18 @@ def test_importing_hibug_core_does_not_import_torch():
     script = "import sys, hibug_core; print('torch' in sys.modules, 'torchvision' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "False False", result.stderr[-2000:]
+
+
+@pytest.mark.parametrize(("given", "kept"), [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_openmp_workers_wait_passively_unless_the_environment_chose(given, kept):
+    """hibug_core sets the policy before torch loads libgomp, so that side-by-side processes share their cores
+    (benchmarks/side_by_side.py measures it); a policy the environment sets is kept."""
+    import os
+
+    environment = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if given:
+        environment["OMP_WAIT_POLICY"] = given
+    shown = subprocess.run([sys.executable, "-c", "import hibug_core, os, torch; print(os.environ['OMP_WAIT_POLICY'])"],
+                           env=environment, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert shown.stdout.split() == [kept]
