@@ -20,6 +20,15 @@ warnings.filterwarnings("ignore", message=r"Image size \(\d+ pixels\) exceeds li
 __version__ = "0.1.0"
 
 from hibug_core.errors import HibugError, ManifestError, ProjectError  # noqa: E402
-from hibug_core.store.project import Project  # noqa: E402
 
 __all__ = ["HibugError", "ManifestError", "Project", "ProjectError", "__version__"]
+
+
+def __getattr__(name: str):
+    # The store (SQLAlchemy, pandas) loads when Project is first asked for, not with every hibug_core module: a
+    # worker process that measures masks or people starts about a second sooner.
+    if name == "Project":
+        from hibug_core.store.project import Project
+
+        return Project
+    raise AttributeError(f"module 'hibug_core' has no attribute {name!r}")

@@ -22,6 +22,7 @@ from hibug_core.slices.diagnosis import (
     rare_classes,
 )
 from hibug_core.slices.enumeration import Enumeration, enumerate_slices
+from hibug_core.slices.evidence import TASK_EVIDENCE
 from hibug_core.slices.redundancy import mark_repeats
 from hibug_core.slices.search import (
     CLASS,
@@ -310,46 +311,6 @@ def enumeration_for(project, tags: TagMatrix, errors: np.ndarray, models: list[s
            tuple(tags.attributes), hashlib.blake2b(codes.view(np.uint8), digest_size=16).hexdigest())
     return ENUMERATIONS.get_or_make(key, lambda: enumerate_slices(
         tags.codes, [len(t) for t in tags.tags], errors, max_depth=config.max_depth, min_support=config.min_support))
-
-
-# A task whose samples carry evidence beyond image, label and prediction registers how it is read, under the task's
-# name: (project, model, evaluation, train) -> (ObjectEvidence or None, each evaluation row's error type or None).
-# error_slices asks the project's task's entry; a task without one (classification) has none.
-TASK_EVIDENCE = Registry("task's evidence for the diagnosis")
-
-
-def object_evidence(project, model: str, evaluation: pd.DataFrame, train: pd.DataFrame, *,
-                    nouns: str) -> tuple[ObjectEvidence | None, np.ndarray | None]:
-    """A model of objects' evidence for the diagnosis (`nouns`: what its samples are, as the reasons say it): which
-    training rows are objects, whether each was annotated in the annotations the model records as trained on (and its
-    training box's size), and the found predictions' box sizes on the evaluation rows; and each evaluation row's error
-    type. (None, None) when the model has no objects stored."""
-    from hibug_core.objects.training_evidence import annotation_evidence
-
-    def box_ratio(rows: pd.DataFrame) -> np.ndarray:
-        found = (rows["outcome"] == "true positive").to_numpy()
-        ratio = (rows["pred_w"] * rows["pred_h"] / (rows["box_w"] * rows["box_h"])).to_numpy(float)
-        return np.where(found, ratio, np.nan)
-
-    objects = project.objects(model)
-    if not len(objects):
-        return None, None
-    held = objects.reindex(train.index)
-    is_object = (held["object_kind"] == "object").to_numpy()
-    annotations = annotation_evidence(project, model, held[is_object].assign(label=train["label"][is_object]))
-    annotated = ratio = mirrored = left_out = mask_wrong = None
-    if annotations is not None:
-        annotated = annotations["annotated"].reindex(train.index, fill_value=False).to_numpy(bool)
-        ratio = annotations["box_ratio"].reindex(train.index).to_numpy(float)
-        mirrored, left_out, mask_wrong = (annotations[column].reindex(train.index).to_numpy(float)
-                                          for column in ("mirrored", "keypoints_missing", "mask_wrong"))
-        if not np.isfinite(left_out).any():  # boxes: no keypoints to swap or leave out
-            mirrored = left_out = None
-        if not np.isfinite(mask_wrong).any():  # no masks to compare
-            mask_wrong = None
-    error_types = objects["error_type"].reindex(evaluation.index).fillna("").to_numpy(object)
-    return ObjectEvidence(is_object, annotated, ratio, box_ratio(objects.reindex(evaluation.index)), mirrored,
-                          left_out, nouns, train_mask_wrong=mask_wrong), error_types
 
 
 def unannotated_slices(enumeration: Enumeration, train_matrix: TagMatrix, found: ObjectEvidence,

@@ -10,7 +10,7 @@ from hibug_core.config import IngestConfig
 from hibug_core.objects.matching import ERROR_TYPES
 from hibug_core.objects.views import OBJECT_CROPS
 from hibug_core.progress import ProgressCallback, no_progress
-from hibug_core.slices.report import TASK_EVIDENCE, object_evidence
+from hibug_core.slices.evidence import TASK_EVIDENCE, object_evidence
 from hibug_core.tasks.base import COCO_EVALUATION, MANIFEST_SHAPES, Capabilities, ErrorGroup, Nouns, Shape, Task
 from hibug_core.tasks.object_manifest import is_box_column
 from hibug_core.tasks.registry import register_task

@@ -11,7 +11,7 @@ from hibug_core.config import IngestConfig
 from hibug_core.objects.keypoint_errors import INVERSION, KEYPOINT_ERRORS
 from hibug_core.objects.matching import ERROR_TYPES
 from hibug_core.progress import ProgressCallback, no_progress
-from hibug_core.slices.report import TASK_EVIDENCE, object_evidence
+from hibug_core.slices.evidence import TASK_EVIDENCE, object_evidence
 from hibug_core.tasks.base import MANIFEST_SHAPES, Capabilities, ErrorGroup, Nouns, Shape
 from hibug_core.tasks.detection import Detection
 from hibug_core.tasks.registry import register_task

@@ -13,7 +13,7 @@ import pandas as pd
 from hibug_core.config import IngestConfig
 from hibug_core.objects.matching import ERROR_TYPES, OUTLINE_ERROR
 from hibug_core.progress import ProgressCallback, no_progress
-from hibug_core.slices.report import TASK_EVIDENCE, object_evidence
+from hibug_core.slices.evidence import TASK_EVIDENCE, object_evidence
 from hibug_core.tasks.base import MANIFEST_SHAPES, Capabilities, ErrorGroup, Nouns, Shape, TaskError
 from hibug_core.tasks.detection import Detection
 from hibug_core.tasks.registry import register_task
