@@ -29,7 +29,7 @@ from hibug_core.bench.summary import markdown_table
 from hibug_core.demo import DEMOS
 from hibug_core.models.finetune import TuneConfig
 from hibug_core.progress import tqdm_progress
-from hibug_core.repair.loop import CONTROL, RepairConfig, method_difference, run_repair
+from hibug_core.repair.loop import CONTROL, RepairConfig, method_difference, paired_interval, run_repair
 from hibug_core.repair.retrain import RetrainConfig
 from hibug_core.repair.selection import SelectionConfig, parse_budget
 from hibug_core.store.project import Project
@@ -99,10 +99,9 @@ def main() -> None:
             continue
         table = method_difference(changes, method, "random")
         planted = changes[changes["planted"]].groupby(["method", "seed"])["after"].mean().unstack(0)
-        values = (planted[method] - planted["random"]).to_numpy()
-        differences.append({"method": method, "vs random": "planted slices (mean)",
-                            "difference": f"{values.mean() * 100:+.1f} points", "seeds won": int((values > 0).sum())})
-        for row in table.itertuples():
+        pair = paired_interval((planted[method] - planted["random"]).to_numpy())
+        comparisons = [{"comparison": "planted slices (mean)", **pair}, *table.to_dict("records")]
+        for row in pd.DataFrame(comparisons).itertuples():
             differences.append({"method": method, "vs random": row.comparison,
                                 "difference": f"{row.difference * 100:+.1f} points [{row.low * 100:+.1f}, "
                                               f"{row.high * 100:+.1f}]", "seeds won": row.won})

@@ -36,7 +36,7 @@ from hibug_core.bench.summary import markdown_table
 from hibug_core.demo.build import DemoConfig, ensure_demo
 from hibug_core.repair.generated import generate_for_prompts, generated_images
 from hibug_core.repair.generators import SHAPE_RENDERER, load_generator
-from hibug_core.repair.loop import CONTROL, GENERATED, RepairConfig, run_repair
+from hibug_core.repair.loop import CONTROL, GENERATED, RepairConfig, paired_interval, run_repair
 from hibug_core.repair.prompts import FROM_FAILURES, PROMPT_METHODS, build_prompts
 from hibug_core.repair.retrain import RETRAIN_METHODS, RetrainConfig
 from hibug_core.repair.selection import SELECTION_METHODS, SelectionConfig, parse_budget, resolve_budget
@@ -75,8 +75,6 @@ def table(summary: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
 def paired(changes: pd.DataFrame, summary: pd.DataFrame, ours: list[str]) -> pd.DataFrame:
     """Per kept slice and method of ours: the best baseline there (highest mean), and the paired difference over
     seeds (mean, 95% t-interval, seeds won)."""
-    from scipy import stats
-
     out = []
     changes, summary = kept(changes), kept(summary)
     for slice_name in summary["shown"].unique():
@@ -88,14 +86,12 @@ def paired(changes: pd.DataFrame, summary: pd.DataFrame, ours: list[str]) -> pd.
         for method in ours:
             if method not in by_seed:
                 continue
-            values = (by_seed[method] - by_seed[best]).dropna().to_numpy()
-            half = float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))) \
-                if len(values) > 1 else np.nan
-            mean = float(values.mean())
-            verdict = "better" if mean - half > 0 else "worse" if mean + half < 0 else "no clear difference"
+            pair = paired_interval((by_seed[method] - by_seed[best]).dropna().to_numpy())
+            mean, low, high = pair["difference"], pair["low"], pair["high"]
+            verdict = "better" if low > 0 else "worse" if high < 0 else "no clear difference"
             out.append({"slice": slice_name, "method": method, "best baseline": best,
-                        "difference": f"{mean:+.1%}", "95% interval": f"{mean - half:+.1%} to {mean + half:+.1%}",
-                        "seeds won": f"{int((values > 0).sum())} of {len(values)}", "verdict": verdict})
+                        "difference": f"{mean:+.1%}", "95% interval": f"{low:+.1%} to {high:+.1%}",
+                        "seeds won": f"{pair['won']} of {pair['seeds']}", "verdict": verdict})
     return pd.DataFrame(out)
 
 

@@ -24,6 +24,7 @@ from hibug_core.repair.generators import (
     render_scene,
     scene_from_prompt,
 )
+from hibug_core.repair.loop import method_difference, paired_interval, repair_verdict, repair_won
 from hibug_core.repair.prompts import (
     background_prompts,
     hibug_prompts,
@@ -172,6 +173,36 @@ def test_mcnemar_and_slice_changes_on_a_hand_example():
     many = slice_changes(TagMatrix.from_frame(pd.DataFrame({"c": ["x"] * 40}, dtype="category")), worse_before,
                          worse_after, [], overall="all")
     assert many["verdict"].iat[0] == "worse" and many["p_value"].iat[0] == pytest.approx(2 / 2 ** 10)
+
+
+def test_paired_differences_over_seeds_give_a_t_interval_and_the_verdict_says_which_comparison_was_won():
+    rows = []
+    for method, overall, blue in [("expected failures", [0.60, 0.62, 0.61], [0.30, 0.35, 0.32]),
+                                  ("random", [0.59, 0.60, 0.60], [0.20, 0.22, 0.21])]:
+        for seed in range(3):
+            rows += [{"method": method, "seed": seed, "slice_id": "overall", "slice": "all", "n": 100, "before": 0.5,
+                      "after": overall[seed]},
+                     {"method": method, "seed": seed, "slice_id": "b", "slice": "color = blue", "n": 20,
+                      "before": 0.1, "after": blue[seed]}]
+    changes = pd.DataFrame(rows)
+    table = method_difference(changes, "expected failures", "random").set_index("comparison")
+    # differences (0.01, 0.02, 0.01) and (0.10, 0.13, 0.11); half width t(0.975, 2) = 4.302653 times sd / sqrt(3)
+    assert table.loc["overall held-out", "difference"] == pytest.approx(0.04 / 3)
+    assert table.loc["overall held-out", "high"] - table.loc["overall held-out", "difference"] == pytest.approx(
+        4.302653 * np.std([0.01, 0.02, 0.01], ddof=1) / np.sqrt(3), rel=1e-6)
+    assert table.loc["error slices", ["difference", "low", "won"]].tolist() == [
+        pytest.approx(0.34 / 3), pytest.approx(0.34 / 3 - 4.302653 * np.std([0.10, 0.13, 0.11], ddof=1) / np.sqrt(3),
+                                               rel=1e-6), 3]
+    assert repair_won(changes)
+    assert repair_verdict(changes, "objects found") == (
+        "Held-out objects found 50.0% before; after, expected failures 61.0%, random 59.7%. On the overall held-out: "
+        "no clear winner between expected failures and random (+1.3 points, 95% interval -0.1 to +2.8, better on 3 "
+        "of 3 seeds). On the error slices: expected failures beat random (+11.3 points, 95% interval +7.5 to +15.1, "
+        "better on 3 of 3 seeds). Next: to tell them apart, run more seeds (this run had 3) or give a larger budget.")
+    one = paired_interval(np.array([0.02]))  # one seed: no interval
+    assert one["seeds"] == 1 and np.isnan(one["low"]) and np.isnan(one["high"])
+    assert paired_interval(np.array([0.02, 0.02])) == {"seeds": 2, "difference": 0.02, "low": 0.02, "high": 0.02,
+                                                       "won": 2}
 
 
 def test_slice_prompt_fills_hibugs_template_from_the_schema():

@@ -182,7 +182,6 @@ def run_repair(project, config: RepairConfig | None = None, *, task, author: str
 def method_difference(changes: pd.DataFrame, method: str, baseline: str) -> pd.DataFrame:
     """Per comparison ("overall held-out" and "error slices", the mean over the compared slices), the paired
     difference in accuracy after of `method` minus `baseline` across seeds: mean, 95% t-interval, seeds won."""
-    from scipy import stats
 
     def per_seed(name: str) -> pd.DataFrame:
         rows = changes[changes["method"] == name]
@@ -191,17 +190,20 @@ def method_difference(changes: pd.DataFrame, method: str, baseline: str) -> pd.D
         return pd.DataFrame({"overall held-out": overall, "error slices": slices})
 
     difference = per_seed(method) - per_seed(baseline)
-    out = []
-    for comparison in difference.columns:
-        values = difference[comparison].dropna().to_numpy()
-        n, mean = len(values), float(values.mean()) if len(values) else np.nan
-        if n > 1 and values.std(ddof=1) > 0:
-            half = float(stats.t.ppf(0.975, n - 1) * values.std(ddof=1) / np.sqrt(n))
-        else:
-            half = np.nan if n < 2 else 0.0
-        out.append({"comparison": comparison, "seeds": n, "difference": mean, "low": mean - half,
-                    "high": mean + half, "won": int((values > 0).sum())})
-    return pd.DataFrame(out)
+    return pd.DataFrame([{"comparison": comparison, **paired_interval(difference[comparison].dropna().to_numpy())}
+                         for comparison in difference.columns])
+
+
+def paired_interval(values: np.ndarray) -> dict:
+    """Paired differences over seeds (one per seed): their count, mean, 95% t-interval and how many are above 0."""
+    from scipy import stats
+
+    n, mean = len(values), float(values.mean()) if len(values) else np.nan
+    if n > 1 and values.std(ddof=1) > 0:
+        half = float(stats.t.ppf(0.975, n - 1) * values.std(ddof=1) / np.sqrt(n))
+    else:
+        half = np.nan if n < 2 else 0.0
+    return {"seeds": n, "difference": mean, "low": mean - half, "high": mean + half, "won": int((values > 0).sum())}
 
 
 def repair_won(changes: pd.DataFrame) -> bool:
