@@ -21,6 +21,7 @@ ORIENTATION_TAG = 0x0112
 # Formats a browser draws as this loader does (orientation, colour profile, 16 bits, CMYK), so a small one is served
 # as it is; any other (TIFF, ...) is shown through a copy this loader made.
 BROWSER_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".gif", ".webp", ".bmp"})
+MAX_PIXELS = 2 * Image.MAX_IMAGE_PIXELS  # Pillow's refusal; below it hibug reads without its warning (see __init__)
 BACKGROUND = (255, 255, 255)  # transparent pixels are seen over the page: white
 _SRGB = None
 

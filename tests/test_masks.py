@@ -138,9 +138,18 @@ def test_objects_are_matched_by_mask_iou_and_the_settings_remember_it(tmp_path):
     ([[1, 2, 3, 4, 5, 10 ** 400]], "a polygon's coordinates must be finite numbers"),  # no float holds it
     ([[1, 2, 3, 4, 5, True]], "a polygon's coordinates must be finite numbers"),
     ({"size": [10, 10], "counts": [100]}, "its size [10, 10] is not its image's [height, width] = [48, 64]"),
-    ({"size": [H, W], "counts": [5, 6]}, f"its counts cover 11 pixels, not the image's {H * W}"),
+    ({"size": [H, W], "counts": [5, 6]}, f"its counts cover 11 pixels, not the image's {H * W:,}"),
     ({"size": [H, W]}, "a run-length encoding needs 'counts'"),
     ("a disc", "must be a list of polygons"),
+    # geometry bounded by its image before anything is drawn (a far point made the library allocate gigabytes)
+    ([[0, 0, 10, 0, 3e7, 10]], "has a point (3e+07, 10) far outside its image (64 x 48)"),
+    ([[0, 0, 10, 0, 1e308, 10]], "has a point (1e+308, 10) far outside its image (64 x 48)"),
+    ([[0, 0, 10, 0, 10, -49]], "has a point (10, -49) far outside its image"),
+    ([[float(v % 7) for v in range(100_002)]], "has more than 50,000 polygon points; simplify the outline"),
+    ([[-64, -48, 128, 96] * 12_000], "its outline is 4,632,000 pixels long, more than the 2,000,000"),
+    ({"size": [H, W], "counts": "zz"}, "its compressed 'counts' cover 20 pixels, not the image's 3,072"),
+    ({"size": [H, W], "counts": "abc"}, "its compressed 'counts' are not a COCO run-length encoding"),
+    ({"size": [True, W], "counts": [H * W]}, "a run-length encoding needs 'size': [height, width]"),
 ])
 def test_a_bad_mask_is_named_by_file_record_and_field(tmp_path, segmentation, problem):
     truth, results = _files()
@@ -376,3 +385,92 @@ def test_boundary_ious_measured_on_crops_equal_the_librarys_on_whole_images():
     reference = [_library_boundary_iou(f, t) for f, t in zip(found, truth)]
     assert paired.tolist() == pytest.approx(reference, abs=1e-12)
     assert 0 < (paired == 0).sum() < 60 and (paired > 0.5).sum() > 40
+
+
+def test_objects_per_image_are_bounded_in_the_truth_and_the_results(tmp_path):
+    from hibug_core.objects.masks import MAX_OBJECTS_PER_IMAGE
+
+    truth, results = _files()
+    many = [{"id": 1000 + k, "image_id": 2, "category_id": 1, "bbox": [1.0, 1.0, 4.0, 4.0], "iscrowd": 0,
+             "segmentation": [[1, 1, 5, 1, 5, 5]]} for k in range(MAX_OBJECTS_PER_IMAGE + 1)]
+    with pytest.raises(ManifestError, match="image 2 has 10,002 annotations, more than the 10,000 hibug measures"):
+        parse_ground_truth({**truth, "annotations": truth["annotations"] + many}, str(tmp_path / "truth.json"))
+    ground_truth = parse_ground_truth(truth, str(tmp_path / "truth.json"))
+    flood = [{"image_id": 4, "category_id": 1, "bbox": [1.0, 1.0, 3.0, 3.0], "score": 0.5}] * MAX_OBJECTS_PER_IMAGE
+    with pytest.raises(ManifestError, match="image 4 has 10,001 results"):
+        parse_results(results + flood, ground_truth, str(tmp_path / "results.json"), model="m")
+
+
+def test_one_object_without_its_mask_in_a_mask_set_is_named(tmp_path):
+    truth, _ = _files()
+    truth["annotations"][3]["segmentation"] = None
+    with pytest.raises(ManifestError) as raised:
+        parse_ground_truth(truth, str(tmp_path / "truth.json"))
+    assert "annotations[3], field 'segmentation': has no mask, while 18 other objects have one" in str(raised.value)
+    for annotation in truth["annotations"]:  # none at all: a box project, as it says
+        annotation.pop("segmentation")
+    assert not parse_ground_truth(truth, str(tmp_path / "truth.json")).has_masks
+
+
+def test_an_image_larger_than_hibug_reads_is_refused_before_its_masks_are_drawn(tmp_path):
+    truth, _ = _files()
+    truth["images"][0].update(width=100_000, height=100_000)
+    with pytest.raises(ManifestError, match=r"images\[0\], field 'width': 100000 x 100000 is more than the"):
+        parse_ground_truth(truth, str(tmp_path / "truth.json"))
+
+
+def test_a_far_polygon_is_refused_in_bounded_memory(tmp_path):
+    """The polygon that grew a server by 3.4 GB (a vertex at 3e7 px) and a 10 MB polygon: refused, memory flat."""
+    import subprocess
+    import sys
+
+    truth, results = _files()
+    (tmp_path / "truth.json").write_text(json.dumps(truth))
+    far = [{"image_id": 1, "category_id": 1, "score": 0.9, "segmentation": [[0, 0, 10, 0, 3e7, 10]]},
+           {"image_id": 1, "category_id": 1, "score": 0.9, "segmentation": [[float(v % 40) for v in range(1_000_000)]]}]
+    (tmp_path / "results.json").write_text(json.dumps(results + far))
+    script = (
+        "import resource, sys\n"
+        "from hibug_core.errors import ManifestError\n"
+        "from hibug_core.objects.coco import read_ground_truth, read_results\n"
+        "truth = read_ground_truth(sys.argv[1])\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "try:\n    read_results(sys.argv[2], truth)\nexcept ManifestError as error:\n    print(error)\n"
+        "print('grew', (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024, 'MB')\n")
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "truth.json"), str(tmp_path / "results.json")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "far outside its image (64 x 48)" in out.stdout and "more than 50,000 polygon points" in out.stdout
+    assert int(out.stdout.split("grew ")[1].split()[0]) < 300, out.stdout  # the JSON itself: ~100 MB
+
+
+def test_overlaps_of_many_objects_on_one_image_are_worked_in_blocks_with_the_same_result():
+    import pandas as pd
+
+    from hibug_core.objects import geometry
+
+    rng = np.random.default_rng(0)
+    n = 600
+    boxes = np.c_[rng.uniform(0, 500, (n, 2)), rng.uniform(5, 80, (n, 2))]
+    others = pd.DataFrame({"id": np.arange(n), "image_id": 1, "x": boxes[:, 0], "y": boxes[:, 1], "w": boxes[:, 2],
+                           "h": boxes[:, 3]})
+    whole = geometry._largest_cover(boxes, np.ones(n, int), np.arange(n), others)
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr("hibug_core.objects.coco.PAIR_BLOCK", 1000)  # two rows at a time
+        patched.setattr(geometry, "row_blocks", lambda r, c: [slice(s, min(s + 2, r)) for s in range(0, r, 2)])
+        blocked = geometry._largest_cover(boxes, np.ones(n, int), np.arange(n), others)
+    np.testing.assert_array_equal(whole, blocked)
+    assert whole.max() > 0.5
+
+
+@pytest.mark.parametrize("field, problem", [
+    ("iscrowd", "field 'iscrowd': must be 0 or 1; found true"),
+    ("category_id", "field 'category_id': true is not the id of a category"),
+    ("image_id", "field 'image_id': true is not the id of an image"),
+])
+def test_a_yes_no_where_a_coco_number_is_expected_is_refused_in_the_truth(tmp_path, field, problem):
+    truth, _ = _files()
+    truth["annotations"][0][field] = True  # true == 1 in Python: it was read as category, image or crowd 1
+    with pytest.raises(ManifestError) as raised:
+        parse_ground_truth(truth, str(tmp_path / "truth.json"))
+    assert f"annotations[0], {problem}" in str(raised.value)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
 
-from hibug_core.image_loader import as_rgb, seen_size
+from hibug_core.image_loader import MAX_PIXELS, as_rgb, seen_size
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.safe_files import IMAGE_MAX_BYTES, FileRefused, read_checked
 
@@ -29,7 +29,6 @@ def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-MAX_PIXELS = 2 * Image.MAX_IMAGE_PIXELS  # Pillow's refusal; below it hibug reads without its warning (see __init__)
 
 
 def _link_out_of_folder(path: Path) -> str | None:

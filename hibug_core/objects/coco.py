@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -10,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.errors import Issues, ManifestError, RowIssue
+from hibug_core.image_loader import MAX_PIXELS
 from hibug_core.metrics import BACKGROUND  # the label of a false positive: no object of any class is there
 from hibug_core.objects import masks
 from hibug_core.safe_files import TABLE_MAX_BYTES, FileRefused, read_checked
@@ -214,6 +216,9 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
         elif any(v is not None and not (_integer(v) and v > 0) for v in (width, height)):
             issues.add(i, "width" if not (_integer(width) and width > 0) else "height",
                        "must be a positive whole number of pixels", unit="images")
+        elif width and height and width * height > MAX_PIXELS:
+            issues.add(i, "width", f"{width} x {height} is more than the {MAX_PIXELS:,} pixels hibug reads in one "
+                                   "image; downscale it", unit="images")
         else:
             image_rows[iid] = {"file_name": file_name, "width": width, "height": height, "record": i}
             image_records.append({"id": iid, "file_name": file_name, "width": width, "height": height})
@@ -233,14 +238,14 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
             issues.add(i, "id", f"{aid} is given twice (also annotations[{seen_ids[aid]}])", unit="annotations")
             continue
         seen_ids[aid] = i
-        if iid not in image_rows:
+        if not _integer(iid) or iid not in image_rows:  # true == 1 in Python: a yes/no is no id
             issues.add(i, "image_id", f"{_short(iid)} is not the id of an image in 'images'", unit="annotations")
             continue
-        if cid not in categories:
+        if not _integer(cid) or cid not in categories:
             issues.add(i, "category_id", f"{_short(cid)} is not the id of a category in 'categories'",
                        unit="annotations")
             continue
-        if crowd not in (0, 1) or isinstance(crowd, float):
+        if not _integer(crowd) or crowd not in (0, 1):
             issues.add(i, "iscrowd", f"must be 0 or 1; found {_short(crowd)}", unit="annotations")
             continue
         box = _check_box(record, i, "annotations", issues, positive=True)
@@ -291,9 +296,12 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
             clean["num_keypoints"] = int(sum(1 for v in points[2::3] if v > 0))
         annotation_records.append(clean)
         rows.append((aid, iid, cid, *box, float(area), int(crowd), points, tags, i))
-    # 5. Across the file (boxes in pixels, not shares of the image); every problem raised at once; the tables.
+    # 5. Across the file (boxes in pixels, not shares of the image; objects per image bounded; masks for every
+    # object or none); every problem raised at once; the tables.
     if not issues.items and rows and image_rows:
         _check_not_normalised(rows, image_rows, issues)
+        _check_crowded([r[1] for r in rows], "annotations", issues)
+        _check_masks_everywhere(annotation_records, [r[-1] for r in rows], issues)
     if issues.items:
         raise ManifestError(str(path), issues.items, found=issues)
     if not image_rows:
@@ -304,6 +312,28 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
     images.index.name = "image_id"
     dataset = {"images": image_records, "categories": category_records, "annotations": annotation_records}
     return CocoGroundTruth(str(path), dataset, images, categories, keypoints, annotations, skeletons, sigmas)
+
+
+def _check_crowded(image_ids: list, unit: str, issues: Issues) -> None:
+    """An image holding more objects (or results) than hibug measures on one image is refused, named."""
+    image, count = Counter(image_ids).most_common(1)[0]
+    if count > masks.MAX_OBJECTS_PER_IMAGE:
+        issues.add(None, "image_id", f"image {image} has {count:,} {unit}, more than the "
+                                     f"{masks.MAX_OBJECTS_PER_IMAGE:,} hibug measures on one image", unit=unit)
+
+
+def _check_masks_everywhere(records: list[dict], indices: list[int], issues: Issues) -> None:
+    """A ground truth whose objects have masks needs a mask on every object (a mask set where some objects have none
+    would be matched by masks without them); the first few without one are named by their record."""
+    without = [index for record, index in zip(records, indices)
+               if "segmentation" not in record and not record["iscrowd"]]  # a crowd region may go without
+    outlined = sum("segmentation" in record for record in records)
+    if not without or not outlined:
+        return
+    for index in without[:5]:
+        issues.add(index, "segmentation", f"has no mask, while {outlined:,} other objects have "
+                                          "one; give every object its mask (a polygon list or a run-length "
+                                          "encoding), or none for a box project", unit="annotations")
 
 
 def _skeleton(edges, count: int, index: int, issues: Issues) -> list[tuple[int, int]]:
@@ -418,6 +448,8 @@ def parse_results(document, ground_truth: CocoGroundTruth, source: str, *, model
             clean["segmentation"] = segmentation
         records.append(clean)
         rows.append((iid, cid, *box, float(score), points, i))
+    if rows and not issues.items:
+        _check_crowded([r[0] for r in rows], "results", issues)
     if issues.items:
         raise ManifestError(str(path), issues.items, found=issues)
     detections = pd.DataFrame(rows, columns=["image_id", "category_id", "x", "y", "w", "h", "score", "keypoints",
@@ -452,3 +484,13 @@ def positions_by(keys) -> dict:
     ordered = keys[order]
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(keys) else np.zeros(0, np.int64)
     return dict(zip(ordered[starts].tolist(), np.split(order, starts[1:])))
+
+
+PAIR_BLOCK = 1 << 20  # pairs of objects compared at once on one image: dense pair arrays stay ~8 MB each
+
+
+def row_blocks(rows: int, columns: int, budget: int = PAIR_BLOCK) -> list[slice]:
+    """Consecutive blocks of `rows` whose pairs with `columns` stay within `budget`: per-image pair work (overlaps of
+    every object with every other) in bounded memory however many objects an image holds."""
+    step = max(1, budget // max(columns, 1))
+    return [slice(start, min(start + step, rows)) for start in range(0, rows, step)]

@@ -12,7 +12,7 @@ import pandas as pd
 from hibug_core.attributes.measured import Bins
 from hibug_core.attributes.schema import MEASURED, Attribute
 from hibug_core.errors import check_fields
-from hibug_core.objects.coco import positions_by
+from hibug_core.objects.coco import positions_by, row_blocks
 
 COCO_AREA_EDGES = (32.0 ** 2, 96.0 ** 2)  # COCO's small / medium / large areas, square pixels
 
@@ -127,12 +127,15 @@ def _largest_cover(boxes: np.ndarray, image_ids: np.ndarray, own_ids: np.ndarray
         members = by_image.get(image_id)
         if members is None:
             continue
-        a, b = boxes[rows], other_boxes[members]
-        left = np.maximum(a[:, None, 0], b[None, :, 0])
-        top = np.maximum(a[:, None, 1], b[None, :, 1])
-        right = np.minimum(a[:, None, 0] + a[:, None, 2], b[None, :, 0] + b[None, :, 2])
-        bottom = np.minimum(a[:, None, 1] + a[:, None, 3], b[None, :, 1] + b[None, :, 3])
-        inter = np.clip(right - left, 0, None) * np.clip(bottom - top, 0, None)
-        inter[own_ids[rows][:, None] == other_ids[members][None, :]] = 0.0
-        cover[rows] = (inter / np.maximum(a[:, None, 2] * a[:, None, 3], 1e-9)).max(axis=1)
+        b = other_boxes[members]
+        for block in row_blocks(len(rows), len(members)):
+            chosen = rows[block]
+            a = boxes[chosen]
+            left = np.maximum(a[:, None, 0], b[None, :, 0])
+            top = np.maximum(a[:, None, 1], b[None, :, 1])
+            right = np.minimum(a[:, None, 0] + a[:, None, 2], b[None, :, 0] + b[None, :, 2])
+            bottom = np.minimum(a[:, None, 1] + a[:, None, 3], b[None, :, 1] + b[None, :, 3])
+            inter = np.clip(right - left, 0, None) * np.clip(bottom - top, 0, None)
+            inter[own_ids[chosen][:, None] == other_ids[members][None, :]] = 0.0
+            cover[chosen] = (inter / np.maximum(a[:, None, 2] * a[:, None, 3], 1e-9)).max(axis=1)
     return cover

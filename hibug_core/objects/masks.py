@@ -10,38 +10,84 @@ from hibug_core.values import finite_numbers
 
 MASK_FORMS = "a list of polygons [[x1, y1, x2, y2, ...], ...] or a run-length encoding {\"size\": [height, width], " \
              "\"counts\": ...}"
+MAX_MASK_POINTS = 50_000  # polygon points of one mask (COCO's largest masks have a few hundred)
+MAX_MASK_OUTLINE = 2_000_000  # pixels of outline drawn for one mask: the library's polygon drawing holds ~55 bytes a
+# pixel of outline while it draws (measured), so one mask stays near 100 MB whatever its numbers
+POLYGON_SCALE = 5  # the library draws polygons at 5x their pixels (pycocotools' rleFrPoly)
+MAX_OBJECTS_PER_IMAGE = 10_000  # objects or results on one image (COCO's most crowded image has ~100; LVIS' ~800)
 
 
 def segmentation_problem(value, width: int, height: int) -> str | None:
     """Why `value` is not a COCO mask of an image `width` x `height` pixels (None when it is): a polygon needs three
-    points or more of finite numbers; a run-length encoding the image's size and counts that cover it."""
+    points or more of finite numbers within one image size of its image, and an outline hibug can afford to draw; a
+    run-length encoding the image's size and counts that cover it exactly (compressed counts are decoded to check)."""
     if not (width and height):
         return "its image needs its 'width' and 'height' in 'images' (a mask is drawn on them)"
     if isinstance(value, list):
         if not value:
             return f"is empty; give {MASK_FORMS}"
+        points = outline = 0
         for polygon in value:
             if not isinstance(polygon, list) or len(polygon) < 6 or len(polygon) % 2:
                 return "each polygon is a flat list [x1, y1, x2, y2, ...] of three points or more"
+            points += len(polygon) // 2
+            if points > MAX_MASK_POINTS:
+                return f"has more than {MAX_MASK_POINTS:,} polygon points; simplify the outline"
             if not finite_numbers(polygon):
                 return "a polygon's coordinates must be finite numbers (pixels)"
+            xy = np.asarray(polygon, dtype=np.float64).reshape(-1, 2)
+            far = (xy[:, 0] < -width) | (xy[:, 0] > 2 * width) | (xy[:, 1] < -height) | (xy[:, 1] > 2 * height)
+            if far.any():
+                x, y = xy[np.flatnonzero(far)[0]]
+                return (f"has a point ({x:.6g}, {y:.6g}) far outside its image ({width} x {height}); polygons are in "
+                        "the pixels of the image the record's width and height describe")
+            outline += _outline_pixels(xy)
+        if outline > MAX_MASK_OUTLINE:
+            return (f"its outline is {outline:,} pixels long, more than the {MAX_MASK_OUTLINE:,} hibug draws for one "
+                    "mask; simplify it")
         return None
     if isinstance(value, dict):
         size, counts = value.get("size"), value.get("counts")
-        if not (isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) for v in size)):
+        if not (isinstance(size, list) and len(size) == 2 and all(_whole(v) for v in size)):
             return "a run-length encoding needs 'size': [height, width]"
         if list(size) != [height, width]:
             return f"its size {size} is not its image's [height, width] = [{height}, {width}]"
         if isinstance(counts, list):
-            if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+            if not all(_whole(c) and c >= 0 for c in counts):
                 return "uncompressed 'counts' must be whole numbers, 0 or more"
             if sum(counts) != size[0] * size[1]:
-                return f"its counts cover {sum(counts)} pixels, not the image's {size[0] * size[1]}"
+                return f"its counts cover {sum(counts):,} pixels, not the image's {size[0] * size[1]:,}"
             return None
         if isinstance(counts, str) and counts:
-            return None
+            return _compressed_problem(counts, height, width)
         return "a run-length encoding needs 'counts' (a compressed string or a list of run lengths)"
     return f"must be {MASK_FORMS}"
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _outline_pixels(xy: np.ndarray) -> int:
+    """Points the library walks to draw the closed polygon `xy` (k, 2): along each edge's longer side, at its scale."""
+    steps = np.abs(np.rint(POLYGON_SCALE * np.roll(xy, -1, axis=0)) - np.rint(POLYGON_SCALE * xy)).max(axis=1)
+    return int(steps.sum() // POLYGON_SCALE) + len(xy)
+
+
+def _compressed_problem(counts: str, height: int, width: int) -> str | None:
+    """Why compressed run lengths do not cover an image of height x width exactly (None when they do), read by the
+    library without drawing a pixel."""
+    from faster_coco_eval import mask_api_new_cpp
+
+    try:
+        runs = mask_api_new_cpp.toUncompressedRLE([{"size": [height, width], "counts": counts.encode()}])[0]["counts"]
+    except (RuntimeError, ValueError, UnicodeError):
+        return "its compressed 'counts' are not a COCO run-length encoding"
+    runs = np.asarray(runs, dtype=np.int64)
+    if (runs < 0).any() or int(runs.sum()) != height * width:
+        return (f"its compressed 'counts' cover {int(runs.clip(0).sum()):,} pixels, not the image's "
+                f"{height * width:,}; encode the mask at its image's size")
+    return None
 
 
 def encoded(value, width: int, height: int) -> dict:

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.errors import ConfigError, check_fields
-from hibug_core.objects.coco import CocoGroundTruth, CocoResults, boxes, positions_by
+from hibug_core.objects.coco import CocoGroundTruth, CocoResults, boxes, positions_by, row_blocks
 from hibug_core.objects.coco_evaluation import evaluated
 from hibug_core.objects.keypoint_errors import CODES, KEYPOINT_ERRORS, Skeleton, fixed_results, type_people
 
@@ -550,45 +550,48 @@ def _outcomes(ground_truth: CocoGroundTruth, results: CocoResults, matched: dict
     explained_by = np.full(n_obj, -1, dtype=np.int64)  # TIDE: a miss covered by a classification/localization error
     object_masks = ([record.get("segmentation") for record in by_id(ground_truth, objects["id"].to_numpy())]
                     if iou_type == "segm" else None)  # by position among the objects
-    for image_id, fps in fp_by_image.items():
-        fps = fps[np.argsort(-det_score[fps], kind="mergesort")]
+    for image_id, image_fps in fp_by_image.items():
+        image_fps = image_fps[np.argsort(-det_score[image_fps], kind="mergesort")]
         members = obj_by_image.get(image_id, np.zeros(0, np.int64))
         if len(members) == 0:
-            det_error[fps] = "background"
+            det_error[image_fps] = "background"
             continue
-        overlap = (_mask_overlaps(ground_truth, results, object_masks, fps, members, int(image_id))
-                   if object_masks is not None else box_iou(det_boxes[fps], obj_boxes[members]))
-        same_class = det_class[fps][:, None] == obj_class[members][None, :]
-        same_overlap = overlap
-        if keypoint_evaluator is not None:
-            same_overlap = np.zeros_like(overlap)
-            member_ids = objects["id"].to_numpy()[members]
-            for category in np.unique(det_class[fps]):
-                same_overlap += _library_oks(keypoint_evaluator, int(image_id), int(category), kept, fps, member_ids)
-        same = np.where(same_class, same_overlap, 0.0)
-        other = np.where(same_class, 0.0, overlap)
-        for row, record in enumerate(fps):
-            best_same, best_other = same[row].max(), other[row].max()
-            target = None
-            if best_same >= t:
-                det_error[record], target = "duplicate", int(same[row].argmax())
-            elif best_other >= t:
-                det_error[record], target = "classification", int(other[row].argmax())
-            elif best_same >= t_b:
-                det_error[record], target = "localization", int(same[row].argmax())
-            elif best_other >= t_b:
-                det_error[record], target = "both", int(other[row].argmax())
-            else:
-                det_error[record] = "background"
-            nearest = int(overlap[row].argmax())
-            nearest_label[record] = names[int(obj_class[members[nearest]])]
-            det_iou[record] = overlap[row, nearest] if target is None else (
-                same[row, target] if det_error[record] in ("duplicate", "localization") else other[row, target])
-            if target is not None:
-                det_object[record] = int(objects["id"].iat[members[target]])
-                i = members[target]
-                if det_error[record] != "duplicate" and obj_detection[i] < 0 and explained_by[i] < 0:
-                    explained_by[i] = record  # the highest-scoring error that covers the missed object
+        for block in row_blocks(len(image_fps), len(members)):  # in score order: the first error covers a miss
+            fps = image_fps[block]
+            overlap = (_mask_overlaps(ground_truth, results, object_masks, fps, members, int(image_id))
+                       if object_masks is not None else box_iou(det_boxes[fps], obj_boxes[members]))
+            same_class = det_class[fps][:, None] == obj_class[members][None, :]
+            same_overlap = overlap
+            if keypoint_evaluator is not None:
+                same_overlap = np.zeros_like(overlap)
+                member_ids = objects["id"].to_numpy()[members]
+                for category in np.unique(det_class[fps]):
+                    same_overlap += _library_oks(keypoint_evaluator, int(image_id), int(category), kept, fps,
+                                                 member_ids)
+            same = np.where(same_class, same_overlap, 0.0)
+            other = np.where(same_class, 0.0, overlap)
+            for row, record in enumerate(fps):
+                best_same, best_other = same[row].max(), other[row].max()
+                target = None
+                if best_same >= t:
+                    det_error[record], target = "duplicate", int(same[row].argmax())
+                elif best_other >= t:
+                    det_error[record], target = "classification", int(other[row].argmax())
+                elif best_same >= t_b:
+                    det_error[record], target = "localization", int(same[row].argmax())
+                elif best_other >= t_b:
+                    det_error[record], target = "both", int(other[row].argmax())
+                else:
+                    det_error[record] = "background"
+                nearest = int(overlap[row].argmax())
+                nearest_label[record] = names[int(obj_class[members[nearest]])]
+                det_iou[record] = overlap[row, nearest] if target is None else (
+                    same[row, target] if det_error[record] in ("duplicate", "localization") else other[row, target])
+                if target is not None:
+                    det_object[record] = int(objects["id"].iat[members[target]])
+                    i = members[target]
+                    if det_error[record] != "duplicate" and obj_detection[i] < 0 and explained_by[i] < 0:
+                        explained_by[i] = record  # the highest-scoring error that covers the missed object
     found = obj_detection >= 0
     obj_error[~found] = "missed"
     explained = ~found & (explained_by >= 0)
