@@ -58,6 +58,48 @@ def inside(path: str | Path, folder: str | Path) -> bool:
     return real == home or real.startswith(home.rstrip(os.sep) + os.sep)
 
 
+def folder_within(root: str | Path, folder: str | Path) -> Path:
+    """`folder` (inside `root`) made where missing, one level at a time, with no link on the way from `root`: every
+    write of a project (thumbnails, arrays, logs) lands inside it, never through a link to elsewhere. Raises
+    FileRefused naming the link."""
+    root, folder = Path(root), Path(folder)
+    try:
+        parts = folder.relative_to(root).parts
+    except ValueError:
+        raise FileRefused(f"{folder} is not inside {root}; hibug writes only inside a project") from None
+    if ".." in parts:
+        raise FileRefused(f"{folder} leads out of {root}; hibug writes only inside a project")
+    root.mkdir(parents=True, exist_ok=True)  # the project itself: whoever named it chose where it is
+    current = root
+    for part in parts:
+        current = current / part
+        try:
+            os.mkdir(current)
+            continue
+        except FileExistsError:
+            pass
+        info = os.lstat(current)
+        if stat.S_ISLNK(info.st_mode):
+            raise FileRefused(f"{current} is a link; hibug writes only inside the project, never through a link "
+                              "(replace the link with a folder)")
+        if not stat.S_ISDIR(info.st_mode):
+            raise FileRefused(f"{current} is {_kind(info.st_mode)} where hibug keeps a folder")
+    return folder
+
+
+def open_for_append(path: str | Path) -> io.BufferedWriter:
+    """`path` opened to append to (made if missing), refusing a link in its place (FileRefused): a log is never
+    written through a link planted where it goes."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.fdopen(os.open(path, flags, 0o644), "ab")
+    except OSError:
+        if os.path.islink(path):
+            raise FileRefused(f"{path} is a link; hibug writes only inside the project, never through a link") \
+                from None
+        raise
+
+
 def open_checked(path: str | Path, *, max_bytes: int, what: str = "a file") -> io.BufferedReader:
     """`path` opened for reading once it is known to be a regular file of at most `max_bytes` (checked on the open
     file itself, so nothing can be swapped in between). Raises FileRefused saying what is wrong."""

@@ -2,13 +2,32 @@
 from __future__ import annotations
 
 import os
+import stat
 import uuid
 from pathlib import Path
 
 from hibug_core.image_loader import ImageUnreadable, open_image, shown_as_stored
-from hibug_core.safe_files import IMAGE_MAX_BYTES, FileRefused, check_regular, inside
+from hibug_core.safe_files import IMAGE_MAX_BYTES, FileRefused, check_regular, folder_within, inside
 
 THUMBS_DIR = "thumbs"
+
+
+def read_only_pictures(project_folder: Path) -> Path:
+    """Where the thumbnails of a project opened read-only are kept: a cache of this account's outside the project,
+    one folder per project (a read-only server writes nothing into a project)."""
+    import hashlib
+    import tempfile
+
+    key = hashlib.blake2b(os.path.realpath(project_folder).encode(), digest_size=12).hexdigest()
+    account = os.getuid() if hasattr(os, "getuid") else 0
+    cache = Path(tempfile.gettempdir()) / f"hibug-pictures-{account}"
+    cache.mkdir(mode=0o700, exist_ok=True)
+    info = os.lstat(cache)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != account:  # a link, a file, or another account's folder
+        raise FileRefused(f"{cache} is not a folder of this account's; remove it")
+    folder = cache / key
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
 
 
 def thumbnail_path(project_folder: Path, content_hash: str, size: int) -> Path:
@@ -36,12 +55,13 @@ def ensure_thumbnail(project_folder: Path, image_path: Path, content_hash: str, 
     if as_stored and max(small.size) <= size:
         return Path(image_path)
     small.thumbnail((size, size))
-    return _written(small, target, "JPEG", quality=85)
+    return _written(small, project_folder, target, "JPEG", quality=85)
 
 
-def _written(image, target: Path, image_format: str, **options) -> Path:
-    """`image` saved at `target` whole or not at all (another process may be making the same copy)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+def _written(image, project_folder: Path, target: Path, image_format: str, **options) -> Path:
+    """`image` saved at `target` whole or not at all (another process may be making the same copy), in a folder of
+    the project's own (never through a link leading out: FileRefused)."""
+    folder_within(project_folder, target.parent)
     temporary = target.with_name(f".{uuid.uuid4().hex}.tmp")
     image.save(temporary, image_format, **options)
     os.replace(temporary, target)
@@ -66,4 +86,4 @@ def ensure_enlarged(project_folder: Path, image_path: Path, content_hash: str, f
 
     image = open_image(image_path)
     large = image.resize((image.width * factor, image.height * factor), Image.Resampling.NEAREST)
-    return _written(large, target, "PNG")
+    return _written(large, project_folder, target, "PNG")

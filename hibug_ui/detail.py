@@ -84,12 +84,12 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
             image = project.served_image(row["image_path"])
             if pd.notna(row.get("box_x")):  # an object: its whole image with its boxes
                 picture = picture_of(row, keypoint_skeleton(project).get("limbs", ()))
-                image = ensure_object_picture(project.folder, image, row["content_hash"], picture, size=512,
+                image = ensure_object_picture(project.pictures_folder, image, row["content_hash"], picture, size=512,
                                               whole=True)
             elif factor > 1:  # a small image: its own pixels, each a block, so it is not lost in the dialog
-                image = ensure_enlarged(project.folder, image, row["content_hash"], factor)
+                image = ensure_enlarged(project.pictures_folder, image, row["content_hash"], factor)
             elif not shown_as_stored(image):  # a format browsers do not draw (TIFF...): the loader's copy
-                image = ensure_thumbnail(project.folder, image, row["content_hash"], size=DETAIL_SIZE)
+                image = ensure_thumbnail(project.pictures_folder, image, row["content_hash"], size=DETAIL_SIZE)
             st.image(str(image), width="content", output_format="PNG")  # as large as it is, at most the column's width
         except (OSError, ValueError, TypeError, HibugError):
             st.caption("image not available")

@@ -5,6 +5,7 @@ import contextlib
 import dataclasses
 import json
 import os
+from pathlib import Path
 from urllib.parse import unquote
 
 import pandas as pd
@@ -50,7 +51,11 @@ def open_project(folder: str) -> Project:
     read-only server, so not even a bug could write). Called with the folder alone, always: a second Project on the
     same database in this process would read its file header and, closing it, drop the locks SQLite holds for the
     first (POSIX locks are per process), so a job's worker could then delete the WAL the server writes to."""
-    return Project.open(folder, read_only=True if server_policy().read_only else None)
+    policy = server_policy()
+    project = Project.open(folder, read_only=True if policy.read_only else None)
+    reach = policy.reach()
+    project.served_within = None if reach is None else tuple(Path(root) for root in reach.roots)
+    return project
 
 
 # Every cached read below is keyed by project_state: the one signal that changes with any stored change.

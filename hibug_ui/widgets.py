@@ -50,9 +50,9 @@ def _picture(project: Project, row: pd.Series):
     """An image's thumbnail, or for an object its crop with the true and predicted boxes drawn."""
     image = project.served_image(row["image_path"])
     if pd.notna(row.get("box_x")):
-        return ensure_object_picture(project.folder, image, row["content_hash"],
+        return ensure_object_picture(project.pictures_folder, image, row["content_hash"],
                                      picture_of(row, keypoint_skeleton(project).get("limbs", ())))
-    return ensure_thumbnail(project.folder, image, row["content_hash"],
+    return ensure_thumbnail(project.pictures_folder, image, row["content_hash"],
                             original_size=(int(row["width"]), int(row["height"])))
 
 

@@ -118,6 +118,92 @@ def test_links_leading_out_of_a_projects_stores_are_not_read(tmp_path):
     assert (outside / "shadow").read_text() == "secret"
 
 
+def test_no_write_of_a_project_goes_through_a_link_leading_out(tmp_path):
+    """A thumbnails, arrays, columns or logs folder linked out of the project: refused, nothing written there."""
+    from hibug_core.objects.crops import ObjectPicture, ensure_object_picture
+    from hibug_core.safe_files import FileRefused, folder_within, open_for_append
+    from hibug_core.store.arrays import ArrayStore
+    from hibug_core.thumbnails import ensure_enlarged, ensure_thumbnail
+
+    project, outside = tmp_path / "project", tmp_path / "outside"
+    project.mkdir(), outside.mkdir()
+    image = tmp_path / "big.png"
+    Image.new("RGB", (300, 200), (10, 20, 30)).save(image)
+    (project / "thumbs").mkdir()
+    (project / "thumbs" / "128").symlink_to(outside)  # the case found: thumbs/128 leading out of the root
+    (project / "arrays").symlink_to(outside)
+    with pytest.raises(FileRefused, match="is a link; hibug writes only inside the project"):
+        ensure_thumbnail(project, image, "ab" * 16, 128)
+    (project / "thumbs" / "x4").symlink_to(outside)
+    with pytest.raises(FileRefused, match="is a link"):
+        ensure_enlarged(project, image, "ab" * 16, 4)
+    (project / "thumbs" / "objects").symlink_to(outside)
+    with pytest.raises(FileRefused, match="is a link"):
+        ensure_object_picture(project, image, "ab" * 16, ObjectPicture((1.0, 1.0, 20.0, 20.0), None, "near miss"))
+    with pytest.raises(FileRefused, match="is a link"):
+        ArrayStore(project / "arrays").save("tags/run-1", x=np.arange(3))
+    with pytest.raises(FileRefused, match="hibug writes only inside a project"):
+        folder_within(project, project / ".." / "outside")
+    (project / "jobs").mkdir()
+    (project / "jobs" / "job-1.log").symlink_to(outside / "log")
+    with pytest.raises(FileRefused, match="is a link"):
+        open_for_append(project / "jobs" / "job-1.log")
+    assert list(outside.iterdir()) == []
+
+
+def _big_image_project(tmp_path: Path) -> Path:
+    from hibug_core.store.project import Project
+    from hibug_core.tasks import load_manifest
+
+    images = tmp_path / "data"
+    images.mkdir()
+    for i, colour in enumerate([(200, 0, 0), (0, 200, 0), (0, 0, 200)]):
+        Image.new("RGB", (400, 300), colour).save(images / f"{i}.png")  # larger than a thumbnail: one is made
+    (images / "manifest.csv").write_text("image,label,prediction,split\n0.png,red,red,val\n1.png,green,red,val\n"
+                                         "2.png,blue,blue,val\n")
+    folder = tmp_path / "projects" / "shapes"
+    Project.create_from_manifest(folder, load_manifest(images / "manifest.csv")).close()
+    return folder
+
+
+def _files_of(folder: Path) -> dict[str, int]:
+    """Every entry of a project and when it last changed, less SQLite's shared-memory index (-shm), which every
+    reader of a WAL database maps and stamps, read-only readers too: it holds no data."""
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in folder.rglob("*") if p.suffix != ".sqlite-shm"}
+
+
+def test_a_read_only_server_writes_nothing_into_a_project(tmp_path, monkeypatch):
+    from page_support import open_page, serve
+
+    folder = _big_image_project(tmp_path)
+    before = _files_of(folder)
+    serve(monkeypatch, project=folder, read_only=True, data_roots=(tmp_path / "data",))
+    at = open_page(monkeypatch, "app.py", None)
+    assert not at.exception
+    shown = at.get("image")
+    assert shown, "the Overview shows its sample images"
+    assert _files_of(folder) == before  # its thumbnails were made outside the project
+
+
+def test_a_served_project_shows_files_only_inside_the_servers_data_roots(tmp_path):
+    from hibug_core.errors import ProjectError
+    from hibug_core.store.project import Project
+
+    folder = _big_image_project(tmp_path)
+    project = Project.open(folder)
+    with project.engine.begin() as connection:  # a database that names / as its data root (crafted or moved)
+        from sqlalchemy import text
+
+        connection.execute(text("UPDATE data_roots SET path = '/'"))
+    secret = Path("/etc/hostname") if Path("/etc/hostname").exists() else Path("/etc/passwd")
+    assert project.served_image(str(secret)) == secret.resolve()  # one's own machine: the project's word goes
+    project.served_within = (tmp_path / "data", folder.parent)  # a shared server's data roots and projects
+    with pytest.raises(ProjectError, match="outside this server's data roots; not shown"):
+        project.served_image(str(secret))
+    assert project.served_image(str(tmp_path / "data" / "0.png")) == (tmp_path / "data" / "0.png").resolve()
+    project.close()
+
+
 # ----- 3. every named file is checked before it is read -------------------------------------------------------------
 def _in_time(function, seconds: float = 20):
     """function() run in a thread; its result, or a failure when it has not returned in `seconds` (a hang)."""

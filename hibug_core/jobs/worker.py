@@ -16,6 +16,7 @@ from hibug_core.access import Role, current_reach, require
 from hibug_core.errors import HibugError
 from hibug_core.jobs.queue import JobQueue
 from hibug_core.jobs.store import JobCancelled, create_job, finish_job, get_job, mark_running, report_progress
+from hibug_core.safe_files import folder_within, open_for_append
 from hibug_core.store.audit import author_name
 
 logger = logging.getLogger(__name__)
@@ -50,12 +51,11 @@ def submit(project, op, *, author: str | None = None, resumed_from: int | None =
     ticket = queue.admit(author, project.folder) if queue is not None else None
     try:
         job_id = create_job(project, op.kind, params, author=author, resumed_from=resumed_from)
-        log_dir = Path(project.folder) / LOG_DIR
-        log_dir.mkdir(exist_ok=True)
+        log_dir = folder_within(project.folder, Path(project.folder) / LOG_DIR)  # never through a link
         reach = current_reach()  # a job typed on a shared dashboard reaches what its starter may, and no more
         environment = {**os.environ, **(secrets or {}), **(queue.worker_environment(ticket) if queue else {}),
                        **(reach.with_roots(project.folder).to_environment() if reach is not None else {})}
-        with open(log_dir / f"job-{job_id}.log", "ab") as log:
+        with open_for_append(log_dir / f"job-{job_id}.log") as log:
             process = subprocess.Popen([sys.executable, "-m", "hibug_core.jobs.worker", str(project.folder),
                                         str(job_id)], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        start_new_session=True, cwd=str(project.folder), env=environment)

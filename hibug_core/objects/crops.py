@@ -15,6 +15,7 @@ import numpy as np
 
 from hibug_core.image_loader import open_image
 from hibug_core.objects.coco import UNLABELLED
+from hibug_core.safe_files import folder_within, inside
 from hibug_core.thumbnails import THUMBS_DIR
 
 TRUE_BOX = (37, 99, 235)  # blue: where the object is
@@ -190,10 +191,10 @@ def ensure_object_picture(project_folder: Path, image_path: Path, content_hash: 
     """Path of the picture's PNG, made on first use and kept under the project's thumbnails."""
     target = Path(project_folder) / THUMBS_DIR / "objects" / content_hash[:2] / (
         picture.key(content_hash, size, margin, whole) + ".png")
-    if target.exists():
+    if target.exists() and inside(target, project_folder):  # a link leading out is made again, replacing it
         return target
     shown = render_picture(open_image(image_path), picture, size=size, margin=margin, whole=whole)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    folder_within(project_folder, target.parent)  # never through a link leading out of the project
     temporary = target.with_name(f".{uuid.uuid4().hex}.tmp")
     shown.save(temporary, "PNG")
     os.replace(temporary, target)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from hibug_core.errors import ProjectError
-from hibug_core.safe_files import inside
+from hibug_core.safe_files import folder_within, inside
 
 logger = logging.getLogger(__name__)
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
@@ -88,7 +88,7 @@ class ArrayStore:
 
     def stage(self, name: str, **arrays: np.ndarray) -> StagedArrays:
         final = self.path(name)
-        final.parent.mkdir(parents=True, exist_ok=True)
+        folder_within(self.root.parent, final.parent)  # in the project's own folders, never through a link
         temporary = temporary_beside(final)
         try:
             with open(temporary, "wb") as handle:
@@ -171,7 +171,7 @@ class ArrayStore:
             if name in mine:
                 continue
             source, target = other.path(name), self.path(name)
-            target.parent.mkdir(parents=True, exist_ok=True)
+            folder_within(self.root.parent, target.parent)
             try:
                 os.link(source, target)
             except OSError:

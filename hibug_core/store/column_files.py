@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hibug_core.safe_files import inside
+from hibug_core.safe_files import folder_within, inside
 from hibug_core.store.arrays import remove_temporaries, temporary_beside
 
 if TYPE_CHECKING:  # pandas and pyarrow are imported when a table is read: `hibug info` reads none
@@ -83,7 +83,7 @@ class ColumnFiles:
             table = pa.Table.from_pandas(_dictionary_encoded(frame, list(objects)), preserve_index=True)
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), _VERSION: version.encode(),
                                                    _OBJECTS: json.dumps(objects).encode()})
-            self.root.mkdir(parents=True, exist_ok=True)
+            folder_within(self.root.parent, self.root)  # in the project's own folder, never through a link
             with pa.OSFile(str(temporary), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
                 writer.write_table(table)
             os.replace(temporary, path)

@@ -97,6 +97,9 @@ class Project:
         self.arrays = ArrayStore(self.folder / ARRAYS_DIR, read_only=read_only)
         self.columns = ColumnFiles(self.folder / COLUMNS_DIR, read_only=read_only)
         self._identity = uuid.uuid4().hex  # keys this instance's entries in IMPORT_TABLES
+        # The folders a server lets it show files from (its data roots and projects; None: one's own machine). The
+        # data roots a project's database names are its own word, so a served one is held to the server's as well.
+        self.served_within: tuple[Path, ...] | None = None
 
     # ----- opening and creating -------------------------------------------------------------
     @classmethod
@@ -576,7 +579,20 @@ class Project:
             roots = [Path(os.path.realpath(root)) for root in self._roots(connection).values()]
         if not image_path or not any(real.is_relative_to(root) for root in roots):
             raise ProjectError(f"{image_path} leads outside the project's image folders (to {real}); not shown")
+        if self.served_within is not None and not any(real.is_relative_to(os.path.realpath(root))
+                                                      for root in self.served_within):
+            logger.warning("refused to show %r: outside this server's data roots", str(real)[:200])
+            raise ProjectError("this image lies outside this server's data roots; not shown (start the server with "
+                               "--data-root naming its folder)")
         return real
+
+    @property
+    def pictures_folder(self) -> Path:
+        """The folder whose thumbs/ holds this project's thumbnails and crops: the project itself, or, opened
+        read-only, a cache of this account's outside it (nothing is written into a read-only project)."""
+        from hibug_core.thumbnails import read_only_pictures
+
+        return read_only_pictures(self.folder) if self.read_only else self.folder
 
     def image_path(self, sample_id: int) -> Path:
         """The image file of a sample; always inside one of the project's data roots."""
