@@ -538,3 +538,99 @@ def test_embedding_stores_its_work_every_few_seconds_not_only_every_4096_images(
     parts = list((colour_project.folder / "arrays" / "embeddings").rglob("part-*.npz"))
     assert len(parts) == 3, "6 distinct images in batches of 2: one part per batch when each takes longer"
     assert EmbedConfig().save_every_s <= 5.0
+
+
+def _distinct_images(folder, n: int, name: str):
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        if not (folder / f"{i}.png").exists():
+            Image.new("RGB", (4, 4), (i % 256, (i // 256) % 256, 160)).save(folder / f"{i}.png")
+    return folder
+
+
+def _manifest_rows(folder, rows: range, name: str):
+    path = folder / name
+    path.write_text("image,label,prediction\n" + "".join(f"{i}.png,a,{'ab'[i % 2]}\n" for i in rows))
+    return path
+
+
+def test_a_checkpoint_stopped_by_a_full_disk_is_not_called_damage(tmp_path, capsys):
+    """An import on a nearly full disk: committed whole in the write-ahead log, whose copy into the database file (the
+    checkpoint) the disk stopped half-way. The file is shorter than its header says, and whole with its log: every
+    command reads it, `info --check` passes, and the first write where there is room finishes the checkpoint."""
+    import os
+    import shutil
+    import subprocess
+
+    from hibug_core.store.project import Project
+
+    data = _distinct_images(tmp_path / "data", 8000, "")
+    first, rest = _manifest_rows(data, range(500), "first.csv"), _manifest_rows(data, range(500, 8000), "rest.csv")
+    # 1. The sizes, where there is room: the database before and after the import.
+    assert main(["new", str(tmp_path / "roomy"), "--manifest", str(first)]) == 0
+    before = (tmp_path / "roomy" / "hibug.sqlite").stat().st_size
+    assert main(["import", str(tmp_path / "roomy"), "--manifest", str(rest)]) == 0
+    grown = (tmp_path / "roomy" / "hibug.sqlite").stat().st_size - before
+    # 2. A disk with room for the import's log (about its growth) but not for copying it all into the file as well.
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    size = (before + 2 * grown + grown // 10) // 1024 + 64
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}k", "tmpfs", str(disk)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs is not allowed here")
+    try:
+        assert main(["new", str(disk / "p"), "--manifest", str(first)]) == 0
+        assert main(["import", str(disk / "p"), "--manifest", str(rest)]) == 0
+        database = disk / "p" / "hibug.sqlite"
+        header = database.read_bytes()[:100]
+        pages = int.from_bytes(header[28:32], "big") * int.from_bytes(header[16:18], "big")
+        assert database.stat().st_size < pages, "the checkpoint was cut short by the full disk"
+        capsys.readouterr()
+        assert main(["info", str(disk / "p")]) == 0
+        assert "val: 8000" in capsys.readouterr().out
+        assert main(["info", str(disk / "p"), "--check"]) == 0
+        assert "the store is whole" in capsys.readouterr().out
+        shutil.copytree(disk / "p", tmp_path / "moved")  # to a disk with room
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+    with Project.open(tmp_path / "moved") as project:  # a writable open finishes the checkpoint
+        assert project.describe()["splits"] == {"val": 8000}
+    assert not os.path.exists(tmp_path / "moved" / "hibug.sqlite-wal") or \
+        os.path.getsize(tmp_path / "moved" / "hibug.sqlite-wal") == 0
+
+
+def test_a_write_is_refused_once_the_whole_check_found_damage(demo_copy, capsys):
+    """`info --check` (SQLite's integrity check) finds what the quick check before a write misses (an index whose
+    entries disagree with its table): every later write is refused, in any process, until a whole check passes."""
+    import sqlite3
+
+    database = demo_copy / "hibug.sqlite"
+    connection = sqlite3.connect(database)
+    connection.execute("PRAGMA writable_schema = ON")  # the index now claims another column than it holds
+    connection.execute("UPDATE sqlite_master SET sql = 'CREATE INDEX ix_samples_split ON samples (label)' "
+                       "WHERE name = 'ix_samples_split'")
+    connection.commit()
+    connection.close()
+    with sqlite3.connect(database) as connection:
+        assert connection.execute("PRAGMA quick_check").fetchall() == [("ok",)]  # the quick check sees nothing
+    before = database.read_bytes()
+    assert main(["info", str(demo_copy), "--check"]) == 1
+    assert "missing from index ix_samples_split" in capsys.readouterr().out
+    assert (demo_copy / "hibug.sqlite.damaged").exists()
+    assert main(["attributes", "edit", str(demo_copy), "color", "--rename", "colour"]) == 2
+    err = capsys.readouterr().err
+    assert "the project's database is damaged (found by `hibug info --check`" in err and "Traceback" not in err
+    assert database.read_bytes() == before
+
+
+def test_a_dropped_table_fails_the_whole_check_and_later_writes(demo_copy, capsys):
+    import sqlite3
+
+    with sqlite3.connect(demo_copy / "hibug.sqlite") as connection:
+        connection.execute("DROP TABLE saved_views")
+    assert main(["info", str(demo_copy), "--check"]) == 1
+    assert "damaged: database: the table saved_views hibug keeps is missing" in capsys.readouterr().out
+    assert main(["attributes", "edit", str(demo_copy), "color", "--rename", "colour"]) == 2
+    assert "the table saved_views hibug keeps is missing" in capsys.readouterr().err

@@ -40,10 +40,18 @@ class StoreDamaged(ProjectError):
 
 
 def is_damage(error: BaseException) -> bool:
-    """Whether a database error says the file itself is damaged (not busy, locked or full)."""
+    """Whether a database error says the file itself is damaged (not busy, locked or full); pandas' readers wrap
+    the driver's error in one of their own, which is looked through."""
+    if _pandas_wrapped(error):
+        error = error.__cause__
     if not isinstance(error, (DatabaseError, sqlite3.DatabaseError)):  # a raw cursor's own error is sqlite3's
         return False
     return any(sign in _driver_words(error) for sign in DAMAGE_SIGNS)
+
+
+def _pandas_wrapped(error: BaseException) -> bool:
+    return type(error).__module__.startswith("pandas") and isinstance(error.__cause__, (DatabaseError,
+                                                                                         sqlite3.DatabaseError))
 
 
 def _driver_words(error: BaseException) -> str:
@@ -72,13 +80,44 @@ def integrity_problems(engine: Engine, *, whole: bool = True, limit: int = 20) -
                 if line != "ok" and not line.startswith("***")]  # "*** in database main ***": a heading
     if problems:
         _DAMAGED.add(str(engine.url))
+    if whole:
+        mark_damage(engine, problems)
     return problems
+
+
+def damage_mark(engine: Engine) -> Path | None:
+    """The file beside a SQLite database that says its last whole check (`hibug info --check`) found damage: every
+    process then refuses to write to it, although its own quick check before a write sees less (None: a server
+    database, which checks itself)."""
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+        return None
+    path = Path(database.removeprefix("file:"))
+    return path.with_name(path.name + ".damaged")
+
+
+def mark_damage(engine: Engine, problems: list[str]) -> None:
+    """Leave the damage_mark (the problems found) where a whole check found damage; remove it where none."""
+    mark = damage_mark(engine)
+    if mark is None:
+        return
+    try:
+        if problems:
+            mark.write_text("\n".join(problems[:20]) + "\n", encoding="utf-8")
+        else:
+            mark.unlink(missing_ok=True)
+    except OSError:  # a read-only folder: this process knows (_DAMAGED), others check again
+        pass
 
 
 def _refuse_damaged(engine: Engine) -> None:
     """Before this process first writes to a SQLite database: check it whole (quick_check), so that a write never
     lands in a damaged file just because it touched none of the damaged pages."""
     url = str(engine.url)
+    mark = damage_mark(engine)
+    if mark is not None and mark.exists():
+        found = mark.read_text(encoding="utf-8", errors="replace").splitlines()[:2]
+        raise StoreDamaged(f"found by `hibug info --check`: {'; '.join(found)}")
     if url not in _CHECKED and engine.dialect.name == "sqlite":
         problems = integrity_problems(engine, whole=False, limit=3)
         _CHECKED.add(url)
@@ -306,9 +345,9 @@ def read_connection(engine: Engine) -> Iterator[Connection]:
         with engine.connect() as connection:
             with connection.begin():
                 yield connection
-    except (DatabaseError, sqlite3.DatabaseError) as error:
+    except Exception as error:  # the driver's, SQLAlchemy's or pandas' wrapping of them
         if is_damage(error):
-            raise _damaged(engine, error) from None
+            raise _damaged(engine, error.__cause__ if _pandas_wrapped(error) else error) from None
         raise
 
 

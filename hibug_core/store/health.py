@@ -2,17 +2,45 @@
 array file read through, each problem named with what it makes unavailable and what to do."""
 from __future__ import annotations
 
+import functools
 import zipfile
 
-from sqlalchemy import text
+from sqlalchemy import inspect, text
+from sqlalchemy.exc import DatabaseError
 
 from hibug_core.store.arrays import DamagedArraysError
-from hibug_core.store.db import StoreDamaged, integrity_problems, read_connection
+from hibug_core.store.db import StoreDamaged, integrity_problems, make_engine, mark_damage, read_connection
+
+
+@functools.cache
+def hibug_tables() -> frozenset[str]:
+    """The tables a project's database holds at this hibug's schema: what the migrations make of an empty one."""
+    from hibug_core.store.migrations import migrate
+
+    engine = make_engine("sqlite://")
+    try:
+        migrate(engine)
+        return frozenset(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def missing_tables(engine) -> list[str]:
+    """The tables hibug needs that the database lacks (dropped by hand or by another program)."""
+    try:
+        present = set(inspect(engine).get_table_names())
+    except DatabaseError as error:
+        return [f"its tables cannot be listed ({getattr(error, 'orig', None) or error})"]
+    return sorted(hibug_tables() - present)
 
 
 def project_problems(project) -> list[str]:
     """Everything found wrong with `project`'s store, one line each; [] when it is whole."""
     problems = [f"database: {line}" for line in integrity_problems(project.engine)]
+    missing = [f"database: the table {name} hibug keeps is missing" for name in missing_tables(project.engine)]
+    if missing:
+        problems += missing
+        mark_damage(project.engine, problems)  # refused by every later write, as damage SQLite finds is
     if problems:
         return problems + ["the database is damaged: restore the folder from a backup, or create the project again "
                            "with `hibug new` (`sqlite3 hibug.sqlite .recover` may save part of it)"]

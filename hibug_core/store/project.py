@@ -115,9 +115,9 @@ class Project:
         if db_url is None:
             if not database.exists():
                 raise ProjectError(f"{folder} is not a hibug project (no {DB_FILE}); create one with `hibug new`")
-            if os.path.realpath(database) not in OPEN_DATABASES:  # see OPEN_DATABASES
-                check_sqlite_file(database)
             writable = os.access(folder, os.W_OK) and os.access(database, os.W_OK)
+            if os.path.realpath(database) not in OPEN_DATABASES:  # see OPEN_DATABASES
+                check_sqlite_file(database, writable=writable and read_only is not True)
             probe = make_engine(sqlite_url(database.resolve(), read_only=True))  # looked at before any write
             try:
                 pending = pending_migrations(probe)
