@@ -15,6 +15,7 @@ GiB = 1 << 30
 IMAGE_MAX_BYTES = 512 * MiB  # one image file (a 100-megapixel PNG is ~300 MB)
 TABLE_MAX_BYTES = 4 * GiB  # a manifest, a COCO or results JSON file (COCO's own train2017 instances: ~450 MB)
 MODEL_MAX_BYTES = 64 * GiB  # one file of a model: a checkpoint, or a file in a model's folder
+READ_CHUNK = 8 * MiB  # what a file that grows while it is read is read on by
 MODEL_FOLDER_ENTRIES = 10_000  # a model's folder holds a few dozen files; more is not a model folder
 
 
@@ -129,12 +130,16 @@ def read_checked(path: str | Path, *, max_bytes: int, what: str = "a file") -> b
     it is read. Raises FileRefused."""
     with open_checked(path, max_bytes=max_bytes, what=what) as handle:
         try:
-            data = handle.read(max_bytes + 1)
+            data = handle.read(os.fstat(handle.fileno()).st_size)  # what the file holds, not the cap: allocated
+            more, total = [], len(data)  # as read, so a small file never asks for the cap's memory
+            while total <= max_bytes and (chunk := handle.read(min(READ_CHUNK, max_bytes + 1 - total))):
+                more.append(chunk)
+                total += len(chunk)
         except OSError as error:
             raise FileRefused(f"cannot read the file ({error.strerror or error})") from None
-    if len(data) > max_bytes:
+    if total > max_bytes:
         raise FileRefused(f"grew past the {_size(max_bytes)} hibug reads as {what} while it was read")
-    return data
+    return data + b"".join(more) if more else data
 
 
 def check_regular(path: str | Path, *, max_bytes: int, what: str = "a file") -> Path:

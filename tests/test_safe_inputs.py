@@ -267,6 +267,34 @@ def test_hibug_new_refuses_dev_zero_and_a_fifo_within_seconds(tmp_path):
     assert not (tmp_path / "p").exists()
 
 
+def test_hibug_new_runs_under_an_address_space_limit_and_reads_no_image_whole_before_its_header(tmp_path):
+    """`ulimit -v 4000000` (a container without overcommit): every read allocates what it reads, never the cap; 16
+    sparse 500 MB files named as images are refused by their header, memory flat."""
+    images = tmp_path / "data"
+    images.mkdir()
+    for i, colour in enumerate([(200, 0, 0), (0, 200, 0), (0, 0, 200)]):
+        Image.new("RGB", (32, 32), colour).save(images / f"{i}.png")
+    (images / "m.csv").write_text("image,label,prediction\n0.png,red,red\n1.png,green,red\n2.png,blue,blue\n")
+    for i in range(16):
+        with open(images / f"sparse-{i}.png", "wb") as handle:
+            handle.truncate(500 * (1 << 20))
+    (images / "sparse.csv").write_text("image,label,prediction\n" + "".join(f"sparse-{i}.png,a,a\n"
+                                                                          for i in range(16)))
+    hibug = ("import resource, sys\nfrom hibug_core.cli import main\ncode = main(sys.argv[1:])\n"
+             "print('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, file=sys.stderr)\n"
+             "sys.exit(code)\n")
+    limited = f"ulimit -v 4000000 && exec {sys.executable} -c \"$0\" new"
+    run = subprocess.run(["bash", "-c", f"{limited} {tmp_path / 'p'} --manifest {images / 'm.csv'}", hibug],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "created" in run.stdout, run.stderr[-2000:]
+    run = subprocess.run(["bash", "-c", f"{limited} {tmp_path / 'q'} --manifest {images / 'sparse.csv'}", hibug],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and "Traceback" not in run.stderr and "MemoryError" not in run.stderr, run.stderr
+    assert run.stderr.count("not an image, or a format Pillow cannot read") == 16
+    peak = int(run.stderr.split("peak ")[1].split()[0])
+    assert peak < 600, f"peak {peak} MB"  # was 3.8 GB: each file was read whole before its header was looked at
+
+
 # ----- 4. every CSV export neutralises formula cells; people's words take the stored form ---------------------------
 def test_the_csv_writer_neutralises_formulas_and_keeps_numbers():
     from hibug_core.csv_export import csv_text, neutralised
