@@ -216,6 +216,15 @@ def test_an_imported_detector_is_recorded_by_the_command_and_each_bad_input_is_n
     with Project.open(folder, read_only=True) as project:
         assert recorded_model(project, MODEL) is None  # nothing stored by a refusal
     document["categories"] = json.loads(Path(training).read_text())["categories"]
+    classifier = f"shape-cnn:{Path(__file__).resolve().parents[1] / 'assets' / 'demo_shape_cnn.pt'}"
+    assert main(["record", str(folder), MODEL, "--spec", classifier, "--training", training]) == 2
+    assert ("judges whole images, but this project's objects need a model that draws box (detection)"
+            in capsys.readouterr().err)
+    escaping = json.loads(json.dumps(document))
+    escaping["images"][0]["file_name"] = "../../../../../../../../etc/passwd"
+    (elsewhere / "escaping.json").write_text(json.dumps(escaping))
+    assert main(["record", str(folder), MODEL, "--spec", spec, "--training", str(elsewhere / "escaping.json")]) == 2
+    assert "1 of the images escaping.json names lie outside its folder (e.g. '../../../" in capsys.readouterr().err
     (wrong_classes.parent / "train.json").write_text(json.dumps(document))  # right classes, but no images beside it
     assert main(["record", str(folder), MODEL, "--spec", spec, "--training", str(wrong_classes)]) == 2
     assert "of the images train.json names are not beside it" in capsys.readouterr().err

@@ -477,8 +477,34 @@ def test_a_second_model_on_other_ground_truth_or_under_a_taken_name_is_refused(t
     assert main(["import", str(tmp_path / "p"), "--models-only", "--coco", str(more_truth), "--results",
                  f"n={results['m']}"]) == 2
     assert "'images/one.png#object-9' is not in the project" in capsys.readouterr().err
+    # the same objects, but not the same truth: a box moved 10 px, a crowd region moved or added
+    moved = json.loads(json.dumps(truth_json))
+    moved["annotations"][0]["bbox"][0] += 10
+    crowd_moved = json.loads(json.dumps(truth_json))
+    crowd_moved["annotations"][3]["bbox"][1] += 20
+    crowd_added = json.loads(json.dumps(truth_json))
+    crowd_added["annotations"].append({"id": 9, "image_id": 1, "category_id": 2, "bbox": [0, 40, 60, 60],
+                                       "area": 3600, "iscrowd": 1})
+    for name, changed, said in (
+            ("moved", moved, "'images/one.png#object-1': its box [20.0, 10.0, 40.0, 40.0] is [10.0, 10.0, 40.0, 40.0] "
+                             "in the project; give the ground-truth file the project was made from"),
+            ("crowd-moved", crowd_moved, "the crowd regions of image 'images/one.png' are not the project's"),
+            ("crowd-added", crowd_added, "the crowd regions of image 'images/one.png' are not the project's")):
+        changed_file, _ = _write(tmp_path / name, changed, {})
+        assert main(["import", str(tmp_path / "p"), "--models-only", "--coco", str(changed_file), "--results",
+                     f"n={results['m']}"]) == 2, name
+        assert said in capsys.readouterr().err, name
+    # a matching setting other than the project's
+    assert main(["import", str(tmp_path / "p"), "--models-only", "--coco", str(truth_file), "--results",
+                 f"n={results['m']}", "--iou-threshold", "0.7"]) == 2
+    assert "--iou-threshold: this project's objects were matched with 0.5" in capsys.readouterr().err
     with Project.open(tmp_path / "p") as project:  # nothing changed
         assert project.models() == ["m"] and project.samples("m").equals(stored)
+    # the same results under another name: added, and said
+    assert main(["import", str(tmp_path / "p"), "--models-only", "--coco", str(truth_file), "--results",
+                 f"n={results['m']}"]) == 0
+    assert "warning: the outputs of 'n' are exactly those of 'm' (the same results under two names?)" in \
+        capsys.readouterr().out
 
 
 # ----- the per-row object manifest ------------------------------------------------------------------------------

@@ -77,12 +77,13 @@ def cmd_new(args) -> int:
             manifest = _load_coco(args, report)
         else:
             manifest = load_manifest(args.manifest, default_model=args.model_name, progress=report)
+        summary = None
         if getattr(args, "models_only", False):
             with Project.open(args.project) as project:
-                project.add_model_outputs(manifest)
+                summary = project.add_model_outputs(manifest)
         elif args.command == "import":
             with Project.open(args.project) as project:
-                project.import_manifest(manifest)
+                summary = project.import_manifest(manifest)
         else:
             Project.create_from_manifest(args.project, manifest, name=args.name).close()
     finally:
@@ -108,7 +109,7 @@ def cmd_new(args) -> int:
         print(f"ignored columns (not in the data contract): {', '.join(manifest.ignored_columns)}")
     for note in manifest.notes:
         print(f"changed to the stored form: {note}")
-    for warning in manifest.warnings:
+    for warning in manifest.warnings + (summary.warnings if summary is not None else []):
         print(f"warning: {warning}")
     return 0
 
@@ -134,7 +135,16 @@ def _load_coco(args, report):
     if args.task and task and args.task != task:
         raise HibugError(f"--task: this project holds {task} samples; import {args.task} samples into a project of "
                          "their own")
-    config = stored_match_config(stored, iou_threshold=args.iou_threshold, keypoint_sigmas=sigmas)
+    given = {"iou_threshold": args.iou_threshold, "keypoint_sigmas": sigmas}
+    if stored:  # the project's objects were matched so: a model added otherwise would not be compared alike
+        kept = stored_match_config(stored)
+        for name, value in given.items():
+            if value is not None and value != getattr(kept, name):
+                flag = "--" + name.replace("_", "-")
+                raise HibugError(f"{flag}: this project's objects were matched with {getattr(kept, name)}, and every "
+                                 "model added to it is matched alike (its figures are compared with the others'); "
+                                 f"leave {flag} out, or make a project of its own for other settings")
+    config = stored_match_config(stored, **given)
     return load_coco(args.coco, results, images_dir=args.images_dir, split=args.split, match_config=config,
                      geometry=geometry, labelled=not args.unlabelled, task=task or args.task, progress=report)
 

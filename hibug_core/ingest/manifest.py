@@ -68,6 +68,8 @@ class ValidatedManifest:
     warnings: list[str] = field(default_factory=list, kw_only=True)  # what was kept as given but may be a mistake
     measured_with: str | None = field(default=None, kw_only=True)  # the settings its measured tags were binned with
     # (objects: hibug_core.objects.geometry.GeometryConfig), kept by the project at the first import
+    crowd_regions: dict[str, str] | None = field(default=None, kw_only=True)  # labelled objects: image key -> its
+    # crowd regions as JSON (hibug_core.tasks.object_import.crowd_regions), what a model added later is checked by
 
     def __post_init__(self) -> None:
         predicted = [pd.unique(pd.Series(outputs.prediction, dtype=object)) for outputs in self.models.values()]

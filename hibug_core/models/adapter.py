@@ -24,6 +24,8 @@ class ModelUnderTest(ABC):
     spec: str
     classes: list[str]
     network: object
+    draws: tuple[str, ...] = ()  # the shapes its outputs draw, as a task's (hibug_core.tasks.base.Task.shapes);
+    # none: it judges whole images
 
     @abstractmethod
     def predict(self, images: list, *, network=None, progress: ProgressCallback = no_progress) -> list:

@@ -96,6 +96,7 @@ class ObjectModelAdapter(ModelUnderTest):
             return levels[list(levels)[-1]].mean(dim=(2, 3)).cpu().numpy().astype(np.float32)
 
     needs: tuple[str, str] | None = None  # the TrainingSet field the family learns from beside boxes, and its name
+    draws = ("box",)
 
     def fine_tune(self, data: TrainingSet, new: TrainingSet, *, lam: float | None, tune,
                   progress: ProgressCallback = no_progress, **options):
@@ -161,6 +162,7 @@ class SceneKeypoints(ObjectModelAdapter):
         self.network, self.classes, self.keypoints, self.config = load_keypoint_model(checkpoint)
 
     needs = ("keypoints", "keypoints")
+    draws = ("keypoints", "box")
 
     def _train(self, data: TrainingSet, new: TrainingSet, config, progress: ProgressCallback, lam: float):
         from hibug_core.models.zoo.scene_keypoints import train_keypoint_model
@@ -191,6 +193,7 @@ class SceneMasks(ObjectModelAdapter):
         self.network, self.classes, self.config = load_mask_model(checkpoint)
 
     needs = ("masks", "masks (COCO's 'segmentation')")
+    draws = ("mask", "box")
 
     def _train(self, data: TrainingSet, new: TrainingSet, config, progress: ProgressCallback, lam: float):
         from hibug_core.models.zoo.scene_masks import train_mask_model

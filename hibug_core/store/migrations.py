@@ -189,6 +189,11 @@ MIGRATIONS: tuple[Migration, ...] = (
               run=lambda connection: _add_columns(connection, {
                   "samples": ("mask_json TEXT",),
                   "object_outcomes": ("pred_mask_json TEXT", "boundary_iou DOUBLE PRECISION")})),
+    Migration(15, "objects: each labelled image's crowd regions as its ground truth gave them (a model added later is "
+                  "matched against the same truth); per model a digest of its outputs (the same outputs under two "
+                  "names are told)",
+              ("CREATE TABLE IF NOT EXISTS truth_images (image_key TEXT PRIMARY KEY, crowd_json TEXT NOT NULL)",),
+              lambda connection: _add_columns(connection, {"models": ("outputs_digest TEXT",)})),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -10,7 +10,7 @@ import json
 import logging
 import os
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -79,6 +79,7 @@ class ImportSummary:
     models: list[str]
     attributes: list[str]
     ignored_columns: list[str]
+    warnings: list[str] = field(default_factory=list)  # kept as given, but perhaps a mistake
 
 
 class Project:
@@ -244,13 +245,14 @@ class Project:
                     contextlib.ExitStack() as loading:
                 if models_only:
                     stored = pd.read_sql_query(text(
-                        "SELECT id, sample_key, label, split, object_kind, owner, image_key FROM samples"), connection,
-                        index_col="sample_key")
+                        f"SELECT id, sample_key, label, split, object_kind, owner, image_key, {TRUTH_COLUMNS} "
+                        "FROM samples"), connection, index_col="sample_key")
                     positions = pd.Index(stored.index).get_indexer(keys)
                     already = {name: set(read_columns(  # the samples each model has outputs on already
                         connection, "SELECT p.sample_id FROM predictions p JOIN models m ON m.id = p.model_id "
                         "WHERE m.name = ?", (name,))["sample_id"].tolist()) for name in manifest.models}
                     found = _outputs_only_issues(manifest, stored, positions, already)
+                    _crowd_issues(connection, manifest, found)
                     if found.items:
                         raise ManifestError(manifest.source, sorted(found.items, key=lambda x: x.row or 0),
                                             found=found)
@@ -298,8 +300,20 @@ class Project:
                     sample_ids = np.where(new, -1, existing.to_numpy(np.int64)[positions]).astype(np.int64)
                     sample_ids[new] = _inserted_ids(connection, import_id, keys[new])
                 id_of = dict(zip(keys.tolist(), sample_ids.tolist())) if also is not None else {}
+                if manifest.crowd_regions and not models_only:
+                    insert_columns(connection, "truth_images", {
+                        "image_key": np.array(list(manifest.crowd_regions), dtype=object),
+                        "crowd_json": np.array(list(manifest.crowd_regions.values()), dtype=object)},
+                        len(manifest.crowd_regions))
+                warnings = []
                 for name, outputs in manifest.models.items():
-                    model_id = self._model_id(connection, name, outputs.classes)
+                    digest = _outputs_digest(samples["image_path"].to_numpy(object), outputs)
+                    twin = connection.execute(text("SELECT name FROM models WHERE outputs_digest = :d AND name <> :n"),
+                                              {"d": digest, "n": name}).scalar()
+                    if twin is not None:
+                        warnings.append(f"the outputs of '{name}' are exactly those of '{twin}' (the same results "
+                                        "under two names?); compare models that differ")
+                    model_id = self._model_id(connection, name, outputs.classes, digest)
                     predicted = np.array([p is not None for p in outputs.prediction], dtype=bool)  # objects: a
                     # false positive of one model has no prediction of another
                     _insert_predictions(connection, model_id, sample_ids[predicted],
@@ -330,8 +344,10 @@ class Project:
                 record_audit(connection, author, "import", f"import:{import_id}", None,
                             {"source": manifest.source, "rows": added, "models": list(manifest.models)})
         logger.info("imported %d rows from %s as import #%d", added, manifest.source, import_id)
+        for warning in warnings:
+            logger.warning("%s", warning)
         return ImportSummary(import_id, manifest.n_rows, list(manifest.models), list(manifest.known_tags),
-                             manifest.ignored_columns)
+                             manifest.ignored_columns, warnings)
 
     def add_model_outputs(self, manifest, *, author: str | None = None, note: dict | None = None) -> ImportSummary:
         """Add the models of a validated manifest whose rows are in the project already (matched by id, or by image
@@ -342,11 +358,13 @@ class Project:
         split). Nothing is written unless all of it is."""
         return self.import_manifest(manifest, author=author, kind="models", models_only=True, note=note)
 
-    def _model_id(self, connection: Connection, name: str, classes: list[str] | None) -> int:
+    def _model_id(self, connection: Connection, name: str, classes: list[str] | None,
+                  digest: str | None = None) -> int:
         row = connection.execute(text("SELECT id, classes_json FROM models WHERE name = :n"), {"n": name}).first()
         if row is None:
-            connection.execute(text("INSERT INTO models (name, classes_json, created_at) VALUES (:n, :c, :t)"),
-                               {"n": name, "c": json.dumps(classes) if classes else None, "t": now()})
+            connection.execute(text("INSERT INTO models (name, classes_json, created_at, outputs_digest) "
+                                    "VALUES (:n, :c, :t, :d)"),
+                               {"n": name, "c": json.dumps(classes) if classes else None, "t": now(), "d": digest})
             return int(connection.execute(text("SELECT id FROM models WHERE name = :n"), {"n": name}).scalar_one())
         if classes and row[1] and json.loads(row[1]) != classes:
             raise ProjectError(f"model '{name}' was imported before with classes {json.loads(row[1])}, "
@@ -699,6 +717,10 @@ def _outputs_only_issues(manifest, stored, positions: np.ndarray, predicted: dic
         found.add_rows(known[np.flatnonzero(differs)], column, lambda i, theirs=theirs, ours=ours: (
             f"'{ours[np.searchsorted(known, i)]}' differs from the project's '{theirs[np.searchsorted(known, i)]}' "
             "for this sample; the models are compared on the stored labels and splits"))
+    if owners is not None:  # the file's true objects are the project's, where it has them
+        for row, what in _truth_differences(manifest, stored, positions):
+            found.add(row, "annotations", f"'{rows['sample_key'].iat[row]}': {what}; give the ground-truth file the "
+                      "project was made from (models are compared on the same objects)")
     if owners is not None:  # every stored true object of the file's images must be in the file
         images = set(manifest.objects["image_key"])
         ours = set(rows["sample_key"].to_numpy(object)[pd.isna(owners)])
@@ -711,6 +733,69 @@ def _outputs_only_issues(manifest, stored, positions: np.ndarray, predicted: dic
                       "objects)")
         found.total += max(len(missing) - found.cap, 0)
     return found
+
+
+TRUTH_COLUMNS = "box_x, box_y, box_w, box_h, keypoints_json, mask_json"  # what a true object is, besides its class
+
+
+def _outputs_digest(images: np.ndarray, outputs) -> str:
+    """A digest of one model's outputs in an import (on each image: prediction, confidence, score, in any order):
+    equal for the same outputs under another name."""
+    import hashlib
+
+    import pandas as pd
+
+    given = np.array([p is not None for p in outputs.prediction], dtype=bool)
+    rows = pd.DataFrame({"image": np.asarray(images, dtype=object)[given],
+                         "prediction": np.asarray(outputs.prediction, dtype=object)[given],
+                         "confidence": np.round(np.asarray(outputs.confidence, float)[given], 9),
+                         "score": np.round(np.asarray(outputs.score, float)[given], 9)})
+    hashed = np.sort(pd.util.hash_pandas_object(rows, index=False).to_numpy())  # one number a row, in any order
+    return hashlib.blake2b(hashed.tobytes(), digest_size=16).hexdigest()
+
+
+def _truth_differences(manifest, stored, positions: np.ndarray) -> list[tuple[int, str]]:
+    """(row, what differs) for each true object of the manifest whose box, keypoints or mask is not the stored one:
+    models are compared only on the same truth."""
+    import pandas as pd
+
+    rows = np.flatnonzero((positions >= 0) & manifest.objects["owner"].isna().to_numpy())
+    if not len(rows):
+        return []
+    theirs = stored.iloc[positions[rows]]
+    ours = manifest.objects.iloc[rows]
+    box = np.c_[[ours[c].to_numpy(float) for c in ("box_x", "box_y", "box_w", "box_h")]].T
+    kept = np.c_[[theirs[c].to_numpy(float) for c in ("box_x", "box_y", "box_w", "box_h")]].T
+    moved = ~np.isclose(box, kept, rtol=0, atol=1e-6).all(axis=1)
+    out = [(int(r), f"its box {np.round(box[k], 2).tolist()} is {np.round(kept[k], 2).tolist()} in the project")
+           for k, r in enumerate(rows) if moved[k]]
+    for column, what in (("keypoints_json", "its keypoints"), ("mask_json", "its mask")):
+        if column not in ours:
+            continue
+        mine, kept_text = ours[column].to_numpy(object), theirs[column].to_numpy(object)
+        for k, r in enumerate(rows):
+            a, b = mine[k], kept_text[k]
+            if not moved[k] and (pd.isna(a) != pd.isna(b) or (not pd.isna(a) and json.loads(a) != json.loads(b))):
+                out.append((int(r), f"{what} differ{'s' if what.endswith('mask') else ''} from the project's"))
+    return sorted(out)
+
+
+def _crowd_issues(connection: Connection, manifest, found: Issues) -> None:
+    """The images of a models-only import whose crowd regions are not those the project's ground truth gave (where
+    the project kept them: images imported since it does)."""
+    if not manifest.crowd_regions:
+        return
+    keys = list(manifest.crowd_regions)
+    kept = {}
+    for start in range(0, len(keys), 500):
+        chunk = keys[start:start + 500]
+        kept.update(connection.execute(text("SELECT image_key, crowd_json FROM truth_images WHERE image_key IN "
+                                            f"({', '.join(f':k{i}' for i in range(len(chunk)))})"),
+                                       {f"k{i}": k for i, k in enumerate(chunk)}).all())
+    for key in sorted(k for k in keys if k in kept and kept[k] != manifest.crowd_regions[k])[:found.cap]:
+        found.add(None, "annotations", f"the crowd regions of image '{key}' are not the project's: give the "
+                  "ground-truth file the project was made from (a detection on a crowd region is ignored, so the "
+                  "models would be matched against other truths)")
 
 
 def _set_task(connection: Connection, task: str) -> None:

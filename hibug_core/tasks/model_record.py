@@ -10,7 +10,9 @@ from hibug_core.errors import HibugError
 from hibug_core.models.object_models import ObjectModelAdapter
 from hibug_core.models.registry import ModelLoadError, absolute_spec, load_model
 from hibug_core.objects.coco import read_ground_truth
+from hibug_core.safe_files import inside
 from hibug_core.store.recorded_models import RecordedModel, record_model
+from hibug_core.tasks.registry import task_named
 
 
 class RecordError(HibugError):
@@ -41,6 +43,12 @@ def record_model_files(project, name: str, spec: str, training: str | Path | Non
     except ModelLoadError as error:
         raise RecordError(f"'{spec}' does not load: {error}") from None
     objects = isinstance(adapter, ObjectModelAdapter)
+    task = task_named(project.task) if project.task else None
+    if task is not None and adapter.draws[:1] != task.shapes[:1]:  # it must give what the project's samples are
+        says = f"draws {' and '.join(adapter.draws)}" if adapter.draws else "judges whole images"
+        wanted = (f"draws {' and '.join(task.shapes)}" if task.shapes else "judges whole images")
+        raise RecordError(f"'{spec}' {says}, but this project's {task.nouns.samples} need a model that {wanted} "
+                          f"({task.name}): record the network that gave '{name}'s outputs")
     if objects and training is None:
         raise RecordError(f"'{name}' is a model of objects: give the COCO file of the annotations it was trained on "
                           "(--training TRAIN.json); a repair fine-tunes from them")
@@ -53,6 +61,10 @@ def record_model_files(project, name: str, spec: str, training: str | Path | Non
         if missing:
             raise RecordError(f"{path} has no category for the model's classes {', '.join(missing)}: give the "
                               "annotations the model was trained on")
+        outside = [n for n in truth.images["file_name"] if not inside(path.parent / n, path.parent)]
+        if outside:  # read beside it, never elsewhere through '..', an absolute path or a link
+            raise RecordError(f"{len(outside)} of the images {path.name} names lie outside its folder (e.g. "
+                              f"{outside[0]!r}): name them relative to {path.parent}, inside it")
         absent = [n for n in truth.images["file_name"] if not (path.parent / n).is_file()]
         if absent:
             raise RecordError(f"{len(absent)} of the images {path.name} names are not beside it (e.g. "

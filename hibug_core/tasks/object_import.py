@@ -240,7 +240,22 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
         values[given.index.to_numpy()] = given[name].where(given[name].notna(), None).to_numpy(object)
         known_tags[name] = values.tolist()
     return ValidatedManifest(truth.source, samples, models, known_tags, [], "image", object_columns, evaluations,
-                             task=task, measured_with=geometry.to_json())
+                             task=task, measured_with=geometry.to_json(),
+                             crowd_regions=crowd_regions(truth, sorted(set(rows["image_id"]))))
+
+
+def crowd_regions(truth: CocoGroundTruth, image_ids: list) -> dict[str, str]:
+    """Each image's crowd regions (class, box, mask as stored), by image key (its file name), as one JSON text: they
+    are no samples, yet a detection on one is ignored, so a model added later must be matched against the same."""
+    crowd = truth.annotations[truth.annotations["iscrowd"] == 1]
+    records = {record["id"]: record for record in truth.dataset["annotations"] if record["iscrowd"]}
+    regions: dict[int, list] = {int(i): [] for i in image_ids}
+    for aid, iid, cid, x, y, w, h in crowd[["id", "image_id", "category_id", "x", "y", "w", "h"]].itertuples(
+            index=False):
+        if int(iid) in regions:
+            regions[int(iid)].append([truth.categories[cid], [x, y, w, h], records[aid].get("segmentation")])
+    names = truth.images["file_name"]
+    return {names.at[iid]: json.dumps(sorted(found, key=json.dumps)) for iid, found in regions.items()}
 
 
 NO_SKELETONS = {"keypoint_types": None, "keypoint_similarity_json": None, "pred_keypoints_json": None}
