@@ -14,6 +14,7 @@ from hibug_ui.navigation import PAGES, STEP_PAGES
 from hibug_ui.objects_overview import object_overview
 from hibug_ui.plots import literal_values
 from hibug_ui.predict import predict_panel
+from hibug_ui.removal_panel import removal_panel
 from hibug_ui.state import (
     chosen_folder,
     current_model,
@@ -87,6 +88,7 @@ def overview() -> None:
             st.warning(step.warning, icon=":material/warning:")
 
     predict_panel(project, user, expanded=model is None)
+    removal_panel(project)
     if model is None:
         st.warning(f"This project has no model outputs yet: run your model on its {nouns.samples} (above), or import a "
                    "manifest with a 'prediction' column.")

@@ -46,6 +46,13 @@ class TaggingError(HibugError):
     """Tagging that could not be done; tags already stored are kept."""
 
 
+def unreadable_images(paths: list, kept: str) -> str:
+    """What to say of images a run could not read: how many, one of them, how to fix or remove them, what was kept."""
+    return (f"{len(paths)} image(s) could not be read, e.g. {paths[0]}; fix the file, or remove such samples with "
+            f"`hibug remove PROJECT --unreadable` (or the Overview's Remove samples), and run again ({kept} are "
+            "stored)")
+
+
 @dataclass(frozen=True)
 class RowIssue:
     """One problem in one cell of a manifest; row is 1-based over data rows (the header is not counted). In a JSON

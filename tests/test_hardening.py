@@ -641,3 +641,101 @@ def test_a_dropped_table_fails_the_whole_check_and_later_writes(demo_copy, capsy
     assert "damaged: database: the table saved_views hibug keeps is missing" in capsys.readouterr().out
     assert main(["attributes", "edit", str(demo_copy), "color", "--rename", "colour"]) == 2
     assert "the table saved_views hibug keeps is missing" in capsys.readouterr().err
+
+
+def _junk_pixels_png(path) -> None:
+    """A PNG whose every chunk's checksum is right but whose pixel data cannot be decoded."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", 32, 32, 8, 2, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x07" * 10))
+                     + chunk(b"IEND", b""))
+
+
+@pytest.fixture
+def project_with_a_junk_png(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(4):
+        _image(data / f"{i}.png", (i * 60, 90, 160), size=(32, 32))
+    _junk_pixels_png(data / "bad.png")
+    (data / "m.csv").write_text("image,label,prediction\n0.png,a,a\n1.png,a,b\n2.png,b,b\n3.png,b,b\nbad.png,a,a\n")
+    assert main(["new", str(tmp_path / "p"), "--manifest", str(data / "m.csv")]) == 0
+    assert main(["attributes", "propose", str(tmp_path / "p"), "--purpose", "colours"]) == 0
+    return tmp_path / "p"
+
+
+def test_an_image_that_imports_but_cannot_be_decoded_is_named_then_removed(project_with_a_junk_png, capsys):
+    """A PNG with valid checksums and junk pixels passes the import's check; tagging then names it and says how to
+    remove it (it died with a KeyError, forever), `hibug remove --unreadable` removes it, and tagging finishes."""
+    from hibug_core.store.project import Project
+
+    folder = str(project_with_a_junk_png)
+    capsys.readouterr()
+    assert main(["tag", folder, "--encoder", "tiny-open_clip"]) == 2
+    err = capsys.readouterr().err
+    assert "1 image(s) could not be read, e.g. " in err and "bad.png" in err and "Traceback" not in err
+    assert "`hibug remove PROJECT --unreadable`" in err
+    assert main(["remove", folder, "--unreadable"]) == 0
+    out = capsys.readouterr().out
+    assert "unreadable: " in out and "bad.png: corrupt or truncated image data" in out
+    assert "removed 1 sample from" in out
+    assert main(["tag", folder, "--encoder", "tiny-open_clip"]) == 0
+    assert main(["info", folder, "--check"]) == 0
+    with Project.open(folder) as project:
+        assert project.split_counts() == {"val": 4}
+        described = project.describe()["scores"][0]  # the per-split aggregate follows: 3 of 4 right
+        assert (described["n"], described["mean_score"]) == (4, 0.75)
+        assert "remove samples" in project.audit_log()["action"].tolist()
+    assert main(["remove", folder, "--sample", "nowhere.png"]) == 2
+    assert "--sample: no sample 'nowhere.png' in this project" in capsys.readouterr().err
+
+
+def test_removing_an_objects_image_removes_all_its_objects_and_their_outcomes(detection_demo, tmp_path):
+    import shutil
+
+    from hibug_core.store.project import Project
+
+    folder = tmp_path / "det"
+    shutil.copytree(detection_demo, folder)
+    with Project.open(folder) as project:
+        objects = project.objects()
+        image = objects["image_key"].iloc[0]
+        same = objects.index[objects["image_key"] == image]
+        assert len(same) > 1
+        key = project.samples().loc[same[0], "sample_key"]
+        before = len(project.samples())
+    assert main(["remove", str(folder), "--sample", key]) == 0
+    with Project.open(folder) as project:
+        assert len(project.samples()) == before - len(same)
+        assert not project.objects()["image_key"].eq(image).any()
+        model = project.models()[0]
+        assert project.objects(model).index.isin(same).sum() == 0
+    assert main(["info", str(folder), "--check"]) == 0
+
+
+def test_the_overview_finds_and_removes_unreadable_images(project_with_a_junk_png, monkeypatch):
+    from page_support import open_page
+
+    from hibug_core.store.project import Project
+
+    at = open_page(monkeypatch, "app.py", project_with_a_junk_png)
+    assert not at.exception
+    at.button(key="removal_find").click().run()
+    assert any("1 image(s) cannot be read" in w.value and "bad.png" in w.value for w in at.warning)
+    at.button(key="removal_unreadable").click().run()
+    assert not at.exception
+    with Project.open(project_with_a_junk_png) as project:
+        assert project.split_counts() == {"val": 4}
+    first = project_with_a_junk_png.parent / "data" / "0.png"
+    at.text_area(key="removal_named").input(f"{first}\nnot-there.png").run()
+    at.button(key="removal_named_submit").click().run()
+    assert [e.value for e in at.error] == ["No sample 'not-there.png' in this project; nothing was removed."]
+    at.text_area(key="removal_named").input(str(first)).run()
+    at.button(key="removal_named_submit").click().run()
+    with Project.open(project_with_a_junk_png) as project:
+        assert project.split_counts() == {"val": 3}

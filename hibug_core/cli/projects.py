@@ -188,6 +188,49 @@ def cmd_record(args) -> int:
     return 0
 
 
+def _remove_arguments(parser) -> None:
+    parser.add_argument("project", help="project folder")
+    parser.add_argument("--sample", action="append", default=[], metavar="KEY",
+                        help="a sample to remove, by its key (as the dashboard's Details show it) or its image's "
+                             "path (every sample of that image); repeatable")
+    parser.add_argument("--unreadable", action="store_true",
+                        help="remove every sample whose image cannot be decoded (each image is read once)")
+
+
+def cmd_remove(args) -> int:
+    from hibug_core.store.project import Project
+    from hibug_core.store.removal import remove_samples, samples_of_images, unreadable_samples
+
+    if not args.sample and not args.unreadable:
+        raise HibugError("say what to remove: --sample KEY (repeatable) or --unreadable")
+    report, close = progress_bar()
+    try:
+        with Project.open(args.project) as project:
+            ids, reasons = [], []
+            if args.sample:
+                samples = project.samples()
+                by_key = dict(zip(samples["sample_key"].to_numpy(object).tolist(), samples.index.tolist()))
+                by_image = dict(zip(samples["image_path"].map(lambda p: str(Path(p).resolve())), samples.index))
+                chosen = [by_key.get(k, by_image.get(str(Path(k).expanduser().resolve()))) for k in args.sample]
+                if None in chosen:
+                    raise HibugError(f"--sample: no sample {args.sample[chosen.index(None)]!r} in this project (give "
+                                     "its key, as the dashboard's Details show it, or its image's path)")
+                ids += samples_of_images(project, chosen).tolist()
+                reasons.append("named: " + ", ".join(args.sample[:5]) + (" ..." if len(args.sample) > 5 else ""))
+            if args.unreadable:
+                found, why = unreadable_samples(project, progress=report)
+                for line in why:
+                    print(f"unreadable: {line}")
+                ids += found.tolist()
+                reasons.append(f"unreadable images: {len(why)}")
+            removed = remove_samples(project, ids, reason="; ".join(reasons))
+    finally:
+        close()
+    print(f"removed {removed} sample{'s' if removed != 1 else ''} from {args.project}" if removed else
+          "nothing to remove")
+    return 0
+
+
 def _info_arguments(parser) -> None:
     parser.add_argument("project")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
@@ -303,6 +346,8 @@ COMMANDS = {
                       "detector or pose model the annotations it was trained on), so hibug can retrain it",
                       _record_arguments, cmd_record),
     "info": Command("summarise a project", _info_arguments, cmd_info),
+    "remove": Command("remove samples from a project with everything stored of them (an image that cannot be read, "
+                      "a row imported by mistake); an image's objects go with it", _remove_arguments, cmd_remove),
     "serve": Command("open the dashboard on a project", _serve_arguments, cmd_serve),
     "demo": Command("build the demo project if needed and open the dashboard on it", _demo_arguments, cmd_demo),
 }

@@ -12,7 +12,7 @@ import pandas as pd
 from hibug_core.embeddings.base import Encoder
 from hibug_core.embeddings.cache import ContentCache
 from hibug_core.embeddings.registry import DEFAULT_ENCODER, encoder_key, load_encoder
-from hibug_core.errors import TaggingError
+from hibug_core.errors import TaggingError, unreadable_images
 from hibug_core.image_loader import open_image
 from hibug_core.native_memory import reuse_freed_tensor_memory
 from hibug_core.objects.views import crops_of, object_views
@@ -174,8 +174,7 @@ def embed_project(project, encoder: str | Encoder = DEFAULT_ENCODER, *, sample_i
         readable = encode_paths(encoder, paths, store, config, progress, crops=regions)
         unreadable = [p for p, ok in zip(paths, readable) if not ok]
         if unreadable:
-            raise TaggingError(f"{len(unreadable)} image(s) could not be read, e.g. {unreadable[0]}; "
-                               "fix or remove them and run again (the other embeddings are stored)")
+            raise TaggingError(unreadable_images(unreadable, "the other embeddings"))
     return _from_cache(cache, encoder.spec, samples)
 
 

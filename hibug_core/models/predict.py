@@ -12,7 +12,7 @@ import pandas as pd
 
 from hibug_core.embeddings.cache import ContentCache
 from hibug_core.embeddings.compute import EmbedConfig, encode_paths, model_cache
-from hibug_core.errors import HibugError
+from hibug_core.errors import HibugError, unreadable_images
 from hibug_core.models.adapter import ModelAdapter
 from hibug_core.models.registry import absolute_spec, load_model
 from hibug_core.progress import ProgressCallback, no_progress
@@ -135,8 +135,7 @@ def run_model(project, adapter: ModelAdapter, samples: pd.DataFrame, *, config: 
             readable = encode_paths(adapter, paths, store, config, progress, stage="running the model")
             unreadable = [p for p, ok in zip(paths, readable) if not ok]
         if unreadable:
-            raise PredictError(f"{len(unreadable)} image(s) could not be read, e.g. {unreadable[0]}; fix or remove "
-                               "them and run again (the outputs of the others are stored)")
+            raise PredictError(unreadable_images(unreadable, "the outputs of the others"))
     return len(todo)
 
 

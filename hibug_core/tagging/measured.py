@@ -10,6 +10,7 @@ from hibug_core.attributes.measured import COLOUR_NAMES, MeasuredConfig, measure
 from hibug_core.attributes.schema import Attribute
 from hibug_core.embeddings.cache import ContentCache
 from hibug_core.embeddings.compute import encoder_views
+from hibug_core.errors import TaggingError, unreadable_images
 from hibug_core.image_loader import open_image
 from hibug_core.objects.views import crops_of
 from hibug_core.progress import ProgressCallback, no_progress
@@ -88,6 +89,9 @@ def measure_project(project, *, sample_ids=None, workers: int = 4,
         values = np.stack(values)
         readable = ~np.isnan(values).any(axis=1)
         cache.add([h for h, ok in zip(todo, readable) if ok], {"values": values[readable]})
+        if not readable.all():
+            raise TaggingError(unreadable_images([p for p, ok in zip(paths, readable) if not ok],
+                                                 "the other images' measures"))
     frame = pd.DataFrame(cache.get(samples["content_hash"], "values"), index=samples.index, columns=PIXEL_MEASURES)
     frame["resolution"] = np.minimum(samples["width"], samples["height"]).astype(np.float32)
     frame["aspect ratio"] = (samples["width"] / samples["height"]).astype(np.float32)
