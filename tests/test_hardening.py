@@ -719,9 +719,9 @@ def test_removing_an_objects_image_removes_all_its_objects_and_their_outcomes(de
 
 
 def test_the_overview_finds_and_removes_unreadable_images(project_with_a_junk_png, monkeypatch):
-    from page_support import open_page
-
     from hibug_core.store.project import Project
+
+    from page_support import open_page
 
     at = open_page(monkeypatch, "app.py", project_with_a_junk_png)
     assert not at.exception

@@ -107,8 +107,16 @@ def test_bad_specs_and_checkpoints_say_what_to_fix(tmp_path, timm_checkpoint):
     with pytest.raises(ModelLoadError, match="no checkpoint file"):
         load_model(f"timm:test_resnet:{tmp_path / 'missing.pt'}")
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
-    with pytest.raises(ModelLoadError, match="is not a readable PyTorch checkpoint"):
+    with pytest.raises(ModelLoadError, match="is not a PyTorch checkpoint hibug can read: cut short"):
         load_model(f"timm:test_resnet:{tmp_path / 'junk.pt'}")
+    import pickle
+
+    (tmp_path / "objects.pt").write_bytes(pickle.dumps({"state_dict": {"w": {1, 2}}}))  # a set: no tensor, no value
+    with pytest.raises(ModelLoadError) as refused:
+        load_model(f"timm:test_resnet:{tmp_path / 'objects.pt'}")
+    said = str(refused.value)
+    assert "one holding Python objects besides tensors and plain values (hibug reads weights only" in said
+    assert "weights_only" not in said and "arbitrary code" not in said  # torch's advice to load it unsafely
     torch.save(torch.load(timm_checkpoint)["state_dict"], tmp_path / "plain.pt")
     with pytest.raises(ModelLoadError, match=r"no class names .* plain.pt.classes.txt"):
         load_model(f"timm:test_resnet:{tmp_path / 'plain.pt'}")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hibug_core.errors import HibugError, check_fields
+from hibug_core.models.torch_files import load_tensors
 from hibug_core.native_memory import reuse_freed_tensor_memory
 from hibug_core.progress import ProgressCallback, no_progress
 
@@ -173,7 +174,7 @@ def _fine_tune(adapter: ModelAdapter, paths, labels, new_paths, new_labels, lam:
     val = _loader(adapter, val_paths, val_labels, 256, shuffle=False, seed=0, **loader) if val_paths else None
     start, scores, best, best_epoch, best_state = 0, [], -1.0, 0, copy.deepcopy(network.state_dict())
     if last.exists():  # 3. Resume where a killed run stopped.
-        saved = torch.load(last, map_location=adapter.device, weights_only=False)
+        saved = load_tensors(last, map_location=adapter.device, what="a fine-tune's resume point")
         network.load_state_dict(saved["state_dict"])
         optimiser.load_state_dict(saved["optimiser"])
         start, scores, best, best_epoch = saved["epoch"], saved["scores"], saved["best"], saved["best_epoch"]

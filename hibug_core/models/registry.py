@@ -20,16 +20,15 @@ CLASSES_FILE = "classes.txt"  # beside a plain state dict: the class names, one 
 def read_checkpoint(path: str, spec: str) -> tuple[dict, list[str], dict]:
     """(state dict, class names, extra entries) of a checkpoint file: hibug's own ({"state_dict", "classes", ...}),
     or a plain state dict with the class names in <checkpoint>.classes.txt or classes.txt beside it."""
-    import torch
+    from hibug_core.models.torch_files import load_tensors
 
     file = Path(path).expanduser()
     if not file.is_file():
         raise ModelLoadError(f"{spec}: no checkpoint file {file}")
     try:
-        stored = torch.load(file, map_location="cpu", weights_only=True)
-    except Exception as error:  # noqa: BLE001 (pickle, zip and torch errors alike mean "not a checkpoint we can read")
-        raise ModelLoadError(f"{spec}: {file} is not a readable PyTorch checkpoint ({type(error).__name__}: "
-                             f"{str(error).splitlines()[0][:160]})") from None
+        stored = load_tensors(file)
+    except ModelLoadError as error:
+        raise ModelLoadError(f"{spec}: {error}") from None
     if not isinstance(stored, dict):
         raise ModelLoadError(f"{spec}: {file} holds a {type(stored).__name__}, not a state dict")
     if "state_dict" in stored:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hibug_core.models.torch_files import load_tensors
 from hibug_core.progress import ProgressCallback, no_progress
 
 
@@ -90,12 +91,12 @@ def save_weights(path, model, *, half: bool = False, **about) -> None:
 def stored_weights(path, **expected) -> dict | None:
     """What save_weights wrote at `path`, if it is there and says exactly `expected` (e.g. its classes, settings and
     training fingerprint: a stored model is reused only for the same); else None. No `expected`: whatever it says."""
-    import torch
 
     if not Path(path).exists():
         return None
-    stored = torch.load(path, map_location="cpu", weights_only=True)
-    return stored if all(stored.get(key) == value for key, value in expected.items()) else None
+    stored = load_tensors(path)
+    matches = isinstance(stored, dict) and all(stored.get(key) == value for key, value in expected.items())
+    return stored if matches else None
 
 
 def with_weights(model, stored: dict):

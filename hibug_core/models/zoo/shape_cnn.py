@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hibug_core.models.torch_files import load_tensors
 from hibug_core.native_memory import reuse_freed_tensor_memory
 from hibug_core.progress import ProgressCallback, no_progress
 
@@ -100,12 +101,11 @@ def save_checkpoint(path: Path, network, classes: list[str], config: TrainConfig
 
 def load_checkpoint(path: Path, classes: list[str], config: TrainConfig, training_fingerprint: str):
     """The stored network if it was trained on exactly this data and config, else None."""
-    import torch
 
     if not path.exists():
         return None
-    stored = torch.load(path, map_location="cpu", weights_only=True)
-    if (stored.get("classes") != classes or stored.get("config") != asdict(config)
+    stored = load_tensors(path)
+    if not isinstance(stored, dict) or (stored.get("classes") != classes or stored.get("config") != asdict(config)
             or stored.get("training_fingerprint") != training_fingerprint):
         return None
     network = build_network(len(classes), int(stored.get("width", WIDTH)))
