@@ -389,6 +389,7 @@ def test_concurrent_attribute_edits_lose_nothing_and_refuse_with_a_message(many_
         assert set(codes) <= {"0", "2"} and len(codes) == 8
         landed += [f"{name}{i}" for i, code in enumerate(codes) if code == "0"]
         assert err.count("changed since you started editing") == codes.count("2")
+        assert err.count("run the same command again") == codes.count("2") and "merge_schemas" not in err
     with Project.open(target) as project:
         assert set(load_schema(project)["color"].tags) == {"red", "green", "blue", *landed}
         assert len(schema_history(project)) == 1 + len(landed)

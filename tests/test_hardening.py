@@ -230,6 +230,14 @@ def test_a_project_on_a_read_only_mount_opens_read_only(colour_project, tmp_path
         assert "samples   pool: 2, val: 10" in capsys.readouterr().out
         assert main(["attributes", "edit", str(target), "color", "--add-tag", "pink"]) == 2
         assert "open read-only" in capsys.readouterr().err
+        # every writing command is refused before its work, in words (tag and embed raised an OSError after it)
+        for command in (["tag", str(target), "--encoder", "tiny-open_clip"],
+                        ["embed", str(target), "--encoder", "tiny-open_clip"],
+                        ["remove", str(target), "--unreadable"],
+                        ["import", str(target), "--manifest", str(tmp_path / "any.csv")]):
+            assert main(command) == 2, command
+            err = capsys.readouterr().err
+            assert "is open read-only" in err and "nothing was done" in err and "Traceback" not in err, command
     finally:
         if target == mount:
             subprocess.run(["umount", str(mount)], check=True)

@@ -406,7 +406,12 @@ def test_a_per_row_manifest_of_people_types_them_as_their_coco_file_does(tmp_pat
         validate_table(broken, source="people.csv", base_dir=tmp_path)
     message = str(refused.value)
     assert "'1 2 3 4' is not x y v (v 0, 1 or 2) for each keypoint" in message
-    assert "2 keypoints; the other rows have 5" in message
+    assert "2 keypoints, where other keypoint lists of this file have 5; every person's keypoints" in message
+    one_row = frame.iloc[[0]].copy()  # one row: its true and predicted keypoints disagree, there is no other row
+    one_row.loc[0, "pred_keypoints"] = "50 10 1 80 30 1"
+    with pytest.raises(ManifestError) as refused:
+        validate_table(one_row, source="people.csv", base_dir=tmp_path)
+    assert "other rows" not in str(refused.value) and "keypoints, where other keypoint lists" in str(refused.value)
 
 
 def test_a_per_row_manifest_of_cocos_17_keypoints_has_their_names_limbs_and_sigmas(tmp_path):

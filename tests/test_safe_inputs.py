@@ -204,6 +204,26 @@ def test_a_served_project_shows_files_only_inside_the_servers_data_roots(tmp_pat
     project.close()
 
 
+def test_a_stored_path_that_climbs_out_of_its_root_is_named_never_shown(tmp_path):
+    import shutil
+
+    from sqlalchemy import text
+
+    from hibug_core.errors import ProjectError
+    from hibug_core.store.project import IMPORT_TABLES, Project
+
+    folder = _big_image_project(tmp_path)
+    with Project.open(folder) as project, project.engine.begin() as connection:  # a changed or crafted database
+        connection.execute(text("UPDATE samples SET path = '../../../etc/passwd' WHERE id = 1"))
+    shutil.rmtree(folder / "columns", ignore_errors=True)
+    IMPORT_TABLES.clear()
+    with Project.open(folder) as project:
+        leaving = project.samples().loc[1, "image_path"]
+        with pytest.raises(ProjectError, match="this sample's stored image path leads out of its data root") as said:
+            project.served_image(leaving)
+        assert str(Path.cwd()) not in str(said.value)
+
+
 # ----- 3. every named file is checked before it is read -------------------------------------------------------------
 def _in_time(function, seconds: float = 20):
     """function() run in a thread; its result, or a failure when it has not returned in `seconds` (a hang)."""

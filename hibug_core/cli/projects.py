@@ -59,6 +59,9 @@ def cmd_new(args) -> int:
     from hibug_core.store.project import Project
     from hibug_core.tasks import load_manifest
 
+    if args.command == "import":  # refused before the manifest is read, not after
+        with Project.open(args.project) as project:
+            project.require_writable("an import")
     report, close = progress_bar()
     try:
         if args.image_folder:
@@ -179,6 +182,7 @@ def cmd_record(args) -> int:
     from hibug_core.tasks.model_record import record_model_files
 
     with Project.open(args.project) as project:
+        project.require_writable("recording a model")
         done = record_model_files(project, args.model, args.spec, args.training)
     print(f"recorded '{args.model}': {done.model.spec}")
     if done.model.training:
@@ -206,6 +210,7 @@ def cmd_remove(args) -> int:
     report, close = progress_bar()
     try:
         with Project.open(args.project) as project:
+            project.require_writable("removing samples")
             ids, reasons = [], []
             if args.sample:
                 samples = project.samples()

@@ -116,6 +116,8 @@ class Operation(BaseModel):
         from hibug_core.tasks import task_of
 
         self.check_task(task_of(project))
+        if self.writes:
+            project.require_writable(f"'{self.kind}'")
         return self.run(project, progress=progress, author=author)
 
     def required(self) -> tuple[str, ...]:

@@ -18,8 +18,8 @@ class StaleSchemaError(ProjectError):
     def __init__(self, base: int | None, newest: int, author: str, at: str):
         self.base, self.newest, self.author, self.at = base, newest, author, at
         super().__init__(f"the attributes changed since you started editing: version {newest} was saved by {author} "
-                         f"at {at} (you edited version {base}). Nothing was overwritten; merge your edit into "
-                         f"version {newest} (merge_schemas) and save again.")
+                         f"at {at} (you edited version {base}). Nothing was overwritten: make your edit again on "
+                         f"version {newest} (run the same command again, or reload the Attributes page) and save.")
 
 
 def save_schema(project, schema: AttributeSchema, *, author: str | None = None, note: str = "",

@@ -592,6 +592,9 @@ class Project:
     def served_image(self, image_path) -> Path:
         """`image_path` (from samples()) as the file to show or send, after following links: ProjectError when it
         leads out of the project's data roots (a link made inside a data root after import)."""
+        if not image_path:  # _joined_paths: a stored path that leaves its data root
+            raise ProjectError("this sample's stored image path leads out of its data root (its database was changed "
+                               "by hand or crafted); not shown. `hibug remove` takes the sample out")
         real = Path(os.path.realpath(image_path))
         with read_connection(self.engine) as connection:
             roots = [Path(os.path.realpath(root)) for root in self._roots(connection).values()]
@@ -603,6 +606,14 @@ class Project:
             raise ProjectError("this image lies outside this server's data roots; not shown (start the server with "
                                "--data-root naming its folder)")
         return real
+
+    def require_writable(self, what: str) -> None:
+        """ProjectError before `what` starts when this project is open read-only (a read-only folder or mount, or
+        only reading asked for): a writing command is refused up front, not after its work."""
+        if self.read_only:
+            raise ProjectError(f"{self.folder} is open read-only (its folder cannot be written, or only reading was "
+                               f"asked for), so {what} cannot store anything; nothing was done. Copy the project "
+                               "somewhere writable, or make its folder writable")
 
     @property
     def pictures_folder(self) -> Path:
@@ -659,8 +670,9 @@ def _joined_paths(root_text: dict[int, str], root_ids: np.ndarray, paths: np.nda
         root = root_text[int(root_ids[row])].rstrip("/") + "/"
         joined[row] = normal if normal.startswith(root) else ""
     if (joined == "").any():
-        logger.warning("%d sample path(s) leave their data root and are not served, e.g. sample %s",
-                       int((joined == "").sum()), ids[int(np.argmax(joined == ""))])
+        first = int(np.argmax(joined == ""))
+        logger.warning("%d sample path(s) leave their data root and are not served, e.g. sample %s (%r)",
+                       int((joined == "").sum()), ids[first], str(paths[first])[:200])
     return joined
 
 

@@ -132,7 +132,8 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
         common = pd.Series([len(v) // 3 for v in points.values()]).mode().iat[0]
         for (column, i), values in points.items():
             if len(values) // 3 != common:
-                issues.add(i, column, f"{len(values) // 3} keypoints; the other rows have {common}")
+                issues.add(i, column, f"{len(values) // 3} keypoints, where other keypoint lists of this file have "
+                                      f"{common}; every person's keypoints, true and predicted, list the same ones")
     detections: dict[str, dict[int, tuple[list[float], str, float]]] = {}
     for name, plan in models.items():
         mine = {}
