@@ -29,6 +29,7 @@ _BREAKS = frozenset("\t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85")
 TAG_MISSING_SPELLINGS = MISSING_SPELLINGS - {"none"}
 
 Role = Literal["text", "tag", "number", "numbers", "path"]
+MAX_TEXT = 1_000  # characters of a class, tag, id or name (a class name of a megabyte was stored and shown)
 
 
 def _missing(role: str) -> frozenset:
@@ -157,7 +158,11 @@ def normalise_value(value, role: Role = "text", changes: list[str] | None = None
             if bad is not None:
                 raise ValueRefused(f"holds the control character {code_point(bad)}; remove it")
             return None if text.casefold() in MISSING_SPELLINGS else text
-        return _clean_text(value, changes, _missing(role))
+        text = _clean_text(value, changes, _missing(role))
+        if text is not None and len(text) > MAX_TEXT:
+            raise ValueRefused(f"is {len(text):,} characters long, more than the {MAX_TEXT:,} hibug keeps for a "
+                               "class, tag or name; shorten it")
+        return text
     if isinstance(value, (bool, np.bool_)):
         if role in ("number", "numbers"):
             raise ValueRefused(f"is {bool(value)}, not a number")
@@ -201,6 +206,8 @@ def _plain_mask(cells, role: Role) -> np.ndarray | None:
     if role != "path":
         odd = pc.or_(odd, pc.match_substring(text, "  "))
     odd = pc.or_(odd, pc.and_(pc.invert(pc.ascii_is_printable(text)), pc.not_equal(text, "")))
+    if role in ("text", "tag"):
+        odd = pc.or_(odd, pc.greater(pc.binary_length(text), MAX_TEXT))  # refused by normalise_value
     short = pc.less_equal(pc.binary_length(text), max(len(s) for s in MISSING_SPELLINGS))
     if pc.any(short).as_py():
         spelled = pc.is_in(pc.ascii_lower(text), value_set=pa.array(sorted(_missing(role) - {""})))

@@ -88,10 +88,17 @@ MUTATIONS = {
     "a label written as Markdown": (_replace_cell(1, "label", "![x](http://h/p.png)"), 6),
     # sizes
     "one row": (lambda t: "\n".join(t.split("\n")[:2]) + "\n", 1),
-    "a 1 MB cell": (_replace_cell(1, "attr:color", "r" * 2 ** 20), 6),
-    "200 attribute columns": (lambda t: "\n".join(
-        [line + "".join(f",{'attr:a' + str(k) if n == 0 else 'v' + str(k % 3)}" for k in range(200))
+    "a 1 MB cell": (_replace_cell(1, "attr:color", "r" * 2 ** 20),
+                    "row 1, column 'attr:color': 'rrrrrrrr"),  # ... is 1,048,576 characters long, more than ...
+    "a 1 MB label": (_replace_cell(1, "label", "c" * 2 ** 20), "row 1, column 'label': 'cccc"),
+    "a label of 1,000 characters": (_replace_cell(1, "label", "c" * 1000), 6),
+    "199 attribute columns": (lambda t: "\n".join(
+        [line + "".join(f",{'attr:a' + str(k) if n == 0 else 'v' + str(k % 3)}" for k in range(199))
          for n, line in enumerate(t.rstrip("\n").split("\n"))]) + "\n", 6),
+    "2,000 attribute columns": (lambda t: "\n".join(
+        [line + "".join(f",{'attr:a' + str(k) if n == 0 else 'v' + str(k % 3)}" for k in range(2000))
+         for n, line in enumerate(t.rstrip("\n").split("\n"))]) + "\n",
+        "2,001 attribute columns (attr:*), more than the 200 a project holds"),
 }
 
 
@@ -144,7 +151,7 @@ def test_a_manifest_mutation_imports_whole_or_names_what_to_fix(mutation_project
 
 
 def test_the_mutation_matrix_is_the_size_the_readme_says():
-    assert len(MUTATIONS) == 38
+    assert len(MUTATIONS) == 41
 
 
 # ----- fuzzing the manifest reader ---------------------------------------------------------------------------------

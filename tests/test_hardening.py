@@ -747,3 +747,44 @@ def test_the_overview_finds_and_removes_unreadable_images(project_with_a_junk_pn
     at.button(key="removal_named_submit").click().run()
     with Project.open(project_with_a_junk_png) as project:
         assert project.split_counts() == {"val": 3}
+
+
+def test_one_image_file_is_one_sample_however_it_is_named(tmp_path, capsys):
+    """The same file reached through a link (or '..') was two samples with two predictions; byte-for-byte copies are
+    samples of their own, and said."""
+    data = tmp_path / "data"
+    for name in ("a", "b"):
+        _image(data / f"{name}.png", (10, 200, 30) if name == "a" else (200, 10, 30))
+    (data / "link.png").symlink_to(data / "a.png")
+    (data / "copy.png").write_bytes((data / "b.png").read_bytes())
+    (data / "m.csv").write_text("image,label,prediction\na.png,x,x\nb.png,y,y\nlink.png,x,y\n")
+    assert main(["new", str(tmp_path / "p"), "--manifest", str(data / "m.csv")]) == 2
+    assert ("row 3, column 'image': 'link.png' is the same file as row 1's image 'a.png' (through a link or '..'); "
+            "one image file is one sample") in capsys.readouterr().err
+    (data / "m.csv").write_text("image,label,prediction\na.png,x,x\nb.png,y,y\nsub/../a.png,x,y\n")
+    assert main(["new", str(tmp_path / "p"), "--manifest", str(data / "m.csv")]) == 2
+    assert "is the same file as row 1's image" in capsys.readouterr().err
+    (data / "m.csv").write_text("image,label,prediction\na.png,x,x\nb.png,y,y\ncopy.png,y,x\n")
+    assert main(["new", str(tmp_path / "p"), "--manifest", str(data / "m.csv")]) == 0
+    assert "warning: 1 image(s) are byte-for-byte copies of others (e.g. b.png = copy.png)" in \
+        capsys.readouterr().out
+    (data / "m.csv").write_text("id,image,label,prediction\n1,a.png,x,x\n2,link.png,y,y\n")  # ids: several allowed
+    assert main(["new", str(tmp_path / "q"), "--manifest", str(data / "m.csv")]) == 0
+
+
+def test_a_coco_image_given_twice_through_a_link_is_refused(tmp_path, capsys):
+    data = tmp_path / "data"
+    _image(data / "images" / "one.png", size=(64, 48))
+    (data / "images" / "again.png").symlink_to(data / "images" / "one.png")
+    truth = {"images": [{"id": 1, "file_name": "images/one.png", "width": 64, "height": 48},
+                        {"id": 2, "file_name": "images/again.png", "width": 64, "height": 48}],
+             "categories": [{"id": 1, "name": "thing"}],
+             "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 10, 10], "iscrowd": 0},
+                             {"id": 2, "image_id": 2, "category_id": 1, "bbox": [1, 1, 10, 10], "iscrowd": 0}]}
+    (data / "truth.json").write_text(json.dumps(truth))
+    (data / "found.json").write_text(json.dumps([{"image_id": 1, "category_id": 1, "bbox": [1, 1, 10, 10],
+                                                  "score": 0.9}]))
+    assert main(["new", str(tmp_path / "p"), "--coco", str(data / "truth.json"), "--results",
+                 f"m={data / 'found.json'}"]) == 2
+    assert "'images/again.png' is the same file as image 1's 'images/one.png'; give each image once" in \
+        capsys.readouterr().err

@@ -474,3 +474,10 @@ def test_a_yes_no_where_a_coco_number_is_expected_is_refused_in_the_truth(tmp_pa
     with pytest.raises(ManifestError) as raised:
         parse_ground_truth(truth, str(tmp_path / "truth.json"))
     assert f"annotations[0], {problem}" in str(raised.value)
+
+
+def test_more_annotation_attributes_than_a_project_holds_are_refused(tmp_path):
+    truth, _ = _files()
+    truth["annotations"][0]["attributes"] = {f"a{k}": "x" for k in range(201)}
+    with pytest.raises(ManifestError, match="201 attribute names, more than the 200 a project holds"):
+        parse_ground_truth(truth, str(tmp_path / "truth.json"))

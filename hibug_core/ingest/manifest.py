@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hibug_core.attributes.schema import MAX_ATTRIBUTES
 from hibug_core.config import IngestConfig
 from hibug_core.errors import Issues, ManifestError, RowIssue
 from hibug_core.ingest.columns import check_images, model_column, named_models, read_splits
@@ -159,6 +160,9 @@ def plan_columns(columns: list[str], default_model: str = DEFAULT_MODEL,
             attributes[rest] = column
         else:
             ignored.append(column)
+    if len(attributes) > MAX_ATTRIBUTES:  # each is sliced by, with every other: thousands ran for minutes
+        issues.append(RowIssue(None, None, f"{len(attributes):,} attribute columns (attr:*), more than the "
+                               f"{MAX_ATTRIBUTES} a project holds; keep the ones worth slicing by"))
     if issues:
         return None, issues
     return ColumnPlan("image", "label", "id" if "id" in present else None,
@@ -328,6 +332,8 @@ def validate_manifest(
                 problem = problems[path]
                 detail = f" (looked for {path})" if problem == "file not found" else ""
                 issues.add(int(first_rows[code]), plan.image, f"{problem}: {distinct_images[code]}{detail}")
+        if not plan.key:  # one image file is one sample, however it is named (a link, "a/../b.png")
+            _same_file_issues(distinct_paths, distinct_images, first_rows, plan.image, issues)
     if issues.items:
         position = {column: i for i, column in enumerate(frame.columns)}
         raise ManifestError(source, explained(frame, sorted(issues.items, key=lambda x: (
@@ -348,5 +354,36 @@ def validate_manifest(
         "height": np.array([i.height for i in info], dtype=np.int64)[image_codes],
     })
     known_tags = {name: _none_where_empty(frame[column]).tolist() for name, column in plan.attributes.items()}
+    copies = copies_note({p: infos[p].content_hash for p in distinct_paths})
     return ValidatedManifest(source, samples, models, known_tags, plan.ignored, keys_column, task="classification",
-                             notes=notes)
+                             notes=notes, warnings=[copies] if copies else [])
+
+
+def _same_file_issues(paths: list, names, first_rows: np.ndarray, column: str, issues: Issues) -> None:
+    """Rows whose image is the same file as an earlier row's, once links and '..' are followed."""
+    seen: dict[str, int] = {}
+    for code, path in enumerate(paths):
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        if real in seen:
+            earlier = seen[real]
+            issues.add(int(first_rows[code]), column, f"'{names[code]}' is the same file as row "
+                       f"{int(first_rows[earlier]) + 1}'s image '{names[earlier]}' (through a link or '..'); one "
+                       "image file is one sample (add an 'id' column if one image holds several samples)")
+        else:
+            seen[real] = code
+
+
+def copies_note(hashes: dict) -> str | None:
+    """A warning naming images that are byte-for-byte copies of one another (each stays a sample of its own); None
+    when there are none. `hashes`: path -> content hash."""
+    groups: dict[str, list] = {}
+    for path, digest in hashes.items():
+        groups.setdefault(digest, []).append(path)
+    copies = [sorted(map(str, group)) for group in groups.values() if len(group) > 1]
+    if not copies:
+        return None
+    example = " = ".join(Path(p).name for p in copies[0][:3])
+    return (f"{sum(len(g) - 1 for g in copies):,} image(s) are byte-for-byte copies of others (e.g. {example}); each "
+            "is a sample of its own, so a copy in two splits is seen in both")

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hibug_core.attributes.schema import MAX_ATTRIBUTES
 from hibug_core.errors import Issues, ManifestError, RowIssue
 from hibug_core.image_loader import MAX_PIXELS
 from hibug_core.metrics import BACKGROUND  # the label of a false positive: no object of any class is there
@@ -301,6 +302,10 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
     if not issues.items and rows and image_rows:
         _check_not_normalised(rows, image_rows, issues)
         _check_crowded([r[1] for r in rows], "annotations", issues)
+        named = set().union(*(r[-2] for r in rows))  # the annotations' own attributes: each one is sliced by
+        if len(named) > MAX_ATTRIBUTES:
+            issues.add(None, "attributes", f"{len(named):,} attribute names, more than the {MAX_ATTRIBUTES} a project "
+                                           "holds; keep the ones worth slicing by", unit="annotations")
         _check_masks_everywhere(annotation_records, [r[-1] for r in rows], issues)
     if issues.items:
         raise ManifestError(str(path), issues.items, found=issues)

@@ -140,6 +140,14 @@ def _checked_and_matched(truth: CocoGroundTruth, found: list[CocoResults], used:
               for iid, path in paths.items() if path in problems]
     issues += image_sizes_issues(truth, {iid: (infos[p].width, infos[p].height) for iid, p in paths.items()
                                          if p in infos})
+    first_of: dict[Path, int] = {}
+    for iid, path in paths.items():  # one image file is one image, however it is named (a link, "a/../b.png")
+        if path in first_of:
+            issues.append(RowIssue(int(truth.images.at[iid, "record"]), "file_name", (
+                f"'{truth.images.at[iid, 'file_name']}' is the same file as image {first_of[path]}'s "
+                f"'{truth.images.at[first_of[path], 'file_name']}'; give each image once"), unit="images"))
+        else:
+            first_of[path] = iid
     if issues:
         raise ManifestError(truth.source, issues[:config.max_issues])
     # 4. Matching, model by model.
