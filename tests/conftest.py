@@ -50,6 +50,67 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("heavy"))
 
 
+@pytest.fixture(autouse=True)
+def _nothing_left_open():
+    """After each test: the projects it left open closed (their database connections and pools), the tables read
+    from them dropped, and the dashboard's caches (AppTest runs pages in this process) emptied, so a worker's memory
+    does not grow with every test it has run."""
+    yield
+    import gc
+
+    from hibug_core.store import project as project_module
+
+    for project in list(project_module.OPEN_PROJECTS):
+        project.close()
+    project_module.IMPORT_TABLES.clear()
+    import sys
+
+    if "streamlit" in sys.modules:
+        import streamlit as st
+
+        st.cache_resource.clear()
+        st.cache_data.clear()
+    gc.collect()
+
+
+MEMORY_DIR = "HIBUG_TEST_MEMORY_DIR"  # where each worker leaves its peak resident memory, for the summary
+MEMORY_BUDGET_GIB = float(os.environ.get("HIBUG_TEST_MEMORY_BUDGET_GIB", "6"))  # per test process: two
+# workers and the browser beside them stay well inside the 24 GiB machine
+
+
+def pytest_configure(config):
+    import tempfile
+
+    if not hasattr(config, "workerinput"):  # the controller: one folder for every worker's figure
+        os.environ[MEMORY_DIR] = tempfile.mkdtemp(prefix="hibug-test-memory-")
+
+
+def pytest_sessionfinish(session):
+    import resource
+
+    folder = os.environ.get(MEMORY_DIR)
+    if folder:
+        name = getattr(session.config, "workerinput", {}).get("workerid", "main")
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: kB
+        Path(folder, name).write_text(str(peak))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The peak resident memory of each test process, and a failure when one passed the budget."""
+    folder = os.environ.get(MEMORY_DIR)
+    if hasattr(config, "workerinput") or not folder or not Path(folder).is_dir():
+        return
+    peaks = {p.name: int(p.read_text()) / 2 ** 30 for p in sorted(Path(folder).iterdir())}
+    if not peaks:
+        return
+    terminalreporter.write_line("peak memory per test process: " + ", ".join(
+        f"{name} {gib:.2f} GiB" for name, gib in peaks.items()) + f" (budget {MEMORY_BUDGET_GIB:g} GiB each)")
+    over = {name: gib for name, gib in peaks.items() if gib > MEMORY_BUDGET_GIB}
+    if over:
+        terminalreporter.write_line(f"memory budget exceeded: {over}", red=True)
+        terminalreporter._session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 @pytest.fixture(scope="session")
 def demo_project(tmp_path_factory) -> Path:
     """The full demo project, built once per test session from the shipped checkpoint."""

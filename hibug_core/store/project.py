@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,6 +56,7 @@ IMPORT_TABLES = BoundedCache("import tables", max_items=8)  # samples, known tag
 # again with a plain open() and closing that file would drop every lock SQLite holds on it in this process (POSIX
 # locks are per process), and another process (a job's worker) could then take this one's WAL for unused and delete it.
 OPEN_DATABASES: collections.Counter = collections.Counter()
+OPEN_PROJECTS: weakref.WeakSet = weakref.WeakSet()  # every Project not closed yet (a test harness closes leftovers)
 ARRAYS_DIR = "arrays"
 MEASURES_META = "measured_with"  # the bins its measured tags were computed with (ValidatedManifest.measured_with)
 COLUMNS_DIR = "columns"  # column_files.ColumnFiles: tables only an import changes, as Arrow files
@@ -98,6 +100,7 @@ class Project:
         self.arrays = ArrayStore(self.folder / ARRAYS_DIR, read_only=read_only)
         self.columns = ColumnFiles(self.folder / COLUMNS_DIR, read_only=read_only)
         self._identity = uuid.uuid4().hex  # keys this instance's entries in IMPORT_TABLES
+        OPEN_PROJECTS.add(self)
         # The folders a server lets it show files from (its data roots and projects; None: one's own machine). The
         # data roots a project's database names are its own word, so a served one is held to the server's as well.
         self.served_within: tuple[Path, ...] | None = None
@@ -197,6 +200,7 @@ class Project:
 
     def close(self) -> None:
         self.engine.dispose()
+        OPEN_PROJECTS.discard(self)
         if self._database and OPEN_DATABASES[self._database] > 0:
             OPEN_DATABASES[self._database] -= 1
             if not OPEN_DATABASES[self._database]:
