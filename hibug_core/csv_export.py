@@ -38,6 +38,7 @@ def csv_text(frame: pd.DataFrame, *, index: bool = False) -> str:
 
 
 def write_csv(frame: pd.DataFrame, path: str | Path, *, index: bool = False) -> Path:
-    """`frame` written as CSV at `path`, formula cells neutralised."""
-    safe_frame(frame).to_csv(path, index=index)
-    return Path(path)
+    """`frame` written as CSV at `path`, formula cells neutralised (FileRefused in words where it cannot be)."""
+    from hibug_core.safe_files import write_output
+
+    return write_output(path, csv_text(frame, index=index), what="the table")

@@ -101,6 +101,30 @@ def open_for_append(path: str | Path) -> io.BufferedWriter:
         raise
 
 
+def write_output(path: str | Path, data: str | bytes, *, what: str = "the output") -> Path:
+    """`data` (text as UTF-8) written to a file a person named (a report, a table, a gate's verdict), replacing one
+    that is there; FileRefused in words where it cannot be: a folder by that name, no folder to hold it, no right to
+    write there, a full disk."""
+    path = Path(path)
+    if path.is_dir():
+        raise FileRefused(f"{path} is a folder; name a file to write {what} to")
+    if not path.parent.is_dir():
+        raise FileRefused(f"no folder {path.parent} to write {what} into; create it or choose another path")
+    try:
+        path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    except OSError as error:
+        raise FileRefused(f"cannot write {what} to {path} ({error.strerror or error})") from None
+    return path
+
+
+def write_new(path: str | Path, data: bytes) -> Path:
+    """`data` written to a file made now at `path` (refused where anything is there already, a link included)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    with os.fdopen(os.open(path, flags, 0o644), "wb") as handle:
+        handle.write(data)
+    return Path(path)
+
+
 def open_checked(path: str | Path, *, max_bytes: int, what: str = "a file") -> io.BufferedReader:
     """`path` opened for reading once it is known to be a regular file of at most `max_bytes` (checked on the open
     file itself, so nothing can be swapped in between). Raises FileRefused saying what is wrong."""

@@ -2,6 +2,8 @@
 object confusion matrix whose cells open their objects."""
 from __future__ import annotations
 
+import uuid
+
 import pandas as pd
 import streamlit as st
 
@@ -120,6 +122,7 @@ def _confusion(project, evaluated: pd.DataFrame, nouns) -> None:
 def another_model(project, split: str, user: str) -> None:
     """For editors: another model's COCO results on the split, matched against the project's own ground truth as its
     models were, added beside them (to compare on the Compare page)."""
+    from hibug_core.safe_files import folder_within, write_new
     from hibug_core.tasks.object_results import add_results
     from hibug_core.values import normalise_name
     from hibug_ui.visitor import may_edit
@@ -141,11 +144,10 @@ def another_model(project, split: str, user: str) -> None:
             if upload is None:
                 raise HibugError("choose the model's COCO results file to upload")
             name = normalise_name(name, "the model's name")
-            kept = project.folder / "results" / f"{''.join(c if c.isalnum() or c in '-_.' else '_' for c in name)}-" \
-                f"{split}.json"
-            kept.parent.mkdir(exist_ok=True)
-            arriving = kept.with_suffix(".part")  # kept with the project once added: where its outputs came from
-            arriving.write_bytes(upload.getvalue())
+            folder = folder_within(project.folder, project.folder / "results")  # never through a link
+            kept = folder / f"{''.join(c if c.isalnum() or c in '-_.' else '_' for c in name)}-{split}.json"
+            arriving = write_new(folder / f".{uuid.uuid4().hex}.part", upload.getvalue())  # kept with the project
+            # once added: where its outputs came from
             try:
                 with st.spinner("Matching the results against the ground truth…"):
                     add_results(project, name, arriving, split, author=user)

@@ -464,6 +464,16 @@ def test_report_into_a_missing_folder_says_so(demo_project, tmp_path, capsys):
     assert "no folder" in capsys.readouterr().err
 
 
+def test_an_output_named_like_a_file_that_is_a_folder_is_refused_in_words(demo_project, tmp_path, capsys):
+    """`report --output` naming a folder showed an IsADirectoryError traceback; every file a person names for hibug
+    to write (reports, tables, comparisons, verdicts) goes through one writer that says what is wrong."""
+    for name, command in (("r.html", ["report", str(demo_project)]), ("t.csv", ["slices", str(demo_project)])):
+        (tmp_path / name).mkdir()
+        assert main([*command, "--output", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        assert f"{tmp_path / name} is a folder; name a file to write the" in err and "Traceback" not in err
+
+
 @pytest.fixture
 def small_disk(tmp_path):
     """A 600 kB tmpfs: a real full disk, where this machine lets tests mount one."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import Annotated, ClassVar
 
 from pydantic import BaseModel, Field, model_validator
@@ -267,15 +266,16 @@ class Check(Operation, _ComparedSlices):
         return self
 
     def run(self, project, *, progress=no_progress, author: str | None = None) -> Result:
+        from hibug_core.safe_files import write_output
         from hibug_core.slices.compare_files import gate_junit, gate_markdown
 
         comparison = self.comparison(project, [self.baseline, self.candidate])
         checked = comparison.checked(self.candidate)
         failed = checked[checked["failed"]]
         if self.junit:
-            Path(self.junit).write_bytes(gate_junit(comparison, checked, self.candidate))
+            write_output(self.junit, gate_junit(comparison, checked, self.candidate), what="the JUnit verdict")
         if self.markdown:
-            Path(self.markdown).write_text(gate_markdown(comparison, checked, self.candidate), encoding="utf-8")
+            write_output(self.markdown, gate_markdown(comparison, checked, self.candidate), what="the verdict")
         distinct = failed[failed["repeats"] == ""]  # one row per problem: repeats are the same samples by other tags
         lines = [f"  {row['kind']:<8} {_line(row)}" for _, row in distinct.iterrows()]
         repeats = int((failed["repeats"] != "").sum())

@@ -14,6 +14,7 @@ from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.repair.generators import Generator, generate_images
 from hibug_core.repair.prompts import COLUMNS, images_per_prompt
 from hibug_core.repair.runs import finish_run, start_run
+from hibug_core.safe_files import folder_within
 from hibug_core.store.db import read_connection
 
 logger = logging.getLogger(__name__)
@@ -37,8 +38,7 @@ def generate_for_prompts(project, generator: Generator, prompts: pd.DataFrame, n
     run_id = start_run(project, "generation", {"generator": generator.name, "images": int(len(plan)), "seed": seed,
                                                "prompts": prompts[COLUMNS].to_dict("records")}, author=author)
     images = generate_images(generator, list(plan["prompt"]), seeds, batch_size=batch_size, progress=progress)
-    folder = project.folder / GENERATED_DIR / f"run-{run_id}"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = folder_within(project.folder, project.folder / GENERATED_DIR / f"run-{run_id}")  # never via a link
     try:
         names = [f"{i:05d}.png" for i in range(len(images))]
         for name, image in zip(names, images):

@@ -16,6 +16,7 @@ from hibug_core.models.finetune import CLASSIFIER_EPOCHS, DecodedImages, TuneCon
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import Registry
 from hibug_core.repair.pool_outputs import OWN_FEATURES
+from hibug_core.safe_files import folder_within
 from hibug_core.store.recorded_models import recorded_model
 
 RETRAIN_METHODS = Registry("retraining method")
@@ -184,7 +185,8 @@ def _fine_tune(*, inputs: RetrainInputs, from_scratch: bool = False) -> np.ndarr
                            batch_size=recipe.get("batch_size", schedule.batch_size),
                            learning_rate=schedule.learning_rate or recipe.get("learning_rate", SCRATCH_RATE))
     tuned = fine_tune(adapter, list(inputs.train["image_path"]), inputs.y, list(inputs.new["image_path"]),
-                      inputs.y_new, inputs.lam, folder=inputs.project.folder / NETWORK_DIR / "tuning",
+                      inputs.y_new, inputs.lam,
+                      folder=folder_within(inputs.project.folder, inputs.project.folder / NETWORK_DIR / "tuning"),
                       val_paths=list(val["image_path"]) or None, val_labels=val["label"].map(index).to_numpy(),
                       config=schedule, images=inputs.images, progress=inputs.progress)
     inputs.outputs["checkpoint"] = str(tuned.checkpoint)

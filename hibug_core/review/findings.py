@@ -15,6 +15,7 @@ from hibug_core.llm.client import image_data_url
 from hibug_core.markdown import cell as _md
 from hibug_core.repair.names import families
 from hibug_core.review.board import comments, reviews
+from hibug_core.safe_files import write_output
 from hibug_core.slices.report import one_row_per_bug, trust_note
 from hibug_core.store.audit import now
 from hibug_core.tasks import task_of
@@ -159,14 +160,11 @@ def write_report(project, output: str | Path, *, model: str | None = None, split
     kind = output.suffix.lower().lstrip(".")
     if kind not in ("html", "md", "csv"):
         raise HibugError(f"write the report to a .html, .md or .csv file, not '{output}'")
-    if not output.parent.is_dir():
-        raise HibugError(f"no folder {output.parent} to write the report into; create it or choose another path")
+    if output.is_dir() or not output.parent.is_dir():  # refused before any work, in write_output's words
+        write_output(output, b"", what="the report")
     report = error_slices(project, model, split=split)
     table = findings(project, report, top=top)
-    if kind == "html":
-        output.write_text(report_html(project, report, table), encoding="utf-8")
-    elif kind == "md":
-        output.write_text(report_markdown(project, report, table), encoding="utf-8")
-    else:
-        output.write_bytes(report_csv(table))
+    text = (report_html(project, report, table) if kind == "html" else
+            report_markdown(project, report, table) if kind == "md" else report_csv(table))
+    write_output(output, text, what="the report")
     return report, table

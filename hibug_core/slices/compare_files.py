@@ -9,10 +9,11 @@ from xml.etree import ElementTree
 
 import pandas as pd
 
-from hibug_core.csv_export import write_csv
+from hibug_core.csv_export import csv_text
 from hibug_core.errors import HibugError
 from hibug_core.markdown import cell as _md
 from hibug_core.metrics import points
+from hibug_core.safe_files import write_output
 from hibug_core.slices.compare import ModelComparison
 
 TABLE_COLUMNS = ["candidate", "description", "count", "baseline_score", "candidate_score", "difference", "p_value",
@@ -82,10 +83,10 @@ def write_comparison(comparison: ModelComparison, output: str | Path, title: str
     if suffix not in FORMATS:
         raise HibugError(f"write the comparison to a {', '.join(FORMATS)} file, not '{path.name}'")
     if suffix == ".csv":
-        write_csv(comparison_table(comparison), path)
+        write_output(path, csv_text(comparison_table(comparison)), what="the comparison")
     else:
-        path.write_text((comparison_html if suffix == ".html" else comparison_markdown)(comparison, title, top),
-                        encoding="utf-8")
+        write_output(path, (comparison_html if suffix == ".html" else comparison_markdown)(comparison, title, top),
+                     what="the comparison")
     return path
 
 

@@ -36,6 +36,7 @@ from hibug_core.repair.selection import (
     resolve_budget,
     taken_slices,
 )
+from hibug_core.safe_files import folder_within
 from hibug_core.store.recorded_models import POOL_LABELS_META, recorded_model
 from hibug_core.tasks.object_results import add_results, ground_truth_file
 
@@ -264,7 +265,7 @@ class ObjectRepairRound(RepairRound):
         tune = replace(self.config.retrain.fine_tune, epochs=self.epochs, learning_rate=self.rate, seed=seed)
         network = self.runner.fine_tune(self.trained, data, lam=self.config.retrain.lam, tune=tune,
                                         progress=self.progress)
-        folder = self.project.folder / "models" / "tuning" / f"repair-{run_id}"
+        folder = folder_within(self.project.folder, self.project.folder / "models" / "tuning" / f"repair-{run_id}")
         stem = f"{method.replace(' ', '-')}-s{seed}"
         checkpoint = self.runner.save(network, folder / f"{stem}.pt")
         after, summary = found_after(self.runner, network, self.truth, self.eval_images, self.held,
