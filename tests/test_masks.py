@@ -481,3 +481,13 @@ def test_more_annotation_attributes_than_a_project_holds_are_refused(tmp_path):
     truth["annotations"][0]["attributes"] = {f"a{k}": "x" for k in range(201)}
     with pytest.raises(ManifestError, match="201 attribute names, more than the 200 a project holds"):
         parse_ground_truth(truth, str(tmp_path / "truth.json"))
+
+
+def test_a_box_or_keypoints_far_outside_the_image_are_refused_too(tmp_path):
+    truth, results = _files()
+    ground_truth = parse_ground_truth(truth, str(tmp_path / "truth.json"))
+    results[1] = {"image_id": 1, "category_id": 1, "bbox": [1.0, 1.0, 1e300, 5.0], "score": 0.5}
+    with pytest.raises(ManifestError) as raised:
+        parse_results(results, ground_truth, str(tmp_path / "results.json"), model="m")
+    assert "results[1], field 'bbox': has a point (1, 1) far outside" not in str(raised.value)
+    assert "results[1], field 'bbox': has a point (1e+300, 6) far outside its image (64 x 48)" in str(raised.value)

@@ -913,3 +913,20 @@ def test_false_positives_are_measured_apart_and_their_slices_found(tmp_path, cap
     assert main(["slices", str(tmp_path / "p"), "--tags", "imported", "--support", "5"]) == 0
     said = capsys.readouterr().out
     assert f"({false} false positives measured apart)" in said and "False positives, measured apart:" in said
+
+
+def test_keypoints_far_outside_their_image_are_refused_in_truth_and_results(tmp_path):
+    from hibug_core.objects.coco import parse_ground_truth, parse_results
+
+    truth, found = _random_case(3, keypoints=4)
+    annotation = next(a for a in truth["annotations"] if a["keypoints"][2] > 0)
+    index = truth["annotations"].index(annotation)
+    annotation["keypoints"][0] = 1e9
+    with pytest.raises(ManifestError, match=rf"annotations\[{index}\], field 'keypoints': has a point \(1e\+09, "):
+        parse_ground_truth(truth, str(tmp_path / "truth.json"))
+    truth, found = _random_case(3, keypoints=4)
+    ground_truth = parse_ground_truth(truth, str(tmp_path / "truth.json"))
+    position = next(k for k, d in enumerate(found) if "keypoints" in d)
+    found[position]["keypoints"][1] = -1e12
+    with pytest.raises(ManifestError, match=rf"results\[{position}\], field 'keypoints': has a point .* far outside"):
+        parse_results(found, ground_truth, str(tmp_path / "results.json"), model="m")

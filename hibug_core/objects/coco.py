@@ -126,6 +126,28 @@ def _check_keypoints(record: dict, index: int, unit: str, names: list[str], issu
     return list(map(float, points))
 
 
+def far_outside(xs, ys, width: int, height: int) -> tuple[float, float] | None:
+    """The first point (x, y) farther than one image size outside an image `width` x `height` (None: none is, or the
+    size is unknown): geometry that far away is no object of the image, and drawing it would cost without bound."""
+    if not (width and height):
+        return None
+    for x, y in zip(xs, ys):
+        if not (-width <= x <= 2 * width and -height <= y <= 2 * height):
+            return float(x), float(y)
+    return None
+
+
+def _far_result(box: list[float], points: list[float] | None, width: int, height: int) -> tuple[str, str] | None:
+    """(field, why) when a result's box or keypoints lie far outside its image (far_outside); None when they do not."""
+    for field_name, far in (("bbox", far_outside([box[0], box[0] + box[2]], [box[1], box[1] + box[3]], width, height)),
+                            ("keypoints", None if points is None else
+                             far_outside(points[0::3], points[1::3], width, height))):
+        if far is not None:
+            return field_name, (f"has a point ({far[0]:.6g}, {far[1]:.6g}) far outside its image ({width} x {height});"
+                                " results are in the pixels of the image the ground truth's width and height describe")
+    return None
+
+
 def _short(value) -> str:
     text = json.dumps(value) if not isinstance(value, str) else repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -280,6 +302,13 @@ def parse_ground_truth(document, source: str) -> CocoGroundTruth:
         if cid in keypoints and "keypoints" in record:
             points = _check_keypoints(record, i, "annotations", keypoints[cid], issues, visibility=True)
             if points is None:
+                continue
+            labelled = [k for k in range(0, len(points), 3) if points[k + 2] > 0]
+            far = far_outside([points[k] for k in labelled], [points[k + 1] for k in labelled], image["width"] or 0,
+                              image["height"] or 0)
+            if far is not None:
+                issues.add(i, "keypoints", f"has a point ({far[0]:.6g}, {far[1]:.6g}) far outside its image "
+                                           f"({image['width']} x {image['height']})", unit="annotations")
                 continue
         elif "keypoints" in record and record["keypoints"]:
             issues.add(i, "keypoints", f"category {categories[cid]!r} names no keypoints; add its 'keypoints' list",
@@ -446,6 +475,10 @@ def parse_results(document, ground_truth: CocoGroundTruth, source: str, *, model
         elif box is None:  # a pose result without a box: the keypoints' extent, as pycocotools computes it
             xs, ys = points[0::3], points[1::3]
             box = [min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)]
+        far = _far_result(box, points, *sizes[int(iid)])
+        if far is not None:
+            issues.add(i, *far, unit="results")
+            continue
         clean = {"image_id": iid, "category_id": cid, "bbox": box, "score": float(score)}
         if points is not None:
             clean["keypoints"] = points
