@@ -50,12 +50,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("heavy"))
 
 
+RAISED_PEAK: list[tuple[float, str]] = []  # (GiB the test raised this process's peak by, test), the larger ones
+
+
 @pytest.fixture(autouse=True)
-def _nothing_left_open():
+def _nothing_left_open(request):
     """After each test: the projects it left open closed (their database connections and pools), the tables read
     from them dropped, and the dashboard's caches (AppTest runs pages in this process) emptied, so a worker's memory
-    does not grow with every test it has run."""
+    does not grow with every test it has run. A test that raises the process's peak memory by 0.25 GiB or more is
+    noted for the summary."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     yield
+    raised = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 2 ** 20
+    if raised >= 0.25:
+        RAISED_PEAK.append((raised, request.node.nodeid))
     import gc
 
     from hibug_core.store import project as project_module
@@ -93,6 +103,7 @@ def pytest_sessionfinish(session):
         name = getattr(session.config, "workerinput", {}).get("workerid", "main")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: kB
         Path(folder, name).write_text(str(peak))
+        Path(folder, name + ".raised").write_text("".join(f"{gib:.2f}\t{test}\n" for gib, test in RAISED_PEAK))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -100,11 +111,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     folder = os.environ.get(MEMORY_DIR)
     if hasattr(config, "workerinput") or not folder or not Path(folder).is_dir():
         return
-    peaks = {p.name: int(p.read_text()) / 2 ** 30 for p in sorted(Path(folder).iterdir())}
+    peaks = {p.name: int(p.read_text()) / 2 ** 30 for p in sorted(Path(folder).iterdir()) if not p.suffix}
     if not peaks:
         return
     terminalreporter.write_line("peak memory per test process: " + ", ".join(
         f"{name} {gib:.2f} GiB" for name, gib in peaks.items()) + f" (budget {MEMORY_BUDGET_GIB:g} GiB each)")
+    raised = sorted((line.split("\t") for p in Path(folder).glob("*.raised") for line in p.read_text().splitlines()),
+                    key=lambda row: -float(row[0]))
+    for gib, test in raised[:8]:
+        terminalreporter.write_line(f"  raised its process's peak by {gib} GiB: {test}")
     over = {name: gib for name, gib in peaks.items() if gib > MEMORY_BUDGET_GIB}
     if over:
         terminalreporter.write_line(f"memory budget exceeded: {over}", red=True)

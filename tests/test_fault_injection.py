@@ -485,16 +485,24 @@ def _zero_pages(database: Path, pages) -> None:
 DATABASE_DAMAGE = {
     "zeroed table pages": lambda db: _zero_pages(db, (60, 61, 62, 63, 90, 91)),
     "one zeroed index page": lambda db: _zero_pages(db, (120,)),
-    "random bytes in a page": lambda db: _scribble(db, 75),
+    "random bytes in a page": lambda db: _scribble(db, _root_page(db, "samples") - 1),  # 0-based, as _zero_pages
     # read by pandas, which wraps the driver's error in its own: `report` showed a traceback
     "the pages of tag corrections zeroed": lambda db: _zero_pages(db, range(21, 27)),
     "the pages of reviews zeroed": lambda db: _zero_pages(db, range(27, 33)),
 }
 
 
+def _root_page(database: Path, table: str) -> int:
+    """The first page of a table's B-tree (1-based, as SQLite counts): damage there is damage to the table, wherever
+    a new version of the schema puts it."""
+    with sqlite3.connect(database) as connection:
+        return int(connection.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0])
+
+
 def _scribble(database: Path, page: int) -> None:
+    """Random bytes over the end of a page (0-based): where a B-tree page keeps its cells (its start may be free)."""
     with open(database, "r+b") as handle:
-        handle.seek(page * 16_384 + 100)
+        handle.seek((page + 1) * 16_384 - 4_100)
         handle.write(random.Random(page).randbytes(4_000))
 
 

@@ -318,6 +318,7 @@ def test_an_unreadable_image_is_named_and_the_others_are_kept(colour_project, tm
     with open(first, "r+b") as handle:
         handle.truncate(40)
     encoder = load_encoder("tiny-open_clip")
-    with pytest.raises(TaggingError, match=r"1 image\(s\) could not be read, e\.g\. .*0\.png; fix or remove them"):
+    with pytest.raises(TaggingError, match=r"1 image\(s\) could not be read, e\.g\. .*0\.png; fix the file, or "
+                                           "remove such samples with `hibug remove"):
         embed_project(colour_project, encoder)
     assert len(embedding_cache(colour_project, encoder.key)) == 5  # 6 distinct pictures, the broken one not cached

@@ -366,6 +366,8 @@ def _same_file_issues(paths: list, names, first_rows: np.ndarray, column: str, i
         if path is None:
             continue
         real = os.path.realpath(path)
+        if real in seen and str(paths[seen[real]]) == str(path):
+            continue  # the same path written two ways ('./a.png'): a duplicate image, said already
         if real in seen:
             earlier = seen[real]
             issues.add(int(first_rows[code]), column, f"'{names[code]}' is the same file as row "
