@@ -52,31 +52,52 @@ def nms_reference(boxes, scores, iou_threshold: float):
 
 def roi_align_reference(input, rois, spatial_scale: float, pooled_height: int, pooled_width: int,
                         sampling_ratio: int, aligned: bool):
-    """RoIAlign in plain torch, as torchvision's own pure-torch fallback computes it (rois are (batch index, x1, y1,
-    x2, y2) rows; a sample beyond the feature map reads its edge, where the compiled kernel reads zero). Every sample
-    point of every region is read by one grid_sample call per feature map, then averaged per bin: about five times
-    faster on CPU than that fallback (which is also compiled on its first call, seconds per process) and
-    differentiable the same way."""
+    """RoIAlign in plain torch, as torchvision's kernels compute it (rois are (batch index, x1, y1, x2, y2) rows; a
+    sample beyond the feature map reads its edge, where the compiled kernel reads zero). Every sample point of every
+    region is read by grid_sample, then averaged per bin: about five times faster on CPU than torchvision's own
+    pure-torch fallback and differentiable the same way. Adaptive sampling (sampling_ratio 0 or less: a grid per
+    region's size, as Mask R-CNN's mask targets are read) reads the regions of one grid size together; torchvision's
+    fallback there samples every region over the whole feature map's height and width (7 GB for one image's mask
+    targets; a machine's whole memory for a few)."""
     import torch
-    import torch.nn.functional as F
 
-    if sampling_ratio <= 0:  # adaptive sampling (a grid per region's size): torchvision's own fallback
-        from torchvision.ops.roi_align import _roi_align
-
-        return _roi_align(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned)
-    images, channels, height, width = input.shape
+    channels = input.shape[1]
     regions = rois.shape[0]
     if regions == 0:
         return input.new_zeros((0, channels, pooled_height, pooled_width))
-    # 1. Every sample point, in feature-map pixels: sampling_ratio per bin and side, at the sub-bins' centres.
     offset = 0.5 if aligned else 0.0
-    batch = rois[:, 0].long()
     x1, y1 = rois[:, 1] * spatial_scale - offset, rois[:, 2] * spatial_scale - offset
     region_width, region_height = rois[:, 3] * spatial_scale - offset - x1, rois[:, 4] * spatial_scale - offset - y1
     if not aligned:
         region_width, region_height = region_width.clamp(min=1.0), region_height.clamp(min=1.0)
-    xs = _sample_points(x1, region_width / pooled_width, pooled_width, sampling_ratio)
-    ys = _sample_points(y1, region_height / pooled_height, pooled_height, sampling_ratio)
+    if sampling_ratio > 0:
+        return _read_regions(input, rois[:, 0].long(), x1, y1, region_width, region_height, pooled_height,
+                             pooled_width, sampling_ratio, sampling_ratio)
+    # Adaptive: ceil(region size / bins) samples per bin and side, as the kernels choose them.
+    per_bin_y = torch.ceil(region_height / pooled_height).clamp(min=1).long()
+    per_bin_x = torch.ceil(region_width / pooled_width).clamp(min=1).long()
+    out = input.new_zeros((regions, channels, pooled_height, pooled_width))
+    sizes = torch.stack([per_bin_y, per_bin_x], 1)
+    for size in torch.unique(sizes, dim=0).tolist():
+        chosen = torch.nonzero((sizes == torch.tensor(size, device=sizes.device)).all(1)).flatten()
+        out = out.index_copy(0, chosen, _read_regions(
+            input, rois[chosen, 0].long(), x1[chosen], y1[chosen], region_width[chosen], region_height[chosen],
+            pooled_height, pooled_width, int(size[0]), int(size[1])))
+    return out
+
+
+def _read_regions(input, batch, x1, y1, region_width, region_height, pooled_height: int, pooled_width: int,
+                  per_bin_y: int, per_bin_x: int):
+    """RoIAlign of regions (their image, corner and size in feature-map pixels) with per_bin_y x per_bin_x samples
+    in every bin."""
+    import torch
+    import torch.nn.functional as F
+
+    images, channels, height, width = input.shape
+    regions = batch.shape[0]
+    # 1. Every sample point, in feature-map pixels, at the sub-bins' centres.
+    xs = _sample_points(x1, region_width / pooled_width, pooled_width, per_bin_x)
+    ys = _sample_points(y1, region_height / pooled_height, pooled_height, per_bin_y)
     # 2. As grid_sample's coordinates (pixel centres at -1 and 1; the border repeats), the regions of each image
     # side by side in one grid per image.
     grid = torch.stack(torch.broadcast_tensors((xs / max(width - 1, 1) * 2 - 1)[:, None, :],
@@ -92,7 +113,7 @@ def roi_align_reference(input, rois, spatial_scale: float, pooled_height: int, p
     sampled = F.grid_sample(input, grids.reshape(images, most * rows, columns, 2), mode="bilinear",
                             padding_mode="border", align_corners=True)
     sampled = sampled.reshape(images, channels, most, rows, columns).transpose(1, 2)[batch, slot]
-    return F.avg_pool2d(sampled, sampling_ratio)
+    return F.avg_pool2d(sampled, (per_bin_y, per_bin_x))
 
 
 def _sample_points(start, bin_size, bins: int, per_bin: int):

@@ -774,7 +774,7 @@ def test_one_image_file_is_one_sample_however_it_is_named(tmp_path, capsys):
             "one image file is one sample") in capsys.readouterr().err
     (data / "m.csv").write_text("image,label,prediction\na.png,x,x\nb.png,y,y\nsub/../a.png,x,y\n")
     assert main(["new", str(tmp_path / "p"), "--manifest", str(data / "m.csv")]) == 2
-    assert "is the same file as row 1's image" in capsys.readouterr().err
+    assert "row 3, column 'image': duplicate image 'sub/../a.png', already in row 1" in capsys.readouterr().err
     (data / "m.csv").write_text("image,label,prediction\na.png,x,x\nb.png,y,y\ncopy.png,y,x\n")
     assert main(["new", str(tmp_path / "p"), "--manifest", str(data / "m.csv")]) == 0
     assert "warning: 1 image(s) are byte-for-byte copies of others (e.g. b.png = copy.png)" in \

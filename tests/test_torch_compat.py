@@ -4,6 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -84,6 +85,41 @@ def test_roi_align_reference_reads_every_sample_as_defined(seed):
         expected = _pooled(features[int(roi[0])], roi[1:], 0.25, 3, 2)
         assert torch.allclose(pooled[k], expected, atol=1e-10), k
     assert roi_align_reference(features, rois[:0], 0.25, 3, 3, 2, False).shape == (0, 4, 3, 3)
+
+
+@pytest.mark.parametrize("aligned", [False, True])
+def test_adaptive_sampling_reads_a_grid_per_region_size_in_bounded_memory(aligned):
+    """Sampling ratio 0 (Mask R-CNN's mask targets): ceil(region size / bins) samples per bin and side, as torchvision
+    defines it (its own pure-torch fallback sampled every region over the whole map: 7 GB for one image's masks)."""
+    import resource
+
+    generator = torch.Generator().manual_seed(0)
+    features = torch.randn(2, 3, 20, 24, generator=generator, dtype=torch.float64)
+    corners = torch.rand(12, 2, generator=generator, dtype=torch.float64) * 14
+    sizes = 1 + torch.rand(12, 2, generator=generator, dtype=torch.float64) * 9
+    rois = torch.cat([torch.randint(0, 2, (12, 1), generator=generator).double(), corners, corners + sizes], dim=1)
+    pooled = roi_align_reference(features, rois, 1.0, 3, 3, 0, aligned)
+    offset = 0.5 if aligned else 0.0
+    for k, roi in enumerate(rois.tolist()):
+        height, width = roi[4] - roi[2], roi[3] - roi[1]
+        if not aligned:
+            height, width = max(height, 1.0), max(width, 1.0)
+        per_y, per_x = int(np.ceil(height / 3)), int(np.ceil(width / 3))
+        if per_y == per_x:  # _pooled samples a square grid per bin; the others are checked by the library below
+            corners_k = [roi[1] - offset, roi[2] - offset, roi[3] - offset, roi[4] - offset]
+            expected = _pooled(features[int(roi[0])], corners_k, 1.0, 3, per_y)
+            assert torch.allclose(pooled[k], expected, atol=1e-10), k
+    from torchvision.ops.roi_align import _roi_align
+
+    assert torch.allclose(pooled.float(), _roi_align(features.float(), rois.float(), 1.0, 3, 3, 0, aligned),
+                          atol=1e-5)
+    masks = (torch.rand(6, 1, 240, 320, generator=generator) > 0.5).float()
+    boxes = torch.rand(128, 2, generator=generator) * 200
+    regions = torch.cat([torch.randint(0, 6, (128, 1), generator=generator).float(), boxes,
+                         boxes + 20 + torch.rand(128, 2, generator=generator) * 100], dim=1)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert roi_align_reference(masks, regions, 1.0, 28, 28, 0, aligned).shape == (128, 1, 28, 28)
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024 < 300  # MB
 
 
 def test_roi_align_reference_passes_gradients_back_to_the_features():
