@@ -140,7 +140,7 @@ with slices_tab:
     if table.empty:
         untagged = not [a for a in comparison.tags.attributes if a != CLASS]
         st.info("No slices to compare: no attribute is tagged yet (Attributes and Tagging pages); the models are "
-                "compared overall and per class." if untagged else f"No slice has {op.support} shared "
+                "compared overall and per class." if untagged else f"No slice has {op.min_support} shared "
                 f"{nouns.samples} or more: lower the minimum size.")
         chosen_id = None
     elif listed.empty:

@@ -66,8 +66,9 @@ class CocoResults:
 
     @property
     def has_masks(self) -> bool:
-        """Whether every detection comes with its mask (a 'segmentation')."""
-        return bool(self.records) and all("segmentation" in record for record in self.records)
+        """Whether every detection comes with its mask (a 'segmentation'); a model that found nothing gave no box
+        without one either (it is read as a model of masks that found nothing)."""
+        return all("segmentation" in record for record in self.records)
 
 
 def read_json(path: Path) -> object:

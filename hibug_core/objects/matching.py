@@ -130,7 +130,8 @@ def _iou_type(ground_truth: CocoGroundTruth, results: CocoResults, config: Match
             raise ConfigError(f"mask matching was asked for, but the {' and the '.join(missing)} outline no object "
                               "with a mask ('segmentation'): give every object and detection its mask")
         return "segm"
-    has_points = ground_truth.has_keypoints and bool(results.detections["keypoints"].notna().any())
+    found_nothing = results.detections.empty  # no detection says it is not a model of people: the truth decides
+    has_points = ground_truth.has_keypoints and (found_nothing or bool(results.detections["keypoints"].notna().any()))
     use = has_points if config.keypoints is None else config.keypoints
     if use and not has_points:
         raise ConfigError("keypoint matching was asked for, but the ground truth or the results carry no keypoints")
@@ -172,9 +173,11 @@ def _summary(gt, dt, iou_type, sigmas, ground_truth, results):
                               "objects": objects["category_id"].value_counts().reindex(categories, fill_value=0).values,
                               "detections": results.detections["category_id"].value_counts()
                               .reindex(categories, fill_value=0).values})
-    if dt is None:
+    if dt is None:  # a model that found nothing: AP and AR 0 wherever there was something to find
         names = _keypoint_names() if iou_type == "keypoints" else SUMMARY_NAMES
-        return {name: -1.0 for name in names}, per_class.assign(AP=np.nan, AP50=np.nan), None
+        return (_nothing_found(objects, iou_type, names),
+                per_class.assign(AP=np.where(per_class["objects"] > 0, 0.0, np.nan),
+                                 AP50=np.where(per_class["objects"] > 0, 0.0, np.nan)), None)
     evaluator = evaluated(gt, dt, iou_type, sigmas)
     with contextlib.redirect_stdout(io.StringIO()):
         evaluator.summarize()
@@ -196,6 +199,24 @@ def _summary(gt, dt, iou_type, sigmas, ground_truth, results):
         first = values[0]
         ap50.append(float(first[first > -1].mean()) if (first > -1).any() else np.nan)
     return summary, per_class.assign(AP=ap, AP50=ap50), evaluator
+
+
+AREA_RANGES = {"small": (0.0, 32.0 ** 2), "medium": (32.0 ** 2, 96.0 ** 2), "large": (96.0 ** 2, 1e10)}  # COCO's
+
+
+def _nothing_found(objects: pd.DataFrame, iou_type: str, names: tuple[str, ...]) -> dict[str, float]:
+    """COCO's summary of a model with no detections at all: 0 where the ground truth holds objects to find (in that
+    area range; people with a labelled keypoint), -1 where it holds none, as pycocotools reports an empty range.
+    (The library reports -1 everywhere, and pycocotools cannot load an empty results file.)"""
+    if iou_type == "keypoints":
+        objects = objects[[isinstance(p, list) and any(v > 0 for v in p[2::3]) for p in objects["keypoints"]]]
+    areas = objects["area"].to_numpy(float)
+    summary = {}
+    for name in names:
+        word = name.split()[-1]
+        low, high = AREA_RANGES.get(word, (0.0, 1e10))
+        summary[name] = 0.0 if ((areas >= low) & (areas <= high)).any() else -1.0
+    return summary
 
 
 def _average_precision(evaluator) -> float:

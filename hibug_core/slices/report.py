@@ -72,8 +72,14 @@ class SliceReport:
         return (f"{self.model} on {self.split}: {nouns.score} {self.overall_score:.1%} over "
                 f"{nouns.count(len(self.evaluation))}" + (f" ({apart:,} false positives measured apart)" if apart
                                                            else "")
-                + f"; {self.enumerated:,} slices enumerated, {len(self.slices)} error slices ({nouns.score} below "
-                f"{self.slices.attrs['cut']:.1%})")
+                + f"; {self.enumerated:,} slices enumerated, {len(self.slices)} error slices ({self._rule(nouns)})")
+
+    def _rule(self, nouns) -> str:
+        """What an error slice scores: below the cut, which a whole that scores nothing leaves no room under."""
+        cut = self.slices.attrs["cut"]
+        if cut <= 0:
+            return f"none can score below the whole's {self.overall_score:.1%}: every one of its {nouns.samples} failed"
+        return f"{nouns.score} below {cut:.1%}"
 
     def empty_verdict(self) -> str | None:
         """When no slice is reported: that nothing is significant at this size, with what the data allow (the

@@ -62,7 +62,14 @@ def objects(engine, model: str | None = None) -> pd.DataFrame:
                      "FROM object_outcomes o JOIN models m "
                      "ON m.id = o.model_id WHERE m.name = :m"), connection, params={"m": model}, index_col="id")
             frame = frame.join(outcomes, how="left")
+    for column in NUMERIC_OBJECT_COLUMNS.intersection(frame.columns):  # a column no row fills comes back as None:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")  # every reader gets NaN for "none"
     return frame
+
+
+# Geometry and overlaps: numbers wherever they are read (NaN where there is none, e.g. a model that found nothing).
+NUMERIC_OBJECT_COLUMNS = frozenset({"box_x", "box_y", "box_w", "box_h", "iou", "pred_x", "pred_y", "pred_w", "pred_h",
+                                    "boundary_iou"})
 
 
 def object_evaluation(engine, model: str, split: str | None = None) -> dict | None:

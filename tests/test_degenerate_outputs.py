@@ -1,0 +1,94 @@
+"""Whatever a model gives, it is read as what it is: a detector, pose model or mask model that found nothing at all, or
+nothing on some images, is a model with AP 0 whose every object (there) is missed, on every page and command."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from test_objects import _random_case, _write
+
+from hibug_core.cli import main
+from hibug_core.store.project import Project
+
+TASKS = {"detection": {}, "pose": {"keypoints": 4}, "segmentation": {"masks": True}}
+
+
+def _options(task: str) -> list[str]:
+    return {"detection": [], "pose": ["--keypoint-sigmas", "0.05,0.05,0.05,0.05"], "segmentation": []}[task]
+
+
+@pytest.fixture(params=list(TASKS))
+def project_with_a_silent_model(request, tmp_path):
+    """A small object project of each task: a first model with results, then `nothing` (an empty results file) and
+    `partly` (results on the first half of the images only), both added with `hibug import --models-only`."""
+    task = request.param
+    truth, found = _random_case(5, n_images=12, **TASKS[task])
+    half = {image["id"] for image in truth["images"][:6]}
+    truth_file, results = _write(tmp_path / "data", truth, {
+        "first": found, "nothing": [], "partly": [d for d in found if d["image_id"] in half]})
+    assert main(["new", str(tmp_path / "p"), "--coco", str(truth_file), "--results", f"first={results['first']}",
+                 *_options(task)]) == 0
+    for name in ("nothing", "partly"):
+        assert main(["import", str(tmp_path / "p"), "--models-only", "--coco", str(truth_file), "--results",
+                     f"{name}={results[name]}"]) == 0, name
+    return task, tmp_path / "p", truth
+
+
+def test_a_model_that_found_nothing_has_ap_0_and_every_object_missed(project_with_a_silent_model, capsys):
+    task, folder, truth = project_with_a_silent_model
+    with Project.open(folder) as project:
+        summary = project.object_evaluation("nothing", "val")["summary"]
+        assert summary["AP"] == 0.0 and summary["AP50"] == 0.0  # not COCO's -1 (nothing to find)
+        assert all(value in (0.0, -1.0) for value in summary.values())
+        objects = project.objects("nothing")
+        true = objects[objects["object_kind"] == "object"]
+        assert (true["outcome"] == "missed").all() and true["pred_x"].isna().all()
+        assert true["pred_x"].dtype == float  # numbers, NaN where there is none: never None
+        fixes = project.object_evaluation("nothing", "val")["fixes"]
+        assert fixes is None or (fixes["AP if fixed"] >= 0).all()
+        partly = project.objects("partly")
+        images = {i["file_name"] for i in truth["images"][6:]}
+        unseen = partly[(partly["object_kind"] == "object") & partly["image_key"].isin(images)]
+        assert (unseen["outcome"] == "missed").all()
+    capsys.readouterr()
+    assert main(["info", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "-1.000" not in out and "AP 0.000" in out
+    assert main(["compare", str(folder), "--models", "first,nothing"]) in (0, 1)
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("page", ["app.py", "pages/7_Compare.py", "pages/4_Error_slices.py"])
+def test_the_pages_draw_a_model_that_found_nothing(project_with_a_silent_model, monkeypatch, page):
+    from page_support import open_page
+
+    _, folder, _ = project_with_a_silent_model
+    at = open_page(monkeypatch, page, folder)
+    pickers = [box for box in at.selectbox if box.key == "hibug_model"]
+    if pickers:  # the model under test (Compare compares them all)
+        pickers[0].select("nothing").run()
+    assert not at.exception, at.exception
+    text = " ".join(str(e.value) for kind in ("markdown", "caption", "metric", "error", "warning", "info")
+                    for e in at.get(kind) if hasattr(e, "value"))
+    for wrong in ("-1.000", "-10.0%", "AP n/a", "nan%"):
+        assert wrong not in text, wrong
+
+
+def test_an_empty_results_file_is_read_as_no_detections(tmp_path):
+    """The docs' recipe for a second model (keep the detections of confidence 0.9 or more) can leave nothing: it is a
+    model that finds nothing, not an error."""
+    from hibug_core.objects.coco import parse_ground_truth, parse_results
+    from hibug_core.objects.matching import MatchConfig, summarize
+
+    truth, found = _random_case(5, n_images=6)
+    ground_truth = parse_ground_truth(truth, str(tmp_path / "t.json"))
+    kept = [d for d in found if d["score"] >= 2.0]  # nothing passes
+    results = parse_results(kept, ground_truth, str(tmp_path / "r.json"), model="strict")
+    summary, per_class = summarize(ground_truth, results, MatchConfig())
+    assert summary["AP"] == 0.0 and summary["AR100"] == 0.0
+    with_objects = per_class["objects"] > 0
+    assert (per_class.loc[with_objects, "AP"] == 0.0).all() and per_class.loc[~with_objects, "AP"].isna().all()
+    areas = np.array([a["area"] for a in truth["annotations"] if not a["iscrowd"]])
+    assert summary["AP large"] == (0.0 if (areas >= 96 ** 2).any() else -1.0)
+    json.dumps(summary)
