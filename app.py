@@ -98,10 +98,10 @@ def overview() -> None:
     st.subheader(f"How {plain(model)} does")
     cells = st.columns(len(by_split) + 1)
     held_out = metrics.labelled(samples[samples["split"] != "train"])
-    cells[0].metric("Held-out score", f"{held_out['score'].mean():.1%}",
-                    help=f"Mean {nouns.score} over the labelled {nouns.samples} outside the training split")
+    cells[0].metric(f"Held-out {nouns.figure}", f"{held_out['score'].mean():.1%}",
+                    help=f"{nouns.figure.capitalize()} over the labelled {nouns.samples} outside the training split")
     for cell, (split, row) in zip(cells[1:], by_split.iterrows()):
-        cell.metric(f"{split} score", f"{row['score']:.1%}",
+        cell.metric(f"{split} {nouns.figure}", f"{row['score']:.1%}",
                     help=f"{nouns.count(int(row['count']))}, {row['errors']} errors")
 
     split_options = [s for s in ("val", "test", "train", "pool") if s in by_split.index] or ["val"]

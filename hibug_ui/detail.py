@@ -99,9 +99,12 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
         task = current_task(project)
         predicted = task.prediction_words(row) if pd.notna(row.get("prediction")) else None
         if pd.notna(row.get("outcome")):
-            error = f" ({plain(row['error_type'])} error)" if row.get("error_type") not in (None, "", "missed") else ""
+            said = predicted != row.get("prediction")  # the task's own words: a person found inverted, an object
+            # found with an outline error; they name the error themselves
+            error = (f" ({plain(row['error_type'])} error)" if row.get("error_type") not in (None, "", "missed")
+                     and not said else "")
             iou = f" · {task.nouns.score} {row['iou']:.2f}" if pd.notna(row.get("iou")) else ""  # 0: no overlap
-            outcome = row["outcome"] if predicted == row.get("prediction") else predicted  # a person found inverted
+            outcome = predicted if said else row["outcome"]
             st.markdown(f"**{plain(outcome)}**{error}{iou}")
         if isinstance(row.get("keypoint_types"), str):
             _keypoints(row, keypoint_skeleton(project).get("names", []))

@@ -14,8 +14,14 @@ from hibug_core.tasks import task_of
 from hibug_ui.plots import error_type_figure, literal_values
 from hibug_ui.widgets import image_grid
 
-HEADLINE = {"AP": "AP at IoU .50:.95, COCO's main number", "AP50": "AP at IoU .50", "AP75": "AP at IoU .75",
-            "AR100": "recall with up to 100 detections per image", "AR": "recall at OKS .50:.95"}
+
+def headline(nouns) -> dict[str, tuple[str, str]]:
+    """COCO's figures the Overview shows first: summary key -> (its name in the task's words, what it is)."""
+    overlap, ap = nouns.score, nouns.ap
+    return {"AP": (ap, f"{ap} at {overlap} .50:.95, COCO's main number"), "AP50": (f"{ap}50", f"{ap} at {overlap} .50"),
+            "AP75": (f"{ap}75", f"{ap} at {overlap} .75"),
+            "AR100": ("AR100", f"recall at {overlap} .50:.95 with up to 100 detections per image"),
+            "AR": ("AR", f"recall at {overlap} .50:.95")}
 
 
 def object_overview(project, model: str, samples: pd.DataFrame, split: str, user: str) -> None:
@@ -28,14 +34,16 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str, user
         return
     another_model(project, split, user)
     settings = evaluation["settings"]
-    overlap = "OKS" if settings.get("iou_type") == "keypoints" else "IoU"
     st.markdown(f"**COCO evaluation** of import #{evaluation['import_id']} ({', '.join(evaluation['splits'])}; "
-                f"faster-coco-eval, equal to pycocotools); {nouns.a_sample} is found at {overlap} "
+                f"faster-coco-eval, equal to pycocotools); {nouns.a_sample} is found at {nouns.score} "
                 f"{settings['iou_threshold']:.2f} or more")
-    shown = [name for name in HEADLINE if name in evaluation["summary"]]
+    figures = headline(nouns)
+    shown = [name for name in figures if name in evaluation["summary"]]
     for cell, name in zip(st.columns(len(shown)), shown):
         value = evaluation["summary"][name]
-        cell.metric(name, "n/a" if value < 0 else f"{value:.3f}", help=HEADLINE[name])
+        title, meaning = figures[name]
+        cell.metric(title, "none to find" if value < 0 else f"{value:.3f}",  # COCO's -1: no object of that kind
+                    help=meaning if value >= 0 else f"{meaning}: the split holds no {nouns.samples} to find")
     evaluated = samples[(samples["split"] == split) & samples["outcome"].notna()]
     left, right = st.columns([2, 3])
     with left:
@@ -103,7 +111,7 @@ def _confusion(project, evaluated: pd.DataFrame, nouns) -> None:
     event = st.dataframe(shown, width="stretch", on_select="rerun", selection_mode="single-cell",
                          key="overview_object_confusion")
     st.caption(f"(background): false positives no {nouns.sample} is confused by (on nothing, duplicates, misplaced "
-               f"boxes); (missed): {nouns.samples} not found at the threshold (their crops say why: missed, or a "
+               f"detections); (missed): {nouns.samples} not found at the threshold (their crops say why: missed, or a "
                f"detection that came close). A false positive that names another class on {nouns.a_sample} counts "
                f"once, in that {nouns.sample}'s row.")
     cells = event.selection.get("cells", []) if event is not None else []
@@ -131,8 +139,10 @@ def another_model(project, split: str, user: str) -> None:
         return
     nouns = task_of(project).nouns
     with st.expander(f"Add another model's results on {split}", icon=":material/upload_file:"):
+        fields = {"box": "bbox", "keypoints": "keypoints", "mask": "segmentation (its mask)"}
+        drawn = ", ".join(fields[shape] for shape in task_of(project).shapes[::-1] if shape in fields)
         st.caption(f"A COCO results file of the same {split} images (a list of detections with image_id, category_id, "
-                   f"bbox, score{', keypoints' if project.keypoint_skeleton() else ''}): matched against this "
+                   f"score and {drawn}): matched against this "
                    f"project's ground truth exactly as its models were; its false positives become {nouns.samples} of "
                    "their own. Then compare the two on the Compare page.")
         with st.form("another_model_form"):

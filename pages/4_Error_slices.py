@@ -124,7 +124,7 @@ with found:
             column_config={"rank": st.column_config.NumberColumn("#", width=36),
                            "description": st.column_config.TextColumn("slice", width="medium"),
                            "count": st.column_config.NumberColumn(nouns.samples, width=60),
-                           "score": percent_column("score", progress=True, width=110),
+                           "score": percent_column(nouns.figure, progress=True, width=110),
                            "interval": st.column_config.TextColumn("95% interval", width=90),
                            "q_value": st.column_config.NumberColumn("q", format="%.0e", width=60,
                                                                     help="false discovery rate (Benjamini-Hochberg)"),
@@ -172,7 +172,7 @@ with found:
                        "on the Tagging page to know how far to trust it.")
         cells = st.columns(5)
         cells[0].metric(nouns.Samples, f"{row['count']:,}")
-        cells[1].metric("Score", f"{row['score']:.1%}", f"{points(-row['gap'])} vs overall")
+        cells[1].metric(nouns.figure.capitalize(), f"{row['score']:.1%}", f"{points(-row['gap'])} vs overall")
         cells[2].metric("Share of evaluation", f"{row['eval_share']:.1%}")
         cells[3].metric("Share of training",
                         "–" if row["train_count"] is None or row["train_count"] != row["train_count"]

@@ -71,7 +71,8 @@ if len(comparison.candidates) > 1:
         keep_setting(candidate=candidate)
 st.caption(f"{nouns.count(len(comparison.evaluation))} of the '{op.split}' split that every model predicts · "
            f"{comparison.test} per slice, Benjamini-Hochberg q-values over the slices compared (significant at "
-           f"{op.alpha:g}) · right: an {nouns.score} of at least {comparison.config.right_from:g}")
+           f"{op.alpha:g}) · figures: {nouns.figure} ({nouns.score_help}) · where one model is right and another "
+           f"wrong: {nouns.score} {comparison.config.right_from:g} or more")
 
 # Overall: each model's score on the shared samples, the change against the baseline; AP where the task has one.
 overall = comparison.overall.set_index("model")

@@ -23,7 +23,7 @@ def test_overview_of_the_demo(monkeypatch, demo_project):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Images"] == "3,866"
     assert (metrics["train"], metrics["val"], metrics["test"], metrics["pool"]) == ("1,378", "800", "888", "800")
-    assert metrics["val score"] == "87.9%" and metrics["test score"] == "89.0%"
+    assert metrics["val accuracy"] == "87.9%" and metrics["test accuracy"] == "89.0%"
     assert at.sidebar.selectbox(key="hibug_model").value == "shape-cnn"
     assert any("of 97 images" in c.value for c in at.caption)  # val errors
 
@@ -103,7 +103,7 @@ def test_creating_a_project_from_a_manifest_path_opens_it(monkeypatch, tmp_path)
     at = create_from_path("new-project", manifest)
     assert not at.exception
     assert at.title[0].value == "new-project"
-    assert {m.label: m.value for m in at.metric}["val score"] == "50.0%"
+    assert {m.label: m.value for m in at.metric}["val accuracy"] == "50.0%"
 
 
 def test_a_bad_manifest_is_listed_and_creates_nothing(monkeypatch, tmp_path):

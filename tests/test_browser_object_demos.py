@@ -62,9 +62,12 @@ def test_a_second_model_and_a_repaired_one_are_compared_and_failure_search_is_re
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
         open_app(page, url)
-        # The Overview's val score is the Error slices' overall score, false positives counted apart.
-        shown(page, "val score")
-        assert page.get_by_test_id("stMetric").filter(has_text="val score").first.inner_text().endswith(f"{val:.1%}")
+        # The Overview's val figure is the Error slices' overall one, false positives counted apart, named alike.
+        from hibug_core.tasks import task_named
+
+        label = f"val {task_named(task).nouns.figure}"
+        shown(page, label)
+        assert page.get_by_test_id("stMetric").filter(has_text=label).first.inner_text().endswith(f"{val:.1%}")
 
         said = add_another_model(page, "stricter", stricter)
         with Project.open(folder, read_only=True) as project:

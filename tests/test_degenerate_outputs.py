@@ -92,3 +92,16 @@ def test_an_empty_results_file_is_read_as_no_detections(tmp_path):
     areas = np.array([a["area"] for a in truth["annotations"] if not a["iscrowd"]])
     assert summary["AP large"] == (0.0 if (areas >= 96 ** 2).any() else -1.0)
     json.dumps(summary)
+
+
+def test_a_results_file_without_masks_is_refused_by_what_it_lacks(tmp_path, capsys):
+    truth, found = _random_case(5, n_images=6, masks=True)
+    boxes_only = [{key: value for key, value in d.items() if key != "segmentation"} for d in found]
+    truth_file, results = _write(tmp_path / "data", truth, {"first": found, "boxes": boxes_only})
+    assert main(["new", str(tmp_path / "p"), "--coco", str(truth_file), "--results", f"first={results['first']}"]) == 0
+    capsys.readouterr()
+    assert main(["import", str(tmp_path / "p"), "--models-only", "--coco", str(truth_file), "--results",
+                 f"boxes={results['boxes']}"]) == 2
+    said = next(line for line in capsys.readouterr().err.splitlines() if line.startswith("error:"))
+    assert "the results of 'boxes' give no mask for their detections" in said and "give each detection a mask" in said
+    assert "/" not in said and "ground truth" not in said  # not the project's own file, not a server's path

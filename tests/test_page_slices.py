@@ -29,7 +29,7 @@ def test_ranked_slices_of_the_demo_with_the_first_one_explained(monkeypatch, dem
     assert "spurious correlation" in at.markdown[0].value and "97% of those with its tags are 'circle'" in \
         at.markdown[0].value
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Images"] == "90" and metrics["Score"] == "38.9%"
+    assert metrics["Images"] == "90" and metrics["Accuracy"] == "38.9%"
     related = at.dataframe[1].value
     assert set(related["description"]) == {"shape = rectangle & color = blue", "shape = triangle & color = blue"}
     assert any(c.value.startswith("images 1–24 of 90") for c in at.caption)

@@ -118,7 +118,8 @@ class FindSlices(Operation, _SliceSearch, LLMSettings):
             table.to_json(self.output, orient="records", indent=2) if self.output.endswith(".json") else \
                 write_csv(table, self.output, index=True)
         # 3. the lines
-        lines = [f"{rank + 1:>3}. {row['description']:<50} n={row['count']:<5} score {row['score']:6.1%} "
+        figure = task_of(project).nouns.figure
+        lines = [f"{rank + 1:>3}. {row['description']:<50} n={row['count']:<5} {figure} {row['score']:6.1%} "
                  f"[{row['score_low']:.0%}, {row['score_high']:.0%}] q={row['q_value']:.1e}  {row['bug_type']}: "
                  f"{row['reason']}{_precision_note(row)}" for rank, row in report.slices.head(self.top).iterrows()]
         lines += [line for line in (report.empty_verdict(), apart.headline() if apart is not None else None) if line]

@@ -69,7 +69,7 @@ class SliceReport:
         """The report in one line, in the task's words (`nouns`: tasks.base.Nouns): what was scored, how, and the
         false positives measured apart (they never enter the true samples' score)."""
         apart = self.false_positives()
-        return (f"{self.model} on {self.split}: {nouns.score} {self.overall_score:.1%} over "
+        return (f"{self.model} on {self.split}: {nouns.figure} {self.overall_score:.1%} over "
                 f"{nouns.count(len(self.evaluation))}" + (f" ({apart:,} false positives measured apart)" if apart
                                                            else "")
                 + f"; {self.enumerated:,} slices enumerated, {len(self.slices)} error slices ({self._rule(nouns)})")
@@ -79,7 +79,7 @@ class SliceReport:
         cut = self.slices.attrs["cut"]
         if cut <= 0:
             return f"none can score below the whole's {self.overall_score:.1%}: every one of its {nouns.samples} failed"
-        return f"{nouns.score} below {cut:.1%}"
+        return f"{nouns.figure} below {cut:.1%}"
 
     def empty_verdict(self) -> str | None:
         """When no slice is reported: that nothing is significant at this size, with what the data allow (the

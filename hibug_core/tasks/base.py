@@ -31,6 +31,7 @@ class Nouns:
     measure: str  # what a repair's before and after are: "accuracy", "objects found", "people found"
     score_help: str  # one line: how a sample is scored
     explain: str  # one line: what a sample is
+    ap: str = "AP"  # COCO's average precision as the task's figures name it ("mask AP" for masks)
 
     @property
     def a_sample(self) -> str:
@@ -40,6 +41,12 @@ class Nouns:
     def count(self, n: int) -> str:
         """'1 image', '12,000 objects'."""
         return f"{n:,} {self.sample if n == 1 else self.samples}"
+
+    @property
+    def figure(self) -> str:
+        """What a figure over many samples is, one name for it on every page and command: "accuracy" where a sample
+        is right or wrong, else the mean of its score ("mean IoU", "mean OKS", "mean mask IoU"; 0 when missed)."""
+        return self.score if self.score == self.measure else f"mean {self.score}"
 
     @property
     def Samples(self) -> str:  # noqa: N802 (a column or metric title)

@@ -3,7 +3,7 @@ states, and which task claims a manifest or a COCO file."""
 from __future__ import annotations
 
 from hibug_core.registry import Registry
-from hibug_core.tasks.base import Task, TaskError
+from hibug_core.tasks.base import Task, TaskError, drawn_coco_shapes
 
 TASKS = Registry("task")  # each entry's build() gives the one instance of its task
 DEFAULT_TASK = "classification"  # what a project with nothing imported yet reads as (it has no samples to be else)
@@ -48,11 +48,27 @@ def claiming_coco(truth, results: list, task: str | None = None) -> Task:
     if task is not None:
         chosen = task_named(task)
         if not chosen.reads_coco(truth, results):
-            needs = " and ".join(chosen.shapes) or "no COCO file: its samples are whole images"
-            raise TaskError(f"{truth.source}: the {chosen.name} task reads {needs}, which these files do not all "
-                            "carry; choose another task or give the files what it needs")
+            raise TaskError(_what_is_lacking(chosen, truth, results))
         return chosen
     claims = [task for task in all_tasks() if task.claims_coco(truth, results)]
     if len(claims) != 1:
         raise TaskError(f"{truth.source}: no single task reads this COCO file ({len(claims)} claim it)")
     return claims[0]
+
+
+def _what_is_lacking(task: Task, truth, results: list) -> str:
+    """Which file lacks which shape the task reads (named by file name, never by the server's path)."""
+    from pathlib import Path
+
+    if not task.shapes:
+        return f"the {task.name} task reads no COCO file: its samples are whole images"
+    drawn = drawn_coco_shapes(truth, results)
+    missing = [shape for shape in task.shapes if shape not in drawn]
+    lacking = [found.model for found in results if not set(missing) <= drawn_coco_shapes(truth, [found])]
+    needs = " and ".join(f"a {shape}" for shape in missing)
+    if lacking:
+        return (f"the results of {', '.join(repr(m) for m in lacking)} give no {' and no '.join(missing)} for their "
+                f"detections, and this project's {task.nouns.samples} are matched by them ({task.nouns.score}): give "
+                f"each detection {needs}")
+    return (f"the ground truth {Path(truth.source).name} gives no {' and no '.join(missing)} for its objects, which "
+            f"the {task.name} task matches by; give each object {needs}")

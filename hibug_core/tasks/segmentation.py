@@ -38,7 +38,7 @@ class Segmentation(Detection):
             "by mask IoU")
     nouns = Nouns("object", "objects", "mask IoU", "objects found",
                   "the mask IoU of the object's match (0 when missed, and for a false positive)",
-                  "ground-truth objects and false positives, each a sample outlined by its mask")
+                  "ground-truth objects and false positives, each a sample outlined by its mask", ap="mask AP")
     capabilities = Capabilities(predict=False, generate=False, retrain="fine-tuned on labelled pool images",
                                 checkpoint="its family loads it, e.g. scene-masks: `{\"state_dict\", \"classes\", "
                                            "\"config\"}`",
@@ -62,6 +62,13 @@ class Segmentation(Detection):
     shapes = ("mask", "box")
     another_model = ("upload its COCO results (with masks) on the Overview, or import them: `hibug import PROJECT "
                      "--models-only --coco TRUTH.json --results NAME=results.json`")
+
+    def prediction_words(self, row) -> str:
+        """An object whose mask of its class lies in place but is outlined badly is said so, not "missed": the model
+        found it, and its mask IoU fell below the threshold by the outline."""
+        if row.get("error_type") == OUTLINE_ERROR and row.get("outcome") == "missed":
+            return "found, outline error"
+        return super().prediction_words(row)
 
     def validate_table(self, frame: pd.DataFrame, *, source: str, base_dir: Path, default_model: str,
                        config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress):
