@@ -52,7 +52,8 @@ with st.form("slices_settings"):
                       value=url_setting("gap", FindSlices.default("gap"), float),
                       help="An error slice scores below the overall score minus C")
     rank_by = field_input(cells[3], FindSlices, "rank_by", "Rank by", key="slices_rank_by",
-                          value=url_setting("rank", FindSlices.default("rank_by")), help=RANKINGS.help_text())
+                          value=url_setting("rank", FindSlices.default("rank_by")), help=RANKINGS.help_text(),
+                          format_func=lambda name: name.replace("_", " "))  # a ranking's name, not an identifier
     splits = [s for s in ("val", "test", "train") if project.split_counts().get(s)] or ["val"]
     split = cells[4].selectbox("Split", splits, index=splits.index(url_setting("split", splits[0]))
                                if url_setting("split", splits[0]) in splits else 0, key="slices_split")

@@ -105,3 +105,30 @@ def test_a_results_file_without_masks_is_refused_by_what_it_lacks(tmp_path, caps
     said = next(line for line in capsys.readouterr().err.splitlines() if line.startswith("error:"))
     assert "the results of 'boxes' give no mask for their detections" in said and "give each detection a mask" in said
     assert "/" not in said and "ground truth" not in said  # not the project's own file, not a server's path
+
+
+def test_repair_without_pool_images_is_refused_before_it_starts(tmp_path, capsys):
+    """The Repair button on a project with no pool images started a job that failed at once; now the refusal comes
+    first, in the page (a job is never started) and on the command line."""
+    from PIL import Image
+
+    from hibug_core.errors import ProjectError
+    from hibug_core.jobs.worker import submit
+    from hibug_core.operations import Repair
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(6):
+        Image.new("RGB", (16, 16), (40 * i, 90, 160)).save(data / f"{i}.png")
+    (data / "m.csv").write_text("image,label,prediction,split\n" + "".join(
+        f"{i}.png,{'ab'[i % 2]},a,{'val' if i < 4 else 'train'}\n" for i in range(6)))
+    assert main(["new", str(tmp_path / "p"), "--manifest", str(data / "m.csv")]) == 0
+    capsys.readouterr()
+    assert main(["select", str(tmp_path / "p")]) == 2
+    assert "this project has no pool images to select from" in capsys.readouterr().err
+    with Project.open(tmp_path / "p") as project:
+        with pytest.raises(ProjectError, match="no pool images to select from: import unlabelled ones"):
+            submit(project, Repair.build(model="model"))
+        from hibug_core.jobs.store import jobs
+
+        assert jobs(project) == []  # no job was made to fail

@@ -26,9 +26,9 @@ def test_a_proposal_shows_its_changes_and_is_merged_into_the_current_version_by_
     at.text_area(key="propose_task").set_value("classify the shape of simple drawings")
     at.button(key="propose_submit").click().run()
     assert not at.exception
-    assert any(m.value.replace("\\",
-                               "").startswith("**Proposal** (the built-in 'objects' library (no language model)): ")
-               for m in at.markdown)
+    assert any(m.value.replace("\\", "").startswith(
+        "**Proposal** (the built-in 'objects' library (no language model): no domain of the library fits the task's "
+        "words, so the generic attributes): ") for m in at.markdown)
     assert at.radio(key="propose_how").value == "merge"
     diff = _diff(at)
     assert set(diff["change"]) == {"added"} and "viewpoint" in diff["attribute"].tolist()
@@ -37,8 +37,8 @@ def test_a_proposal_shows_its_changes_and_is_merged_into_the_current_version_by_
     assert not at.exception
     assert latest_version(colour_project) == 2
     history = schema_history(colour_project)
-    assert history["note"].iat[0] == ("version 1 with the new attributes of a proposal by the built-in 'objects' "
-                                      "library (no language model)")
+    assert history["note"].iat[0].startswith("version 1 with the new attributes of a proposal by the built-in "
+                                             "'objects' library (no language model): no domain of the library fits")
     assert history["author"].iat[0] == "ana"
     names = load_schema(colour_project).names()
     assert names[:2] == ["color", "is round"] and "viewpoint" in names and names.count("brightness") == 1

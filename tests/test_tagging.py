@@ -295,7 +295,7 @@ def test_two_editors_of_one_schema_never_lose_an_edit(colour_project):
 
 
 def test_offline_library_covers_the_demo_bug_attributes():
-    from hibug_core.attributes.library import LIBRARY, choose_task_type, library_schema
+    from hibug_core.attributes.library import LIBRARY, choose_task_type, chosen_entry, library_schema
     from hibug_core.demo.attributes import TASK
 
     schema = library_schema(TASK, ["circle", "rectangle", "triangle"])
@@ -307,6 +307,11 @@ def test_offline_library_covers_the_demo_bug_attributes():
     assert choose_task_type("classify celebrity faces", ["smiling", "not smiling"]) == "people"
     assert choose_task_type("", ["tabby cat", "beagle"]) == "animals"
     assert choose_task_type("sort screws from bolts") == "objects"
+    # several domains named: the generic library, with why (it was 'animals': fur colour and habitat for documents)
+    kind, why = chosen_entry("people, objects, textures and documents", ["person", "cat", "invoice"])
+    assert kind == "objects" and why.startswith("the task speaks of several domains (animals (cat); people")
+    assert chosen_entry("", ["tabby cat", "beagle"])[1] == ("the task and its classes speak of animals (cat) and of "
+                                                          "no other domain")
     assert "not visible" in dict((a.name, a.tags) for a in LIBRARY.get("people").build().attributes)["hair color"]
 
 

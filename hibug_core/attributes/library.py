@@ -125,17 +125,30 @@ _entry("vehicles", "vehicles", (
 
 
 def choose_task_type(task: str, classes: list[str] | None = None) -> str:
-    """Pose or detection when the task says so (the kind of task decides), else the domain whose keywords the task
-    description and class names mention most, else generic objects."""
+    """The library entry chosen for a task (chosen_entry's, without its reason)."""
+    return chosen_entry(task, classes)[0]
+
+
+def chosen_entry(task: str, classes: list[str] | None = None) -> tuple[str, str]:
+    """(the library entry, why) for a task: pose or detection when the task says so (the kind of task decides), else
+    the one domain the task description and class names speak of, when they speak of no other; generic objects when
+    none fits, or several do (a task of people, objects, textures and documents is no task of animals)."""
     words = set(re.findall(r"[a-z]+", " ".join([task, *(classes or [])]).lower()))
     text = " ".join(sorted(words))
     entries = {e.name: e.build() for e in LIBRARY}
     for kind, entry in entries.items():
-        if entry.decisive and any(k in text for k in entry.keywords):
-            return kind
-    scores = {kind: sum(k in words for k in entry.keywords) for kind, entry in entries.items() if entry.keywords}
-    best = max(scores, key=scores.get)
-    return best if scores[best] > 0 else DEFAULT_ENTRY
+        said = [k for k in entry.keywords if k in text]
+        if entry.decisive and said:
+            return kind, f"the task speaks of {', '.join(said[:3])}"
+    matched = {kind: [k for k in entry.keywords if k in words] for kind, entry in entries.items() if entry.keywords}
+    matched = {kind: said for kind, said in matched.items() if said}
+    if len(matched) == 1:
+        kind, said = next(iter(matched.items()))
+        return kind, f"the task and its classes speak of {kind} ({', '.join(said[:3])}) and of no other domain"
+    if matched:
+        named = "; ".join(f"{kind} ({', '.join(said[:2])})" for kind, said in sorted(matched.items()))
+        return DEFAULT_ENTRY, f"the task speaks of several domains ({named}), so the generic attributes"
+    return DEFAULT_ENTRY, "no domain of the library fits the task's words, so the generic attributes"
 
 
 def library_schema(task: str, classes: list[str] | None = None, task_type: str | None = None, *,

@@ -34,6 +34,7 @@ def _checked(project, op) -> dict:
 
     job_operation(op.kind)  # only long operations run as jobs; any other is refused here, in the caller
     op.check_task(task_of(project))
+    op.check_data(project)  # an empty pool is said here, not by a job that fails at once
     return op.params()
 
 

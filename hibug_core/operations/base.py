@@ -116,9 +116,22 @@ class Operation(BaseModel):
         from hibug_core.tasks import task_of
 
         self.check_task(task_of(project))
+        self.check_data(project)
         if self.writes:
             project.require_writable(f"'{self.kind}'")
         return self.run(project, progress=progress, author=author)
+
+    def data_refusal(self, project) -> str | None:
+        """Why the project holds nothing for this operation to work on (e.g. no pool images to select from), and what
+        to do; None when it does. Said before anything starts, a job included."""
+        return None
+
+    def check_data(self, project) -> None:
+        from hibug_core.errors import ProjectError
+
+        refusal = self.data_refusal(project)
+        if refusal:
+            raise ProjectError(refusal)
 
     def required(self) -> tuple[str, ...]:
         """The capabilities this operation, with these parameters, needs of the project's task."""

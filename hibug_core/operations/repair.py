@@ -24,7 +24,7 @@ from hibug_core.operations.base import (
 from hibug_core.progress import no_progress
 from hibug_core.repair.failure_search import CAPTIONERS
 from hibug_core.repair.generators import GENERATORS, SHAPE_RENDERER
-from hibug_core.repair.loop import DATA_SOURCES, RepairConfig
+from hibug_core.repair.loop import DATA_SOURCES, GENERATED, RepairConfig
 from hibug_core.repair.pool_outputs import OWN_FEATURES
 from hibug_core.repair.prompts import PROMPT_METHODS
 from hibug_core.repair.retrain import RETRAIN_METHODS, RetrainConfig
@@ -66,6 +66,11 @@ SliceSplit = Annotated[str, Cli(flag="--split")]
 TopSlices = Annotated[int, Cli(flag="--top")]
 
 
+def _no_split(project, split: str, what: str) -> str | None:
+    """'This project has no ...' when the project holds no samples of `split`; None when it does."""
+    return None if project.split_counts().get(split) else f"this project has no {what}; nothing was started"
+
+
 class Select(Operation):
     kind: ClassVar[str] = "select"
     summary: ClassVar[str] = "select pool images to label for the error slices (no retraining)"
@@ -84,6 +89,10 @@ class Select(Operation):
     def selection_config(self) -> SelectionConfig:
         return SelectionConfig(method=self.method, budget=self.budget, beta=self.beta, seed=self.seed,
                                features=self.features)
+
+    def data_refusal(self, project) -> str | None:
+        return _no_split(project, "pool", "pool images to select from: import unlabelled ones with split 'pool' "
+                                          "(`hibug import PROJECT --manifest M.csv`, split column 'pool')")
 
     def slice_config(self) -> SliceConfig:
         return SliceConfig(by_class=self.by_class)
@@ -142,6 +151,15 @@ class Repair(Operation):
 
     def refusal(self, task) -> str | None:
         return super().refusal(task) or task.capabilities.retrain_refusal(self.retrain, task.nouns)
+
+    def data_refusal(self, project) -> str | None:
+        from hibug_core.repair.generated import GENERATED_SPLIT
+
+        if self.data == GENERATED:
+            return _no_split(project, GENERATED_SPLIT, "generated images to retrain with: generate them first (the "
+                                                       "Generate images tab, or `hibug generate`)")
+        return _no_split(project, "pool", "pool images to select from: import unlabelled ones with split 'pool', or "
+                                          "repair with generated images")
 
     def repair_config(self) -> RepairConfig:
         return RepairConfig(

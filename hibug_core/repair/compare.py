@@ -20,10 +20,12 @@ def mcnemar_p(before: np.ndarray, after: np.ndarray) -> float:
 
 
 def slice_changes(tags: TagMatrix, correct_before: np.ndarray, correct_after: np.ndarray, definitions, *,
-                  overall: str, alpha: float = 0.05) -> pd.DataFrame:
+                  overall: str, alpha: float = 0.05, poor: dict[str, str] | None = None) -> pd.DataFrame:
     """One row for all rows (id "overall", described as `overall`, e.g. "all held-out images") and one per slice
     definition: the share right (found) before and after, the change, the exact McNemar p-value, and a verdict
-    ("better", "worse" or "no significant change" at `alpha`)."""
+    ("better", "worse" or "no significant change" at `alpha`). A slice on an attribute in `poor` (tags too poor to
+    trust, as the Tagging page says) is flagged ⚠ in its name, as everywhere slices are listed."""
+    poor = poor or {}
     before = np.asarray(correct_before, bool)
     after = np.asarray(correct_after, bool)
     rows = [("overall", overall, np.ones(len(before), bool))]
@@ -32,7 +34,8 @@ def slice_changes(tags: TagMatrix, correct_before: np.ndarray, correct_after: np
             mask = tags.mask(definition)
         except ValueError:  # a tag the held-out split never has
             mask = np.zeros(len(before), bool)
-        rows.append((slice_id(definition), describe(definition), mask))
+        flag = "⚠ " if any(attribute in poor for attribute, _ in definition) else ""
+        rows.append((slice_id(definition), flag + describe(definition), mask))
     table = []
     for identifier, description, mask in rows:
         n = int(mask.sum())

@@ -156,7 +156,7 @@ def run_repair(project, config: RepairConfig | None = None, *, task, author: str
             outcome = repair_round.retrain(method, seed, data, run_id)
             after = outcome.after
             overall = f"all held-out {repair_round.samples}"
-            table = slice_changes(repair_round.held_tags, before, after, found, overall=overall)
+            table = slice_changes(repair_round.held_tags, before, after, found, overall=overall, poor=report.poor)
             if planted:
                 table = pd.concat([table, slice_changes(repair_round.planted_tags, before, after, planted,
                                                         overall=overall).iloc[1:]], ignore_index=True)

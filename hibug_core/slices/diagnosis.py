@@ -52,6 +52,9 @@ class DiagnosisConfig:
     association: float = 0.8  # spurious correlation learnt in training: at least this share of the training images
     #                           with the slice's tags (class conditions left out) are of one class, and
     shortcut: float = 0.5  # more than this share of the slice's failures are predicted as that class
+    min_shortcut_evidence: int = 20  # ... and at least this many training samples carry the slice's tags: a
+    #                                  shortcut learnt from 3 images is no finding worth a reader's time, however
+    #                                  small its p-value (fewer: the slice is told by the rules after this one)
     swapped_share: float = 0.5  # left and right swapped: at least this share of its training people annotated so
     keypoints_missing_share: float = 0.5  # keypoints missing: at least this share of its training people annotated
     #                                       with most of their keypoints left out
@@ -103,7 +106,8 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
         association_share = association / tag_rows.sum() if associated is not None else np.nan
         annotation_bug = _annotation_bug(objects, train_masks[i] if train_masks else None, mask, failed, config,
                                          alpha)
-        learnt = associated is not None and shown.learnt(associated, association, int(tag_rows.sum()))
+        learnt = (associated is not None and int(tag_rows.sum()) >= config.min_shortcut_evidence
+                  and shown.learnt(associated, association, int(tag_rows.sum())))
         rare = bool(train_masks) and train_share < config.rare_share  # by the thresholds; `rarer`: significantly
         shifted = bool(train_masks) and eval_share >= config.shift_ratio * max(train_share, 1e-12)
         rarer = (rare or shifted) and shown.rarer_in_training(train_count, n_train, eval_share)

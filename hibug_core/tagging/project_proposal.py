@@ -41,7 +41,7 @@ def propose_for_project(project, op, *, task, model: str | None = None, api_key:
     language model's by the operation's flow (PROPOSAL_METHODS), or the built-in library's entry (the task's own, else
     chosen from the words and the model's classes unless named) plus the measured attributes. Nothing is stored; the
     caller saves it as a version."""
-    from hibug_core.attributes.library import choose_task_type, library_schema
+    from hibug_core.attributes.library import chosen_entry, library_schema
 
     models = project.models()
     model = model or (models[0] if models else None)
@@ -52,6 +52,9 @@ def propose_for_project(project, op, *, task, model: str | None = None, api_key:
     if op.llm:
         return PROPOSAL_METHODS.build(op.method, project=project, words=words, classes=classes,
                                       config=op.llm_config(), task=task, model=model, api_key=api_key)
-    kind = op.library or task.library or choose_task_type(words, classes)
+    if op.library or task.library:
+        kind, why = op.library or task.library, "chosen" if op.library else f"the {task.name} task's own"
+    else:
+        kind, why = chosen_entry(words, classes)
     return ProposalResult(library_schema(words, classes, kind), [], "library",
-                          f"the built-in '{kind}' library (no language model)")
+                          f"the built-in '{kind}' library (no language model): {why}")
