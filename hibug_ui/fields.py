@@ -59,6 +59,12 @@ def field_input(container, op: type[Operation], name: str, label: str, *, key: s
     return container.text_input(label, value="" if default is None else str(default), key=key, help=help, **extra)
 
 
+def in_words(name: str) -> str:
+    """A registry name as a person reads it ("confident_gap" -> "confident gap"): a module-level function, so the
+    widgets that show it keep a session state that can be saved."""
+    return str(name).replace("_", " ")
+
+
 def chosen_or_typed(chosen: str, typed: str, other: str, what: str) -> str:
     """The value of a choice with a field to type another into: what is typed wins, whatever the box says (typing it
     is the plainer act); `other` chosen with nothing typed is said on the page, and "" returned (nothing to run)."""

@@ -16,7 +16,7 @@ from hibug_core.slices.report import tag_source as read_tags
 from hibug_core.slices.search import RANKINGS
 from hibug_core.slices.unseen import UNSEEN_METHODS
 from hibug_core.tagging.sources import ADVICE, trust_message
-from hibug_ui.fields import field_input
+from hibug_ui.fields import field_input, in_words
 from hibug_ui.jobs import built, job_status, latest_job, start_job
 from hibug_ui.page import open_page
 from hibug_ui.plots import error_type_figure, literal_values
@@ -53,7 +53,7 @@ with st.form("slices_settings"):
                       help="An error slice scores below the overall score minus C")
     rank_by = field_input(cells[3], FindSlices, "rank_by", "Rank by", key="slices_rank_by",
                           value=url_setting("rank", FindSlices.default("rank_by")), help=RANKINGS.help_text(),
-                          format_func=lambda name: name.replace("_", " "))  # a ranking's name, not an identifier
+                          format_func=in_words)  # a ranking's name, not an identifier
     splits = [s for s in ("val", "test", "train") if project.split_counts().get(s)] or ["val"]
     split = cells[4].selectbox("Split", splits, index=splits.index(url_setting("split", splits[0]))
                                if url_setting("split", splits[0]) in splits else 0, key="slices_split")
