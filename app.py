@@ -115,7 +115,9 @@ def overview() -> None:
         rows = rows[rows["correct"] == False]  # noqa: E712 (pandas nullable boolean)
     count = st.slider("How many", 8, 64, 24, step=8, key="overview_count")
     shown = rows.sample(n=min(count, len(rows)), random_state=0) if len(rows) else rows
-    st.caption(f"{len(shown)} of {nouns.count(len(rows))} · caption: label → prediction")
+    apart = int((rows["label"] == BACKGROUND).sum())  # a model's false positives: samples too, counted apart
+    st.caption(f"{len(shown)} of {nouns.count(len(rows) - apart)}"
+               + (f" and {apart:,} false positives" if apart else "") + " · caption: label → prediction")
     image_grid(project, shown, caption=task.outcome)
 
 

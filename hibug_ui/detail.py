@@ -47,7 +47,9 @@ def sample_tags(project, sample_id: int, poor: dict[str, str] | None = None) -> 
         if sample_id in known.index and pd.notna(known.at[sample_id, column]):
             rows.append({"attribute": f"known: {column}", "tag": str(known.at[sample_id, column]),
                          "source": "imported tags", "margin": None, "trust": ""})
-    return pd.DataFrame(rows, columns=columns)
+    table = pd.DataFrame(rows, columns=columns)
+    table["margin"] = pd.to_numeric(table["margin"], errors="coerce")  # a number, empty where none (never "None")
+    return table
 
 
 def slices_of(report, sample_id: int) -> list[str]:
@@ -94,7 +96,8 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
         except (OSError, ValueError, TypeError, HibugError):
             st.caption("image not available")
         shown = f" · shown {factor}× larger" if factor > 1 else ""
-        st.caption(f"{plain(row['sample_key'])} · {row['split']} · {int(row['width'])}×{int(row['height'])} px{shown}")
+        st.caption(f"{plain(row['sample_key'])} · split {row['split']} · {int(row['width'])}×{int(row['height'])} px"
+                   f"{shown}")
     with right:
         task = current_task(project)
         predicted = task.prediction_words(row) if pd.notna(row.get("prediction")) else None
@@ -127,7 +130,8 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
         rows_shown = min(len(tags), 24)  # every tag in view, the flagged ones too, without scrolling inside the box
         st.dataframe(tags, hide_index=True, width="stretch", height=38 + 35 * rows_shown, column_config={
             "margin": st.column_config.NumberColumn("margin", format="%.2f",
-                                                    help="how sure the tagger was (empty: set by a person)"),
+                                                    help="how sure the tagger was (empty: set by a person, or "
+                                                         "imported)"),
             "trust": st.column_config.TextColumn("trust", help="why this tag is not to be believed, if it is not")})
         editable = [a for a in tags["attribute"] if not a.startswith("known: ")]
         if editable:

@@ -58,8 +58,10 @@ def error_breakdown(samples: pd.DataFrame, error_types: tuple[str, ...] = ERROR_
 
 
 def error_mix(error_types) -> str:
-    """The TIDE error types of some failures as text, most frequent first: "missed 80%, localization 15%, ..."."""
-    counts = pd.Series(error_types, dtype=object).replace("", "wrong score").value_counts()
+    """The TIDE error types of some failures as text, most frequent first: "missed 80%, localization 15%, ...". A
+    person's keypoint types are said as such: "keypoints missed" is not the person missed."""
+    counts = (pd.Series(error_types, dtype=object).replace("", "wrong score")
+              .replace({kind: f"keypoint {kind}" for kind in KEYPOINT_TYPES if kind != "good"}).value_counts())
     if counts.empty:
         return "no failures"
     shares = counts / counts.sum()
