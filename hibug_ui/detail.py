@@ -103,9 +103,9 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
         predicted = task.prediction_words(row) if pd.notna(row.get("prediction")) else None
         if pd.notna(row.get("outcome")):
             said = predicted != row.get("prediction")  # the task's own words: a person found inverted, an object
-            # found with an outline error; they name the error themselves
+            # found with an outline error (which names its error type itself)
             error = (f" ({plain(row['error_type'])} error)" if row.get("error_type") not in (None, "", "missed")
-                     and not said else "")
+                     and not (said and str(row["error_type"]) in predicted) else "")
             iou = f" · {task.nouns.score} {row['iou']:.2f}" if pd.notna(row.get("iou")) else ""  # 0: no overlap
             outcome = predicted if said else row["outcome"]
             st.markdown(f"**{plain(outcome)}**{error}{iou}")

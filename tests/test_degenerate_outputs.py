@@ -103,8 +103,8 @@ def test_a_results_file_without_masks_is_refused_by_what_it_lacks(tmp_path, caps
     assert main(["import", str(tmp_path / "p"), "--models-only", "--coco", str(truth_file), "--results",
                  f"boxes={results['boxes']}"]) == 2
     said = next(line for line in capsys.readouterr().err.splitlines() if line.startswith("error:"))
-    assert "the results of 'boxes' give no mask for their detections" in said and "give each detection a mask" in said
-    assert "/" not in said and "ground truth" not in said  # not the project's own file, not a server's path
+    assert "mask is not carried by every file" in said and "the detections of 'boxes' each need it" in said
+    assert "/" not in said  # no server path
 
 
 def test_repair_without_pool_images_is_refused_before_it_starts(tmp_path, capsys):

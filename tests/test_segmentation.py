@@ -107,14 +107,15 @@ def test_files_with_masks_may_be_read_as_detection_and_a_task_that_cannot_read_t
     truth, results, _ = _scene()
     truth_file, paths = _write(tmp_path / "data", truth, {"m": results})
     assert load_coco(truth_file, paths, task="detection").task == "detection"
-    with pytest.raises(HibugError, match="the pose task reads keypoints and box, which these files do not all carry"):
+    with pytest.raises(HibugError, match="the pose task reads keypoints and box; keypoints is not carried by every "
+                                         "file: the objects of instances.json and the detections of 'm' each need"):
         load_coco(truth_file, paths, task="pose")
     # a model whose results carry no masks: the files draw boxes only, and detection claims them
     boxes_only = [{k: v for k, v in r.items() if k != "segmentation"} | {"bbox": [10.0, 10.0, 40.0, 30.0]}
                   for r in results]
     _, plain = _write(tmp_path / "data", truth, {"boxes": boxes_only})
     assert load_coco(truth_file, plain).task == "detection"
-    with pytest.raises(HibugError, match="the segmentation task reads mask and box"):
+    with pytest.raises(HibugError, match="the segmentation task reads mask and box; mask is not carried by every"):
         load_coco(truth_file, plain, task="segmentation")
 
 

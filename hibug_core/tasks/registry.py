@@ -57,18 +57,15 @@ def claiming_coco(truth, results: list, task: str | None = None) -> Task:
 
 
 def _what_is_lacking(task: Task, truth, results: list) -> str:
-    """Which file lacks which shape the task reads (named by file name, never by the server's path)."""
+    """Which shape the task reads the files do not all carry, and which files must carry it (named by file name and
+    model, never by the server's path)."""
     from pathlib import Path
 
     if not task.shapes:
         return f"the {task.name} task reads no COCO file: its samples are whole images"
     drawn = drawn_coco_shapes(truth, results)
-    missing = [shape for shape in task.shapes if shape not in drawn]
-    lacking = [found.model for found in results if not set(missing) <= drawn_coco_shapes(truth, [found])]
-    needs = " and ".join(f"a {shape}" for shape in missing)
-    if lacking:
-        return (f"the results of {', '.join(repr(m) for m in lacking)} give no {' and no '.join(missing)} for their "
-                f"detections, and this project's {task.nouns.samples} are matched by them ({task.nouns.score}): give "
-                f"each detection {needs}")
-    return (f"the ground truth {Path(truth.source).name} gives no {' and no '.join(missing)} for its objects, which "
-            f"the {task.name} task matches by; give each object {needs}")
+    missing = " and ".join(shape for shape in task.shapes if shape not in drawn)
+    models = ", ".join(repr(found.model) for found in results)
+    return (f"the {task.name} task reads {' and '.join(task.shapes)}; {missing} is not carried by every file: the "
+            f"objects of {Path(truth.source).name} and the detections of {models or 'every results file'} each need "
+            f"it ({task.nouns.samples} are matched by {task.nouns.score})")
