@@ -1,10 +1,25 @@
 """Exceptions of hibug_core: each one says what went wrong and what to fix."""
 from __future__ import annotations
 
+import difflib
 import errno
 from dataclasses import dataclass
 
 from hibug_core.redaction import redact
+
+
+def nearest(value: str, choices) -> str | None:
+    """The choice nearest to a mistyped value, case aside (None when none is near): for a "did you mean"."""
+    spelt = {str(choice).lower(): str(choice) for choice in choices}
+    near = difflib.get_close_matches(str(value).lower(), list(spelt), n=1, cutoff=0.6)
+    return spelt[near[0]] if near else None
+
+
+def rename_hint(wanted: str, columns) -> str:
+    """'; the file has 'x': rename it 'wanted'' for a missing column whose name one of `columns` looks mistyped from;
+    '' when none is near."""
+    found = nearest(wanted, columns)
+    return f"; the file has '{found}': rename it '{wanted}'" if found else ""
 
 
 class HibugError(Exception):
@@ -118,14 +133,15 @@ class ManifestError(HibugError):
         self.issues = list(issues)
         listed = len(self.issues)
         total = max(found.total, listed) if found is not None else listed
+        shown = min(listed, self.max_listed)
         head = f"{source}: {total:,} problem{'s' if total != 1 else ''} found"
-        if total > listed:
-            head += f" (the first {listed:,} kept)"
+        if total > shown:
+            head += f", the first {shown:,} below"
         if found is not None and found.unchecked:
             head += f"; {found.unchecked} not checked yet"
-        lines = [f"  {issue}" for issue in self.issues[: self.max_listed]]
-        if listed > self.max_listed or total > listed:
-            lines.append(f"  ... and {total - min(listed, self.max_listed):,} more")
+        lines = [f"  {issue}" for issue in self.issues[:shown]]
+        if total > shown:
+            lines.append(f"  ... and {total - shown:,} more")
         super().__init__("\n".join([f"{head}; nothing was imported.", *lines]))
 
     @property

@@ -71,7 +71,7 @@ def test_embed_tag_and_teach_commands(colour_project, tmp_path, capsys, monkeypa
     out = capsys.readouterr().out
     # the run is measured against the imported true colours as it finishes, and does not replace them
     assert out.splitlines()[:3] == [
-        "dominant colour: run #1 (measured) not measured (no known tags or audits); now in force",
+        "dominant colour: run #1 (measured) computed from the pixels; now in force",
         "warning: color: run #2 (zero-shot, tiny-open_clip) 25.0% right on 12 with known tags or audits, "
         "worse than imported tags (the reference), which stays in force",
         "Tagging run(s) #1, #2 stored. " + out.splitlines()[2].split(" stored. ", 1)[1]]

@@ -131,5 +131,5 @@ def test_every_problem_list_counts_all_its_problems(tmp_path, capsys):
     capsys.readouterr()
     assert main(["import", str(tmp_path / "p"), "--models-only", "--manifest", str(tmp_path / "more.csv")]) == 2
     err = capsys.readouterr().err
-    assert "more.csv: 250 problems found (the first 200 kept); nothing was imported." in err
+    assert "more.csv: 250 problems found, the first 20 below; nothing was imported." in err
     assert err.rstrip().endswith("... and 230 more")

@@ -217,3 +217,28 @@ def test_white_space_around_cells_is_removed_and_kept_inside(image_dir, write_cs
     assert manifest.samples["split"].tolist() == ["train", "val"]
     assert manifest.models["model"].prediction == ["cat", "dog"]
     assert manifest.known_tags == {"kind": ["big dog", "small dog"]}
+
+
+def test_a_mistyped_column_is_named_with_the_contracts_name_it_looks_like(image_dir, write_csv, tmp_path):
+    from hibug_core.ingest.manifest import ignored_note
+    from hibug_core.tasks.object_manifest import validate_object_manifest
+
+    path = write_csv("img,lable,prediction\nimages/a.png,cat,cat\n")
+    assert messages(path) == [
+        "column 'image': required column is missing (a manifest needs 'image' and 'label'); the file has 'img': "
+        "rename it 'image'",
+        "column 'label': required column is missing (a manifest needs 'image' and 'label'); the file has 'lable': "
+        "rename it 'label'"]
+    # a column far from every name gets no guess
+    assert messages(write_csv("picture,label,prediction\nimages/a.png,cat,cat\n")) == [
+        "column 'image': required column is missing (a manifest needs 'image' and 'label')"]
+    with pytest.raises(ManifestError) as caught:
+        validate_object_manifest(pd.DataFrame({"imge": ["a.png"], "box": ["1 1 2 2"], "labl": ["cat"]}),
+                                 source="o.csv", base_dir=tmp_path, task="detection")
+    assert caught.value.messages == ["column 'image': required column is missing; the file has 'imge': rename it "
+                                     "'image'", "column 'label': required with 'box': the class of each object; the "
+                                     "file has 'labl': rename it 'label'"]
+    # a column the import leaves aside is said with the name it looks mistyped from
+    assert ignored_note(["predicton", "atr:color", "notes"]) == (
+        "ignored columns (not in the data contract): predicton (did you mean 'prediction'?), atr:color (did you mean "
+        "'attr:color'?), notes")

@@ -54,14 +54,16 @@ def test_a_tagging_job_starts_from_the_form_and_its_result_shows(monkeypatch, co
     why = next(e for e in at.expander if e.label == "Why, and what it stored").markdown[0].value.replace("\\", "")
     assert why == ("1 of the 11 attributes tagged are worse than the tags "
                    "that stay in force (color); 1 now in force are too poor to trust: is round (unchecked, from run "
-                   "#2 (zero-shot, tiny-open_clip), which is 25% right where it can be checked); 1 of the 1 now in "
-                   "force cannot be measured (no known tags or audits), so nothing says they are right: audit a few "
+                   "#2 (zero-shot, tiny-open_clip), which is 25% right where it can be checked); 1 of the 1 guessed "
+                   "by a model and now in force cannot be checked (no known tags or audits), so nothing says they "
+                   "are right: audit a few "
                    f"of each (Tagging → Audit). To do better, {ADVICE}. "
                    "Tagging run(s) #1, #2 stored. Worse than what stays in force, so not used: "
-                   "color (run #2 (zero-shot, tiny-open_clip), 25.0% right; imported tags stays). Now in force, not "
-                   "measured (no known tags or audits): " + ", ".join(
+                   "color (run #2 (zero-shot, tiny-open_clip), 25.0% right; imported tags stays). Now in force, "
+                   "computed from the pixels (exact, nothing to check): " + ", ".join(
                        ["brightness", "contrast", "saturation", "colourfulness", "sharpness", "noise level",
-                        "resolution", "aspect ratio", "dominant colour", "is round"]) + ".")
+                        "resolution", "aspect ratio", "dominant colour"]) + ". Now in force, guessed by a model and "
+                   "not checked (no known tags or audits): is round.")
     # "other…" chosen with nothing typed starts nothing, and says so
     at.selectbox(key="tag_run_encoder").set_value("other…")
     at.text_input(key="tag_run_other_encoder").set_value("")

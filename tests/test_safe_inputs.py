@@ -516,7 +516,7 @@ def test_problem_counts_say_how_many_there_are_in_all(tmp_path):
     with pytest.raises(ManifestError) as raised:
         load_manifest(tmp_path / "m.csv")
     head = str(raised.value).splitlines()[0]
-    assert head.endswith("m.csv: 250 problems found (the first 200 kept); the images were not checked yet; nothing "
+    assert head.endswith("m.csv: 250 problems found, the first 20 below; the images were not checked yet; nothing "
                          "was imported.")
     assert str(raised.value).splitlines()[-1] == "  ... and 230 more"
 

@@ -265,7 +265,8 @@ def test_a_run_that_is_worse_poor_or_unmeasured_ends_with_a_warning_that_says_wh
     # attributes poor for the same reason are named together, the reason said once
     assert warning == ("3 now in force are too poor to trust: color (0% right, run #3 (zero-shot, test)); is round, "
                        "is flat (unchecked, from run #3 (zero-shot, test), which is 0% right where it can be checked); "
-                       "2 of the 3 now in force cannot be measured (no known tags or audits), so nothing says they are "
+                       "2 of the 3 guessed by a model and now in force cannot be checked (no known tags or audits), "
+        "so nothing says they are "
                        f"right: audit a few of each (Tagging → Audit). To do better, {ADVICE}.")
     assert too_poor(rank_sources(colour_project, ["color", "is round"])) == {  # the attributes asked about
         "color": "0% right, run #3 (zero-shot, test)",
@@ -275,7 +276,8 @@ def test_a_run_that_is_worse_poor_or_unmeasured_ends_with_a_warning_that_says_wh
                                                            "is big": (("yes", "no"), ["no"] * 12)})
     tag_store.choose_source(colour_project, "color", f"run:{unmeasured}")
     assert run_warning(colour_project, [unmeasured]) == (
-        "2 of the 3 now in force cannot be measured (no known tags or audits), so nothing says they are right: audit "
+        "2 of the 3 guessed by a model and now in force cannot be checked (no known tags or audits), "
+        "so nothing says they are right: audit "
         f"a few of each (Tagging → Audit). To do better, {ADVICE}.")
 
 
@@ -351,7 +353,8 @@ def test_a_run_worse_where_it_can_be_checked_is_not_believed_where_it_cannot(col
     assert run_warning(colour_project, [run]) == (
         "1 of the 2 attributes tagged are worse than the tags that stay in force (color); 1 now in force are too "
         f"poor to trust: is shiny (unchecked, from run #{run} (zero-shot, test), which is 0% right where it can be "
-        f"checked); 1 of the 1 now in force cannot be measured (no known tags or audits), so nothing says they are "
+        f"checked); 1 of the 1 guessed by a model and now in force cannot be checked (no known tags or audits), "
+        "so nothing says they are "
         f"right: audit a few of each (Tagging → Audit). To do better, {ADVICE}.")
 
 

@@ -104,12 +104,14 @@ def cmd_new(args) -> int:
         print(f"added to {args.project}: {', '.join(manifest.models)} on {manifest.n_rows} samples already there"
               + unread)
     else:
-        print(f"{'imported' if args.command == 'import' else 'created'} {args.project}: {manifest.n_rows} samples, "
+        rows = f"{manifest.n_rows:,} sample{'s' if manifest.n_rows != 1 else ''}"
+        print(f"{'imported' if args.command == 'import' else 'created'} {args.project}: {rows}, "
               f"models: {', '.join(manifest.models) or 'none yet (run yours: hibug predict PROJECT --model SPEC)'}")
     if manifest.known_tags and not getattr(args, "models_only", False):
         print(f"known attributes: {', '.join(manifest.known_tags)}")
     if manifest.ignored_columns:
-        print(f"ignored columns (not in the data contract): {', '.join(manifest.ignored_columns)}")
+        from hibug_core.ingest.manifest import ignored_note
+        print(ignored_note(manifest.ignored_columns))
     for note in manifest.notes:
         print(f"changed to the stored form: {note}")
     for warning in manifest.warnings + (summary.warnings if summary is not None else []):

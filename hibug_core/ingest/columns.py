@@ -2,13 +2,11 @@
 empty or unknown split said with the nearest known one)."""
 from __future__ import annotations
 
-import difflib
-
 import numpy as np
 import pandas as pd
 
 from hibug_core.config import IngestConfig
-from hibug_core.errors import Issues
+from hibug_core.errors import Issues, nearest
 
 SPLIT_ALIASES = {"validation": "val", "valid": "val", "dev": "val", "training": "train",
                  "testing": "test", "unlabeled": "pool", "unlabelled": "pool"}
@@ -32,8 +30,7 @@ def read_splits(frame: pd.DataFrame, column: str | None, config: IngestConfig, i
         if value == "":
             issues.add(i, column, f"empty split; use one of {allowed}")
             continue
-        guess = SPLIT_ALIASES.get(value.lower()) or next(
-            iter(difflib.get_close_matches(value.lower(), config.allowed_splits, n=1)), None)
+        guess = SPLIT_ALIASES.get(value.lower()) or nearest(value, config.allowed_splits)
         issues.add(i, column, f"unknown split '{value}'; use one of {allowed}" +
                    (f" (did you mean '{guess}'?)" if guess else ""))
     return splits

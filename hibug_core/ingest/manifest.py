@@ -11,7 +11,7 @@ import pandas as pd
 
 from hibug_core.attributes.schema import MAX_ATTRIBUTES
 from hibug_core.config import IngestConfig
-from hibug_core.errors import Issues, ManifestError, RowIssue
+from hibug_core.errors import Issues, ManifestError, RowIssue, nearest, rename_hint
 from hibug_core.ingest.columns import check_images, model_column, named_models, read_splits
 from hibug_core.ingest.images import inspect_images
 from hibug_core.ingest.table import explained, normalised_table
@@ -99,6 +99,23 @@ def _canonical_number(text: str) -> str:
     return str(int(value)) if value.is_integer() else repr(value)
 
 
+CONTRACT_COLUMNS = ("image", "label", "id", "split", "prediction", "confidence", "score")
+
+
+def _renamed(wanted: str, columns: list[str]) -> str:
+    """rename_hint for a missing column, among the file's columns the contract does not already name."""
+    return rename_hint(wanted, [c for c in columns if c not in CONTRACT_COLUMNS and ":" not in c])
+
+
+def ignored_note(columns: list[str]) -> str:
+    """The columns a manifest's import left aside, each with the contract's name it looks mistyped from."""
+    def hinted(column: str) -> str:
+        kind, colon, rest = column.partition(":")
+        near = nearest(kind, ("pred", "confidence", "score", "prob", "attr") if colon else CONTRACT_COLUMNS)
+        return f"{column} (did you mean '{near}{colon}{rest}'?)" if near and near != kind else column
+    return "ignored columns (not in the data contract): " + ", ".join(hinted(c) for c in columns)
+
+
 def plan_columns(columns: list[str], default_model: str = DEFAULT_MODEL,
                  require_model: bool = True) -> tuple[ColumnPlan | None, list[RowIssue]]:
     """Assign every column a role from the data contract."""
@@ -106,7 +123,8 @@ def plan_columns(columns: list[str], default_model: str = DEFAULT_MODEL,
     present = set(columns)
     for required in ("image", "label"):
         if required not in present:
-            issues.append(RowIssue(None, required, "required column is missing (a manifest needs 'image' and 'label')"))
+            issues.append(RowIssue(None, required, "required column is missing (a manifest needs 'image' and 'label')"
+                                   + _renamed(required, columns)))
     models: dict[str, ModelColumns] = {}
     if "prediction" in present:
         models[default_model] = ModelColumns("prediction")
@@ -118,7 +136,8 @@ def plan_columns(columns: list[str], default_model: str = DEFAULT_MODEL,
         else:
             models[name] = ModelColumns(model_column("prediction", name))
     if not models and require_model:
-        issues.append(RowIssue(None, None, "no model output: add a 'prediction' column or 'pred:<model>' columns"))
+        issues.append(RowIssue(None, None, "no model output: add a 'prediction' column or 'pred:<model>' columns"
+                               + _renamed("prediction", columns)))
 
     attributes: dict[str, str] = {}
     ignored: list[str] = []

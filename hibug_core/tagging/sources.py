@@ -226,7 +226,7 @@ def run_outcomes(project, run_ids: list[int], floor: float = TRUST_FLOOR) -> pd.
 def run_warning(project, run_ids: list[int], floor: float = TRUST_FLOOR, *,
                 outcomes: pd.DataFrame | None = None) -> str | None:
     """Why finished tagging runs are not a plain success, with what to do: some of their tags are worse than those
-    that stay in force, some now in force are too poor to trust, or most now in force cannot be measured. None when
+    that stay in force, some now in force are too poor to trust, or most now in force cannot be checked. None when
     none is so. outcomes: run_outcomes of these runs, when already at hand."""
     outcomes = run_outcomes(project, run_ids, floor) if outcomes is None else outcomes
     if outcomes.empty:
@@ -246,8 +246,8 @@ def run_warning(project, run_ids: list[int], floor: float = TRUST_FLOOR, *,
     guessed = in_force[in_force["method"] != MEASURED]
     unmeasured = guessed[guessed["checked"] == 0]
     if len(unmeasured) * 2 > len(guessed):
-        parts.append(f"{len(unmeasured)} of the {len(guessed)} now in force cannot be measured (no known tags or "
-                     "audits), so nothing says they are right: audit a few of each (Tagging → Audit)")
+        parts.append(f"{len(unmeasured)} of the {len(guessed)} guessed by a model and now in force cannot be checked "
+                     "(no known tags or audits), so nothing says they are right: audit a few of each (Tagging → Audit)")
     return "; ".join(parts) + f". To do better, {ADVICE}." if parts else None
 
 
@@ -275,8 +275,9 @@ def run_verdict(project, run_ids: list[int], floor: float = TRUST_FLOOR, *,
 
 
 def _measured(row) -> str:
-    return (f"{row.accuracy:.1%} right on {row.checked:,} with known tags or audits" if row.checked
-            else "not measured (no known tags or audits)")
+    if row.checked:
+        return f"{row.accuracy:.1%} right on {row.checked:,} with known tags or audits"
+    return "computed from the pixels" if row.method == MEASURED else "not checked (no known tags or audits)"
 
 
 def run_summary(project, run_ids: list[int], *, outcomes: pd.DataFrame | None = None) -> list[str]:
@@ -308,10 +309,14 @@ def run_digest(project, run_ids: list[int], *, outcomes: pd.DataFrame | None = N
     if len(measured):
         parts.append("Now in force, measured: " + "; ".join(
             f"{r.attribute} ({r.accuracy:.1%} right)" for r in measured.itertuples()) + ".")
-    unmeasured = outcomes[(outcomes["outcome"] == IN_FORCE) & (outcomes["checked"] == 0)]
-    if len(unmeasured):
-        parts.append("Now in force, not measured (no known tags or audits): " +
-                     ", ".join(unmeasured["attribute"]) + ".")
+    unchecked = outcomes[(outcomes["outcome"] == IN_FORCE) & (outcomes["checked"] == 0)]
+    computed = unchecked["method"] == MEASURED
+    if computed.any():
+        parts.append("Now in force, computed from the pixels (exact, nothing to check): " +
+                     ", ".join(unchecked.loc[computed, "attribute"]) + ".")
+    if (~computed).any():
+        parts.append("Now in force, guessed by a model and not checked (no known tags or audits): " +
+                     ", ".join(unchecked.loc[~computed, "attribute"]) + ".")
     stays = outcomes[outcomes["outcome"] == "stays"]
     if len(stays):
         parts.append("Kept aside: " + "; ".join(f"{r.attribute} ({r.other}: {r.why})" for r in stays.itertuples())

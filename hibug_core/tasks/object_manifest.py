@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.config import IngestConfig
-from hibug_core.errors import Issues, ManifestError, RowIssue
+from hibug_core.errors import Issues, ManifestError, RowIssue, rename_hint
 from hibug_core.ingest.columns import check_images, model_column, named_models, read_splits
 from hibug_core.ingest.manifest import DEFAULT_MODEL
 from hibug_core.ingest.table import explained, normalised_table
@@ -50,6 +50,10 @@ def _points(text: str) -> list[float] | None:
     return values if values and len(values) % 3 == 0 else None
 
 
+OBJECT_COLUMNS = ("image", "split", "box", "label", "keypoints", "pred_box", "prediction", "confidence",
+                  "pred_keypoints")
+
+
 def _model_columns(columns: list[str], default_model: str, issues: Issues) -> dict[str, dict[str, str | None]]:
     """Per model, its pred_box, prediction and confidence columns (and pred_keypoints, for people)."""
     present = set(columns)
@@ -80,13 +84,15 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
     # 1. Structure: which columns play which role.
     issues = Issues(config.max_issues)
     columns = list(frame.columns)
+    unnamed = [c for c in columns if c not in OBJECT_COLUMNS and ":" not in c]  # where a mistyped name would be
     if "image" not in columns:
-        issues.add(None, "image", "required column is missing")
+        issues.add(None, "image", "required column is missing" + rename_hint("image", unnamed))
     if "box" in columns and "label" not in columns:
-        issues.add(None, "label", "required with 'box': the class of each object")
+        issues.add(None, "label", "required with 'box': the class of each object" + rename_hint("label", unnamed))
     models = _model_columns(columns, default_model, issues)
     if "box" not in columns and not models:
-        issues.add(None, "box", "an object manifest needs 'box' (x y w h of each object) and per model 'pred_box'")
+        issues.add(None, "box", "an object manifest needs 'box' (x y w h of each object) and per model 'pred_box'"
+                   + (rename_hint("box", unnamed) or rename_hint("pred_box", unnamed)))
     if issues.items:
         raise ManifestError(source, issues.items, found=issues)
     # 2. Every cell: images, splits, boxes, classes, confidences.
