@@ -132,3 +132,71 @@ def test_repair_without_pool_images_is_refused_before_it_starts(tmp_path, capsys
         from hibug_core.jobs.store import jobs
 
         assert jobs(project) == []  # no job was made to fail
+
+
+def _unlabelled(annotations: list[dict]) -> None:
+    for record in annotations:
+        record["keypoints"] = [0 if i % 3 == 2 else value for i, value in enumerate(record["keypoints"])]
+        record["num_keypoints"] = 0
+
+
+SIGMAS = "0.05,0.05,0.05,0.05"
+
+
+def test_people_without_a_labelled_keypoint_are_ignored_as_coco_ignores_them(tmp_path, capsys):
+    """OKS cannot score a person none of whose keypoints is labelled: pycocotools ignores one, and so does hibug (no
+    sample; a prediction on one is neither right nor wrong). A file where no person has one is refused in words; its
+    boxes are a detection project's."""
+    from test_objects import _pycocotools_stats
+
+    truth, found = _random_case(5, keypoints=4)
+    _unlabelled(truth["annotations"][::2])
+    truth_file, results = _write(tmp_path / "some", truth, {"m": found})
+    assert main(["new", str(tmp_path / "p"), "--coco", str(truth_file), "--results", f"m={results['m']}",
+                 "--keypoint-sigmas", SIGMAS]) == 0
+    reference = _pycocotools_stats(truth_file, results["m"], "keypoints", (0.05,) * 4)
+    with Project.open(tmp_path / "p") as project:
+        summary = project.object_evaluation("m", "val")["summary"]
+        assert list(summary.values()) == pytest.approx(reference.tolist(), abs=1e-12)
+        people = project.objects("m")
+        people = people[people["object_kind"] == "object"]
+        labelled = [a for a in truth["annotations"] if a["num_keypoints"] > 0 and not a["iscrowd"]]
+        assert len(people) == len(labelled)
+    everyone = truth["annotations"]
+    _unlabelled(everyone)
+    truth_file, results = _write(tmp_path / "none", truth, {"m": found})
+    capsys.readouterr()
+    assert main(["new", str(tmp_path / "q"), "--coco", str(truth_file), "--results", f"m={results['m']}",
+                 "--keypoint-sigmas", SIGMAS]) == 2
+    assert ("no person has a labelled keypoint (visibility 1 or 2), so OKS can score none of them (COCO's evaluation "
+            "ignores such people): label their keypoints, or import the boxes alone with --task detection"
+            ) in capsys.readouterr().err
+    assert main(["new", str(tmp_path / "q"), "--coco", str(truth_file), "--results", f"m={results['m']}",
+                 "--task", "detection"]) == 0
+    with Project.open(tmp_path / "q") as project:  # a detection project matches the boxes, whatever else they carry
+        summary = project.object_evaluation("m", "val")["summary"]
+    assert list(summary.values()) == pytest.approx(_pycocotools_stats(truth_file, results["m"], "bbox").tolist(),
+                                                   abs=1e-12)
+
+
+@pytest.mark.parametrize("case", ["equal scores", "one class"])
+def test_equal_scores_and_a_single_class_are_scored_as_pycocotools_scores_them(tmp_path, case, capsys):
+    from test_objects import _pycocotools_stats
+
+    truth, found = _random_case(3)
+    if case == "equal scores":  # ties are broken by the order of the file, as pycocotools' stable sort does
+        for detection in found:
+            detection["score"] = 0.5
+    else:
+        truth["categories"] = truth["categories"][:1]
+        for record in [*truth["annotations"], *found]:
+            record["category_id"] = truth["categories"][0]["id"]
+    truth_file, results = _write(tmp_path / "data", truth, {"m": found})
+    assert main(["new", str(tmp_path / "p"), "--coco", str(truth_file), "--results", f"m={results['m']}"]) == 0
+    with Project.open(tmp_path / "p") as project:
+        summary = project.object_evaluation("m", "val")["summary"]
+    assert list(summary.values()) == pytest.approx(_pycocotools_stats(truth_file, results["m"], "bbox").tolist(),
+                                                   abs=1e-12)
+    capsys.readouterr()
+    assert main(["slices", str(tmp_path / "p")]) == 0
+    assert "mean IoU" in capsys.readouterr().out

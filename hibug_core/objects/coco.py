@@ -42,6 +42,16 @@ class CocoGroundTruth:
     def has_keypoints(self) -> bool:
         return bool(self.keypoints) and bool(self.annotations["keypoints"].notna().any())
 
+    def ignored(self, by_keypoints: bool) -> np.ndarray:
+        """Per annotation, whether COCO's evaluation ignores it (a detection on it is neither right nor wrong, and it
+        is no sample): a crowd region; and where people are scored by OKS, one with no labelled keypoint, which OKS
+        cannot score (pycocotools ignores it the same way)."""
+        ignored = self.annotations["iscrowd"].to_numpy() == 1
+        if by_keypoints:
+            ignored |= np.array([not (isinstance(p, list) and any(v > 0 for v in p[2::3]))
+                                 for p in self.annotations["keypoints"]], dtype=bool)
+        return ignored
+
     @property
     def has_masks(self) -> bool:
         """Whether its objects are outlined by masks (every non-crowd annotation has a 'segmentation')."""

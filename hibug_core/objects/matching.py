@@ -17,6 +17,7 @@ from hibug_core.objects.keypoint_errors import CODES, KEYPOINT_ERRORS, Skeleton,
 
 TRUE_POSITIVE, FALSE_POSITIVE, MISSED_OUTCOME = "true positive", "false positive", "missed"
 IGNORED_CROWD, IGNORED_BEYOND = "ignored (crowd)", "ignored (beyond the detections per image COCO evaluates)"
+IGNORED_UNLABELLED = "ignored (a person with no labelled keypoint)"
 BELOW_THRESHOLD = "below the confidence threshold"
 ERROR_TYPES = ("classification", "localization", "both", "duplicate", "background", "missed")  # TIDE's six
 CLASS_ERROR, PLACE_ERROR, MISSED_ERROR = ERROR_TYPES[0], ERROR_TYPES[1], ERROR_TYPES[5]  # those a TIDE fix redraws
@@ -122,6 +123,12 @@ def _coco_pair(ground_truth: CocoGroundTruth, results: CocoResults, runs: dict[i
     return gt, dt
 
 
+def by_keypoints(ground_truth: CocoGroundTruth, config: MatchConfig) -> bool:
+    """Whether people are scored by OKS: asked for, or by default where the ground truth has keypoints (what
+    _iou_type decides with a pose task's results, which carry keypoints)."""
+    return not config.masks and (ground_truth.has_keypoints if config.keypoints is None else config.keypoints)
+
+
 def _iou_type(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConfig) -> str:
     if config.masks:
         missing = [name for name, found in (("ground truth", ground_truth), ("results", results))
@@ -168,7 +175,7 @@ def _summary(gt, dt, iou_type, sigmas, ground_truth, results):
     """COCO's summary, AP per class, and the evaluation (None without results), whose overlaps later evaluations of
     the same files reuse."""
     categories = sorted(ground_truth.categories)
-    objects = ground_truth.annotations[ground_truth.annotations["iscrowd"] == 0]
+    objects = ground_truth.annotations[~ground_truth.ignored(iou_type == "keypoints")]
     per_class = pd.DataFrame({"class": [ground_truth.categories[c] for c in categories],
                               "objects": objects["category_id"].value_counts().reindex(categories, fill_value=0).values,
                               "detections": results.detections["category_id"].value_counts()
@@ -206,10 +213,8 @@ AREA_RANGES = {"small": (0.0, 32.0 ** 2), "medium": (32.0 ** 2, 96.0 ** 2), "lar
 
 def _nothing_found(objects: pd.DataFrame, iou_type: str, names: tuple[str, ...]) -> dict[str, float]:
     """COCO's summary of a model with no detections at all: 0 where the ground truth holds objects to find (in that
-    area range; people with a labelled keypoint), -1 where it holds none, as pycocotools reports an empty range.
+    area range; `objects`: those COCO does not ignore), -1 where it holds none, as pycocotools reports an empty range.
     (The library reports -1 everywhere, and pycocotools cannot load an empty results file.)"""
-    if iou_type == "keypoints":
-        objects = objects[[isinstance(p, list) and any(v > 0 for v in p[2::3]) for p in objects["keypoints"]]]
     areas = objects["area"].to_numpy(float)
     summary = {}
     for name in names:
@@ -295,7 +300,7 @@ def _type_keypoints(ground_truth: CocoGroundTruth, results: CocoResults, objects
     TIDE's "localization" was."""
     skeleton = skeleton_of(ground_truth, sigmas)
     annotations = ground_truth.annotations
-    people = annotations[(annotations["iscrowd"] == 0) & annotations["keypoints"].notna()]
+    people = annotations[~ground_truth.ignored(by_keypoints=True)]
     detection = objects["detection"].reindex(people["id"].to_numpy())
     pairs = detection[detection >= 0].astype(np.int64)
     pairs = pairs[[results.detections["keypoints"].iat[int(r)] is not None for r in pairs]]
@@ -528,8 +533,10 @@ def _outcomes(ground_truth: CocoGroundTruth, results: CocoResults, matched: dict
     masks), the detection or object it goes with. keypoint_evaluator: the matching evaluator of a keypoint task
     (same-class overlap is then its OKS)."""
     annotations = ground_truth.annotations
+    ignored = ground_truth.ignored(iou_type == "keypoints")
     crowd_ids = set(annotations.loc[annotations["iscrowd"] == 1, "id"].tolist())
-    objects = annotations[annotations["iscrowd"] == 0]
+    unlabelled_ids = set(annotations.loc[ignored, "id"].tolist()) - crowd_ids
+    objects = annotations[~ignored]
     detections = results.detections
     n_det = len(detections)
     det_outcome = np.full(n_det, FALSE_POSITIVE, dtype=object)
@@ -545,6 +552,8 @@ def _outcomes(ground_truth: CocoGroundTruth, results: CocoResults, matched: dict
     for record, (annotation_id, value) in matched.items():
         if annotation_id in crowd_ids:
             det_outcome[record] = IGNORED_CROWD
+        elif annotation_id in unlabelled_ids:
+            det_outcome[record] = IGNORED_UNLABELLED
         else:
             det_outcome[record], det_object[record], det_iou[record] = TRUE_POSITIVE, annotation_id, value
 

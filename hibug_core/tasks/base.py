@@ -12,6 +12,7 @@ import pandas as pd
 
 from hibug_core.config import IngestConfig
 from hibug_core.errors import HibugError
+from hibug_core.nouns import Nouns
 from hibug_core.objects.views import SampleViews
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import Registry
@@ -19,38 +20,6 @@ from hibug_core.registry import Registry
 
 class TaskError(HibugError):
     """A task that cannot do what was asked (an unknown task, a manifest no task claims, a capability it lacks)."""
-
-
-@dataclass(frozen=True)
-class Nouns:
-    """The words every caption, column and message uses for a task's samples and measures."""
-
-    sample: str  # "image", "object", "person"
-    samples: str  # "images", "objects", "people"
-    score: str  # what a sample's score is: "accuracy", "IoU", "OKS"
-    measure: str  # what a repair's before and after are: "accuracy", "objects found", "people found"
-    score_help: str  # one line: how a sample is scored
-    explain: str  # one line: what a sample is
-    ap: str = "AP"  # COCO's average precision as the task's figures name it ("mask AP" for masks)
-
-    @property
-    def a_sample(self) -> str:
-        """'an image', 'an object', 'a person'."""
-        return f"{'an' if self.sample[:1] in 'aeiou' else 'a'} {self.sample}"
-
-    def count(self, n: int) -> str:
-        """'1 image', '12,000 objects'."""
-        return f"{n:,} {self.sample if n == 1 else self.samples}"
-
-    @property
-    def figure(self) -> str:
-        """What a figure over many samples is, one name for it on every page and command: "accuracy" where a sample
-        is right or wrong, else the mean of its score ("mean IoU", "mean OKS", "mean mask IoU"; 0 when missed)."""
-        return self.score if self.score == self.measure else f"mean {self.score}"
-
-    @property
-    def Samples(self) -> str:  # noqa: N802 (a column or metric title)
-        return self.samples[:1].upper() + self.samples[1:]
 
 
 CAPABILITY_WORDS = {  # what each capability lets hibug do, as a refusal says it ("hibug cannot ...")

@@ -2,16 +2,18 @@
 of its match; failures carry TIDE's error types; a recorded detector is repaired by fine-tuning on pool images."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pandas as pd
 
 from hibug_core.config import IngestConfig
+from hibug_core.nouns import TASK_NOUNS
 from hibug_core.objects.matching import ERROR_TYPES
 from hibug_core.objects.views import OBJECT_CROPS
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.slices.evidence import TASK_EVIDENCE, object_evidence
-from hibug_core.tasks.base import COCO_EVALUATION, MANIFEST_SHAPES, Capabilities, ErrorGroup, Nouns, Shape, Task
+from hibug_core.tasks.base import COCO_EVALUATION, MANIFEST_SHAPES, Capabilities, ErrorGroup, Shape, Task
 from hibug_core.tasks.object_manifest import is_box_column
 from hibug_core.tasks.registry import register_task
 
@@ -23,9 +25,7 @@ MANIFEST_SHAPES.add("box", "a box per row ('box', 'pred_box' or 'pred_box:<model
 class Detection(Task):
     name = "detection"
     help = "object detection: one sample per object (a true box, or a detection that found none), scored by IoU"
-    nouns = Nouns("object", "objects", "IoU", "objects found",
-                  "the IoU of the object's match (0 when missed, and for a false positive)",
-                  "ground-truth objects and false positives, each a sample")
+    nouns = TASK_NOUNS["detection"]
     views = OBJECT_CROPS
     capabilities = Capabilities(predict=False, generate=False, retrain="fine-tuned on labelled pool images",
                                 checkpoint="the detector's kind loads it: `{\"state_dict\", \"classes\", \"config\"}`",
@@ -48,6 +48,10 @@ class Detection(Task):
     likely_failures = ("objects the detector is likely to miss or to box badly: small, occluded, cut by the image's "
                        "border or crowded objects, and looks or classes that are rare in training")
     library = "detection"
+
+    def coco_matching(self, config):
+        """Boxes, even in a file whose people carry keypoints (a pose task matches those)."""
+        return dataclasses.replace(config, keypoints=False)
 
     def validate_table(self, frame: pd.DataFrame, *, source: str, base_dir: Path, default_model: str,
                        config: IngestConfig = IngestConfig(), progress: ProgressCallback = no_progress):

@@ -28,7 +28,15 @@ from hibug_core.objects.coco import (
 )
 from hibug_core.objects.geometry import GeometryConfig, measure_objects
 from hibug_core.objects.masks import stored
-from hibug_core.objects.matching import FALSE_POSITIVE, MatchConfig, Matches, by_id, known_objects, match
+from hibug_core.objects.matching import (
+    FALSE_POSITIVE,
+    MatchConfig,
+    Matches,
+    by_id,
+    by_keypoints,
+    known_objects,
+    match,
+)
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.tasks.registry import claiming_coco, task_named
 
@@ -115,7 +123,13 @@ def objects_manifest(truth: CocoGroundTruth, found: list[CocoResults], folder: P
                                                     "model's detections, and the results have none")])
     # 2. The true shapes' measures, in a worker process while the images are checked and the models matched when
     # there are many (a mask's take 0.25 ms).
-    objects = truth.annotations[truth.annotations["iscrowd"] == 0].reset_index(drop=True)
+    ignored = truth.ignored(by_keypoints(truth, match_config))
+    if labelled and len(truth.annotations) and ignored.all() and not (truth.annotations["iscrowd"] == 1).all():
+        raise ManifestError(truth.source, [RowIssue(None, "keypoints", (
+            "no person has a labelled keypoint (visibility 1 or 2), so OKS can score none of them (COCO's evaluation "
+            "ignores such people): label their keypoints, or import the boxes alone with --task detection"),
+            unit="annotations")])
+    objects = truth.annotations[~ignored].reset_index(drop=True)
     objects["mask"] = (_stored_masks(by_id(truth, objects["id"].to_numpy()), truth.image_sizes)
                        if match_config.masks else None)
     job = task_named(task).truth_measures_job(truth, objects) if labelled else None
@@ -249,14 +263,16 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
         known_tags[name] = values.tolist()
     return ValidatedManifest(truth.source, samples, models, known_tags, [], "image", object_columns, evaluations,
                              task=task, measured_with=geometry.to_json(),
-                             crowd_regions=crowd_regions(truth, sorted(set(rows["image_id"]))))
+                             crowd_regions=crowd_regions(truth, sorted(set(rows["image_id"])),
+                                                         ~truth.annotations["id"].isin(objects["id"]).to_numpy()))
 
 
-def crowd_regions(truth: CocoGroundTruth, image_ids: list) -> dict[str, str]:
-    """Each image's crowd regions (class, box, mask as stored), by image key (its file name), as one JSON text: they
-    are no samples, yet a detection on one is ignored, so a model added later must be matched against the same."""
-    crowd = truth.annotations[truth.annotations["iscrowd"] == 1]
-    records = {record["id"]: record for record in truth.dataset["annotations"] if record["iscrowd"]}
+def crowd_regions(truth: CocoGroundTruth, image_ids: list, ignored: np.ndarray) -> dict[str, str]:
+    """Each image's regions COCO ignores (class, box, mask as stored: crowds, and people with no labelled keypoint
+    where OKS scores them), by image key (its file name), as one JSON text: they are no samples, yet a detection on
+    one is ignored, so a model added later must be matched against the same. ignored: CocoGroundTruth.ignored."""
+    crowd = truth.annotations[ignored]
+    records = {record["id"]: record for record in truth.dataset["annotations"]}
     regions: dict[int, list] = {int(i): [] for i in image_ids}
     for aid, iid, cid, x, y, w, h in crowd[["id", "image_id", "category_id", "x", "y", "w", "h"]].itertuples(
             index=False):

@@ -8,11 +8,12 @@ from pathlib import Path
 import pandas as pd
 
 from hibug_core.config import IngestConfig
+from hibug_core.nouns import TASK_NOUNS
 from hibug_core.objects.keypoint_errors import INVERSION, KEYPOINT_ERRORS
 from hibug_core.objects.matching import ERROR_TYPES
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.slices.evidence import TASK_EVIDENCE, object_evidence
-from hibug_core.tasks.base import MANIFEST_SHAPES, Capabilities, ErrorGroup, Nouns, Shape
+from hibug_core.tasks.base import MANIFEST_SHAPES, Capabilities, ErrorGroup, Shape
 from hibug_core.tasks.detection import Detection
 from hibug_core.tasks.registry import register_task
 
@@ -28,9 +29,7 @@ MANIFEST_SHAPES.add("keypoints", "a skeleton per row ('keypoints', 'pred_keypoin
 class Pose(Detection):
     name = "pose"
     help = "pose estimation: one sample per person (a true skeleton, or a prediction that found none), scored by OKS"
-    nouns = Nouns("person", "people", "OKS", "people found",
-                  "the OKS of the person's match (0 when missed, and for a false positive)",
-                  "ground-truth people and false positives, each a sample")
+    nouns = TASK_NOUNS["pose"]
     capabilities = Capabilities(predict=False, generate=False, retrain="fine-tuned on labelled pool images",
                                 checkpoint="its family loads it, e.g. scene-keypoints: `{\"state_dict\", \"classes\", "
                                            "\"keypoints\", \"config\"}`",
@@ -54,6 +53,10 @@ class Pose(Detection):
                        "behind or with crossing limbs, small, occluded or truncated people")
     library = "pose"
     shapes = ("keypoints", "box")
+
+    def coco_matching(self, config):
+        """By OKS where the files carry keypoints (as given: asked for, or found in the files)."""
+        return config
 
     def prediction_words(self, row) -> str:
         """A person found with left and right mirrored is said so, not "missed": a prediction was there."""

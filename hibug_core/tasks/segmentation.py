@@ -11,10 +11,11 @@ from pathlib import Path
 import pandas as pd
 
 from hibug_core.config import IngestConfig
+from hibug_core.nouns import TASK_NOUNS
 from hibug_core.objects.matching import ERROR_TYPES, OUTLINE_ERROR
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.slices.evidence import TASK_EVIDENCE, object_evidence
-from hibug_core.tasks.base import MANIFEST_SHAPES, Capabilities, ErrorGroup, Nouns, Shape, TaskError
+from hibug_core.tasks.base import MANIFEST_SHAPES, Capabilities, ErrorGroup, Shape, TaskError
 from hibug_core.tasks.detection import Detection
 from hibug_core.tasks.registry import register_task
 
@@ -36,9 +37,7 @@ class Segmentation(Detection):
     name = "segmentation"
     help = ("instance segmentation: one sample per object (a true mask, or a predicted mask that found none), scored "
             "by mask IoU")
-    nouns = Nouns("object", "objects", "mask IoU", "objects found",
-                  "the mask IoU of the object's match (0 when missed, and for a false positive)",
-                  "ground-truth objects and false positives, each a sample outlined by its mask", ap="mask AP")
+    nouns = TASK_NOUNS["segmentation"]
     capabilities = Capabilities(predict=False, generate=False, retrain="fine-tuned on labelled pool images",
                                 checkpoint="its family loads it, e.g. scene-masks: `{\"state_dict\", \"classes\", "
                                            "\"config\"}`",

@@ -1,0 +1,53 @@
+"""The words each task uses for its samples and measures, light enough for the quick commands (`hibug info`) to
+read without loading a task."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Nouns:
+    """The words every caption, column and message uses for a task's samples and measures."""
+
+    sample: str  # "image", "object", "person"
+    samples: str  # "images", "objects", "people"
+    score: str  # what a sample's score is: "accuracy", "IoU", "OKS"
+    measure: str  # what a repair's before and after are: "accuracy", "objects found", "people found"
+    score_help: str  # one line: how a sample is scored
+    explain: str  # one line: what a sample is
+    ap: str = "AP"  # COCO's average precision as the task's figures name it ("mask AP" for masks)
+
+    @property
+    def a_sample(self) -> str:
+        """'an image', 'an object', 'a person'."""
+        return f"{'an' if self.sample[:1] in 'aeiou' else 'a'} {self.sample}"
+
+    def count(self, n: int) -> str:
+        """'1 image', '12,000 objects'."""
+        return f"{n:,} {self.sample if n == 1 else self.samples}"
+
+    @property
+    def figure(self) -> str:
+        """What a figure over many samples is, one name for it on every page and command: "accuracy" where a sample
+        is right or wrong, else the mean of its score ("mean IoU", "mean OKS", "mean mask IoU"; 0 when missed)."""
+        return self.score if self.score == self.measure else f"mean {self.score}"
+
+    @property
+    def Samples(self) -> str:  # noqa: N802 (a column or metric title)
+        return self.samples[:1].upper() + self.samples[1:]
+
+
+TASK_NOUNS = {
+    "classification": Nouns("image", "images", "accuracy", "accuracy", "1 when the prediction is the label, else 0",
+                            "each image is a sample"),
+    "detection": Nouns("object", "objects", "IoU", "objects found",
+                       "the IoU of the object's match (0 when missed, and for a false positive)",
+                       "ground-truth objects and false positives, each a sample"),
+    "segmentation": Nouns("object", "objects", "mask IoU", "objects found",
+                          "the mask IoU of the object's match (0 when missed, and for a false positive)",
+                          "ground-truth objects and false positives, each a sample outlined by its mask",
+                          ap="mask AP"),
+    "pose": Nouns("person", "people", "OKS", "people found",
+                  "the OKS of the person's match (0 when missed, and for a false positive)",
+                  "ground-truth people and false positives, each a sample"),
+}
