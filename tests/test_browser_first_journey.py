@@ -49,6 +49,17 @@ def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
     page.on("pageerror", lambda error: errors.append(str(error)))
     project = Project.open(fresh_demo)
 
+    # The README's journey is what the pages show: step 1's figures and next step on the Overview as it opens
+    journey = _readme_journey()
+    overview = re.search(r"(\d+) validation images, ([\d.]+)% right\. .* the checklist's next step is (\w+);",
+                         journey[1])
+    assert overview, journey[1]
+    open_app(page, server)
+    shown(page, "Confusion matrix", timeout=90_000)
+    assert page.get_by_test_id("stMetric").filter(has_text="val").filter(has_text=overview[1]).count()
+    assert page.get_by_test_id("stMetric").filter(has_text="val accuracy").filter(has_text=f"{overview[2]}%").count()
+    assert page.get_by_role("link", name=f"Next step: {overview[3]}").count()
+
     # 1. Attributes: propose from the built-in library; its changes against version 1 are shown, and saving (by
     # default) adds its new attributes to the demo's own, which stay
     follow_checklist(page, server, "Attributes")
@@ -89,6 +100,12 @@ def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
     idle(page)
     page.get_by_text("error slices (").first.wait_for(timeout=120_000)
     assert page.get_by_role("heading", level=3).first.inner_text() == "color = blue"
+    said = re.findall(r'"([^"]+)" (?:comes first|\() ?\(?(\d+) images, ([\d.]+)% right; ([a-z ]+):', journey[4])
+    assert len(said) == 2, journey[4]
+    assert page.get_by_role("heading", level=3).first.inner_text() == said[0][0]
+    shown_first = error_slices(project).slices.head(2)  # what the page ranks (its defaults)
+    assert [(d, str(c), f"{s:.1%}"[:-1], t) for d, c, s, t in shown_first[
+        ["description", "count", "score", "bug_type"]].itertuples(index=False)] == said
     assert page.get_by_text("These tags are too poor to trust").first.is_visible()
     shot(page, "first-journey-3-error-slices")
 
@@ -129,6 +146,16 @@ def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
         elif len(measured):
             assert in_force["low"] == measured["low"].max(), attribute
     assert ranking.in_force("color") == ranking.in_force("size") == "imported"
+
+
+def _readme_journey() -> dict[int, str]:
+    """The README's first journey, step by step (number -> its text on one line)."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Your first journey", 1)[1].split("\n## ", 1)[0]
+    steps = re.findall(r"^(\d)\. (.*?)(?=^\d\. |^\S|\Z)", section, re.M | re.S)
+    return {int(n): " ".join(body.split()) for n, body in steps}
 
 
 def _junk_is_flagged_in_the_details_and_the_report(page, server: str, folder) -> None:
