@@ -62,6 +62,18 @@ def outcome(samples: pd.DataFrame) -> pd.Series:
     return samples["correct"].map({True: OUTCOMES[0], False: OUTCOMES[1]}).fillna(OUTCOMES[2]).astype(object)
 
 
+def share(value: float) -> str:
+    """A share as every figure beside it reads it ("38.9%"), small ones to two significant digits ("0.44%", never
+    "0.0%" for a share that is not 0); empty when unknown."""
+    import pandas as pd
+
+    if pd.isna(value):
+        return ""
+    if value == 0 or abs(value) >= 0.01:
+        return f"{value:.1%}"
+    return f"{100 * value:.2g}%"
+
+
 def points(change: float) -> str:
     """A change of a share, in percentage points ("+2.0 pts"; a share itself reads "38.9%"); empty when unknown."""
     import pandas as pd

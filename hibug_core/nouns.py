@@ -32,6 +32,16 @@ class Nouns:
         is right or wrong, else the mean of its score ("mean IoU", "mean OKS", "mean mask IoU"; 0 when missed)."""
         return self.score if self.score == self.measure else f"mean {self.score}"
 
+    def sample_name(self, key: str) -> str:
+        """A sample's key as a reader names it: an object's "a.png#object-4" is "a.png · person 4" (4: its annotation
+        id), a false positive's "a.png#m-detection-7" is "a.png · m's detection 7"; an image's key is itself."""
+        if "#object-" in key:
+            image, number = key.rsplit("#object-", 1)
+            return f"{image} · {self.sample} {number}"
+        image, hashed, rest = key.rpartition("#")
+        model, dash, number = rest.rpartition("-detection-")
+        return f"{image} · {model}'s detection {number}" if hashed and dash and number.isdigit() else key
+
     @property
     def Samples(self) -> str:  # noqa: N802 (a column or metric title)
         return self.samples[:1].upper() + self.samples[1:]

@@ -96,10 +96,10 @@ def show_image(project, sample_id: int, samples: pd.DataFrame, report=None, user
         except (OSError, ValueError, TypeError, HibugError):
             st.caption("image not available")
         shown = f" · shown {factor}× larger" if factor > 1 else ""
-        st.caption(f"{plain(row['sample_key'])} · split {row['split']} · {int(row['width'])}×{int(row['height'])} px"
-                   f"{shown}")
-    with right:
         task = current_task(project)
+        st.caption(f"{plain(task.nouns.sample_name(row['sample_key']))} · split {row['split']} · "
+                   f"{int(row['width'])}×{int(row['height'])} px{shown}")
+    with right:
         predicted = task.prediction_words(row) if pd.notna(row.get("prediction")) else None
         if pd.notna(row.get("outcome")):
             said = predicted != row.get("prediction")  # the task's own words: a person found inverted, an object

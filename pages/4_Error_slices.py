@@ -6,7 +6,7 @@ import streamlit as st
 from hibug_core.errors import HibugError
 from hibug_core.llm.client import LLMConfig
 from hibug_core.markdown import plain
-from hibug_core.metrics import points
+from hibug_core.metrics import points, share
 from hibug_core.objects.summary import error_breakdown
 from hibug_core.operations import FindSlices, PredictUnseen
 from hibug_core.review.board import ensure_review
@@ -174,10 +174,10 @@ with found:
         cells = st.columns(5)
         cells[0].metric(nouns.Samples, f"{row['count']:,}")
         cells[1].metric(nouns.figure.capitalize(), f"{row['score']:.1%}", f"{points(-row['gap'])} vs overall")
-        cells[2].metric("Share of evaluation", f"{row['eval_share']:.1%}")
+        cells[2].metric("Share of evaluation", share(row["eval_share"]))
         cells[3].metric("Share of training",
                         "–" if row["train_count"] is None or row["train_count"] != row["train_count"]
-                        else f"{row['train_share']:.2%}", help=f"{row['train_count']} training {nouns.samples}")
+                        else share(row["train_share"]), help=f"{row['train_count']} training {nouns.samples}")
         cells[4].metric("Share of all failures", f"{row['coverage']:.1%}")
         left, right = st.columns([2, 3])
         ids = report.sample_ids(chosen_id)

@@ -215,7 +215,8 @@ with retrain:
                         title=f"{measure.capitalize()} after repair on the held-out split (before: grey marks)")
         figure.add_scatter(x=chart["before"], y=chart["label"], mode="markers", name="before",
                            marker={"color": "#868e96", "symbol": "line-ns-open", "size": 18})
-        figure.update_layout(xaxis_tickformat=".0%", height=120 + 60 * chart["label"].nunique())
+        figure.update_layout(xaxis_tickformat=".0%", height=120 + 60 * chart["label"].nunique(),
+                             xaxis_title=f"{measure} after repair", yaxis_title="slice")
         st.plotly_chart(figure, width="stretch", key="repair_chart")
         shown = summary.assign(**{"after ± sd": [f"{a:.1%} ± {s:.1%}" if s == s else f"{a:.1%}"
                                                  for a, s in zip(summary["after"], summary["after_sd"])]})

@@ -101,6 +101,8 @@ def test_a_repair_job_shows_before_and_after_slice_by_slice(monkeypatch, demo_co
     named = [t["name"] for t in figure["data"] if t.get("showlegend", True) and t.get("x") is not None]
     assert sorted(named) == sorted(["expected failures", "random", "no new data", "before"])
     assert figure["layout"].get("showlegend", True)
+    axes = figure["layout"]
+    assert (axes["xaxis"]["title"]["text"], axes["yaxis"]["title"]["text"]) == ("accuracy after repair", "slice")
 
 
 @pytest.mark.slow

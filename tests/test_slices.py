@@ -206,7 +206,7 @@ def test_each_bug_type_from_its_evidence():
     common_train[:400] = True
     types = diagnose([some, some, some], [rare_train, shifted_train, common_train], labels2, predictions2, errors2)
     assert types["bug_type"].tolist() == ["rare case", "distribution shift", "hard case"]
-    assert types.at[0, "reason"] == "3 in training (0.30% of training, under 1%)"
+    assert types.at[0, "reason"] == "3 in training (0.3% of training, under 1%)"
     assert types.at[1, "reason"] == "40.0% of evaluation but 10.0% of training"
     # without a tagged training split, "common in training" cannot be said: no clear cause
     assert diagnose([some], None, labels2, predictions2, errors2).at[0, "bug_type"] == "no clear cause"

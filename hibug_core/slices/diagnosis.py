@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hibug_core.metrics import share
 from hibug_core.objects.summary import error_mix
 
 SWAPPED = "left and right swapped"  # people: their keypoints annotated with the body's sides exchanged
@@ -123,7 +124,7 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
                                                    f"are '{associated}', and {failure_share:.0%} of its failures are "
                                                    f"predicted '{associated}'")
         elif rare and rarer:
-            bug, reason = "rare case", (f"{train_count} in training ({train_share:.2%} of training, "
+            bug, reason = "rare case", (f"{train_count} in training ({share(train_share)} of training, "
                                         f"under {config.rare_share:.0%})")
         elif (top_prediction is not None and top_prediction != top_label and prediction_share >= config.alpha
               and top_prediction not in NOT_CLASSES
@@ -131,8 +132,8 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
             bug, reason = "spurious correlation", (f"{prediction_share:.0%} of it is predicted "
                                                    f"'{top_prediction}', though most of it is '{top_label}'")
         elif shifted and rarer:
-            bug, reason = "distribution shift", (f"{eval_share:.1%} of evaluation but {train_share:.1%} of "
-                                                 f"training")
+            bug, reason = "distribution shift", (f"{share(eval_share)} of evaluation but {share(train_share)} "
+                                                 "of training")
         elif (failed.sum() >= config.min_failures and failure_share >= config.alpha and failure_top not in NOT_CLASSES
               and shown.failures_predicted_more(failure_top, failure_count, mask)):
             bug, reason = "spurious correlation", (f"{failure_share:.0%} of its failures are predicted "
