@@ -117,11 +117,24 @@ def open_app(page, url: str, timeout: float = 180_000) -> None:
     idle(page, timeout)
 
 
+# What a page must never say, whatever the task and the model (issue 69's list): COCO's -1 for "nothing to find",
+# a missing value or a raw field name shown as words, a count shown as a float, figures in another task's words.
+WRONG_WORDS = re.compile(r"-1\.000|AP n/a|\bnan%|\bNaN\b|\bNone\b|\ban mask\b|#object-\d|\b\d+\.0 errors\b|"
+                         r"first \d+ kept|cannot be measured|below -\d|confident_gap|sliceline_score|train_share")
+
+
+def wrong_words(page) -> list[str]:
+    """The wrong words (WRONG_WORDS) the page shows, each with the text around it."""
+    text = page.locator("body").inner_text()
+    return [text[max(m.start() - 60, 0):m.end() + 60].replace("\n", " ") for m in WRONG_WORDS.finditer(text)]
+
+
 def shot(page, name: str) -> None:
-    """A full-page screenshot into test-artifacts/<name>.png; the page must show no exception."""
+    """A full-page screenshot into test-artifacts/<name>.png; the page must show no exception and no wrong words."""
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
     assert page.locator("[data-testid='stException']").count() == 0, f"exception on {name}"
+    assert not wrong_words(page), (name, wrong_words(page))
 
 
 def open_slice_row(page, url: str, row: int, heading: str) -> None:
