@@ -323,6 +323,15 @@ def _insert_rows(connection: Connection, table: str, names: list[str], matrix: n
         connection.exec_driver_sql(insert + one_row, list(map(tuple, matrix[full:].tolist())))
 
 
+def in_chunks(values, size: int = 500) -> Iterator[tuple[str, dict]]:
+    """For a statement over many values, chunk by chunk: the list "(:v0, :v1, ...)" an `IN` names and its parameters
+    (a statement's parameters stay under every driver's limit)."""
+    values = [v.item() if isinstance(v, np.generic) else v for v in values]
+    for start in range(0, len(values), size):
+        chunk = values[start:start + size]
+        yield "(" + ", ".join(f":v{k}" for k in range(len(chunk))) + ")", {f"v{k}": v for k, v in enumerate(chunk)}
+
+
 def read_columns(connection: Connection, sql: str, params: tuple = ()) -> dict[str, np.ndarray]:
     """A query's result as one object array per column, fetched through the driver's cursor (a million rows without
     a Python row object each from SQLAlchemy). `sql` uses ? for parameters."""

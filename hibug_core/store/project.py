@@ -29,6 +29,7 @@ from hibug_core.store.audit import author_name, now
 from hibug_core.store.audit import record as record_audit
 from hibug_core.store.column_files import ColumnFiles
 from hibug_core.store.db import (
+    in_chunks,
     insert_columns,
     keys_checked_at_end,
     make_engine,
@@ -803,11 +804,9 @@ def _crowd_issues(connection: Connection, manifest, found: Issues) -> None:
         return
     keys = list(manifest.crowd_regions)
     kept = {}
-    for start in range(0, len(keys), 500):
-        chunk = keys[start:start + 500]
-        kept.update(connection.execute(text("SELECT image_key, crowd_json FROM truth_images WHERE image_key IN "
-                                            f"({', '.join(f':k{i}' for i in range(len(chunk)))})"),
-                                       {f"k{i}": k for i, k in enumerate(chunk)}).all())
+    for listed, params in in_chunks(keys):
+        kept.update(connection.execute(text(f"SELECT image_key, crowd_json FROM truth_images WHERE image_key IN "
+                                            f"{listed}"), params).all())
     for key in sorted(k for k in keys if k in kept and kept[k] != manifest.crowd_regions[k])[:found.cap]:
         found.add(None, "annotations", f"the crowd regions of image '{key}' are not the project's: give the "
                   "ground-truth file the project was made from (a detection on a crowd region is ignored, so the "

@@ -9,7 +9,7 @@ from hibug_core.errors import ProjectError
 from hibug_core.metrics import judged
 from hibug_core.store.audit import author_name, now
 from hibug_core.store.audit import record as record_audit
-from hibug_core.store.db import read_connection, write_transaction
+from hibug_core.store.db import in_chunks, read_connection, write_transaction
 
 # Every table whose rows name a sample (sample_id), cleared before the samples themselves.
 SAMPLE_TABLES = ("predictions", "object_outcomes", "known_tags", "tag_corrections", "mllm_answers",
@@ -66,11 +66,8 @@ def remove_samples(project, sample_ids, *, reason: str, author: str | None = Non
         _subtract_scores(connection, ids)
         for table in (*SAMPLE_TABLES, "samples"):
             column = "id" if table == "samples" else "sample_id"
-            for start in range(0, len(ids), CHUNK):
-                chunk = ids[start:start + CHUNK].tolist()
-                connection.execute(text(f"DELETE FROM {table} WHERE {column} IN "
-                                        f"({', '.join(f':i{k}' for k in range(len(chunk)))})"),
-                                   {f"i{k}": v for k, v in enumerate(chunk)})
+            for listed, params in in_chunks(ids, CHUNK):
+                connection.execute(text(f"DELETE FROM {table} WHERE {column} IN {listed}"), params)
         # 3. Said: an entry of the audit log, and a new version of the tables imports change (their caches).
         connection.execute(text("INSERT INTO imports (source, kind, n_rows, author, created_at) "
                                 "VALUES (:s, 'removal', :n, :a, :t)"),
@@ -82,11 +79,9 @@ def remove_samples(project, sample_ids, *, reason: str, author: str | None = Non
 
 def _existing(connection: Connection, ids: np.ndarray) -> list[int]:
     found = []
-    for start in range(0, len(ids), CHUNK):
-        chunk = ids[start:start + CHUNK].tolist()
-        found += [int(r) for r in connection.execute(text(
-            f"SELECT id FROM samples WHERE id IN ({', '.join(f':i{k}' for k in range(len(chunk)))})"),
-            {f"i{k}": v for k, v in enumerate(chunk)}).scalars()]
+    for listed, params in in_chunks(ids, CHUNK):
+        found += [int(r) for r in connection.execute(text(f"SELECT id FROM samples WHERE id IN {listed}"),
+                                                     params).scalars()]
     return found
 
 
@@ -96,12 +91,10 @@ def _subtract_scores(connection: Connection, ids: np.ndarray) -> None:
     import pandas as pd
 
     parts = []
-    for start in range(0, len(ids), CHUNK):
-        chunk = ids[start:start + CHUNK].tolist()
+    for listed, params in in_chunks(ids, CHUNK):
         parts.append(pd.read_sql_query(text(
             "SELECT p.model_id, s.split, s.label, p.score FROM predictions p JOIN samples s ON s.id = p.sample_id "
-            f"WHERE p.sample_id IN ({', '.join(f':i{k}' for k in range(len(chunk)))})"), connection,
-            params={f"i{k}": v for k, v in enumerate(chunk)}))
+            f"WHERE p.sample_id IN {listed}"), connection, params=params))
     rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     if rows.empty:
         return
