@@ -16,6 +16,8 @@ from hibug_core.attributes.library import library_schema
 from hibug_core.attributes.measured import measured_attributes
 from hibug_core.attributes.schema import AttributeSchema
 from hibug_core.bench.build import Realised, build_problem_project, model_probabilities, realised
+from hibug_core.bench.contest import contest, task_of_report
+from hibug_core.bench.peers import SLICE_FINDERS
 from hibug_core.bench.problems import (
     RARE,
     SPURIOUS,
@@ -25,16 +27,18 @@ from hibug_core.bench.problems import (
     plant,
     thin_validation,
 )
-from hibug_core.bench.scoring import HIBUG2_SEARCH, HIBUG_SEARCH, hibug_search, score_report
+from hibug_core.bench.ranking import PlantedBug
+from hibug_core.bench.scoring import HIBUG2_SEARCH, HIBUG_SEARCH, attribute_matches, hibug_search, score_report
 from hibug_core.demo.attributes import TASK, demo_attribute_schema
 from hibug_core.demo.easyvqa import SHAPES, ShapeWorld, load_shape_world
+from hibug_core.embeddings.compute import embed_project
 from hibug_core.errors import HibugError, check_fields
 from hibug_core.llm.client import LLMConfig
 from hibug_core.models.zoo.shape_cnn import TrainConfig
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import LANGUAGE_MODEL, Registry
 from hibug_core.slices.report import error_slices
-from hibug_core.slices.search import SliceConfig
+from hibug_core.slices.search import CLASS, SliceConfig
 from hibug_core.store.arrays import ArrayStore
 from hibug_core.store.attribute_versions import save_schema
 from hibug_core.tagging.propose import propose_with_llm
@@ -96,13 +100,18 @@ class BenchConfig:
     # Shares of the validation split the slices are searched on (HiBug's Table 6), each a seeded draw per problem;
     # whether the bug shows is always judged on the whole split.
     val_shares: tuple[float, ...] = (1.0,)
+    # The slice finders compared on every problem and its bug-free twin (hibug_core.bench.peers; () for none), on the
+    # slices of the default settings; the peers are the `bench` extra.
+    finders: tuple[str, ...] = tuple(SLICE_FINDERS.names())
 
     def __post_init__(self):
         check_fields(self, {
             "n_spurious": (self.n_spurious >= 0, "0 or more"), "n_rare": (self.n_rare >= 0, "0 or more"),
             "top_n": (self.top_n >= 1, "1 or more"),
             "val_shares": (len(self.val_shares) > 0 and all(0 < s <= 1 for s in self.val_shares),
-                           "one or more shares in (0, 1]")})
+                           "one or more shares in (0, 1]"),
+            "finders": (all(f in SLICE_FINDERS for f in self.finders),
+                        f"slice finders among {', '.join(SLICE_FINDERS.names())}")})
 
 
 @dataclass
@@ -111,6 +120,8 @@ class BenchResult:
     rows: pd.DataFrame  # one row per (problem, tagger, gap)
     problems: pd.DataFrame  # every candidate tried, with how its bug showed and whether it was kept
     timings: dict[str, float] = field(default_factory=dict)
+    finder_bugs: pd.DataFrame = field(default_factory=pd.DataFrame)  # per (problem, tags, finder, planted bug)
+    finder_problems: pd.DataFrame = field(default_factory=pd.DataFrame)  # per (problem or its twin, tags, finder)
 
 
 def _tag(project, tagger: str, schema: AttributeSchema, config: BenchConfig,
@@ -170,8 +181,9 @@ def _score_tagger(project, tagger: str, problem, config: BenchConfig, truth_tags
 
 
 def _run_pipeline(project, problem, world: ShapeWorld, config: BenchConfig, schemas: dict[str, AttributeSchema],
-                  timed) -> list[dict]:
-    """Every tag source on one problem's project: its attributes and tags, then slices scored at every setting."""
+                  timed, contests: list | None) -> list[dict]:
+    """Every tag source on one problem's project: its attributes and tags, then slices scored at every setting, and
+    every slice finder on the default settings' tags and errors (their rows added to `contests`)."""
     truth_tags = sorted(world.attributes[problem.attribute].unique())
     examples = teaching_examples(project, world, config, problem.seed)
     rows = []
@@ -183,7 +195,37 @@ def _run_pipeline(project, problem, world: ShapeWorld, config: BenchConfig, sche
         start = time.perf_counter()
         rows += _score_tagger(project, tagger, problem, config, truth_tags)
         timed(f"slices: {tagger}", start)
+        if config.finders and contests is not None:  # on the whole validation split
+            start = time.perf_counter()
+            contests.append(_contest(project, tagger, problem, config, truth_tags))
+            timed(f"slice finders: {tagger}", start)
     return rows
+
+
+def planted_bugs(problem) -> list[PlantedBug]:
+    """The problem's bug as the one scoring reads it: a spurious correlation lives in its tag (whatever the class), a
+    rare case in its tag and class."""
+    conditions = ((problem.attribute, problem.tag),) + ((("shape", problem.label),) if problem.bug_type == RARE else ())
+    return [PlantedBug(conditions, problem.bug_type)]
+
+
+def _contest(project, tagger: str, problem, config: BenchConfig, truth_tags: list[str]) -> tuple:
+    """Every slice finder on the tags and errors of hibug's default report, with the encoder's embeddings."""
+    report = error_slices(project, config=config.slices,
+                          tags="model" if TAGGERS.get(tagger).build().schema else "imported", check_tags=False)
+    vocabulary = dict(zip(report.tags.attributes, report.tags.tags))
+
+    def same(attribute: str, planted: str) -> bool:  # another tag source's name for a planted attribute
+        if planted == "shape":
+            return attribute in ("shape", CLASS) or attribute_matches(attribute, vocabulary.get(attribute, []),
+                                                                      "shape", SHAPES)
+        return attribute_matches(attribute, vocabulary.get(attribute, []), planted, truth_tags)
+
+    embedded = embed_project(project, config.encoder, sample_ids=report.evaluation.index)
+    order = pd.Series(np.arange(len(embedded.sample_ids)), index=embedded.sample_ids)
+    task = task_of_report(report, embedded.embedding[order.reindex(report.evaluation.index).to_numpy()])
+    return contest(task, planted_bugs(problem), finders=config.finders, same=same, seed=problem.seed,
+                   labels={"problem": problem.id, "bug_type": problem.bug_type, "tags": tagger})
 
 
 def run_benchmark(folder: str | Path, config: BenchConfig = BenchConfig(), *,
@@ -209,7 +251,7 @@ def run_benchmark(folder: str | Path, config: BenchConfig = BenchConfig(), *,
     schemas = {t: schema(config) for t, schema in made.items() if schema is not None}
     wanted = {SPURIOUS: config.n_spurious, RARE: config.n_rare}
     kept = {SPURIOUS: 0, RARE: 0}
-    tried, rows = [], []
+    tried, rows, contests = [], [], []
     for problem in candidate_problems(world, config.seed)[: config.max_candidates]:
         if kept[problem.bug_type] >= wanted[problem.bug_type]:
             if all(kept[k] >= wanted[k] for k in wanted):
@@ -241,7 +283,8 @@ def run_benchmark(folder: str | Path, config: BenchConfig = BenchConfig(), *,
                           "tag": problem.tag, "label": problem.label, "strength": problem.strength,
                           "drop": round(outcome.drop, 4), "val_share": share,
                           "val_images": int(project.samples()["split"].eq("val").sum()), **scored}
-                         for scored in _run_pipeline(project, problem, world, config, schemas, timed)]
+                         for scored in _run_pipeline(project, problem, world, config, schemas, timed,
+                                                     contests if share >= 1.0 else None)]
                 for prefix in CONTENT_FOLDERS:
                     content.link_from(project.arrays, prefix)
             finally:
@@ -249,4 +292,6 @@ def run_benchmark(folder: str | Path, config: BenchConfig = BenchConfig(), *,
     timings["total"] = time.perf_counter() - started
     if any(kept[k] < wanted[k] for k in wanted):
         logger.warning("only %s bugs showed within %d candidates", kept, config.max_candidates)
-    return BenchResult(config, pd.DataFrame(rows), pd.DataFrame(tried), timings)
+    finder_bugs = pd.concat([bugs for bugs, _ in contests], ignore_index=True) if contests else pd.DataFrame()
+    finder_problems = pd.concat([p for _, p in contests], ignore_index=True) if contests else pd.DataFrame()
+    return BenchResult(config, pd.DataFrame(rows), pd.DataFrame(tried), timings, finder_bugs, finder_problems)

@@ -112,7 +112,9 @@ def write_results(folder: Path, result, tables: dict[str, pd.DataFrame], taggers
     payload = {"config": asdict(result.config), "timings": result.timings,
                "tables": {k: json.loads(v.reset_index().to_json(orient="records")) for k, v in tables.items()},
                "rows": json.loads(result.rows.to_json(orient="records")),
-               "problems": json.loads(result.problems.to_json(orient="records"))}
+               "problems": json.loads(result.problems.to_json(orient="records")),
+               "finder_bugs": json.loads(result.finder_bugs.to_json(orient="records")),
+               "finder_problems": json.loads(result.finder_problems.to_json(orient="records"))}
     data = folder / "results.json"
     data.write_text(json.dumps(payload, indent=1, default=str), encoding="utf-8")
     return markdown, data

@@ -28,6 +28,9 @@ def _bench_arguments(parser) -> None:
                         help="search the slices on these shares of the validation split too (HiBug's Table 6), e.g. "
                         "0.1 0.25 0.5 1; the main tables are on the largest")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--finders", help="comma-separated slice finders compared on every problem and its bug-free "
+                        "twin: hibug, hibug-rule, single-attribute, sliceline, divexplorer, cleanlab (default: all; "
+                        "'none' for none; the peers are the `bench` extra)")
 
 
 def cmd_bench(args) -> int:
@@ -48,15 +51,24 @@ def cmd_bench(args) -> int:
                          slices=replace(defaults.slices, gap=args.gap), encoder=args.encoder, llm=llm,
                          gaps=tuple(sorted({*defaults.gaps, args.gap})),
                          parent_alphas=tuple(sorted({*defaults.parent_alphas, defaults.slices.parent_test})),
-                         val_shares=tuple(sorted(set(args.val_shares))))
+                         val_shares=tuple(sorted(set(args.val_shares))),
+                         finders=(defaults.finders if args.finders is None else () if args.finders == "none"
+                                  else tuple(args.finders.split(","))))
     report, close = progress_bar()
     try:
         result = run_benchmark(args.out, config, progress=report)
     finally:
         close()
     tables = summary_tables(result.rows, result.problems, args.gap, config.slices.parent_test)
+    if len(result.finder_problems):
+        from hibug_core.bench.ranking import formatted, summary_table
+
+        tables["who finds bugs best"] = formatted(summary_table(result.finder_bugs, result.finder_problems,
+                                                                ["tags", "method"]))
     markdown, data = write_results(Path(args.out), result, tables, TAGGERS)
     print(markdown_table(tables["scores"]))
+    if "who finds bugs best" in tables:
+        print(markdown_table(tables["who finds bugs best"]))
     for extra in ("by search", "by validation share"):
         if extra in tables:
             print(markdown_table(tables[extra]))
