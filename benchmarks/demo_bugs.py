@@ -19,9 +19,11 @@ import logging
 import time
 from pathlib import Path
 
+from hibug_core.bench.contest import finders_table, gathered
 from hibug_core.bench.demo_bugs import run_demo_benchmark, summary
 from hibug_core.bench.masks import MASK_BENCH
 from hibug_core.bench.pose import POSE_BENCH
+from hibug_core.bench.summary import markdown_table
 from hibug_core.csv_export import write_csv
 
 BENCHES = {"pose": POSE_BENCH, "segmentation": MASK_BENCH}
@@ -37,12 +39,18 @@ def main() -> None:
     for noisy in ("hibug_core.store.project", "hibug_core.tagging.run", "hibug_core.torch_compat"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     start = time.perf_counter()
-    rows = run_demo_benchmark(Path(args.out) / args.task, BENCHES[args.task], args.problems)
+    contests: list = []
+    rows = run_demo_benchmark(Path(args.out) / args.task, BENCHES[args.task], args.problems, contests=contests)
     write_csv(rows, Path(args.out) / f"{args.task}_bugs.csv")
     print(rows.to_string(index=False))
     print()
     print(summary(rows).round(3).to_string())
     bugs = len(rows.drop_duplicates(["problem", "bug"]))
+    table = finders_table(contests)  # every slice finder on the same tags and errors, and on bug-free twins
+    out = Path(args.out)
+    write_csv(gathered(contests)[1], out / "finders.csv")
+    print()
+    print(markdown_table(table))
     print(f"\n{args.problems} problems, {bugs} planted bugs, {time.perf_counter() - start:.0f} s")
 
 

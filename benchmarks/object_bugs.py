@@ -17,7 +17,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from hibug_core.bench.contest import finders_table, gathered
 from hibug_core.bench.objects import ObjectBenchConfig, run_object_benchmark, summary
+from hibug_core.bench.summary import markdown_table
 from hibug_core.csv_export import write_csv
 
 
@@ -32,11 +34,17 @@ def main() -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     config = replace(ObjectBenchConfig(), problems=args.problems, train_scenes=args.train_scenes)
     start = time.perf_counter()
-    rows = run_object_benchmark(Path(args.out), config)
+    contests: list = []
+    rows = run_object_benchmark(Path(args.out), config, contests=contests)
     write_csv(rows, Path(args.out) / "object_bugs.csv")
     print(rows.to_string(index=False))
     print()
     print(summary(rows, config.top_n).round(3).to_string())
+    table = finders_table(contests)  # every slice finder on the same tags and errors, and on bug-free twins
+    out = Path(args.out)
+    write_csv(gathered(contests)[1], out / "finders.csv")
+    print()
+    print(markdown_table(table))
     print(f"\n{config.problems} problems, {len(rows) // 2} planted bugs, {time.perf_counter() - start:.0f} s")
 
 

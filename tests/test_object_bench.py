@@ -62,7 +62,20 @@ def test_scoring_against_the_planted_slices():
 
 
 def test_a_quick_object_benchmark_runs_end_to_end(tmp_path):
-    rows = run_object_benchmark(tmp_path, quick(ObjectBenchConfig()))
+    from dataclasses import replace
+
+    from hibug_core.bench.contest import finders_table, gathered
+    from hibug_core.bench.peers import SLICE_FINDERS
+
+    contests = []
+    rows = run_object_benchmark(tmp_path, replace(quick(ObjectBenchConfig()), encoder="tiny-open_clip"),
+                                contests=contests)
+    # every slice finder ran on each problem's two tag sources and their bug-free twins, scored against 3 bugs each
+    bugs, problems = gathered(contests)
+    assert len(problems) == 2 * 2 * 2 * len(SLICE_FINDERS.names()) and not problems["failed"].any()
+    assert len(bugs) == 2 * 2 * 3 * len(SLICE_FINDERS.names())
+    assert set(bugs["bug_type"]) == {"missing annotations", "bad boxes"}
+    assert set(finders_table(contests)["method"]) == set(SLICE_FINDERS.names())
     assert len(rows) == 2 * 3 * 2 * 2  # problems x planted bugs x taggers x searches
     assert set(rows["tagger"]) == {"truth", "automatic"} and rows["precision@10"].between(0, 1).all()
     assert set(rows["search"]) == {"hibug2", "hibug"}

@@ -29,6 +29,16 @@ def task_of_report(report, embeddings: np.ndarray | None = None) -> SliceTask:
                      min_support=config.min_support, max_depth=config.max_depth, report=report)
 
 
+def embeddings_of(project, report, encoder: str) -> np.ndarray:
+    """The encoder's embedding of each sample the report evaluated, in its order (objects seen as their crops; only
+    contents not embedded yet are encoded)."""
+    from hibug_core.embeddings.compute import embed_project
+
+    embedded = embed_project(project, encoder, sample_ids=report.evaluation.index)
+    position = pd.Series(np.arange(len(embedded.sample_ids)), index=embedded.sample_ids)
+    return embedded.embedding[position.reindex(report.evaluation.index).to_numpy()]
+
+
 def null_twin(task: SliceTask, seed: int) -> SliceTask:
     """The same tags with the errors shuffled across the samples (the same rate, independent of every attribute)."""
     shuffled = np.random.default_rng(seed).permutation(task.errors)
@@ -63,3 +73,19 @@ def contest(task: SliceTask, planted: list[PlantedBug], *, finders=None, same: C
                              "planted": len(bugs_planted), "failed": False, "seconds": seconds, **summary})
             bugs += [{**labels, "method": name, **row} for row in scored]
     return pd.DataFrame(bugs), pd.DataFrame(problems)
+
+
+def gathered(contests: list[tuple[pd.DataFrame, pd.DataFrame]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The (bugs, problems) rows of many contests, each as one table."""
+    if not contests:
+        return pd.DataFrame(), pd.DataFrame()
+    return (pd.concat([bugs for bugs, _ in contests], ignore_index=True),
+            pd.concat([problems for _, problems in contests], ignore_index=True))
+
+
+def finders_table(contests: list[tuple[pd.DataFrame, pd.DataFrame]], keys=("tags", "method")) -> pd.DataFrame:
+    """The benchmark's table of every slice finder (hibug_core.bench.ranking.summary_table, in words)."""
+    from hibug_core.bench.ranking import formatted, summary_table
+
+    bugs, problems = gathered(contests)
+    return formatted(summary_table(bugs, problems, list(keys))) if len(problems) else pd.DataFrame()

@@ -13,8 +13,10 @@ import pandas as pd
 
 from hibug_core.attributes.measured import measured_attributes
 from hibug_core.attributes.schema import AttributeSchema
+from hibug_core.bench.contest import contest, embeddings_of, task_of_report
 from hibug_core.bench.objects import finding_table
-from hibug_core.bench.scoring import SEARCHES
+from hibug_core.bench.ranking import PlantedBug
+from hibug_core.bench.scoring import HIBUG2_SEARCH, SEARCHES
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.slices.report import error_slices
 from hibug_core.store.attribute_versions import save_schema
@@ -72,10 +74,22 @@ def score(slices: pd.DataFrame, bugs: list, top_n: int, same_as: dict) -> tuple[
     return rows, hits / top_n
 
 
+def planted_bugs(problem: DemoProblem) -> list[PlantedBug]:
+    return [PlantedBug(tuple(bug.slice.items()), bug.bug_type) for bug in problem.demo.planted_bugs()]
+
+
+def same_attribute(same_as: dict) -> Callable[[str, str], bool]:
+    """What another tag source calls a planted attribute (same_as, read attribute by attribute)."""
+    called = {(planted, attribute) for (planted, _), same in same_as.items() for attribute, _ in same}
+    return lambda attribute, planted: attribute == planted or (planted, attribute) in called
+
+
 def run_problem(folder: Path, bench: DemoBugBench, problem: DemoProblem, *, top_n: int = 10,
-                progress: ProgressCallback = no_progress) -> list[dict]:
+                progress: ProgressCallback = no_progress, contests: list | None = None,
+                encoder: str = "conse") -> list[dict]:
     """Build the problem's demo (its model shipped or trained), measure each object's crop colour, find and score
-    its validation error slices with each tagger and search."""
+    its validation error slices with each tagger and search; with `contests`, every slice finder on each tagger's
+    default report (objects embedded by `encoder` for the finders that cluster) is added to it."""
     project = bench.build(folder, problem.demo, progress=progress)
     try:
         schema = bench.schema()
@@ -91,19 +105,25 @@ def run_problem(folder: Path, bench: DemoBugBench, problem: DemoProblem, *, top_
             found, precision = score(report.slices, problem.demo.planted_bugs(), top_n, bench.same_as)
             rows += [{"problem": problem.id, "tagger": tagger, "search": search, **row,
                       f"precision@{top_n}": precision, "AP": ap} for row in found]
+            if contests is not None and search == HIBUG2_SEARCH:
+                task = task_of_report(report, embeddings_of(project, report, encoder))
+                contests.append(contest(task, planted_bugs(problem), same=same_attribute(bench.same_as),
+                                        labels={"problem": problem.id, "tags": tagger}))
         return rows
     finally:
         project.close()
 
 
 def run_demo_benchmark(folder: str | Path, bench: DemoBugBench, problems: int = 1, *, top_n: int = 10,
-                       progress: ProgressCallback = no_progress) -> pd.DataFrame:
-    """Every problem; one row per (problem, planted bug, tagger, search)."""
+                       progress: ProgressCallback = no_progress, contests: list | None = None) -> pd.DataFrame:
+    """Every problem; one row per (problem, planted bug, tagger, search); with `contests`, every slice finder's
+    (bugs, problems) rows per problem and tagger are added to it."""
     rows = []
     for problem in bench.problems(problems):
         logger.info("%s benchmark: %s: %s", bench.name, problem.id,
                     "; ".join(b.how for b in problem.demo.planted_bugs()))
-        rows += run_problem(Path(folder) / problem.id, bench, problem, top_n=top_n, progress=progress)
+        rows += run_problem(Path(folder) / problem.id, bench, problem, top_n=top_n, progress=progress,
+                            contests=contests)
     return pd.DataFrame(rows)
 
 

@@ -14,7 +14,9 @@ import pandas as pd
 
 from hibug_core.attributes.measured import COLOUR_NAMES, measured_attributes
 from hibug_core.attributes.schema import AttributeSchema
-from hibug_core.bench.scoring import SEARCHES, attribute_matches
+from hibug_core.bench.contest import contest, embeddings_of, task_of_report
+from hibug_core.bench.ranking import PlantedBug
+from hibug_core.bench.scoring import HIBUG2_SEARCH, SEARCHES, attribute_matches
 from hibug_core.demo.detection import DETECTOR_NAME, SIZES, DetectionDemoConfig, ObjectBug, plant_bugs, write_coco_split
 from hibug_core.demo.scenes import SCENE_COLOURS, SCENE_SHAPES, render_scenes
 from hibug_core.models.zoo.scene_fcos import DetectorConfig, detect, train_detector
@@ -51,6 +53,7 @@ class ObjectBenchConfig:
     train_scenes: int = 1600
     val_scenes: int = 600
     top_n: int = 10  # Find Attr / Find Tag / Precision at this many reported slices
+    encoder: str = "conse"  # embeds the objects' crops for the slice finders that cluster (cleanlab)
     detector: DetectorConfig = field(default_factory=lambda: DetectorConfig(epochs=6))
     seed: int = 0
 
@@ -101,10 +104,17 @@ def score(slices: pd.DataFrame, problem: ObjectProblem, top_n: int) -> tuple[lis
     return rows, hits / top_n
 
 
+BUG_TYPES = {"missing": "missing annotations", "bad boxes": "bad boxes"}  # an ObjectBug's kind as hibug types it
+
+
+def planted_bugs(problem: ObjectProblem) -> list[PlantedBug]:
+    return [PlantedBug(bug.conditions, BUG_TYPES[bug.kind]) for bug in problem.bugs]
+
+
 def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
-                progress: ProgressCallback = no_progress) -> list[dict]:
+                progress: ProgressCallback = no_progress, contests: list | None = None) -> list[dict]:
     """Train the problem's detector, import its validation results as objects, find and score its error slices with
-    each tag source."""
+    each tag source; with `contests`, every slice finder on each tag source's default report is added to it."""
     demo = DetectionDemoConfig(seed=config.seed, detector=config.detector)
     train_images, train_objects = render_scenes(config.train_scenes, problem.seed, demo.scenes)
     taught = plant_bugs(train_objects, problem.bugs, demo, problem.seed + 17)
@@ -135,19 +145,24 @@ def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
                              f"precision@{config.top_n}": precision,
                              "AP50": manifest.object_evaluations[DETECTOR_NAME].summary["AP50"],
                              "train_s": round(trained_s, 1)})
+            if contests is not None and search == HIBUG2_SEARCH:
+                task = task_of_report(report, embeddings_of(project, report, config.encoder))
+                contests.append(contest(task, planted_bugs(problem), same=_names, seed=problem.seed,
+                                        labels={"problem": problem.id, "tags": tagger}))
         return rows
     finally:
         project.close()
 
 
 def run_object_benchmark(folder: str | Path, config: ObjectBenchConfig = ObjectBenchConfig(), *,
-                         progress: ProgressCallback = no_progress) -> pd.DataFrame:
-    """Every problem, one detector each; one row per (problem, planted bug, tagger, search)."""
+                         progress: ProgressCallback = no_progress, contests: list | None = None) -> pd.DataFrame:
+    """Every problem, one detector each; one row per (problem, planted bug, tagger, search); with `contests`, every
+    slice finder's (bugs, problems) rows per problem and tag source are added to it."""
     folder = Path(folder)
     rows = []
     for problem in object_problems(config.problems, config.seed):
         logger.info("object benchmark: %s: %s", problem.id, "; ".join(b.describe() for b in problem.bugs))
-        rows += run_problem(folder / problem.id, problem, config, progress)
+        rows += run_problem(folder / problem.id, problem, config, progress, contests)
     return pd.DataFrame(rows)
 
 

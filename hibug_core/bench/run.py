@@ -16,7 +16,7 @@ from hibug_core.attributes.library import library_schema
 from hibug_core.attributes.measured import measured_attributes
 from hibug_core.attributes.schema import AttributeSchema
 from hibug_core.bench.build import Realised, build_problem_project, model_probabilities, realised
-from hibug_core.bench.contest import contest, task_of_report
+from hibug_core.bench.contest import contest, embeddings_of, gathered, task_of_report
 from hibug_core.bench.peers import SLICE_FINDERS
 from hibug_core.bench.problems import (
     RARE,
@@ -31,7 +31,6 @@ from hibug_core.bench.ranking import PlantedBug
 from hibug_core.bench.scoring import HIBUG2_SEARCH, HIBUG_SEARCH, attribute_matches, hibug_search, score_report
 from hibug_core.demo.attributes import TASK, demo_attribute_schema
 from hibug_core.demo.easyvqa import SHAPES, ShapeWorld, load_shape_world
-from hibug_core.embeddings.compute import embed_project
 from hibug_core.errors import HibugError, check_fields
 from hibug_core.llm.client import LLMConfig
 from hibug_core.models.zoo.shape_cnn import TrainConfig
@@ -221,9 +220,7 @@ def _contest(project, tagger: str, problem, config: BenchConfig, truth_tags: lis
                                                                       "shape", SHAPES)
         return attribute_matches(attribute, vocabulary.get(attribute, []), planted, truth_tags)
 
-    embedded = embed_project(project, config.encoder, sample_ids=report.evaluation.index)
-    order = pd.Series(np.arange(len(embedded.sample_ids)), index=embedded.sample_ids)
-    task = task_of_report(report, embedded.embedding[order.reindex(report.evaluation.index).to_numpy()])
+    task = task_of_report(report, embeddings_of(project, report, config.encoder))
     return contest(task, planted_bugs(problem), finders=config.finders, same=same, seed=problem.seed,
                    labels={"problem": problem.id, "bug_type": problem.bug_type, "tags": tagger})
 
@@ -292,6 +289,5 @@ def run_benchmark(folder: str | Path, config: BenchConfig = BenchConfig(), *,
     timings["total"] = time.perf_counter() - started
     if any(kept[k] < wanted[k] for k in wanted):
         logger.warning("only %s bugs showed within %d candidates", kept, config.max_candidates)
-    finder_bugs = pd.concat([bugs for bugs, _ in contests], ignore_index=True) if contests else pd.DataFrame()
-    finder_problems = pd.concat([p for _, p in contests], ignore_index=True) if contests else pd.DataFrame()
+    finder_bugs, finder_problems = gathered(contests)
     return BenchResult(config, pd.DataFrame(rows), pd.DataFrame(tried), timings, finder_bugs, finder_problems)
