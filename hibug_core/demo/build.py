@@ -36,9 +36,10 @@ MODEL_SPEC = f"shape-cnn:{PROJECT_CHECKPOINT.as_posix()}"  # relative: read unde
 class PlantedBug:
     """A bug put into the demo model on purpose, by thinning one slice of its training split."""
 
-    bug_type: str
+    bug_type: str  # the demo's name for it
     slice: dict[str, str]
     how: str
+    diagnosed_as: str = ""  # the bug type hibug's diagnosis should name ("" where hibug has no type for it)
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,11 @@ class DemoConfig:
         return [
             PlantedBug("spurious correlation", {"color": self.spurious_color},
                        f"in training, {self.spurious_color} goes with {self.spurious_shape}: only "
-                       f"{self.keep_conflicting:.0%} of {self.spurious_color} non-{self.spurious_shape}s kept"),
+                       f"{self.keep_conflicting:.0%} of {self.spurious_color} non-{self.spurious_shape}s kept",
+                       "spurious correlation"),
             PlantedBug("rare case", {"size": self.rare_size, "shape": self.rare_shape},
-                       f"only {self.keep_rare:.0%} of {self.rare_size} {self.rare_shape}s kept in training"),
+                       f"only {self.keep_rare:.0%} of {self.rare_size} {self.rare_shape}s kept in training",
+                       "rare case"),
         ]
 
 

@@ -67,13 +67,16 @@ class DetectionDemoConfig:
     def planted_bugs(self) -> list[PlantedBug]:
         return [
             PlantedBug("missing annotations", {"color": self.missed_colour, "object size": "small"},
-                       f"small {self.missed_colour} objects left unannotated in training (but {self.keep_missed:.0%})"),
+                       f"small {self.missed_colour} objects left unannotated in training (but {self.keep_missed:.0%})",
+                       "missing annotations"),
             PlantedBug("bad boxes", {"is truncated": "yes"},
-                       f"boxes of objects cut by the border annotated at {self.truncated_shrink:.0%} of their size"),
+                       f"boxes of objects cut by the border annotated at {self.truncated_shrink:.0%} of their size",
+                       "bad boxes"),
             PlantedBug("missing annotations (a conjunction)", {"color": self.pair_colour, "class": self.pair_shape},
                        f"{self.pair_colour} {self.pair_shape}s left unannotated in training "
                        f"(but {self.keep_pair:.0%}); "
-                       f"other {self.pair_colour} objects and other {self.pair_shape}s are kept"),
+                       f"other {self.pair_colour} objects and other {self.pair_shape}s are kept",
+                       "missing annotations"),
         ]
 
 

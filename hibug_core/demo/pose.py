@@ -35,6 +35,7 @@ from hibug_core.objects.geometry import geometry_attributes
 from hibug_core.objects.keypoint_errors import mirror_pairs
 from hibug_core.objects.pose_geometry import pose_attributes
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.slices.diagnosis import SWAPPED
 from hibug_core.store.attribute_versions import save_schema
 from hibug_core.store.project import Project
 from hibug_core.store.recorded_models import POOL_LABELS_META, RecordedModel, record_model
@@ -52,6 +53,8 @@ TASK = "estimate the pose (13 body keypoints) of every person in scenes of drawn
 PAIR_BUGS = {"arms lowered": "elbows and wrists annotated as if the arms hung down",
              "missing": "left unannotated",
              "left and right swapped": "annotated with left and right swapped"}
+PAIR_TYPES = {"arms lowered": "", "missing": "missing annotations", "left and right swapped": SWAPPED}  # hibug's
+# names of the conjunction's bug (none for arms annotated lowered: no diagnosis names a moved keypoint)
 ARMS = (3, 4, 5, 6)  # elbows and wrists
 KNOWN = ("pose", "shirt colour", "background")  # the figures' attributes, imported with every person
 
@@ -101,18 +104,18 @@ class PoseDemoConfig:
         return [
             PlantedBug("rare pose", {"pose": "lying"},
                        f"lying figures are {self.train_lying:.0%} of training people (elsewhere "
-                       f"{self.scenes.pose_shares[POSES.index('lying')]:.0%})"),
+                       f"{self.scenes.pose_shares[POSES.index('lying')]:.0%})", "distribution shift"),
             PlantedBug("inversions", {"facing": "back"},
                        f"{self.mirrored_back:.0%} of figures seen from behind annotated in training with left and "
-                       "right swapped"),
+                       "right swapped", SWAPPED),
             PlantedBug(f"{PAIR_BUGS[self.pair_bug]} (a conjunction)", {"shirt colour": self.pair_colour,
                                                                       "pose": self.pair_pose},
                        f"figures in {self.pair_colour} with {self.pair_pose}: {PAIR_BUGS[self.pair_bug]} in training "
                        f"(but {self.keep_pair:.0%}); other {self.pair_colour} figures and other {self.pair_pose} are "
-                       "annotated right"),
+                       "annotated right", PAIR_TYPES[self.pair_bug]),
             PlantedBug("small figures", {"object size": "small"},
                        f"small figures are {self.train_small:.0%} of training people (elsewhere "
-                       f"{self.scenes.small_share:.0%})"),
+                       f"{self.scenes.small_share:.0%})", "distribution shift"),
         ]
 
 

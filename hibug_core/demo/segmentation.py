@@ -29,6 +29,7 @@ from hibug_core.objects.geometry import geometry_attributes
 from hibug_core.objects.mask_geometry import mask_attributes
 from hibug_core.objects.masks import from_pixels
 from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.slices.diagnosis import BAD_MASKS
 from hibug_core.store.attribute_versions import save_schema
 from hibug_core.store.project import Project
 from hibug_core.store.recorded_models import POOL_LABELS_META, RecordedModel, record_model
@@ -83,12 +84,13 @@ class SegmentationDemoConfig:
         return [
             PlantedBug("outlined badly", {"class": self.boxed_shape},
                        f"{self.boxed_shape}s (thin shapes) annotated in training with their filled box as the mask "
-                       f"(but {self.keep_boxed:.0%})"),
+                       f"(but {self.keep_boxed:.0%})", BAD_MASKS),
             PlantedBug("missing annotations", {"color": self.missed_colour},
-                       f"{self.missed_colour} objects left out of the training masks (but {self.keep_missed:.0%})"),
+                       f"{self.missed_colour} objects left out of the training masks (but {self.keep_missed:.0%})",
+                       "missing annotations"),
             PlantedBug("rare case", {"class": self.rare_shape},
                        f"{self.rare_shape}s are {self.train_rare:.1%} of training objects (elsewhere "
-                       f"{self.scenes.shape_shares[MASK_SHAPES.index(self.rare_shape)]:.0%})"),
+                       f"{self.scenes.shape_shares[MASK_SHAPES.index(self.rare_shape)]:.0%})", "rare case"),
         ]
 
 
