@@ -90,3 +90,31 @@ def test_a_peer_without_embeddings_is_said_not_to_run(caplog):
     _, problems = contest(task, [BUG], finders=["cleanlab"])
     assert problems.empty
     assert "cleanlab's underperforming_group clusters the embeddings: embed the samples first" in caplog.text
+
+
+@pytest.mark.parametrize("task", ["classification", "detection", "pose", "segmentation"])
+def test_each_tasks_planted_bugs_are_scored_one_way(task):
+    """Every task's planted bugs reach the one scoring with the type hibug should name, and another tag source's name
+    for a planted attribute counts (the pose benchmark's measured body orientation for the true pose)."""
+    from hibug_core.bench.demo_bugs import DemoProblem, planted_bugs, same_attribute
+    from hibug_core.bench.pose import POSE_BENCH
+    from hibug_core.demo.build import DemoConfig
+    from hibug_core.demo.detection import DetectionDemoConfig
+    from hibug_core.demo.pose import PoseDemoConfig
+    from hibug_core.demo.segmentation import SegmentationDemoConfig
+
+    config = {"classification": DemoConfig(), "detection": DetectionDemoConfig(), "pose": PoseDemoConfig(),
+              "segmentation": SegmentationDemoConfig()}[task]
+    bugs = planted_bugs(DemoProblem("demo", config))
+    expected = {"classification": ["spurious correlation", "rare case"],
+                "detection": ["missing annotations", "bad boxes", "missing annotations"],
+                "pose": ["distribution shift", "left and right swapped", "missing annotations", "distribution shift"],
+                "segmentation": ["bad masks", "missing annotations", "rare case"]}[task]
+    assert [bug.bug_type for bug in bugs] == expected
+    if task == "pose":
+        same = same_attribute(POSE_BENCH.same_as)
+        found = Found([(("body orientation", "lying"),), (("facing", "back"), ("object size", "small"))], 2,
+                      ["distribution shift", "left and right swapped"])
+        scored, problem = score_answer(found, bugs, same=same)
+        assert [(b["rank"], b["type_right"]) for b in scored] == [(1, True), (2, True), (None, None), (None, None)]
+        assert problem["P@10"] == 1.0 and problem["recall"] == 0.5

@@ -75,7 +75,7 @@ def score(slices: pd.DataFrame, bugs: list, top_n: int, same_as: dict) -> tuple[
 
 
 def planted_bugs(problem: DemoProblem) -> list[PlantedBug]:
-    return [PlantedBug(tuple(bug.slice.items()), bug.bug_type) for bug in problem.demo.planted_bugs()]
+    return [PlantedBug(tuple(bug.slice.items()), bug.diagnosed_as) for bug in problem.demo.planted_bugs()]
 
 
 def same_attribute(same_as: dict) -> Callable[[str, str], bool]:

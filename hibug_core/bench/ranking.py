@@ -28,7 +28,8 @@ KS = (10, 25)
 
 @dataclass(frozen=True)
 class PlantedBug:
-    """A bug a problem planted: the slice it lives in (its conditions) and its type."""
+    """A bug a problem planted: the slice it lives in (its conditions) and the type hibug should name ("" where it
+    names none for such a bug)."""
 
     conditions: tuple[tuple[str, str], ...]
     bug_type: str
@@ -61,7 +62,7 @@ def score_answer(found: Found, planted: list[PlantedBug], *, same: Callable[[str
         bugs.append({"bug": bug.describe(), "bug_type": bug.bug_type, "rank": rank,
                      "find_attr": any(names for names, _ in marks[:top]),
                      "find_tag": rank is not None and rank <= top,
-                     "type_right": None if typed is None else typed == bug.bug_type})
+                     "type_right": None if typed is None or not bug.bug_type else typed == bug.bug_type})
     problem = {"listed": len(found.definitions), "reported": found.reported,
                "recall": float(np.mean([b["find_tag"] for b in bugs])) if bugs else np.nan}
     for k in KS:
