@@ -1,5 +1,5 @@
-"""The words each task uses for its samples and measures, light enough for the quick commands (`hibug info`) to
-read without loading a task."""
+"""The words a task uses for its samples and measures (each task holds its own Nouns); a foundation type, so that
+generic code and the pages speak in them without asking which task they run."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,18 +46,3 @@ class Nouns:
     def Samples(self) -> str:  # noqa: N802 (a column or metric title)
         return self.samples[:1].upper() + self.samples[1:]
 
-
-TASK_NOUNS = {
-    "classification": Nouns("image", "images", "accuracy", "accuracy", "1 when the prediction is the label, else 0",
-                            "each image is a sample"),
-    "detection": Nouns("object", "objects", "IoU", "objects found",
-                       "the IoU of the object's match (0 when missed, and for a false positive)",
-                       "ground-truth objects and false positives, each a sample"),
-    "segmentation": Nouns("object", "objects", "mask IoU", "objects found",
-                          "the mask IoU of the object's match (0 when missed, and for a false positive)",
-                          "ground-truth objects and false positives, each a sample outlined by its mask",
-                          ap="mask AP"),
-    "pose": Nouns("person", "people", "OKS", "people found",
-                  "the OKS of the person's match (0 when missed, and for a false positive)",
-                  "ground-truth people and false positives, each a sample"),
-}

@@ -23,7 +23,7 @@ def test_new_then_info(image_dir, write_csv, tmp_path, capsys):
     val = [row for row in info["scores"] if row["split"] == "val"][0]
     assert (val["n"], val["mean_score"]) == (2, 0.5)
     assert main(["info", str(tmp_path / "p")]) == 0
-    assert "resnet               val    accuracy 50.0% over 2 images" in capsys.readouterr().out
+    assert "resnet               val    mean score 0.5000 over 2" in capsys.readouterr().out
     # info answers without pandas or pyarrow (a third of its time at a million rows)
     script = ("import sys; from hibug_core.cli import main; main(['info', sys.argv[1]]); "
               "print('loaded:', sorted({'pandas', 'pyarrow'} & set(sys.modules)))")

@@ -203,9 +203,10 @@ def test_equal_scores_and_a_single_class_are_scored_as_pycocotools_scores_them(t
 
 
 def test_a_sample_is_named_in_the_tasks_words():
-    from hibug_core.nouns import TASK_NOUNS
+    from hibug_core.tasks import task_named
 
-    assert TASK_NOUNS["pose"].sample_name("a/b.png#object-4") == "a/b.png · person 4"
-    assert TASK_NOUNS["detection"].sample_name("x#y.png#object-12") == "x#y.png · object 12"
-    assert TASK_NOUNS["segmentation"].sample_name("b.png#strict-v2-detection-7") == "b.png · strict-v2's detection 7"
-    assert TASK_NOUNS["classification"].sample_name("photos/#1.png") == "photos/#1.png"
+    assert task_named("pose").nouns.sample_name("a/b.png#object-4") == "a/b.png · person 4"
+    assert task_named("detection").nouns.sample_name("x#y.png#object-12") == "x#y.png · object 12"
+    assert task_named("segmentation").nouns.sample_name("b.png#strict-v2-detection-7") == \
+        "b.png · strict-v2's detection 7"
+    assert task_named("classification").nouns.sample_name("photos/#1.png") == "photos/#1.png"

@@ -62,8 +62,8 @@ def test_every_finder_runs_on_the_problem_and_its_bug_free_twin():
     free = problems[problems["bug_free"]].set_index("method")["reported"]
     assert free["hibug"] == 0  # shuffled errors: no slice is significantly worse than the whole
     assert free["hibug-rule"] > 0  # HiBug's rule reports whatever falls below the cut
-    library = problems.drop_duplicates("method").set_index("method")["library"]
-    assert library["sliceline"].startswith("sliceline 0.") and library["cleanlab"].startswith("cleanlab 2.")
+    package = problems.drop_duplicates("method").set_index("method")["package"]
+    assert package["sliceline"].startswith("sliceline 0.") and package["cleanlab"].startswith("cleanlab 2.")
 
 
 def test_the_twin_keeps_the_tags_and_the_error_rate_and_loses_the_bug():

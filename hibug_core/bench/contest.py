@@ -64,12 +64,12 @@ def contest(task: SliceTask, planted: list[PlantedBug], *, finders=None, same: C
                 logger.warning("%s failed: %s: %s", name, type(error).__name__, error)
                 found = None
             if found is None:
-                problems.append({**labels, "method": name, "library": finder.library, "bug_free": bool(twin),
+                problems.append({**labels, "method": name, "package": finder.package, "bug_free": bool(twin),
                                  "planted": len(bugs_planted), "failed": True})
                 continue
             scored, summary = score_answer(found, bugs_planted, same=same)
             seconds = round(time.perf_counter() - start, 3)
-            problems.append({**labels, "method": name, "library": finder.library, "bug_free": bool(twin),
+            problems.append({**labels, "method": name, "package": finder.package, "bug_free": bool(twin),
                              "planted": len(bugs_planted), "failed": False, "seconds": seconds, **summary})
             bugs += [{**labels, "method": name, **row} for row in scored]
     return pd.DataFrame(bugs), pd.DataFrame(problems)

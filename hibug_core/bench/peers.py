@@ -50,7 +50,7 @@ class Found:
 @dataclass(frozen=True)
 class SliceFinder:
     name: str
-    library: str  # the package it runs, with its version ("sliceline 0.3.0"), or hibug's own
+    package: str  # the package it runs, with its version ("sliceline 0.3.0"), or hibug's own
     find: Callable[[SliceTask], Found]
 
 

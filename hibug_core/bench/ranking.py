@@ -99,8 +99,8 @@ def summary_table(bugs: pd.DataFrame, problems: pd.DataFrame, keys: list[str]) -
     for group, mine in problems.groupby(keys, sort=False):
         group = group if isinstance(group, tuple) else (group,)
         row = dict(zip(keys, group))
-        if "library" in mine:
-            row["library"] = mine["library"].iat[0]
+        if "package" in mine:
+            row["package"] = mine["package"].iat[0]
         found = bugs.merge(pd.DataFrame([dict(zip(keys, group))]), on=keys)
         planted = mine[mine["planted"] > 0]
         free = mine[mine["planted"] == 0]

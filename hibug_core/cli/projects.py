@@ -246,7 +246,6 @@ def _info_arguments(parser) -> None:
 
 
 def cmd_info(args) -> int:
-    from hibug_core.nouns import TASK_NOUNS
     from hibug_core.store.health import project_problems
     from hibug_core.store.project import Project
 
@@ -266,13 +265,11 @@ def cmd_info(args) -> int:
     print(f"schema    v{info['schema_version']}")
     print("samples   " + ", ".join(f"{k}: {v}" for k, v in sorted(info["splits"].items())) +
           f"  (total {sum(info['splits'].values())})")
-    nouns = TASK_NOUNS[info["task"]]
-    for row in info["scores"]:
-        score = "n/a (unlabelled)" if row["n"] == 0 else f"{row['mean_score']:.1%} over {nouns.count(row['n'])}"
-        print(f"model     {row['model']:<20} {row['split']:<6} {nouns.figure} {score}")
-    for model, summary in info.get("coco", {}).items():  # COCO's own names, the task's first ("mask AP")
-        print(f"COCO      {model:<20} " + "  ".join(f"{nouns.ap if name == 'AP' else name} "
-                                                   f"{value:.3f}" for name, value in summary.items()
+    for row in info["scores"]:  # the neutral name: info loads no task code (`hibug slices` names the measure)
+        score = "n/a (unlabelled)" if row["n"] == 0 else f"{row['mean_score']:.4f} over {row['n']}"
+        print(f"model     {row['model']:<20} {row['split']:<6} mean score {score}")
+    for model, summary in info.get("coco", {}).items():
+        print(f"COCO      {model:<20} " + "  ".join(f"{name} {value:.3f}" for name, value in summary.items()
                                                    if name in ("AP", "AP50", "AP75", "AR100", "AR")))
     return 0
 

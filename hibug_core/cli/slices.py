@@ -11,12 +11,6 @@ def _bench_arguments(parser) -> None:
     from hibug_core.cli.command import llm_arguments
     from hibug_core.slices.search import SliceConfig
 
-    parser.add_argument("--task", choices=("classification", "detection", "pose", "segmentation"),
-                        default="classification", help="the task whose planted-bug problems are run: classification "
-                        "(shape CNNs trained on biased splits), detection (a detector trained per problem on planted "
-                        "annotation bugs), pose and segmentation (the task's demo, then other seeds)")
-    parser.add_argument("--problems", type=int, default=None, help="detection, pose, segmentation: problems "
-                        "(default: 6 for detection, 1 for pose and segmentation: the demo's shipped model)")
     parser.add_argument("--out", default="bench-results", help="folder for results, problem projects and caches")
     parser.add_argument("--spurious", type=int, default=30, help="spurious-correlation problems")
     parser.add_argument("--rare", type=int, default=30, help="rare-case problems")
@@ -39,53 +33,8 @@ def _bench_arguments(parser) -> None:
                         "'none' for none; the peers are the `bench` extra)")
 
 
-def _object_bench(args) -> int:
-    """An object task's planted-bug benchmark with every slice finder; its tables in --out/results.md and .json."""
-    import json
-
-    from hibug_core.bench.contest import finders_table, gathered
-    from hibug_core.bench.summary import markdown_table
-
-    contests: list = []
-    report, close = progress_bar()
-    try:
-        if args.task == "detection":
-            from dataclasses import replace
-
-            from hibug_core.bench.objects import ObjectBenchConfig, run_object_benchmark, summary
-
-            config = replace(ObjectBenchConfig(), problems=args.problems or ObjectBenchConfig.problems,
-                             encoder=args.encoder, seed=args.seed)
-            rows = run_object_benchmark(Path(args.out), config, progress=report, contests=contests)
-        else:
-            from hibug_core.bench.demo_bugs import run_demo_benchmark, summary
-            from hibug_core.bench.masks import MASK_BENCH
-            from hibug_core.bench.pose import POSE_BENCH
-
-            bench = {"pose": POSE_BENCH, "segmentation": MASK_BENCH}[args.task]
-            rows = run_demo_benchmark(Path(args.out), bench, args.problems or 1, progress=report, contests=contests)
-    finally:
-        close()
-    own, finders = summary(rows), finders_table(contests)
-    bugs, problems = gathered(contests)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    markdown = Path(args.out) / "results.md"
-    markdown.write_text("\n".join([f"# Planted-bug benchmark: {args.task}", "", "## who finds bugs best", "",
-                                    markdown_table(finders), "", "## hibug's searches", "",
-                                    markdown_table(own.round(3))]) + "\n", encoding="utf-8")
-    (Path(args.out) / "results.json").write_text(json.dumps({
-        "rows": json.loads(rows.to_json(orient="records")), "finder_bugs": json.loads(bugs.to_json(orient="records")),
-        "finder_problems": json.loads(problems.to_json(orient="records"))}, indent=1), encoding="utf-8")
-    print(markdown_table(finders))
-    print(f"tables in {markdown}")
-    return 0
-
-
 def cmd_bench(args) -> int:
     from dataclasses import replace
-
-    if args.task != "classification":
-        return _object_bench(args)
 
     from hibug_core.bench.run import TAGGERS, BenchConfig, run_benchmark
     from hibug_core.bench.summary import markdown_table, summary_tables, write_results

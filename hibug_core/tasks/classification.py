@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from hibug_core.config import IngestConfig
-from hibug_core.nouns import TASK_NOUNS
+from hibug_core.nouns import Nouns
 from hibug_core.objects.views import WHOLE_IMAGE
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.tasks.base import PER_CLASS, Capabilities, Task
@@ -18,7 +18,8 @@ from hibug_core.tasks.registry import register_task
 class Classification(Task):
     name = "classification"
     help = "image classification: one sample per image, scored right or wrong"
-    nouns = TASK_NOUNS["classification"]
+    nouns = Nouns("image", "images", "accuracy", "accuracy", "1 when the prediction is the label, else 0",
+                  "each image is a sample")
     views = WHOLE_IMAGE
     capabilities = Capabilities(predict=True, generate=True, retrain="fine-tuned, retrained, or a linear head",
                                 checkpoint="`{\"state_dict\", \"classes\", \"spec\"}`: load it into the same "

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from hibug_core.config import IngestConfig
-from hibug_core.nouns import TASK_NOUNS
+from hibug_core.nouns import Nouns
 from hibug_core.objects.matching import ERROR_TYPES
 from hibug_core.objects.views import OBJECT_CROPS
 from hibug_core.progress import ProgressCallback, no_progress
@@ -25,7 +25,9 @@ MANIFEST_SHAPES.add("box", "a box per row ('box', 'pred_box' or 'pred_box:<model
 class Detection(Task):
     name = "detection"
     help = "object detection: one sample per object (a true box, or a detection that found none), scored by IoU"
-    nouns = TASK_NOUNS["detection"]
+    nouns = Nouns("object", "objects", "IoU", "objects found",
+                  "the IoU of the object's match (0 when missed, and for a false positive)",
+                  "ground-truth objects and false positives, each a sample")
     views = OBJECT_CROPS
     capabilities = Capabilities(predict=False, generate=False, retrain="fine-tuned on labelled pool images",
                                 checkpoint="the detector's kind loads it: `{\"state_dict\", \"classes\", \"config\"}`",

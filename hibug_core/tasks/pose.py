@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from hibug_core.config import IngestConfig
-from hibug_core.nouns import TASK_NOUNS
+from hibug_core.nouns import Nouns
 from hibug_core.objects.keypoint_errors import INVERSION, KEYPOINT_ERRORS
 from hibug_core.objects.matching import ERROR_TYPES
 from hibug_core.progress import ProgressCallback, no_progress
@@ -29,7 +29,9 @@ MANIFEST_SHAPES.add("keypoints", "a skeleton per row ('keypoints', 'pred_keypoin
 class Pose(Detection):
     name = "pose"
     help = "pose estimation: one sample per person (a true skeleton, or a prediction that found none), scored by OKS"
-    nouns = TASK_NOUNS["pose"]
+    nouns = Nouns("person", "people", "OKS", "people found",
+                  "the OKS of the person's match (0 when missed, and for a false positive)",
+                  "ground-truth people and false positives, each a sample")
     capabilities = Capabilities(predict=False, generate=False, retrain="fine-tuned on labelled pool images",
                                 checkpoint="its family loads it, e.g. scene-keypoints: `{\"state_dict\", \"classes\", "
                                            "\"keypoints\", \"config\"}`",

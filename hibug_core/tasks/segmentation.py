@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from hibug_core.config import IngestConfig
-from hibug_core.nouns import TASK_NOUNS
+from hibug_core.nouns import Nouns
 from hibug_core.objects.matching import ERROR_TYPES, OUTLINE_ERROR
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.slices.evidence import TASK_EVIDENCE, object_evidence
@@ -37,7 +37,10 @@ class Segmentation(Detection):
     name = "segmentation"
     help = ("instance segmentation: one sample per object (a true mask, or a predicted mask that found none), scored "
             "by mask IoU")
-    nouns = TASK_NOUNS["segmentation"]
+    nouns = Nouns("object", "objects", "mask IoU", "objects found",
+                  "the mask IoU of the object's match (0 when missed, and for a false positive)",
+                  "ground-truth objects and false positives, each a sample outlined by its mask",
+                  ap="mask AP")
     capabilities = Capabilities(predict=False, generate=False, retrain="fine-tuned on labelled pool images",
                                 checkpoint="its family loads it, e.g. scene-masks: `{\"state_dict\", \"classes\", "
                                            "\"config\"}`",
