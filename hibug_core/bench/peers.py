@@ -3,6 +3,8 @@ errors, beside hibug's search and HiBug's rule: every one answers with slices (c
 best first, so that one scoring (hibug_core.bench.ranking) judges them all."""
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -143,8 +145,8 @@ def _divexplorer(t_value: float = 2.0) -> Callable[[SliceTask], Found]:
         binary = np.isin(frame["error"], (0.0, 1.0)).all()
         explorer = divexplorer.DivergenceExplorer(frame)
         outcome = {"boolean_outcomes": ["error"]} if binary else {"quantitative_outcomes": ["error"]}
-        patterns = explorer.get_pattern_divergence(min_support=task.min_support / len(frame), **outcome)
-        patterns = patterns[patterns["length"] <= task.max_depth] if "length" in patterns else patterns
+        with _longest_pattern(divexplorer, task.max_depth):
+            patterns = explorer.get_pattern_divergence(min_support=task.min_support / len(frame), **outcome)
         patterns = patterns[patterns["itemset"].map(len).between(1, task.max_depth)]
         patterns = patterns[patterns["error_div"] > 0].sort_values(["error_div", "support"], ascending=False,
                                                                   kind="stable")
@@ -153,6 +155,19 @@ def _divexplorer(t_value: float = 2.0) -> Callable[[SliceTask], Found]:
         order = np.concatenate([np.flatnonzero(significant), np.flatnonzero(~significant)])
         return Found([definitions[i] for i in order], int(significant.sum()))
     return find
+
+
+@contextlib.contextmanager
+def _longest_pattern(divexplorer, depth: int):
+    """DivExplorer mines patterns of every length (its FP-growth takes max_len; its API does not pass it on): with
+    twenty attributes that is combinatorial. Every finder gets the same depth, so its miner is given it too."""
+    module = divexplorer.divexplorer
+    mine = module.fpgrowth_cm
+    module.fpgrowth_cm = functools.partial(mine, max_len=depth)
+    try:
+        yield
+    finally:
+        module.fpgrowth_cm = mine
 
 
 # ----- cleanlab's underperforming group -----------------------------------------------------------------------------
