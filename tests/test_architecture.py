@@ -213,7 +213,7 @@ def test_the_library_does_not_depend_on_its_demo():
 SEGMENTATION_PIECES = {"hibug_core.tasks.segmentation", "hibug_core.objects.mask_geometry",
                        "hibug_core.models.zoo.scene_masks", "hibug_core.demo.segmentation",
                        "hibug_core.demo.mask_scenes", "hibug_core.bench.masks"}
-REGISTERING = {"hibug_core.tasks", "hibug_core.models.object_models", "hibug_core.demo"}
+REGISTERING = {"hibug_core.tasks", "hibug_core.models.object_models", "hibug_core.demo", "hibug_core.bench"}
 
 
 def test_adding_the_segmentation_task_touched_only_its_own_module_and_its_pieces():

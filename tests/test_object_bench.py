@@ -82,3 +82,20 @@ def test_a_quick_object_benchmark_runs_end_to_end(tmp_path):
     table = summary(rows)
     assert list(table.index) == [("automatic", "hibug"), ("automatic", "hibug2"), ("truth", "hibug"),
                                  ("truth", "hibug2")] and (table["bugs"] == 6).all()
+
+
+def test_hibug_bench_runs_an_object_task_with_every_slice_finder(tmp_path, monkeypatch, capsys):
+    """`hibug bench --task detection` (here with the quick config's few scenes and one epoch)."""
+    import json
+
+    import hibug_core.bench.objects as objects
+    from hibug_core.bench.peers import SLICE_FINDERS
+    from hibug_core.cli import main
+
+    monkeypatch.setattr(objects, "ObjectBenchConfig", lambda: quick(ObjectBenchConfig()))
+    assert main(["bench", "--task", "detection", "--problems", "1", "--out", str(tmp_path),
+                 "--encoder", "tiny-open_clip"]) == 0
+    assert "| truth | hibug | hibug |" in capsys.readouterr().out
+    assert "## who finds bugs best" in (tmp_path / "results.md").read_text()
+    rows = pd.DataFrame(json.loads((tmp_path / "results.json").read_text())["finder_problems"])
+    assert sorted(rows["method"].unique()) == sorted(SLICE_FINDERS.names()) and rows["problem"].nunique() == 1

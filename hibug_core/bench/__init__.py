@@ -1,1 +1,52 @@
-"""The planted-bug benchmark: problems with known bugs in the shape world, hibug run on each, and scores."""
+"""The planted-bug benchmark: problems with known bugs in the shape world, hibug run on each, and scores; and the
+object tasks' benchmarks, one registered per task (`hibug bench --task`), each running every slice finder."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from hibug_core.progress import ProgressCallback, no_progress
+from hibug_core.registry import Registry
+
+# name: the task; build(out, problems=, seed=, encoder=, progress=) runs its problems and returns (its own table of
+# hibug's searches, the slice finders' contests: hibug_core.bench.contest)
+TASK_BENCHES = Registry("task benchmark")
+
+
+@TASK_BENCHES.register("detection", "a detector (FCOS) trained from scratch per problem, three annotation bugs planted "
+                       "in its training annotations (default: 6 problems)")
+def _detection(out: Path, *, problems: int | None = None, seed: int = 0, encoder: str = "conse",
+               progress: ProgressCallback = no_progress):
+    from dataclasses import replace
+
+    from hibug_core.bench.objects import ObjectBenchConfig, run_object_benchmark, summary
+
+    contests: list = []
+    config = replace(ObjectBenchConfig(), problems=problems or ObjectBenchConfig.problems, seed=seed, encoder=encoder)
+    rows = run_object_benchmark(out, config, progress=progress, contests=contests)
+    return summary(rows, config.top_n), contests
+
+
+def _demo_bench(bench, out: Path, problems: int | None, encoder: str, progress: ProgressCallback):
+    from hibug_core.bench.demo_bugs import run_demo_benchmark, summary
+
+    contests: list = []
+    rows = run_demo_benchmark(out, bench, problems or 1, progress=progress, contests=contests, encoder=encoder)
+    return summary(rows), contests
+
+
+@TASK_BENCHES.register("pose", "the pose demo's keypoint model and its four planted bugs, then models trained on other "
+                       "seeds (default: 1 problem, the demo's shipped model)")
+def _pose(out: Path, *, problems: int | None = None, seed: int = 0, encoder: str = "conse",
+          progress: ProgressCallback = no_progress):
+    from hibug_core.bench.pose import POSE_BENCH
+
+    return _demo_bench(POSE_BENCH, out, problems, encoder, progress)
+
+
+@TASK_BENCHES.register("segmentation", "the mask demo's Mask R-CNN and its three planted bugs, then models trained on "
+                       "other seeds (default: 1 problem, the demo's shipped model)")
+def _segmentation(out: Path, *, problems: int | None = None, seed: int = 0, encoder: str = "conse",
+                  progress: ProgressCallback = no_progress):
+    from hibug_core.bench.masks import MASK_BENCH
+
+    return _demo_bench(MASK_BENCH, out, problems, encoder, progress)

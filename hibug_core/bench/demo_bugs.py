@@ -115,7 +115,8 @@ def run_problem(folder: Path, bench: DemoBugBench, problem: DemoProblem, *, top_
 
 
 def run_demo_benchmark(folder: str | Path, bench: DemoBugBench, problems: int = 1, *, top_n: int = 10,
-                       progress: ProgressCallback = no_progress, contests: list | None = None) -> pd.DataFrame:
+                       progress: ProgressCallback = no_progress, contests: list | None = None,
+                       encoder: str = "conse") -> pd.DataFrame:
     """Every problem; one row per (problem, planted bug, tagger, search); with `contests`, every slice finder's
     (bugs, problems) rows per problem and tagger are added to it."""
     rows = []
@@ -123,7 +124,7 @@ def run_demo_benchmark(folder: str | Path, bench: DemoBugBench, problems: int = 
         logger.info("%s benchmark: %s: %s", bench.name, problem.id,
                     "; ".join(b.how for b in problem.demo.planted_bugs()))
         rows += run_problem(Path(folder) / problem.id, bench, problem, top_n=top_n, progress=progress,
-                            contests=contests)
+                            contests=contests, encoder=encoder)
     return pd.DataFrame(rows)
 
 

@@ -8,9 +8,14 @@ from hibug_core.operations import FindSlices, Report
 
 
 def _bench_arguments(parser) -> None:
+    from hibug_core.bench import TASK_BENCHES
     from hibug_core.cli.command import llm_arguments
     from hibug_core.slices.search import SliceConfig
 
+    parser.add_argument("--task", choices=("classification", *TASK_BENCHES.names()), default="classification",
+                        help="whose planted-bug problems: classification (shape CNNs trained on biased splits; the "
+                        "options below), or " + "; ".join(f"{e.name}: {e.help}" for e in TASK_BENCHES))
+    parser.add_argument("--problems", type=int, help="an object task's problems (default: its own)")
     parser.add_argument("--out", default="bench-results", help="folder for results, problem projects and caches")
     parser.add_argument("--spurious", type=int, default=30, help="spurious-correlation problems")
     parser.add_argument("--rare", type=int, default=30, help="rare-case problems")
@@ -33,8 +38,44 @@ def _bench_arguments(parser) -> None:
                         "'none' for none; the peers are the `bench` extra)")
 
 
+def _task_bench(args) -> int:
+    """An object task's planted-bug benchmark with every slice finder; its tables in --out/results.md, every row of
+    the finders in --out/results.json."""
+    import json
+
+    from hibug_core.bench import TASK_BENCHES
+    from hibug_core.bench.contest import finders_table, gathered
+    from hibug_core.bench.summary import markdown_table
+
+    out = Path(args.out)
+    report, close = progress_bar()
+    try:
+        own, contests = TASK_BENCHES.get(args.task).build(out, problems=args.problems, seed=args.seed,
+                                                          encoder=args.encoder, progress=report)
+    finally:
+        close()
+    finders = finders_table(contests)
+    bugs, problems = gathered(contests)
+    out.mkdir(parents=True, exist_ok=True)
+    markdown = out / "results.md"
+    markdown.write_text("\n".join([f"# Planted-bug benchmark: {args.task}", "", "## who finds bugs best", "",
+                                    markdown_table(finders), "", "## hibug's searches", "",
+                                    markdown_table(own.round(3))]) + "\n", encoding="utf-8")
+    (out / "results.json").write_text(json.dumps({
+        "finder_bugs": json.loads(bugs.to_json(orient="records")),
+        "finder_problems": json.loads(problems.to_json(orient="records"))}, indent=1), encoding="utf-8")
+    print(markdown_table(finders))
+    print(f"tables in {markdown}")
+    return 0
+
+
 def cmd_bench(args) -> int:
     from dataclasses import replace
+
+    from hibug_core.bench import TASK_BENCHES
+
+    if args.task in TASK_BENCHES:
+        return _task_bench(args)
 
     from hibug_core.bench.run import TAGGERS, BenchConfig, run_benchmark
     from hibug_core.bench.summary import markdown_table, summary_tables, write_results
