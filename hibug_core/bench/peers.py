@@ -13,6 +13,7 @@ from importlib import metadata
 import numpy as np
 import pandas as pd
 
+from hibug_core.bench.scoring import hibug_search
 from hibug_core.errors import HibugError
 from hibug_core.registry import Registry
 from hibug_core.slices.redundancy import mark_repeats
@@ -95,7 +96,6 @@ def _hibug(config: SliceConfig) -> Callable[[SliceTask], Found]:
     return find
 
 
-HIBUG_RULE = replace(SliceConfig(), rank_by="gap", alpha=1.0, parent_alpha=1.0, parents=False, max_overlap=1.0)
 
 
 # ----- single-attribute scan (FiftyOne's scenario analysis) ---------------------------------------------------------
@@ -220,7 +220,7 @@ SLICE_FINDERS = Registry("slice finder")  # the methods the benchmark compares, 
 SLICE_FINDERS.add("hibug", "hibug's search as a user gets it (HiBug2's enumeration, significance, parents, folding)",
                   lambda: SliceFinder("hibug", "hibug", _hibug(SliceConfig())))
 SLICE_FINDERS.add("hibug-rule", "HiBug's own rule: every slice below the whole by C, ranked by the gap, no test",
-                  lambda: SliceFinder("hibug-rule", "hibug", _hibug(HIBUG_RULE)))
+                  lambda: SliceFinder("hibug-rule", "hibug", _hibug(hibug_search(SliceConfig()))))
 SLICE_FINDERS.add("single-attribute", "one attribute at a time, as FiftyOne's scenario analysis shows it",
                   lambda: SliceFinder("single-attribute", "hibug (a per-value table)", _single_attribute))
 SLICE_FINDERS.add("sliceline", "SliceLine (Sagadeeva and Boehm), its package: the top 25 by its score, alpha 0.95",

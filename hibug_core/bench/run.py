@@ -155,15 +155,20 @@ def teaching_examples(project, world: ShapeWorld, config: BenchConfig, seed: int
     return examples
 
 
-def _score_tagger(project, tagger: str, problem, config: BenchConfig, truth_tags: list[str]) -> list[dict]:
-    """Scores of hibug's search at every C and parent test, and of HiBug's rule at the main C."""
+def _score_tagger(project, tagger: str, problem, config: BenchConfig,
+                  truth_tags: list[str]) -> tuple[list[dict], object]:
+    """Scores of hibug's search at every C and parent test, and of HiBug's rule at the main C; and the report of the
+    default settings (config.slices), which the slice finders are handed (None when they are not among those tried)."""
     settings = [(HIBUG2_SEARCH, replace(config.slices, gap=gap, parent_alpha=alpha))
                 for gap, alpha in itertools.product(config.gaps, config.parent_alphas)]
     settings.append((HIBUG_SEARCH, hibug_search(config.slices)))
-    rows = []
+    rows, default = [], None
     for search, slice_config in settings:
         report = error_slices(project, config=slice_config,
                               tags="model" if TAGGERS.get(tagger).build().schema else "imported", check_tags=False)
+        if search == HIBUG2_SEARCH and (slice_config.gap, slice_config.parent_test) == (config.slices.gap,
+                                                                                        config.slices.parent_test):
+            default = report
         vocabulary = dict(zip(report.tags.attributes, report.tags.tags))
         case = problem.failing_part(project.known_tags().reindex(report.evaluation.index))
         scores = score_report(report.slices, vocabulary, problem, truth_tags, config.top_n,
@@ -176,7 +181,7 @@ def _score_tagger(project, tagger: str, problem, config: BenchConfig, truth_tags
                      "parent_alpha": slice_config.parent_test, **scores,
                      "top_slice": top["description"].iat[0] if len(top) else None,
                      "top_bug_type": top["bug_type"].iat[0] if len(top) else None})
-    return rows
+    return rows, default
 
 
 def _run_pipeline(project, problem, world: ShapeWorld, config: BenchConfig, schemas: dict[str, AttributeSchema],
@@ -192,11 +197,12 @@ def _run_pipeline(project, problem, world: ShapeWorld, config: BenchConfig, sche
             _tag(project, tagger, schemas[tagger], config, examples)
         timed(f"tag: {tagger}", start)
         start = time.perf_counter()
-        rows += _score_tagger(project, tagger, problem, config, truth_tags)
+        scored, report = _score_tagger(project, tagger, problem, config, truth_tags)
+        rows += scored
         timed(f"slices: {tagger}", start)
         if config.finders and contests is not None:  # on the whole validation split
             start = time.perf_counter()
-            contests.append(_contest(project, tagger, problem, config, truth_tags))
+            contests.append(_contest(project, tagger, problem, config, truth_tags, report))
             timed(f"slice finders: {tagger}", start)
     return rows
 
@@ -208,10 +214,12 @@ def planted_bugs(problem) -> list[PlantedBug]:
     return [PlantedBug(conditions, problem.bug_type)]
 
 
-def _contest(project, tagger: str, problem, config: BenchConfig, truth_tags: list[str]) -> tuple:
-    """Every slice finder on the tags and errors of hibug's default report, with the encoder's embeddings."""
-    report = error_slices(project, config=config.slices,
-                          tags="model" if TAGGERS.get(tagger).build().schema else "imported", check_tags=False)
+def _contest(project, tagger: str, problem, config: BenchConfig, truth_tags: list[str], report=None) -> tuple:
+    """Every slice finder on the tags and errors of hibug's default report (`report`, when already made), with the
+    encoder's embeddings."""
+    if report is None:
+        report = error_slices(project, config=config.slices,
+                              tags="model" if TAGGERS.get(tagger).build().schema else "imported", check_tags=False)
     vocabulary = dict(zip(report.tags.attributes, report.tags.tags))
 
     def same(attribute: str, planted: str) -> bool:  # another tag source's name for a planted attribute
