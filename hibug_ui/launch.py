@@ -7,55 +7,21 @@ import os
 import sys
 from pathlib import Path
 
-import tomllib
-
-from hibug_core.errors import ConfigError, HibugError
+from hibug_core.errors import HibugError
+from hibug_core.serving.options import policy_from_options, server_secrets
 from hibug_core.serving.policy import POLICY_ENV, PROJECT_ENV, ServerPolicy
-from hibug_core.serving.roles import RoleMap
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
 logger = logging.getLogger(__name__)
 
 
-def secrets_files(secrets: str | None) -> list[Path]:
-    """The secrets files the dashboard reads, as Streamlit reads them (later ones win)."""
-    if secrets:
-        return [Path(secrets).expanduser().resolve()]
-    return [Path.home() / ".streamlit" / "secrets.toml", ROOT / ".streamlit" / "secrets.toml"]
-
-
-def read_secrets(files: list[Path]) -> dict:
-    merged: dict = {}
-    for path in files:
-        if not path.is_file():
-            continue
-        try:
-            merged.update(tomllib.loads(path.read_text(encoding="utf-8")))
-        except (OSError, tomllib.TOMLDecodeError) as error:
-            raise ConfigError(f"secrets file {path} cannot be read as TOML ({error})") from None
-    return merged
-
-
 def server_policy(args, *, project: str | None = None, projects_root: str | None = None) -> ServerPolicy:
     """The policy of `hibug serve` / `hibug demo` from their options; refuses a server the network can reach that
     nobody signs in to (unless read-only or plainly open), and sign-in without roles."""
-    if args.secrets and not Path(args.secrets).is_file():
-        raise ConfigError(f"--secrets {args.secrets}: no such file")
-    secrets = read_secrets(secrets_files(args.secrets))
-    sign_in = "auth" in secrets
-    if args.roles:
-        roles = RoleMap.from_file(args.roles).as_mapping()
-    else:
-        roles = RoleMap.from_mapping(secrets.get("hibug", {}).get("roles", {}),
-                                     source="[hibug.roles] in the secrets").as_mapping()
-    if sign_in and not roles:
-        raise ConfigError("sign-in is set up ([auth] in the secrets) but nobody has a role, so nobody could use the "
-                          "dashboard: give --roles FILE or a [hibug.roles] table (admin/editor/viewer = [...])")
-    policy = ServerPolicy.build(
-        project=project, projects_root=projects_root, data_roots=tuple(args.data_root), address=args.address,
-        read_only=args.read_only, open_to_anyone=args.open_to_anyone, sign_in=sign_in, roles=roles,
-        max_jobs=args.max_jobs, max_waiting=args.max_waiting, max_jobs_per_person=args.max_jobs_per_person)
+    secrets = server_secrets(args)
+    policy = policy_from_options(args, secrets, project=project, projects_root=projects_root,
+                                 sign_in="auth" in secrets, how="sign-in is set up ([auth] in the secrets)")
     policy.check_exposure()
     return policy
 

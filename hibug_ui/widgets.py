@@ -11,9 +11,9 @@ import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
-from hibug_core.objects.crops import ensure_object_picture, picture_legend, picture_of
+from hibug_core.objects.crops import picture_legend
+from hibug_core.pictures import sample_picture
 from hibug_core.store.project import Project
-from hibug_core.thumbnails import ensure_thumbnail
 from hibug_ui.detail import OPEN_KEY, show_image
 from hibug_ui.state import flagged_tag, keypoint_skeleton
 
@@ -32,7 +32,7 @@ def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, captio
         for cell, (sample_id, row) in zip(cells, rows.iloc[start : start + columns].iterrows()):
             label = caption(row) if caption else str(sample_id)
             try:
-                path = _picture(project, row)
+                path = sample_picture(project, row, keypoint_skeleton(project).get("limbs", ()))
                 # sent as the PNG it is: thin outlines and joints keep their exact colours (no JPEG re-encoding)
                 cell.image(str(path), caption=plain(label), width="stretch", output_format="PNG")
             except (OSError, ValueError, HibugError):  # missing, unreadable, or refused: the grid goes on
@@ -44,16 +44,6 @@ def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, captio
     opened = st.session_state.get(OPEN_KEY)
     if details and opened and opened[0] == details and opened[1] in rows.index:
         show_image(project, opened[1], rows, report, user)  # stays open over reruns until dismissed
-
-
-def _picture(project: Project, row: pd.Series):
-    """An image's thumbnail, or for an object its crop with the true and predicted boxes drawn."""
-    image = project.served_image(row["image_path"])
-    if pd.notna(row.get("box_x")):
-        return ensure_object_picture(project.pictures_folder, image, row["content_hash"],
-                                     picture_of(row, keypoint_skeleton(project).get("limbs", ())))
-    return ensure_thumbnail(project.pictures_folder, image, row["content_hash"],
-                            original_size=(int(row["width"]), int(row["height"])))
 
 
 OUTCOMES = {"all": None, "wrong": False, "right": True}

@@ -14,7 +14,7 @@ from hibug_core.errors import HibugError, environment_failure
 # command -> module of this package that defines it (its COMMANDS table holds help, options and handler)
 INDEX = {
     "new": "projects", "import": "projects", "record": "projects", "info": "projects", "remove": "projects",
-    "serve": "projects", "demo": "projects",
+    "serve": "projects", "mcp": "projects", "demo": "projects",
     "embed": "tagging", "predict": "tagging", "tag": "tagging", "tags": "tagging", "teach": "tagging",
     "attributes": "attributes",
     "slices": "slices", "report": "slices", "bench": "slices", "compare": "compare", "check": "compare",

@@ -1,4 +1,4 @@
-"""Commands on whole projects: new, import, record, info, serve and demo."""
+"""Commands on whole projects: new, import, record, info, serve, mcp and demo."""
 from __future__ import annotations
 
 import json
@@ -315,6 +315,43 @@ def cmd_serve(args) -> int:
     return serve(policy, args.port, secrets=args.secrets)
 
 
+def _mcp_arguments(parser) -> None:
+    _serve_arguments(parser)
+    parser.add_argument("--http", action="store_true", help="serve over streamable HTTP at http://ADDRESS:PORT/mcp "
+                        "(default: over stdio, for one assistant started by its client)")
+    parser.set_defaults(port=8000)
+    for action in parser._actions:  # the dashboard's words, said for this server
+        if action.dest == "port":
+            action.help = "port of the HTTP server (default: 8000)"
+        elif action.dest == "secrets":
+            action.help = ("secrets file with [hibug.mcp_tokens] (identity = \"token\") and [hibug.roles] "
+                           "(default: ~/.streamlit/secrets.toml, then .streamlit/secrets.toml in hibug's folder)")
+
+
+def cmd_mcp(args) -> int:
+    from hibug_core.assistants.server import build_server, served_from_options
+
+    if bool(args.project) == bool(args.projects_root):
+        raise HibugError("serve one project (hibug mcp PROJECT) or the projects of a folder (--projects-root DIR)")
+    if args.project:
+        from hibug_core.store.project import Project
+
+        Project.open(args.project, read_only=True).close()  # a clear error now beats one in the assistant
+    if not args.http and args.address not in ("localhost", "127.0.0.1", "::1"):
+        raise HibugError("--address is for --http; over stdio the server talks to the client that started it")
+    served = served_from_options(args)
+    if not args.http:
+        build_server(served).run("stdio")
+        return 0
+    host = "[::1]" if args.address == "::1" else args.address
+    server = build_server(served, http_url=f"http://{host}:{args.port}")
+    print(f"serving MCP at http://{host}:{args.port}/mcp: "
+          + ("bearer tokens required" if served.tokens else "read-only for everyone" if served.policy.read_only
+             else "OPEN TO ANYONE who reaches it" if served.policy.shared else "this machine only"), flush=True)
+    server.run("streamable-http", host=args.address, port=args.port)
+    return 0
+
+
 def _demo_arguments(parser) -> None:
     from hibug_core.demo import DEMOS, demo_folder
 
@@ -356,5 +393,7 @@ COMMANDS = {
     "remove": Command("remove samples from a project with everything stored of them (an image that cannot be read, "
                       "a row imported by mistake); an image's objects go with it", _remove_arguments, cmd_remove),
     "serve": Command("open the dashboard on a project", _serve_arguments, cmd_serve),
+    "mcp": Command("serve a project (or a projects root) to assistants over the Model Context Protocol: stdio, or "
+                   "streamable HTTP with bearer tokens for a team (docs/assistants.md)", _mcp_arguments, cmd_mcp),
     "demo": Command("build the demo project if needed and open the dashboard on it", _demo_arguments, cmd_demo),
 }

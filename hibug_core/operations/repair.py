@@ -103,11 +103,16 @@ class Select(Operation):
 
         return task_of(project).select_pool(report, self.selection_config(), project=project)
 
-    def run(self, project, *, progress=no_progress, author: str | None = None) -> Result:
-        from hibug_core.repair.selection import export_selection
+    def selection(self, project) -> pd.DataFrame:
+        """The pool images chosen for the model's error slices on self.split."""
         from hibug_core.slices.report import error_slices
 
-        chosen = self.choose(project, error_slices(project, self.model, split=self.split, config=self.slice_config()))
+        return self.choose(project, error_slices(project, self.model, split=self.split, config=self.slice_config()))
+
+    def run(self, project, *, progress=no_progress, author: str | None = None) -> Result:
+        from hibug_core.repair.selection import export_selection
+
+        chosen = self.selection(project)
         lines = [chosen["slice"].fillna("(no slice)").value_counts().head(self.top).to_string()]
         if self.export:
             lines.append(f"written to {export_selection(chosen, self.export)}")

@@ -133,10 +133,10 @@ class SliceReport:
         object's IoU) and score of any slice over the evaluated samples."""
         mask = self.tags.mask(definition)
         errors = self.evaluation["error"].to_numpy()[mask]
-        return {"count": int(mask.sum()), "failures": int(self._failed()[mask].sum()),
+        return {"count": int(mask.sum()), "failures": int(self.failed()[mask].sum()),
                 "score": float(1 - errors.mean()) if mask.any() else np.nan}
 
-    def _failed(self) -> np.ndarray:
+    def failed(self) -> np.ndarray:
         """Per evaluated sample, whether the model got it wrong (its `correct` is false; a whole error without it)."""
         if "correct" in self.evaluation:
             return ~self.evaluation["correct"].fillna(False).to_numpy(bool)
@@ -151,7 +151,7 @@ class SliceReport:
         graded = not np.isin(self.evaluation["error"].to_numpy(), (0.0, 1.0)).all()
         if graded:
             table.insert(table.columns.get_loc("failures") + 1, "error_sum", table["failures"].to_numpy())
-        failed = self._failed()
+        failed = self.failed()
         table["failures"] = [int(failed[self.tags.mask(d)].sum()) for d in self.slices["definition"]]
         return table
 
