@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 
 
@@ -59,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from mcp import StdioServerParameters
 
-        server = StdioServerParameters(command=sys.executable, args=["-m", "hibug_core.cli", "mcp", args.project])
+        server = StdioServerParameters(command=sys.executable, args=["-m", "hibug_core.cli", "mcp", args.project],
+                                       env=dict(os.environ))  # the language-model settings hibug reads, if any
         project = None
     said = asyncio.run(ask(server, project, args.compare.split(",") if args.compare else None, args.slice))
     print(json.dumps(said, indent=2, ensure_ascii=False))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import socket
 import subprocess
@@ -29,7 +30,8 @@ WRITES = {"start_job", "review_slice"}
 def _stdio(*arguments: str):
     from mcp import StdioServerParameters
 
-    return StdioServerParameters(command=sys.executable, args=["-m", "hibug_core.cli", "mcp", *map(str, arguments)])
+    return StdioServerParameters(command=sys.executable, args=["-m", "hibug_core.cli", "mcp", *map(str, arguments)],
+                                 env=dict(os.environ))  # this interpreter's settings (PYTHONPATH) reach the server
 
 
 def _http(url: str, token: str | None):

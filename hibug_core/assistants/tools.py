@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 import pandas as pd
-from pydantic import Field
+from pydantic import Field, TypeAdapter, WithJsonSchema
 from pydantic_core import PydanticUndefined
 
 from hibug_core.assistants.answers import Answer, page, picture, records
@@ -47,7 +47,9 @@ def taken(op: type[Operation], *names: str, **described: str) -> tuple[Argument,
     arguments = []
     for name in names:
         field = op.model_fields[name]
-        annotation = Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+        typed = Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+        # The schema says the field's type and bounds; the value is checked once, by the operation, in its words.
+        annotation = Annotated[Any, WithJsonSchema(TypeAdapter(typed).json_schema())]
         rule = op.rule(name)
         words = described.get(name) or _short(field.description or name)
         if rule is not None and len(rule.names()) <= 8:
