@@ -4,6 +4,7 @@ bad argument is a tool error in words, and every answer and the tools' schemas s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -101,7 +102,7 @@ def demo(request) -> Path:
 
 
 @pytest.mark.slow  # the object demos are built once, on the heavy worker (tests/conftest.py)
-def test_each_demo_answers_over_stdio_as_the_cli_does(demo, tmp_path, capsys):
+def test_each_demo_answers_over_stdio_and_http_as_the_cli_does(demo, tmp_path, capsys):
     info = json.loads(_cli(capsys, "info", demo, "--json"))
     _cli(capsys, "slices", demo, "--output", tmp_path / "slices.json")
     cli_slices = json.loads((tmp_path / "slices.json").read_text())
@@ -146,6 +147,12 @@ def test_each_demo_answers_over_stdio_as_the_cli_does(demo, tmp_path, capsys):
         assert list(errors["coco"].values())[0] == pytest.approx(
             next(v["AP"] for k, v in coco.items() if k == f"{model} (val)"))
     assert said(quality)["total"] >= 1
+    # the same answers over streamable HTTP (one's own server on the loopback: no token needed)
+    with http_server(demo) as url:
+        over_http, examples = ask(_http(url, None), ("find_error_slices", {"page_size": 50}),
+                                  ("slice_examples", {"slice": "1", "page_size": 3}))
+    assert said(over_http)["rows"] == found["rows"]
+    assert said(examples)["rows"] == pages[0]["rows"] and len(examples.content) == len(first.content)
 
 
 def _two_models(task: str, request, folder: Path) -> Path:
@@ -223,6 +230,27 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextlib.contextmanager
+def http_server(*arguments):
+    """`hibug mcp --http` on a free loopback port with these arguments, until the block ends: its URL."""
+    port = _free_port()
+    process = subprocess.Popen([sys.executable, "-m", "hibug_core.cli", "mcp", "--http", "--port", str(port),
+                                *map(str, arguments)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert process.poll() is None, process.stdout.read()
+                time.sleep(0.3)
+        yield f"http://localhost:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
 @pytest.fixture
 def team_server(tmp_path):
     """`hibug mcp --http` on a projects root holding one project, with a viewer's and an editor's token."""
@@ -235,21 +263,8 @@ def team_server(tmp_path):
     secrets.write_text(f'[hibug.mcp_tokens]\n"vi@team.example" = "{tokens["viewer"]}"\n'
                        f'"ed@team.example" = "{tokens["editor"]}"\n'
                        '[hibug.roles]\nviewer = ["vi@team.example"]\neditor = ["ed@team.example"]\n')
-    port = _free_port()
-    process = subprocess.Popen([sys.executable, "-m", "hibug_core.cli", "mcp", "--http", "--port", str(port),
-                                "--projects-root", str(root), "--secrets", str(secrets)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert process.poll() is None, process.stdout.read()
-            time.sleep(0.3)
-    yield f"http://localhost:{port}/mcp", tokens
-    process.terminate()
-    process.wait(timeout=20)
+    with http_server("--projects-root", root, "--secrets", secrets) as url:
+        yield url, tokens
 
 
 def test_a_team_server_over_http_checks_tokens_and_roles(team_server):

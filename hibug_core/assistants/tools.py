@@ -120,7 +120,21 @@ def _definition(report, ref: str):
             raise HibugError(f"slice {text}: the report ranks {len(report.slices)} error slices; give a rank among "
                              "them, a slice id or a description such as 'color = blue & size = small'")
         return tuple(report.slices["definition"].iloc[int(text) - 1])
-    return tuple(report.definition(text))
+    # the tags as the project spells them, whatever the case typed; a reported slice in any order of its conditions
+    known = {a.casefold(): (a, {str(t).casefold(): t for t in tags})
+             for a, tags in zip(report.tags.attributes, report.tags.tags)}
+    typed = []
+    for attribute, tag in report.definition(text):
+        if str(attribute).casefold() not in known:
+            raise HibugError(f"no attribute '{attribute}' is sliced here; the attributes: "
+                             + ", ".join(a for a, _ in known.values()))
+        name, tags = known[str(attribute).casefold()]
+        if str(tag).casefold() not in tags:
+            raise HibugError(f"'{name}' has no tag '{tag}' here; its tags: " + ", ".join(map(str, tags.values())))
+        typed.append((name, tags[str(tag).casefold()]))
+    wanted = frozenset(typed)
+    reported = next((d for d in report.slices["definition"] if frozenset(map(tuple, d)) == wanted), None)
+    return tuple(map(tuple, reported)) if reported is not None else tuple(typed)
 
 
 def _slice_rows(report) -> pd.DataFrame:
@@ -196,7 +210,7 @@ def explain_slice(call: Call, slice: str, project: str | None = None, model: str
 
     report = _report(call, model=model, split=split)
     definition = _definition(report, slice)
-    found = report.slices[report.slices["definition"].map(tuple) == definition]
+    found = report.slices[report.slices["definition"].map(lambda d: tuple(map(tuple, d))) == definition]
     reported = _slice_rows(report).iloc[[report.slices.index.get_loc(found.index[0])]] if len(found) else None
     attributes = sorted({attribute for attribute, _ in definition})
     ranking = rank_sources(call.project, [a for a in attributes if a in report.all_tags.columns])
