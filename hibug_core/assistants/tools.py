@@ -13,10 +13,12 @@ from pydantic import Field, TypeAdapter, WithJsonSchema
 from pydantic_core import PydanticUndefined
 
 from hibug_core.assistants.answers import Answer, page, picture, records
+from hibug_core.cache import BoundedCache
 from hibug_core.errors import HibugError
 from hibug_core.operations import CompareModels, FindSlices, Operation, Select
 
 PAGE = 10
+REPORTS = BoundedCache("assistants' slice reports", max_items=8)
 
 
 @dataclass(frozen=True)
@@ -95,11 +97,14 @@ def _nouns(project):
 
 def _report(call: Call, **fields):
     """The error slices of FindSlices with these fields (the Error slices page's and `hibug slices`' report)."""
+    from hibug_core.store.tag_store import project_state
     from hibug_core.tasks import task_of
 
     op = FindSlices.build({k: v for k, v in fields.items() if v is not None or k == "threshold"})
     op.check_task(task_of(call.project))
-    return op.report(call.project)
+    # kept for the next question while the project is as it was (a read-only project keeps no report in its files)
+    key = (str(call.project.folder), project_state(call.project), op.model_dump_json())
+    return REPORTS.get_or_make(key, lambda: op.report(call.project))
 
 
 def _samples(call: Call, report, ids=None) -> pd.DataFrame:
