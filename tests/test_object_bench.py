@@ -67,15 +67,24 @@ def test_a_quick_object_benchmark_runs_end_to_end(tmp_path):
     from hibug_core.bench.contest import finders_table, gathered
     from hibug_core.bench.peers import SLICE_FINDERS
 
-    contests = []
+    contests, objectlab = [], []
     rows = run_object_benchmark(tmp_path, replace(quick(ObjectBenchConfig()), encoder="tiny-open_clip"),
-                                contests=contests)
-    # every slice finder ran on each problem's two tag sources and their bug-free twins, scored against 3 bugs each
+                                contests=contests, objectlab=objectlab)
+    # every slice finder ran on each problem's two tag sources and their bug-free twins, scored against 3 bugs each;
+    # ObjectLab once per problem, on its training annotations read by their true tags
     bugs, problems = gathered(contests)
-    assert len(problems) == 2 * 2 * 2 * len(SLICE_FINDERS.names()) and not problems["failed"].any()
-    assert len(bugs) == 2 * 2 * 3 * len(SLICE_FINDERS.names())
+    finders = len(SLICE_FINDERS.names())
+    assert len(problems) == 2 * 2 * 2 * finders + 2 and not problems["failed"].any()
+    assert len(bugs) == 2 * 2 * 3 * finders + 2 * 3
     assert set(bugs["bug_type"]) == {"missing annotations", "bad boxes"}
-    assert set(finders_table(contests)["method"]) == set(SLICE_FINDERS.names())
+    assert set(finders_table(contests)["method"]) == {*SLICE_FINDERS.names(), "objectlab"}
+    lab = problems[problems["method"] == "objectlab"]
+    assert lab["package"].str.startswith("cleanlab 2.").all() and not lab["bug_free"].any()
+    assert [row["problem"] for row in objectlab] == ["p0", "p1"]
+    for row in objectlab:  # its flags scored per object against the objects each planted bug changed
+        assert row["planted objects"] > 0 and 0 <= row["recall"] <= 1
+        assert row["flags"] == row["overlooked flags"] + row["badloc flags"] + row["swap flags"]
+        assert len([k for k in row if k.startswith("recall: ")]) == 3
     assert len(rows) == 2 * 3 * 2 * 2  # problems x planted bugs x taggers x searches
     assert set(rows["tagger"]) == {"truth", "automatic"} and rows["precision@10"].between(0, 1).all()
     assert set(rows["search"]) == {"hibug2", "hibug"}
@@ -97,5 +106,9 @@ def test_hibug_bench_runs_an_object_task_with_every_slice_finder(tmp_path, monke
                  "--encoder", "tiny-open_clip"]) == 0
     assert "| truth | hibug | hibug |" in capsys.readouterr().out
     assert "## who finds bugs best" in (tmp_path / "results.md").read_text()
-    rows = pd.DataFrame(json.loads((tmp_path / "results.json").read_text())["finder_problems"])
-    assert sorted(rows["method"].unique()) == sorted(SLICE_FINDERS.names()) and rows["problem"].nunique() == 1
+    saved = json.loads((tmp_path / "results.json").read_text())
+    rows = pd.DataFrame(saved["finder_problems"])
+    assert sorted(rows["method"].unique()) == sorted([*SLICE_FINDERS.names(), "objectlab"])
+    assert rows["problem"].nunique() == 1
+    assert "## ObjectLab's flags per object" in (tmp_path / "results.md").read_text()
+    assert [row["problem"] for row in saved["ObjectLab's flags per object"]] == ["p0"]

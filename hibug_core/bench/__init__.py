@@ -7,8 +7,9 @@ from pathlib import Path
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import Registry
 
-# name: the task; build(out, problems=, seed=, encoder=, progress=) runs its problems and returns (its own table of
-# hibug's searches, the slice finders' contests: hibug_core.bench.contest)
+# name: the task; build(out, problems=, seed=, encoder=, progress=) runs its problems and returns (its own tables by
+# title: hibug's searches, and ObjectLab's flags per object where it runs; the slice finders' contests:
+# hibug_core.bench.contest)
 TASK_BENCHES = Registry("task benchmark")
 
 
@@ -18,12 +19,16 @@ def _detection(out: Path, *, problems: int | None = None, seed: int = 0, encoder
                progress: ProgressCallback = no_progress):
     from dataclasses import replace
 
+    import pandas as pd
+
     from hibug_core.bench.objects import ObjectBenchConfig, run_object_benchmark, summary
 
     contests: list = []
+    objectlab: list = []
     config = replace(ObjectBenchConfig(), problems=problems or ObjectBenchConfig.problems, seed=seed, encoder=encoder)
-    rows = run_object_benchmark(out, config, progress=progress, contests=contests)
-    return summary(rows, config.top_n), contests
+    rows = run_object_benchmark(out, config, progress=progress, contests=contests, objectlab=objectlab)
+    return {"hibug's searches": summary(rows, config.top_n),
+            "ObjectLab's flags per object": pd.DataFrame(objectlab).set_index("problem")}, contests
 
 
 def _demo_bench(bench, out: Path, problems: int | None, encoder: str, progress: ProgressCallback):
@@ -31,7 +36,7 @@ def _demo_bench(bench, out: Path, problems: int | None, encoder: str, progress: 
 
     contests: list = []
     rows = run_demo_benchmark(out, bench, problems or 1, progress=progress, contests=contests, encoder=encoder)
-    return summary(rows), contests
+    return {"hibug's searches": summary(rows)}, contests
 
 
 @TASK_BENCHES.register("pose", "the pose demo's keypoint model and its four planted bugs, then models trained on other "

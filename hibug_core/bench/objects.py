@@ -17,7 +17,15 @@ from hibug_core.attributes.schema import AttributeSchema
 from hibug_core.bench.contest import contest, embeddings_of, task_of_report
 from hibug_core.bench.ranking import PlantedBug
 from hibug_core.bench.scoring import HIBUG2_SEARCH, SEARCHES, attribute_matches
-from hibug_core.demo.detection import DETECTOR_NAME, SIZES, DetectionDemoConfig, ObjectBug, plant_bugs, write_coco_split
+from hibug_core.demo.detection import (
+    DETECTOR_NAME,
+    SIZES,
+    DetectionDemoConfig,
+    ObjectBug,
+    object_tags,
+    plant_bugs,
+    write_coco_split,
+)
 from hibug_core.demo.scenes import SCENE_COLOURS, SCENE_SHAPES, render_scenes
 from hibug_core.models.zoo.scene_fcos import DetectorConfig, detect, train_detector
 from hibug_core.objects.geometry import geometry_attributes
@@ -56,6 +64,7 @@ class ObjectBenchConfig:
     encoder: str = "conse"  # embeds the objects' crops for the slice finders that cluster (cleanlab)
     detector: DetectorConfig = field(default_factory=lambda: DetectorConfig(epochs=6))
     seed: int = 0
+    objectlab: bool = True  # with the slice finders: cleanlab's ObjectLab on the training annotations
 
 
 def object_problems(count: int, seed: int = 0) -> list[ObjectProblem]:
@@ -105,6 +114,7 @@ def score(slices: pd.DataFrame, problem: ObjectProblem, top_n: int) -> tuple[lis
 
 
 BUG_TYPES = {"missing": "missing annotations", "bad boxes": "bad boxes"}  # an ObjectBug's kind as hibug types it
+OBJECTLAB_SCORE_FLOOR = 0.05  # ObjectLab reads the detector's low-confidence outputs too (cleanlab's advice)
 
 
 def planted_bugs(problem: ObjectProblem) -> list[PlantedBug]:
@@ -112,9 +122,11 @@ def planted_bugs(problem: ObjectProblem) -> list[PlantedBug]:
 
 
 def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
-                progress: ProgressCallback = no_progress, contests: list | None = None) -> list[dict]:
+                progress: ProgressCallback = no_progress, contests: list | None = None,
+                objectlab: list | None = None) -> list[dict]:
     """Train the problem's detector, import its validation results as objects, find and score its error slices with
-    each tag source; with `contests`, every slice finder on each tag source's default report is added to it."""
+    each tag source; with `contests`, every slice finder on each tag source's default report is added to it, and
+    ObjectLab's reading of the training annotations (its per-object figures to `objectlab`)."""
     demo = DetectionDemoConfig(seed=config.seed, detector=config.detector)
     train_images, train_objects = render_scenes(config.train_scenes, problem.seed, demo.scenes)
     taught = plant_bugs(train_objects, problem.bugs, demo, problem.seed + 17)
@@ -123,6 +135,8 @@ def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
     start = time.perf_counter()
     model = train_detector(train_images, teach, list(SCENE_SHAPES), config.detector, progress)
     trained_s = time.perf_counter() - start
+    if contests is not None and config.objectlab:
+        _objectlab(problem, model, train_images, train_objects, taught, demo, config, contests, objectlab, progress)
     images, objects = render_scenes(config.val_scenes, config.seed * 100 + 99, demo.scenes)  # one validation set
     truth, results = write_coco_split(folder / "data", "val", images, objects,
                                       detect(model, images, list(SCENE_SHAPES)), demo)
@@ -155,15 +169,64 @@ def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
 
 
 def run_object_benchmark(folder: str | Path, config: ObjectBenchConfig = ObjectBenchConfig(), *,
-                         progress: ProgressCallback = no_progress, contests: list | None = None) -> pd.DataFrame:
+                         progress: ProgressCallback = no_progress, contests: list | None = None,
+                         objectlab: list | None = None) -> pd.DataFrame:
     """Every problem, one detector each; one row per (problem, planted bug, tagger, search); with `contests`, every
-    slice finder's (bugs, problems) rows per problem and tag source are added to it."""
+    slice finder's (bugs, problems) rows per problem and tag source are added to it, and ObjectLab's per-object
+    figures per problem to `objectlab`."""
     folder = Path(folder)
     rows = []
     for problem in object_problems(config.problems, config.seed):
         logger.info("object benchmark: %s: %s", problem.id, "; ".join(b.describe() for b in problem.bugs))
-        rows += run_problem(folder / problem.id, problem, config, progress, contests)
+        rows += run_problem(folder / problem.id, problem, config, progress, contests, objectlab)
     return pd.DataFrame(rows)
+
+
+def planted_objects(problem: ObjectProblem, objects: pd.DataFrame, taught: pd.DataFrame,
+                    demo: DetectionDemoConfig) -> dict[str, np.ndarray]:
+    """Per planted bug, the ids of the training objects it changed: those it left unannotated, or whose boxes it
+    shrank."""
+    tags = object_tags(objects, demo)
+    annotated = objects.index.isin(taught.index)
+    changed = {}
+    for bug in problem.bugs:
+        members = np.logical_and.reduce([(tags[a] == t).to_numpy() for a, t in bug.conditions])
+        changed[bug.describe()] = objects.index[members & (~annotated if bug.kind == "missing" else annotated)]
+    return changed
+
+
+def _objectlab(problem: ObjectProblem, model, images: list, objects: pd.DataFrame, taught: pd.DataFrame,
+               demo: DetectionDemoConfig, config: ObjectBenchConfig, contests: list, objectlab: list | None,
+               progress: ProgressCallback) -> None:
+    """ObjectLab on the problem's training annotations and its detector's outputs on the training images (down to a
+    score of OBJECTLAB_SCORE_FLOOR, as cleanlab asks): its flags per object, and read as slices of the true tags."""
+    from hibug_core.bench.objectlab import (
+        flagged_objects,
+        objectlab_flags,
+        objectlab_inputs,
+        objectlab_package,
+        per_object,
+        per_slice,
+    )
+    from hibug_core.bench.ranking import score_answer
+
+    start = time.perf_counter()
+    classes = list(SCENE_SHAPES)
+    found = detect(model, images, classes, score_floor=OBJECTLAB_SCORE_FLOOR, progress=progress)
+    labels, predictions, ids = objectlab_inputs(taught, found, classes)
+    flagged = flagged_objects(objectlab_flags(labels, predictions), predictions, ids, objects)
+    tags = object_tags(objects, demo).rename(columns={"class": CLASS})
+    answer = per_slice(flagged, tags, max_depth=3, min_support=10)
+    scored, summary = score_answer(answer, planted_bugs(problem), same=_names, top=config.top_n)
+    labels_of = {"problem": problem.id, "tags": "truth"}
+    seconds = round(time.perf_counter() - start, 3)
+    contests.append((pd.DataFrame([{**labels_of, "method": "objectlab", **row} for row in scored]),
+                     pd.DataFrame([{**labels_of, "method": "objectlab", "package": objectlab_package(),
+                                    "bug_free": False, "planted": len(problem.bugs), "failed": False,
+                                    "seconds": seconds, **summary}])))
+    if objectlab is not None:
+        objectlab.append({"problem": problem.id, **per_object(flagged, planted_objects(problem, objects, taught,
+                                                                                        demo))})
 
 
 def summary(rows: pd.DataFrame, top_n: int = 10) -> pd.DataFrame:

@@ -57,14 +57,14 @@ class SliceFinder:
     find: Callable[[SliceTask], Found]
 
 
-def _version(package: str) -> str:
+def package_version(package: str) -> str:
     try:
         return f"{package} {metadata.version(package)}"
     except metadata.PackageNotFoundError:
         return f"{package} (not installed: pip install -e '.[bench]')"
 
 
-def _need(package: str):
+def need(package: str):
     """The peer's package, or a refusal that says how to install it (the peers are the `bench` extra)."""
     import importlib
 
@@ -118,7 +118,7 @@ def _single_attribute(task: SliceTask) -> Found:
 # ----- SliceLine ----------------------------------------------------------------------------------------------------
 def _sliceline(k: int = 25, alpha: float = 0.95) -> Callable[[SliceTask], Found]:
     def find(task: SliceTask) -> Found:
-        sliceline = _need("sliceline")
+        sliceline = need("sliceline")
         frame = task.tags.astype(object).where(task.tags.notna(), "(untagged)").astype(str)
         finder = sliceline.Slicefinder(alpha=alpha, k=k, max_l=task.max_depth, min_sup=task.min_support,
                                        verbose=False)
@@ -139,7 +139,7 @@ def _divexplorer(t_value: float = 2.0) -> Callable[[SliceTask], Found]:
     error from the whole; reported: those whose t value (Welch's, as the library computes it) is at least `t_value`,
     the threshold the DivExplorer paper uses for a significant divergence."""
     def find(task: SliceTask) -> Found:
-        divexplorer = _need("divexplorer")
+        divexplorer = need("divexplorer")
         frame = task.tags.astype(object).where(task.tags.notna(), None)
         frame = frame.assign(error=np.asarray(task.errors, float))
         binary = np.isin(frame["error"], (0.0, 1.0)).all()
@@ -177,7 +177,7 @@ def _cleanlab(task: SliceTask) -> Found:
     probability). Its clusters, worst first, are read by the tags that describe each best (the conjunction of at most
     max_depth tags whose samples overlap the cluster most, by Jaccard), as an engineer would read a cluster; reported:
     the one cluster Datalab flags."""
-    cleanlab = _need("cleanlab")
+    cleanlab = need("cleanlab")
     if task.embeddings is None:
         raise HibugError("cleanlab's underperforming_group clusters the embeddings: embed the samples first")
     errors = np.clip(np.asarray(task.errors, float), 0.0, 1.0)
@@ -196,19 +196,26 @@ def _cleanlab(task: SliceTask) -> Found:
 
 def _described(task: SliceTask, members: np.ndarray) -> tuple[tuple[str, str], ...]:
     """The conjunction of at most max_depth tags whose samples match `members` best (Jaccard)."""
-    columns = {(a, t): (task.tags[a] == t).to_numpy() for a in task.tags.columns
-               for t in task.tags[a].dropna().unique()}
-    best, best_score = (), -1.0
+    return described(task.tags, members, task.max_depth)[0][0]
+
+
+def described(tags: pd.DataFrame, members: np.ndarray, max_depth: int, *, count: int = 1,
+              min_support: int = 1) -> list[tuple[tuple[tuple[str, str], ...], float]]:
+    """The `count` conjunctions of at most `max_depth` tags (each of at least `min_support` samples) whose samples
+    match `members` best, by Jaccard, best first, each with its Jaccard: how an engineer reads a set of flagged or
+    clustered samples by their tags."""
+    columns = {(a, t): (tags[a] == t).to_numpy() for a in tags.columns for t in tags[a].dropna().unique()}
     singles = sorted(columns, key=lambda key: -_jaccard(columns[key], members))[:12]  # the conjunctions worth trying
-    for depth in range(1, task.max_depth + 1):
+    scored = [((), -1.0)]
+    for depth in range(1, max_depth + 1):
         for combination in itertools.combinations(singles, depth):
             if len({a for a, _ in combination}) < depth:
                 continue
             mask = np.logical_and.reduce([columns[key] for key in combination])
-            score = _jaccard(mask, members)
-            if score > best_score:
-                best, best_score = tuple(sorted(combination)), score
-    return best
+            if mask.sum() >= min_support:
+                scored.append((tuple(sorted(combination)), _jaccard(mask, members)))
+    scored.sort(key=lambda pair: -pair[1])
+    return scored[:count] if len(scored) > 1 else scored
 
 
 def _jaccard(a: np.ndarray, b: np.ndarray) -> float:
@@ -224,8 +231,8 @@ SLICE_FINDERS.add("hibug-rule", "HiBug's own rule: every slice below the whole b
 SLICE_FINDERS.add("single-attribute", "one attribute at a time, as FiftyOne's scenario analysis shows it",
                   lambda: SliceFinder("single-attribute", "hibug (a per-value table)", _single_attribute))
 SLICE_FINDERS.add("sliceline", "SliceLine (Sagadeeva and Boehm), its package: the top 25 by its score, alpha 0.95",
-                  lambda: SliceFinder("sliceline", _version("sliceline"), _sliceline()))
+                  lambda: SliceFinder("sliceline", package_version("sliceline"), _sliceline()))
 SLICE_FINDERS.add("divexplorer", "DivExplorer (Pastor et al.), its package: frequent patterns by error divergence",
-                  lambda: SliceFinder("divexplorer", _version("divexplorer"), _divexplorer()))
+                  lambda: SliceFinder("divexplorer", package_version("divexplorer"), _divexplorer()))
 SLICE_FINDERS.add("cleanlab", "cleanlab's Datalab underperforming_group: clusters of the embeddings, read by tags",
-                  lambda: SliceFinder("cleanlab", _version("cleanlab"), _cleanlab))
+                  lambda: SliceFinder("cleanlab", package_version("cleanlab"), _cleanlab))

@@ -50,20 +50,22 @@ def _task_bench(args) -> int:
     out = Path(args.out)
     report, close = progress_bar()
     try:
-        own, contests = TASK_BENCHES.get(args.task).build(out, problems=args.problems, seed=args.seed,
-                                                          encoder=args.encoder, progress=report)
+        tables, contests = TASK_BENCHES.get(args.task).build(out, problems=args.problems, seed=args.seed,
+                                                             encoder=args.encoder, progress=report)
     finally:
         close()
     finders = finders_table(contests)
     bugs, problems = gathered(contests)
     out.mkdir(parents=True, exist_ok=True)
     markdown = out / "results.md"
+    own = [line for title, table in tables.items() for line in (f"## {title}", "", markdown_table(table.round(3)), "")]
     markdown.write_text("\n".join([f"# Planted-bug benchmark: {args.task}", "", "## who finds bugs best", "",
-                                    markdown_table(finders), "", "## hibug's searches", "",
-                                    markdown_table(own.round(3))]) + "\n", encoding="utf-8")
+                                    markdown_table(finders), "", *own]), encoding="utf-8")
     (out / "results.json").write_text(json.dumps({
         "finder_bugs": json.loads(bugs.to_json(orient="records")),
-        "finder_problems": json.loads(problems.to_json(orient="records"))}, indent=1), encoding="utf-8")
+        "finder_problems": json.loads(problems.to_json(orient="records")),
+        **{title: json.loads(table.reset_index().to_json(orient="records")) for title, table in tables.items()}},
+        indent=1), encoding="utf-8")
     print(markdown_table(finders))
     print(f"tables in {markdown}")
     return 0
