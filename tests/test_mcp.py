@@ -4,6 +4,7 @@ bad argument is a tool error in words, and every answer and the tools' schemas s
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -43,6 +44,13 @@ def _http(url: str, token: str | None):
         headers={"Authorization": f"Bearer {token}"} if token else None))
 
 
+def run_async(coroutine):
+    """The coroutine run to its end on a thread of its own (a browser test before may leave this thread's loop
+    running)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def ask(server, *calls: tuple[str, dict]) -> list:
     """Each call's result (the SDK's CallToolResult), asked in one session."""
     from mcp import Client
@@ -51,7 +59,7 @@ def ask(server, *calls: tuple[str, dict]) -> list:
         async with Client(server) as client:
             return [await client.call_tool(name, arguments) for name, arguments in calls]
 
-    return asyncio.run(session())
+    return run_async(session())
 
 
 def said(result) -> dict:
@@ -85,7 +93,7 @@ def test_the_tools_are_marked_and_their_schemas_stay_small(demo_project):
         async with Client(build_server(Served(ServerPolicy.build(project=demo_project)))) as client:
             return (await client.list_tools()).tools
 
-    tools = asyncio.run(listed())
+    tools = run_async(listed())
     assert {t.name for t in tools} == READ_ONLY | WRITES
     for t in tools:
         assert t.annotations.read_only_hint is (t.name in READ_ONLY), t.name

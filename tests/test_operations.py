@@ -166,9 +166,9 @@ def test_a_command_imports_only_its_own_module(tmp_path):
     loaded = "['hibug_core.cli.command', 'hibug_core.cli.help_text', 'hibug_core.cli.projects']"
     assert out.strip().splitlines()[-1] == loaded
     assert set(INDEX.values()) == {"projects", "tagging", "attributes", "slices", "compare", "repair"}
-    assert list(INDEX) == ["new", "import", "record", "info", "remove", "serve", "demo", "embed", "predict", "tag",
-                           "tags", "teach", "attributes", "slices", "report", "bench", "compare", "check", "select",
-                           "repair", "generate", "failure-search"]
+    assert list(INDEX) == ["new", "import", "record", "info", "remove", "serve", "mcp", "demo", "embed", "predict",
+                           "tag", "tags", "teach", "attributes", "slices", "report", "bench", "compare", "check",
+                           "select", "repair", "generate", "failure-search"]
     for name, module in INDEX.items():
         assert name in commands(module)
 
