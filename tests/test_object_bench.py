@@ -102,13 +102,16 @@ def test_hibug_bench_runs_an_object_task_with_every_slice_finder(tmp_path, monke
     from hibug_core.cli import main
 
     monkeypatch.setattr(objects, "ObjectBenchConfig", lambda: quick(ObjectBenchConfig()))
-    assert main(["bench", "--task", "detection", "--problems", "1", "--out", str(tmp_path),
+    assert main(["bench", "--task", "detection", "--problems", "1", "--seeds", "0,1", "--out", str(tmp_path),
                  "--encoder", "tiny-open_clip"]) == 0
     assert "| truth | hibug | hibug |" in capsys.readouterr().out
     assert "## who finds bugs best" in (tmp_path / "results.md").read_text()
     saved = json.loads((tmp_path / "results.json").read_text())
     rows = pd.DataFrame(saved["finder_problems"])
     assert sorted(rows["method"].unique()) == sorted([*SLICE_FINDERS.names(), "objectlab"])
-    assert rows["problem"].nunique() == 1
+    assert rows["problem"].nunique() == 1 and sorted(rows["seed"].unique()) == [0, 1]  # one problem of each seed
+    assert (tmp_path / "seed-0" / "p0").is_dir() and (tmp_path / "seed-1" / "p0").is_dir()
     assert "## ObjectLab's flags per object" in (tmp_path / "results.md").read_text()
-    assert [row["problem"] for row in saved["ObjectLab's flags per object"]] == ["p0"]
+    assert [(row["problem"], row["seed"]) for row in saved["ObjectLab's flags per object"]] == [("p0", 0), ("p0", 1)]
+    assert main(["bench", "--task", "detection", "--seeds", "0,x"]) == 2
+    assert "--seeds '0,x': give whole numbers" in capsys.readouterr().err

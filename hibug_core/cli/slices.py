@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hibug_core.cli.command import Command, operation_command, progress_bar
+from hibug_core.errors import HibugError
 from hibug_core.operations import FindSlices, Report
 
 
@@ -33,6 +34,8 @@ def _bench_arguments(parser) -> None:
                         help="search the slices on these shares of the validation split too (HiBug's Table 6), e.g. "
                         "0.1 0.25 0.5 1; the main tables are on the largest")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", help="an object task's problems from each of these seeds (comma-separated; each in "
+                        "--out/seed-N), scored together (default: --seed)")
     parser.add_argument("--finders", help="comma-separated slice finders compared on every problem and its bug-free "
                         "twin: hibug, hibug-rule, single-attribute, sliceline, divexplorer, cleanlab (default: all; "
                         "'none' for none; the peers are the `bench` extra)")
@@ -43,17 +46,28 @@ def _task_bench(args) -> int:
     the finders in --out/results.json."""
     import json
 
+    import pandas as pd
+
     from hibug_core.bench import TASK_BENCHES
     from hibug_core.bench.contest import finders_table, gathered
     from hibug_core.bench.summary import markdown_table
 
     out = Path(args.out)
+    seeds = _seeds(args)
     report, close = progress_bar()
+    kept: dict[str, list] = {}
+    contests = []
     try:
-        tables, contests = TASK_BENCHES.get(args.task).build(out, problems=args.problems, seed=args.seed,
-                                                             encoder=args.encoder, progress=report)
+        for seed in seeds:  # each seed's problems in a folder of their own, scored together
+            tables, found = TASK_BENCHES.get(args.task).build(out / f"seed-{seed}" if len(seeds) > 1 else out,
+                                                              problems=args.problems, seed=seed,
+                                                              encoder=args.encoder, progress=report)
+            contests += [(bugs.assign(seed=seed), problems.assign(seed=seed)) for bugs, problems in found]
+            for title, table in tables.items():
+                kept.setdefault(title, []).append(table.assign(seed=seed).set_index("seed", append=True))
     finally:
         close()
+    tables = {title: pd.concat(parts) for title, parts in kept.items()}
     finders = finders_table(contests)
     bugs, problems = gathered(contests)
     out.mkdir(parents=True, exist_ok=True)
@@ -69,6 +83,16 @@ def _task_bench(args) -> int:
     print(markdown_table(finders))
     print(f"tables in {markdown}")
     return 0
+
+
+def _seeds(args) -> list[int]:
+    """The seeds an object task's problems are drawn from: --seeds 0,1,2, else --seed."""
+    if not args.seeds:
+        return [args.seed]
+    try:
+        return [int(seed) for seed in args.seeds.split(",")]
+    except ValueError:
+        raise HibugError(f"--seeds {args.seeds!r}: give whole numbers separated by commas, e.g. 0,1,2") from None
 
 
 def cmd_bench(args) -> int:
