@@ -4,6 +4,7 @@ slices scored by Find Attr, Find Tag and Precision@10 against the planted slices
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import time
 from dataclasses import dataclass, field, replace
@@ -22,18 +23,26 @@ from hibug_core.demo.detection import (
     SIZES,
     DetectionDemoConfig,
     ObjectBug,
+    coco_instances,
     object_tags,
     plant_bugs,
     write_coco_split,
 )
 from hibug_core.demo.scenes import SCENE_COLOURS, SCENE_SHAPES, render_scenes
-from hibug_core.models.zoo.scene_fcos import DetectorConfig, detect, train_detector
+from hibug_core.models.zoo.scene_fcos import (
+    DetectorConfig,
+    detect,
+    save_detector,
+    train_detector,
+    training_fingerprint,
+)
 from hibug_core.objects.geometry import geometry_attributes
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.slices.report import error_slices
 from hibug_core.slices.search import CLASS
 from hibug_core.store.attribute_versions import save_schema
 from hibug_core.store.project import Project
+from hibug_core.store.recorded_models import RecordedModel, record_model
 from hibug_core.tagging.run import tag_project
 from hibug_core.tasks import load_coco, task_of
 
@@ -143,6 +152,7 @@ def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
     manifest = load_coco(truth, {DETECTOR_NAME: results}, geometry=demo.geometry())
     project = Project.create_from_manifest(folder / "project", manifest)
     try:
+        _training_side(project, folder, model, train_images, train_objects, taught, demo, teach, progress)
         schema = AttributeSchema(attributes=(*measured_attributes(), *geometry_attributes(demo.geometry())),
                                  task="detect shapes")
         save_schema(project, schema, author="benchmark")
@@ -166,6 +176,24 @@ def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
         return rows
     finally:
         project.close()
+
+
+def _training_side(project, folder: Path, model, images: list, objects: pd.DataFrame, taught: pd.DataFrame,
+                   demo: DetectionDemoConfig, teach: list, progress: ProgressCallback) -> None:
+    """What a user brings beside the validation split, as the detection demo does: the training images with their true
+    objects and the detector's outputs on them, and the detector recorded with the annotations it was trained on (the
+    evidence that types annotation bugs: objects.training_evidence)."""
+    classes = list(SCENE_SHAPES)
+    truth, results = write_coco_split(folder / "data", "train", images, objects, detect(model, images, classes), demo)
+    project.import_manifest(load_coco(truth, {DETECTOR_NAME: results}, split="train", geometry=demo.geometry(),
+                                      progress=progress), author="benchmark", kind="coco")
+    kept = Path(project.folder)
+    (kept / "data").mkdir(exist_ok=True)
+    (kept / "data" / "train_annotations.json").write_text(json.dumps(coco_instances("train", images, taught)))
+    save_detector(kept / "models" / f"{DETECTOR_NAME}.pt", model, classes, demo.detector,
+                  training_fingerprint(teach, classes, demo.detector))
+    record_model(project, RecordedModel(DETECTOR_NAME, f"scene-fcos:models/{DETECTOR_NAME}.pt",
+                                        training="data/train_annotations.json"), author="benchmark")
 
 
 def run_object_benchmark(folder: str | Path, config: ObjectBenchConfig = ObjectBenchConfig(), *,
