@@ -29,6 +29,7 @@ from hibug_core.demo.detection import (
     write_coco_split,
 )
 from hibug_core.demo.scenes import SCENE_COLOURS, SCENE_SHAPES, render_scenes
+from hibug_core.errors import HibugError
 from hibug_core.models.zoo.scene_fcos import (
     DetectorConfig,
     detect,
@@ -74,6 +75,12 @@ class ObjectBenchConfig:
     detector: DetectorConfig = field(default_factory=lambda: DetectorConfig(epochs=6))
     seed: int = 0
     objectlab: bool = True  # with the slice finders: cleanlab's ObjectLab on the training annotations
+    objectlab_folds: int = 3  # its predictions out of sample, by this many folds (0: the problem's detector, in sample)
+
+    def __post_init__(self):
+        if self.objectlab_folds == 1 or self.objectlab_folds < 0:
+            raise HibugError(f"objectlab_folds = {self.objectlab_folds}: give 2 or more folds, or 0 for the problem's "
+                             "own detector (in sample)")
 
 
 def object_problems(count: int, seed: int = 0) -> list[ObjectProblem]:
@@ -145,7 +152,8 @@ def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
     model = train_detector(train_images, teach, list(SCENE_SHAPES), config.detector, progress)
     trained_s = time.perf_counter() - start
     if contests is not None and config.objectlab:
-        _objectlab(problem, model, train_images, train_objects, taught, demo, config, contests, objectlab, progress)
+        _objectlab(problem, model, train_images, train_objects, taught, teach, demo, config, contests, objectlab,
+                   progress)
     images, objects = render_scenes(config.val_scenes, config.seed * 100 + 99, demo.scenes)  # one validation set
     truth, results = write_coco_split(folder / "data", "val", images, objects,
                                       detect(model, images, list(SCENE_SHAPES)), demo)
@@ -223,11 +231,31 @@ def planted_objects(problem: ObjectProblem, objects: pd.DataFrame, taught: pd.Da
     return changed
 
 
+def out_of_sample_detections(images: list, teach: list, config: ObjectBenchConfig, folds: int, seed: int,
+                             progress: ProgressCallback = no_progress) -> list[list[dict]]:
+    """Each training image's detections by a detector trained without it (`folds`-fold cross-validation over the
+    images, seeded), down to OBJECTLAB_SCORE_FLOOR: the out-of-sample predictions cleanlab asks ObjectLab to be given
+    "for the most accurate results"."""
+    classes = list(SCENE_SHAPES)
+    fold_of = np.random.default_rng(seed).permutation(len(images)) % folds
+    found: list[list[dict]] = [[] for _ in images]
+    for fold in range(folds):
+        inside, outside = np.flatnonzero(fold_of != fold), np.flatnonzero(fold_of == fold)
+        model = train_detector([images[i] for i in inside], [teach[i] for i in inside], classes, config.detector,
+                               progress)
+        for i, detections in zip(outside, detect(model, [images[i] for i in outside], classes,
+                                                 score_floor=OBJECTLAB_SCORE_FLOOR, progress=progress)):
+            found[i] = detections
+    return found
+
+
 def _objectlab(problem: ObjectProblem, model, images: list, objects: pd.DataFrame, taught: pd.DataFrame,
-               demo: DetectionDemoConfig, config: ObjectBenchConfig, contests: list, objectlab: list | None,
-               progress: ProgressCallback) -> None:
-    """ObjectLab on the problem's training annotations and its detector's outputs on the training images (down to a
-    score of OBJECTLAB_SCORE_FLOOR, as cleanlab asks): its flags per object, and read as slices of the true tags."""
+               teach: list, demo: DetectionDemoConfig, config: ObjectBenchConfig, contests: list,
+               objectlab: list | None, progress: ProgressCallback) -> None:
+    """ObjectLab on the problem's training annotations and a detector's outputs on the training images (down to a
+    score of OBJECTLAB_SCORE_FLOOR): out of sample, by cross-validation over the training images, as cleanlab advises
+    (`config.objectlab_folds`; 0: the problem's own detector, in sample); its flags per object, and read as slices of
+    the true tags."""
     from hibug_core.bench.objectlab import (
         flagged_objects,
         objectlab_flags,
@@ -240,7 +268,9 @@ def _objectlab(problem: ObjectProblem, model, images: list, objects: pd.DataFram
 
     start = time.perf_counter()
     classes = list(SCENE_SHAPES)
-    found = detect(model, images, classes, score_floor=OBJECTLAB_SCORE_FLOOR, progress=progress)
+    found = (out_of_sample_detections(images, teach, config, config.objectlab_folds, problem.seed + 29, progress)
+             if config.objectlab_folds else detect(model, images, classes, score_floor=OBJECTLAB_SCORE_FLOOR,
+                                                   progress=progress))
     labels, predictions, ids = objectlab_inputs(taught, found, classes)
     flagged = flagged_objects(objectlab_flags(labels, predictions), predictions, ids, objects)
     tags = object_tags(objects, demo).rename(columns={"class": CLASS})
@@ -277,5 +307,5 @@ def finding_table(rows: pd.DataFrame, group: str, top_n: int = 10) -> pd.DataFra
 
 def quick(config: ObjectBenchConfig) -> ObjectBenchConfig:
     """A small run for tests: two problems, few scenes, one epoch."""
-    return replace(config, problems=2, train_scenes=64, val_scenes=40,
+    return replace(config, problems=2, train_scenes=64, val_scenes=40, objectlab_folds=2,
                    detector=replace(config.detector, epochs=1, batch_size=16))
