@@ -112,6 +112,8 @@ def test_hibug_bench_runs_an_object_task_with_every_slice_finder(tmp_path, monke
     assert rows["problem"].nunique() == 1 and sorted(rows["seed"].unique()) == [0, 1]  # one problem of each seed
     assert (tmp_path / "seed-0" / "p0").is_dir() and (tmp_path / "seed-1" / "p0").is_dir()
     assert "## ObjectLab's flags per object" in (tmp_path / "results.md").read_text()
-    assert [(row["problem"], row["seed"]) for row in saved["ObjectLab's flags per object"]] == [("p0", 0), ("p0", 1)]
+    lab = saved["ObjectLab's flags per object"]  # each seed's problems, then their pooled figures
+    assert [(row["problem"], row["seed"]) for row in lab] == [("p0", 0), ("all", 0), ("p0", 1), ("all", 1)]
+    assert lab[1]["flags"] == lab[0]["flags"] and lab[1]["planted objects"] == lab[0]["planted objects"]
     assert main(["bench", "--task", "detection", "--seeds", "0,x"]) == 2
     assert "--seeds '0,x': give whole numbers" in capsys.readouterr().err

@@ -8,7 +8,14 @@ import pandas as pd
 import pytest
 from cleanlab.object_detection.filter import find_label_issues
 
-from hibug_core.bench.objectlab import flagged_objects, objectlab_flags, objectlab_inputs, per_object, per_slice
+from hibug_core.bench.objectlab import (
+    flagged_objects,
+    objectlab_flags,
+    objectlab_inputs,
+    per_object,
+    per_slice,
+    pooled,
+)
 from hibug_core.bench.ranking import PlantedBug, score_answer
 
 CLASSES = ["circle", "square"]
@@ -49,6 +56,11 @@ def test_objectlab_flags_boxes_as_its_library_flags_images(scenes):
     figures = per_object(flagged, {"green circles left out": missing.to_numpy()})
     assert (figures["flags"], figures["precision"], figures["recall"]) == (6, 1.0, 6 / 25)
     assert figures["recall: green circles left out"] == 6 / 25 and figures["badloc flags"] == 0
+    # pooled over problems: the counts summed, the shares over the pooled counts
+    other = {**figures, "flags": 4, "precision": 0.5, "planted objects": 5, "recall": 0.2}
+    together = pooled(pd.DataFrame([figures, other]))
+    assert (together["flags"], together["planted objects"]) == (10, 30)
+    assert together["precision"] == pytest.approx(8 / 10) and together["recall"] == pytest.approx(7 / 30)
 
 
 def test_objectlabs_flags_read_as_slices_are_scored_like_every_finder(scenes):

@@ -27,8 +27,13 @@ def _detection(out: Path, *, problems: int | None = None, seed: int = 0, encoder
     objectlab: list = []
     config = replace(ObjectBenchConfig(), problems=problems or ObjectBenchConfig.problems, seed=seed, encoder=encoder)
     rows = run_object_benchmark(out, config, progress=progress, contests=contests, objectlab=objectlab)
+    from hibug_core.bench.objectlab import pooled
+
+    per_problem = pd.DataFrame(objectlab)
+    lab = pd.concat([per_problem, pd.DataFrame([{"problem": "all", **pooled(per_problem)}])]) if len(per_problem) \
+        else per_problem.assign(problem=[])
     return {"hibug's searches": summary(rows, config.top_n),
-            "ObjectLab's flags per object": pd.DataFrame(objectlab).set_index("problem")}, contests
+            "ObjectLab's flags per object": lab.set_index("problem")}, contests
 
 
 def _demo_bench(bench, out: Path, problems: int | None, encoder: str, progress: ProgressCallback):

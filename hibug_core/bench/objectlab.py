@@ -135,6 +135,17 @@ def per_object(flagged: pd.DataFrame, planted: dict[str, np.ndarray]) -> dict:
     return row
 
 
+def pooled(rows: pd.DataFrame) -> dict:
+    """Per-object figures over many problems (rows of `per_object`): flags and planted objects summed, precision and
+    recall over the pooled counts (each problem's share times its count, summed)."""
+    flags, planted = rows["flags"].sum(), rows["planted objects"].sum()
+    hits = (rows["precision"].fillna(0) * rows["flags"]).sum()
+    found = (rows["recall"].fillna(0) * rows["planted objects"]).sum()
+    return {"flags": int(flags), "planted objects": int(planted), "precision": hits / flags if flags else np.nan,
+            "recall": found / planted if planted else np.nan,
+            **{f"{kind} flags": int(rows[f"{kind} flags"].sum()) for kind in KINDS}}
+
+
 def per_slice(flagged: pd.DataFrame, tags: pd.DataFrame, *, max_depth: int = 3, min_support: int = 10,
               count: int = 25) -> Found:
     """ObjectLab's flags read as slices: for each issue kind it flags, the conjunctions of tags (of the training
