@@ -328,3 +328,13 @@ def test_a_server_the_network_reaches_needs_tokens(demo_project, tmp_path, capsy
     assert main(["mcp", str(demo_project), "--http", "--secrets", str(secrets)]) == 2
     err = capsys.readouterr().err
     assert "at least 24 characters" in err and "short" not in err.split("'a@x.example'")[1]
+
+
+def test_over_stdio_the_one_caller_is_whoever_started_it(tmp_path):
+    """A secrets file with a team server's tokens changes nothing over stdio: the person who started it may write."""
+    folder = planted_pair(tmp_path / "made")
+    secrets = tmp_path / "s.toml"
+    secrets.write_text(f'[hibug.mcp_tokens]\n"vi@team.example" = "{"v" * 30}"\n'
+                       '[hibug.roles]\nviewer = ["vi@team.example"]\n')
+    (put,) = ask(_stdio(folder, "--secrets", secrets), ("review_slice", {"slice": "color = green", "comment": "mine"}))
+    assert said(put)["status"] == "open"

@@ -7,7 +7,7 @@ import hmac
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from hibug_core.access import Actor, Role, acting_as
+from hibug_core.access import AccessDenied, Actor, acting_as
 from hibug_core.errors import ConfigError
 from hibug_core.serving.policy import ServerPolicy
 
@@ -76,11 +76,8 @@ class Served:
             return None
         role = self.policy.role_of(identity)
         if role is None:  # a token with no role is refused when the server starts; kept here as the last word
-            role = Role.VIEWER if identity is None else None
-        if role is None:
-            from hibug_core.access import AccessDenied
-
-            raise AccessDenied(f"{identity} has no role on this server; ask its admin for one")
+            raise AccessDenied(f"{identity or 'a caller without a token'} has no role on this server; ask its admin "
+                               "for one")
         return Actor(identity or "anonymous", role, self.policy.reach())
 
     @contextlib.contextmanager

@@ -118,11 +118,12 @@ def check_exposure(served: Served) -> None:
 
 def served_from_options(args) -> Served:
     """What `hibug mcp` serves, from its options: the policy (as `hibug serve` builds it, a token standing for a
-    sign-in) and the tokens; refuses a server the network can reach without them, and tokens without roles."""
+    sign-in) and, over HTTP, the tokens (over stdio the one caller is whoever started it); refuses a server the network
+    can reach without them, and tokens without roles."""
     from hibug_core.serving.options import policy_from_options, server_secrets
 
     secrets = server_secrets(args)
-    tokens = TokenBook.from_secrets(secrets)
+    tokens = TokenBook.from_secrets(secrets) if args.http else TokenBook()
     policy = policy_from_options(args, secrets, project=args.project, projects_root=args.projects_root,
                                  sign_in=bool(tokens), how="tokens are given ([hibug.mcp_tokens] in the secrets)")
     served = Served(policy, tokens)
