@@ -16,6 +16,7 @@ from hibug_core.assistants.answers import Answer, page, picture, records
 from hibug_core.cache import BoundedCache
 from hibug_core.errors import HibugError
 from hibug_core.operations import CompareModels, FindSlices, Operation, Select
+from hibug_core.review.board import STATUSES
 
 PAGE = 10
 REPORTS = BoundedCache("assistants' slice reports", max_items=8)
@@ -95,13 +96,21 @@ def _nouns(project):
     return task_of(project).nouns
 
 
-def _report(call: Call, **fields):
-    """The error slices of FindSlices with these fields (the Error slices page's and `hibug slices`' report)."""
-    from hibug_core.store.tag_store import project_state
+def _search(call: Call, **fields) -> FindSlices:
+    """FindSlices with these fields (the defaults for those not given), checked against the project's task."""
     from hibug_core.tasks import task_of
 
-    op = FindSlices.build({k: v for k, v in fields.items() if v is not None or k == "threshold"})
+    op = FindSlices.build({k: v for k, v in fields.items() if v is not None})
     op.check_task(task_of(call.project))
+    return op
+
+
+def _report(call: Call, op: FindSlices | None = None, **fields):
+    """The error slices of FindSlices (`op`, else one with these fields): the Error slices page's and `hibug slices`'
+    report."""
+    from hibug_core.store.tag_store import project_state
+
+    op = op or _search(call, **fields)
     # kept for the next question while the project is as it was (a read-only project keeps no report in its files)
     key = (str(call.project.folder), project_state(call.project), op.model_dump_json())
     return REPORTS.get_or_make(key, lambda: op.report(call.project))
@@ -179,13 +188,10 @@ def project_summary(call: Call, project: str | None = None) -> Answer:
 
 def find_error_slices(call: Call, project: str | None = None, cursor: str | None = None, page_size: int = PAGE,
                       **search) -> Answer:
-    from hibug_core.store.attribute_versions import schema_names
-    from hibug_core.tagging.sources import rank_sources, trust_message
-
-    report = _report(call, **search)
+    op = _search(call, **search)
+    report = _report(call, op)
     nouns = _nouns(call.project)
-    sliced = [c for c in report.all_tags.columns if c in set(schema_names(call.project))]
-    warning = trust_message(rank_sources(call.project, sliced)) if sliced else None
+    warning = op.tag_warning(call.project, report)
     return Answer({"headline": report.headline(nouns), "model": report.model, "split": report.split,
                    "measure": nouns.figure, "overall_score": report.overall_score,
                    "evaluated": len(report.evaluation), "enumerated": report.enumerated,
@@ -215,8 +221,8 @@ def explain_slice(call: Call, slice: str, project: str | None = None, model: str
 
     report = _report(call, model=model, split=split)
     definition = _definition(report, slice)
-    found = report.slices[report.slices["definition"].map(lambda d: tuple(map(tuple, d))) == definition]
-    reported = _slice_rows(report).iloc[[report.slices.index.get_loc(found.index[0])]] if len(found) else None
+    rank = next((i for i, d in enumerate(report.slices["definition"]) if tuple(map(tuple, d)) == definition), None)
+    reported = _slice_rows(report).iloc[[rank]] if rank is not None else None
     attributes = sorted({attribute for attribute, _ in definition})
     ranking = rank_sources(call.project, [a for a in attributes if a in report.all_tags.columns])
     trust = [{"attribute": r["attribute"], "source": r["label"], "checked": int(r["checked"]),
@@ -417,7 +423,7 @@ def review_slice(call: Call, project: str | None = None, slice: str | None = Non
 
 
 SEARCH = taken(FindSlices, "model", "split", "max_depth", "min_support", "tags", "rank_by", "by_class")
-STATUS_WORDS = "open, confirmed bug, fixed, won't fix, not a bug"
+STATUS_WORDS = ", ".join(STATUSES)
 TOOLS: tuple[AssistantTool, ...] = (
     AssistantTool("list_projects", "Projects", "The projects this server serves: task, samples per split, models.",
                   (CURSOR,), list_projects, needs_project=False),
@@ -474,8 +480,3 @@ TOOLS: tuple[AssistantTool, ...] = (
                    Argument("version", int | None, None, "the version you read (default: the current one)")),
                   review_slice, read_only=False),
 )
-
-
-def tool(name: str) -> AssistantTool:
-    return next(t for t in TOOLS if t.name == name)
-

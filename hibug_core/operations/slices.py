@@ -44,6 +44,15 @@ class _SliceSearch(BaseModel):
         return SliceConfig(max_depth=self.max_depth, min_support=self.min_support, gap=self.gap,
                            threshold=self.threshold, rank_by=self.rank_by, alpha=self.alpha, by_class=self.by_class)
 
+    def tag_warning(self, project, report) -> str | None:
+        """A sentence when tags in force that the report slices by are too poor to trust, with what to do; None when
+        all are fine or the tags searched are not those in force."""
+        from hibug_core.store.attribute_versions import schema_names
+        from hibug_core.tagging.sources import rank_sources, trust_message
+
+        sliced = [c for c in report.all_tags.columns if c in set(schema_names(project))]
+        return trust_message(rank_sources(project, sliced)) if tag_source(self.tags).in_force and sliced else None
+
     def report(self, project):
         """The error slices (kept in the project's files, read back when they hold this project state)."""
         from hibug_core.slices.report_files import kept_error_slices
@@ -101,14 +110,11 @@ class FindSlices(Operation, _SliceSearch, LLMSettings):
     def run(self, project, *, progress=no_progress, author: str | None = None) -> Result:
         from hibug_core.csv_export import write_csv
         from hibug_core.slices.false_positives import false_positive_slices
-        from hibug_core.store.attribute_versions import schema_names
-        from hibug_core.tagging.sources import rank_sources, trust_message
         from hibug_core.tasks import task_of
 
         # 1. the slices, and what else the split says: the tags' trust, the slices it barely shows, false positives
         report = self.report(project)
-        sliced = [c for c in report.all_tags.columns if c in set(schema_names(project))]
-        warning = trust_message(rank_sources(project, sliced)) if tag_source(self.tags).in_force and sliced else None
+        warning = self.tag_warning(project, report)
         predicted = _unseen(project, report, self.unseen, self.unseen_count, self) if self.unseen else None
         apart = (false_positive_slices(project, report.model, split=self.split, config=self.slice_config(),
                                        tags=self.tags) if report.false_positives() else None)
