@@ -278,7 +278,6 @@ def slice_examples(call: Call, slice: str, project: str | None = None, model: st
 
 def compare_models(call: Call, models: list[str], project: str | None = None, cursor: str | None = None,
                    page_size: int = PAGE, **fields) -> Answer:
-    from hibug_core.slices.compare import UNCHANGED
     from hibug_core.tasks import task_of
 
     op = CompareModels.build({"models": models, **{k: v for k, v in fields.items() if v is not None}})
@@ -290,15 +289,8 @@ def compare_models(call: Call, models: list[str], project: str | None = None, cu
                "q_value"]
     changed, counts = [], []
     for candidate in comparison.candidates:  # as `hibug compare` lists them: classes, then slices but repeats
-        table = comparison.against(candidate).assign(candidate=candidate)
-        moved = table[table["change"] != UNCHANGED]
-        said = moved["change"].value_counts()
-        counts.append({"candidate": candidate, "worse": int(said.get("regression", 0)),
-                       "better": int(said.get("improvement", 0)), "compared": len(table),
-                       "repeats": int((moved["repeats"] != "").sum())})
-        classes = comparison.classes[(comparison.classes["candidate"] == candidate)
-                                     & (comparison.classes["change"] != UNCHANGED)]
-        changed += records(classes[columns]) + records(moved[moved["repeats"] == ""][columns])
+        counts.append({"candidate": candidate, **comparison.change_counts(candidate)})
+        changed += records(comparison.changes(candidate)[columns])
     return Answer({"baseline": comparison.baseline, "split": op.split, "shared": len(comparison.evaluation),
                    "test": comparison.test, "measure": _nouns(call.project).figure, "overall": records(overall),
                    "slices": counts, **page(changed, cursor, page_size)})

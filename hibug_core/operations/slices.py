@@ -212,7 +212,6 @@ class CompareModels(Operation, _ComparedSlices):
         return CompareConfig(alpha=self.alpha)
 
     def run(self, project, *, progress=no_progress, author: str | None = None) -> Result:
-        from hibug_core.slices.compare import UNCHANGED
         from hibug_core.slices.compare_files import write_comparison
 
         comparison = self.comparison(project, self.models)
@@ -223,17 +222,14 @@ class CompareModels(Operation, _ComparedSlices):
             lines.append(f"  {row['model']:<30} {row['score']:.1%}{change}; {int(row['error_slices']):,} error slices "
                          f"at C = {comparison.config.error_gap:g}")
         for candidate in comparison.candidates:
-            table = comparison.against(candidate)
-            changed = table[table["change"] != UNCHANGED]
-            counts = changed["change"].value_counts()
-            lines.append(f"\n{candidate} against {comparison.baseline}: {counts.get('regression', 0)} slices worse, "
-                         f"{counts.get('improvement', 0)} better, of {len(table):,} compared")
-            classes = comparison.classes[(comparison.classes["candidate"] == candidate) &
-                                         (comparison.classes["change"] != UNCHANGED)]
-            lines += [f"  {row['change']:<12} {_line(row)}" for _, row in classes.iterrows()]
+            counts = comparison.change_counts(candidate)
+            lines.append(f"\n{candidate} against {comparison.baseline}: {counts['worse']} slices worse, "
+                         f"{counts['better']} better, of {counts['compared']:,} compared")
+            listed = comparison.changes(candidate)
+            lines += [f"  {row['change']:<12} {_line(row)}" for _, row in listed[listed["kind"] == "class"].iterrows()]
             lines += [f"  {row['change']:<12} {_line(row)}"
-                      for _, row in changed[changed["repeats"] == ""].head(self.top).iterrows()]
-            repeats = int((changed["repeats"] != "").sum())
+                      for _, row in listed[listed["kind"] == "slice"].head(self.top).iterrows()]
+            repeats = counts["repeats"]
             if repeats:
                 lines.append(f"  ... and {repeats} more that repeat these (the same samples named by other tags)")
         if len(comparison.candidates) > 1:

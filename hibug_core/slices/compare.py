@@ -103,6 +103,25 @@ class ModelComparison:
         """A slice by id, description ("color = blue & size = small") or definition."""
         return slice_definition(self.slices, ref, "this comparison")
 
+    def change_counts(self, candidate: str | None = None) -> dict[str, int]:
+        """How many slices the candidate made significantly worse and better (repeats included), of how many
+        compared, and how many of the changed ones repeat another (the same samples named by other tags)."""
+        table = self.against(candidate)
+        moved = table[table["change"] != UNCHANGED]
+        said = moved["change"].value_counts()
+        return {"worse": int(said.get(REGRESSION, 0)), "better": int(said.get(IMPROVEMENT, 0)),
+                "compared": len(table), "repeats": int((moved["repeats"] != "").sum())}
+
+    def changes(self, candidate: str | None = None) -> pd.DataFrame:
+        """What the candidate changed significantly, as `hibug compare` lists it: its classes, then its slices but
+        those that repeat another; `kind` says which."""
+        candidate = candidate or self.candidates[0]
+        classes = self.classes[(self.classes["candidate"] == candidate) & (self.classes["change"] != UNCHANGED)]
+        slices = self.against(candidate)
+        slices = slices[(slices["change"] != UNCHANGED) & (slices["repeats"] == "")]
+        return pd.concat([classes.assign(kind="class", repeats="", tag_warning=""), slices.assign(kind="slice")],
+                         ignore_index=True)
+
     def right(self, model: str) -> pd.Series:
         """Whether each shared sample is right for `model` (score at least config.right_from)."""
         return self.evaluation[f"score:{model}"] >= self.config.right_from
