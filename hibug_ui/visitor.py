@@ -13,7 +13,7 @@ from streamlit.errors import StreamlitSecretNotFoundError
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from hibug_core.access import Actor, Role, set_actor_resolver
-from hibug_core.jobs.queue import JobQueue, QueueLimits
+from hibug_core.jobs.queue import JobQueue
 from hibug_core.markdown import plain
 from hibug_core.serving.policy import POLICY_ENV, PROJECT_ENV, ServerPolicy
 from hibug_core.serving.roles import RoleMap
@@ -147,14 +147,11 @@ def viewer_note() -> None:
 
 
 def server_queue() -> JobQueue | None:
-    """The one job queue of this server (None where it runs no jobs)."""
-    policy = server_policy()
-    if policy.queue_dir is None or not os.access(policy.queue_dir.parent, os.W_OK):
-        return None
-    return _queue(str(policy.queue_dir), policy.max_jobs, policy.max_waiting, policy.max_jobs_per_person,
-                  policy.shared)
+    """The one job queue of this server (None where it runs no jobs), kept for the server's life."""
+    return _queue(server_policy())
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _queue(folder: str, max_running: int, max_waiting: int, max_per_person: int, shared: bool) -> JobQueue:
-    return JobQueue(folder, QueueLimits(max_running, max_waiting, max_per_person), step_aside=shared)
+@st.cache_resource(show_spinner=False, max_entries=4, hash_funcs={ServerPolicy: lambda p: p.model_dump_json()})
+def _queue(policy: ServerPolicy) -> JobQueue | None:
+    return policy.job_queue()
+

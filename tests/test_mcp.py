@@ -226,7 +226,7 @@ def test_bad_arguments_and_refusals_are_tool_errors_in_words(demo_project):
     assert "cursor" in words[3] and "next_cursor" in words[3]
     assert "plaid" in words[4]
     assert "99" in words[5] and "ranks" in words[5]
-    assert "a job is one of" in words[6]
+    assert "unknown job kind" in words[6]
     assert "encoder" in words[7]
     assert "models" in words[8]
     assert "name the slice" in words[9]
@@ -317,7 +317,7 @@ def test_a_team_server_over_http_checks_tokens_and_roles(team_server):
 
 def test_a_server_the_network_reaches_needs_tokens(demo_project, tmp_path, capsys):
     assert main(["mcp", str(demo_project), "--http", "--address", "0.0.0.0"]) == 2
-    assert "refusing to serve MCP on 0.0.0.0 without tokens" in capsys.readouterr().err
+    assert "refusing to serve MCP on 0.0.0.0 without sign-in" in capsys.readouterr().err
     secrets = tmp_path / "s.toml"
     secrets.write_text(f'[hibug.mcp_tokens]\n"nobody@x.example" = "{"n" * 30}"\n'
                        '[hibug.roles]\nviewer = ["a@x.example"]\n')

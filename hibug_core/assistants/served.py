@@ -104,11 +104,5 @@ class Served:
         return Project.open(served[name], read_only=not write or self.policy.read_only)
 
     def queue(self):
-        """The server's job queue (None where it writes nothing: a read-only server)."""
-        from hibug_core.jobs.queue import JobQueue, QueueLimits
-
-        folder = self.policy.queue_dir
-        if folder is None or not self.policy.shared:
-            return None
-        return JobQueue(folder, QueueLimits(self.policy.max_jobs, self.policy.max_waiting,
-                                            self.policy.max_jobs_per_person), step_aside=True)
+        """The server's one job queue (ServerPolicy.job_queue: the dashboard's)."""
+        return self.policy.job_queue()

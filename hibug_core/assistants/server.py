@@ -8,7 +8,7 @@ import logging
 
 from hibug_core.assistants.served import Served, TokenBook
 from hibug_core.assistants.tools import TOOLS, AssistantTool, Call
-from hibug_core.errors import ConfigError, HibugError
+from hibug_core.errors import HibugError
 
 logger = logging.getLogger(__name__)
 INSTRUCTIONS = ("hibug finds where and why a computer-vision model fails: slices of the data (tag combinations such "
@@ -103,18 +103,8 @@ def build_server(served: Served, *, http_url: str | None = None):
                      **auth)
 
 
-def check_exposure(served: Served) -> None:
-    """The dashboard's rule for an MCP server: one reachable from the network needs tokens, unless it is read-only or
-    it was said plainly that anyone may edit."""
-    policy = served.policy
-    if policy.local or served.tokens or policy.read_only or policy.open_to_anyone:
-        return
-    raise ConfigError(
-        f"refusing to serve MCP on {policy.address} without tokens: anyone who can reach it could edit projects and "
-        "start jobs. Give each person a token in [hibug.mcp_tokens] of the secrets file (identity = \"token\") and a "
-        "role in the roles file, or start it with --read-only, or say --open-to-anyone if that is what you mean "
-        "(see docs/assistants.md)")
-
+TOKENS_HELP = ("Give each person a token in [hibug.mcp_tokens] of the secrets file (identity = \"token\") and a "
+               "role in the roles file (see docs/assistants.md)")
 
 def served_from_options(args) -> Served:
     """What `hibug mcp` serves, from its options: the policy (as `hibug serve` builds it, a token standing for a
@@ -127,6 +117,6 @@ def served_from_options(args) -> Served:
     policy = policy_from_options(args, secrets, project=args.project, projects_root=args.projects_root,
                                  sign_in=bool(tokens), how="tokens are given ([hibug.mcp_tokens] in the secrets)")
     served = Served(policy, tokens)
-    check_exposure(served)
+    policy.check_exposure(served="MCP ", sign_in=TOKENS_HELP)
     served.check_roles()
     return served

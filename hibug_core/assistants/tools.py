@@ -351,11 +351,7 @@ def start_job(call: Call, kind: str, params: dict | None = None, project: str | 
     from hibug_core.jobs.kinds import job_operation
     from hibug_core.jobs.store import get_job
     from hibug_core.jobs.worker import submit
-    from hibug_core.operations import background_kinds
 
-    if kind not in background_kinds():
-        raise HibugError(f"kind = {kind!r}: a job is one of {', '.join(background_kinds())}; the other operations "
-                         "answer at once (find_error_slices, compare_models, select_for_repair)")
     op = job_operation(kind).build(params or {})
     job_id = submit(call.project, op, author=call.identity, queue=call.served.queue())
     return Answer({"job": job_id, "status": get_job(call.project, job_id).describe(),

@@ -122,6 +122,21 @@ class BenchResult:
     finder_bugs: pd.DataFrame = field(default_factory=pd.DataFrame)  # per (problem, tags, finder, planted bug)
     finder_problems: pd.DataFrame = field(default_factory=pd.DataFrame)  # per (problem or its twin, tags, finder)
 
+    @staticmethod
+    def combined(results: dict[int, BenchResult]) -> BenchResult:
+        """The results of several seeds as one (each row with its seed; timings summed), scored together."""
+        def stacked(name: str) -> pd.DataFrame:
+            parts = [getattr(r, name).assign(seed=seed) for seed, r in results.items() if len(getattr(r, name))]
+            return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+        first = next(iter(results.values()))
+        timings: dict[str, float] = {}
+        for result in results.values():
+            for stage, seconds in result.timings.items():
+                timings[stage] = timings.get(stage, 0.0) + seconds
+        return BenchResult(first.config, stacked("rows"), stacked("problems"), timings, stacked("finder_bugs"),
+                           stacked("finder_problems"))
+
 
 def _tag(project, tagger: str, schema: AttributeSchema, config: BenchConfig,
          examples: dict[str, dict[int, str]]) -> None:

@@ -34,8 +34,8 @@ def _bench_arguments(parser) -> None:
                         help="search the slices on these shares of the validation split too (HiBug's Table 6), e.g. "
                         "0.1 0.25 0.5 1; the main tables are on the largest")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--seeds", help="an object task's problems from each of these seeds (comma-separated; each in "
-                        "--out/seed-N), scored together (default: --seed)")
+    parser.add_argument("--seeds", help="problems from each of these seeds (comma-separated; each in --out/seed-N), "
+                        "scored together (default: --seed)")
     parser.add_argument("--finders", help="comma-separated slice finders compared on every problem and its bug-free "
                         "twin: hibug, hibug-rule, single-attribute, sliceline, divexplorer, cleanlab (default: all; "
                         "'none' for none; the peers are the `bench` extra)")
@@ -86,7 +86,7 @@ def _task_bench(args) -> int:
 
 
 def _seeds(args) -> list[int]:
-    """The seeds an object task's problems are drawn from: --seeds 0,1,2, else --seed."""
+    """The seeds the problems are drawn from: --seeds 0,1,2, else --seed."""
     if not args.seeds:
         return [args.seed]
     try:
@@ -103,7 +103,7 @@ def cmd_bench(args) -> int:
     if args.task in TASK_BENCHES:
         return _task_bench(args)
 
-    from hibug_core.bench.run import TAGGERS, BenchConfig, run_benchmark
+    from hibug_core.bench.run import TAGGERS, BenchConfig, BenchResult, run_benchmark
     from hibug_core.bench.summary import markdown_table, summary_tables, write_results
 
     defaults = BenchConfig()
@@ -121,9 +121,12 @@ def cmd_bench(args) -> int:
                          val_shares=tuple(sorted(set(args.val_shares))),
                          finders=(defaults.finders if args.finders is None else () if args.finders == "none"
                                   else tuple(args.finders.split(","))))
+    seeds = _seeds(args)
     report, close = progress_bar()
-    try:
-        result = run_benchmark(args.out, config, progress=report)
+    try:  # each seed's problems in a folder of their own, scored together
+        result = BenchResult.combined({
+            seed: run_benchmark(Path(args.out) / f"seed-{seed}" if len(seeds) > 1 else args.out,
+                                replace(config, seed=seed), progress=report) for seed in seeds})
     finally:
         close()
     tables = summary_tables(result.rows, result.problems, args.gap, config.slices.parent_test)

@@ -28,6 +28,9 @@ OUTSIDE_DATA_ROOTS = ("This server reads manifests and images only inside its da
                       "inside one of them{instead}.")
 
 
+SIGN_IN_HELP = ("Set up sign-in (an [auth] section in .streamlit/secrets.toml and a roles file; see "
+                "docs/security.md)")
+
 class NotServed(HibugError, PermissionError):
     """A project or file a visitor named that this server does not serve (one message, whatever is on the disk)."""
 
@@ -126,15 +129,26 @@ class ServerPolicy(BaseModel):
         server on a loopback name with none of these is one person's own: it alone gets no limits."""
         return (not self.local or self.sign_in or bool(self.roles) or self.read_only or self.open_to_anyone)
 
-    def check_exposure(self) -> None:
+    def check_exposure(self, *, served: str = "", sign_in: str = SIGN_IN_HELP) -> None:
         """Refuse a server reachable from the network that nobody signs in to, unless it is read-only or it was said
-        plainly that anyone may edit."""
+        plainly that anyone may edit. served: what is served ("MCP "); sign_in: how its callers sign in, in words."""
         if self.local or self.sign_in or self.read_only or self.open_to_anyone:
             return
         raise ConfigError(
-            f"refusing to serve on {self.address} without sign-in: anyone who can reach it could edit projects and "
-            "start jobs. Set up sign-in (an [auth] section in .streamlit/secrets.toml and a roles file), or start "
-            "it with --read-only, or say --open-to-anyone if that is what you mean (see docs/security.md)")
+            f"refusing to serve {served}on {self.address} without sign-in: anyone who can reach it could edit projects "
+            f"and start jobs. {sign_in}, or start it with --read-only, or say --open-to-anyone if that is what you "
+            "mean")
+
+    def job_queue(self):
+        """This server's one job queue (hibug_core.jobs.queue.JobQueue; None where it runs no jobs: nothing served, a
+        read-only server, or a home it may not write in). A shared server's jobs step aside for its visitors."""
+        from hibug_core.jobs.queue import JobQueue, QueueLimits
+
+        folder = self.queue_dir
+        if folder is None or not os.access(folder.parent, os.W_OK):
+            return None
+        return JobQueue(folder, QueueLimits(self.max_jobs, self.max_waiting, self.max_jobs_per_person),
+                        step_aside=self.shared)
 
     def reach(self) -> Reach | None:
         """What names a visitor types may reach on this server: nothing limits one's own server (not `shared`); a
