@@ -36,27 +36,29 @@ def _detection(out: Path, *, problems: int | None = None, seed: int = 0, encoder
             "ObjectLab's flags per object": lab.set_index("problem")}, contests
 
 
-def _demo_bench(bench, out: Path, problems: int | None, encoder: str, progress: ProgressCallback):
+def _demo_bench(bench, out: Path, problems: int | None, seed: int, encoder: str, progress: ProgressCallback):
     from hibug_core.bench.demo_bugs import run_demo_benchmark, summary
 
     contests: list = []
-    rows = run_demo_benchmark(out, bench, problems or 1, progress=progress, contests=contests, encoder=encoder)
+    rows = run_demo_benchmark(out, bench, problems or 1, seed=seed, progress=progress, contests=contests,
+                              encoder=encoder)
     return {"hibug's searches": summary(rows)}, contests
 
 
-@TASK_BENCHES.register("pose", "the pose demo's keypoint model and its four planted bugs, then models trained on other "
-                       "seeds (default: 1 problem, the demo's shipped model)")
+@TASK_BENCHES.register("pose", "the pose demo's keypoint model and its four planted bugs (seed 0's first problem), "
+                       "then problems with three bugs each planted in a keypoint model's outputs (default: 1 problem)")
 def _pose(out: Path, *, problems: int | None = None, seed: int = 0, encoder: str = "conse",
           progress: ProgressCallback = no_progress):
     from hibug_core.bench.pose import POSE_BENCH
 
-    return _demo_bench(POSE_BENCH, out, problems, encoder, progress)
+    return _demo_bench(POSE_BENCH, out, problems, seed, encoder, progress)
 
 
-@TASK_BENCHES.register("segmentation", "the mask demo's Mask R-CNN and its three planted bugs, then models trained on "
-                       "other seeds (default: 1 problem, the demo's shipped model)")
+@TASK_BENCHES.register("segmentation", "the mask demo's Mask R-CNN and its three planted bugs (seed 0's first "
+                       "problem), then problems with three bugs each planted in a mask model's outputs (default: 1 "
+                       "problem)")
 def _segmentation(out: Path, *, problems: int | None = None, seed: int = 0, encoder: str = "conse",
                   progress: ProgressCallback = no_progress):
     from hibug_core.bench.masks import MASK_BENCH
 
-    return _demo_bench(MASK_BENCH, out, problems, encoder, progress)
+    return _demo_bench(MASK_BENCH, out, problems, seed, encoder, progress)

@@ -4,9 +4,11 @@ demo's planted bugs, with true tags and with automatic ones (each object's colou
 from __future__ import annotations
 
 import itertools
+import json
 import logging
+import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -24,12 +26,14 @@ from hibug_core.tagging.run import tag_project
 from hibug_core.tasks import task_of
 
 logger = logging.getLogger(__name__)
+BUILT_META = "bench_problem"  # the problem a benchmark project was built for, set once its build finished
 
 
 @dataclass(frozen=True)
 class DemoProblem:
     id: str
-    demo: object  # the demo's config: its planted bugs (planted_bugs()), scenes and model settings
+    demo: object  # the problem's config: its planted bugs (planted_bugs()), scenes and model settings
+    build: Callable | None = None  # (folder, demo, progress=) -> its Project (None: the benchmark's demo build)
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,7 @@ class DemoBugBench:
     model: str
     build: Callable  # (folder, demo config, progress=) -> the demo's Project
     schema: Callable[[], AttributeSchema]
-    problems: Callable[[int], list[DemoProblem]]  # the demo itself first (its shipped model), then other seeds
+    problems: Callable[[int, int], list[DemoProblem]]  # (count, seed): seed 0's first is the demo itself
     taggers: dict[str, tuple[str, list[str]]]  # tagger -> (the tag source it reads, the attributes it slices by)
     same_as: dict[tuple[str, str], set[tuple[str, str]]] = field(default_factory=dict)
 
@@ -90,7 +94,7 @@ def run_problem(folder: Path, bench: DemoBugBench, problem: DemoProblem, *, top_
     """Build the problem's demo (its model shipped or trained), measure each object's crop colour, find and score
     its validation error slices with each tagger and search; with `contests`, every slice finder on each tagger's
     default report (objects embedded by `encoder` for the finders that cluster) is added to it."""
-    project = bench.build(folder, problem.demo, progress=progress)
+    project = _built(folder, problem.build or bench.build, problem.demo, progress)
     try:
         schema = bench.schema()
         save_schema(project, AttributeSchema(attributes=(*schema.attributes, *measured_attributes()),
@@ -114,13 +118,31 @@ def run_problem(folder: Path, bench: DemoBugBench, problem: DemoProblem, *, top_
         project.close()
 
 
-def run_demo_benchmark(folder: str | Path, bench: DemoBugBench, problems: int = 1, *, top_n: int = 10,
-                       progress: ProgressCallback = no_progress, contests: list | None = None,
+def _built(folder: Path, build: Callable, demo, progress: ProgressCallback):
+    """The problem's project: the one an earlier run finished building here for the same problem, else built anew
+    (what an interrupted build left is removed first: the folder is the benchmark's own)."""
+    from hibug_core.store.project import DB_FILE, Project
+
+    said = json.dumps(asdict(demo) if is_dataclass(demo) else repr(demo), sort_keys=True, default=str)
+    if (folder / DB_FILE).exists():
+        project = Project.open(folder)
+        if project.meta().get(BUILT_META) == said:
+            return project
+        project.close()
+    if folder.exists():
+        shutil.rmtree(folder)
+    project = build(folder, demo, progress=progress)
+    project.set_meta(BUILT_META, said, author="benchmark")
+    return project
+
+
+def run_demo_benchmark(folder: str | Path, bench: DemoBugBench, problems: int = 1, *, seed: int = 0,
+                       top_n: int = 10, progress: ProgressCallback = no_progress, contests: list | None = None,
                        encoder: str = "conse") -> pd.DataFrame:
-    """Every problem; one row per (problem, planted bug, tagger, search); with `contests`, every slice finder's
-    (bugs, problems) rows per problem and tagger are added to it."""
+    """Every problem drawn from `seed`; one row per (problem, planted bug, tagger, search); with `contests`, every
+    slice finder's (bugs, problems) rows per problem and tagger are added to it."""
     rows = []
-    for problem in bench.problems(problems):
+    for problem in bench.problems(problems, seed):
         logger.info("%s benchmark: %s: %s", bench.name, problem.id,
                     "; ".join(b.how for b in problem.demo.planted_bugs()))
         rows += run_problem(Path(folder) / problem.id, bench, problem, top_n=top_n, progress=progress,

@@ -1,38 +1,88 @@
 """The planted-bug benchmark for instance segmentation: the segmentation demo's Mask R-CNN with three planted bugs
-(thin bars taught by their filled boxes, one colour left out of the training masks, a rare shape); further problems
-train it on other seeds with another colour left out and another rare shape."""
+(thin bars taught by their filled boxes, one colour left out of the training masks, a rare shape), then problems of
+shape scenes with three bugs each planted in a mask model's outputs (hibug_core.bench.output_bugs: rare case,
+distribution shift, hard case, objects left unannotated, objects outlined by loose boxes; on one or two of the
+objects' class and colour)."""
 from __future__ import annotations
-
-from dataclasses import replace
 
 import numpy as np
 
 from hibug_core.bench.demo_bugs import DemoBugBench, DemoProblem
-from hibug_core.demo.mask_scenes import MASK_SHAPES
+from hibug_core.bench.output_bugs import OutputWorld, Scenes, build_output_problem, draw_problems
+from hibug_core.demo.mask_scenes import MASK_SHAPES, MaskSceneConfig, render_mask_scenes
 from hibug_core.demo.scenes import SCENE_COLOURS
 from hibug_core.demo.segmentation import (
     MODEL_NAME,
     SegmentationDemoConfig,
     build_segmentation_demo,
+    coco_masks,
     segmentation_attribute_schema,
 )
 from hibug_core.objects.geometry import geometry_attributes
 from hibug_core.objects.mask_geometry import mask_attributes
+from hibug_core.objects.masks import from_pixels
+from hibug_core.progress import no_progress
+from hibug_core.slices.diagnosis import BAD_MASKS
 
 MEASURED = tuple(a.name for a in (*geometry_attributes(), *mask_attributes()))  # from boxes and true masks
 
 
-def mask_problems(count: int) -> list[DemoProblem]:
-    """The demo itself first (its shipped model: no training), then problems on other seeds, each leaving another
-    colour out of the training masks and making another shape rare (each trains its own mask model)."""
-    demo = SegmentationDemoConfig()
-    problems = [DemoProblem("demo", demo)]
-    rng = np.random.default_rng(7)
-    for k in range(1, count):
-        colour = str(rng.choice([c for c in SCENE_COLOURS if c != demo.missed_colour]))
-        shape = str(rng.choice([s for s in MASK_SHAPES if s not in (demo.boxed_shape, demo.rare_shape)]))
-        problems.append(DemoProblem(f"p{k}", replace(demo, seed=k, missed_colour=colour, rare_shape=shape)))
-    return problems
+def _shape_scenes(count: int, seed: int) -> Scenes:
+    images, objects, masks = render_mask_scenes(count, seed, MaskSceneConfig())
+    return Scenes(images, objects.assign(**{"class": objects["shape"]}), list(masks))
+
+
+def _loose_box(mask: np.ndarray) -> np.ndarray:
+    """A loose outline: the mask's box grown by half its side on every side and filled (clipped to the image), which
+    no shape's own mask overlaps by more than a quarter (a bad mask by the evidence's rule, IoU under 0.5)."""
+    rows, columns = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+    filled = np.zeros_like(mask)
+    if len(rows):
+        grow_y, grow_x = (rows[-1] - rows[0] + 1) // 2, (columns[-1] - columns[0] + 1) // 2
+        filled[max(rows[0] - grow_y, 0):rows[-1] + 1 + grow_y, max(columns[0] - grow_x, 0):columns[-1] + 1 + grow_x] \
+            = True
+    return filled
+
+
+def _shifted(mask: np.ndarray, row) -> np.ndarray:
+    """The mask moved sideways by 60% of its object's width (toward the image's wider side): it outlines the wrong
+    place."""
+    step = max(1, int(round(0.6 * row["w"])))
+    step = step if row["x"] + row["w"] / 2 < mask.shape[1] / 2 else -step
+    moved = np.zeros_like(mask)
+    if step > 0:
+        moved[:, step:] = mask[:, :-step]
+    else:
+        moved[:, :step] = mask[:, -step:]
+    return moved
+
+
+def _result(row, mask: np.ndarray) -> dict:
+    rows, columns = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+    box = ([float(columns[0]), float(rows[0]), float(columns[-1] - columns[0] + 1), float(rows[-1] - rows[0] + 1)]
+           if len(rows) else [row["x"], row["y"], row["w"], row["h"]])
+    return {"category_id": MASK_SHAPES.index(row["shape"]) + 1, "bbox": box,
+            "segmentation": from_pixels(mask[None])[0]}
+
+
+MASK_WORLD = OutputWorld(
+    render=_shape_scenes, attributes=("class", "color"),
+    bug_types=("rare case", "distribution shift", "hard case", "missing annotations", BAD_MASKS),
+    truth_file=lambda split, images, objects, masks: coco_masks(split, images, objects, masks),
+    result=_result, close=lambda row, mask, rng: mask, wrong=lambda row, mask, rng: _shifted(mask, row),
+    taught={BAD_MASKS: (lambda row, mask, rng: _loose_box(mask), True)})
+
+
+def mask_problems(count: int, seed: int = 0) -> list[DemoProblem]:
+    """Seed 0: the demo itself first (its shipped model: no training); then problems with their bugs planted in a
+    mask model's outputs (hibug_core.bench.output_bugs), drawn from `seed`."""
+    demo = [DemoProblem("demo", SegmentationDemoConfig())] if seed == 0 else []
+    return demo + [DemoProblem(p.id, p, build=_build_planted)
+                   for p in draw_problems(MASK_WORLD, count - len(demo), seed)]
+
+
+def _build_planted(folder, problem, progress=no_progress):
+    return build_output_problem(folder, MASK_WORLD, problem, MODEL_NAME, progress=progress)
 
 
 MASK_BENCH = DemoBugBench(

@@ -1,31 +1,78 @@
 """The planted-bug benchmark for pose: the pose demo's keypoint network (Keypoint R-CNN) with four planted bugs (a pose
 rare in training, left/right swapped for figures seen from behind, a shirt colour with a pose left unannotated, small
-figures rare); further problems train it on other seeds with another conjunction."""
+figures rare), then problems of drawn figures with three bugs each planted in a keypoint model's outputs
+(hibug_core.bench.output_bugs: rare case, distribution shift, hard case, people left unannotated, sides swapped,
+keypoints left out; on one to three of the figures' attributes)."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
+import pandas as pd
 
 from hibug_core.bench.demo_bugs import DemoBugBench, DemoProblem
-from hibug_core.demo.figures import POSES, SHIRT_COLOURS
-from hibug_core.demo.pose import MODEL_NAME, PoseDemoConfig, build_pose_demo, pose_attribute_schema
+from hibug_core.bench.output_bugs import OutputWorld, Scenes, build_output_problem, draw_problems
+from hibug_core.demo.figures import FIGURE_KEYPOINTS, SHIRT_COLOURS, FigureSceneConfig, render_figures
+from hibug_core.demo.pose import MODEL_NAME, PoseDemoConfig, build_pose_demo, coco_people, pose_attribute_schema
 from hibug_core.objects.geometry import geometry_attributes
+from hibug_core.objects.keypoint_errors import mirror_pairs
 from hibug_core.objects.pose_geometry import pose_attributes
+from hibug_core.progress import no_progress
+from hibug_core.slices.diagnosis import KEYPOINTS_MISSING, SWAPPED
 
 MEASURED = tuple(a.name for a in (*geometry_attributes(), *pose_attributes()))  # from boxes and true keypoints
 
 
-def pose_problems(count: int) -> list[DemoProblem]:
-    """The demo itself first (its shipped model: no training), then problems on other seeds whose conjunction pairs
-    another shirt colour with another pose (each trains its own keypoint model)."""
-    problems = [DemoProblem("demo", PoseDemoConfig())]
-    rng = np.random.default_rng(7)
-    for k in range(1, count):
-        colour = str(rng.choice([c for c in SHIRT_COLOURS if c != "red"]))
-        pose = str(rng.choice([p for p in POSES if p != "lying"]))
-        problems.append(DemoProblem(f"p{k}", replace(PoseDemoConfig(), seed=k, pair_colour=colour, pair_pose=pose)))
-    return problems
+def _figures(count: int, seed: int) -> Scenes:
+    images, people = render_figures(count, seed, FigureSceneConfig())
+    return Scenes(images, people.drop(columns="keypoints"), list(people["keypoints"]))
+
+
+def _moved(keypoints, spread: float, rng: np.random.Generator) -> list:
+    """Keypoints each moved by a normal draw of `spread` pixels (the labelled ones; flags kept)."""
+    points = np.asarray(keypoints, float).reshape(-1, 3).copy()
+    labelled = points[:, 2] > 0
+    points[labelled, :2] += rng.normal(0, spread, (int(labelled.sum()), 2))
+    return np.round(points, 2).ravel().tolist()
+
+
+def _swapped(keypoints) -> list:
+    return np.asarray(keypoints, float).reshape(-1, 3)[list(mirror_pairs(FIGURE_KEYPOINTS))].ravel().tolist()
+
+
+def _left_out(keypoints, rng: np.random.Generator) -> list:
+    """An annotation with 70% of its labelled keypoints left out (unlabelled, at 0, 0)."""
+    points = np.asarray(keypoints, float).reshape(-1, 3).copy()
+    labelled = np.flatnonzero(points[:, 2] > 0)
+    points[rng.choice(labelled, int(np.ceil(0.7 * len(labelled))), replace=False)] = 0
+    return points.ravel().tolist()
+
+
+def _coco_truth(split: str, images: list, people: pd.DataFrame, keypoints: list) -> dict:
+    return coco_people(split, images, people.assign(keypoints=keypoints))
+
+
+POSE_WORLD = OutputWorld(
+    render=_figures, attributes=("pose", "shirt colour", "background", "facing"),
+    bug_types=("rare case", "distribution shift", "hard case", "missing annotations", SWAPPED, KEYPOINTS_MISSING),
+    truth_file=_coco_truth,
+    result=lambda row, points: {"category_id": 1, "bbox": [row["x"], row["y"], row["w"], row["h"]],
+                                "keypoints": points},
+    close=lambda row, points, rng: _moved(points, 0.02 * row["h"], rng),
+    wrong=lambda row, points, rng: _moved(points, 0.35 * row["h"], rng),
+    taught={SWAPPED: (lambda row, points, rng: _swapped(points), True),
+            KEYPOINTS_MISSING: (lambda row, points, rng: _left_out(points, rng), False)},
+    max_conditions=3)
+
+
+def pose_problems(count: int, seed: int = 0) -> list[DemoProblem]:
+    """Seed 0: the demo itself first (its shipped model: no training); then problems with their bugs planted in a
+    keypoint model's outputs (hibug_core.bench.output_bugs), drawn from `seed`."""
+    demo = [DemoProblem("demo", PoseDemoConfig())] if seed == 0 else []
+    return demo + [DemoProblem(p.id, p, build=_build_planted)
+                   for p in draw_problems(POSE_WORLD, count - len(demo), seed)]
+
+
+def _build_planted(folder, problem, progress=no_progress):
+    return build_output_problem(folder, POSE_WORLD, problem, MODEL_NAME, progress=progress)
 
 
 POSE_BENCH = DemoBugBench(
