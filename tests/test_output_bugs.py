@@ -1,0 +1,81 @@
+"""Planted-bug problems with their bugs planted in a model's outputs (pose, masks): drawn per seed with distinct bug
+types on slices that share no condition; built with the training split and annotations each bug needs, and outputs
+that fail exactly the planted objects (hibug_core.bench.output_bugs)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hibug_core.bench.output_bugs import OutputProblem, build_output_problem, members
+from hibug_core.demo.build import PlantedBug
+
+
+def test_problems_are_drawn_per_seed_with_distinct_bugs_on_slices_of_their_own_size():
+    from hibug_core.bench.masks import MASK_WORLD, mask_problems
+    from hibug_core.bench.pose import POSE_WORLD, pose_problems
+
+    pose = pose_problems(3, seed=1)
+    assert [p.id for p in pose] == ["out0", "out1", "out2"]
+    assert [(b.diagnosed_as, b.slice) for b in pose[2].demo.bugs] == [
+        ("hard case", {"facing": "front", "shirt colour": "green", "background": "noisy"}),
+        ("left and right swapped", {"pose": "lying"}), ("distribution shift", {"pose": "sitting"})]
+    masks = mask_problems(2, seed=0)
+    assert [p.id for p in masks] == ["demo", "out0"] and masks[0].build is None  # seed 0 starts with the demo
+    assert [(b.diagnosed_as, b.slice) for b in masks[1].demo.bugs] == [
+        ("missing annotations", {"class": "bar"}), ("bad masks", {"color": "red"}),
+        ("hard case", {"class": "triangle", "color": "teal"})]
+    for world, problems in ((POSE_WORLD, pose), (MASK_WORLD, masks[1:])):
+        for problem in problems:
+            config = problem.demo
+            val = world.render(config.val_scenes, config.seed * 10 + 2).objects
+            types = [b.diagnosed_as for b in config.bugs]
+            assert len(types) == 3 and len(set(types)) == 3
+            pairs = [pair for b in config.bugs for pair in b.slice.items()]
+            assert len(pairs) == len(set(pairs))  # no condition shared
+            for bug in config.bugs:
+                assert config.min_objects <= members(val, bug).sum() <= config.max_share * len(val)
+
+
+@pytest.mark.parametrize("task", ["pose", "segmentation"])
+def test_a_planted_problem_fails_exactly_its_bugs_objects_and_records_their_training_evidence(tmp_path, task):
+    """Every planted object fails (fail_share 1) and no other does (base_miss 0); the training annotations leave the
+    missing slice out and change the annotation bug's objects, as hibug's training evidence reads them."""
+    from hibug_core.bench.contest import task_of_report
+    from hibug_core.objects.training_evidence import annotation_evidence
+    from hibug_core.slices.report import error_slices
+
+    if task == "pose":
+        from hibug_core.bench.pose import MODEL_NAME, POSE_WORLD as world
+
+        taught = PlantedBug("swapped", {"shirt colour": "red"}, "", "left and right swapped")
+        bugs = (PlantedBug("hard", {"pose": "sitting"}, "", "hard case"),
+                PlantedBug("missing", {"shirt colour": "blue"}, "", "missing annotations"), taught)
+        attributes, evidence = ["pose", "shirt colour"], "mirrored"
+    else:
+        from hibug_core.bench.masks import MASK_WORLD as world, MODEL_NAME
+
+        taught = PlantedBug("bad", {"color": "red"}, "", "bad masks")
+        bugs = (PlantedBug("hard", {"class": "ring"}, "", "hard case"),
+                PlantedBug("missing", {"color": "blue"}, "", "missing annotations"), taught)
+        attributes, evidence = ["color"], "mask_wrong"
+    problem = OutputProblem("t", 5, bugs, train_scenes=40, val_scenes=40, fail_share=1.0, base_miss=0.0)
+    project = build_output_problem(tmp_path / "p", world, problem, MODEL_NAME)
+    try:
+        report = error_slices(project, MODEL_NAME, split="val", attributes=attributes, tags="imported",
+                              check_tags=False)
+        slices = task_of_report(report)
+        planted = np.zeros(len(slices.tags), bool)
+        for bug in bugs:
+            planted |= members(slices.tags, bug)
+        assert planted.sum() >= 10 and (slices.errors > 0.5).tolist() == planted.tolist()
+        samples = project.samples(MODEL_NAME)
+        objects = project.objects(MODEL_NAME)
+        train = objects[(objects["object_kind"] == "object") & samples["split"].reindex(objects.index).eq("train")]
+        read = annotation_evidence(project, MODEL_NAME, train.assign(label=samples["label"]))
+        tags = project.known_tags().reindex(train.index)
+        missing, changed = members(tags, bugs[1]), members(tags, taught)
+        assert missing.sum() >= 5 and read["annotated"][missing].mean() <= 0.2 and read["annotated"][~missing].all()
+        assert changed.sum() >= 5 and read[evidence][changed & ~missing].mean() >= 0.8
+        assert read[evidence][~changed & ~missing].sum() == 0
+    finally:
+        project.close()
