@@ -59,7 +59,9 @@ def test_a_planted_problem_fails_exactly_its_bugs_objects_and_records_their_trai
                 PlantedBug("missing", {"color": "blue"}, "", "missing annotations"), taught)
         attributes, evidence = ["color"], "mask_wrong"
     problem = OutputProblem("t", 5, bugs, train_scenes=40, val_scenes=40, fail_share=1.0, base_miss=0.0)
-    project = build_output_problem(tmp_path / "p", world, problem, MODEL_NAME)
+    said = []
+    project = build_output_problem(tmp_path / "p", world, problem, MODEL_NAME,
+                                   progress=lambda stage, done, total: said.append((stage, done, total)))
     try:
         report = error_slices(project, MODEL_NAME, split="val", attributes=attributes, tags="imported",
                               check_tags=False)
@@ -77,5 +79,6 @@ def test_a_planted_problem_fails_exactly_its_bugs_objects_and_records_their_trai
         assert missing.sum() >= 5 and read["annotated"][missing].mean() <= 0.2 and read["annotated"][~missing].all()
         assert changed.sum() >= 5 and read[evidence][changed & ~missing].mean() >= 0.8
         assert read[evidence][~changed & ~missing].sum() == 0
+        assert said[-1] == ("planting outputs: t", 3, 3)
     finally:
         project.close()

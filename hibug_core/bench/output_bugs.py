@@ -157,7 +157,7 @@ def build_output_problem(folder: str | Path, world: OutputWorld, problem: Output
     data = folder / "data"
     # 2. Each split: images, true annotations, the planted outputs; imported.
     for step, (split, scenes) in enumerate(splits.items()):
-        progress(step, 3, f"{problem.id}: {split}")
+        progress(f"planting outputs: {problem.id}", step, 3)
         (data / "images" / split).mkdir(parents=True, exist_ok=True)
         for index, image in enumerate(scenes.images):
             image.save(data / "images" / split / f"{index:05d}.png")
@@ -168,14 +168,14 @@ def build_output_problem(folder: str | Path, world: OutputWorld, problem: Output
         project.import_manifest(load_coco(truth, {model: results}, split=split, progress=progress),
                                 author="benchmark", kind="coco")
     # 3. What the model was trained on, recorded with it (the evidence that types annotation bugs).
-    progress(2, 3, f"{problem.id}: training annotations")
+    progress(f"planting outputs: {problem.id}", 2, 3)
     train = splits["train"]
     objects, annotations = _taught(world, problem, train, rng)
     (data / "train_annotations.json").write_text(json.dumps(world.truth_file("train", train.images, objects,
                                                                            annotations)))
     record_model(project, RecordedModel(model, OUTPUT_SPEC, training="data/train_annotations.json"),
                  author="benchmark")
-    progress(3, 3, f"{problem.id}: built")
+    progress(f"planting outputs: {problem.id}", 3, 3)
     return project
 
 
