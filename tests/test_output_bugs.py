@@ -22,8 +22,8 @@ def test_problems_are_drawn_per_seed_with_distinct_bugs_on_slices_of_their_own_s
     masks = mask_problems(2, seed=0)
     assert [p.id for p in masks] == ["demo", "out0"] and masks[0].build is None  # seed 0 starts with the demo
     assert [(b.diagnosed_as, b.slice) for b in masks[1].demo.bugs] == [
-        ("missing annotations", {"class": "bar"}), ("bad masks", {"color": "red"}),
-        ("hard case", {"class": "triangle", "color": "teal"})]
+        ("missing annotations", {"class": "bar"}), ("bad masks", {"object aspect ratio": "tall"}),
+        ("hard case", {"object aspect ratio": "wide"})]
     for world, problems in ((POSE_WORLD, pose), (MASK_WORLD, masks[1:])):
         for problem in problems:
             config = problem.demo

@@ -1,8 +1,8 @@
 """The planted-bug benchmark for instance segmentation: the segmentation demo's Mask R-CNN with three planted bugs
 (thin bars taught by their filled boxes, one colour left out of the training masks, a rare shape), then problems of
 shape scenes with three bugs each planted in a mask model's outputs (hibug_core.bench.output_bugs: rare case,
-distribution shift, hard case, objects left unannotated, objects outlined by loose boxes; on one or two of the
-objects' class and colour)."""
+distribution shift, hard case, objects left unannotated, objects outlined by loose boxes; on one to three of the
+objects' class, colour and aspect ratio)."""
 from __future__ import annotations
 
 import numpy as np
@@ -18,7 +18,7 @@ from hibug_core.demo.segmentation import (
     coco_masks,
     segmentation_attribute_schema,
 )
-from hibug_core.objects.geometry import geometry_attributes
+from hibug_core.objects.geometry import GeometryConfig, geometry_attributes
 from hibug_core.objects.mask_geometry import mask_attributes
 from hibug_core.objects.masks import from_pixels
 from hibug_core.progress import no_progress
@@ -28,8 +28,11 @@ MEASURED = tuple(a.name for a in (*geometry_attributes(), *mask_attributes()))  
 
 
 def _shape_scenes(count: int, seed: int) -> Scenes:
+    """The scenes with each object's class, and its box's aspect ratio binned as hibug measures it on import."""
     images, objects, masks = render_mask_scenes(count, seed, MaskSceneConfig())
-    return Scenes(images, objects.assign(**{"class": objects["shape"]}), list(masks))
+    ratio = GeometryConfig().aspect_ratio
+    aspect = np.asarray(ratio.tags, dtype=object)[ratio.tag((objects["w"] / objects["h"].clip(lower=1e-9)).to_numpy())]
+    return Scenes(images, objects.assign(**{"class": objects["shape"], "object aspect ratio": aspect}), list(masks))
 
 
 def _loose_box(mask: np.ndarray) -> np.ndarray:
@@ -66,11 +69,11 @@ def _result(row, mask: np.ndarray) -> dict:
 
 
 MASK_WORLD = OutputWorld(
-    render=_shape_scenes, attributes=("class", "color"),
+    render=_shape_scenes, attributes=("class", "color", "object aspect ratio"),
     bug_types=("rare case", "distribution shift", "hard case", "missing annotations", BAD_MASKS),
     truth_file=lambda split, images, objects, masks: coco_masks(split, images, objects, masks),
     result=_result, close=lambda row, mask, rng: mask, wrong=lambda row, mask, rng: _shifted(mask, row),
-    taught={BAD_MASKS: (lambda row, mask, rng: _loose_box(mask), True)})
+    taught={BAD_MASKS: (lambda row, mask, rng: _loose_box(mask), True)}, max_conditions=3)
 
 
 def mask_problems(count: int, seed: int = 0) -> list[DemoProblem]:
