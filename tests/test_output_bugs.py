@@ -45,15 +45,17 @@ def test_a_planted_problem_fails_exactly_its_bugs_objects_and_records_their_trai
     from hibug_core.slices.report import error_slices
 
     if task == "pose":
-        from hibug_core.bench.pose import MODEL_NAME, POSE_WORLD as world
+        from hibug_core.bench.pose import MODEL_NAME, POSE_WORLD
 
+        world = POSE_WORLD
         taught = PlantedBug("swapped", {"shirt colour": "red"}, "", "left and right swapped")
         bugs = (PlantedBug("hard", {"pose": "sitting"}, "", "hard case"),
                 PlantedBug("missing", {"shirt colour": "blue"}, "", "missing annotations"), taught)
         attributes, evidence = ["pose", "shirt colour"], "mirrored"
     else:
-        from hibug_core.bench.masks import MASK_WORLD as world, MODEL_NAME
+        from hibug_core.bench.masks import MASK_WORLD, MODEL_NAME
 
+        world = MASK_WORLD
         taught = PlantedBug("bad", {"color": "red"}, "", "bad masks")
         bugs = (PlantedBug("hard", {"class": "ring"}, "", "hard case"),
                 PlantedBug("missing", {"color": "blue"}, "", "missing annotations"), taught)

@@ -213,20 +213,17 @@ def test_cli_builds_the_pose_demo_from_the_shipped_model(pose_demo_build):
 
 
 def test_the_pose_benchmark_scores_a_slice_by_what_any_tag_source_calls_a_planted_condition():
-    import pandas as pd
-
-    from hibug_core.bench.demo_bugs import score, summary
+    from hibug_core.bench.demo_bugs import DemoProblem, planted_bugs, same_attribute
+    from hibug_core.bench.peers import Found
     from hibug_core.bench.pose import POSE_BENCH
+    from hibug_core.bench.ranking import score_answer
 
-    slices = pd.DataFrame({"definition": [(("facing", "back"),),
-                                          (("dominant colour", "black"), ("pose", "arms raised")),
-                                          (("body orientation", "lying"),), (("object size", "medium"),)]})
-    rows, precision = score(slices, PoseDemoConfig().planted_bugs(), 4, POSE_BENCH.same_as)
-    found = {row["slice"]: (row["find_attr"], row["find_tag"], row["rank"]) for row in rows}
+    definitions = [(("facing", "back"),), (("dominant colour", "black"), ("pose", "arms raised")),
+                   (("body orientation", "lying"),), (("object size", "medium"),)]
+    rows, scores = score_answer(Found(definitions, 4), planted_bugs(DemoProblem("demo", PoseDemoConfig())),
+                                same=same_attribute(POSE_BENCH.same_as))
+    found = {row["bug"]: (row["find_attr"], row["find_tag"], row["rank"]) for row in rows}
     assert found == {"pose = lying": (True, True, 3), "facing = back": (True, True, 1),
                      "shirt colour = black & pose = arms raised": (True, True, 2),
                      "object size = small": (True, False, None)}
-    assert precision == 0.75
-    table = summary(pd.DataFrame([{"problem": "demo", "tagger": "truth", **row, "precision@10": precision}
-                                  for row in rows]))
-    assert table.loc["truth", "find_tag"] == 0.75 and table.loc["truth", "bugs"] == 4
+    assert scores["P@10"] == 0.75 and scores["recall"] == 0.75

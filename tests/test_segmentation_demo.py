@@ -137,16 +137,17 @@ def test_the_mask_benchmark_names_a_planted_bug_by_what_any_tag_source_calls_it(
     """The planted-bug benchmark scores the segmentation demo's slices: the bars' bug named with another condition
     (rank 1), the colour left out by the colour measured from the crops (rank 2), a wrong colour naming no bug, the
     rare shape at rank 4; the benchmark's first problem of seed 0 is the demo itself."""
-    import pandas as pd
-
-    from hibug_core.bench.demo_bugs import score
+    from hibug_core.bench.demo_bugs import DemoProblem, planted_bugs, same_attribute
     from hibug_core.bench.masks import MASK_BENCH, mask_problems
+    from hibug_core.bench.peers import Found
+    from hibug_core.bench.ranking import score_answer
 
-    slices = pd.DataFrame({"definition": [(("mask fill", "sparse"), ("class", "bar")), (("dominant colour", "blue"),),
-                                          (("color", "red"),), (("class", "ring"),)]})
-    rows, precision = score(slices, SegmentationDemoConfig().planted_bugs(), 4, MASK_BENCH.same_as)
-    assert {row["slice"]: (row["find_attr"], row["find_tag"], row["rank"]) for row in rows} == {
+    definitions = [(("mask fill", "sparse"), ("class", "bar")), (("dominant colour", "blue"),), (("color", "red"),),
+                   (("class", "ring"),)]
+    rows, scores = score_answer(Found(definitions, 4), planted_bugs(DemoProblem("demo", SegmentationDemoConfig())),
+                                same=same_attribute(MASK_BENCH.same_as))
+    assert {row["bug"]: (row["find_attr"], row["find_tag"], row["rank"]) for row in rows} == {
         "class = bar": (True, True, 1), "color = blue": (True, True, 2), "class = ring": (True, True, 4)}
-    assert precision == 0.75
+    assert scores["P@10"] == 0.75
     problems = mask_problems(1)
     assert [p.id for p in problems] == ["demo"] and problems[0].demo == SegmentationDemoConfig()

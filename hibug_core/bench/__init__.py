@@ -8,7 +8,7 @@ from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.registry import Registry
 
 # name: the task; build(out, problems=, seed=, encoder=, progress=) runs its problems and returns (its own tables by
-# title: hibug's searches, and ObjectLab's flags per object where it runs; the slice finders' contests:
+# title: its problems, and ObjectLab's flags per object where it runs; the slice finders' contests:
 # hibug_core.bench.contest)
 TASK_BENCHES = Registry("task benchmark")
 
@@ -21,28 +21,27 @@ def _detection(out: Path, *, problems: int | None = None, seed: int = 0, encoder
 
     import pandas as pd
 
-    from hibug_core.bench.objects import ObjectBenchConfig, run_object_benchmark, summary
+    from hibug_core.bench.objects import ObjectBenchConfig, run_object_benchmark
 
     contests: list = []
     objectlab: list = []
     config = replace(ObjectBenchConfig(), problems=problems or ObjectBenchConfig.problems, seed=seed, encoder=encoder)
-    rows = run_object_benchmark(out, config, progress=progress, contests=contests, objectlab=objectlab)
+    drawn = run_object_benchmark(out, config, progress=progress, contests=contests, objectlab=objectlab)
     from hibug_core.bench.objectlab import pooled
 
     per_problem = pd.DataFrame(objectlab)
     lab = pd.concat([per_problem, pd.DataFrame([{"problem": "all", **pooled(per_problem)}])]) if len(per_problem) \
         else per_problem.assign(problem=[])
-    return {"hibug's searches": summary(rows, config.top_n),
-            "ObjectLab's flags per object": lab.set_index("problem")}, contests
+    return {"problems": drawn.set_index("problem"), "ObjectLab's flags per object": lab.set_index("problem")}, contests
 
 
 def _demo_bench(bench, out: Path, problems: int | None, seed: int, encoder: str, progress: ProgressCallback):
-    from hibug_core.bench.demo_bugs import run_demo_benchmark, summary
+    from hibug_core.bench.demo_bugs import run_demo_benchmark
 
     contests: list = []
-    rows = run_demo_benchmark(out, bench, problems or 1, seed=seed, progress=progress, contests=contests,
-                              encoder=encoder)
-    return {"hibug's searches": summary(rows)}, contests
+    drawn = run_demo_benchmark(out, bench, problems or 1, seed=seed, progress=progress, contests=contests,
+                               encoder=encoder)
+    return {"problems": drawn.set_index("problem")}, contests
 
 
 @TASK_BENCHES.register("pose", "the pose demo's keypoint model and its four planted bugs (seed 0's first problem), "

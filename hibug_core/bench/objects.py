@@ -1,9 +1,8 @@
 """The planted-bug benchmark for objects: a real detector (the detection demo's FCOS) trained per problem with bugs
-planted in its training annotations (missed objects, bad boxes; single attributes and conjunctions), its error
-slices scored by Find Attr, Find Tag and Precision@10 against the planted slices, with true and automatic tags."""
+planted in its training annotations (missed objects, bad boxes; single attributes and conjunctions), every slice finder
+run on its validation errors with true and automatic tags (scored by hibug_core.bench.ranking)."""
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import time
@@ -17,7 +16,7 @@ from hibug_core.attributes.measured import COLOUR_NAMES, measured_attributes
 from hibug_core.attributes.schema import AttributeSchema
 from hibug_core.bench.contest import contest, embeddings_of, task_of_report
 from hibug_core.bench.ranking import PlantedBug
-from hibug_core.bench.scoring import HIBUG2_SEARCH, SEARCHES, attribute_matches
+from hibug_core.bench.scoring import attribute_matches
 from hibug_core.demo.detection import (
     DETECTOR_NAME,
     SIZES,
@@ -29,7 +28,7 @@ from hibug_core.demo.detection import (
     write_coco_split,
 )
 from hibug_core.demo.scenes import SCENE_COLOURS, SCENE_SHAPES, render_scenes
-from hibug_core.errors import HibugError
+from hibug_core.errors import HibugError, check_fields
 from hibug_core.models.zoo.scene_fcos import (
     DetectorConfig,
     detect,
@@ -76,8 +75,12 @@ class ObjectBenchConfig:
     seed: int = 0
     objectlab: bool = True  # with the slice finders: cleanlab's ObjectLab on the training annotations
     objectlab_folds: int = 3  # its predictions out of sample, by this many folds (0: the problem's detector, in sample)
+    min_ap50: float = 0.05  # a detector under this AP50 on val learnt nothing: its problem is drawn again...
+    redraws: int = 2  # ... at most this many times, on other training scenes
 
     def __post_init__(self):
+        check_fields(self, {"problems": (self.problems >= 1, "1 or more"), "redraws": (self.redraws >= 0, "0 or more"),
+                            "min_ap50": (0 <= self.min_ap50 < 1, "a share in [0, 1)")})
         if self.objectlab_folds == 1 or self.objectlab_folds < 0:
             raise HibugError(f"objectlab_folds = {self.objectlab_folds}: give 2 or more folds, or 0 for the problem's "
                              "own detector (in sample)")
@@ -115,20 +118,6 @@ def _finds(definition, bug: ObjectBug) -> tuple[bool, bool]:
     return has_attribute, has_tag
 
 
-def score(slices: pd.DataFrame, problem: ObjectProblem, top_n: int) -> tuple[list[dict], float]:
-    """Per planted bug: found by attribute / by tag in the top `top_n` reported slices and the first rank; and
-    Precision@top_n: the share of the top slices that name every condition of some planted bug."""
-    top = list(slices["definition"])[:top_n]
-    rows = []
-    for bug in problem.bugs:
-        judged = [_finds(d, bug) for d in top]
-        first = next((rank for rank, (_, tag) in enumerate(judged, 1) if tag), None)
-        rows.append({"bug": bug.describe(), "kind": bug.kind, "conjunction": len(bug.conditions) > 1,
-                     "find_attr": any(a for a, _ in judged), "find_tag": any(t for _, t in judged), "rank": first})
-    hits = sum(any(_finds(d, bug)[1] for bug in problem.bugs) for d in top)
-    return rows, hits / top_n
-
-
 BUG_TYPES = {"missing": "missing annotations", "bad boxes": "bad boxes"}  # an ObjectBug's kind as hibug types it
 OBJECTLAB_SCORE_FLOOR = 0.05  # ObjectLab reads the detector's low-confidence outputs too (cleanlab's advice)
 
@@ -137,27 +126,33 @@ def planted_bugs(problem: ObjectProblem) -> list[PlantedBug]:
     return [PlantedBug(bug.conditions, BUG_TYPES[bug.kind]) for bug in problem.bugs]
 
 
-def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
-                progress: ProgressCallback = no_progress, contests: list | None = None,
-                objectlab: list | None = None) -> list[dict]:
-    """Train the problem's detector, import its validation results as objects, find and score its error slices with
-    each tag source; with `contests`, every slice finder on each tag source's default report is added to it, and
-    ObjectLab's reading of the training annotations (its per-object figures to `objectlab`)."""
+def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig, contests: list,
+                progress: ProgressCallback = no_progress, objectlab: list | None = None) -> dict:
+    """Train the problem's detector (drawn again, on other training scenes, when it learns nothing), import its
+    validation results as objects, and run every slice finder on each tag source's default report (to `contests`),
+    and ObjectLab on the training annotations (its per-object figures to `objectlab`); what the problem was."""
     demo = DetectionDemoConfig(seed=config.seed, detector=config.detector)
-    train_images, train_objects = render_scenes(config.train_scenes, problem.seed, demo.scenes)
-    taught = plant_bugs(train_objects, problem.bugs, demo, problem.seed + 17)
-    grouped = {s: (g[["x", "y", "w", "h"]].to_numpy(), g["shape"].tolist()) for s, g in taught.groupby("scene")}
-    teach = [grouped.get(i, (np.zeros((0, 4)), [])) for i in range(config.train_scenes)]
-    start = time.perf_counter()
-    model = train_detector(train_images, teach, list(SCENE_SHAPES), config.detector, progress)
-    trained_s = time.perf_counter() - start
-    if contests is not None and config.objectlab:
+    for attempt in range(config.redraws + 1):
+        seed = problem.seed + 1000 * attempt
+        train_images, train_objects = render_scenes(config.train_scenes, seed, demo.scenes)
+        taught = plant_bugs(train_objects, problem.bugs, demo, seed + 17)
+        grouped = {s: (g[["x", "y", "w", "h"]].to_numpy(), g["shape"].tolist()) for s, g in taught.groupby("scene")}
+        teach = [grouped.get(i, (np.zeros((0, 4)), [])) for i in range(config.train_scenes)]
+        start = time.perf_counter()
+        model = train_detector(train_images, teach, list(SCENE_SHAPES), config.detector, progress)
+        trained_s = time.perf_counter() - start
+        images, objects = render_scenes(config.val_scenes, config.seed * 100 + 99, demo.scenes)  # one validation set
+        truth, results = write_coco_split(folder / "data", "val", images, objects,
+                                          detect(model, images, list(SCENE_SHAPES)), demo)
+        manifest = load_coco(truth, {DETECTOR_NAME: results}, geometry=demo.geometry())
+        ap50 = manifest.object_evaluations[DETECTOR_NAME].summary["AP50"]
+        if ap50 >= config.min_ap50 or attempt == config.redraws:
+            break
+        logger.warning("%s: its detector learnt nothing (AP50 %.3f on val): drawn again on other training scenes",
+                       problem.id, ap50)
+    if config.objectlab:
         _objectlab(problem, model, train_images, train_objects, taught, teach, demo, config, contests, objectlab,
                    progress)
-    images, objects = render_scenes(config.val_scenes, config.seed * 100 + 99, demo.scenes)  # one validation set
-    truth, results = write_coco_split(folder / "data", "val", images, objects,
-                                      detect(model, images, list(SCENE_SHAPES)), demo)
-    manifest = load_coco(truth, {DETECTOR_NAME: results}, geometry=demo.geometry())
     project = Project.create_from_manifest(folder / "project", manifest)
     try:
         _training_side(project, folder, model, train_images, train_objects, taught, demo, teach, progress)
@@ -166,22 +161,14 @@ def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
         save_schema(project, schema, author="benchmark")
         tag_project(project, views=task_of(project).views, attributes=["dominant colour"],
                     progress=progress)  # measured on each object's crop
-        rows = []
-        for (tagger, (source, attributes)), (search, slice_config) in itertools.product(TAGGERS.items(),
-                                                                                        SEARCHES.items()):
-            report = error_slices(project, DETECTOR_NAME, split="val", attributes=attributes, config=slice_config,
-                                  tags=source, check_tags=False)
-            found, precision = score(report.slices, problem, config.top_n)  # in rank order, as the image benchmark
-            for row in found:
-                rows.append({"problem": problem.id, "tagger": tagger, "search": search, **row,
-                             f"precision@{config.top_n}": precision,
-                             "AP50": manifest.object_evaluations[DETECTOR_NAME].summary["AP50"],
-                             "train_s": round(trained_s, 1)})
-            if contests is not None and search == HIBUG2_SEARCH:
-                task = task_of_report(report, embeddings_of(project, report, config.encoder))
-                contests.append(contest(task, planted_bugs(problem), same=_names, seed=problem.seed,
-                                        labels={"problem": problem.id, "tags": tagger}))
-        return rows
+        for tagger, (source, attributes) in TAGGERS.items():
+            report = error_slices(project, DETECTOR_NAME, split="val", attributes=attributes, tags=source,
+                                  check_tags=False)
+            task = task_of_report(report, embeddings_of(project, report, config.encoder))
+            contests.append(contest(task, planted_bugs(problem), same=_names, seed=problem.seed,
+                                    labels={"problem": problem.id, "tags": tagger}))
+        return {"problem": problem.id, "bugs": "; ".join(b.describe() for b in problem.bugs),
+                "AP50": round(ap50, 3), "redrawn": attempt, "train_s": round(trained_s, 1)}
     finally:
         project.close()
 
@@ -205,16 +192,16 @@ def _training_side(project, folder: Path, model, images: list, objects: pd.DataF
 
 
 def run_object_benchmark(folder: str | Path, config: ObjectBenchConfig = ObjectBenchConfig(), *,
-                         progress: ProgressCallback = no_progress, contests: list | None = None,
+                         contests: list, progress: ProgressCallback = no_progress,
                          objectlab: list | None = None) -> pd.DataFrame:
-    """Every problem, one detector each; one row per (problem, planted bug, tagger, search); with `contests`, every
-    slice finder's (bugs, problems) rows per problem and tag source are added to it, and ObjectLab's per-object
-    figures per problem to `objectlab`."""
+    """Every problem, one detector each: every slice finder's (bugs, problems) rows per problem and tag source added
+    to `contests`, ObjectLab's per-object figures per problem to `objectlab`; one row per problem (its bugs, its
+    detector's AP50)."""
     folder = Path(folder)
     rows = []
     for problem in object_problems(config.problems, config.seed):
         logger.info("object benchmark: %s: %s", problem.id, "; ".join(b.describe() for b in problem.bugs))
-        rows += run_problem(folder / problem.id, problem, config, progress, contests, objectlab)
+        rows.append(run_problem(folder / problem.id, problem, config, contests, progress, objectlab))
     return pd.DataFrame(rows)
 
 
@@ -285,24 +272,6 @@ def _objectlab(problem: ObjectProblem, model, images: list, objects: pd.DataFram
     if objectlab is not None:
         objectlab.append({"problem": problem.id, **per_object(flagged, planted_objects(problem, objects, taught,
                                                                                         demo))})
-
-
-def summary(rows: pd.DataFrame, top_n: int = 10) -> pd.DataFrame:
-    """Find Attr, Find Tag (share of planted bugs) and mean Precision@top_n per tagger, and per kind of bug."""
-    kinds = rows.assign(what=np.where(rows["conjunction"], "conjunction ", "single ") + rows["kind"])
-    return finding_table(kinds, "what", top_n)
-
-
-def finding_table(rows: pd.DataFrame, group: str, top_n: int = 10) -> pd.DataFrame:
-    """Per tagger (and search, where the rows compare searches): Find Attr, Find Tag (share of planted bugs), mean
-    Precision@top_n over problems, the bugs counted, and Find Tag per value of the rows' `group` column."""
-    column = f"precision@{top_n}"
-    keys = ["tagger", "search"] if "search" in rows else ["tagger"]
-    per_problem = rows.drop_duplicates(["problem", *keys]).groupby(keys)[column].mean()
-    table = rows.groupby(keys)[["find_attr", "find_tag"]].mean().join(per_problem)
-    table["bugs"] = rows.groupby(keys).size()
-    by_group = rows.pivot_table(index=keys, columns=group, values="find_tag", aggfunc="mean")
-    return table.join(by_group.add_prefix("find_tag: "))
 
 
 def quick(config: ObjectBenchConfig) -> ObjectBenchConfig:

@@ -117,6 +117,17 @@ def summary_table(bugs: pd.DataFrame, problems: pd.DataFrame, keys: list[str]) -
     return pd.DataFrame(rows)
 
 
+def by_bug_type(bugs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per group of `keys` (tags, method) and planted bug type: the bugs planted, Find Tag at 10 and bug type right
+    (shares of those bugs, Wilson intervals)."""
+    rows = []
+    for group, mine in bugs.groupby([*keys, "bug_type"], sort=False):
+        rows.append({**dict(zip([*keys, "planted bug type"], group)), "planted": len(mine),
+                     "Find Tag@10": _share_interval(mine["find_tag"]),
+                     "bug type right": _share_interval(mine.loc[mine["find_tag"].astype(bool), "type_right"])})
+    return pd.DataFrame(rows)
+
+
 SHARES = ("Find Attr@10", "Find Tag@10", "bug type right", "P@10", "P@25", "recall@10")
 
 

@@ -1,5 +1,7 @@
-"""Scoring a slice report against a planted bug (Find Attr, Find Tag, bug type, the rank of the first hit), and the
-slice searches the benchmarks compare: HiBug2's as a user gets it and HiBug's rule."""
+"""HiBug's own measures on the classification benchmark's paper tables (its Table 1's Find Attr. and Find Des. in any
+reported slice, its §4.1 "name or a sub-case"; the paper's arm, beside the one scoring of every finder in
+hibug_core.bench.ranking), and the slice searches the benchmarks compare: HiBug2's as a user gets it and HiBug's
+rule."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
