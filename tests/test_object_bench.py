@@ -75,20 +75,21 @@ def test_a_quick_object_benchmark_runs_end_to_end(tmp_path):
     rows = run_object_benchmark(tmp_path, replace(quick(ObjectBenchConfig()), encoder="tiny-open_clip"),
                                 contests=contests, objectlab=objectlab)
     # every slice finder ran on each problem's two tag sources and their bug-free twins, scored against 3 bugs each;
-    # ObjectLab once per problem, on its training annotations read by their true tags
+    # ObjectLab once per problem and its bug-free twin, on their training annotations read by their true tags
     bugs, problems = gathered(contests)
     finders = len(SLICE_FINDERS.names())
-    assert len(problems) == 2 * 2 * 2 * finders + 2 and not problems["failed"].any()
+    assert len(problems) == 2 * 2 * 2 * finders + 2 * 2 and not problems["failed"].any()
     assert len(bugs) == 2 * 2 * 3 * finders + 2 * 3
     assert set(bugs["bug_type"]) == {"missing annotations", "bad boxes"}
     assert set(finders_table(contests)["method"]) == {*SLICE_FINDERS.names(), "objectlab"}
     lab = problems[problems["method"] == "objectlab"]
-    assert lab["package"].str.startswith("cleanlab 2.").all() and not lab["bug_free"].any()
+    assert lab["package"].str.startswith("cleanlab 2.").all() and lab["bug_free"].tolist() == [False, True] * 2
+    assert (lab.loc[lab["bug_free"], "reported"] >= 0).all()
     assert [row["problem"] for row in objectlab] == ["p0", "p1"]
     for row in objectlab:  # its flags scored per object against the objects each planted bug changed
         assert row["planted objects"] > 0 and 0 <= row["recall"] <= 1
         assert row["flags"] == row["overlooked flags"] + row["badloc flags"] + row["swap flags"]
-        assert len([k for k in row if k.startswith("recall: ")]) == 3
+        assert len([k for k in row if k.startswith("recall: ")]) == 3 and row["bug-free twin: flags"] >= 0
     assert rows["problem"].tolist() == ["p0", "p1"] and rows["AP50"].between(0, 1).all()  # one row per problem
 
 

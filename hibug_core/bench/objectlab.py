@@ -135,6 +135,9 @@ def per_object(flagged: pd.DataFrame, planted: dict[str, np.ndarray]) -> dict:
     return row
 
 
+TWIN_FLAGS = "bug-free twin: flags"  # flags on the problem's bug-free twin (every one false)
+
+
 def pooled(rows: pd.DataFrame) -> dict:
     """Per-object figures over many problems (rows of `per_object`): flags and planted objects summed, precision and
     recall over the pooled counts (each problem's share times its count, summed)."""
@@ -143,7 +146,8 @@ def pooled(rows: pd.DataFrame) -> dict:
     found = (rows["recall"].fillna(0) * rows["planted objects"]).sum()
     return {"flags": int(flags), "planted objects": int(planted), "precision": hits / flags if flags else np.nan,
             "recall": found / planted if planted else np.nan,
-            **{f"{kind} flags": int(rows[f"{kind} flags"].sum()) for kind in KINDS}}
+            **{f"{kind} flags": int(rows[f"{kind} flags"].sum()) for kind in KINDS},
+            **({TWIN_FLAGS: int(rows[TWIN_FLAGS].sum())} if TWIN_FLAGS in rows else {})}
 
 
 def per_slice(flagged: pd.DataFrame, tags: pd.DataFrame, *, max_depth: int = 3, min_support: int = 10,
