@@ -8,10 +8,12 @@ import pandas as pd
 
 from hibug_core.demo.easyvqa import SHAPES, ShapeWorld
 
-SPURIOUS, RARE = "spurious correlation", "rare case"
+SPURIOUS, RARE, SHIFT = "spurious correlation", "rare case", "distribution shift"
 PLANT_ATTRIBUTES = ("color", "size", "horizontal position", "vertical position")
 SPURIOUS_STRENGTHS = (0.9, 0.95, 0.99)  # share of the tag's training images that are of the class
 RARE_STRENGTHS = (0.0, 0.02, 0.05)  # share of the combination's training images kept
+SHIFT_STRENGTHS = (0.15, 0.25)  # the same for a shift: fewer in training than elsewhere, but not rare
+OF_A_CLASS = (RARE, SHIFT)  # bugs that live in a tag and a class (a spurious correlation lives in its tag alone)
 
 
 @dataclass(frozen=True)
@@ -20,7 +22,7 @@ class PlantedProblem:
 
     spurious correlation: in training, `tag` of `attribute` goes with class `label` (a share `strength` of the tag's
     images are of that class), so the model learns the tag as a shortcut; rare case: images of class `label` with
-    the tag are made rare (a share `strength` of them kept)."""
+    the tag are made rare (a share `strength` of them kept); distribution shift: the same, fewer but not rare."""
 
     id: str
     bug_type: str
@@ -34,19 +36,20 @@ class PlantedProblem:
         """Rows the bug should make the model fail on: conflicting rows (the tag, another class) or the rare rows."""
         has_tag = (attributes[self.attribute] == self.tag).to_numpy()
         of_label = (attributes["shape"] == self.label).to_numpy()
-        return has_tag & (of_label if self.bug_type == RARE else ~of_label)
+        return has_tag & (of_label if self.bug_type in OF_A_CLASS else ~of_label)
 
     def reference(self, attributes: pd.DataFrame) -> np.ndarray:
         """Rows to compare the failing part with: the same classes without the tag (so a class that is weak anyway
         does not count as a planted bug)."""
         has_tag = (attributes[self.attribute] == self.tag).to_numpy()
         of_label = (attributes["shape"] == self.label).to_numpy()
-        return ~has_tag & (of_label if self.bug_type == RARE else ~of_label)
+        return ~has_tag & (of_label if self.bug_type in OF_A_CLASS else ~of_label)
 
     def describe(self) -> str:
         if self.bug_type == SPURIOUS:
             return f"{self.attribute} = {self.tag} goes with {self.label} ({self.strength:.0%} of its training images)"
-        return f"{self.tag} {self.label}s ({self.attribute}) rare: {self.strength:.0%} kept in training"
+        how = "rare" if self.bug_type == RARE else "fewer in training"
+        return f"{self.tag} {self.label}s ({self.attribute}) {how}: {self.strength:.0%} kept in training"
 
 
 @dataclass(frozen=True)
@@ -61,20 +64,25 @@ class SplitConfig:
 
 
 def candidate_problems(world: ShapeWorld, seed: int = 0) -> list[PlantedProblem]:
-    """Every (bug type, attribute, tag, class, strength) combination, in a seeded random order, types alternating."""
+    """Every (bug type, attribute, tag, class, strength) combination, in a seeded random order, types alternating
+    (the shifts drawn apart, so that adding them left every other problem as it was)."""
+    def grid(strengths) -> list:
+        return [(a, t, k, s) for a in PLANT_ATTRIBUTES for t in sorted(world.attributes[a].unique())
+                if t != "not visible" for k in SHAPES for s in strengths]
+
     rng = np.random.default_rng(seed)
     kinds = {SPURIOUS: SPURIOUS_STRENGTHS, RARE: RARE_STRENGTHS}
-    lists = {}
-    for kind, strengths in kinds.items():
-        grid = [(a, t, k, s) for a in PLANT_ATTRIBUTES for t in sorted(world.attributes[a].unique())
-                if t != "not visible" for k in SHAPES for s in strengths]
-        lists[kind] = [grid[i] for i in rng.permutation(len(grid))]
+    lists = {kind: [g[i] for g in (grid(strengths),) for i in rng.permutation(len(g))]
+             for kind, strengths in kinds.items()}
+    shifts = grid(SHIFT_STRENGTHS)
+    shifts = [shifts[i] for i in np.random.default_rng([seed, 1]).permutation(len(shifts))]
     problems = []
-    for i, pair in enumerate(zip(lists[SPURIOUS], lists[RARE])):
-        for kind, (attribute, tag, label, strength) in zip(kinds, pair):
+    for i, (pair, shift) in enumerate(zip(zip(lists[SPURIOUS], lists[RARE]), shifts)):
+        for k, (kind, (attribute, tag, label, strength)) in enumerate(zip(kinds, pair)):
             short = "sc" if kind == SPURIOUS else "rc"
             problems.append(PlantedProblem(f"{short}{i:03d}", kind, attribute, tag, label, strength,
-                                           seed=seed * 10_000 + len(problems)))
+                                           seed=seed * 10_000 + 2 * i + k))
+        problems.append(PlantedProblem(f"ds{i:03d}", SHIFT, *shift, seed=seed * 10_000 + 5_000 + i))
     return problems
 
 
@@ -107,7 +115,7 @@ def plant(world: ShapeWorld, base: np.ndarray, problem: PlantedProblem,
         # keep a share q of the conflicting rows so that the class has `strength` of the tag's rows
         keep = min(1.0, with_label * (1 - problem.strength) / problem.strength / max(conflicting.sum(), 1))
         dropped = (conflicting & (draw >= keep)) | (candidate & ~has_tag & of_label & (draw >= config.other_keep))
-    else:
+    else:  # a rare case or a shift: the combination thinned
         dropped = candidate & has_tag & of_label & (draw >= problem.strength)
     kept = np.flatnonzero(candidate & ~dropped)
     chosen = rng.permutation(kept)[: config.train_size]
@@ -131,7 +139,7 @@ def thin_validation(split: np.ndarray, share: float, seed: int) -> np.ndarray:
 def ground_truth(problem: PlantedProblem) -> dict:
     """What a debugging tool should report: the bug type and the slice, as stored with the problem."""
     definition = [(problem.attribute, problem.tag)]
-    if problem.bug_type == RARE:
+    if problem.bug_type in OF_A_CLASS:
         definition.append(("shape", problem.label))
     return {"bug_type": problem.bug_type, "attribute": problem.attribute, "tag": problem.tag, "label": problem.label,
             "slice": definition}

@@ -19,7 +19,9 @@ from hibug_core.bench.build import Realised, build_problem_project, model_probab
 from hibug_core.bench.contest import contest, embeddings_of, gathered, task_of_report
 from hibug_core.bench.peers import SLICE_FINDERS
 from hibug_core.bench.problems import (
+    OF_A_CLASS,
     RARE,
+    SHIFT,
     SPURIOUS,
     SplitConfig,
     base_splits,
@@ -82,6 +84,7 @@ CONTENT_FOLDERS = ("embeddings/", "measures/")  # content-keyed caches shared by
 class BenchConfig:
     n_spurious: int = 30
     n_rare: int = 30
+    n_shift: int = 0  # distribution shifts (a tag and class fewer in training, not rare)
     seed: int = 0
     taggers: tuple[str, ...] = ("truth", "conse", "library", "taught")
     top_n: int = 10  # Find Attr / Find Tag look at this many top-ranked error slices
@@ -106,6 +109,7 @@ class BenchConfig:
     def __post_init__(self):
         check_fields(self, {
             "n_spurious": (self.n_spurious >= 0, "0 or more"), "n_rare": (self.n_rare >= 0, "0 or more"),
+            "n_shift": (self.n_shift >= 0, "0 or more"),
             "top_n": (self.top_n >= 1, "1 or more"),
             "val_shares": (len(self.val_shares) > 0 and all(0 < s <= 1 for s in self.val_shares),
                            "one or more shares in (0, 1]"),
@@ -224,8 +228,9 @@ def _run_pipeline(project, problem, world: ShapeWorld, config: BenchConfig, sche
 
 def planted_bugs(problem) -> list[PlantedBug]:
     """The problem's bug as the one scoring reads it: a spurious correlation lives in its tag (whatever the class), a
-    rare case in its tag and class."""
-    conditions = ((problem.attribute, problem.tag),) + ((("shape", problem.label),) if problem.bug_type == RARE else ())
+    rare case or a shift in its tag and class."""
+    conditions = ((problem.attribute, problem.tag),) + ((("shape", problem.label),) if problem.bug_type in OF_A_CLASS
+                                                         else ())
     return [PlantedBug(conditions, problem.bug_type)]
 
 
@@ -250,7 +255,7 @@ def _contest(project, tagger: str, problem, config: BenchConfig, truth_tags: lis
 
 def run_benchmark(folder: str | Path, config: BenchConfig = BenchConfig(), *,
                   progress: ProgressCallback = no_progress) -> BenchResult:
-    """Generate problems until n_spurious and n_rare bugs show, run and score each; projects are kept in
+    """Generate problems until n_spurious, n_rare and n_shift bugs show, run and score each; projects are kept in
     `folder`/problems (open one with `hibug serve`), caches in `folder`/cache."""
     unknown = [t for t in config.taggers if t not in TAGGERS]
     if unknown:
@@ -269,8 +274,8 @@ def run_benchmark(folder: str | Path, config: BenchConfig = BenchConfig(), *,
     timed("load images", started)
     made = {t: TAGGERS.get(t).build().schema for t in config.taggers}
     schemas = {t: schema(config) for t, schema in made.items() if schema is not None}
-    wanted = {SPURIOUS: config.n_spurious, RARE: config.n_rare}
-    kept = {SPURIOUS: 0, RARE: 0}
+    wanted = {SPURIOUS: config.n_spurious, RARE: config.n_rare, SHIFT: config.n_shift}
+    kept = dict.fromkeys(wanted, 0)
     tried, rows, contests = [], [], []
     for problem in candidate_problems(world, config.seed)[: config.max_candidates]:
         if kept[problem.bug_type] >= wanted[problem.bug_type]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from hibug_core.bench.problems import RARE, PlantedProblem
+from hibug_core.bench.problems import OF_A_CLASS, RARE, PlantedProblem
 from hibug_core.demo.easyvqa import SHAPES
 from hibug_core.slices.search import CLASS, SliceConfig
 
@@ -63,7 +63,7 @@ def judge(definition, bug_type: str, top_label, problem: PlantedProblem, vocabul
         if attribute_matches(attribute, tags, problem.attribute, truth_tags):
             attribute_hit = True
             tag_hit |= _normal(tag) == _normal(problem.tag)
-    if problem.bug_type == RARE:
+    if problem.bug_type in OF_A_CLASS:
         tag_hit &= about_label
     return Hit(attribute_hit, tag_hit, bug_type == problem.bug_type)
 

@@ -20,6 +20,8 @@ def _bench_arguments(parser) -> None:
     parser.add_argument("--out", default="bench-results", help="folder for results, problem projects and caches")
     parser.add_argument("--spurious", type=int, default=30, help="spurious-correlation problems")
     parser.add_argument("--rare", type=int, default=30, help="rare-case problems")
+    parser.add_argument("--shift", type=int, default=0, help="distribution-shift problems (a tag and class fewer in "
+                        "training than elsewhere, not rare)")
     parser.add_argument("--quick", action="store_true", help="3 + 3 problems (a quick look; CI runs 1 + 1)")
     parser.add_argument("--taggers", help="comma-separated tag sources: truth, conse, library, taught, llm "
                         "(default: all but llm; see --llm)")
@@ -111,13 +113,14 @@ def cmd_bench(args) -> int:
 
     defaults = BenchConfig()
     taggers = tuple(args.taggers.split(",")) if args.taggers else defaults.taggers + (("llm",) if args.llm else ())
-    spurious, rare = (3, 3) if args.quick else (args.spurious, args.rare)
+    spurious, rare, shift = (3, 3, 0) if args.quick else (args.spurious, args.rare, args.shift)
     llm = None
     if args.llm:
         from hibug_core.operations import LLMSettings
 
         llm = LLMSettings(llm_model=args.llm_model, llm_base_url=args.llm_base_url).llm_config()
-    config = BenchConfig(n_spurious=spurious, n_rare=rare, seed=args.seed, taggers=taggers, top_n=args.top,
+    config = BenchConfig(n_spurious=spurious, n_rare=rare, n_shift=shift, seed=args.seed, taggers=taggers,
+                         top_n=args.top,
                          slices=replace(defaults.slices, gap=args.gap), encoder=args.encoder, llm=llm,
                          gaps=tuple(sorted({*defaults.gaps, args.gap})),
                          parent_alphas=tuple(sorted({*defaults.parent_alphas, defaults.slices.parent_test})),
