@@ -10,6 +10,7 @@ import pytest
 
 from hibug_core.bench.problems import (
     RARE,
+    SHIFT,
     SPURIOUS,
     PlantedProblem,
     SplitConfig,
@@ -90,11 +91,26 @@ def test_rare_plant_keeps_its_share_of_the_combination(world):
 
 def test_candidates_cover_both_kinds_every_attribute_and_strength(world):
     problems = candidate_problems(world, seed=0)
-    assert len(problems) == 2 * 17 * 3 * 3  # (8 colours + 3 sizes + 3 + 3 positions) x 3 classes x 3 strengths
-    assert [p.bug_type for p in problems[:4]] == [SPURIOUS, RARE, SPURIOUS, RARE]
+    # (8 colours + 3 sizes + 3 + 3 positions) x 3 classes x 3 strengths each of spurious and rare, x 2 of shift
+    assert len(problems) == 2 * 17 * 3 * 3 + 17 * 3 * 2
+    assert [p.bug_type for p in problems[:4]] == [SPURIOUS, RARE, SHIFT, SPURIOUS]
+    assert problems[-1].bug_type == RARE and problems[2].seed == 5_000  # the shifts drawn apart from the rest
     assert {p.attribute for p in problems} == {"color", "size", "horizontal position", "vertical position"}
     assert len({p.seed for p in problems}) == len(problems)
     assert problems == candidate_problems(world, seed=0) and problems != candidate_problems(world, seed=1)
+
+
+def test_a_shift_keeps_its_share_of_the_combination_and_lives_in_its_class(world):
+    problem = PlantedProblem("ds", SHIFT, "color", "blue", "circle", 0.3, seed=3)
+    split = plant(world, base_splits(world), problem)
+    combination = (world.attributes["color"] == "blue") & (world.attributes["shape"] == "circle")
+    train = split == "train"
+    train_share, val_share = combination[train].mean(), combination[split == "val"].mean()
+    assert 0.01 <= train_share <= val_share / 2  # fewer in training, not rare
+    assert ground_truth(problem)["slice"] == [("color", "blue"), ("shape", "circle")]
+    from hibug_core.bench.run import planted_bugs
+
+    assert planted_bugs(problem)[0].conditions == (("color", "blue"), ("shape", "circle"))
 
 
 def test_attribute_matching_by_name_or_tags():

@@ -1,6 +1,7 @@
 """Planted-bug problems in the easy-vqa shape world: which bug, how the training split is biased, the ground truth."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,7 +13,7 @@ SPURIOUS, RARE, SHIFT = "spurious correlation", "rare case", "distribution shift
 PLANT_ATTRIBUTES = ("color", "size", "horizontal position", "vertical position")
 SPURIOUS_STRENGTHS = (0.9, 0.95, 0.99)  # share of the tag's training images that are of the class
 RARE_STRENGTHS = (0.0, 0.02, 0.05)  # share of the combination's training images kept
-SHIFT_STRENGTHS = (0.15, 0.25)  # the same for a shift: fewer in training than elsewhere, but not rare
+SHIFT_STRENGTHS = (0.3, 0.4)  # the same for a shift: fewer in training than elsewhere (under half), not rare
 OF_A_CLASS = (RARE, SHIFT)  # bugs that live in a tag and a class (a spurious correlation lives in its tag alone)
 
 
@@ -77,12 +78,13 @@ def candidate_problems(world: ShapeWorld, seed: int = 0) -> list[PlantedProblem]
     shifts = grid(SHIFT_STRENGTHS)
     shifts = [shifts[i] for i in np.random.default_rng([seed, 1]).permutation(len(shifts))]
     problems = []
-    for i, (pair, shift) in enumerate(zip(zip(lists[SPURIOUS], lists[RARE]), shifts)):
+    for i, (pair, shift) in enumerate(itertools.zip_longest(zip(lists[SPURIOUS], lists[RARE]), shifts)):
         for k, (kind, (attribute, tag, label, strength)) in enumerate(zip(kinds, pair)):
             short = "sc" if kind == SPURIOUS else "rc"
             problems.append(PlantedProblem(f"{short}{i:03d}", kind, attribute, tag, label, strength,
                                            seed=seed * 10_000 + 2 * i + k))
-        problems.append(PlantedProblem(f"ds{i:03d}", SHIFT, *shift, seed=seed * 10_000 + 5_000 + i))
+        if shift is not None:
+            problems.append(PlantedProblem(f"ds{i:03d}", SHIFT, *shift, seed=seed * 10_000 + 5_000 + i))
     return problems
 
 
