@@ -143,7 +143,8 @@ def test_scores_of_a_spurious_problem():
     scores = score_report(slices, VOCABULARY, problem, COLORS, top_n=10)
     assert scores == {"find_attr": True, "find_tag": True, "tag_in_top": True, "type_right": False,
                       "first_rank": 4, "paper_find_attr": True, "paper_find_des": True,
-                      "paper_name_or_sub_case": None, "n_slices": 4}
+                      "paper_name_or_sub_case": None, "n_slices": 4,
+                      "correlation_find_attr": True, "correlation_find_des": True}  # the paper's: rank 2 and 4
     top3 = score_report(slices, VOCABULARY, problem, COLORS, top_n=3)
     assert (top3["find_attr"], top3["find_tag"], top3["first_rank"]) == (True, False, 4)
     top1 = score_report(slices, VOCABULARY, problem, COLORS, top_n=1)
@@ -151,6 +152,8 @@ def test_scores_of_a_spurious_problem():
     # HiBug's own measures read every reported slice, whatever its type: the tag with the wrong type (rank 3) counts
     only_wrong_type = score_report(slices.head(3), VOCABULARY, problem, COLORS, top_n=10)
     assert (only_wrong_type["find_tag"], only_wrong_type["paper_find_des"]) == (False, True)
+    # Table 1 the paper's way counts the correlations reported: the attribute at rank 2; the tag has the wrong type
+    assert (only_wrong_type["correlation_find_attr"], only_wrong_type["correlation_find_des"]) == (True, False)
     beyond_top = score_report(slices, VOCABULARY, problem, COLORS, top_n=1)
     assert (beyond_top["find_attr"], beyond_top["paper_find_attr"]) == (False, True)
 
@@ -234,6 +237,11 @@ def test_summary_tables_and_markdown():
     scored = rows.assign(paper_find_attr=[True, True, True, True], paper_find_des=[True, True, True, False])
     assert summary_tables(scored, problems, 0.2, 0.05)["scores"].loc[
         ("truth", "all"), ["Find Attr. (HiBug's) %", "Find Des. (HiBug's) %"]].tolist() == [100.0, 75.0]
+    # HiBug's Table 1 the paper's way: on the correlation problems, among the correlations each search reports
+    paper = rows.assign(problem=["p1", "p2", "p3", "p4"], correlation_find_attr=[True, False, None, None],
+                        correlation_find_des=[False, False, None, None])
+    table = summary_tables(paper, problems, 0.2, 0.05)["HiBug's Table 1, the paper's way"]
+    assert table.loc[("truth", "hibug2")].tolist() == [2, 50.0, 0.0]
     # searched on two shares of the validation split: the main tables read the whole split, one more table each share
     half = rows.assign(val_share=0.5, val_images=800, find_attr=[False, True, False, False],
                        find_tag=[False, False, False, False])

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from hibug_core.bench.problems import OF_A_CLASS, RARE, PlantedProblem
+from hibug_core.bench.problems import OF_A_CLASS, RARE, SPURIOUS, PlantedProblem
 from hibug_core.demo.easyvqa import SHAPES
 from hibug_core.slices.search import CLASS, SliceConfig
 
@@ -79,7 +79,9 @@ def score_report(slices: pd.DataFrame, vocabulary: dict[str, list[str]], problem
     bug type (the paper also counts WordNet synonyms of the tag; the planted tags here are the vocabulary's own
     words, so an exact match is what a synonym would add to). For a rare case, HiBug's "name or a sub-case" (its
     §4.1): a reported slice that names it, or one whose samples are (at least SUB_CASE of them) the case's own,
-    whatever tags name it; `case_share(definition)` gives that share."""
+    whatever tags name it; `case_share(definition)` gives that share. On a correlation problem, Table 1 the paper's
+    way: Find Attr. and Find Des. among the correlations reported (slices typed as spurious correlations), where the
+    paper counts what HiBug "finds that the model's prediction is correlated with"."""
     hits = [judge(row.definition, row.bug_type, row.top_label, problem, vocabulary, truth_tags)
             for row in slices.itertuples()]
     top = hits[:top_n]
@@ -92,6 +94,11 @@ def score_report(slices: pd.DataFrame, vocabulary: dict[str, list[str]], problem
             "first_rank": first,
             "paper_find_attr": any(h.has_attribute for h in hits),
             "paper_find_des": any(h.has_tag for h in hits),
+            # HiBug's Table 1 the paper's way: among the correlations it reports (slices it types as spurious
+            # correlations), one with the feature's attribute / the feature itself; correlation problems only
+            **({"correlation_find_attr": any(h.has_attribute and h.right_type for h in hits),
+                "correlation_find_des": any(h.has_tag and h.right_type for h in hits)}
+               if problem.bug_type == SPURIOUS else {}),
             "paper_name_or_sub_case": (None if problem.bug_type != RARE or case_share is None else
                                        any(h.has_tag or case_share(d) >= SUB_CASE
                                            for h, d in zip(hits, slices["definition"]))),

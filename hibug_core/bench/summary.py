@@ -70,6 +70,14 @@ def summary_tables(rows: pd.DataFrame, problems: pd.DataFrame, gap: float,
         "by C and parent test": rows.groupby(["tagger", "gap", "parent_alpha"], sort=False)
                                     .apply(_rates, include_groups=False),
     }
+    correlations = searches[searches["bug_type"].eq(SPURIOUS) & searches.get("correlation_find_des",
+                                                                             searches["bug_type"]).notna()]
+    if "correlation_find_des" in searches and len(correlations):  # HiBug's Table 1 the paper's way: correlation
+        # problems, the correlations each search reports
+        correlations = correlations.assign(search=search.loc[correlations.index].to_numpy())
+        tables["HiBug's Table 1, the paper's way"] = correlations.groupby(["tagger", "search"], sort=False).agg(
+            problems=("problem", "size"), **{"Find Attr. %": ("correlation_find_attr", lambda v: 100 * v.mean()),
+                                             "Find Des. %": ("correlation_find_des", lambda v: 100 * v.mean())})
     if search.nunique() > 1:
         tables["by search"] = searches.groupby(["tagger", "search"], sort=False).apply(_rates, include_groups=False)
     if share.nunique() > 1:
