@@ -25,10 +25,11 @@ import pandas as pd
 from repair import failures_fixed
 
 from hibug_core.bench.summary import markdown_table
+from hibug_core.cli.command import llm_from, model_arguments
 from hibug_core.demo import DEMOS
 from hibug_core.demo.study import StudyConfig, add_study_models
 from hibug_core.repair.generated import generate_for_prompts
-from hibug_core.repair.generators import SHAPE_RENDERER, load_generator
+from hibug_core.repair.generators import load_generator
 from hibug_core.repair.loop import GENERATED, RepairConfig, run_repair
 from hibug_core.repair.prompts import PROMPT_METHODS, build_prompts
 from hibug_core.repair.retrain import RetrainConfig
@@ -45,8 +46,9 @@ def repaired(source: Path, work: Path, failures_of: list[str], targets: list[str
     shutil.copytree(source, work)
     rows = []
     with Project.open(work) as project:
-        prompts = build_prompts(project, args.prompts, failures_of=failures_of)
-        generate_for_prompts(project, load_generator(SHAPE_RENDERER), prompts, args.images, seed=0)
+        prompts = build_prompts(project, args.prompts, failures_of=failures_of, encoder=args.encoder,
+                                llm=llm_from(args))
+        generate_for_prompts(project, load_generator(args.generator), prompts, args.images, seed=0)
         for target in targets:
             result = run_repair(project, RepairConfig(model=target, data=GENERATED, baseline=None, control=False,
                                                       retrain=RetrainConfig(lam=args.lam), seeds=tuple(args.seeds)),
@@ -67,6 +69,7 @@ def main() -> None:
     parser.add_argument("--lam", type=float, default=0.5)
     parser.add_argument("--widths", type=int, nargs="+", default=[4, 16, 32])
     parser.add_argument("--dir", default="model-study")
+    model_arguments(parser, encoder=True, llm=True, generator=True)
     args = parser.parse_args()
     started = time.perf_counter()
     folder = Path(args.dir) / "classification"
@@ -86,7 +89,7 @@ def main() -> None:
     table = pd.DataFrame({"test before": means["before"].map("{:.3f}".format),
                           **{c: [f"{m:.3f} ± {s:.3f}" for m, s in zip(means[c], spread[c])]
                              for c in ("test", "debug seed", "debug held-out")}}, index=means.index)
-    print(f"{args.images} generated images per arm ({args.prompts} prompts, the shape-world renderer), lambda "
+    print(f"{args.images} generated images per arm ({args.prompts} prompts, {args.generator}), lambda "
           f"{args.lam:g}, fine-tuned, seeds {args.seeds}; type 2's prompts from {source_model}\n")
     print(markdown_table(table))
     held = means["debug held-out"].unstack("arm")

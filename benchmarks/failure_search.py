@@ -22,15 +22,14 @@ from pathlib import Path
 import pandas as pd
 
 from hibug_core.bench.summary import markdown_table
+from hibug_core.cli.command import generator_and_captioner, model_arguments
 from hibug_core.demo.build import ensure_demo
 from hibug_core.repair.failure_search import (
     FailureSearchConfig,
-    RendererCaption,
     encoder_embedding,
     failure_search,
     network_predictor,
 )
-from hibug_core.repair.generators import ShapeWorldRenderer
 
 SHOWN = ["caption", "origin", "failure_rate", "q_value", "failures_go_to", "target_rate", "baseline_target_rate"]
 
@@ -42,8 +41,8 @@ def main() -> None:
     parser.add_argument("--captions", type=int, default=4, help="failures captioned per arm")
     parser.add_argument("--images", type=int, default=32, help="images per caption tested")
     parser.add_argument("--typed", nargs="+", default=["A blue triangle."], help="the typed arm's captions")
-    parser.add_argument("--encoder", default="conse", help="what embeds the failures for the clustered arm")
     parser.add_argument("--seed", type=int, default=0)
+    model_arguments(parser, encoder=True, llm=True, generator=True, captioner=True)  # the encoder clusters failures
     args = parser.parse_args()
     project = ensure_demo(Path(args.dir) / "demo")
     try:
@@ -51,6 +50,7 @@ def main() -> None:
     finally:
         project.close()
     embed = encoder_embedding(args.encoder)
+    generator, captioner = generator_and_captioner(args)
     base = FailureSearchConfig(images_per_caption=args.images, captions=args.captions, seed=args.seed)
     arms = {"first failures": (base, None, None),
             "clustered": (FailureSearchConfig(**{**base.__dict__, "cluster": True}), embed, None),
@@ -58,7 +58,7 @@ def main() -> None:
     summary = []
     for arm, (config, arm_embed, typed) in arms.items():
         start = time.perf_counter()
-        table = failure_search(ShapeWorldRenderer(), predict, RendererCaption(), args.label, typed=typed,
+        table = failure_search(generator, predict, captioner, args.label, typed=typed,
                                embed=arm_embed, config=config)
         seconds = time.perf_counter() - start
         baseline = table.iloc[0]

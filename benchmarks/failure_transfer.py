@@ -7,7 +7,12 @@ runs it) captions --label failures of the source model (the demo's) and keeps th
 more often than the baseline prompt; each kept caption, and the baseline, is then tested as a typed caption on every
 model, on new images (one-sided Fisher test against the baseline, FDR over the captions). Printed: per caption and
 model, its failure rate, the baseline's, and whether it fails significantly more often.
-Usage: python benchmarks/failure_transfer.py [--label triangle] [--captions 4] [--images 64] [--dir model-study]
+
+Then the paper's own measure of transfer ("78% of the failures in IN-G-RN transfer to RN2"): a fixed failure set,
+images generated from the kept captions (--sample per caption) of which the source model fails at most --keep per
+caption, and the share of that set each other model fails too.
+Usage: python benchmarks/failure_transfer.py [--label triangle] [--captions 4] [--images 64] [--sample 200]
+       [--keep 50] [--dir model-study]
 """
 from __future__ import annotations
 
@@ -18,10 +23,10 @@ from pathlib import Path
 import pandas as pd
 
 from hibug_core.bench.summary import markdown_table
+from hibug_core.cli.command import generator_and_captioner, model_arguments
 from hibug_core.demo import DEMOS
 from hibug_core.demo.study import StudyConfig, add_study_models
-from hibug_core.repair.failure_search import FailureSearchConfig, RendererCaption, failure_search, network_predictor
-from hibug_core.repair.generators import ShapeWorldRenderer
+from hibug_core.repair.failure_search import FailureSearchConfig, failure_search, network_predictor
 
 TYPED = "typed by a person"
 
@@ -31,8 +36,11 @@ def main() -> None:
     parser.add_argument("--label", default="triangle")
     parser.add_argument("--captions", type=int, default=4, help="source failures captioned")
     parser.add_argument("--images", type=int, default=64, help="images per caption tested")
+    parser.add_argument("--sample", type=int, default=200, help="the failure set: images drawn per kept caption...")
+    parser.add_argument("--keep", type=int, default=50, help="... of which at most this many the source fails kept")
     parser.add_argument("--widths", type=int, nargs="+", default=[4, 16, 32])
     parser.add_argument("--seed", type=int, default=0)
+    model_arguments(parser, llm=True, generator=True, captioner=True)
     parser.add_argument("--dir", default="model-study")
     args = parser.parse_args()
     started = time.perf_counter()
@@ -42,7 +50,8 @@ def main() -> None:
     predictors = {m: network_predictor(project, m) for m in models}
     project.close()
     config = FailureSearchConfig(images_per_caption=args.images, captions=args.captions, seed=args.seed)
-    found = failure_search(ShapeWorldRenderer(), predictors[source], RendererCaption(), args.label, config=config)
+    generator, captioner = generator_and_captioner(args)
+    found = failure_search(generator, predictors[source], captioner, args.label, config=config)
     kept = found.loc[found["significant"], "caption"].tolist()
     print(f"{source}: {len(found) - 1} captions of '{args.label}' failures tested, {len(kept)} fail significantly "
           f"more often than '{found['caption'].iat[0]}' ({found['failure_rate'].iat[0]:.1%})\n")
@@ -52,7 +61,7 @@ def main() -> None:
     retest = FailureSearchConfig(images_per_caption=args.images, caption_failures=False, refine=False,
                                  seed=args.seed + 1)
     for model in models:
-        table = failure_search(ShapeWorldRenderer(), predictors[model], RendererCaption(), args.label, typed=kept,
+        table = failure_search(generator, predictors[model], captioner, args.label, typed=kept,
                                config=retest)
         baseline = table.iloc[0]
         for row in table[table["origin"] == TYPED].itertuples():
@@ -64,7 +73,30 @@ def main() -> None:
     print(markdown_table(frame))
     held = frame[frame["model"] != source]
     print(f"\n{int(held['significant'].sum())} of {len(held)} (caption, other model) pairs fail significantly more "
-          f"often than the baseline ({time.perf_counter() - started:.0f} s)")
+          f"often than the baseline")
+    print("\n" + markdown_table(failure_set_transfer(kept, predictors, source, generator, args)))
+    print(f"\n{time.perf_counter() - started:.0f} s")
+
+
+def failure_set_transfer(captions: list[str], predictors: dict, source: str, generator, args) -> pd.DataFrame:
+    """Wiles et al.'s measure: the source model's failures among --sample images of each caption (at most --keep per
+    caption) as one fixed set, and the share of it each model fails (the source: 100% by construction)."""
+    kept = []
+    for k, caption in enumerate(captions):
+        seeds = [(args.seed + 7) * 1_000_003 + k * args.sample + i for i in range(args.sample)]
+        images = generator.generate([caption] * args.sample, seeds)
+        wrong = [args.label not in _ranked(answer)[:1] for answer in predictors[source](images)]
+        kept += [image for image, failed in zip(images, wrong) if failed][:args.keep]
+    rows = []
+    for model, predict in predictors.items():
+        failed = [args.label not in _ranked(answer)[:1] for answer in predict(kept)] if kept else []
+        rows.append({"model": model, "failure set": len(kept), "fails too": int(sum(failed)),
+                     "transfer": f"{sum(failed) / max(len(kept), 1):.1%}"})
+    return pd.DataFrame(rows)
+
+
+def _ranked(answer) -> list[str]:
+    return [answer] if isinstance(answer, str) else list(answer)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.bench.summary import markdown_table
+from hibug_core.cli.command import llm_from, model_arguments
 from hibug_core.demo.build import DemoConfig, ensure_demo
 from hibug_core.repair.generated import generate_for_prompts, generated_images
 from hibug_core.repair.generators import SHAPE_RENDERER, load_generator
@@ -139,7 +140,7 @@ def failures_fixed(project, original: str, runs: pd.DataFrame, name: str | None 
 
 def generated_arms(source: Path, work: Path, prompts: str, budget: int, retrain: RetrainConfig, seeds: tuple,
                    lams: list, debug_sets: bool = False, generator: str = SHAPE_RENDERER,
-                   k: int = 3, halves: bool = False
+                   k: int = 3, halves: bool = False, encoder: str = "conse", llm=None
                    ) -> tuple[list[pd.DataFrame], list[pd.DataFrame], float, int, list[pd.DataFrame]]:
     """(summaries, changes, error on the generated images, models, failures fixed) of repairs with `budget` images
     from `generator` for `prompts` (k: backgrounds per class, for Chegini and Feizi's), one per weight lambda of the
@@ -151,7 +152,8 @@ def generated_arms(source: Path, work: Path, prompts: str, budget: int, retrain:
     with Project.open(work) as project:
         original = project.models()[0]
         split = debug_halves(project, original) if halves else None
-        written = build_prompts(project, prompts, k=k, held_out=split[1] if split else None)
+        written = build_prompts(project, prompts, k=k, held_out=split[1] if split else None, encoder=encoder,
+                                llm=llm)
         generate_for_prompts(project, load_generator(generator), written, budget, seed=0)
         error = error_on_generated(project)
         for lam in lams:
@@ -182,9 +184,7 @@ def main() -> None:
                              "default: as if added, n_new / n_original)")
     parser.add_argument("--ks", type=int, nargs="+", default=[3],
                         help="the backgrounds arm: each number of backgrounds per class k (Chegini and Feizi's sweep)")
-    parser.add_argument("--generator", default=SHAPE_RENDERER,
-                        help="what draws the generated arms' images (hibug generate's specs, e.g. diffusers:FOLDER; "
-                             "default: the shape-world renderer, the offline stand-in)")
+    model_arguments(parser, encoder=True, llm=True, generator=True)  # the backgrounds arm's encoder and LLM
     parser.add_argument("--debug-sets", action="store_true",
                         help="also print the share of the model's val failures (debug seed) and test failures (debug "
                              "held-out) each repair fixes (Chegini and Feizi)")
@@ -230,7 +230,7 @@ def main() -> None:
                 arm = prompts + (f", k {k}" if prompts == "backgrounds" else "")
                 arm_summaries, arm_changes, errors[arm], count, arm_fixed = generated_arms(
                     root / problem, root / "generated", prompts, budget, retrain, seeds, args.lams or [None],
-                    args.debug_sets, args.generator, k, args.halves)
+                    args.debug_sets, args.generator, k, args.halves, args.encoder, llm_from(args))
                 summaries += arm_summaries
                 all_changes += arm_changes
                 fixed += arm_fixed

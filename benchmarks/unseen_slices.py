@@ -64,7 +64,7 @@ def per_threshold(project, name: str, thresholds: list[float]) -> list[dict]:
 
 
 def measure(folder: Path, name: str, methods: list[str], llm: LLMConfig | None, found: list, thresholds: list,
-            sweep: list[float], matching: list) -> list[dict]:
+            sweep: list[float], matching: list, encoder: str | None = None) -> list[dict]:
     project = DEMOS.build(name, folder=folder / demo_folder(name))
     try:
         report = error_slices(project)
@@ -76,7 +76,8 @@ def measure(folder: Path, name: str, methods: list[str], llm: LLMConfig | None, 
         rows = []
         for method in methods:
             start = time.perf_counter()
-            predicted = predict_unseen(project, report, method, task=task_of(project), llm_config=llm)
+            predicted = predict_unseen(project, report, method, task=task_of(project), llm_config=llm,
+                                       encoder=encoder)
             measured = how_they_fail(predicted, report)
             rows.append({"demo": name, "method": method, "predicted": measured["predicted"],
                          "unseen (under M in val)": int(predicted["unseen"].sum()),
@@ -96,6 +97,8 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=DEMOS.names(), choices=DEMOS.names())
     parser.add_argument("--llm-base-url", default=None, help="an OpenAI-compatible server: adds the instruction arm")
     parser.add_argument("--llm-model", default=None)
+    parser.add_argument("--encoder", default=None, help="whose text side measures tag similarity for substitution "
+                        "(HiBug2's: a CLIP; default: the offline MiniLM)")
     parser.add_argument("--found", action="store_true", help="also HiBug's Table 3: do the bugs found on val hold on "
                                                              "test?")
     parser.add_argument("--thresholds", type=float, nargs="*", default=[],
@@ -110,7 +113,7 @@ def main() -> None:
     thresholds: list = []
     matching: list = []
     rows = [row for name in args.tasks for row in measure(folder, name, methods, llm, found, thresholds,
-                                                           args.thresholds, matching)]
+                                                           args.thresholds, matching, args.encoder)]
     table = pd.DataFrame(rows)
     for column in ("mean test score", "whole test split"):
         table[column] = table[column].map("{:.1%}".format)

@@ -61,3 +61,47 @@ def llm_arguments(parser: argparse.ArgumentParser) -> None:
 
     for name, info in LLMSettings.model_fields.items():
         parser.add_argument("--" + name.replace("_", "-"), dest=name, help=info.description)
+
+
+def model_arguments(parser: argparse.ArgumentParser, *, encoder: bool = False, llm: bool = False,
+                    generator: bool = False, captioner: bool = False) -> None:
+    """The model options of a benchmark that stands for a paper's experiment, as the commands name them, so that it
+    runs unchanged with real weights: --encoder (an encoder spec), --llm with --llm-model and --llm-base-url (the key
+    from OPENAI_API_KEY or Streamlit secrets), --generator (a generator spec), --captioner."""
+    from hibug_core.repair.generators import SHAPE_RENDERER
+
+    if encoder:
+        parser.add_argument("--encoder", default="conse", help="encoder spec (default: conse, offline; e.g. a CLIP "
+                            "folder: see `hibug embed --help`)")
+    if llm:
+        parser.add_argument("--llm", action="store_true", help="ask a language model (OpenAI-compatible) where the "
+                            "paper does, instead of the offline stand-in")
+        llm_arguments(parser)
+    if generator:
+        parser.add_argument("--generator", default=SHAPE_RENDERER, help="what draws the images (hibug generate's "
+                            "specs, e.g. diffusers:FOLDER; default: the shape-world renderer, the offline stand-in)")
+    if captioner:
+        from hibug_core.repair.failure_search import CAPTIONERS
+
+        parser.add_argument("--captioner", default="renderer", choices=CAPTIONERS.names(),
+                            help="who captions the failures (llm: a multimodal model, with --llm-model and "
+                            "--llm-base-url; needed with any generator but the renderer)")
+
+
+def llm_from(args: argparse.Namespace):
+    """The language model the options name (None without --llm)."""
+    from hibug_core.operations import LLMSettings
+
+    if not getattr(args, "llm", False):
+        return None
+    return LLMSettings(llm_model=args.llm_model, llm_base_url=args.llm_base_url).llm_config()
+
+
+def generator_and_captioner(args):
+    """The generator and captioner the options name (hibug_core.cli.command.model_arguments)."""
+    from hibug_core.operations import LLMSettings
+    from hibug_core.repair.failure_search import CAPTIONERS
+    from hibug_core.repair.generators import load_generator
+
+    settings = LLMSettings(llm_model=args.llm_model, llm_base_url=args.llm_base_url)
+    return load_generator(args.generator), CAPTIONERS.get(args.captioner).build(settings=settings)

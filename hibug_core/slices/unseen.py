@@ -274,13 +274,19 @@ def matching_data_scores(report: SliceReport, gaps=(0.0, 0.1, 0.2),
 
 
 UNSEEN_METHODS = Registry("way to predict unseen slices")  # HiBug2's two, and hibug's variant of the second; each:
-# (project, report, *, task, llm_config, count, api_key) -> the predicted slices, checked
+# (project, report, *, task, llm_config, count, api_key, encoder) -> the predicted slices, checked
 
 
 @UNSEEN_METHODS.register("substitution", "similar tags swapped into the top error slices (by text embedding, "
                          "offline)")
-def _by_substitution(*, report: SliceReport, **_) -> pd.DataFrame:
-    return substitute_tags(report)
+def _by_substitution(*, report: SliceReport, encoder: str | None = None, **_) -> pd.DataFrame:
+    """Tag similarity by the offline text model, or by an encoder's text side (HiBug2's: CLIP's)."""
+    if encoder is None:
+        return substitute_tags(report)
+    from hibug_core.embeddings.registry import load_encoder
+
+    loaded = load_encoder(encoder)
+    return substitute_tags(report, embed=lambda texts: np.asarray(loaded.encode_texts(list(texts)), np.float32))
 
 
 def _by_instruction(project, report: SliceReport, *, task, llm_config, count: int, api_key: str | None,
@@ -307,14 +313,15 @@ def asks_a_language_model(method: str) -> bool:
 
 
 def predict_unseen(project, report: SliceReport, method: str, *, task, llm_config=None, count: int = 10,
-                   api_key: str | None = None) -> pd.DataFrame:
+                   api_key: str | None = None, encoder: str | None = None) -> pd.DataFrame:
     """Slices the report's split barely shows, predicted to fail by `method` (an UNSEEN_METHODS entry) and checked on
-    the data that match them (`llm_config`: where the language model is, for the methods that ask one)."""
+    the data that match them (`llm_config`: where the language model is, for the methods that ask one; `encoder`:
+    whose text side measures tag similarity, for substitution; None: the offline text model)."""
     if UNSEEN_METHODS.find(method) is None:
         raise SliceError(f"unknown way to predict unseen slices '{method}'; use one of: "
                          f"{', '.join(UNSEEN_METHODS.names())}")
     return UNSEEN_METHODS.build(method, project=project, report=report, task=task, llm_config=llm_config, count=count,
-                                api_key=api_key)
+                                api_key=api_key, encoder=encoder)
 
 
 def _usable(item, tags_of: dict[str, set], classes: list[str]) -> tuple[tuple | None, str]:
