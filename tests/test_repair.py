@@ -283,7 +283,7 @@ def test_shape_world_renderer_draws_what_the_prompt_says():
 
     assert scene_from_prompt("A photo of a small blue square at the top left", 0) == {
         "shape": "rectangle", "color": "blue", "size": "small", "horizontal position": "left",
-        "vertical position": "top"}
+        "vertical position": "top", "background": "plain"}
     for seed in range(60):
         scene = scene_from_prompt("a shape", seed)
         image = render_scene(scene, seed)
@@ -294,6 +294,30 @@ def test_shape_world_renderer_draws_what_the_prompt_says():
     first, second = renderer.generate(["a red circle", "a red circle"], [1, 2])
     assert np.asarray(first).tobytes() != np.asarray(second).tobytes()
     assert np.asarray(renderer.generate(["a red circle"], [1])[0]).tobytes() == np.asarray(first).tobytes()
+
+
+def test_the_renderer_draws_every_uncommon_background_and_the_shape_where_it_would_be():
+    """Chegini and Feizi's backgrounds are drawn (each its own), the shape placed as on the plain scene, which is the
+    same image it was before backgrounds were drawn; the renderer's caption names the background."""
+    from hibug_core.demo.easyvqa import measure_geometry
+    from hibug_core.repair.prompts import DEFAULT_BACKGROUNDS
+
+    renderer = ShapeWorldRenderer()
+    plain = np.asarray(renderer.generate(["A photo of a small red triangle"], [5])[0], int)
+    scene = scene_from_prompt("A photo of a small red triangle", 5)
+    assert np.array_equal(np.asarray(render_scene({k: v for k, v in scene.items() if k != "background"}, 5)), plain)
+    drawn = {}
+    for background in DEFAULT_BACKGROUNDS:
+        prompt = f"A photo of a small red triangle {background}"
+        assert scene_from_prompt(prompt, 5) == {**scene, "background": scene_from_prompt(prompt, 5)["background"]}
+        image = np.asarray(renderer.generate([prompt], [5])[0], int)
+        red = (image == (255, 0, 0)).all(axis=2)
+        assert np.array_equal(red, (plain == (255, 0, 0)).all(axis=2))  # the same triangle in the same place
+        drawn[background] = image[~red].mean(axis=0).round()
+        assert renderer.describe(prompt, 5).endswith(f"The background is {scene_from_prompt(prompt, 5)['background']}.")
+    assert len({tuple(v) for v in drawn.values()}) == len(DEFAULT_BACKGROUNDS)  # each background its own
+    assert measure_geometry(plain.astype(np.uint8))["size"] == "small"
+    assert "background" not in renderer.describe("A photo of a small red triangle", 5)
 
 
 @pytest.mark.slow

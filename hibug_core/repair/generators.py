@@ -47,6 +47,12 @@ _SHAPE_WORDS = {"circle": "circle", "circles": "circle", "rectangle": "rectangle
 _SIDES = {"small": (10, 18), "medium": (19, 26), "large": (27, 36)}  # measure_geometry's size thirds
 _HORIZONTAL = {"left": 0, "center": 1, "centre": 1, "right": 2}
 _VERTICAL = {"top": 0, "middle": 1, "bottom": 2}
+# The scene backgrounds the renderer draws when a prompt names one (Chegini and Feizi's uncommon backgrounds,
+# prompts.DEFAULT_BACKGROUNDS): the word that names it -> its name. A prompt naming none gets the plain light one.
+_BACKGROUND_WORDS = {"snow": "snow", "underwater": "underwater", "water": "underwater", "desert": "desert",
+                     "night": "night", "kitchen": "kitchen", "beach": "beach", "forest": "forest", "street": "street",
+                     "city": "street", "sky": "sky", "fog": "fog", "stage": "stage", "cave": "cave"}
+PLAIN = "plain"
 
 
 def scene_from_prompt(prompt: str, seed: int) -> dict[str, str]:
@@ -58,20 +64,25 @@ def scene_from_prompt(prompt: str, seed: int) -> dict[str, str]:
         named = [meaning[w] for w in words if w in meaning]
         return named[0] if named else choices[rng.integers(len(choices))]
 
-    return {"shape": pick(_SHAPE_WORDS, ("circle", "rectangle", "triangle")),
-            "color": pick({c: c for c in COLOURS}, tuple(COLOURS)),
-            "size": pick({s: s for s in _SIDES}, tuple(_SIDES)),
-            "horizontal position": ("left", "center", "right")[pick(_HORIZONTAL, (0, 1, 2))],
-            "vertical position": ("top", "middle", "bottom")[pick(_VERTICAL, (0, 1, 2))]}
+    scene = {"shape": pick(_SHAPE_WORDS, ("circle", "rectangle", "triangle")),
+             "color": pick({c: c for c in COLOURS}, tuple(COLOURS)),
+             "size": pick({s: s for s in _SIDES}, tuple(_SIDES)),
+             "horizontal position": ("left", "center", "right")[pick(_HORIZONTAL, (0, 1, 2))],
+             "vertical position": ("top", "middle", "bottom")[pick(_VERTICAL, (0, 1, 2))]}
+    named = [_BACKGROUND_WORDS[w] for w in words if w in _BACKGROUND_WORDS]  # never drawn at random: a prompt
+    return {**scene, "background": named[0] if named else PLAIN}  # naming none is the demo's own plain scene
 
 
 def render_scene(scene: dict[str, str], seed: int, size: int = 64):
-    """A 64x64 easy-vqa-like image: one flat shape on a light background."""
+    """A 64x64 easy-vqa-like image: one flat shape on a light background, or on the scene background the prompt named
+    (the shape and its place drawn as on the plain one)."""
     from PIL import Image, ImageDraw
 
     rng = np.random.default_rng(seed + 1_000_003)
     background = tuple(int(v) for v in rng.integers(200, 256, 3))
-    image = Image.new("RGB", (size, size), background)
+    kind = scene.get("background", PLAIN)
+    image = (Image.new("RGB", (size, size), background) if kind == PLAIN
+             else Image.fromarray(_background_pixels(kind, size, np.random.default_rng(seed + 2_000_003))))
     low, high = _SIDES[scene["size"]]
     side = int(rng.integers(low, high + 1))
     third = size / 3
@@ -98,6 +109,46 @@ def render_scene(scene: dict[str, str], seed: int, size: int = 64):
     return image
 
 
+def _background_pixels(kind: str, size: int, rng: np.random.Generator) -> np.ndarray:
+    """A named scene background, (size, size, 3) uint8: a base colour, its texture and noise."""
+    y, x = np.mgrid[0:size, 0:size] / max(size - 1, 1)
+    noise = rng.normal(0, 1, (size, size, 1))
+
+    def flat(colour, spread: float = 8.0) -> np.ndarray:
+        return np.asarray(colour, float)[None, None, :] + spread * noise
+
+    if kind == "snow":
+        pixels = flat((240, 243, 248), 6) - 60 * (rng.random((size, size, 1)) < 0.04)
+    elif kind == "underwater":
+        pixels = flat((20, 90, 170)) + 40 * (1 - y)[..., None] + 25 * np.sin(12 * x + 5 * y)[..., None]
+    elif kind == "desert":
+        pixels = flat((214, 184, 128), 10) + 12 * np.sin(9 * x + 3 * y)[..., None]
+    elif kind == "night":
+        pixels = flat((15, 18, 45), 4) + 200 * (rng.random((size, size, 1)) < 0.015)
+    elif kind == "kitchen":
+        grout = ((np.arange(size) % 12 == 0)[:, None] | (np.arange(size) % 12 == 0)[None, :])[..., None]
+        pixels = flat((225, 215, 190), 4) - 90 * grout
+    elif kind == "beach":
+        pixels = np.where((y < 0.45)[..., None], flat((140, 200, 240), 5), flat((222, 200, 150), 9))
+    elif kind == "forest":
+        pixels = flat((35, 85, 40), 22)
+    elif kind == "street":
+        stripe = ((np.abs(y - 0.5) < 0.03) & (x * 8 % 2 < 1))[..., None]
+        pixels = flat((95, 95, 100), 10) + 150 * stripe
+    elif kind == "sky":
+        pixels = flat((120, 180, 245), 3) + 70 * y[..., None]
+    elif kind == "fog":
+        pixels = flat((196, 198, 202), 2) + 10 * np.sin(3 * x + 2 * y)[..., None]
+    elif kind == "stage":
+        spot = (((x - 0.5) / 0.35) ** 2 + ((y - 0.6) / 0.3) ** 2 < 1)[..., None]
+        pixels = np.where(spot, flat((235, 220, 170), 4), flat((25, 20, 30), 4))
+    elif kind == "cave":
+        pixels = flat((70, 60, 55), 18)
+    else:
+        raise ValueError(f"no background '{kind}'")
+    return np.clip(pixels, 0, 255).astype(np.uint8)
+
+
 class ShapeWorldRenderer:
     """Draws easy-vqa shapes from a prompt's words: stands in for a diffusion model on the demo, offline. It is a
     renderer, not a generative model, and says so wherever its images are shown."""
@@ -111,8 +162,9 @@ class ShapeWorldRenderer:
     def describe(prompt: str, seed: int) -> str:
         """What the image of (prompt, seed) shows, in words: the renderer's own caption of it."""
         scene = scene_from_prompt(prompt, seed)
-        return (f"A {scene['size']} {scene['color']} {scene['shape']}. It is at the {scene['vertical position']} "
+        said = (f"A {scene['size']} {scene['color']} {scene['shape']}. It is at the {scene['vertical position']} "
                 f"{scene['horizontal position']} of the image.")
+        return said if scene["background"] == PLAIN else f"{said} The background is {scene['background']}."
 
 
 # ----- diffusers ---------------------------------------------------------------------------------------------------
