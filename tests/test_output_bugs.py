@@ -84,3 +84,37 @@ def test_a_planted_problem_fails_exactly_its_bugs_objects_and_records_their_trai
         assert said[-1] == ("planting outputs: t", 3, 3)
     finally:
         project.close()
+
+
+@pytest.mark.parametrize("task", ["pose", "segmentation"])
+def test_every_finder_runs_on_a_tiny_planted_output_problem_and_its_bug_free_twin(tmp_path, task):
+    """The task's benchmark harness end to end on one tiny problem: every slice finder on both tag sources and their
+    bug-free twins, scored by the one scoring; hibug finds the two planted bugs (every planted object fails, no other
+    does) with the types it should name, and reports nothing on the twins."""
+    from dataclasses import replace
+
+    from hibug_core.bench import masks, pose
+    from hibug_core.bench.contest import gathered
+    from hibug_core.bench.demo_bugs import DemoProblem, run_demo_benchmark
+    from hibug_core.bench.peers import SLICE_FINDERS
+
+    if task == "pose":
+        bench, build_planted = pose.POSE_BENCH, pose.build_planted
+        bugs = (PlantedBug("hard", {"pose": "sitting"}, "", "hard case"),
+                PlantedBug("missing", {"shirt colour": "blue"}, "", "missing annotations"))
+    else:
+        bench, build_planted = masks.MASK_BENCH, masks.build_planted
+        bugs = (PlantedBug("hard", {"class": "ring"}, "", "hard case"),
+                PlantedBug("missing", {"color": "blue"}, "", "missing annotations"))
+    problem = OutputProblem("tiny", 3, bugs, train_scenes=80, val_scenes=80, fail_share=1.0, base_miss=0.0)
+    tiny = replace(bench, problems=lambda count, seed: [DemoProblem("tiny", problem, build=build_planted)])
+    contests: list = []
+    drawn = run_demo_benchmark(tmp_path, tiny, 1, contests=contests, encoder="tiny-open_clip")
+    assert drawn["problem"].tolist() == ["tiny"]
+    found, problems = gathered(contests)
+    assert set(problems["method"]) == set(SLICE_FINDERS.names()) and not problems["failed"].any()
+    assert len(problems) == 2 * 2 * len(SLICE_FINDERS.names())  # two tag sources, each with its bug-free twin
+    hibug = found[(found["method"] == "hibug") & (found["tags"] == "truth")]
+    assert hibug["find_tag"].all() and hibug["type_right"].all()
+    twins = problems[(problems["method"] == "hibug") & problems["bug_free"]]
+    assert (twins["reported"] == 0).all()

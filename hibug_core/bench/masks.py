@@ -80,11 +80,11 @@ def mask_problems(count: int, seed: int = 0) -> list[DemoProblem]:
     """Seed 0: the demo itself first (its shipped model: no training); then problems with their bugs planted in a
     mask model's outputs (hibug_core.bench.output_bugs), drawn from `seed`."""
     demo = [DemoProblem("demo", SegmentationDemoConfig())] if seed == 0 else []
-    return demo + [DemoProblem(p.id, p, build=_build_planted)
+    return demo + [DemoProblem(p.id, p, build=build_planted)
                    for p in draw_problems(MASK_WORLD, count - len(demo), seed)]
 
 
-def _build_planted(folder, problem, progress=no_progress):
+def build_planted(folder, problem, progress=no_progress):
     return build_output_problem(folder, MASK_WORLD, problem, MODEL_NAME, progress=progress)
 
 

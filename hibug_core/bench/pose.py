@@ -67,11 +67,11 @@ def pose_problems(count: int, seed: int = 0) -> list[DemoProblem]:
     """Seed 0: the demo itself first (its shipped model: no training); then problems with their bugs planted in a
     keypoint model's outputs (hibug_core.bench.output_bugs), drawn from `seed`."""
     demo = [DemoProblem("demo", PoseDemoConfig())] if seed == 0 else []
-    return demo + [DemoProblem(p.id, p, build=_build_planted)
+    return demo + [DemoProblem(p.id, p, build=build_planted)
                    for p in draw_problems(POSE_WORLD, count - len(demo), seed)]
 
 
-def _build_planted(folder, problem, progress=no_progress):
+def build_planted(folder, problem, progress=no_progress):
     return build_output_problem(folder, POSE_WORLD, problem, MODEL_NAME, progress=progress)
 
 
