@@ -58,6 +58,9 @@ def test_bench_config_names_a_bad_validation_share():
     for shares in ((0.0,), (0.5, 1.5), ()):
         with pytest.raises(HibugError, match="val_shares"):
             BenchConfig(val_shares=shares)
+    with pytest.raises(HibugError, match="llm_method"):
+        BenchConfig(llm_method="chatgpt")
+    assert BenchConfig(llm_method="hibug").llm_method == "hibug"  # HiBug's flow, for its Table 1
 
 
 def test_spurious_plant_gives_the_class_its_share_of_the_tag(world):

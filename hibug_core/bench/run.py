@@ -42,7 +42,7 @@ from hibug_core.slices.report import error_slices
 from hibug_core.slices.search import CLASS, SliceConfig
 from hibug_core.store.arrays import ArrayStore
 from hibug_core.store.attribute_versions import save_schema
-from hibug_core.tagging.propose import propose_with_llm
+from hibug_core.tagging.propose import PROMPTS, propose_with_llm
 from hibug_core.tagging.run import tag_project, teach
 from hibug_core.tasks import task_of
 
@@ -60,7 +60,7 @@ def _llm_schema(config: BenchConfig) -> AttributeSchema:
     if config.llm is None:
         raise HibugError("the 'llm' tag source needs a language model: pass --llm (and --llm-base-url, "
                          "--llm-model; the key in OPENAI_API_KEY)")
-    proposed = propose_with_llm(TASK, list(SHAPES), config.llm).schema
+    proposed = propose_with_llm(TASK, list(SHAPES), config.llm, method=config.llm_method).schema
     extra = tuple(a for a in measured_attributes() if a.name not in proposed.names())
     return proposed.edited(attributes=(*proposed.attributes, *extra))
 
@@ -75,7 +75,8 @@ TAGGERS.add("library", "attributes from the built-in library (the offline propos
             lambda: BenchTagger(lambda config: library_schema(TASK, list(SHAPES))))
 TAGGERS.add("taught", "the shape world's attributes taught by a few examples per tag (probe on conse features), plus "
             "measured", lambda: BenchTagger(lambda config: demo_attribute_schema(), taught=True))
-TAGGERS.add("llm", "attributes a language model proposes for the task (HiBug2 flow, once per run), conse zero-shot, "
+TAGGERS.add("llm", "attributes a language model proposes for the task (HiBug2's flow, or HiBug's with --llm-method "
+            "hibug; once per run), conse zero-shot, "
             "plus measured", lambda: BenchTagger(_llm_schema), needs=(LANGUAGE_MODEL,))
 CONTENT_FOLDERS = ("embeddings/", "measures/")  # content-keyed caches shared by every problem's project
 
@@ -99,6 +100,7 @@ class BenchConfig:
     examples_per_tag: int = 10
     encoder: str = "conse"
     llm: LLMConfig | None = None  # the server the "llm" tag source asks
+    llm_method: str = "hibug2"  # ... and whose flow it proposes by: HiBug2's structured one, or HiBug's
     # Shares of the validation split the slices are searched on (HiBug's Table 6), each a seeded draw per problem;
     # whether the bug shows is always judged on the whole split.
     val_shares: tuple[float, ...] = (1.0,)
@@ -110,6 +112,7 @@ class BenchConfig:
         check_fields(self, {
             "n_spurious": (self.n_spurious >= 0, "0 or more"), "n_rare": (self.n_rare >= 0, "0 or more"),
             "n_shift": (self.n_shift >= 0, "0 or more"),
+            "llm_method": (self.llm_method in PROMPTS, f"one of {', '.join(PROMPTS)}"),
             "top_n": (self.top_n >= 1, "1 or more"),
             "val_shares": (len(self.val_shares) > 0 and all(0 < s <= 1 for s in self.val_shares),
                            "one or more shares in (0, 1]"),

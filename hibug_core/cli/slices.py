@@ -28,6 +28,8 @@ def _bench_arguments(parser) -> None:
     parser.add_argument("--llm", action="store_true", help="add the 'llm' tag source: attributes proposed by a "
                         "language model (OpenAI-compatible), tagged zero-shot")
     llm_arguments(parser)
+    parser.add_argument("--llm-method", choices=("hibug2", "hibug"), default="hibug2", help="whose flow the 'llm' "
+                        "tag source proposes attributes by: HiBug2's structured one, or HiBug's (its Table 1)")
     parser.add_argument("--encoder", default="conse", help="encoder of the automatic tag sources")
     parser.add_argument("--top", type=int, default=10, help="Find Attr / Find Tag look at this many top slices")
     parser.add_argument("--gap", type=float, default=SliceConfig.gap, help="C of the main table (others are reported "
@@ -120,6 +122,7 @@ def cmd_bench(args) -> int:
 
         llm = LLMSettings(llm_model=args.llm_model, llm_base_url=args.llm_base_url).llm_config()
     config = BenchConfig(n_spurious=spurious, n_rare=rare, n_shift=shift, seed=args.seed, taggers=taggers,
+                         llm_method=args.llm_method,
                          top_n=args.top,
                          slices=replace(defaults.slices, gap=args.gap), encoder=args.encoder, llm=llm,
                          gaps=tuple(sorted({*defaults.gaps, args.gap})),
