@@ -94,7 +94,9 @@ def summary_tables(rows: pd.DataFrame, problems: pd.DataFrame, gap: float,
         kept_drop = problems["drop"].where(problems["kept"].astype(bool))
         tables["generation"] = problems.assign(kept_drop=kept_drop).groupby(["bug_type", "strength"]).agg(
             tried=("kept", "size"), kept=("kept", "sum"), **{"median drop of kept": ("kept_drop", "median")})
-    for table in tables.values():
+    for name, table in list(tables.items()):
+        if isinstance(table, pd.Series):  # groups whose rates carry different measures come back stacked
+            tables[name] = table = table.unstack()
         for column in ("problems", "tried", "kept", "val images"):
             if column in table:
                 table[column] = table[column].astype(int)
