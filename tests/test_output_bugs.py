@@ -99,11 +99,11 @@ def test_every_finder_runs_on_a_tiny_planted_output_problem_and_its_bug_free_twi
     from hibug_core.bench.peers import SLICE_FINDERS
 
     if task == "pose":
-        bench, build_planted = pose.POSE_BENCH, pose.build_planted
+        bench, build_planted = pose.POSE_BENCH, pose.pose_problems(2, seed=1)[0].build
         bugs = (PlantedBug("hard", {"pose": "sitting"}, "", "hard case"),
                 PlantedBug("missing", {"shirt colour": "blue"}, "", "missing annotations"))
     else:
-        bench, build_planted = masks.MASK_BENCH, masks.build_planted
+        bench, build_planted = masks.MASK_BENCH, masks.mask_problems(2, seed=1)[0].build
         bugs = (PlantedBug("hard", {"class": "ring"}, "", "hard case"),
                 PlantedBug("missing", {"color": "blue"}, "", "missing annotations"))
     problem = OutputProblem("tiny", 3, bugs, train_scenes=80, val_scenes=80, fail_share=1.0, base_miss=0.0)

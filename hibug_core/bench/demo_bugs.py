@@ -47,6 +47,21 @@ class DemoBugBench:
     same_as: dict[tuple[str, str], set[tuple[str, str]]] = field(default_factory=dict)
 
 
+def demo_then_planted(demo, world, model: str) -> Callable[..., list[DemoProblem]]:
+    """A task's problems, (count, seed) -> list: seed 0's first is its demo (`demo`, built with its shipped model),
+    then problems whose bugs are planted in `model`'s outputs on `world` (hibug_core.bench.output_bugs), drawn from
+    the seed."""
+    from hibug_core.bench.output_bugs import build_output_problem, draw_problems
+
+    def build(folder, problem, progress: ProgressCallback = no_progress):
+        return build_output_problem(folder, world, problem, model, progress=progress)
+
+    def problems(count: int, seed: int = 0) -> list[DemoProblem]:
+        first = [DemoProblem("demo", demo)] if seed == 0 else []
+        return first + [DemoProblem(p.id, p, build=build) for p in draw_problems(world, count - len(first), seed)]
+    return problems
+
+
 def planted_bugs(problem: DemoProblem) -> list[PlantedBug]:
     return [PlantedBug(tuple(bug.slice.items()), bug.diagnosed_as) for bug in problem.demo.planted_bugs()]
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hibug_core.bench.demo_bugs import DemoBugBench, DemoProblem
-from hibug_core.bench.output_bugs import OutputWorld, Scenes, build_output_problem, draw_problems
+from hibug_core.bench.demo_bugs import DemoBugBench, demo_then_planted
+from hibug_core.bench.output_bugs import OutputWorld, Scenes
 from hibug_core.demo.mask_scenes import MASK_SHAPES, MaskSceneConfig, render_mask_scenes
 from hibug_core.demo.scenes import SCENE_COLOURS
 from hibug_core.demo.segmentation import (
@@ -21,7 +21,6 @@ from hibug_core.demo.segmentation import (
 from hibug_core.objects.geometry import GeometryConfig, geometry_attributes
 from hibug_core.objects.mask_geometry import mask_attributes
 from hibug_core.objects.masks import from_pixels
-from hibug_core.progress import no_progress
 from hibug_core.slices.diagnosis import BAD_MASKS
 
 MEASURED = tuple(a.name for a in (*geometry_attributes(), *mask_attributes()))  # from boxes and true masks
@@ -76,16 +75,8 @@ MASK_WORLD = OutputWorld(
     taught={BAD_MASKS: (lambda row, mask, rng: _loose_box(mask), True)}, max_conditions=3)
 
 
-def mask_problems(count: int, seed: int = 0) -> list[DemoProblem]:
-    """Seed 0: the demo itself first (its shipped model: no training); then problems with their bugs planted in a
-    mask model's outputs (hibug_core.bench.output_bugs), drawn from `seed`."""
-    demo = [DemoProblem("demo", SegmentationDemoConfig())] if seed == 0 else []
-    return demo + [DemoProblem(p.id, p, build=build_planted)
-                   for p in draw_problems(MASK_WORLD, count - len(demo), seed)]
-
-
-def build_planted(folder, problem, progress=no_progress):
-    return build_output_problem(folder, MASK_WORLD, problem, MODEL_NAME, progress=progress)
+# seed 0: the demo first, then problems with their bugs planted in the outputs
+mask_problems = demo_then_planted(SegmentationDemoConfig(), MASK_WORLD, MODEL_NAME)
 
 
 MASK_BENCH = DemoBugBench(

@@ -8,14 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hibug_core.bench.demo_bugs import DemoBugBench, DemoProblem
-from hibug_core.bench.output_bugs import OutputWorld, Scenes, build_output_problem, draw_problems
+from hibug_core.bench.demo_bugs import DemoBugBench, demo_then_planted
+from hibug_core.bench.output_bugs import OutputWorld, Scenes
 from hibug_core.demo.figures import FIGURE_KEYPOINTS, SHIRT_COLOURS, FigureSceneConfig, render_figures
 from hibug_core.demo.pose import MODEL_NAME, PoseDemoConfig, build_pose_demo, coco_people, pose_attribute_schema
 from hibug_core.objects.geometry import geometry_attributes
 from hibug_core.objects.keypoint_errors import mirror_pairs
 from hibug_core.objects.pose_geometry import pose_attributes
-from hibug_core.progress import no_progress
 from hibug_core.slices.diagnosis import KEYPOINTS_MISSING, SWAPPED
 
 MEASURED = tuple(a.name for a in (*geometry_attributes(), *pose_attributes()))  # from boxes and true keypoints
@@ -63,16 +62,8 @@ POSE_WORLD = OutputWorld(
     max_conditions=3)
 
 
-def pose_problems(count: int, seed: int = 0) -> list[DemoProblem]:
-    """Seed 0: the demo itself first (its shipped model: no training); then problems with their bugs planted in a
-    keypoint model's outputs (hibug_core.bench.output_bugs), drawn from `seed`."""
-    demo = [DemoProblem("demo", PoseDemoConfig())] if seed == 0 else []
-    return demo + [DemoProblem(p.id, p, build=build_planted)
-                   for p in draw_problems(POSE_WORLD, count - len(demo), seed)]
-
-
-def build_planted(folder, problem, progress=no_progress):
-    return build_output_problem(folder, POSE_WORLD, problem, MODEL_NAME, progress=progress)
+# seed 0: the demo first, then problems with their bugs planted in the outputs
+pose_problems = demo_then_planted(PoseDemoConfig(), POSE_WORLD, MODEL_NAME)
 
 
 POSE_BENCH = DemoBugBench(
