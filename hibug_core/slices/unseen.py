@@ -290,7 +290,7 @@ def _by_substitution(*, report: SliceReport, encoder: str | None = None, **_) ->
 
 
 def _by_instruction(project, report: SliceReport, *, task, llm_config, count: int, api_key: str | None,
-                    findings: bool) -> pd.DataFrame:
+                    findings: bool, **_) -> pd.DataFrame:
     from hibug_core.store.attribute_versions import load_schema
 
     classes = [c for c in (project.model_classes(report.model) or sorted(report.evaluation["label"].dropna().unique()))
