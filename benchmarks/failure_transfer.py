@@ -26,7 +26,7 @@ from hibug_core.bench.summary import markdown_table
 from hibug_core.cli.command import generator_and_captioner, model_arguments
 from hibug_core.demo import DEMOS
 from hibug_core.demo.study import StudyConfig, add_study_models
-from hibug_core.repair.failure_search import FailureSearchConfig, failure_search, network_predictor
+from hibug_core.repair.failure_search import FailureSearchConfig, failure_search, network_predictor, ranked_classes
 
 TYPED = "typed by a person"
 
@@ -85,18 +85,14 @@ def failure_set_transfer(captions: list[str], predictors: dict, source: str, gen
     for k, caption in enumerate(captions):
         seeds = [(args.seed + 7) * 1_000_003 + k * args.sample + i for i in range(args.sample)]
         images = generator.generate([caption] * args.sample, seeds)
-        wrong = [args.label not in _ranked(answer)[:1] for answer in predictors[source](images)]
+        wrong = [args.label not in ranked[:1] for ranked in ranked_classes(predictors[source](images))]
         kept += [image for image, failed in zip(images, wrong) if failed][:args.keep]
     rows = []
     for model, predict in predictors.items():
-        failed = [args.label not in _ranked(answer)[:1] for answer in predict(kept)] if kept else []
+        failed = [args.label not in ranked[:1] for ranked in ranked_classes(predict(kept))] if kept else []
         rows.append({"model": model, "failure set": len(kept), "fails too": int(sum(failed)),
                      "transfer": f"{sum(failed) / max(len(kept), 1):.1%}"})
     return pd.DataFrame(rows)
-
-
-def _ranked(answer) -> list[str]:
-    return [answer] if isinstance(answer, str) else list(answer)
 
 
 if __name__ == "__main__":

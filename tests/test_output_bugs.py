@@ -33,7 +33,7 @@ def test_problems_are_drawn_per_seed_with_distinct_bugs_on_slices_of_their_own_s
             pairs = [pair for b in config.bugs for pair in b.slice.items()]
             assert len(pairs) == len(set(pairs))  # no condition shared
             for bug in config.bugs:
-                assert config.min_objects <= members(val, bug).sum() <= config.max_share * len(val)
+                assert config.min_objects <= members(val, bug.slice).sum() <= config.max_share * len(val)
 
 
 @pytest.mark.parametrize("task", ["pose", "segmentation"])
@@ -70,14 +70,14 @@ def test_a_planted_problem_fails_exactly_its_bugs_objects_and_records_their_trai
         slices = task_of_report(report)
         planted = np.zeros(len(slices.tags), bool)
         for bug in bugs:
-            planted |= members(slices.tags, bug)
+            planted |= members(slices.tags, bug.slice)
         assert planted.sum() >= 10 and (slices.errors > 0.5).tolist() == planted.tolist()
         samples = project.samples(MODEL_NAME)
         objects = project.objects(MODEL_NAME)
         train = objects[(objects["object_kind"] == "object") & samples["split"].reindex(objects.index).eq("train")]
         read = annotation_evidence(project, MODEL_NAME, train.assign(label=samples["label"]))
         tags = project.known_tags().reindex(train.index)
-        missing, changed = members(tags, bugs[1]), members(tags, taught)
+        missing, changed = members(tags, bugs[1].slice), members(tags, taught.slice)
         assert missing.sum() >= 5 and read["annotated"][missing].mean() <= 0.2 and read["annotated"][~missing].all()
         assert changed.sum() >= 5 and read[evidence][changed & ~missing].mean() >= 0.8
         assert read[evidence][~changed & ~missing].sum() == 0

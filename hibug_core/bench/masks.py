@@ -20,7 +20,7 @@ from hibug_core.demo.segmentation import (
 )
 from hibug_core.objects.geometry import GeometryConfig, geometry_attributes
 from hibug_core.objects.mask_geometry import mask_attributes
-from hibug_core.objects.masks import from_pixels
+from hibug_core.objects.masks import box, from_pixels
 from hibug_core.slices.diagnosis import BAD_MASKS
 
 MEASURED = tuple(a.name for a in (*geometry_attributes(), *mask_attributes()))  # from boxes and true masks
@@ -60,11 +60,11 @@ def _shifted(mask: np.ndarray, row) -> np.ndarray:
 
 
 def _result(row, mask: np.ndarray) -> dict:
-    rows, columns = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
-    box = ([float(columns[0]), float(rows[0]), float(columns[-1] - columns[0] + 1), float(rows[-1] - rows[0] + 1)]
-           if len(rows) else [row["x"], row["y"], row["w"], row["h"]])
-    return {"category_id": MASK_SHAPES.index(row["shape"]) + 1, "bbox": box,
-            "segmentation": from_pixels(mask[None])[0]}
+    """A COCO result of the object's class with the mask, its box the mask's own (the object's, for an empty one)."""
+    encoded = from_pixels(mask[None])[0]
+    found = box(encoded, mask.shape[1], mask.shape[0])
+    return {"category_id": MASK_SHAPES.index(row["shape"]) + 1, "segmentation": encoded,
+            "bbox": found if found[2] > 0 else [row["x"], row["y"], row["w"], row["h"]]}
 
 
 MASK_WORLD = OutputWorld(

@@ -103,7 +103,7 @@ def draw_problems(world: OutputWorld, count: int, seed: int, *, prefix: str = "o
             for _ in range(200):
                 attributes = rng.choice(world.attributes, size=int(rng.integers(1, most + 1)), replace=False)
                 conditions = {str(a): str(rng.choice(sorted(val[a].astype(str).unique()))) for a in attributes}
-                inside = np.logical_and.reduce([val[a].astype(str).eq(t).to_numpy() for a, t in conditions.items()])
+                inside = members(val, conditions)
                 if (shape.min_objects <= inside.sum() <= shape.max_share * len(val)
                         and not used & set(conditions.items()) and _changes(world, str(bug_type), scenes, inside)):
                     break
@@ -179,9 +179,9 @@ def build_output_problem(folder: str | Path, world: OutputWorld, problem: Output
     return project
 
 
-def members(objects: pd.DataFrame, bug: PlantedBug) -> np.ndarray:
-    """The objects in a planted bug's slice."""
-    return np.logical_and.reduce([objects[a].astype(str).eq(t).to_numpy() for a, t in bug.slice.items()])
+def members(objects: pd.DataFrame, conditions: dict[str, str]) -> np.ndarray:
+    """The objects in a slice (a planted bug's: its `slice`)."""
+    return np.logical_and.reduce([objects[a].astype(str).eq(t).to_numpy() for a, t in conditions.items()])
 
 
 def _thinned(scenes: Scenes, problem: OutputProblem, rng: np.random.Generator) -> Scenes:
@@ -190,7 +190,7 @@ def _thinned(scenes: Scenes, problem: OutputProblem, rng: np.random.Generator) -
     drop = np.zeros(len(scenes.images), bool)
     for bug in problem.bugs:
         if bug.diagnosed_as in TRAINING_KEPT:
-            holding = np.unique(scenes.objects["scene"].to_numpy()[members(scenes.objects, bug)])
+            holding = np.unique(scenes.objects["scene"].to_numpy()[members(scenes.objects, bug.slice)])
             drop[holding[rng.random(len(holding)) >= TRAINING_KEPT[bug.diagnosed_as]]] = True
     kept = np.flatnonzero(~drop)
     renumber = pd.Series(np.arange(len(kept)), index=kept)
@@ -208,7 +208,7 @@ def _taught(world: OutputWorld, problem: OutputProblem, scenes: Scenes, rng: np.
     annotations = list(scenes.annotations)
     wrong = rng.random(len(keep)) >= 0.05
     for bug in problem.bugs:
-        chosen = members(scenes.objects, bug) & wrong
+        chosen = members(scenes.objects, bug.slice) & wrong
         if bug.diagnosed_as == MISSING:
             keep &= ~chosen
         elif bug.diagnosed_as in world.taught:
@@ -224,7 +224,7 @@ def _outputs(world: OutputWorld, problem: OutputProblem, scenes: Scenes, rng: np
     a planted bug's objects as the bug makes the model fail them (but for 1 - fail_share)."""
     how = np.full(len(scenes.objects), "", dtype=object)
     for bug in problem.bugs:
-        how[members(scenes.objects, bug) & (rng.random(len(how)) < problem.fail_share) & (how == "")] = \
+        how[members(scenes.objects, bug.slice) & (rng.random(len(how)) < problem.fail_share) & (how == "")] = \
             bug.diagnosed_as
     results = []
     for i, annotation in enumerate(scenes.annotations):

@@ -10,10 +10,16 @@ import pandas as pd
 
 from hibug_core.bench.demo_bugs import DemoBugBench, demo_then_planted
 from hibug_core.bench.output_bugs import OutputWorld, Scenes
-from hibug_core.demo.figures import FIGURE_KEYPOINTS, SHIRT_COLOURS, FigureSceneConfig, render_figures
-from hibug_core.demo.pose import MODEL_NAME, PoseDemoConfig, build_pose_demo, coco_people, pose_attribute_schema
+from hibug_core.demo.figures import SHIRT_COLOURS, FigureSceneConfig, render_figures
+from hibug_core.demo.pose import (
+    MODEL_NAME,
+    PoseDemoConfig,
+    build_pose_demo,
+    coco_people,
+    pose_attribute_schema,
+    sides_swapped,
+)
 from hibug_core.objects.geometry import geometry_attributes
-from hibug_core.objects.keypoint_errors import mirror_pairs
 from hibug_core.objects.pose_geometry import pose_attributes
 from hibug_core.slices.diagnosis import KEYPOINTS_MISSING, SWAPPED
 
@@ -31,10 +37,6 @@ def _moved(keypoints, spread: float, rng: np.random.Generator) -> list:
     labelled = points[:, 2] > 0
     points[labelled, :2] += rng.normal(0, spread, (int(labelled.sum()), 2))
     return np.round(points, 2).ravel().tolist()
-
-
-def _swapped(keypoints) -> list:
-    return np.asarray(keypoints, float).reshape(-1, 3)[list(mirror_pairs(FIGURE_KEYPOINTS))].ravel().tolist()
 
 
 def _left_out(keypoints, rng: np.random.Generator) -> list:
@@ -57,7 +59,7 @@ POSE_WORLD = OutputWorld(
                                 "keypoints": points},
     close=lambda row, points, rng: _moved(points, 0.02 * row["h"], rng),
     wrong=lambda row, points, rng: _moved(points, 0.35 * row["h"], rng),
-    taught={SWAPPED: (lambda row, points, rng: _swapped(points), True),
+    taught={SWAPPED: (lambda row, points, rng: sides_swapped(points), True),
             KEYPOINTS_MISSING: (lambda row, points, rng: _left_out(points, rng), False)},
     max_conditions=3)
 

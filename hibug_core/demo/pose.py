@@ -131,10 +131,15 @@ def training_annotations(people: pd.DataFrame, config: PoseDemoConfig) -> pd.Dat
     mirrored = (kept["facing"] == "back").to_numpy() & (draw[kept.index] < config.mirrored_back)
     if config.pair_bug == "left and right swapped":  # swapped once, whichever way the figure faces
         mirrored |= wrong[kept.index]
-    swap = list(mirror_pairs(FIGURE_KEYPOINTS))
-    kept["keypoints"] = [np.asarray(k, float).reshape(-1, 3)[swap].ravel().tolist() if flip else k
+    kept["keypoints"] = [sides_swapped(k) if flip else k
                          for k, flip in zip(kept["keypoints"], mirrored)]
     return kept
+
+
+def sides_swapped(keypoints) -> list:
+    """A figure's keypoints with left and right exchanged (an annotator who labelled the image's left as the
+    person's left)."""
+    return np.asarray(keypoints, float).reshape(-1, 3)[list(mirror_pairs(FIGURE_KEYPOINTS))].ravel().tolist()
 
 
 def _arms_lowered(keypoints) -> list:

@@ -275,6 +275,11 @@ def _nearest_centres(failed: np.ndarray, images: list, count: int, embed: Callab
     return chosen
 
 
+def ranked_classes(answers) -> list[list[str]]:
+    """A predictor's answers as each image's classes, most probable first (an answer may be one class name)."""
+    return [[answer] if isinstance(answer, str) else list(answer) for answer in answers]
+
+
 def failure_search(generator: Generator, predict: Callable[[list], list[str]], captioner: Captioner, label: str, *,
                    baseline_prompt: str | None = None, typed: list[str] | None = None,
                    embed: Callable[[list], np.ndarray] | None = None,
@@ -301,7 +306,7 @@ def failure_search(generator: Generator, predict: Callable[[list], list[str]], c
     def draw(caption: str, n: int) -> tuple[list, list, list]:
         seeds = [next(seed_counter) for _ in range(n)]
         images = generator.generate([caption] * n, seeds)
-        ranked = [[answer] if isinstance(answer, str) else list(answer) for answer in predict(images)]
+        ranked = ranked_classes(predict(images))
         if config.top_k > 1 and any(len(r) < config.top_k for r in ranked):
             raise FailureSearchError(f"top_k = {config.top_k} needs the model's {config.top_k} most probable classes; "
                                      "this model gives fewer")
