@@ -269,8 +269,8 @@ class OpenAIImagesGenerator:
         return images
 
 
-@GENERATORS.register(SHAPE_RENDERER, "procedural easy-vqa shapes drawn from the prompt's words (the demo's offline "
-                     "stand-in for a diffusion model; not a generative model)")
+@GENERATORS.register(SHAPE_RENDERER, "procedural easy-vqa shapes drawn from the prompt's words, on the uncommon "
+                     "background it names (the demo's offline stand-in for a diffusion model; not a generative model)")
 def _shape_renderer(**_) -> Generator:
     return ShapeWorldRenderer()
 
