@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hibug_core.bench.output_bugs import OutputProblem, build_output_problem, members
+from hibug_core.bench.output_bugs import OutputProblem, build_output_problem, draw_problems, members
 from hibug_core.demo.build import PlantedBug
+from hibug_core.errors import HibugError
 
 
 def test_problems_are_drawn_per_seed_with_distinct_bugs_on_slices_of_their_own_size():
@@ -24,6 +25,8 @@ def test_problems_are_drawn_per_seed_with_distinct_bugs_on_slices_of_their_own_s
     assert [(b.diagnosed_as, b.slice) for b in masks[1].demo.bugs] == [
         ("missing annotations", {"class": "bar"}), ("bad masks", {"object aspect ratio": "tall"}),
         ("hard case", {"object aspect ratio": "wide"})]
+    with pytest.raises(HibugError, match="no slice holds 30 to 30% of its .* validation objects; give more val_scenes"):
+        draw_problems(POSE_WORLD, 1, seed=0, val_scenes=4)  # too few people for any slice: refused, not bug-free
     for world, problems in ((POSE_WORLD, pose), (MASK_WORLD, masks[1:])):
         for problem in problems:
             config = problem.demo

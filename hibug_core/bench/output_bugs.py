@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.demo.build import PlantedBug, new_demo_folder
-from hibug_core.errors import check_fields
+from hibug_core.errors import HibugError, check_fields
 from hibug_core.progress import ProgressCallback, no_progress
 from hibug_core.store.project import Project
 from hibug_core.store.recorded_models import RecordedModel, record_model
@@ -111,6 +111,9 @@ def draw_problems(world: OutputWorld, count: int, seed: int, *, prefix: str = "o
                 continue
             used |= set(conditions.items())
             planted.append(PlantedBug(str(bug_type), conditions, _how(str(bug_type), world), str(bug_type)))
+        if not planted:  # scored, a problem without a bug would count as a bug-free twin
+            raise HibugError(f"problem {shape.id}: no slice holds {shape.min_objects} to {shape.max_share:.0%} of its "
+                             f"{len(val)} validation objects; give more val_scenes or a smaller min_objects")
         problems.append(OutputProblem(shape.id, problem_seed, tuple(planted), **sizes))
     return problems
 
