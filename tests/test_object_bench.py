@@ -116,6 +116,9 @@ def test_hibug_bench_runs_an_object_task_with_every_slice_finder(tmp_path, monke
     assert set(per_type["planted bug type"]) == {"missing annotations", "bad boxes"}
     assert per_type.loc[per_type["method"] == "hibug", "planted"].astype(int).sum() == 2 * 2 * 3  # seeds x tags x bugs
     assert [(row["problem"], row["seed"]) for row in saved["problems"]] == [("p0", 0), ("p0", 1)]
+    by_conditions = pd.DataFrame(saved["found per number of conditions"])  # one colour; a colour and class; ...
+    assert by_conditions.loc[by_conditions["method"] == "hibug"].groupby("conditions")["planted"].apply(
+        lambda v: v.astype(int).sum()).to_dict() == {"1": 2 * 2, "2": 2 * 2 * 2}
     lab = saved["ObjectLab's flags per object"]  # each seed's problems, then their pooled figures
     assert [(row["problem"], row["seed"]) for row in lab] == [("p0", 0), ("all", 0), ("p0", 1), ("all", 1)]
     assert lab[1]["flags"] == lab[0]["flags"] and lab[1]["planted objects"] == lab[0]["planted objects"]

@@ -117,12 +117,15 @@ def summary_table(bugs: pd.DataFrame, problems: pd.DataFrame, keys: list[str]) -
     return pd.DataFrame(rows)
 
 
-def by_bug_type(bugs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Per group of `keys` (tags, method) and planted bug type: the bugs planted, Find Tag at 10 and bug type right
-    (shares of those bugs, Wilson intervals)."""
+def by_bug_type(bugs: pd.DataFrame, keys: list[str], by: str = "bug_type") -> pd.DataFrame:
+    """Per group of `keys` (tags, method) and planted bug type (or `by="conditions"`: the number of conditions its
+    slice has): the bugs planted, Find Tag at 10 and bug type right (shares of those bugs, Wilson intervals)."""
+    if by == "conditions":
+        bugs = bugs.assign(conditions=bugs["bug"].str.count(" & ") + 1)
     rows = []
-    for group, mine in bugs.groupby([*keys, "bug_type"], sort=False):
-        rows.append({**dict(zip([*keys, "planted bug type"], group)), "planted": len(mine),
+    for group, mine in bugs.groupby([*keys, by], sort=by == "conditions"):
+        rows.append({**dict(zip([*keys, "planted bug type" if by == "bug_type" else "conditions"], group)),
+                     "planted": len(mine),
                      "Find Tag@10": _share_interval(mine["find_tag"]),
                      "bug type right": _share_interval(mine.loc[mine["find_tag"].astype(bool), "type_right"])})
     return pd.DataFrame(rows)

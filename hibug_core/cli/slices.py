@@ -54,7 +54,6 @@ def _task_bench(args) -> int:
 
     from hibug_core.bench import TASK_BENCHES
     from hibug_core.bench.contest import finders_table, gathered
-    from hibug_core.bench.ranking import by_bug_type, formatted
     from hibug_core.bench.summary import markdown_table
 
     out = Path(args.out)
@@ -75,8 +74,7 @@ def _task_bench(args) -> int:
     tables = {title: pd.concat(parts) for title, parts in kept.items()}
     finders = finders_table(contests)
     bugs, problems = gathered(contests)
-    tables = {"found per bug type": formatted(by_bug_type(bugs, ["tags", "method"])) if len(bugs) else pd.DataFrame(),
-              **tables}
+    tables = {**found_tables(bugs), **tables}
     out.mkdir(parents=True, exist_ok=True)
     markdown = out / "results.md"
     own = [line for title, table in tables.items() for line in (f"## {title}", "", markdown_table(table.round(3)), "")]
@@ -90,6 +88,18 @@ def _task_bench(args) -> int:
     print(markdown_table(finders))
     print(f"tables in {markdown}")
     return 0
+
+
+def found_tables(bugs) -> dict:
+    """Every finder's planted bugs found, per bug type and per number of conditions (in words)."""
+    import pandas as pd
+
+    from hibug_core.bench.ranking import by_bug_type, formatted
+
+    if not len(bugs):
+        return {"found per bug type": pd.DataFrame(), "found per number of conditions": pd.DataFrame()}
+    return {"found per bug type": formatted(by_bug_type(bugs, ["tags", "method"])),
+            "found per number of conditions": formatted(by_bug_type(bugs, ["tags", "method"], by="conditions"))}
 
 
 def _seeds(args) -> list[int]:
@@ -140,11 +150,11 @@ def cmd_bench(args) -> int:
         close()
     tables = summary_tables(result.rows, result.problems, args.gap, config.slices.parent_test)
     if len(result.finder_problems):
-        from hibug_core.bench.ranking import by_bug_type, formatted, summary_table
+        from hibug_core.bench.ranking import formatted, summary_table
 
         tables["who finds bugs best"] = formatted(summary_table(result.finder_bugs, result.finder_problems,
                                                                 ["tags", "method"]))
-        tables["found per bug type"] = formatted(by_bug_type(result.finder_bugs, ["tags", "method"]))
+        tables.update(found_tables(result.finder_bugs))
     markdown, data = write_results(Path(args.out), result, tables, TAGGERS)
     print(markdown_table(tables["scores"]))
     if "who finds bugs best" in tables:
