@@ -4,7 +4,7 @@ on val hold on the test split?) and with --thresholds, HiBug's Fig. 3 (bugs foun
 
 Per demo (classification, detection, pose; each built offline, or reused from --dir): its error slices on val (default
 settings, the tags in force), the unseen slices predicted by substitution (similar tags swapped in; offline) and, with
---llm-base-url, by instruction (a language model asked in the task's words; the key from OPENAI_API_KEY). Each
+--llm, by instruction (a language model asked in the task's words; the key from OPENAI_API_KEY). Each
 predicted slice is scored on the test split where it holds at least the minimum size; the table gives their mean test
 score against the whole test split's, and how many were scored.
 --found: each bug found on val (one row per bug, trusted), scored on test where it holds at least the minimum size;
@@ -12,7 +12,7 @@ it holds when it is still an error slice there (below the test split's score by 
 --thresholds T ...: the bugs found on val when an error slice is one scoring below T (an absolute score, as HiBug's
 Fig. 3 sweeps accuracy), per demo.
 Usage: python benchmarks/unseen_slices.py [--dir /tmp/hibug-unseen] [--tasks classification detection pose]
-       [--llm-base-url URL --llm-model NAME] [--found] [--thresholds 0.3 0.5 0.7]
+       [--llm --llm-base-url URL --llm-model NAME] [--encoder SPEC] [--found] [--thresholds 0.3 0.5 0.7]
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hibug_core.cli.command import llm_from, model_arguments
 from hibug_core.demo import DEMOS, demo_folder
 from hibug_core.llm.client import LLMConfig
 from hibug_core.metrics import points
@@ -95,8 +96,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default="/tmp/hibug-unseen", help="where the demos are built (reused when there)")
     parser.add_argument("--tasks", nargs="+", default=DEMOS.names(), choices=DEMOS.names())
-    parser.add_argument("--llm-base-url", default=None, help="an OpenAI-compatible server: adds the instruction arm")
-    parser.add_argument("--llm-model", default=None)
+    model_arguments(parser, llm=True)  # --llm adds the instruction arm
     parser.add_argument("--encoder", default=None, help="whose text side measures tag similarity for substitution "
                         "(HiBug2's: a CLIP; default: the offline MiniLM)")
     parser.add_argument("--found", action="store_true", help="also HiBug's Table 3: do the bugs found on val hold on "
@@ -105,7 +105,7 @@ def main() -> None:
                         help="also HiBug's Fig. 3: bugs found at each absolute score threshold")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    llm = LLMConfig.from_env(model=args.llm_model, base_url=args.llm_base_url) if args.llm_base_url else None
+    llm = llm_from(args)
     methods = UNSEEN_METHODS.names() if llm else ["substitution"]
     folder = Path(args.dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -121,7 +121,7 @@ def main() -> None:
     table["relative change"] = table["relative change"].map("{:+.1%}".format)  # HiBug2's Table 1 figure
     print(table.to_string(index=False))
     if not llm:
-        print("\ninstruction: not run (give --llm-base-url and --llm-model, the key in OPENAI_API_KEY)")
+        print("\ninstruction: not run (give --llm with --llm-base-url and --llm-model, the key in OPENAI_API_KEY)")
     if found is not None:
         held = pd.DataFrame(found)
         for column in ("share holding", "mean val score", "mean test score", "test cut"):

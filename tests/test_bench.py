@@ -336,3 +336,17 @@ def test_llm_tag_source_slices_by_proposed_attributes_plus_measured():
     names = schema.names()
     assert names[:2] == ["fill colour", "brightness"] and names.count("brightness") == 1
     assert "dominant colour" in names and schema["brightness"].source == "llm"
+
+
+def test_several_seeds_run_in_folders_of_their_own_and_stack_with_their_seed(tmp_path):
+    from hibug_core.bench.seeds import per_seed, stacked
+
+    ran = per_seed(tmp_path, [3, 5], lambda folder, seed: (folder, pd.DataFrame({"x": [seed, seed + 1]})))
+    assert {seed: folder for seed, (folder, _) in ran.items()} == {3: tmp_path / "seed-3", 5: tmp_path / "seed-5"}
+    assert per_seed(tmp_path, [7], lambda folder, seed: folder) == {7: tmp_path}  # one seed: the folder itself
+    both = stacked({seed: frame for seed, (_, frame) in ran.items()})
+    assert both.to_dict("list") == {"x": [3, 4, 5, 6], "seed": [3, 3, 5, 5]}
+    indexed = stacked({1: pd.DataFrame({"x": [9]}, index=pd.Index(["a"], name="k")), 2: pd.DataFrame()},
+                      keep_index=True)  # an empty seed adds nothing
+    assert indexed.index.tolist() == [("a", 1)] and indexed.index.names == ["k", "seed"]
+    assert stacked({}).empty

@@ -132,17 +132,18 @@ class BenchResult:
     @staticmethod
     def combined(results: dict[int, BenchResult]) -> BenchResult:
         """The results of several seeds as one (each row with its seed; timings summed), scored together."""
-        def stacked(name: str) -> pd.DataFrame:
-            parts = [getattr(r, name).assign(seed=seed) for seed, r in results.items() if len(getattr(r, name))]
-            return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+        from hibug_core.bench.seeds import stacked
+
+        def of_seeds(name: str) -> pd.DataFrame:
+            return stacked({seed: getattr(result, name) for seed, result in results.items()})
 
         first = next(iter(results.values()))
         timings: dict[str, float] = {}
         for result in results.values():
             for stage, seconds in result.timings.items():
                 timings[stage] = timings.get(stage, 0.0) + seconds
-        return BenchResult(first.config, stacked("rows"), stacked("problems"), timings, stacked("finder_bugs"),
-                           stacked("finder_problems"))
+        return BenchResult(first.config, of_seeds("rows"), of_seeds("problems"), timings, of_seeds("finder_bugs"),
+                           of_seeds("finder_problems"))
 
 
 def _tag(project, tagger: str, schema: AttributeSchema, config: BenchConfig,

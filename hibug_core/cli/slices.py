@@ -50,30 +50,23 @@ def _task_bench(args) -> int:
     the finders in --out/results.json."""
     import json
 
-    import pandas as pd
-
     from hibug_core.bench import TASK_BENCHES
     from hibug_core.bench.contest import finders_table, gathered
+    from hibug_core.bench.seeds import per_seed, stacked
     from hibug_core.bench.summary import markdown_table
 
     out = Path(args.out)
-    seeds = _seeds(args)
     report, close = progress_bar()
-    kept: dict[str, list] = {}
-    contests = []
-    try:
-        for seed in seeds:  # each seed's problems in a folder of their own, scored together
-            tables, found = TASK_BENCHES.get(args.task).build(out / f"seed-{seed}" if len(seeds) > 1 else out,
-                                                              problems=args.problems, seed=seed,
-                                                              encoder=args.encoder, progress=report)
-            contests += [(bugs.assign(seed=seed), problems.assign(seed=seed)) for bugs, problems in found]
-            for title, table in tables.items():
-                kept.setdefault(title, []).append(table.assign(seed=seed).set_index("seed", append=True))
+    try:  # each seed's problems in a folder of their own, scored together
+        runs = per_seed(out, _seeds(args), lambda folder, seed: TASK_BENCHES.get(args.task).build(
+            folder, problems=args.problems, seed=seed, encoder=args.encoder, progress=report))
     finally:
         close()
-    tables = {title: pd.concat(parts) for title, parts in kept.items()}
-    finders = finders_table(contests)
-    bugs, problems = gathered(contests)
+    titles = dict.fromkeys(title for tables, _ in runs.values() for title in tables)
+    tables = {title: stacked({seed: tables[title] for seed, (tables, _) in runs.items() if title in tables},
+                             keep_index=True) for title in titles}
+    bugs, problems = (stacked({seed: gathered(found)[part] for seed, (_, found) in runs.items()}) for part in (0, 1))
+    finders = finders_table([(bugs, problems)])
     tables = {**found_tables(bugs), **tables}
     out.mkdir(parents=True, exist_ok=True)
     markdown = out / "results.md"
@@ -121,6 +114,7 @@ def cmd_bench(args) -> int:
         return _task_bench(args)
 
     from hibug_core.bench.run import TAGGERS, BenchConfig, BenchResult, run_benchmark
+    from hibug_core.bench.seeds import per_seed
     from hibug_core.bench.summary import markdown_table, summary_tables, write_results
 
     defaults = BenchConfig()
@@ -140,12 +134,10 @@ def cmd_bench(args) -> int:
                          val_shares=tuple(sorted(set(args.val_shares))),
                          finders=(defaults.finders if args.finders is None else () if args.finders == "none"
                                   else tuple(args.finders.split(","))))
-    seeds = _seeds(args)
     report, close = progress_bar()
     try:  # each seed's problems in a folder of their own, scored together
-        result = BenchResult.combined({
-            seed: run_benchmark(Path(args.out) / f"seed-{seed}" if len(seeds) > 1 else args.out,
-                                replace(config, seed=seed), progress=report) for seed in seeds})
+        result = BenchResult.combined(per_seed(Path(args.out), _seeds(args), lambda folder, seed: run_benchmark(
+            folder, replace(config, seed=seed), progress=report)))
     finally:
         close()
     tables = summary_tables(result.rows, result.problems, args.gap, config.slices.parent_test)
