@@ -16,12 +16,22 @@ def wilson_interval(successes: np.ndarray, n: np.ndarray, z: float = 1.96) -> tu
     return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
 
 
-def worse_than_rest_p_values(slice_errors: np.ndarray, slice_n: np.ndarray, total_errors: float, total_n: int,
-                             error_variance: float) -> np.ndarray:
+# Below this expected count of a slice's rarer outcome (errors or successes), 0/1 errors are tested exactly: there the
+# normal approximation makes a small slice's few errors look rarer than they are (a false slice on bug-free data).
+EXACT_BELOW = 20.0
+
+
+def worse_than_rest_p_values(slice_errors: np.ndarray, slice_n: np.ndarray, total_errors, total_n,
+                             error_variance, *, binary: bool = False) -> np.ndarray:
     """One-sided p-value that the slice's mean error exceeds the rest's: a z-test with the pooled per-sample error
-    variance. For 0/1 errors this is the pooled two-proportion test; for scores in [0, 1], passing mean * (1 - mean)
-    (the Bhatia-Davis bound on the variance) keeps the test conservative."""
+    variance. For 0/1 errors (binary) this is the pooled two-proportion test, the normal approximation of Fisher's
+    exact test, which it is replaced by where the slice expects fewer than EXACT_BELOW errors or successes: its errors
+    against a draw of its size from all rows (hypergeometric). For scores in [0, 1], passing mean * (1 - mean) (the
+    Bhatia-Davis bound on the variance) keeps the test conservative. total_errors, total_n and error_variance may be
+    per slice (a slice against its parent)."""
     slice_errors, slice_n = np.asarray(slice_errors, dtype=float), np.asarray(slice_n, dtype=float)
+    total_errors, total_n = np.broadcast_to(np.asarray(total_errors, dtype=float), slice_n.shape), \
+        np.broadcast_to(np.asarray(total_n, dtype=float), slice_n.shape)
     rest_n = total_n - slice_n
     with np.errstate(invalid="ignore", divide="ignore"):
         difference = slice_errors / slice_n - (total_errors - slice_errors) / rest_n
@@ -29,6 +39,16 @@ def worse_than_rest_p_values(slice_errors: np.ndarray, slice_n: np.ndarray, tota
         z = difference / spread
     p = ndtr(-z)
     p[(rest_n <= 0) | ~np.isfinite(z)] = 1.0
+    if binary:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate = total_errors / total_n
+        few = slice_n * np.minimum(rate, 1 - rate) < EXACT_BELOW
+        exact = few & (rest_n > 0) & (difference > 0)  # a slice no worse than the rest keeps p >= 1/2 either way
+        if exact.any():
+            from scipy.stats import hypergeom
+
+            p[exact] = hypergeom.sf(np.rint(slice_errors[exact]) - 1, np.rint(total_n[exact]),
+                                    np.rint(total_errors[exact]), np.rint(slice_n[exact]))
     return p
 
 

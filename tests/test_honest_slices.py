@@ -59,6 +59,54 @@ def test_the_smallest_significant_gap_is_where_the_test_crosses_alpha():
     assert smallest_significant_gap(n, overall, n, alpha, tested) == float("inf")
 
 
+def test_few_errors_are_tested_exactly_as_fishers_test_and_many_by_the_normal_approximation():
+    from scipy.stats import fisher_exact
+
+    n, total = 800, 100
+    variance = total / n * (1 - total / n)
+    for errors, size in [(6, 20), (3, 10), (10, 30), (4, 12)]:  # expected errors under 20: exact
+        p = worse_than_rest_p_values(np.array([errors]), np.array([size]), total, n, variance, binary=True)[0]
+        table = [[errors, size - errors], [total - errors, n - total - (size - errors)]]
+        assert p == pytest.approx(fisher_exact(table, alternative="greater").pvalue, rel=1e-9)
+        # the normal approximation makes these few errors look rarer than they are
+        assert worse_than_rest_p_values(np.array([errors]), np.array([size]), total, n, variance)[0] < p
+    large = worse_than_rest_p_values(np.array([40]), np.array([200]), total, n, variance, binary=True)
+    assert large == pytest.approx(worse_than_rest_p_values(np.array([40]), np.array([200]), total, n, variance))
+    # scores in [0, 1] are never tested as counts
+    assert worse_than_rest_p_values(np.array([6.0]), np.array([20]), total, n, variance)[0] == pytest.approx(0.008274,
+                                                                                                           abs=1e-6)
+
+
+def test_the_exact_smallest_significant_gap_is_where_the_exact_test_crosses_alpha():
+    n, overall, size, alpha, tested = 800, 0.875, 30, 0.05, 1000
+    gap = smallest_significant_gap(n, overall, size, alpha, tested, binary=True)
+    errors = round(size * (1 - overall + gap))
+    total, variance = round(n * (1 - overall)), overall * (1 - overall)
+    p = worse_than_rest_p_values(np.array([errors - 1, errors]), np.array([size, size]), total, n, variance,
+                                 binary=True)
+    assert p[1] <= alpha / tested < p[0]  # the fewest errors that pass
+    assert gap > smallest_significant_gap(n, overall, size, alpha, tested)  # more than the approximation asked
+
+
+def test_a_bug_free_slice_that_the_normal_approximation_reports_is_not_reported():
+    import pandas as pd
+    from unittest import mock
+
+    import hibug_core.stats as stats
+    from hibug_core.slices.search import TagMatrix, find_error_slices
+
+    rng = np.random.default_rng(49)  # errors independent of every tag
+    frame = pd.DataFrame({f"a{i}": rng.choice([f"t{j}" for j in range(4)], 800) for i in range(8)})
+    errors = (rng.random(800) < 0.1).astype(float)
+    tags = TagMatrix.from_frame(frame)
+    with mock.patch.object(stats, "EXACT_BELOW", 0.0):  # the normal approximation everywhere
+        approximated = find_error_slices(tags, errors)
+    # two slices of 13 with 7 and 6 errors (10% overall): p = 1.9e-8 and 2.8e-6 by the approximation
+    assert approximated["description"].tolist() == ["a0 = t3 & a1 = t0 & a3 = t2", "a0 = t2 & a2 = t1 & a7 = t2"]
+    assert approximated["count"].tolist() == [13, 13]
+    assert len(find_error_slices(tags, errors)) == 0
+
+
 def test_a_slice_worse_by_chance_is_not_reported_one_worse_for_real_is():
     import pandas as pd
 

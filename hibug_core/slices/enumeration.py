@@ -45,6 +45,7 @@ class Enumeration:
     min_support: int
     candidates: int  # candidate slices counted (before the support cut)
     total_errors: np.ndarray  # (models,) sum of errors over all rows
+    binary_errors: np.ndarray  # (models,) True where the model's errors are all 0 or 1 (then tested exactly when few)
 
     @property
     def n_slices(self) -> int:
@@ -276,7 +277,8 @@ def enumerate_slices(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, *
     bits = feature_bitsets(feature_of, n_features)
     complete = (codes >= 0).all(axis=0) if len(codes) else np.ones(codes.shape[1], dtype=bool)
     attribute_tags = np.asarray(n_tags, dtype=np.int64)
-    binary = bool(np.isin(errors, (0.0, 1.0)).all())
+    binary_errors = np.isin(errors, (0.0, 1.0)).all(axis=0)
+    binary = bool(binary_errors.all())
     error_bits = pack_rows((errors > 0.5).T) if binary else np.zeros((errors.shape[1], bits.shape[1]), np.uint64)
     flat = feature_of.ravel()
     count = np.bincount(flat, minlength=n_features + 1)[:n_features].astype(np.int64)
@@ -308,4 +310,5 @@ def enumerate_slices(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, *
         keep = out_count >= min_support
         features = out_features[keep]
         levels.append(Level(features, pack_keys(features), out_count[keep], out_errors[keep]))
-    return Enumeration(levels, feature_attribute, feature_tag, len(codes), min_support, candidates, errors.sum(axis=0))
+    return Enumeration(levels, feature_attribute, feature_tag, len(codes), min_support, candidates, errors.sum(axis=0),
+                       binary_errors)

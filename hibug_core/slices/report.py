@@ -90,7 +90,8 @@ class SliceReport:
         attrs, n = self.slices.attrs, len(self.evaluation)
         tested = max(int(attrs.get("enumerated", self.enumerated) or 1), 1)
         support = self.config.min_support
-        gaps = [smallest_significant_gap(n, self.overall_score, size, self.config.alpha, tested)
+        binary = bool(np.isin(self.evaluation["error"].to_numpy(float), (0.0, 1.0)).all())
+        gaps = [smallest_significant_gap(n, self.overall_score, size, self.config.alpha, tested, binary=binary)
                 for size in (support, max(support, n // 10))]
         below = int(attrs.get("under_cut_not_significant", 0))
         shown = (f"{below:,} slice{'s' if below != 1 else ''} scored below the cut but none significantly worse than "

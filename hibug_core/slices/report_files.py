@@ -15,7 +15,7 @@ from hibug_core.slices.report import SliceReport, error_slices, evaluation_rows
 from hibug_core.slices.search import SliceConfig, TagMatrix
 from hibug_core.store.tag_store import project_state
 
-FORMAT = "4"  # bumped when what is kept, or how it is computed, changes: older files are then stale
+FORMAT = "5"  # bumped when what is kept, or how it is computed, changes: older files are then stale
 KEPT_REPORTS = 8  # the newest reports kept per project; older ones' files are removed
 KEPT_TAGS = 3  # the newest tag tables kept (one per tag source and class setting in use)
 PREFIX = "slice-report-"
@@ -73,6 +73,7 @@ def _save(project, names: dict, version: str, report: SliceReport) -> None:
                                "feature_tag": enumeration.feature_tag.tolist(), "n_rows": enumeration.n_rows,
                                "min_support": enumeration.min_support, "candidates": enumeration.candidates,
                                "total_errors": enumeration.total_errors.tolist(),
+                               "binary_errors": enumeration.binary_errors.tolist(),
                                "models": int(enumeration.total_errors.shape[0])}}
     slices = report.slices.assign(definition=[json.dumps(d) for d in report.slices["definition"]])
     slices.attrs = {}
@@ -114,7 +115,8 @@ def _enumeration(table: pd.DataFrame, summary: dict) -> Enumeration:
                             np.ascontiguousarray(rows[errors].to_numpy(np.float64)).reshape(len(rows), len(errors))))
     return Enumeration(levels, np.asarray(summary["feature_attribute"], dtype=np.int64),
                        np.asarray(summary["feature_tag"], dtype=np.int64), summary["n_rows"], summary["min_support"],
-                       summary["candidates"], np.asarray(summary["total_errors"], dtype=np.float64))
+                       summary["candidates"], np.asarray(summary["total_errors"], dtype=np.float64),
+                       np.asarray(summary["binary_errors"], dtype=bool))
 
 
 def _remove_old(root, prefix: str, keep: int) -> None:

@@ -11,7 +11,7 @@ import pandas as pd
 from hibug_core.bounds import Bound, check_bounds
 from hibug_core.registry import Registry
 from hibug_core.slices.enumeration import MAX_DEPTH, Enumeration, enumerate_slices, pack_keys
-from hibug_core.stats import benjamini_hochberg, wilson_interval, worse_than_rest_p_values
+from hibug_core.stats import EXACT_BELOW, benjamini_hochberg, wilson_interval, worse_than_rest_p_values
 from hibug_core.tagging.sources import TRUST_FLOOR
 
 CLASS = "class"  # pseudo-attribute: the true label
@@ -140,7 +140,7 @@ def parse_definition(text: str) -> tuple[tuple[str, str], ...]:
 
 
 def _worse_than_every_parent(enumeration: Enumeration, counts: list[np.ndarray], errors: list[np.ndarray], alpha: float,
-                             candidates: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+                             candidates: list[np.ndarray], binary: bool) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per level, (True where the slice is worse than every parent (HiBug2's post-processing) and, unless alpha is 1,
     significantly so; True where it is worse at all): against the rest of each parent, with Benjamini-Hochberg over
     the tests of the candidate slices (those that score below the cut, which alone could be reported), so that a child
@@ -160,7 +160,7 @@ def _worse_than_every_parent(enumeration: Enumeration, counts: list[np.ndarray],
                 rest_rate = (parent_errors - errors[depth - 1]) / np.maximum(parent_count - counts[depth - 1], 1)
                 pooled = parent_errors / parent_count
                 p = worse_than_rest_p_values(errors[depth - 1], counts[depth - 1], parent_errors, parent_count,
-                                             pooled * (1 - pooled))
+                                             pooled * (1 - pooled), binary=binary)
                 p_max = np.maximum(p_max, np.where(rest_rate >= rate, 1.0, p))
         kept.append(keep)
         weakest.append(p_max)
@@ -174,17 +174,28 @@ def _worse_than_every_parent(enumeration: Enumeration, counts: list[np.ndarray],
     return kept, kept
 
 
-def smallest_significant_gap(n: int, overall_score: float, size: int, alpha: float, tested: int) -> float:
+def smallest_significant_gap(n: int, overall_score: float, size: int, alpha: float, tested: int, *,
+                             binary: bool = False) -> float:
     """The smallest drop below the overall score (a share) at which a slice of `size` of `n` samples is reported
     significant, at false discovery rate `alpha` over `tested` slices when it is the most significant one (its p-value
-    times `tested` under alpha), by the test score_slices makes; inf when no slice of that size can be."""
+    times `tested` under alpha), by the test score_slices makes (exact for a small slice of 0/1 errors); inf when no
+    slice of that size can be."""
     from scipy.special import ndtri
 
     if size >= n or size < 1:
         return float("inf")
     error = 1 - overall_score
+    level = min(alpha / max(tested, 1), 0.5)
+    if binary and size * min(error, 1 - error) < EXACT_BELOW:
+        # the fewest errors whose exact p-value passes, among a slice's possible counts
+        total = round(error * n)
+        errors = np.arange(0, min(size, total) + 1, dtype=float)
+        p = worse_than_rest_p_values(errors, np.full(len(errors), size), total, n, error * (1 - error), binary=True)
+        passing = np.flatnonzero((p <= level) & (errors / size > error))
+        gap = errors[passing[0]] / size - error if len(passing) else float("inf")
+        return float(gap) if gap <= overall_score else float("inf")
     variance = max(error * (1 - error), 1e-12)
-    z = float(ndtri(1 - min(alpha / max(tested, 1), 0.5)))
+    z = float(ndtri(1 - level))
     against_rest = z * np.sqrt(variance * (1 / size + 1 / (n - size)))  # the test compares with the rest
     gap = against_rest * (n - size) / n  # the same drop, measured from the overall score
     return float(gap) if gap <= overall_score else float("inf")
@@ -219,14 +230,15 @@ def _reported(enumeration: Enumeration, model: int, config: SliceConfig, keep: n
     overall_error = total / n
     variance = overall_error * (1 - overall_error)
     all_count, all_errors = np.concatenate(counts), np.concatenate(errors)
-    p_values = worse_than_rest_p_values(all_errors, all_count, total, n, variance)
+    binary = bool(enumeration.binary_errors[model])
+    p_values = worse_than_rest_p_values(all_errors, all_count, total, n, variance, binary=binary)
     q_values = benjamini_hochberg(p_values)
     score = 1 - all_errors / all_count
     overall_score = 1 - overall_error
     cut = config.threshold if config.threshold is not None else overall_score - config.gap
     candidates = [1 - e / c < cut for e, c in zip(errors, counts)]
     if config.parents:
-        tested, worse = _worse_than_every_parent(enumeration, counts, errors, config.parent_test, candidates)
+        tested, worse = _worse_than_every_parent(enumeration, counts, errors, config.parent_test, candidates, binary)
     else:  # HiBug's rule: no slice is measured against its parents
         tested = worse = [np.ones(len(c), dtype=bool) for c in counts]
     kept = np.concatenate(tested)
