@@ -35,18 +35,22 @@ def write_csv(tmp_path: Path):
     return write
 
 
-# Building the detection or pose demo trains a network (30-100 s): every test that needs one is in the slow lane.
+# Building the detection, pose or segmentation demo trains a network (30-100 s): every test that needs one is slow,
+# and they all run on one worker, which builds each demo once (a test that reaches a demo through getfixturevalue says
+# so with the `demos` marker).
 SLOW_FIXTURES = {"detection_demo", "detection_demo_build", "pose_demo", "pose_demo_build", "segmentation_demo",
                  "segmentation_demo_build"}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        demos = bool(SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))) or item.get_closest_marker("demos")
+        if demos:
             item.add_marker(pytest.mark.slow)
-        # The slow and browser tests run one after another on one worker (each uses both cores, and they share the
-        # demos they build); the quick ones fill the other worker beside them (--dist loadgroup, pyproject.toml).
-        if item.get_closest_marker("slow") or item.get_closest_marker("browser"):
+        # The demos' tests and the browser tests run one after another on one worker (the browser tests each use both
+        # cores, two at once thrash); every other test, slow ones included, is spread over both workers, so that the
+        # other worker is not idle half the run (--dist loadgroup, pyproject.toml).
+        if demos or item.get_closest_marker("browser"):
             item.add_marker(pytest.mark.xdist_group("heavy"))
 
 

@@ -109,7 +109,7 @@ def demo(request) -> Path:
     return request.getfixturevalue(fixture)
 
 
-@pytest.mark.slow  # the object demos are built once, on the heavy worker (tests/conftest.py)
+@pytest.mark.demos  # the object demos are built once, on the heavy worker (tests/conftest.py)
 def test_each_demo_answers_over_stdio_and_http_as_the_cli_does(demo, tmp_path, capsys):
     info = json.loads(_cli(capsys, "info", demo, "--json"))
     _cli(capsys, "slices", demo, "--output", tmp_path / "slices.json")
@@ -182,7 +182,7 @@ def _two_models(task: str, request, folder: Path) -> Path:
     return folder / "p"
 
 
-@pytest.mark.slow
+@pytest.mark.demos
 @pytest.mark.parametrize("task", ["classification", "detection", "pose", "segmentation"])
 def test_two_models_compared_over_stdio_as_hibug_compare_does(task, request, tmp_path, capsys):
     folder = _two_models(task, request, tmp_path)

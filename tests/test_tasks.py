@@ -114,7 +114,7 @@ def test_every_registered_task_has_a_case():
     assert set(TASKS.names()) == set(CASES) == {t.name for t in all_tasks()}
 
 
-@pytest.mark.slow
+@pytest.mark.demos
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_task_runs_the_whole_loop_on_a_small_project(name, request, tmp_path):
     case = CASES[name](request, tmp_path)
