@@ -350,3 +350,44 @@ def test_several_seeds_run_in_folders_of_their_own_and_stack_with_their_seed(tmp
                       keep_index=True)  # an empty seed adds nothing
     assert indexed.index.tolist() == [("a", 1)] and indexed.index.names == ["k", "seed"]
     assert stacked({}).empty
+
+
+def test_hard_cases_are_conjunctions_common_in_training_planted_in_one_models_outputs():
+    from hibug_core.bench.problems import HARD, hard_cases, plant_outputs, unbiased
+
+    world = load_shape_world()
+    drawn = hard_cases(world, 0, 4)
+    assert [p.conditions() for p in drawn] == [  # two and three conditions in turn, a class among them or not
+        (("color", "gray"), ("vertical position", "bottom")),
+        (("vertical position", "middle"), ("size", "large"), ("color", "gray")),
+        (("size", "medium"), ("shape", "rectangle")),
+        (("horizontal position", "right"), ("size", "small"), ("shape", "triangle"))]
+    assert {p.bug_type for p in drawn} == {HARD} and {unbiased(p).seed for p in drawn} == {9_999}  # one model
+    assert [round(float(p.failing_part(world.attributes).mean()), 3) for p in drawn] == [0.034, 0.028, 0.117, 0.041]
+    assert ground_truth(drawn[3])["slice"] == [["horizontal position", "right"], ["size", "small"],
+                                               ["shape", "triangle"]]
+    # the unbiased split: no thinning, the same draw for every hard case of the seed
+    base = base_splits(world)
+    assert (plant(world, base, unbiased(drawn[0])) == plant(world, base, unbiased(drawn[1]))).all()
+    probabilities = np.random.default_rng(0).dirichlet([1, 1, 1], len(world.images))
+    planted = plant_outputs(probabilities, drawn[0], world.attributes)
+    changed = probabilities.argmax(axis=1) != planted.argmax(axis=1)
+    inside = drawn[0].failing_part(world.attributes)
+    assert int(changed.sum()) == int(changed[inside].sum()) == 129 and inside.sum() == 151  # 85% of its 151 rows
+    assert np.allclose(np.sort(planted, axis=1), np.sort(probabilities, axis=1))  # a swap, nothing else
+    wrong = planted.argmax(axis=1)[changed]
+    assert 0.3 < np.mean(wrong == np.bincount(wrong).argmax()) < 0.7  # no dominant wrong prediction
+
+
+@pytest.mark.slow
+def test_a_hard_case_benchmark_scores_only_the_finders(tmp_path):
+    from hibug_core.bench.run import run_benchmark
+
+    config = BenchConfig(n_spurious=0, n_rare=0, n_hard=1, taggers=("truth",), finders=("hibug", "single-attribute"))
+    result = run_benchmark(tmp_path, config)  # one model trained (its seed's unbiased split), its outputs planted
+    assert result.rows.empty  # HiBug's tables score the bugs planted in training only
+    bugs = result.finder_bugs.set_index("method")
+    assert bugs.loc["hibug", "bug"] == "color = gray & vertical position = bottom"
+    assert bugs.loc["hibug", ["rank", "find_tag", "type_right"]].tolist() == [4, True, True]  # named and typed
+    assert not bugs.loc["single-attribute", "find_tag"]  # one attribute at a time never names a conjunction
+    assert result.problems["kept"].tolist() == [True]

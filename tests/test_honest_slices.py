@@ -89,8 +89,9 @@ def test_the_exact_smallest_significant_gap_is_where_the_exact_test_crosses_alph
 
 
 def test_a_bug_free_slice_that_the_normal_approximation_reports_is_not_reported():
-    import pandas as pd
     from unittest import mock
+
+    import pandas as pd
 
     import hibug_core.stats as stats
     from hibug_core.slices.search import TagMatrix, find_error_slices

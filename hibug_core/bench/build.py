@@ -44,7 +44,10 @@ class Realised:
 
 
 def _cache_name(problem: PlantedProblem, split: np.ndarray, train: TrainConfig) -> str:
-    digest = hashlib.sha256(json.dumps([asdict(problem), asdict(train), split.tolist()]).encode()).hexdigest()
+    fields = asdict(problem)
+    if not fields["more"]:  # the models cached before hard cases came keep their names
+        del fields["more"]
+    digest = hashlib.sha256(json.dumps([fields, asdict(train), split.tolist()]).encode()).hexdigest()
     return f"model-{digest[:20]}.npy"
 
 
@@ -71,7 +74,7 @@ def realised(world: ShapeWorld, split: np.ndarray, problem: PlantedProblem, prob
     part = problem.failing_part(world.attributes)
     val = split == "val"
     failed = val & part & ~correct
-    planted_label = SHAPES.index(problem.label)
+    planted_label = SHAPES.index(problem.label) if problem.label in SHAPES else -1  # a hard case may have no class
     return Realised(
         train_size=int((split == "train").sum()),
         train_count=int((part & (split == "train")).sum()),

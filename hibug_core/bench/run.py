@@ -19,15 +19,19 @@ from hibug_core.bench.build import Realised, build_problem_project, model_probab
 from hibug_core.bench.contest import contest, embeddings_of, gathered, task_of_report
 from hibug_core.bench.peers import SLICE_FINDERS
 from hibug_core.bench.problems import (
-    OF_A_CLASS,
+    HARD,
+    IN_TRAINING,
     RARE,
     SHIFT,
     SPURIOUS,
     SplitConfig,
     base_splits,
     candidate_problems,
+    hard_cases,
     plant,
+    plant_outputs,
     thin_validation,
+    unbiased,
 )
 from hibug_core.bench.ranking import PlantedBug
 from hibug_core.bench.scoring import HIBUG2_SEARCH, HIBUG_SEARCH, attribute_matches, hibug_search, score_report
@@ -86,6 +90,7 @@ class BenchConfig:
     n_spurious: int = 30
     n_rare: int = 30
     n_shift: int = 0  # distribution shifts (a tag and class fewer in training, not rare)
+    n_hard: int = 0  # hard cases of two and three conditions, planted in the outputs of one unbiased model per seed
     seed: int = 0
     taggers: tuple[str, ...] = ("truth", "conse", "library", "taught")
     top_n: int = 10  # Find Attr / Find Tag look at this many top-ranked error slices
@@ -111,7 +116,7 @@ class BenchConfig:
     def __post_init__(self):
         check_fields(self, {
             "n_spurious": (self.n_spurious >= 0, "0 or more"), "n_rare": (self.n_rare >= 0, "0 or more"),
-            "n_shift": (self.n_shift >= 0, "0 or more"),
+            "n_shift": (self.n_shift >= 0, "0 or more"), "n_hard": (self.n_hard >= 0, "0 or more"),
             "llm_method": (self.llm_method in PROMPTS, f"one of {', '.join(PROMPTS)}"),
             "top_n": (self.top_n >= 1, "1 or more"),
             "val_shares": (len(self.val_shares) > 0 and all(0 < s <= 1 for s in self.val_shares),
@@ -212,6 +217,7 @@ def _run_pipeline(project, problem, world: ShapeWorld, config: BenchConfig, sche
     """Every tag source on one problem's project: its attributes and tags, then slices scored at every setting, and
     every slice finder on the default settings' tags and errors (their rows added to `contests`)."""
     truth_tags = sorted(world.attributes[problem.attribute].unique())
+    tags_of = {name: sorted(world.attributes[name].unique()) for name in world.attributes.columns}
     examples = teaching_examples(project, world, config, problem.seed)
     rows = []
     for tagger in config.taggers:
@@ -220,25 +226,24 @@ def _run_pipeline(project, problem, world: ShapeWorld, config: BenchConfig, sche
             _tag(project, tagger, schemas[tagger], config, examples)
         timed(f"tag: {tagger}", start)
         start = time.perf_counter()
-        scored, report = _score_tagger(project, tagger, problem, config, truth_tags)
+        scored, report = (_score_tagger(project, tagger, problem, config, truth_tags)
+                          if problem.bug_type in IN_TRAINING else ([], None))  # HiBug's tables: one attribute's bugs
         rows += scored
         timed(f"slices: {tagger}", start)
         if config.finders and contests is not None:  # on the whole validation split
             start = time.perf_counter()
-            contests.append(_contest(project, tagger, problem, config, truth_tags, report))
+            contests.append(_contest(project, tagger, problem, config, tags_of, report))
             timed(f"slice finders: {tagger}", start)
     return rows
 
 
 def planted_bugs(problem) -> list[PlantedBug]:
     """The problem's bug as the one scoring reads it: a spurious correlation lives in its tag (whatever the class), a
-    rare case or a shift in its tag and class."""
-    conditions = ((problem.attribute, problem.tag),) + ((("shape", problem.label),) if problem.bug_type in OF_A_CLASS
-                                                         else ())
-    return [PlantedBug(conditions, problem.bug_type)]
+    rare case or a shift in its tag and class, a hard case in its conditions."""
+    return [PlantedBug(problem.conditions(), problem.bug_type)]
 
 
-def _contest(project, tagger: str, problem, config: BenchConfig, truth_tags: list[str], report=None) -> tuple:
+def _contest(project, tagger: str, problem, config: BenchConfig, tags_of: dict[str, list[str]], report=None) -> tuple:
     """Every slice finder on the tags and errors of hibug's default report (`report`, when already made), with the
     encoder's embeddings."""
     if report is None:
@@ -250,7 +255,7 @@ def _contest(project, tagger: str, problem, config: BenchConfig, truth_tags: lis
         if planted == "shape":
             return attribute in ("shape", CLASS) or attribute_matches(attribute, vocabulary.get(attribute, []),
                                                                       "shape", SHAPES)
-        return attribute_matches(attribute, vocabulary.get(attribute, []), planted, truth_tags)
+        return attribute_matches(attribute, vocabulary.get(attribute, []), planted, tags_of[planted])
 
     task = task_of_report(report, embeddings_of(project, report, config.encoder))
     return contest(task, planted_bugs(problem), finders=config.finders, same=same, seed=problem.seed,
@@ -278,18 +283,22 @@ def run_benchmark(folder: str | Path, config: BenchConfig = BenchConfig(), *,
     timed("load images", started)
     made = {t: TAGGERS.get(t).build().schema for t in config.taggers}
     schemas = {t: schema(config) for t, schema in made.items() if schema is not None}
-    wanted = {SPURIOUS: config.n_spurious, RARE: config.n_rare, SHIFT: config.n_shift}
+    wanted = {SPURIOUS: config.n_spurious, RARE: config.n_rare, SHIFT: config.n_shift, HARD: config.n_hard}
     kept = dict.fromkeys(wanted, 0)
     tried, rows, contests = [], [], []
-    for problem in candidate_problems(world, config.seed)[: config.max_candidates]:
+    candidates = candidate_problems(world, config.seed)[: config.max_candidates]
+    for problem in candidates + (hard_cases(world, config.seed) if config.n_hard else []):
         if kept[problem.bug_type] >= wanted[problem.bug_type]:
             if all(kept[k] >= wanted[k] for k in wanted):
                 break
             continue
         start = time.perf_counter()
-        split = plant(world, base, problem, config.splits)
-        probabilities = model_probabilities(world, split, problem, replace(config.train, seed=problem.seed),
+        trained = unbiased(problem) if problem.bug_type == HARD else problem  # a hard case's model: its seed's
+        split = plant(world, base, trained, config.splits)
+        probabilities = model_probabilities(world, split, trained, replace(config.train, seed=trained.seed),
                                             cache / "models")
+        if problem.bug_type == HARD:
+            probabilities = plant_outputs(probabilities, problem, world.attributes)
         outcome: Realised = realised(world, split, problem, probabilities)
         timed("train models", start)
         shows = outcome.shows(config.min_drop, config.min_shortcut, problem.bug_type)

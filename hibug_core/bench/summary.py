@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hibug_core.bench.problems import RARE, SHIFT, SPURIOUS
+from hibug_core.bench.problems import HARD, RARE, SHIFT, SPURIOUS
 from hibug_core.bench.scoring import HIBUG2_SEARCH, HIBUG_SEARCH
 
 
@@ -108,8 +108,8 @@ def write_results(folder: Path, result, tables: dict[str, pd.DataFrame], taggers
     folder.mkdir(parents=True, exist_ok=True)
     lines = ["# Planted-bug benchmark", "",
              f"{int((result.problems['kept']).sum()) if len(result.problems) else 0} problems "
-             f"({result.config.n_spurious} {SPURIOUS}, {result.config.n_rare} {RARE}, {result.config.n_shift} {SHIFT} "
-             "wanted) from "
+             f"({result.config.n_spurious} {SPURIOUS}, {result.config.n_rare} {RARE}, {result.config.n_shift} {SHIFT}, "
+             f"{result.config.n_hard} {HARD} wanted) from "
              f"{len(result.problems)} candidates; top {result.config.top_n} slices; C = {result.config.slices.gap}, "
              f"parent test at {result.config.slices.parent_test}; "
              f"{result.timings.get('total', 0):.0f} s in total.", "", "Tag sources:", ""]
