@@ -113,7 +113,7 @@ def test_slices_command_prints_ranked_explained_slices(demo_project, tmp_path, c
     assert lines[0].startswith("rank,slice_id,description") and lines[1].startswith("1,")  # as printed
     # the class is sliced by default; --no-by-class leaves it out
     assert main(["slices", str(folder), "--depth", "2", "--attributes", "color,known: size"]) == 0
-    line = ("2. known: size = small & class = triangle             n=103   accuracy  69.9% [60%, 78%] q=1.3e-08  rare "
+    line = ("2. known: size = small & class = triangle             n=103   accuracy  69.9% [60%, 78%] q=1.1e-06  rare "
             "case")
     assert line in capsys.readouterr().out
     assert main(["slices", str(folder), "--depth", "2", "--no-by-class", "--attributes", "color,known: size"]) == 0

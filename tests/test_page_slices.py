@@ -15,14 +15,16 @@ def test_ranked_slices_of_the_demo_with_the_first_one_explained(monkeypatch, dem
     at = open_page(monkeypatch, demo_project)
     assert not at.exception
     caption = at.caption[0].value.replace("\\", "")  # shown unescaped
-    assert caption.startswith("shape-cnn on val: accuracy 87.9% over 800 images") and "4 error slices" in caption
+    assert caption.startswith("shape-cnn on val: accuracy 87.9% over 800 images") and "3 error slices" in caption
     table = at.dataframe[0].value
-    # both planted bugs first (the class is sliced by default); refinements of a slice above come after
+    # both planted bugs first (the class is sliced by default); refinements of a slice above come after (blue
+    # triangles, 80% wrong against 49% of the other blue shapes, are not significantly worse than blue shapes by the
+    # exact test at depth 3's false discovery rate)
     assert table["description"].tolist() == ["color = blue", "shape = triangle & size = small",
-                                             "shape = rectangle & color = blue", "shape = triangle & color = blue"]
-    assert table["rank"].tolist() == [1, 2, 3, 4]
+                                             "shape = rectangle & color = blue"]
+    assert table["rank"].tolist() == [1, 2, 3]
     assert table["bug_type"].tolist()[:2] == ["spurious correlation", "rare case"]
-    assert table["part_of"].tolist() == ["", "", "color = blue", "color = blue"]
+    assert table["part_of"].tolist() == ["", "", "color = blue"]
     assert table["tags_right"].tolist()[:2] == ["100% of 415",
                                                 "100% of 325"]  # imported tags checked against themselves
     assert at.subheader[0].value == "color = blue"
@@ -31,7 +33,7 @@ def test_ranked_slices_of_the_demo_with_the_first_one_explained(monkeypatch, dem
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Images"] == "90" and metrics["Accuracy"] == "38.9%"
     related = at.dataframe[1].value
-    assert set(related["description"]) == {"shape = rectangle & color = blue", "shape = triangle & color = blue"}
+    assert set(related["description"]) == {"shape = rectangle & color = blue"}
     assert any(c.value.startswith("images 1–24 of 90") for c in at.caption)
 
 
