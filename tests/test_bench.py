@@ -391,3 +391,46 @@ def test_a_hard_case_benchmark_scores_only_the_finders(tmp_path):
     assert bugs.loc["hibug", ["rank", "find_tag", "type_right"]].tolist() == [4, True, True]  # named and typed
     assert not bugs.loc["single-attribute", "find_tag"]  # one attribute at a time never names a conjunction
     assert result.problems["kept"].tolist() == [True]
+
+
+def test_saved_runs_of_other_seeds_are_printed_together_and_a_seed_given_twice_is_refused(tmp_path, capsys):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parents[1] / "benchmarks" / "bench_tables.py"
+    spec = importlib.util.spec_from_file_location("_bench_tables", script)
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+
+    def run(seed: int, flags: int, flagged: int) -> Path:
+        bug = {"problem": "p0", "tags": "truth", "method": "hibug", "bug": "color = red", "bug_type": "rare case",
+               "rank": 1.0, "find_attr": True, "find_tag": True, "type_right": True, "seed": seed}
+        problem = {"problem": "p0", "tags": "truth", "method": "hibug", "package": "hibug", "bug_free": False,
+                   "planted": 1, "failed": False, "seconds": 1.0, "listed": 3, "reported": 1, "recall": 1.0,
+                   "P@10": 1 / 3, "P@25": 1 / 3, "seed": seed}
+        lab = [{"problem": "p0", "seed": seed, "flags": flags, "planted objects": 100},
+               {"problem": "all", "seed": seed, "flags": flags, "planted objects": 100,
+                "precision": flagged / flags, "recall": flagged / 100, "bug-free twin: flags": 7}]
+        path = tmp_path / f"seed-{seed}.json"
+        path.write_text(json.dumps({"finder_bugs": [bug], "finder_problems": [problem, {**problem,
+                                    "bug_free": True, "planted": 0, "reported": 0}],
+                                    "ObjectLab's flags per object": lab}))
+        return path
+
+    first, second = run(0, 10, 1), run(1, 30, 2)
+    runs = tables.stacked_runs([str(first), str(second)])
+    assert runs["finder_bugs"]["seed"].tolist() == [0, 1] and len(runs["finder_problems"]) == 4
+    pooled = tables.objectlab_pooled(runs[tables.OBJECTLAB]).iloc[0].to_dict()
+    assert pooled == {"problems": 2, "flags": 40, "planted objects": 200, "precision": 3 / 40, "recall": 3 / 200,
+                      "bug-free twin: flags": 14}
+    with pytest.raises(SystemExit, match="seed 0 is in both"):
+        tables.stacked_runs([str(first), str(first)])
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(sys, "argv", ["bench_tables.py", str(first), str(second)])
+    try:
+        tables.main()
+    finally:
+        monkeypatch.undo()
+    printed = capsys.readouterr().out
+    assert "| truth | hibug | hibug | 100% [34, 100] |" in printed and "2 + 2 bug-free" in printed
