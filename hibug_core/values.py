@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import functools
 import math
 import re
 import unicodedata
@@ -309,6 +310,20 @@ def stored_or_why(value, role: Role = "text") -> str | None | ValueRefused:
         return normalise_value(value, role)
     except ValueRefused as error:
         return error
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _remembered(kind: type, value, role: Role) -> str | None | ValueRefused:
+    return stored_or_why(value, role)
+
+
+def stored_or_why_often(value, role: Role = "text") -> str | None | ValueRefused:
+    """stored_or_why for a value that repeats (an import's tags: a few values over millions of objects), remembered
+    per (type, value, role) so that each distinct one is normalised once."""
+    try:
+        return _remembered(type(value), value, role)
+    except TypeError:  # not hashable
+        return stored_or_why(value, role)
 
 
 def normalise_name(value, what: str, role: Role = "text") -> str:

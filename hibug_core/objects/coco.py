@@ -16,7 +16,15 @@ from hibug_core.image_loader import MAX_PIXELS
 from hibug_core.metrics import BACKGROUND  # the label of a false positive: no object of any class is there
 from hibug_core.objects import masks
 from hibug_core.safe_files import TABLE_MAX_BYTES, FileRefused, read_checked
-from hibug_core.values import ValueRefused, finite_number, finite_numbers, share_problem, shown, stored_or_why
+from hibug_core.values import (
+    ValueRefused,
+    finite_number,
+    finite_numbers,
+    share_problem,
+    shown,
+    stored_or_why,
+    stored_or_why_often,
+)
 
 MISSED = "(missed)"  # the prediction of a ground-truth object no detection found
 RESERVED_NAMES = (BACKGROUND, MISSED)
@@ -411,7 +419,7 @@ def _tag_texts(tags) -> dict[str, str] | None:
         return None
     stored = {}
     for name, value in tags.items():
-        key, tag = stored_or_why(name), stored_or_why(value, "tag")
+        key, tag = stored_or_why_often(name), stored_or_why_often(value, "tag")
         if not isinstance(name, str) or not isinstance(key, str) or not isinstance(value, (str, bool, int)) or \
                 isinstance(tag, ValueRefused):
             return None

@@ -1,0 +1,154 @@
+"""Benchmark: a detection project of --objects objects (10 a image; 10,000,000 for the issue "Ten million") from a
+seeded generator, brought in as a user's object manifest would bring it (`hibug new --manifest objects.parquet`),
+against the bare load of the same rows in the same run: pyarrow's Parquet read and one bulk insert of the table into
+an SQLite file (no validation, no keys, no matching).
+
+The generator (`generate`): objects spread over the images at random, a box each, one of five classes, 50 tag columns
+(attr:t00 ... attr:t49, two to five values each) and a detection by the model `detector`: found at 85%, a little off
+and mostly of the right class, at 25% inside the planted slice "t00 = a & t01 = b" (so slices have something to
+find); 5% more rows are detections on no object. Every image is a hard link to one small PNG (an image's path is its
+identity; a million distinct files would fill the disk), so the images cost directory entries, not space. The files
+are written once into --dir and reused.
+
+Prints each step's wall time and the peak resident memory of the process that ran it (the import runs as the
+command a user runs), and the import's ratio to the bare load.
+Usage: python benchmarks/scale.py [--objects 1000000] [--dir /tmp/hibug-scale] [--repeat 1]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+CLASSES = ("car", "person", "bicycle", "dog", "sign")
+TAGS = 50
+PER_IMAGE = 10
+PLANTED = (("t00", "a"), ("t01", "b"))  # objects missed more often here
+IMAGE_SIZE = (640, 480)
+
+
+def tag_values(column: int) -> list[str]:
+    """The values of tag column `column`: two to five letters."""
+    return list("abcde"[: 2 + column % 4])
+
+
+def generate(folder: Path, objects: int, seed: int = 0) -> Path:
+    """Write folder/objects.parquet (and folder/images/...) for `objects` objects; return the manifest's path."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    manifest = folder / "objects.parquet"
+    images = max(objects // PER_IMAGE, 1)
+    folder.mkdir(parents=True, exist_ok=True)
+    # 1. One small PNG, and a hard link to it per image (1,000 to a folder).
+    base = folder / "base.png"
+    Image.new("RGB", IMAGE_SIZE, (90, 110, 130)).save(base)
+    names = np.array([f"images/{i // 1000:04d}/{i % 1000:03d}.png" for i in range(images)], dtype=object)
+    for i, name in enumerate(names):
+        path = folder / name
+        if i % 1000 == 0:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            os.link(base, path)
+    # 2. The objects: an image, a box, a class, the tags.
+    image = np.sort(rng.integers(0, images, objects))
+    width, height = rng.uniform(8, 200, objects), rng.uniform(8, 200, objects)
+    x, y = rng.uniform(0, IMAGE_SIZE[0] - width), rng.uniform(0, IMAGE_SIZE[1] - height)
+    label = rng.integers(0, len(CLASSES), objects)
+    tags = {f"attr:t{c:02d}": rng.integers(0, len(tag_values(c)), objects) for c in range(TAGS)}
+    planted = np.logical_and.reduce([tags[f"attr:{a}"] == tag_values(int(a[1:])).index(v) for a, v in PLANTED])
+    # 3. The detector: found at 85% (25% in the planted slice), a little off, mostly of the right class.
+    found = rng.random(objects) < np.where(planted, 0.25, 0.85)
+    jitter = rng.normal(0, 0.05, (objects, 4)) * np.c_[width, height, width, height]
+    predicted = np.where(rng.random(objects) < 0.95, label, rng.integers(0, len(CLASSES), objects))
+    extra = int(0.05 * objects)  # detections on no object
+    extra_image = rng.integers(0, images, extra)
+    extra_box = np.c_[rng.uniform(0, 500, extra), rng.uniform(0, 350, extra), rng.uniform(8, 120, (extra, 2))]
+    split = np.where(rng.random(images) < 0.8, "val", "train")
+    # 4. One table: the objects' rows, then the detections on no object.
+    boxes = np.c_[x, y, width, height]
+    frame = pd.DataFrame({
+        "image": np.r_[names[image], names[extra_image]],
+        "split": np.r_[split[image], split[extra_image]],
+        "box": np.r_[_box_text(boxes), np.full(extra, "")],
+        "label": np.r_[np.array(CLASSES, dtype=object)[label], np.full(extra, "")],
+        "pred_box": np.r_[np.where(found, _box_text(np.maximum(boxes + jitter, 1)), ""), _box_text(extra_box)],
+        "prediction": np.r_[np.where(found, np.array(CLASSES, dtype=object)[predicted], ""),
+                            np.array(CLASSES, dtype=object)[rng.integers(0, len(CLASSES), extra)]],
+        "confidence": np.r_[np.where(found, rng.uniform(0.3, 1.0, objects).round(3), np.nan),
+                            rng.uniform(0.05, 0.6, extra).round(3)],
+        **{column: pd.Categorical(np.r_[np.array(tag_values(c), dtype=object)[codes], np.full(extra, "")])
+           for c, (column, codes) in enumerate(tags.items())}})
+    frame["confidence"] = frame["confidence"].map(lambda v: "" if v != v else f"{v:g}")
+    frame.to_parquet(manifest, index=False)
+    return manifest
+
+
+def _box_text(boxes: np.ndarray) -> np.ndarray:
+    """'x y w h' per row, to one decimal."""
+    rounded = np.round(boxes, 1).astype(str)
+    return np.char.add(np.char.add(np.char.add(np.char.add(np.char.add(np.char.add(
+        rounded[:, 0], " "), rounded[:, 1]), " "), rounded[:, 2]), " "), rounded[:, 3]).astype(object)
+
+
+def bare_load(manifest: Path, target: Path) -> float:
+    """Seconds to read the manifest with pyarrow and insert every row into one SQLite table, in one transaction."""
+    import pyarrow.parquet as pq
+
+    target.unlink(missing_ok=True)
+    started = time.perf_counter()
+    table = pq.read_table(manifest).to_pandas()
+    with sqlite3.connect(target) as connection:
+        table.to_sql("objects", connection, index=False, chunksize=100_000)
+    return time.perf_counter() - started
+
+
+def import_project(manifest: Path, project: Path) -> tuple[float, float]:
+    """(seconds, peak GiB) of `hibug new PROJECT --manifest MANIFEST`, run as its own process."""
+    shutil.rmtree(project, ignore_errors=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    started = time.perf_counter()
+    run = subprocess.run([sys.executable, "-m", "hibug_core.cli", "new", str(project), "--manifest", str(manifest)],
+                         capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if run.returncode != 0:
+        raise SystemExit(f"hibug new failed:\n{run.stderr[-3000:]}")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return seconds, max(peak, before) / 2 ** 20
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--objects", type=int, default=1_000_000)
+    parser.add_argument("--dir", default="/tmp/hibug-scale")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each side, alternated (medians compared)")
+    args = parser.parse_args()
+    folder = Path(args.dir) / f"objects-{args.objects}"
+    manifest = folder / "objects.parquet"
+    if not manifest.exists():
+        started = time.perf_counter()
+        generate(folder, args.objects)
+        print(f"generated {args.objects:,} objects on {max(args.objects // PER_IMAGE, 1):,} images in "
+              f"{time.perf_counter() - started:.1f} s ({manifest.stat().st_size / 2 ** 20:.0f} MiB of Parquet)")
+    bare, imported, peaks = [], [], []
+    for _ in range(args.repeat):
+        bare.append(bare_load(manifest, folder / "bare.sqlite"))
+        seconds, peak = import_project(manifest, folder / "project")
+        imported.append(seconds)
+        peaks.append(peak)
+    bare_s, import_s = float(np.median(bare)), float(np.median(imported))
+    print(f"bare load (pyarrow read + one SQLite insert): {bare_s:.1f} s")
+    print(f"hibug new --manifest: {import_s:.1f} s, {import_s / bare_s:.1f}x the bare load, peak {max(peaks):.2f} GiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""The scale benchmark's generator (benchmarks/scale.py) at a small size: its manifest is what a user's object manifest
+would be, it imports through `hibug new`, and its images are links to one file."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+def _scale():
+    script = Path(__file__).parents[1] / "benchmarks" / "scale.py"
+    spec = importlib.util.spec_from_file_location("_scale_benchmark", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_generated_objects_import_as_a_users_object_manifest(tmp_path, capsys):
+    from hibug_core.cli import main
+    from hibug_core.metrics import BACKGROUND
+    from hibug_core.store.project import Project
+
+    scale = _scale()
+    manifest = scale.generate(tmp_path / "data", 300)
+    frame = pd.read_parquet(manifest)
+    objects = frame[frame["box"] != ""]
+    assert len(objects) == 300 and len(frame) == 315  # 5% more rows: detections on no object
+    assert frame["image"].nunique() <= 30 and len([c for c in frame if c.startswith("attr:")]) == 50
+    assert pd.read_parquet(scale.generate(tmp_path / "again", 300)).equals(frame)  # seeded
+    paths = [tmp_path / "data" / name for name in frame["image"].unique()]
+    assert {p.stat().st_ino for p in paths} == {(tmp_path / "data" / "base.png").stat().st_ino}  # hard links
+    planted = (objects["attr:t00"] == "a") & (objects["attr:t01"] == "b")
+    found = objects["pred_box"] != ""
+    assert found[planted].mean() < 0.5 < found[~planted].mean()
+
+    assert main(["new", str(tmp_path / "project"), "--manifest", str(manifest)]) == 0
+    with Project.open(tmp_path / "project", read_only=True) as project:
+        samples = project.samples()
+        assert project.task == "detection"
+        assert int((samples["label"] != BACKGROUND).sum()) == 300  # and 15 detections on no object
+        assert set(project.known_tags().columns) >= {f"t{c:02d}" for c in range(50)}
+    assert np.isfinite(scale.bare_load(manifest, tmp_path / "bare.sqlite"))
