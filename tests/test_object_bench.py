@@ -65,15 +65,16 @@ def test_scoring_against_the_planted_slices():
     assert scores["P@10"] == 0.0
 
 
-def test_a_quick_object_benchmark_runs_end_to_end(tmp_path):
+def test_a_quick_object_benchmark_runs_end_to_end_and_a_rerun_reuses_its_detectors(tmp_path, monkeypatch):
     from dataclasses import replace
 
+    import hibug_core.bench.objects as objects
     from hibug_core.bench.contest import finders_table, gathered
     from hibug_core.bench.peers import SLICE_FINDERS
 
     contests, objectlab = [], []
-    rows = run_object_benchmark(tmp_path, replace(quick(ObjectBenchConfig()), encoder="tiny-open_clip"),
-                                contests=contests, objectlab=objectlab)
+    config = replace(quick(ObjectBenchConfig()), encoder="tiny-open_clip")
+    rows = run_object_benchmark(tmp_path, config, contests=contests, objectlab=objectlab)
     # every slice finder ran on each problem's two tag sources and their bug-free twins, scored against 3 bugs each;
     # ObjectLab once per problem and its bug-free twin, on their training annotations read by their true tags
     bugs, problems = gathered(contests)
@@ -91,6 +92,16 @@ def test_a_quick_object_benchmark_runs_end_to_end(tmp_path):
         assert row["flags"] == row["overlooked flags"] + row["badloc flags"] + row["swap flags"]
         assert len([k for k in row if k.startswith("recall: ")]) == 3 and row["bug-free twin: flags"] >= 0
     assert rows["problem"].tolist() == ["p0", "p1"] and rows["AP50"].between(0, 1).all()  # one row per problem
+
+    # Run again into the same folder (as after an interruption): every detector, the problems' and their twins', is
+    # the one stored, and everything measured is the same
+    monkeypatch.setattr(objects, "train_detector", lambda *args, **kwargs: pytest.fail("a detector trained again"))
+    again, again_lab = [], []
+    assert run_object_benchmark(tmp_path, config, contests=again, objectlab=again_lab).equals(rows)
+    assert again_lab == objectlab
+    timeless = [frame.drop(columns="seconds", errors="ignore") for frame in gathered(contests)]
+    assert all(a.equals(b) for a, b in zip(timeless, [f.drop(columns="seconds", errors="ignore")
+                                                      for f in gathered(again)]))
 
 
 def test_hibug_bench_runs_an_object_task_with_every_slice_finder(tmp_path, monkeypatch, capsys):

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -29,8 +30,10 @@ from hibug_core.demo.detection import (
 )
 from hibug_core.demo.scenes import SCENE_COLOURS, SCENE_SHAPES, render_scenes
 from hibug_core.errors import HibugError, check_fields
+from hibug_core.models.zoo.fitting import save_weights, stored_weights, with_weights
 from hibug_core.models.zoo.scene_fcos import (
     DetectorConfig,
+    build_detector,
     detect,
     save_detector,
     train_detector,
@@ -140,9 +143,8 @@ def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
         train_images, train_objects = render_scenes(config.train_scenes, seed, demo.scenes)
         taught = plant_bugs(train_objects, problem.bugs, demo, seed + 17)
         teach = _teaching(taught, config.train_scenes)
-        start = time.perf_counter()
-        model = train_detector(train_images, teach, list(SCENE_SHAPES), config.detector, progress)
-        trained_s = time.perf_counter() - start
+        model, trained_s = stored_or_trained(folder / "detectors" / f"attempt-{attempt}.pt", train_images, teach,
+                                             config, progress)
         images, objects = render_scenes(config.val_scenes, config.seed * 100 + 99, demo.scenes)  # one validation set
         truth, results = write_coco_split(folder / "data", "val", images, objects,
                                           detect(model, images, list(SCENE_SHAPES)), demo)
@@ -153,8 +155,9 @@ def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
         logger.warning("%s: its detector learnt nothing (AP50 %.3f on val): drawn again on other training scenes",
                        problem.id, ap50)
     if config.objectlab:
-        _objectlab(problem, model, train_images, train_objects, taught, teach, demo, config, contests, objectlab,
-                   progress)
+        _objectlab(folder, problem, model, train_images, train_objects, taught, teach, demo, config, contests,
+                   objectlab, progress)
+    shutil.rmtree(folder / "project", ignore_errors=True)  # an earlier run's (the benchmark's own folder)
     project = Project.create_from_manifest(folder / "project", manifest)
     try:
         _training_side(project, folder, model, train_images, train_objects, taught, demo, teach, progress)
@@ -173,6 +176,24 @@ def run_problem(folder: Path, problem: ObjectProblem, config: ObjectBenchConfig,
                 "AP50": round(ap50, 3), "redrawn": attempt, "train_s": round(trained_s, 1)}
     finally:
         project.close()
+
+
+def stored_or_trained(path: Path, images: list, teach: list, config: ObjectBenchConfig,
+                      progress: ProgressCallback = no_progress) -> tuple[object, float]:
+    """(the detector trained on these annotations, the seconds its training took): the one an earlier run stored at
+    `path` if it was trained on exactly them (a run resumed after an interruption), else trained now and stored there
+    in full precision, so that a resumed run measures what an uninterrupted one does."""
+    classes = list(SCENE_SHAPES)
+    about = {"classes": classes, "config": asdict(config.detector),
+             "training_fingerprint": training_fingerprint(teach, classes, config.detector)}
+    stored = stored_weights(path, **about)
+    if stored is not None:
+        return with_weights(build_detector(classes, config.detector), stored), float(stored["train_s"])
+    start = time.perf_counter()
+    model = train_detector(images, teach, classes, config.detector, progress)
+    seconds = time.perf_counter() - start
+    save_weights(path, model, **about, train_s=seconds)
+    return model, seconds
 
 
 def _training_side(project, folder: Path, model, images: list, objects: pd.DataFrame, taught: pd.DataFrame,
@@ -221,7 +242,7 @@ def planted_objects(problem: ObjectProblem, objects: pd.DataFrame, taught: pd.Da
 
 
 def out_of_sample_detections(images: list, teach: list, config: ObjectBenchConfig, folds: int, seed: int,
-                             progress: ProgressCallback = no_progress) -> list[list[dict]]:
+                             progress: ProgressCallback = no_progress, store: Path | None = None) -> list[list[dict]]:
     """Each training image's detections by a detector trained without it (`folds`-fold cross-validation over the
     images, seeded), down to OBJECTLAB_SCORE_FLOOR: the out-of-sample predictions cleanlab asks ObjectLab to be given
     "for the most accurate results"."""
@@ -230,8 +251,10 @@ def out_of_sample_detections(images: list, teach: list, config: ObjectBenchConfi
     found: list[list[dict]] = [[] for _ in images]
     for fold in range(folds):
         inside, outside = np.flatnonzero(fold_of != fold), np.flatnonzero(fold_of == fold)
-        model = train_detector([images[i] for i in inside], [teach[i] for i in inside], classes, config.detector,
-                               progress)
+        chosen_images, chosen_teach = [images[i] for i in inside], [teach[i] for i in inside]
+        model = (stored_or_trained(store / f"fold-{fold}.pt", chosen_images, chosen_teach, config, progress)[0]
+                 if store is not None else train_detector(chosen_images, chosen_teach, classes, config.detector,
+                                                          progress))
         for i, detections in zip(outside, detect(model, [images[i] for i in outside], classes,
                                                  score_floor=OBJECTLAB_SCORE_FLOOR, progress=progress)):
             found[i] = detections
@@ -244,8 +267,8 @@ def _teaching(annotations: pd.DataFrame, scenes: int) -> list:
     return [grouped.get(i, (np.zeros((0, 4)), [])) for i in range(scenes)]
 
 
-def _objectlab(problem: ObjectProblem, model, images: list, objects: pd.DataFrame, taught: pd.DataFrame,
-               teach: list, demo: DetectionDemoConfig, config: ObjectBenchConfig, contests: list,
+def _objectlab(problem_folder: Path, problem: ObjectProblem, model, images: list, objects: pd.DataFrame,
+               taught: pd.DataFrame, teach: list, demo: DetectionDemoConfig, config: ObjectBenchConfig, contests: list,
                objectlab: list | None, progress: ProgressCallback) -> None:
     """ObjectLab on the problem's training annotations and a detector's outputs on the training images (down to a
     score of OBJECTLAB_SCORE_FLOOR): out of sample, by cross-validation over the training images, as cleanlab advises
@@ -262,8 +285,9 @@ def _objectlab(problem: ObjectProblem, model, images: list, objects: pd.DataFram
     )
     from hibug_core.bench.ranking import score_answer
 
-    def flags(model, annotations: pd.DataFrame, teach: list) -> pd.DataFrame:
-        found = (out_of_sample_detections(images, teach, config, config.objectlab_folds, problem.seed + 29, progress)
+    def flags(model, annotations: pd.DataFrame, teach: list, name: str) -> pd.DataFrame:
+        found = (out_of_sample_detections(images, teach, config, config.objectlab_folds, problem.seed + 29, progress,
+                                          store=problem_folder / "detectors" / f"{name}-folds")
                  if config.objectlab_folds else detect(model, images, classes, score_floor=OBJECTLAB_SCORE_FLOOR,
                                                        progress=progress))
         labels, predictions, ids = objectlab_inputs(annotations, found, classes)
@@ -272,7 +296,7 @@ def _objectlab(problem: ObjectProblem, model, images: list, objects: pd.DataFram
     # 1. The problem: its planted annotations, the detector trained on them.
     start = time.perf_counter()
     classes = list(SCENE_SHAPES)
-    flagged = flags(model, taught, teach)
+    flagged = flags(model, taught, teach, "problem")
     tags = object_tags(objects, demo).rename(columns={"class": CLASS})
     scored, summary = score_answer(per_slice(flagged, tags, max_depth=3, min_support=10), planted_bugs(problem),
                                    same=_names, top=config.top_n)
@@ -285,8 +309,9 @@ def _objectlab(problem: ObjectProblem, model, images: list, objects: pd.DataFram
     if config.objectlab_twin:
         start = time.perf_counter()
         clean = _teaching(objects, len(images))
-        twin = None if config.objectlab_folds else train_detector(images, clean, classes, config.detector, progress)
-        flagged = flags(twin, objects, clean)
+        twin = None if config.objectlab_folds else stored_or_trained(problem_folder / "detectors" / "twin.pt", images,
+                                                                     clean, config, progress)[0]
+        flagged = flags(twin, objects, clean, "twin")
         _, summary = score_answer(per_slice(flagged, tags, max_depth=3, min_support=10), [], same=_names,
                                   top=config.top_n)
         contests.append((pd.DataFrame(), pd.DataFrame([{**labels_of, "bug_free": True, "planted": 0,
