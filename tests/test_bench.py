@@ -364,8 +364,8 @@ def test_hard_cases_are_conjunctions_common_in_training_planted_in_one_models_ou
         (("horizontal position", "right"), ("size", "small"), ("shape", "triangle"))]
     assert {p.bug_type for p in drawn} == {HARD} and {unbiased(p).seed for p in drawn} == {9_999}  # one model
     assert [round(float(p.failing_part(world.attributes).mean()), 3) for p in drawn] == [0.034, 0.028, 0.117, 0.041]
-    assert ground_truth(drawn[3])["slice"] == [["horizontal position", "right"], ["size", "small"],
-                                               ["shape", "triangle"]]
+    assert ground_truth(drawn[3])["slice"] == [("horizontal position", "right"), ("size", "small"),
+                                               ("shape", "triangle")]
     # the unbiased split: no thinning, the same draw for every hard case of the seed
     base = base_splits(world)
     assert (plant(world, base, unbiased(drawn[0])) == plant(world, base, unbiased(drawn[1]))).all()

@@ -200,4 +200,4 @@ def thin_validation(split: np.ndarray, share: float, seed: int) -> np.ndarray:
 def ground_truth(problem: PlantedProblem) -> dict:
     """What a debugging tool should report: the bug type and the slice, as stored with the problem."""
     return {"bug_type": problem.bug_type, "attribute": problem.attribute, "tag": problem.tag, "label": problem.label,
-            "slice": [list(condition) for condition in problem.conditions()]}
+            "slice": list(problem.conditions())}
