@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hibug_core.bench.output_bugs import members
 from hibug_core.demo.easyvqa import SHAPES, ShapeWorld
 
 SPURIOUS, RARE, SHIFT, HARD = "spurious correlation", "rare case", "distribution shift", "hard case"
@@ -48,7 +49,7 @@ class PlantedProblem:
         """Rows the bug should make the model fail on: conflicting rows (the tag, another class), the rare rows or the
         hard case's."""
         if self.bug_type == HARD:
-            return np.logical_and.reduce([(attributes[a] == t).to_numpy() for a, t in self.conditions()])
+            return members(attributes, dict(self.conditions()))
         has_tag = (attributes[self.attribute] == self.tag).to_numpy()
         of_label = (attributes["shape"] == self.label).to_numpy()
         return has_tag & (of_label if self.bug_type in OF_A_CLASS else ~of_label)
@@ -116,8 +117,7 @@ def hard_cases(world: ShapeWorld, seed: int, count: int = 60) -> list[PlantedPro
     while len(problems) < count:
         names = rng.choice((*PLANT_ATTRIBUTES, "shape"), size=2 + len(problems) % 2, replace=False)
         chosen = {str(a): str(rng.choice(sorted(set(attributes[a].unique()) - {"not visible"}))) for a in names}
-        inside = np.logical_and.reduce([(attributes[a] == t).to_numpy() for a, t in chosen.items()])
-        if not HARD_SHARE[0] <= inside.mean() <= HARD_SHARE[1]:
+        if not HARD_SHARE[0] <= members(attributes, chosen).mean() <= HARD_SHARE[1]:
             continue
         label = chosen.pop("shape", "")
         (attribute, tag), *more = chosen.items()

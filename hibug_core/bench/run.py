@@ -216,7 +216,6 @@ def _run_pipeline(project, problem, world: ShapeWorld, config: BenchConfig, sche
                   timed, contests: list | None) -> list[dict]:
     """Every tag source on one problem's project: its attributes and tags, then slices scored at every setting, and
     every slice finder on the default settings' tags and errors (their rows added to `contests`)."""
-    truth_tags = sorted(world.attributes[problem.attribute].unique())
     tags_of = {name: sorted(world.attributes[name].unique()) for name in world.attributes.columns}
     examples = teaching_examples(project, world, config, problem.seed)
     rows = []
@@ -226,7 +225,7 @@ def _run_pipeline(project, problem, world: ShapeWorld, config: BenchConfig, sche
             _tag(project, tagger, schemas[tagger], config, examples)
         timed(f"tag: {tagger}", start)
         start = time.perf_counter()
-        scored, report = (_score_tagger(project, tagger, problem, config, truth_tags)
+        scored, report = (_score_tagger(project, tagger, problem, config, tags_of[problem.attribute])
                           if problem.bug_type in IN_TRAINING else ([], None))  # HiBug's tables: one attribute's bugs
         rows += scored
         timed(f"slices: {tagger}", start)
