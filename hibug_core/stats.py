@@ -16,6 +16,12 @@ def wilson_interval(successes: np.ndarray, n: np.ndarray, z: float = 1.96) -> tu
     return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
 
 
+def zero_one(errors: np.ndarray) -> np.ndarray:
+    """Whether every error is 0 or 1 (right or wrong outcomes, which the exact test below needs): per column of a
+    table, or one answer for a vector."""
+    return np.isin(errors, (0.0, 1.0)).all(axis=0)
+
+
 # Below this expected count of a slice's rarer outcome (errors or successes), 0/1 errors are tested exactly: there the
 # normal approximation makes a small slice's few errors look rarer than they are (a false slice on bug-free data).
 EXACT_BELOW = 20.0

@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit, prange
 
 from hibug_core.slices.bitsets import feature_bitsets, pack_rows, popcount64, trailing_zeros64
+from hibug_core.stats import zero_one
 
 MAX_DEPTH = 4
 KEY_BITS = 16
@@ -277,7 +278,7 @@ def enumerate_slices(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, *
     bits = feature_bitsets(feature_of, n_features)
     complete = (codes >= 0).all(axis=0) if len(codes) else np.ones(codes.shape[1], dtype=bool)
     attribute_tags = np.asarray(n_tags, dtype=np.int64)
-    binary_errors = np.isin(errors, (0.0, 1.0)).all(axis=0)
+    binary_errors = zero_one(errors)
     binary = bool(binary_errors.all())
     error_bits = pack_rows((errors > 0.5).T) if binary else np.zeros((errors.shape[1], bits.shape[1]), np.uint64)
     flat = feature_of.ravel()

@@ -35,6 +35,7 @@ from hibug_core.slices.search import (
     smallest_significant_gap,
 )
 from hibug_core.slices.tag_precision import KNOWN_PREFIX, slice_tag_precision
+from hibug_core.stats import zero_one
 from hibug_core.tagging.sources import ground_truth
 
 ENUMERATIONS = BoundedCache("slice enumerations", max_items=4)
@@ -90,7 +91,7 @@ class SliceReport:
         attrs, n = self.slices.attrs, len(self.evaluation)
         tested = max(int(attrs.get("enumerated", self.enumerated) or 1), 1)
         support = self.config.min_support
-        binary = bool(np.isin(self.evaluation["error"].to_numpy(float), (0.0, 1.0)).all())
+        binary = bool(zero_one(self.evaluation["error"].to_numpy(float)))
         gaps = [smallest_significant_gap(n, self.overall_score, size, self.config.alpha, tested, binary=binary)
                 for size in (support, max(support, n // 10))]
         below = int(attrs.get("under_cut_not_significant", 0))

@@ -39,8 +39,8 @@ def _numbers(text: str) -> list[float] | None:
 
 
 def _box_cells(cells: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """A column of box cells as an (n, 4) array, and where a cell is four finite numbers (_box, for a whole column
-    at once: a manifest may hold millions of boxes)."""
+    """A column of box cells ('x y w h', 'x,y,w,h' or '[x, y, w, h]') as an (n, 4) array, and where a cell is four
+    finite numbers: the whole column at once, as a manifest may hold millions of boxes."""
     words = cells.astype(str).str.replace(_NUMBERS, " ", regex=True).str.strip()
     parts = words.str.split(" ", n=4, expand=True).reindex(columns=range(5))
     values = parts.iloc[:, :4].apply(pd.to_numeric, errors="coerce").to_numpy(float)
@@ -104,17 +104,17 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
     n = len(frame)
     has_box = (frame["box"] != "").to_numpy() if "box" in columns else np.zeros(n, bool)
     boxes: dict[int, list[float]] = {}
+    classes = frame["label"].to_numpy(object) if "label" in columns else np.full(n, "", dtype=object)
     if has_box.any():
         values, ok = _box_cells(frame["box"])
         ok &= (values[:, 2] > 0) & (values[:, 3] > 0)
-        labels = frame["label"].to_numpy(object)
         for i in np.flatnonzero(has_box & ~ok):
             issues.add(i, "box", f"'{frame.at[i, 'box']}' is not x y width height in pixels, width and height "
                                  "positive")
-        for i in np.flatnonzero(has_box & (labels == "")):
+        for i in np.flatnonzero(has_box & (classes == "")):
             issues.add(i, "label", "empty label; every object needs its class")
-        for i in np.flatnonzero(has_box & np.isin(labels, list(RESERVED_NAMES))):
-            issues.add(i, "label", f"{labels[i]} is how hibug names the missing object; rename the class")
+        for i in np.flatnonzero(has_box & np.isin(classes, list(RESERVED_NAMES))):
+            issues.add(i, "label", f"{classes[i]} is how hibug names the missing object; rename the class")
         boxes = dict(zip(np.flatnonzero(has_box & ok).tolist(), values[has_box & ok].tolist()))
     check_images(frame, "image", issues)
     split_of_row = read_splits(frame, "split" if "split" in columns else None, config, issues)
@@ -151,20 +151,20 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
         present = (frame[plan["box"]] != "").to_numpy()
         values, ok = _box_cells(frame[plan["box"]])
         ok &= (values[:, 2] >= 0) & (values[:, 3] >= 0)
-        labels = frame[plan["prediction"]].to_numpy(object)
+        predicted = frame[plan["prediction"]].to_numpy(object)
         confidence = pd.to_numeric(frame[plan["confidence"]], errors="coerce").to_numpy(float)
         share = np.isfinite(confidence) & (confidence >= 0) & (confidence <= 1)
-        for i in np.flatnonzero(present & ~(ok & (labels != "") & share)):  # the first problem of each row
+        for i in np.flatnonzero(present & ~(ok & (predicted != "") & share)):  # the first problem of each row
             if not ok[i]:
                 issues.add(i, plan["box"], f"'{frame.at[i, plan['box']]}' is not x y width height in pixels")
-            elif labels[i] == "":
+            elif predicted[i] == "":
                 issues.add(i, plan["prediction"], "empty prediction for a predicted box")
             else:
                 issues.add(i, plan["confidence"], share_problem(frame.at[i, plan["confidence"]],
                                                                 "the detection's confidence"))
-        good = np.flatnonzero(present & ok & (labels != "") & share)
+        good = np.flatnonzero(present & ok & (predicted != "") & share)
         detections[name] = {i: (box, label, score) for i, box, label, score in zip(
-            good.tolist(), values[good].tolist(), labels[good].tolist(), confidence[good].tolist())}
+            good.tolist(), values[good].tolist(), predicted[good].tolist(), confidence[good].tolist())}
     images = frame["image"]
     split_by_image = pd.DataFrame({"image": images, "split": split_of_row}).groupby("image")["split"].unique()
     for image, found in split_by_image.items():
@@ -177,7 +177,7 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
         raise ManifestError(source, explained(frame, issues.items), found=issues)
     # 3. The same objects and detections as COCO documents, so one matching serves both formats.
     codes, distinct = pd.factorize(images.to_numpy(object))
-    labels = sorted(set(frame.loc[list(boxes), "label"]) | {d[1] for m in detections.values() for d in m.values()})
+    labels = sorted(set(classes[list(boxes)]) | {d[1] for m in detections.values() for d in m.values()})
     category = {label: k + 1 for k, label in enumerate(labels)}
     truth_rows = sorted(boxes)
     skeleton = _skeleton(counts.pop()) if counts else {}
@@ -186,7 +186,7 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
     document = {"images": [{"id": k + 1, "file_name": image} for k, image in enumerate(distinct)],
                 "categories": [{"id": k, "name": label, **skeleton} for label, k in category.items()],
                 "annotations": [{"id": j + 1, "image_id": int(codes[i]) + 1,
-                                 "category_id": category[frame.at[i, "label"]],
+                                 "category_id": category[classes[i]],
                                  "bbox": boxes[i], "iscrowd": 0,
                                  **({"keypoints": points["keypoints", i]} if ("keypoints", i) in points else {}),
                                  "attributes": {name: values[i] for name, values in tag_columns
