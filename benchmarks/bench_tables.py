@@ -1,8 +1,8 @@
 """Benchmark: the planted-bug benchmark's finder tables printed again from saved runs (`hibug bench ... --out DIR`
-writes DIR/results.json): who finds bugs best, and the planted bugs each finder finds per bug type and per number of
-conditions; with ObjectLab's flags per object pooled, where the runs have them. Several runs of other seeds (e.g. a
-seed re-run on its own) are stacked and scored together. Nothing is re-run; the scoring is the one `hibug bench` uses
-(hibug_core.bench.ranking).
+writes DIR/results.json): who finds bugs best, the planted bugs each finder finds per bug type and per number of
+conditions, and the bug-free twins each finder reported a slice on; with ObjectLab's flags per object pooled, where
+the runs have them. Several runs of other seeds (e.g. a seed re-run on its own) are stacked and scored together.
+Nothing is re-run; the scoring is the one `hibug bench` uses (hibug_core.bench.ranking).
 Usage: python benchmarks/bench_tables.py DIR/results.json [OTHER/results.json ...]
 """
 from __future__ import annotations
@@ -48,6 +48,13 @@ def objectlab_pooled(lab: pd.DataFrame) -> pd.DataFrame:
                           "bug-free twin: flags": int(seeds.get("bug-free twin: flags", pd.Series(dtype=int)).sum())}])
 
 
+def bug_free_twins(problems: pd.DataFrame) -> pd.DataFrame:
+    """Per tag source and finder: its bug-free twins, those on which it reported a slice, and the slices in all."""
+    twins = problems[problems["bug_free"].astype(bool) & ~problems["failed"].astype(bool)]
+    return twins.groupby(["tags", "method"], sort=False)["reported"].agg(
+        twins="size", **{"with a slice": lambda v: int((v > 0).sum()), "slices": "sum"}).reset_index()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs="+", help="runs' results.json (each seed in one of them)")
@@ -55,7 +62,7 @@ def main() -> None:
     runs = stacked_runs(args.results)
     bugs, problems = runs["finder_bugs"], runs["finder_problems"]
     tables = {"who finds bugs best": formatted(summary_table(bugs, problems, ["tags", "method"])),
-              **found_tables(bugs)}
+              **found_tables(bugs), "bug-free twins": bug_free_twins(problems)}
     if len(runs[OBJECTLAB]):
         tables[OBJECTLAB + ", pooled"] = objectlab_pooled(runs[OBJECTLAB]).round(4)
     for title, table in tables.items():

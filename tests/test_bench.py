@@ -424,6 +424,8 @@ def test_saved_runs_of_other_seeds_are_printed_together_and_a_seed_given_twice_i
     pooled = tables.objectlab_pooled(runs[tables.OBJECTLAB]).iloc[0].to_dict()
     assert pooled == {"problems": 2, "flags": 40, "planted objects": 200, "precision": 3 / 40, "recall": 3 / 200,
                       "bug-free twin: flags": 14}
+    assert tables.bug_free_twins(runs["finder_problems"]).to_dict("records") == [
+        {"tags": "truth", "method": "hibug", "twins": 2, "with a slice": 0, "slices": 0}]
     with pytest.raises(SystemExit, match="seed 0 is in both"):
         tables.stacked_runs([str(first), str(first)])
     monkeypatch = pytest.MonkeyPatch()
