@@ -133,5 +133,10 @@ def test_hibug_bench_runs_an_object_task_with_every_slice_finder(tmp_path, monke
     lab = saved["ObjectLab's flags per object"]  # each seed's problems, then their pooled figures
     assert [(row["problem"], row["seed"]) for row in lab] == [("p0", 0), ("all", 0), ("p0", 1), ("all", 1)]
     assert lab[1]["flags"] == lab[0]["flags"] and lab[1]["planted objects"] == lab[0]["planted objects"]
+    for task in ("detection", "pose", "segmentation"):  # classification's planted problems are refused in words
+        assert main(["bench", "--task", task, "--hard", "4", "--quick", "--out", str(tmp_path / "no")]) == 2
+        assert f"--hard, --quick: classification's planted problems; the {task} benchmark plants its own" in \
+            capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
     assert main(["bench", "--task", "detection", "--seeds", "0,x"]) == 2
     assert "--seeds '0,x': give whole numbers" in capsys.readouterr().err

@@ -7,6 +7,8 @@ from hibug_core.cli.command import Command, operation_command, progress_bar
 from hibug_core.errors import HibugError
 from hibug_core.operations import FindSlices, Report
 
+CLASSIFICATION_PROBLEMS = {"spurious": 30, "rare": 30, "shift": 0, "hard": 0, "quick": False}  # option: its default
+
 
 def _bench_arguments(parser) -> None:
     from hibug_core.bench import TASK_BENCHES
@@ -18,11 +20,14 @@ def _bench_arguments(parser) -> None:
                         "options below), or " + "; ".join(f"{e.name}: {e.help}" for e in TASK_BENCHES))
     parser.add_argument("--problems", type=int, help="an object task's problems (default: its own)")
     parser.add_argument("--out", default="bench-results", help="folder for results, problem projects and caches")
-    parser.add_argument("--spurious", type=int, default=30, help="spurious-correlation problems")
-    parser.add_argument("--rare", type=int, default=30, help="rare-case problems")
-    parser.add_argument("--shift", type=int, default=0, help="distribution-shift problems (a tag and class fewer in "
+    parser.add_argument("--spurious", type=int, default=CLASSIFICATION_PROBLEMS["spurious"],
+                        help="spurious-correlation problems")
+    parser.add_argument("--rare", type=int, default=CLASSIFICATION_PROBLEMS["rare"], help="rare-case problems")
+    parser.add_argument("--shift", type=int, default=CLASSIFICATION_PROBLEMS["shift"],
+                        help="distribution-shift problems (a tag and class fewer in "
                         "training than elsewhere, not rare)")
-    parser.add_argument("--hard", type=int, default=0, help="hard-case problems: a slice of two or three conditions, "
+    parser.add_argument("--hard", type=int, default=CLASSIFICATION_PROBLEMS["hard"],
+                        help="hard-case problems: a slice of two or three conditions, "
                         "common in training, failed in the outputs of one model trained on an unbiased split per seed")
     parser.add_argument("--quick", action="store_true", help="3 + 3 problems (a quick look; CI runs 1 + 1)")
     parser.add_argument("--taggers", help="comma-separated tag sources: truth, conse, library, taught, llm "
@@ -57,6 +62,10 @@ def _task_bench(args) -> int:
     from hibug_core.bench.seeds import per_seed, stacked
     from hibug_core.bench.summary import markdown_table
 
+    given = [f"--{name}" for name, default in CLASSIFICATION_PROBLEMS.items() if getattr(args, name) != default]
+    if given:
+        raise HibugError(f"{', '.join(given)}: classification's planted problems; the {args.task} benchmark plants "
+                         "its own, every bug type in each problem (give their number with --problems)")
     out = Path(args.out)
     report, close = progress_bar()
     try:  # each seed's problems in a folder of their own, scored together
