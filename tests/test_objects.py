@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 from sqlalchemy import text
 
+from hibug_core.attributes.schema import MAX_ATTRIBUTES
 from hibug_core.errors import ConfigError, ManifestError
 from hibug_core.objects.coco import BACKGROUND, MISSED, UNLABELLED, read_ground_truth, read_results
 from hibug_core.objects.geometry import measure_objects
@@ -582,6 +583,33 @@ def test_object_manifest_structure_and_values_are_checked(tmp_path):
         load_manifest(path)
     assert "row 2, column 'split': image 'images/one.png' is given several splits" in str(error.value)
     assert "column 'confidence': 'sure' is not a number" in str(error.value)
+
+
+def test_object_manifest_tag_columns_tag_their_own_rows_objects_and_are_checked(tmp_path):
+    from hibug_core.tasks import load_manifest
+
+    path = _manifest_case(tmp_path)
+    lines = path.read_text().splitlines()
+    colours = ["tan", "", "red", "tan"]  # the four objects' rows, in order; the second has none
+    for row, colour in enumerate(colours, start=1):
+        lines[row] = lines[row].replace(",val,tan,", f",val,{colour},", 1)
+    path.write_text("\n".join(lines) + "\n")
+    with Project.create_from_manifest(tmp_path / "project", load_manifest(path)) as project:
+        samples, tags = project.objects(), project.known_tags()
+        objects = samples.index[samples["object_kind"] == "object"]  # in row order
+        assert [None if v != v else v for v in tags["color"].reindex(objects)] == ["tan", None, "red", "tan"]
+        assert tags["color"].reindex(samples.index[samples["object_kind"] == "detection"]).isna().all()
+    for header, message in [("attr:color", None), ("attr:", "an attribute column is named 'attr:<attribute>'"),
+                            ("attr:occlusion", "'occlusion' is also a measured attribute; rename it")]:
+        path.write_text("\n".join([lines[0].replace("attr:color", header)] + lines[1:]) + "\n")
+        if message:
+            with pytest.raises(ManifestError, match=message):
+                load_manifest(path)
+    many = ",".join(f"attr:a{k}" for k in range(MAX_ATTRIBUTES + 1))
+    path.write_text("\n".join([lines[0].replace("attr:color", many)] + [
+        line.replace(",val,", ",val," + "x," * MAX_ATTRIBUTES, 1) for line in lines[1:]]) + "\n")
+    with pytest.raises(ManifestError, match=f"more than the {MAX_ATTRIBUTES} a project holds"):
+        load_manifest(path)
 
 
 # ----- what encoders see of objects -----------------------------------------------------------------------------

@@ -52,6 +52,60 @@ def test_migrations_import_and_reads(project, store_url):
     reopened.close()
 
 
+def test_imported_tags_are_columns_that_older_projects_migrate_into_and_removal_leaves_out(project, store_url,
+                                                                                         tmp_path):
+    from sqlalchemy import text
+
+    from hibug_core.store.removal import remove_samples
+
+    more = image_manifest(tmp_path / "more", [("cat", "dog", "val", c) for c in ("green", "", "red")])
+    more.known_tags["size"] = ["big", None, "big"]
+    project.import_manifest(more)
+    expected = {"color": ["red", "blue", "red", "blue", "red", "blue", "green", None, "red"],
+                "size": [None] * 6 + ["big", None, "big"]}  # of samples 1 to 9: sample 8 has none
+
+    def stored(p) -> dict:
+        tags = p.known_tags()
+        assert all(tags.dtypes == "category")
+        return {c: [None if v != v else v for v in tags[c].reindex(range(1, 10)).tolist()] for c in tags.columns}
+
+    assert stored(project) == expected
+    with project.engine.begin() as connection:  # one row per import and attribute
+        assert connection.execute(text("SELECT import_id, attribute, code_bytes FROM known_tag_columns "
+                                       "ORDER BY 1, 2")).all() == [(1, "color", 1), (2, "color", 1), (2, "size", 1)]
+        # as a project made before migration 16 kept them: a row per tag
+        connection.execute(text("CREATE TABLE known_tags (attribute TEXT NOT NULL, sample_id INTEGER NOT NULL "
+                                "REFERENCES samples(id), tag TEXT NOT NULL, PRIMARY KEY (attribute, sample_id))"))
+        for name, tags in expected.items():
+            for sample_id, tag in enumerate(tags, start=1):
+                if tag is not None:
+                    connection.execute(text("INSERT INTO known_tags VALUES (:a, :s, :t)"),
+                                       {"a": name, "s": sample_id, "t": tag})
+        connection.execute(text("DROP TABLE known_tag_columns"))
+        connection.execute(text("DELETE FROM schema_migrations WHERE version = 16"))
+    project.close()
+    older = Project.open(project.folder, db_url=store_url)
+    assert applied_versions(older.engine) == list(range(1, LATEST_VERSION + 1))
+    assert stored(older) == expected
+    remove_samples(older, [7, 2], reason="imported by mistake")
+    assert 2 not in older.known_tags().index and 7 not in older.known_tags().index
+    assert stored(older) == {c: [None if i in (2, 7) else v for i, v in enumerate(tags, start=1)]
+                             for c, tags in expected.items()}
+    older.close()
+
+
+def test_sample_ids_are_kept_as_runs_of_consecutive_ids():
+    import numpy as np
+
+    from hibug_core.store.known_tag_columns import id_runs, ids_of_runs
+
+    ids = np.array([3, 4, 5, 9, 11, 12], dtype=np.int64)
+    assert id_runs(ids).tolist() == [3, 3, 9, 1, 11, 2]
+    assert ids_of_runs(id_runs(ids)).tolist() == ids.tolist()
+    assert ids_of_runs(id_runs(np.arange(10**6, dtype=np.int64))).tolist()[-1] == 10**6 - 1
+    assert len(id_runs(np.zeros(0, dtype=np.int64))) == len(ids_of_runs(id_runs(np.zeros(0, dtype=np.int64)))) == 0
+
+
 def test_versioned_edits_refuse_stale_writes_and_undo(project):
     schema = AttributeSchema(attributes=(Attribute(name="color", tags=("red", "blue")),))
     first = save_schema(project, schema, author="ana", base_version=None)
@@ -151,7 +205,7 @@ def foreign_keys(project) -> list[tuple]:
 
     with project.engine.connect() as connection:
         if project.engine.dialect.name == "sqlite":
-            return [(table, *row[2:5]) for table in ("samples", "predictions", "known_tags")
+            return [(table, *row[2:5]) for table in ("samples", "predictions", "known_tag_columns")
                     for row in connection.exec_driver_sql(f"PRAGMA foreign_key_list({table})")]
         return connection.execute(text("SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) "
                                        "FROM pg_constraint WHERE contype = 'f' ORDER BY 1, 2")).all()
@@ -176,8 +230,8 @@ def test_a_first_bulk_import_checks_its_keys_once_at_the_end_and_keeps_them(stor
     # a row that breaks a key fails the whole write when the keys come back (SQLite: at the insert), keys kept
     before = made.samples("model")
     with pytest.raises(IntegrityError):
-        with write_transaction(made.engine) as connection, keys_checked_at_end(connection, ("known_tags",)):
-            connection.exec_driver_sql("INSERT INTO known_tags (attribute, sample_id, tag) VALUES ('size', 999, 'x')")
+        with write_transaction(made.engine) as connection, keys_checked_at_end(connection, ("predictions",)):
+            connection.exec_driver_sql("INSERT INTO predictions (model_id, sample_id, prediction) VALUES (1, 999, 'x')")
     assert foreign_keys(made) == keys
     assert made.known_tags().columns.tolist() == ["color"] and len(made.samples("model")) == len(before)
     made.close()

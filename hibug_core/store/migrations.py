@@ -9,6 +9,7 @@ from sqlalchemy import Connection, Engine, inspect, text
 from hibug_core.access import SYSTEM, acting_as
 from hibug_core.errors import ProjectError
 from hibug_core.metrics import BACKGROUND
+from hibug_core.store import known_tag_columns
 from hibug_core.store.audit import now
 from hibug_core.store.db import write_transaction
 
@@ -194,6 +195,9 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "names are told)",
               ("CREATE TABLE IF NOT EXISTS truth_images (image_key TEXT PRIMARY KEY, crowd_json TEXT NOT NULL)",),
               lambda connection: _add_columns(connection, {"models": ("outputs_digest TEXT",)})),
+    Migration(16, "imported tags stored as columns (per import and attribute, the tagged samples and a code per tag), "
+                  "not one row per tag: ten million objects with fifty tags are fifty rows",
+              run=known_tag_columns.from_rows),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -23,7 +23,7 @@ from hibug_core.cache import BoundedCache
 from hibug_core.config import IngestConfig, StoreConfig
 from hibug_core.errors import Issues, ManifestError, ProjectError, RowIssue
 from hibug_core.metrics import judged
-from hibug_core.store import object_store
+from hibug_core.store import known_tag_columns, object_store
 from hibug_core.store.arrays import ArrayStore
 from hibug_core.store.audit import author_name, now
 from hibug_core.store.audit import record as record_audit
@@ -51,7 +51,7 @@ logger = logging.getLogger(__name__)
 DB_FILE = "hibug.sqlite"
 SAMPLE_INDEXES = {"ix_samples_split": "samples (split)",  # migrations v1 and v11
                   "ix_samples_objects": "samples (id) WHERE object_kind IS NOT NULL"}
-KEYED_IMPORT_TABLES = ("samples", "predictions", "known_tags")  # the tables an import fills, with foreign keys
+KEYED_IMPORT_TABLES = ("samples", "predictions")  # the tables an import fills, with foreign keys
 IMPORT_TABLES = BoundedCache("import tables", max_items=8)  # samples, known tags, a few models' predictions
 # The SQLite files a Project of this process has open. Their header is checked on the first open only: reading it
 # again with a plain open() and closing that file would drop every lock SQLite holds on it in this process (POSIX
@@ -336,12 +336,10 @@ class Project:
                         record_audit(connection, author, "add model", f"model:{name}", None,
                                      {"samples": int(predicted.sum()), "source": manifest.source, **(note or {})})
                 for attribute, tags in manifest.known_tags.items():  # a stored sample keeps the tags it has
-                    tags = np.asarray(tags, dtype=object)
-                    given = tags != None  # noqa: E711 (elementwise)
-                    if new is not None:
-                        given &= new
-                    insert_columns(connection, "known_tags", {"attribute": attribute, "sample_id": sample_ids[given],
-                                                              "tag": tags[given]}, int(given.sum()))
+                    new_rows = slice(None) if new is None else np.flatnonzero(new)
+                    known_tag_columns.write(connection, import_id, attribute, sample_ids[new_rows],
+                                            tags[new_rows] if isinstance(tags, pd.Categorical) else
+                                            np.asarray(tags, dtype=object)[new_rows])
                 _set_task(connection, manifest.task)
                 _set_measures(connection, manifest.measured_with)
                 if also is not None:
@@ -517,7 +515,7 @@ class Project:
     def has_known_tags(self) -> bool:
         """Whether any imported tag is stored (one row looked at, where known_tags() reads them all)."""
         with read_connection(self.engine) as connection:
-            return connection.execute(text("SELECT 1 FROM known_tags LIMIT 1")).first() is not None
+            return known_tag_columns.any_stored(connection)
 
     def _per_import(self, connection: Connection, name: str, read_rows, *, also: str = "") -> pd.DataFrame:
         """A table that only imports (and what `also` names) change: samples, known tags, a model's predictions.
@@ -540,16 +538,7 @@ class Project:
 
     @staticmethod
     def _read_known_tag_rows(connection: Connection) -> pd.DataFrame:
-        import pandas as pd
-
-        columns = {}
-        attributes = [row[0] for row in connection.execute(text("SELECT DISTINCT attribute FROM known_tags"))]
-        for attribute in sorted(attributes):
-            rows = read_columns(connection, "SELECT sample_id, tag FROM known_tags WHERE attribute = ?", (attribute,))
-            columns[attribute] = pd.Series(rows["tag"], index=rows["sample_id"].astype(np.int64), dtype=object)
-        frame = pd.DataFrame(columns)
-        frame.index.name = "sample_id"
-        return frame.sort_index()
+        return known_tag_columns.read(connection)
 
     def probabilities(self, model: str) -> tuple[np.ndarray, np.ndarray, list[str]] | None:
         """(sample_ids, probabilities, classes) for a model, or None when its manifest had none."""

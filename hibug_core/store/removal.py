@@ -12,7 +12,7 @@ from hibug_core.store.audit import record as record_audit
 from hibug_core.store.db import in_chunks, read_connection, write_transaction
 
 # Every table whose rows name a sample (sample_id), cleared before the samples themselves.
-SAMPLE_TABLES = ("predictions", "object_outcomes", "known_tags", "tag_corrections", "mllm_answers",
+SAMPLE_TABLES = ("predictions", "object_outcomes", "tag_corrections", "mllm_answers",
                  "generated_images")
 CHUNK = 500  # sample ids per statement (SQLite's and PostgreSQL's limits on parameters stay far away)
 
@@ -48,9 +48,9 @@ def unreadable_samples(project, *, progress=None) -> tuple[np.ndarray, list[str]
 
 def remove_samples(project, sample_ids, *, reason: str, author: str | None = None) -> int:
     """Remove the samples `sample_ids` and everything stored of them (model outputs, tags, corrections, answers,
-    outcomes); each model's per-split score is brought up to date. Tagging runs and embeddings kept in array files
-    keep their rows, which nothing reads any more. Recorded in the audit log with `reason`; returns how many went.
-    ProjectError when one is not in the project (nothing is removed)."""
+    outcomes); each model's per-split score is brought up to date. Tagging runs and embeddings kept in array files,
+    and imported tags kept as columns, keep their entries, which nothing reads any more. Recorded in the audit log
+    with `reason`; returns how many went. ProjectError when one is not in the project (nothing is removed)."""
     ids = np.unique(np.asarray(list(sample_ids), dtype=np.int64))
     if not len(ids):
         return 0

@@ -11,6 +11,7 @@ from sqlalchemy import text
 
 from hibug_core.errors import ProjectError, TaggingError
 from hibug_core.redaction import redact
+from hibug_core.store import known_tag_columns
 from hibug_core.store.arrays import DamagedArraysError
 from hibug_core.store.audit import author_name, now, record
 from hibug_core.store.db import read_connection, write_transaction
@@ -253,7 +254,7 @@ def _check_choice(connection, attribute: str, source: str) -> None:
     schema = connection.execute(
         text("SELECT schema_json FROM attribute_schemas ORDER BY version DESC LIMIT 1")).scalar()
     named = {a["name"] for a in json.loads(schema).get("attributes", [])} if schema else set()
-    imported = set(connection.execute(text("SELECT DISTINCT attribute FROM known_tags")).scalars())
+    imported = known_tag_columns.attributes(connection)
     if attribute not in named | imported:
         known = ", ".join(sorted(named | imported)[:12]) or "none yet"
         raise TaggingError(f"'{attribute}' is not an attribute of this project (its attributes: {known}); nothing "

@@ -111,9 +111,10 @@ def _no_measures() -> None:
 def objects_manifest(truth: CocoGroundTruth, found: list[CocoResults], folder: Path, splits: dict[int, str], *,
                      task: str, match_config: MatchConfig = MatchConfig(), geometry: GeometryConfig = GeometryConfig(),
                      config: IngestConfig = IngestConfig(), labelled: bool = True,
-                     progress: ProgressCallback = no_progress) -> ValidatedManifest:
+                     progress: ProgressCallback = no_progress, tags: pd.DataFrame | None = None) -> ValidatedManifest:
     """Checked ground truth and results as a manifest of objects: images under `folder`, `splits` per image id
-    (labelled=False: every detection is an unlabelled sample, nothing is matched)."""
+    (labelled=False: every detection is an unlabelled sample, nothing is matched). `tags`: the objects' own tags
+    by annotation id, a column per attribute (a manifest's attr: columns); default: the annotations' attributes."""
     # 1. Something to import.
     used = sorted(set(truth.annotations["image_id"]).union(*(set(r.detections["image_id"]) for r in found)))
     if not used:
@@ -136,13 +137,13 @@ def objects_manifest(truth: CocoGroundTruth, found: list[CocoResults], folder: P
     with Beside(job or _no_measures, in_process=job is None or len(objects) < MEASURED_BESIDE_FROM) as measures:
         return _checked_and_matched(truth, found, used, folder, splits, objects, measures, task=task,
                                     match_config=match_config, geometry=geometry, config=config, labelled=labelled,
-                                    progress=progress)
+                                    progress=progress, tags=tags)
 
 
 def _checked_and_matched(truth: CocoGroundTruth, found: list[CocoResults], used: list, folder: Path,
                          splits: dict[int, str], objects: pd.DataFrame, measures: Beside, *, task: str,
                          match_config: MatchConfig, geometry: GeometryConfig, config: IngestConfig, labelled: bool,
-                         progress: ProgressCallback) -> ValidatedManifest:
+                         progress: ProgressCallback, tags: pd.DataFrame | None) -> ValidatedManifest:
     # 3. The images: each distinct file read, hashed and its size checked once.
     names = truth.images["file_name"].reindex(used).tolist()
     paths = {iid: Path(folder, name).resolve() for iid, name in zip(used, names)}
@@ -173,18 +174,15 @@ def _checked_and_matched(truth: CocoGroundTruth, found: list[CocoResults], used:
         matches.append(match(truth, result, match_config))
         progress("matching detections", done, len(found))
     # 5. The samples: ground-truth objects, then each model's false positives.
-    return _manifest(truth, found, matches, objects, measures, paths, infos, splits, geometry, task,
+    if tags is None:
+        tags = pd.DataFrame(list(truth.annotations["attributes"]), index=truth.annotations["id"].to_numpy())
+    return _manifest(truth, found, matches, objects, measures, paths, infos, splits, geometry, task, tags,
                      match_config.masks)
-
-
-def object_rows_of(rows: pd.DataFrame) -> np.ndarray:
-    """Positions of the ground-truth objects among the sample rows (they come first, in annotation order)."""
-    return np.flatnonzero((rows["kind"] == OBJECT_KIND).to_numpy())
 
 
 def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Matches], objects: pd.DataFrame,
               measures: Beside, paths: dict, infos: dict, splits: dict[int, str], geometry: GeometryConfig, task: str,
-              masks: bool = False) -> ValidatedManifest:
+              tags: pd.DataFrame, masks: bool = False) -> ValidatedManifest:
     names = truth.categories
     sizes = truth.image_sizes if masks else {}
     parts = [pd.DataFrame({
@@ -253,14 +251,15 @@ def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Ma
         measured = pd.concat([measured, shapes], axis=1).astype(object)
         measured = measured.where(measured.notna(), None)  # a false positive has no true shape to measure
     known_tags = {name: measured[name].tolist() for name in measured.columns}
-    given = pd.DataFrame(list(objects["attributes"]), index=object_rows_of(rows)) if len(objects) else pd.DataFrame()
-    for name in given.columns:  # the annotations' own attributes (CVAT's); a false positive has none
-        if name in known_tags:
+    annotation_ids = objects["id"].to_numpy()
+    for name in tags.columns:  # the objects' own tags (CVAT's attributes, a manifest's attr: columns); a false
+        if name in known_tags:  # positive has none
             raise ManifestError(truth.source, [RowIssue(None, "attributes", f"'{name}' is also a measured attribute; "
                                                                             "rename it", unit="annotations")])
-        values = np.full(n, None, dtype=object)
-        values[given.index.to_numpy()] = given[name].where(given[name].notna(), None).to_numpy(object)
-        known_tags[name] = values.tolist()
+        given = pd.Categorical(tags[name]).take(tags.index.get_indexer(annotation_ids), allow_fill=True)
+        codes = np.full(n, -1, dtype=given.codes.dtype)
+        codes[object_rows] = given.codes
+        known_tags[name] = pd.Categorical.from_codes(codes, given.categories)
     return ValidatedManifest(truth.source, samples, models, known_tags, [], "image", object_columns, evaluations,
                              task=task, measured_with=geometry.to_json(),
                              crowd_regions=crowd_regions(truth, sorted(set(rows["image_id"])),

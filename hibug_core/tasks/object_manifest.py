@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hibug_core.attributes.schema import MAX_ATTRIBUTES
 from hibug_core.config import IngestConfig
 from hibug_core.errors import Issues, ManifestError, RowIssue, rename_hint
 from hibug_core.ingest.columns import check_images, model_column, named_models, read_splits
@@ -95,6 +96,12 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
     if "box" in columns and "label" not in columns:
         issues.add(None, "label", "required with 'box': the class of each object" + rename_hint("label", unnamed))
     models = _model_columns(columns, default_model, issues)
+    tag_columns = {c.split(":", 1)[1].strip(): c for c in columns if c.startswith("attr:")}
+    if "" in tag_columns:
+        issues.add(None, tag_columns[""], "an attribute column is named 'attr:<attribute>'; give this one a name")
+    if len(tag_columns) > MAX_ATTRIBUTES:  # each is sliced by, with every other
+        issues.add(None, None, f"{len(tag_columns):,} attribute columns (attr:*), more than the {MAX_ATTRIBUTES} a "
+                               "project holds; keep the ones worth slicing by")
     if "box" not in columns and not models:
         issues.add(None, "box", "an object manifest needs 'box' (x y w h of each object) and per model 'pred_box'"
                    + (rename_hint("box", unnamed) or rename_hint("pred_box", unnamed)))
@@ -181,16 +188,12 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
     category = {label: k + 1 for k, label in enumerate(labels)}
     truth_rows = sorted(boxes)
     skeleton = _skeleton(counts.pop()) if counts else {}
-    # each tag column read once as an array (not a cell at a time: 50 tag columns made 85% of a large import)
-    tag_columns = [(c.split(":", 1)[1].strip(), frame[c].to_numpy(object)) for c in columns if c.startswith("attr:")]
     document = {"images": [{"id": k + 1, "file_name": image} for k, image in enumerate(distinct)],
                 "categories": [{"id": k, "name": label, **skeleton} for label, k in category.items()],
                 "annotations": [{"id": j + 1, "image_id": int(codes[i]) + 1,
                                  "category_id": category[classes[i]],
                                  "bbox": boxes[i], "iscrowd": 0,
-                                 **({"keypoints": points["keypoints", i]} if ("keypoints", i) in points else {}),
-                                 "attributes": {name: values[i] for name, values in tag_columns
-                                                if values[i] != ""}}
+                                 **({"keypoints": points["keypoints", i]} if ("keypoints", i) in points else {})}
                                 for j, i in enumerate(truth_rows)]}
     truth = _translated(lambda: parse_ground_truth(document, source), source, {"annotations": truth_rows})
     found = []
@@ -204,10 +207,19 @@ def validate_object_manifest(frame: pd.DataFrame, *, source: str, base_dir: Path
                                  source, {"results": rows}))
     split_of_image = {k + 1: split_by_image[image][0] for k, image in enumerate(distinct)}
     # 4. Images, matching, samples.
+    # the objects' tags a column at a time (a dict of tags per object made most of a large import's time and memory)
+    tags = pd.DataFrame({name: _tag_column(frame[column])[truth_rows] for name, column in tag_columns.items()},
+                        index=pd.RangeIndex(1, len(truth_rows) + 1))  # by annotation id
     manifest = objects_manifest(truth, found, Path(base_dir), split_of_image, task=task, match_config=match_config,
-                                geometry=geometry, config=config, progress=progress)
+                                geometry=geometry, config=config, progress=progress, tags=tags)
     manifest.notes[:0] = notes
     return manifest
+
+
+def _tag_column(cells: pd.Series) -> pd.Categorical:
+    """A column of tags in the stored form ('' where there is none) as a categorical, NaN where there is none."""
+    values = cells.array if isinstance(cells.dtype, pd.CategoricalDtype) else pd.Categorical(cells.to_numpy(object))
+    return values.remove_categories([""]) if "" in values.categories else values
 
 
 def _skeleton(count: int) -> dict:
