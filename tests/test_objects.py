@@ -234,6 +234,53 @@ def test_ap_equals_pycocotools_summary_on_the_same_files(tmp_path, seed):
     assert ours.per_class["AP"].mean() == pytest.approx(ours.summary["AP"], abs=1e-12)
 
 
+@pytest.mark.parametrize("kind", ["bbox", "segm", "keypoints"])
+def test_an_evaluation_a_category_at_a_time_is_the_librarys_whole_evaluation_exactly(tmp_path, kind):
+    """COCO matches and accumulates each category on its own: evaluated() one category at a time gives the library's
+    arrays bit for bit (an empty category included), its summary and, at one threshold, its matches."""
+    import contextlib
+    import io
+
+    from faster_coco_eval import COCOeval_faster
+
+    from hibug_core.objects.coco_evaluation import evaluated
+    from hibug_core.objects.matching import _coco_pair
+
+    truth_json, found = _random_case(7, n_images=40, keypoints=4 if kind == "keypoints" else 0,
+                                     masks=kind == "segm")
+    if kind != "keypoints":
+        truth_json["categories"].append({"id": 9, "name": "nothing here"})
+    truth_file, results = _write(tmp_path, truth_json, {"m": found})
+    truth = read_ground_truth(truth_file)
+    sigmas = (0.05,) * 4 if kind == "keypoints" else None
+    for thresholds in (None, [0.5]):
+        gt, dt = _coco_pair(truth, read_results(results["m"], truth))
+        library = COCOeval_faster(gt, dt, kind, print_function=lambda *a: None, separate_eval=True,
+                                  extra_calc=thresholds is not None)
+        if sigmas:
+            library.params.kpt_oks_sigmas = np.asarray(sigmas)
+        if thresholds:
+            library.params.areaRng, library.params.areaRngLbl = [library.params.areaRng[0]], ["all"]
+            library.params.iouThrs, library.params.maxDets = np.asarray(thresholds), [100]
+        with contextlib.redirect_stdout(io.StringIO()):
+            library.evaluate()
+            library.accumulate()
+        gt, dt = _coco_pair(truth, read_results(results["m"], truth))
+        ours = evaluated(gt, dt, kind, sigmas, thresholds=thresholds, max_detections=100)
+        assert list(ours.params.catIds) == list(library.params.catIds)
+        for key in ("precision", "recall", "scores"):
+            assert np.array_equal(np.asarray(ours.eval[key]), np.asarray(library.eval[key])), key
+        if thresholds:
+            assert ours.eval["matched"] == library.eval["matched"] and len(ours.eval["matched"]) > 20
+        else:
+            with contextlib.redirect_stdout(io.StringIO()):
+                ours.summarize()
+                library.summarize()
+            assert list(ours.stats) == list(library.stats) and ours.stats[0] > 0.05
+    if kind != "keypoints":
+        assert (np.asarray(ours.eval["precision"])[:, :, -1] == -1).all()  # the empty category
+
+
 def test_keypoints_match_by_oks_with_settable_sigmas_and_equal_pycocotools(tmp_path):
     truth_json, found = _random_case(5, keypoints=4)
     truth_file, results = _write(tmp_path, truth_json, {"pose": found})

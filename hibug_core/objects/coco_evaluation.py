@@ -1,28 +1,62 @@
-"""faster-coco-eval's evaluation, made again cheaply for a copy of the files a TIDE fix changed: the overlaps and mask
-run lengths of the evaluation it fixes are reused wherever the fix left them as they were, and the library's
-preparation indexes every annotation without looking each one up again."""
+"""faster-coco-eval's evaluation one category at a time, made again cheaply for a copy of the files a TIDE fix changed:
+COCO matches and accumulates each category on its own, so evaluating them one by one gives the library's very arrays
+while holding one category's per-image evaluations at a time (about 1.5 KB per image, category and area range: 3 GB
+for every category of a million objects at once). The overlaps and mask run lengths of the evaluation a fix changes
+are reused wherever the fix left them as they were, and the library's preparation indexes every annotation without
+looking each one up again."""
 from __future__ import annotations
 
 import contextlib
 import io
 import itertools
+from collections import defaultdict
 
 import numpy as np
-from faster_coco_eval import COCOeval_faster
+from faster_coco_eval import COCO, COCOeval_faster
 from faster_coco_eval.core.mask import calculateRleForAllAnnotations
 
 
 def evaluated(gt, dt, iou_type: str, sigmas, *, thresholds=None, max_detections: int | None = None,
-              earlier=None, changed: set | None = None, all_areas_only: bool = False):
+              earlier=None, changed: set | None = None, all_areas_only: bool = False) -> ByCategory:
     """The library's evaluation, evaluated and accumulated (all_areas_only: for the area range "all" alone, all the AP
-    needs; thresholds: at these overlaps, up to max_detections). earlier: an evaluation of the same files before a
-    fix changed the records of the images in `changed`; its overlaps (IoU or OKS matrices) are reused for every other
-    image whose detections it covered (an evaluation of more detections per image computes the images that have
-    more). (Cutting a changed image's earlier matrix down to what a fix left was slower than the library's mask IoU.)"""
-    evaluator = Reusing(gt, dt, iou_type, print_function=lambda *a: None, separate_eval=True,
-                        extra_calc=thresholds is not None,
-                        rle_iou_max_workers=1)  # its mask IoU holds the GIL: threads were slower (5,000 images)
-    evaluator.earlier, evaluator.changed = earlier, changed or set()
+    needs; thresholds: at these overlaps, up to max_detections), a category at a time. earlier: an evaluation of the
+    same files before a fix changed the records of the images in `changed`; its overlaps (IoU or OKS matrices) are
+    reused for every other image whose detections it covered (an evaluation of more detections per image computes the
+    images that have more). (Cutting a changed image's earlier matrix down to what a fix left was slower than the
+    library's mask IoU.)"""
+    whole = _configured(ByCategory(gt, dt, iou_type, print_function=lambda *a: None), sigmas, thresholds,
+                        max_detections, all_areas_only)
+    params = whole.params
+    shape = (len(params.iouThrs), len(params.recThrs), len(params.catIds), len(params.areaRng), len(params.maxDets))
+    # an empty category is -1 throughout, as the library leaves it
+    whole.eval = {"precision": -np.ones(shape), "recall": -np.ones(shape[:1] + shape[2:]), "scores": -np.ones(shape),
+                  "matched": {}}
+    truth, found = _by_category(gt), _by_category(dt)
+    for k, category in enumerate(params.catIds):
+        images = sorted({a["image_id"] for a in truth[category]} | {a["image_id"] for a in found[category]})
+        if not images:
+            continue
+        part = _configured(Reusing(_part(gt, truth[category], images, category),
+                                   _part(dt, found[category], images, category), iou_type,
+                                   print_function=lambda *a: None, separate_eval=True,
+                                   extra_calc=thresholds is not None,
+                                   rle_iou_max_workers=1),  # its mask IoU holds the GIL: threads were slower
+                           sigmas, thresholds, max_detections, all_areas_only)
+        part.earlier, part.changed = earlier, changed or set()
+        with contextlib.redirect_stdout(io.StringIO()):
+            part.evaluate()
+            part.accumulate()
+        del part._evalImgs_cpp  # what made the whole evaluation large; the arrays below are what it was for
+        for key in ("precision", "scores"):
+            whole.eval[key][:, :, k] = np.asarray(part.eval[key])[:, :, 0]
+        whole.eval["recall"][:, k] = np.asarray(part.eval["recall"])[:, 0]
+        whole.eval["matched"].update(part.eval.get("matched") or {})
+        whole.ious.update(part.ious)
+        whole.parts[category] = part
+    return whole
+
+
+def _configured(evaluator, sigmas, thresholds, max_detections, all_areas_only):
     if sigmas is not None:
         evaluator.params.kpt_oks_sigmas = np.asarray(sigmas, dtype=np.float64)
     if thresholds is not None or all_areas_only:
@@ -30,10 +64,36 @@ def evaluated(gt, dt, iou_type: str, sigmas, *, thresholds=None, max_detections:
     if thresholds is not None:
         evaluator.params.iouThrs = np.asarray(thresholds, dtype=np.float64)
         evaluator.params.maxDets = [max_detections]
-    with contextlib.redirect_stdout(io.StringIO()):
-        evaluator.evaluate()
-        evaluator.accumulate()
     return evaluator
+
+
+def _by_category(coco) -> defaultdict:
+    """A COCO object's annotation records by category (the records themselves, not copies)."""
+    grouped = defaultdict(list)
+    for record in coco.dataset["annotations"]:
+        grouped[record["category_id"]].append(record)
+    return grouped
+
+
+def _part(coco, records: list[dict], images: list[int], category: int):
+    """A COCO object of one category's records (ids and areas as `coco` holds them: results already loaded) on
+    `images`."""
+    part = COCO(print_function=lambda *a: None)
+    part.dataset = {"images": [coco.imgs[i] for i in images], "annotations": records,
+                    "categories": [coco.cats[category]]}
+    with contextlib.redirect_stdout(io.StringIO()):
+        part.createIndex()
+    return part
+
+
+class ByCategory(COCOeval_faster):
+    """An evaluation made a category at a time (evaluated()): the library's `eval` arrays, overlaps (`ious`) and
+    summary over every category; `parts[category]` is the evaluation of one (its prepared records and overlaps)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.ious: dict = {}
+        self.parts: dict[int, Reusing] = {}
 
 
 class Reusing(COCOeval_faster):

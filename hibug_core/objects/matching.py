@@ -509,8 +509,11 @@ def _library_oks(evaluator, image_id: int, category_id: int, kept: np.ndarray, r
                  annotation_ids: np.ndarray) -> np.ndarray:
     """OKS of the detections `records` of one image and class (rows) against its objects `annotation_ids` (columns),
     as the evaluator computes them for its matching; 0 for a pair it did not evaluate (beyond its maxDets)."""
-    values = np.asarray(evaluator.computeOks(image_id, category_id), dtype=np.float64)
     out = np.zeros((len(records), len(annotation_ids)))
+    evaluator = evaluator.parts.get(category_id)  # the evaluation of this class
+    if evaluator is None:
+        return out
+    values = np.asarray(evaluator.computeOks(image_id, category_id), dtype=np.float64)
     if values.size == 0:
         return out
     objects = evaluator.gt_dataset.get(image_id, category_id)
