@@ -69,8 +69,10 @@ def test_counts_of_a_hand_made_table():
 
 @pytest.mark.parametrize("row_cost", [0.0, 1e9], ids=["row-path", "bitset-path"])
 @pytest.mark.parametrize("continuous", [False, True])
-def test_enumeration_equals_brute_force(row_cost, continuous, monkeypatch):
+@pytest.mark.parametrize("block_bytes", [1, enumeration_module.BLOCK_BYTES], ids=["word-blocks", "one-block"])
+def test_enumeration_equals_brute_force(row_cost, continuous, block_bytes, monkeypatch):
     monkeypatch.setattr(enumeration_module, "ROW_COST_FACTOR", row_cost)
+    monkeypatch.setattr(enumeration_module, "BLOCK_BYTES", block_bytes)  # 1: rows counted one word at a time
     rng = np.random.default_rng(1)
     n_tags = [3, 2, 4, 3, 2]
     codes = np.stack([rng.integers(0, t, 400) for t in n_tags], axis=1).astype(np.int16)
@@ -86,8 +88,10 @@ def test_enumeration_equals_brute_force(row_cost, continuous, monkeypatch):
 
 
 @pytest.mark.parametrize("row_cost", [0.0, 1e9], ids=["row-path", "bitset-path"])
-def test_several_models_each_equal_brute_force(row_cost, monkeypatch):
+@pytest.mark.parametrize("block_bytes", [1, enumeration_module.BLOCK_BYTES], ids=["word-blocks", "one-block"])
+def test_several_models_each_equal_brute_force(row_cost, block_bytes, monkeypatch):
     monkeypatch.setattr(enumeration_module, "ROW_COST_FACTOR", row_cost)
+    monkeypatch.setattr(enumeration_module, "BLOCK_BYTES", block_bytes)
     rng = np.random.default_rng(3)
     n_tags = [4, 3, 2, 4]
     codes = np.stack([rng.integers(0, t, 500) for t in n_tags], axis=1).astype(np.int16)
@@ -102,6 +106,23 @@ def test_several_models_each_equal_brute_force(row_cost, monkeypatch):
                 got[tuple((int(result.feature_attribute[f]), int(result.feature_tag[f])) for f in features)] = \
                     (int(count), float(wrong))
         assert got == expected
+
+
+@pytest.mark.parametrize("row_cost", [0.0, 1e9], ids=["row-path", "bitset-path"])
+def test_counting_rows_a_block_of_words_at_a_time_gives_the_same_sums_bit_for_bit(row_cost, monkeypatch):
+    """Error sums of scores (not 0/1) add every row in row order whether the rows are counted at once or a block of
+    bitset words at a time."""
+    monkeypatch.setattr(enumeration_module, "ROW_COST_FACTOR", row_cost)
+    rng = np.random.default_rng(4)
+    codes = rng.integers(0, 3, (3000, 5)).astype(np.int16)
+    codes[rng.random(codes.shape) < 0.05] = -1
+    errors = rng.random((3000, 2))
+    whole = enumerate_slices(codes, [3] * 5, errors, max_depth=3, min_support=5)
+    monkeypatch.setattr(enumeration_module, "BLOCK_BYTES", 8 * 15 * 3)  # 15 features: three words a block
+    blocks = enumerate_slices(codes, [3] * 5, errors, max_depth=3, min_support=5)
+    for one, other in zip(whole.levels, blocks.levels, strict=True):
+        assert np.array_equal(one.features, other.features) and np.array_equal(one.count, other.count)
+        assert np.array_equal(one.errors, other.errors)
 
 
 def test_several_models_share_one_enumeration():

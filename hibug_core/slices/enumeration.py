@@ -103,12 +103,33 @@ def _count_candidates(features, keys, feature_attribute, block_end):
     return out
 
 
-def _extend(features, keys, feature_attribute, feature_tag, block_end, offsets, bits, error_bits, feature_of,
-            errors, binary, row_factor, min_support, complete, attribute_tags, out_features, out_count, out_errors):
-    """Fill the candidates of every parent row i at out[offsets[i]:offsets[i + 1]] (candidates below min_support are
-    dropped afterwards, whatever their errors)."""
+def _candidate_features(features, keys, feature_attribute, block_end, offsets, out_features):
+    """Fill the candidates of every parent row i at out_features[offsets[i]:offsets[i + 1]]: its features and the new
+    one (features of another attribute whose other parents survived too)."""
+    m, depth = features.shape
+    for i in prange(m):
+        start = offsets[i]
+        if offsets[i + 1] == start:
+            continue
+        own = feature_attribute[features[i, depth - 1]]
+        c = 0
+        for j in range(i + 1, block_end[i]):
+            new_feature = features[j, depth - 1]
+            if feature_attribute[new_feature] != own and _parents_survive(features[i], new_feature, keys):
+                for d in range(depth):
+                    out_features[start + c, d] = features[i, d]
+                out_features[start + c, depth] = new_feature
+                c += 1
+
+
+def _count_words(features, parent_count, feature_attribute, offsets, bits, error_bits, feature_of, errors, binary,
+                 row_factor, complete, attribute_tags, out_features, w0, w1, out_count, out_errors):
+    """Add to every candidate's count and error sums those of the rows in bitset words [w0, w1) (out_count and
+    out_errors start at 0 and take one block of words after another, so a block's bitsets stay in cache while every
+    parent reads them)."""
     m, depth = features.shape
     words = bits.shape[1]
+    span = w1 - w0
     models = errors.shape[1]
     n_attributes = feature_of.shape[1]
     for i in prange(m):
@@ -116,42 +137,32 @@ def _extend(features, keys, feature_attribute, feature_tag, block_end, offsets, 
         n_candidates = offsets[i + 1] - start
         if n_candidates == 0:
             continue
-        prefix = bits[features[i, 0]].copy()
+        chosen = out_features[start:start + n_candidates, depth].copy()
+        prefix = bits[features[i, 0], w0:w1].copy()
         for d in range(1, depth):
-            other = bits[features[i, d]]
-            for w in range(words):
+            other = bits[features[i, d], w0:w1]
+            for w in range(span):
                 prefix[w] &= other[w]
         support = 0
-        for w in range(words):
+        for w in range(span):
             support += popcount64(prefix[w])
-        own = feature_attribute[features[i, depth - 1]]
-        # Candidate list and the attributes it extends with.
-        chosen = np.empty(n_candidates, dtype=np.int64)
         wanted = np.zeros(n_attributes, dtype=np.bool_)
-        c = 0
-        for j in range(i + 1, block_end[i]):
-            new_feature = features[j, depth - 1]
-            if feature_attribute[new_feature] != own and _parents_survive(features[i], new_feature, keys):
-                chosen[c] = new_feature
-                wanted[feature_attribute[new_feature]] = True
-                c += 1
+        for c in range(n_candidates):
+            wanted[feature_attribute[chosen[c]]] = True
         n_wanted = 0
         for a in range(n_attributes):
             if wanted[a]:
                 n_wanted += 1
-        for c in range(n_candidates):
-            for d in range(depth):
-                out_features[start + c, d] = features[i, d]
-            out_features[start + c, depth] = chosen[c]
-        # Cost of the two ways, in memory words touched.
+        # Cost of the two ways over every row, in memory words touched: the same choice in every block.
         bitset_cost = n_candidates * words * (1 + models)
-        row_cost = words + support * n_wanted * row_factor
+        row_cost = words + parent_count[i] * n_wanted * row_factor
         if binary and bitset_cost <= row_cost:
-            masked = np.empty((models, words), dtype=np.uint64)
+            masked = np.empty((models, span), dtype=np.uint64)
             parent_wrong = np.zeros(models, dtype=np.int64)
             for q in range(models):
-                for w in range(words):
-                    masked[q, w] = prefix[w] & error_bits[q, w]
+                error_row = error_bits[q, w0:w1]
+                for w in range(span):
+                    masked[q, w] = prefix[w] & error_row[w]
                     parent_wrong[q] += popcount64(masked[q, w])
             wrong = np.zeros(models, dtype=np.int64)
             sum_wrong = np.zeros(models, dtype=np.int64)
@@ -168,48 +179,53 @@ def _extend(features, keys, feature_attribute, feature_tag, block_end, offsets, 
                 sum_count = 0
                 sum_wrong[:] = 0
                 for k in range(c, last):
-                    feature_bits = bits[chosen[k]]
+                    feature_bits = bits[chosen[k], w0:w1]
                     total = 0
                     if models == 1:  # one pass over the words counts rows and errors (the bitset is read once)
                         masked_0 = masked[0]
                         wrong_0 = 0
-                        for w in range(words):
+                        for w in range(span):
                             word = feature_bits[w]
                             total += popcount64(prefix[w] & word)
                             wrong_0 += popcount64(masked_0[w] & word)
                         wrong[0] = wrong_0
                     else:
                         wrong[:] = 0
-                        for w in range(words):
+                        for w in range(span):
                             word = feature_bits[w]
                             total += popcount64(prefix[w] & word)
                             for q in range(models):
                                 wrong[q] += popcount64(masked[q, w] & word)
-                    out_count[start + k] = total
+                    out_count[start + k] += total
                     sum_count += total
                     for q in range(models):
-                        out_errors[start + k, q] = wrong[q]
+                        out_errors[start + k, q] += wrong[q]
                         sum_wrong[q] += wrong[q]
                 if derive_last:
-                    out_count[start + last] = support - sum_count
+                    out_count[start + last] += support - sum_count
                     for q in range(models):
-                        out_errors[start + last, q] = parent_wrong[q] - sum_wrong[q]
+                        out_errors[start + last, q] += parent_wrong[q] - sum_wrong[q]
                 c = end
         else:
-            # One pass over the parent's rows fills a histogram over features (the last slot takes missing tags).
-            n_features = feature_tag.shape[0]
+            # One pass over the parent's rows fills a histogram over features (the last slot takes missing tags),
+            # starting from the sums of the blocks before: every row is added in row order, as in one pass.
+            n_features = bits.shape[0]
             histogram = np.zeros(n_features + 1, dtype=np.int64)
             sums = np.zeros((n_features + 1, models), dtype=np.float64)
+            for c in range(n_candidates):
+                histogram[chosen[c]] = out_count[start + c]
+                for q in range(models):
+                    sums[chosen[c], q] = out_errors[start + c, q]
             attributes = np.empty(n_wanted, dtype=np.int64)
             k = 0
             for a in range(n_attributes):
                 if wanted[a]:
                     attributes[k] = a
                     k += 1
-            for w in range(words):
+            for w in range(span):
                 word = prefix[w]
                 while word:
-                    row = w * 64 + np.int64(trailing_zeros64(word))
+                    row = (w0 + w) * 64 + np.int64(trailing_zeros64(word))
                     word &= word - np.uint64(1)
                     row_features = feature_of[row]
                     if models == 1:
@@ -232,8 +248,13 @@ def _extend(features, keys, feature_attribute, feature_tag, block_end, offsets, 
 
 # Each kernel compiled twice: threads pay off on big levels, but starting them costs milliseconds on small ones.
 _COUNT = {True: njit(cache=True, parallel=True)(_count_candidates), False: njit(cache=True)(_count_candidates)}
-_EXTEND = {True: njit(cache=True, parallel=True)(_extend), False: njit(cache=True)(_extend)}
+_CANDIDATES = {True: njit(cache=True, parallel=True)(_candidate_features), False: njit(cache=True)(_candidate_features)}
+_COUNT_WORDS = {True: njit(cache=True, parallel=True)(_count_words), False: njit(cache=True)(_count_words)}
 PARALLEL_FROM_WORDS = 20_000_000  # estimated AND+popcount words of a level above which threads are used
+# Rows are counted a block of bitset words at a time, every feature's block within this many bytes: at ten million
+# rows a bitset is 1.25 MB and every parent streaming every feature's whole bitset from memory made the search
+# bound by memory (174 s at depth 3 over 50 attributes); blocks that stay in the last-level cache are read from it.
+BLOCK_BYTES = 16 * 2 ** 20
 
 
 def _block_ends(features: np.ndarray) -> np.ndarray:
@@ -303,11 +324,15 @@ def enumerate_slices(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, *
         candidates += total
         depth = parent.features.shape[1] + 1
         out_features = np.empty((total, depth), dtype=np.int32)
-        out_count = np.empty(total, dtype=np.int64)
+        out_count = np.zeros(total, dtype=np.int64)
         out_errors = np.zeros((total, errors.shape[1]), dtype=np.float64)
-        _EXTEND[parallel](parent.features, parent.keys, feature_attribute, feature_tag, ends, starts, bits, error_bits,
-                          feature_of, errors, binary, ROW_COST_FACTOR, min_support, complete, attribute_tags,
-                          out_features, out_count, out_errors)
+        _CANDIDATES[parallel](parent.features, parent.keys, feature_attribute, ends, starts, out_features)
+        words = bits.shape[1]
+        block = max(1, BLOCK_BYTES // (8 * max(n_features, 1)))
+        for w0 in range(0, words, block):
+            _COUNT_WORDS[parallel](parent.features, parent.count, feature_attribute, starts, bits, error_bits,
+                                   feature_of, errors, binary, ROW_COST_FACTOR, complete, attribute_tags, out_features,
+                                   w0, min(w0 + block, words), out_count, out_errors)
         keep = out_count >= min_support
         features = out_features[keep]
         levels.append(Level(features, pack_keys(features), out_count[keep], out_errors[keep]))
