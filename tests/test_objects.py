@@ -239,12 +239,12 @@ def test_an_evaluation_a_category_at_a_time_is_the_librarys_whole_evaluation_exa
     """COCO matches and accumulates each category on its own: evaluated() one category at a time gives the library's
     arrays bit for bit (an empty category included), its summary and, at one threshold, its matches."""
     import contextlib
+    import copy
     import io
 
-    from faster_coco_eval import COCOeval_faster
+    from faster_coco_eval import COCO, COCOeval_faster
 
     from hibug_core.objects.coco_evaluation import evaluated
-    from hibug_core.objects.matching import _coco_pair
 
     truth_json, found = _random_case(7, n_images=40, keypoints=4 if kind == "keypoints" else 0,
                                      masks=kind == "segm")
@@ -253,8 +253,11 @@ def test_an_evaluation_a_category_at_a_time_is_the_librarys_whole_evaluation_exa
     truth_file, results = _write(tmp_path, truth_json, {"m": found})
     truth = read_ground_truth(truth_file)
     sigmas = (0.05,) * 4 if kind == "keypoints" else None
+    found_records = read_results(results["m"], truth).records
     for thresholds in (None, [0.5]):
-        gt, dt = _coco_pair(truth, read_results(results["m"], truth))
+        with contextlib.redirect_stdout(io.StringIO()):  # the library's view of the whole files at once
+            gt = COCO(copy.deepcopy(truth.dataset), print_function=lambda *a: None)
+            dt = gt.loadRes(copy.deepcopy(found_records))
         library = COCOeval_faster(gt, dt, kind, print_function=lambda *a: None, separate_eval=True,
                                   extra_calc=thresholds is not None)
         if sigmas:
@@ -265,8 +268,7 @@ def test_an_evaluation_a_category_at_a_time_is_the_librarys_whole_evaluation_exa
         with contextlib.redirect_stdout(io.StringIO()):
             library.evaluate()
             library.accumulate()
-        gt, dt = _coco_pair(truth, read_results(results["m"], truth))
-        ours = evaluated(gt, dt, kind, sigmas, thresholds=thresholds, max_detections=100)
+        ours = evaluated(truth, found_records, kind, sigmas, thresholds=thresholds, max_detections=100)
         assert list(ours.params.catIds) == list(library.params.catIds)
         for key in ("precision", "recall", "scores"):
             assert np.array_equal(np.asarray(ours.eval[key]), np.asarray(library.eval[key])), key

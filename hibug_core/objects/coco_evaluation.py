@@ -16,33 +16,51 @@ from faster_coco_eval import COCO, COCOeval_faster
 from faster_coco_eval.core.mask import calculateRleForAllAnnotations
 
 
-def evaluated(gt, dt, iou_type: str, sigmas, *, thresholds=None, max_detections: int | None = None,
-              earlier=None, changed: set | None = None, all_areas_only: bool = False) -> ByCategory:
-    """The library's evaluation, evaluated and accumulated (all_areas_only: for the area range "all" alone, all the AP
-    needs; thresholds: at these overlaps, up to max_detections), a category at a time. earlier: an evaluation of the
-    same files before a fix changed the records of the images in `changed`; its overlaps (IoU or OKS matrices) are
-    reused for every other image whose detections it covered (an evaluation of more detections per image computes the
-    images that have more). (Cutting a changed image's earlier matrix down to what a fix left was slower than the
-    library's mask IoU.)"""
-    whole = _configured(ByCategory(gt, dt, iou_type, print_function=lambda *a: None), sigmas, thresholds,
+def evaluated(truth, records: list[dict], iou_type: str, sigmas, *, thresholds=None, max_detections: int | None = None,
+              earlier=None, changed: set | None = None, all_areas_only: bool = False,
+              runs: dict[int, dict] | None = None) -> ByCategory:
+    """The library's evaluation of result `records` against `truth` (a CocoGroundTruth), evaluated and accumulated
+    (all_areas_only: for the area range "all" alone, all the AP needs; thresholds: at these overlaps, up to
+    max_detections), a category at a time: the library's view of one category's records is made, evaluated and let go
+    before the next. Its matches name detection i of `records` by id i + 1, as the library's whole view would.
+    earlier: an evaluation of the same files before a fix changed the records of the images in `changed`; its overlaps
+    (IoU or OKS matrices) are reused for every other image whose detections it covered (an evaluation of more
+    detections per image computes the images that have more). (Cutting a changed image's earlier matrix down to what
+    a fix left was slower than the library's mask IoU.) runs: the masks' run lengths an earlier evaluation made of
+    these very records (its `runs`), reused."""
+    # 1. The categories the library evaluates: every one, or for keypoints those with people in the ground truth.
+    truth_of, found_of = defaultdict(list), defaultdict(list)
+    for record in truth.dataset["annotations"]:
+        truth_of[record["category_id"]].append(record)
+    for position, record in enumerate(records):
+        found_of[record["category_id"]].append(position)
+    whole = _configured(ByCategory(iouType=iou_type, print_function=lambda *a: None), sigmas, thresholds,
                         max_detections, all_areas_only)
     params = whole.params
+    params.imgIds = sorted(truth.images.index)
+    params.catIds = sorted(truth_of) if iou_type == "keypoints" else sorted(truth.categories)
     shape = (len(params.iouThrs), len(params.recThrs), len(params.catIds), len(params.areaRng), len(params.maxDets))
     # an empty category is -1 throughout, as the library leaves it
     whole.eval = {"precision": -np.ones(shape), "recall": -np.ones(shape[:1] + shape[2:]), "scores": -np.ones(shape),
                   "matched": {}}
-    truth, found = _by_category(gt), _by_category(dt)
+    image_records = {record["id"]: record for record in truth.dataset["images"]}
+    category_records = {record["id"]: record for record in truth.dataset["categories"]}
+    # 2. Each category on its own.
     for k, category in enumerate(params.catIds):
-        images = sorted({a["image_id"] for a in truth[category]} | {a["image_id"] for a in found[category]})
+        objects, positions = truth_of[category], np.asarray(found_of[category], dtype=np.int64)
+        found = [records[i] for i in positions]
+        images = sorted({a["image_id"] for a in objects} | {a["image_id"] for a in found})
         if not images:
             continue
-        part = _configured(Reusing(_part(gt, truth[category], images, category),
-                                   _part(dt, found[category], images, category), iou_type,
-                                   print_function=lambda *a: None, separate_eval=True,
+        gt = COCO({"images": [image_records[i] for i in images], "categories": [category_records[category]],
+                   "annotations": _copies(objects, runs)}, print_function=lambda *a: None)
+        with contextlib.redirect_stdout(io.StringIO()):
+            dt = gt.loadRes(_copies(found, runs)) if found else _no_results(gt)
+        part = _configured(Reusing(gt, dt, iou_type, print_function=lambda *a: None, separate_eval=True,
                                    extra_calc=thresholds is not None,
                                    rle_iou_max_workers=1),  # its mask IoU holds the GIL: threads were slower
                            sigmas, thresholds, max_detections, all_areas_only)
-        part.earlier, part.changed = earlier, changed or set()
+        part.earlier, part.changed, part.positions = earlier, changed or set(), positions
         with contextlib.redirect_stdout(io.StringIO()):
             part.evaluate()
             part.accumulate()
@@ -50,10 +68,32 @@ def evaluated(gt, dt, iou_type: str, sigmas, *, thresholds=None, max_detections:
         for key in ("precision", "scores"):
             whole.eval[key][:, :, k] = np.asarray(part.eval[key])[:, :, 0]
         whole.eval["recall"][:, k] = np.asarray(part.eval["recall"])[:, 0]
-        whole.eval["matched"].update(part.eval.get("matched") or {})
+        for pair, value in (part.eval.get("matched") or {}).items():  # the part's ids as ids among `records`
+            detection, annotation = pair.split("_", 1)
+            whole.eval["matched"][f"{positions[int(detection) - 1] + 1}_{annotation}"] = value
         whole.ious.update(part.ious)
+        whole.runs.update({id(source): copy["rle"] for sources, copies in ((objects, gt.dataset["annotations"]),
+                                                                            (found, dt.dataset["annotations"]))
+                           for source, copy in zip(sources, copies) if "rle" in copy})
         whole.parts[category] = part
     return whole
+
+
+def _copies(records: list[dict], runs: dict[int, dict] | None = None) -> list[dict]:
+    """Copies the library may add keys to (ids, areas, ignore flags); it sets keys and never changes a list in place,
+    so the records' numbers are shared, not copied (a deep copy took most of a large keypoint set's matching).
+    runs: the run lengths the library made of these very records' masks in an earlier evaluation, which the copies
+    carry so that it does not make them again."""
+    if not runs:
+        return [dict(record) for record in records]
+    return [dict(record, rle=runs[id(record)]) if id(record) in runs else dict(record) for record in records]
+
+
+def _no_results(gt):
+    """The library's view of no detections on gt's images."""
+    empty = COCO({"images": gt.dataset["images"], "categories": gt.dataset["categories"], "annotations": []},
+                 print_function=lambda *a: None)
+    return empty
 
 
 def _configured(evaluator, sigmas, thresholds, max_detections, all_areas_only):
@@ -67,32 +107,15 @@ def _configured(evaluator, sigmas, thresholds, max_detections, all_areas_only):
     return evaluator
 
 
-def _by_category(coco) -> defaultdict:
-    """A COCO object's annotation records by category (the records themselves, not copies)."""
-    grouped = defaultdict(list)
-    for record in coco.dataset["annotations"]:
-        grouped[record["category_id"]].append(record)
-    return grouped
-
-
-def _part(coco, records: list[dict], images: list[int], category: int):
-    """A COCO object of one category's records (ids and areas as `coco` holds them: results already loaded) on
-    `images`."""
-    part = COCO(print_function=lambda *a: None)
-    part.dataset = {"images": [coco.imgs[i] for i in images], "annotations": records,
-                    "categories": [coco.cats[category]]}
-    with contextlib.redirect_stdout(io.StringIO()):
-        part.createIndex()
-    return part
-
-
 class ByCategory(COCOeval_faster):
-    """An evaluation made a category at a time (evaluated()): the library's `eval` arrays, overlaps (`ious`) and
-    summary over every category; `parts[category]` is the evaluation of one (its prepared records and overlaps)."""
+    """An evaluation made a category at a time (evaluated()): the library's `eval` arrays, overlaps (`ious`), masks'
+    run lengths by source record (`runs`) and summary over every category; `parts[category]` is the evaluation of one
+    (its prepared records and overlaps; `positions`: its detections' places among the records evaluated)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.ious: dict = {}
+        self.runs: dict[int, dict] = {}
         self.parts: dict[int, Reusing] = {}
 
 
@@ -101,6 +124,7 @@ class Reusing(COCOeval_faster):
 
     earlier = None
     changed: frozenset | set = frozenset()
+    positions: np.ndarray | None = None
 
     def _prepare(self):
         # The library's own preparation (pycocotools' ignore flags; every annotation indexed by image and class) for

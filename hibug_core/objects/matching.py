@@ -91,38 +91,6 @@ class Matches:
     fixes: pd.DataFrame | None = None  # per error type, how many and the AP were it fixed
 
 
-def _records(records: list[dict], runs: dict[int, dict] | None = None) -> list[dict]:
-    """Copies the library may add keys to (ids, areas, ignore flags); it sets keys and never changes a list in place,
-    so the records' numbers are shared, not copied (a deep copy took most of a large keypoint set's matching).
-    runs: the run lengths the library made of these very records' masks in an earlier evaluation (made_runs), which
-    the copies carry so that it does not make them again."""
-    if not runs:
-        return [dict(record) for record in records]
-    return [dict(record, rle=runs[id(record)]) if id(record) in runs else dict(record) for record in records]
-
-
-def made_runs(ground_truth: CocoGroundTruth, results: CocoResults, gt, dt) -> dict[int, dict]:
-    """The run lengths an evaluation of _coco_pair(ground_truth, results) made of every mask, by the record (its id)
-    they were made from: an evaluation of the same records again (a TIDE fix changes a few) reuses them. The records
-    must outlive the map, as they do within one matching."""
-    pairs = [(ground_truth.dataset["annotations"], gt.dataset["annotations"])]
-    if dt is not None:
-        pairs.append((results.records, dt.dataset["annotations"]))
-    return {id(record): copy["rle"] for records, copies in pairs for record, copy in zip(records, copies)
-            if "rle" in copy}
-
-
-def _coco_pair(ground_truth: CocoGroundTruth, results: CocoResults, runs: dict[int, dict] | None = None):
-    from faster_coco_eval import COCO
-
-    dataset = {key: _records(value, runs if key == "annotations" else None) if isinstance(value, list) else value
-               for key, value in ground_truth.dataset.items()}
-    with contextlib.redirect_stdout(io.StringIO()):
-        gt = COCO(dataset, print_function=lambda *a: None)
-        dt = gt.loadRes(_records(results.records, runs)) if results.records else None
-    return gt, dt
-
-
 def by_keypoints(ground_truth: CocoGroundTruth, config: MatchConfig) -> bool:
     """Whether people are scored by OKS: asked for, or by default where the ground truth has keypoints (what
     _iou_type decides with a pose task's results, which carry keypoints)."""
@@ -168,10 +136,10 @@ def summarize(ground_truth: CocoGroundTruth, results: CocoResults, config: Match
     """COCO's summary (the 12 numbers pycocotools prints) and AP per class, for checking against your evaluation."""
     iou_type = _iou_type(ground_truth, results, config)
     sigmas = _sigmas(ground_truth, config) if iou_type == "keypoints" else None
-    return _summary(*_coco_pair(ground_truth, results), iou_type, sigmas, ground_truth, results)[:2]
+    return _summary(ground_truth, results, iou_type, sigmas)[:2]
 
 
-def _summary(gt, dt, iou_type, sigmas, ground_truth, results):
+def _summary(ground_truth: CocoGroundTruth, results: CocoResults, iou_type: str, sigmas):
     """COCO's summary, AP per class, and the evaluation (None without results), whose overlaps later evaluations of
     the same files reuse."""
     categories = sorted(ground_truth.categories)
@@ -180,12 +148,12 @@ def _summary(gt, dt, iou_type, sigmas, ground_truth, results):
                               "objects": objects["category_id"].value_counts().reindex(categories, fill_value=0).values,
                               "detections": results.detections["category_id"].value_counts()
                               .reindex(categories, fill_value=0).values})
-    if dt is None:  # a model that found nothing: AP and AR 0 wherever there was something to find
+    if not results.records:  # a model that found nothing: AP and AR 0 wherever there was something to find
         names = _keypoint_names() if iou_type == "keypoints" else SUMMARY_NAMES
         return (_nothing_found(objects, iou_type, names),
                 per_class.assign(AP=np.where(per_class["objects"] > 0, 0.0, np.nan),
                                  AP50=np.where(per_class["objects"] > 0, 0.0, np.nan)), None)
-    evaluator = evaluated(gt, dt, iou_type, sigmas)
+    evaluator = evaluated(ground_truth, results.records, iou_type, sigmas)
     with contextlib.redirect_stdout(io.StringIO()):
         evaluator.summarize()
     names = _keypoint_names() if iou_type == "keypoints" else SUMMARY_NAMES
@@ -242,20 +210,17 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
     # 1. The library's view of both files, and its summary.
     iou_type = _iou_type(ground_truth, results, config)
     sigmas = _sigmas(ground_truth, config) if iou_type == "keypoints" else None
-    gt, dt = _coco_pair(ground_truth, results)
-    summary, per_class, evaluation = _summary(gt, dt, iou_type, sigmas, ground_truth, results)
-    runs = made_runs(ground_truth, results, gt, dt)  # masks: every later evaluation reuses their run lengths
+    summary, per_class, evaluation = _summary(ground_truth, results, iou_type, sigmas)
+    runs = evaluation.runs if evaluation is not None else None  # masks: every later evaluation reuses them
     # 2. COCO's matching at the one threshold asked for.
     matched: dict[int, tuple[int, float]] = {}  # detection record -> (annotation id, IoU or OKS)
     kept = np.flatnonzero(results.detections["score"].to_numpy() >= config.confidence_threshold)
     evaluator = None
     if len(kept):
-        with contextlib.redirect_stdout(io.StringIO()):
-            operating = gt.loadRes(_records([results.records[i] for i in kept], runs))
         # every detection kept: the summary's overlaps hold for each image whose detections it evaluated
-        evaluator = evaluated(gt, operating, iou_type, sigmas, thresholds=[config.iou_threshold],
-                              max_detections=config.max_detections,
-                              earlier=evaluation if len(kept) == len(results.records) else None)
+        evaluator = evaluated(ground_truth, [results.records[i] for i in kept], iou_type, sigmas,
+                              thresholds=[config.iou_threshold], max_detections=config.max_detections,
+                              earlier=evaluation if len(kept) == len(results.records) else None, runs=runs)
         for pair, value in evaluator.eval["matched"].items():
             detection_id, annotation_id = (int(part) for part in pair.split("_", 1))
             matched[int(kept[detection_id - 1])] = (annotation_id, float(value))
@@ -267,12 +232,12 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
     fixes = None
     if iou_type == "keypoints":
         objects = _type_keypoints(ground_truth, results, objects, sigmas)
-        fixes = _keypoint_fixes(ground_truth, results, objects, detections, sigmas, summary["AP"], evaluation, gt)
+        fixes = _keypoint_fixes(ground_truth, results, objects, detections, sigmas, summary["AP"], evaluation)
     else:
         if iou_type == "segm":
             objects["boundary_iou"] = _boundary_ious(ground_truth, results, objects)
             objects["error_type"] = _outline_errors(ground_truth, objects, config)
-        fixes = tide_fixes(ground_truth, results, objects, detections, iou_type, summary["AP"], gt, evaluation, runs)
+        fixes = tide_fixes(ground_truth, results, objects, detections, iou_type, summary["AP"], evaluation, runs)
     settings = {"iou_threshold": config.iou_threshold, "background_iou": config.background_iou,
                 "max_detections": config.max_detections, "confidence_threshold": config.confidence_threshold,
                 "score": config.score, "iou_type": iou_type,
@@ -316,11 +281,10 @@ def _type_keypoints(ground_truth: CocoGroundTruth, results: CocoResults, objects
 
 
 def _keypoint_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.DataFrame,
-                    detections: pd.DataFrame, sigmas, ap: float, earlier, gt) -> pd.DataFrame:
+                    detections: pd.DataFrame, sigmas, ap: float, earlier) -> pd.DataFrame:
     """Per error type, how many keypoints (or people, or false positives) have it and the keypoint AP were it fixed:
     a keypoint type by moving those keypoints onto their true place (Ronchi and Perona), background false positives
-    by removing them, missed people (no prediction near) by leaving them out of the ground truth (TIDE). `gt`: the
-    library's index of the ground truth, reused by every fix that keeps it."""
+    by removing them, missed people (no prediction near) by leaving them out of the ground truth (TIDE)."""
     pairs = objects["detection"][objects["keypoint_types"].notna()].astype(np.int64)
     codes = objects["keypoint_types"]
     people = ground_truth.annotations
@@ -349,14 +313,8 @@ def _keypoint_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects
     for kind, unit, count, records, truth, touched in rows:
         fixed_ap = ap
         if records is not None and records:
-            fixed = CocoResults(results.source, results.model, records, results.detections)
-            if truth is ground_truth:
-                with contextlib.redirect_stdout(io.StringIO()):
-                    pair = gt, gt.loadRes(_records(records))
-            else:
-                pair = _coco_pair(truth, fixed)
-            fixed_ap = _average_precision(evaluated(*pair, "keypoints", sigmas, earlier=earlier, changed=touched,
-                                                     all_areas_only=True))
+            fixed_ap = _average_precision(evaluated(truth, records, "keypoints", sigmas, earlier=earlier,
+                                                     changed=touched, all_areas_only=True))
         table.append({"error type": kind, "unit": unit, "count": count, "AP if fixed": fixed_ap,
                       "AP gain": fixed_ap - ap})
     return pd.DataFrame(table)
@@ -406,16 +364,15 @@ def _paired_box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.DataFrame, detections: pd.DataFrame,
-               iou_type: str, ap: float, gt, earlier=None, runs: dict[int, dict] | None = None
+               iou_type: str, ap: float, earlier=None, runs: dict[int, dict] | None = None
                ) -> pd.DataFrame:
     """TIDE's oracles (Bolya et al. 2020), per error type: how many objects or detections have it and the AP were
     every one fixed. A classification error takes its object's class, a localization error its object's box (and
     mask); both, duplicate and background errors are removed; missed objects are left out of the ground truth; masks:
     the mask that went with an object outlined badly takes its object's mask.
-    Detections below the operating point have no type and stay as they are. `gt`: the library's index of the ground
-    truth, reused by every fix that keeps it; `earlier`: the evaluation being fixed, whose overlaps are reused for
-    every image a fix leaves as it was (coco_evaluation.evaluated); `runs`: its masks' run lengths (made_runs),
-    reused for every record a fix keeps."""
+    Detections below the operating point have no type and stay as they are. `earlier`: the evaluation being fixed,
+    whose overlaps are reused for every image a fix leaves as it was (coco_evaluation.evaluated); `runs`: its masks'
+    run lengths, reused for every record a fix keeps."""
     from hibug_core.objects.masks import compressed
 
     record_of = {record["id"]: record for record in ground_truth.dataset["annotations"]}
@@ -460,13 +417,8 @@ def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.
                 records = [r for r, drop in zip(results.records, chosen) if not drop]
         fixed_ap = ap
         if count and records:
-            if truth is ground_truth:
-                with contextlib.redirect_stdout(io.StringIO()):
-                    pair = gt, gt.loadRes(_records(records, runs))
-            else:
-                pair = _coco_pair(truth, CocoResults(results.source, results.model, records, results.detections), runs)
-            fixed_ap = _average_precision(evaluated(*pair, iou_type, None, all_areas_only=True, earlier=earlier,
-                                                     changed=touched))
+            fixed_ap = _average_precision(evaluated(truth, records, iou_type, None, all_areas_only=True,
+                                                     earlier=earlier, changed=touched, runs=runs))
         unit = "objects" if kind in (MISSED_ERROR, OUTLINE_ERROR) else "detections"
         table.append({"error type": kind, "unit": unit, "count": count, "AP if fixed": fixed_ap,
                       "AP gain": fixed_ap - ap})
@@ -520,7 +472,7 @@ def _library_oks(evaluator, image_id: int, category_id: int, kept: np.ndarray, r
     found = evaluator.dt_dataset.get(image_id, category_id)
     order = np.argsort([-d["score"] for d in found], kind="mergesort")[:evaluator.params.maxDets[-1]]
     values = np.nan_to_num(values.reshape(len(order), len(objects)), nan=0.0)
-    row_of = {int(kept[found[i]["id"] - 1]): r for r, i in enumerate(order)}
+    row_of = {int(kept[evaluator.positions[found[i]["id"] - 1]]): r for r, i in enumerate(order)}
     column_of = {o["id"]: c for c, o in enumerate(objects)}
     rows = np.array([row_of.get(int(r), -1) for r in records], dtype=np.int64)
     columns = np.array([column_of.get(a, -1) for a in annotation_ids.tolist()], dtype=np.int64)
