@@ -6,9 +6,9 @@ an SQLite file (no validation, no keys, no matching).
 The generator (`generate`): objects spread over the images at random, a box each, one of five classes, 50 tag columns
 (attr:t00 ... attr:t49, two to five values each) and a detection by the model `detector`: found at 85%, a little off
 and mostly of the right class, at 25% inside the planted slice "t00 = a & t01 = b" (so slices have something to
-find); 5% more rows are detections on no object. Every image is a hard link to one small PNG (an image's path is its
-identity; a million distinct files would fill the disk), so the images cost directory entries, not space. The files
-are written once into --dir and reused.
+find); 5% more rows are detections on no object. Every image is a hard link to a small PNG, one for every 50,000
+images (an image's path is its identity; a million distinct files would fill the disk), so the images cost directory
+entries, not space. The files are written once into --dir and reused.
 
 Prints each step's wall time and the peak resident memory of the process that ran it (the import runs as the
 command a user runs), and the import's ratio to the bare load.
@@ -34,6 +34,7 @@ TAGS = 50
 PER_IMAGE = 10
 PLANTED = (("t00", "a"), ("t01", "b"))  # objects missed more often here
 IMAGE_SIZE = (640, 480)
+LINKS_PER_FILE = 50_000  # hard links to one file (ext4 allows 65,000)
 
 
 def tag_values(column: int) -> list[str]:
@@ -49,12 +50,13 @@ def generate(folder: Path, objects: int, seed: int = 0) -> Path:
     manifest = folder / "objects.parquet"
     images = max(objects // PER_IMAGE, 1)
     folder.mkdir(parents=True, exist_ok=True)
-    # 1. One small PNG, and a hard link to it per image (1,000 to a folder).
-    base = folder / "base.png"
-    Image.new("RGB", IMAGE_SIZE, (90, 110, 130)).save(base)
+    # 1. Small PNGs, and a hard link to one per image (1,000 to a folder; a file takes at most LINKS_PER_FILE).
     names = np.array([f"images/{i // 1000:04d}/{i % 1000:03d}.png" for i in range(images)], dtype=object)
     for i, name in enumerate(names):
         path = folder / name
+        base = folder / f"base-{i // LINKS_PER_FILE}.png"
+        if i % LINKS_PER_FILE == 0 and not base.exists():
+            Image.new("RGB", IMAGE_SIZE, (90, 110, 130)).save(base)
         if i % 1000 == 0:
             path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():

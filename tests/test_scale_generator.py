@@ -1,5 +1,5 @@
 """The scale benchmark's generator (benchmarks/scale.py) at a small size: its manifest is what a user's object manifest
-would be, it imports through `hibug new`, and its images are links to one file."""
+would be, it imports through `hibug new`, and its images are links to a few files."""
 from __future__ import annotations
 
 import importlib.util
@@ -23,6 +23,7 @@ def test_the_generated_objects_import_as_a_users_object_manifest(tmp_path, capsy
     from hibug_core.store.project import Project
 
     scale = _scale()
+    scale.LINKS_PER_FILE = 12  # a file takes so many links (ext4: 65,000), then the next one is made
     manifest = scale.generate(tmp_path / "data", 300)
     frame = pd.read_parquet(manifest)
     objects = frame[frame["box"] != ""]
@@ -30,7 +31,9 @@ def test_the_generated_objects_import_as_a_users_object_manifest(tmp_path, capsy
     assert frame["image"].nunique() <= 30 and len([c for c in frame if c.startswith("attr:")]) == 50
     assert pd.read_parquet(scale.generate(tmp_path / "again", 300)).equals(frame)  # seeded
     paths = [tmp_path / "data" / name for name in frame["image"].unique()]
-    assert {p.stat().st_ino for p in paths} == {(tmp_path / "data" / "base.png").stat().st_ino}  # hard links
+    bases = sorted((tmp_path / "data").glob("base-*.png"))
+    assert len(bases) == 3 and {p.stat().st_ino for p in paths} == {b.stat().st_ino for b in bases}  # hard links
+    assert max(b.stat().st_nlink for b in bases) == 13
     planted = (objects["attr:t00"] == "a") & (objects["attr:t01"] == "b")
     found = objects["pred_box"] != ""
     assert found[planted].mean() < 0.5 < found[~planted].mean()
