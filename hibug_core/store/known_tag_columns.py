@@ -78,21 +78,30 @@ def read(connection: Connection, attribute: str | None = None) -> pd.DataFrame:
     for name, runs, codes, width, values in rows:
         parts.setdefault(name, []).append((ids_of_runs(np.frombuffer(runs, dtype=_IDS)),
                                            np.frombuffer(codes, dtype=_CODES[int(width)]), json.loads(values)))
-    columns = {}
+    columns, ids_of = {}, {}
     for name in sorted(parts):
         categories = sorted(set().union(*(values for _, _, values in parts[name])))
         position = {value: k for k, value in enumerate(categories)}
-        ids = np.concatenate([i for i, _, _ in parts[name]])
-        codes = np.concatenate([np.array([position[v] for v in values], dtype=np.int32)[c] for _, c, values in
-                                parts[name]])
-        columns[name] = pd.Series(pd.Categorical.from_codes(codes, categories), index=ids)  # a sample is one import's
-    frame = pd.DataFrame(columns)
-    frame.index = frame.index.astype(np.int64)
-    frame.index.name = "sample_id"
+        ids_of[name] = np.concatenate([i for i, _, _ in parts[name]])
+        columns[name] = (np.concatenate([np.array([position[v] for v in values], dtype=np.int32)[c]
+                                         for _, c, values in parts[name]]), categories)
+    # every sample with a tag, each column set in place (the attributes mostly share one set of samples: a union
+    # of each distinct set, not an alignment of every column's index)
+    distinct: list[np.ndarray] = []
+    for ids in ids_of.values():
+        if not any(len(ids) == len(seen) and np.array_equal(ids, seen) for seen in distinct):
+            distinct.append(ids)
+    index = np.unique(np.concatenate(distinct)) if distinct else np.zeros(0, dtype=np.int64)
+    placed = {}
+    for name, (codes, categories) in columns.items():
+        full = np.full(len(index), -1, dtype=np.int32)
+        full[np.searchsorted(index, ids_of[name])] = codes
+        placed[name] = pd.Categorical.from_codes(full, categories)
+    frame = pd.DataFrame(placed, index=pd.Index(index.astype(np.int64), name="sample_id"))
     if len(frame) and connection.execute(text("SELECT 1 FROM imports WHERE kind = 'removal' LIMIT 1")).first():
         kept = np.array(connection.execute(text("SELECT id FROM samples")).scalars().all(), dtype=np.int64)
         frame = frame[frame.index.isin(kept)]
-    return frame.sort_index()
+    return frame
 
 
 def attributes(connection: Connection) -> set[str]:
