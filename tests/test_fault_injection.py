@@ -484,7 +484,7 @@ def _zero_pages(database: Path, pages) -> None:
 # name -> the damage done to a copy of the demo's database (16 KiB pages; tables and indexes spread over ~145)
 DATABASE_DAMAGE = {
     "zeroed table pages": lambda db: _zero_pages(db, (60, 61, 62, 63, 90, 91)),
-    "one zeroed index page": lambda db: _zero_pages(db, (120,)),
+    "one zeroed index page": lambda db: _zero_pages(db, (_root_page(db, "ix_samples_split") - 1,)),
     "random bytes in a page": lambda db: _scribble(db, _root_page(db, "samples") - 1),  # 0-based, as _zero_pages
     # read by pandas, which wraps the driver's error in its own: `report` showed a traceback
     "the pages of tag corrections zeroed": lambda db: _zero_pages(db, range(21, 27)),

@@ -115,10 +115,14 @@ def any_stored(connection: Connection) -> bool:
 
 def from_rows(connection: Connection) -> None:
     """Migration: the tags of the table of one row per tag (schema versions 1 to 15) moved into columns, per import
-    and attribute; the old table dropped."""
+    and attribute; the old table dropped. Applied again (its record lost), it changes nothing."""
     import pandas as pd
+    from sqlalchemy import inspect
 
-    connection.execute(text(TABLE.format(blob=blob_type(connection))))
+    connection.execute(text(TABLE.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS").format(
+        blob=blob_type(connection))))
+    if not inspect(connection).has_table("known_tags"):
+        return
     rows = pd.read_sql_query(text("SELECT k.attribute, k.sample_id, k.tag, s.import_id FROM known_tags k "
                                   "JOIN samples s ON s.id = k.sample_id"), connection)
     for (import_id, attribute), group in rows.groupby(["import_id", "attribute"], sort=True):
