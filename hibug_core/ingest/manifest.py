@@ -59,7 +59,7 @@ class ValidatedManifest:
     source: str
     samples: pd.DataFrame  # sample_key, image_path, label, split, content_hash, width, height
     models: dict[str, ModelOutputs]
-    known_tags: dict[str, list[str | None]]
+    known_tags: dict[str, list[str | None] | pd.Categorical]  # per attribute a tag per row (None / NaN: none)
     ignored_columns: list[str]
     key_column: str = "image"
     objects: pd.DataFrame | None = None  # objects only (hibug_core.objects): image_key, object_kind, owner, box_*

@@ -91,9 +91,8 @@ def _copies(records: list[dict], runs: dict[int, dict] | None = None) -> list[di
 
 def _no_results(gt):
     """The library's view of no detections on gt's images."""
-    empty = COCO({"images": gt.dataset["images"], "categories": gt.dataset["categories"], "annotations": []},
-                 print_function=lambda *a: None)
-    return empty
+    return COCO({"images": gt.dataset["images"], "categories": gt.dataset["categories"], "annotations": []},
+                print_function=lambda *a: None)
 
 
 def _configured(evaluator, sigmas, thresholds, max_detections, all_areas_only):

@@ -207,7 +207,7 @@ def _keypoint_names() -> tuple[str, ...]:
 def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConfig = MatchConfig()) -> Matches:
     """Every non-crowd object found or missed and every detection a true or false positive at the IoU threshold
     (COCO's greedy matching by confidence, crowd regions absorbing detections), with TIDE's error types."""
-    # 1. The library's view of both files, and its summary.
+    # 1. COCO's summary (the library's evaluation, a category at a time).
     iou_type = _iou_type(ground_truth, results, config)
     sigmas = _sigmas(ground_truth, config) if iou_type == "keypoints" else None
     summary, per_class, evaluation = _summary(ground_truth, results, iou_type, sigmas)
