@@ -72,9 +72,10 @@ def evaluated(truth, records: list[dict], iou_type: str, sigmas, *, thresholds=N
             detection, annotation = pair.split("_", 1)
             whole.eval["matched"][f"{positions[int(detection) - 1] + 1}_{annotation}"] = value
         whole.ious.update(part.ious)
-        whole.runs.update({id(source): copy["rle"] for sources, copies in ((objects, gt.dataset["annotations"]),
-                                                                            (found, dt.dataset["annotations"]))
-                           for source, copy in zip(sources, copies) if "rle" in copy})
+        if part.params.compute_rle:  # only masks have run lengths to keep
+            whole.runs.update({id(source): copy["rle"] for sources, copies in ((objects, gt.dataset["annotations"]),
+                                                                                (found, dt.dataset["annotations"]))
+                               for source, copy in zip(sources, copies) if "rle" in copy})
         whole.parts[category] = part
     return whole
 

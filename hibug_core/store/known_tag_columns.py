@@ -43,16 +43,16 @@ def ids_of_runs(runs: np.ndarray) -> np.ndarray:
     return (np.arange(int(count.sum()), dtype=np.int64) + offsets).astype(np.int64)
 
 
-def write(connection: Connection, import_id: int, attribute: str, sample_ids: np.ndarray, tags) -> int:
-    """Store one attribute's tags of one import's samples (None, NaN or '' is no tag: nothing stored for that sample);
-    returns how many samples have a tag. A column of texts or a pandas Categorical (its codes are used as they are)."""
+def write(connection: Connection, import_id: int, attribute: str, sample_ids: np.ndarray, tags) -> None:
+    """Store one attribute's tags of one import's samples (None, NaN or '' is no tag: nothing stored for that sample):
+    a column of texts or a pandas Categorical (its codes are used as they are)."""
     import pandas as pd
 
     values = tags if isinstance(tags, pd.Categorical) else pd.Categorical(
         pd.Series(np.asarray(tags, dtype=object)).replace("", None))
     given = values.codes >= 0
     if not given.any():
-        return 0
+        return
     ids = np.asarray(sample_ids, dtype=np.int64)[given]
     order = np.argsort(ids, kind="stable")
     used, codes = np.unique(values.codes[given][order], return_inverse=True)  # only the values some sample has
@@ -63,17 +63,15 @@ def write(connection: Connection, import_id: int, attribute: str, sample_ids: np
         {"i": int(import_id), "a": attribute, "r": id_runs(ids[order]).tobytes(),
          "c": codes.astype(_CODES[width]).tobytes(), "b": width,
          "v": json.dumps([str(v) for v in np.asarray(values.categories, dtype=object)[used]])})
-    return int(given.sum())
 
 
-def read(connection: Connection, attribute: str | None = None) -> pd.DataFrame:
-    """Every stored tag (or one attribute's): one categorical column per attribute (sorted by name), indexed by
-    sample id (sorted), NaN where a sample has none; samples removed since their import are left out."""
+def read(connection: Connection) -> pd.DataFrame:
+    """Every stored tag: one categorical column per attribute (sorted by name), indexed by sample id (sorted), NaN
+    where a sample has none; samples removed since their import are left out."""
     import pandas as pd
 
-    query = "SELECT attribute, id_runs, codes, code_bytes, values_json FROM known_tag_columns"
-    rows = connection.execute(text(query + (" WHERE attribute = :a" if attribute else "") + " ORDER BY import_id"),
-                              {"a": attribute} if attribute else {}).all()
+    rows = connection.execute(text("SELECT attribute, id_runs, codes, code_bytes, values_json FROM known_tag_columns "
+                                   "ORDER BY import_id")).all()
     parts: dict[str, list[tuple[np.ndarray, np.ndarray, list[str]]]] = {}
     for name, runs, codes, width, values in rows:
         parts.setdefault(name, []).append((ids_of_runs(np.frombuffer(runs, dtype=_IDS)),

@@ -335,8 +335,8 @@ class Project:
                     if models_only:
                         record_audit(connection, author, "add model", f"model:{name}", None,
                                      {"samples": int(predicted.sum()), "source": manifest.source, **(note or {})})
+                new_rows = slice(None) if new is None else np.flatnonzero(new)
                 for attribute, tags in manifest.known_tags.items():  # a stored sample keeps the tags it has
-                    new_rows = slice(None) if new is None else np.flatnonzero(new)
                     known_tag_columns.write(connection, import_id, attribute, sample_ids[new_rows],
                                             tags[new_rows] if isinstance(tags, pd.Categorical) else
                                             np.asarray(tags, dtype=object)[new_rows])
