@@ -12,7 +12,11 @@ entries, not space. The files are written once into --dir and reused.
 
 Prints each step's wall time and the peak resident memory of the process that ran it (the import runs as the
 command a user runs), and the import's ratio to the bare load.
-Usage: python benchmarks/scale.py [--objects 1000000] [--dir /tmp/hibug-scale] [--repeat 1]
+--parts N brings the objects in as N manifests of whole images, one after another (`hibug new` with the first,
+`hibug import` with each other), as a team adds data in parts; the bare load reads and inserts the same N files.
+One import of ten million objects needs about 75 GiB (its COCO records are Python objects); in parts of a million,
+each import's peak is a part's.
+Usage: python benchmarks/scale.py [--objects 1000000] [--dir /tmp/hibug-scale] [--repeat 1] [--parts 1]
 """
 from __future__ import annotations
 
@@ -102,27 +106,50 @@ def _box_text(boxes: np.ndarray) -> np.ndarray:
         rounded[:, 0], " "), rounded[:, 1]), " "), rounded[:, 2]), " "), rounded[:, 3]).astype(object)
 
 
-def bare_load(manifest: Path, target: Path) -> float:
-    """Seconds to read the manifest with pyarrow and insert every row into one SQLite table, in one transaction."""
+def split_manifest(manifest: Path, parts: int) -> list[Path]:
+    """The manifest as `parts` files of whole images (consecutive runs of its images), written once beside it."""
+    if parts == 1:
+        return [manifest]
+    paths = [manifest.with_name(f"{manifest.stem}-part-{k + 1}-of-{parts}.parquet") for k in range(parts)]
+    if all(path.exists() for path in paths):
+        return paths
+    frame = pd.read_parquet(manifest)
+    codes, images = pd.factorize(frame["image"], sort=True)
+    part_of_row = codes * parts // len(images)
+    for k, path in enumerate(paths):
+        frame[part_of_row == k].to_parquet(path, index=False)
+    return paths
+
+
+def bare_load(manifests: Path | list[Path], target: Path) -> float:
+    """Seconds to read the manifest (or its parts) with pyarrow and insert every row into one SQLite table, in one
+    transaction a file."""
     import pyarrow.parquet as pq
 
     target.unlink(missing_ok=True)
     started = time.perf_counter()
-    table = pq.read_table(manifest).to_pandas()
-    with sqlite3.connect(target) as connection:
-        table.to_sql("objects", connection, index=False, chunksize=100_000)
+    for manifest in [manifests] if isinstance(manifests, Path) else manifests:
+        table = pq.read_table(manifest).to_pandas()
+        with sqlite3.connect(target) as connection:
+            table.to_sql("objects", connection, index=False, chunksize=100_000, if_exists="append")
+        del table
     return time.perf_counter() - started
 
 
-def import_project(manifest: Path, project: Path) -> tuple[float, float]:
-    """(seconds, peak GiB) of `hibug new PROJECT --manifest MANIFEST`, run as its own process."""
+def import_project(manifests: Path | list[Path], project: Path) -> tuple[float, float]:
+    """(seconds, peak GiB) of `hibug new PROJECT --manifest FIRST` and `hibug import PROJECT --manifest NEXT` for
+    each other part, each run as its own process (the peak: the largest of them)."""
     shutil.rmtree(project, ignore_errors=True)
     started = time.perf_counter()
-    run = subprocess.run([sys.executable, "-m", "hibug_core.cli", "new", str(project), "--manifest", str(manifest)],
-                         capture_output=True, text=True)
+    for k, manifest in enumerate([manifests] if isinstance(manifests, Path) else manifests):
+        command = "new" if k == 0 else "import"
+        run = subprocess.run([sys.executable, "-m", "hibug_core.cli", command, str(project), "--manifest",
+                              str(manifest)], capture_output=True, text=True)
+        if run.returncode != 0:
+            raise SystemExit(f"hibug {command} failed:\n{run.stderr[-3000:]}")
+        if k:
+            print(f"  part {k + 1}: {time.perf_counter() - started:.0f} s so far", flush=True)
     seconds = time.perf_counter() - started
-    if run.returncode != 0:
-        raise SystemExit(f"hibug new failed:\n{run.stderr[-3000:]}")
     # the largest child so far: this benchmark's only children are these imports
     return seconds, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2 ** 20
 
@@ -132,6 +159,8 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=1_000_000)
     parser.add_argument("--dir", default="/tmp/hibug-scale")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each side, alternated (medians compared)")
+    parser.add_argument("--parts", type=int, default=1, help="import the objects as this many manifests of whole "
+                                                            "images, one after another")
     args = parser.parse_args()
     folder = Path(args.dir) / f"objects-{args.objects}"
     manifest = folder / "objects.parquet"
@@ -140,15 +169,17 @@ def main() -> None:
         generate(folder, args.objects)
         print(f"generated {args.objects:,} objects on {max(args.objects // PER_IMAGE, 1):,} images in "
               f"{time.perf_counter() - started:.1f} s ({manifest.stat().st_size / 2 ** 20:.0f} MiB of Parquet)")
+    manifests = split_manifest(manifest, args.parts)
     bare, imported, peaks = [], [], []
     for _ in range(args.repeat):
-        bare.append(bare_load(manifest, folder / "bare.sqlite"))
-        seconds, peak = import_project(manifest, folder / "project")
+        bare.append(bare_load(manifests, folder / "bare.sqlite"))
+        seconds, peak = import_project(manifests, folder / "project")
         imported.append(seconds)
         peaks.append(peak)
     bare_s, import_s = float(np.median(bare)), float(np.median(imported))
     print(f"bare load (pyarrow read + one SQLite insert): {bare_s:.1f} s")
-    print(f"hibug new --manifest: {import_s:.1f} s, {import_s / bare_s:.1f}x the bare load, peak {max(peaks):.2f} GiB")
+    how = "hibug new --manifest" + (f" and import of {args.parts - 1} more parts" if args.parts > 1 else "")
+    print(f"{how}: {import_s:.1f} s, {import_s / bare_s:.1f}x the bare load, peak {max(peaks):.2f} GiB")
 
 
 if __name__ == "__main__":

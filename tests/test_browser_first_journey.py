@@ -56,9 +56,11 @@ def test_the_checklist_leads_to_the_right_answer(browser, server, fresh_demo):
     assert overview, journey[1]
     open_app(page, server)
     shown(page, "Confusion matrix", timeout=90_000)
-    assert page.get_by_test_id("stMetric").filter(has_text="val").filter(has_text=overview[1]).count()
-    assert page.get_by_test_id("stMetric").filter(has_text="val accuracy").filter(has_text=f"{overview[2]}%").count()
-    assert page.get_by_role("link", name=f"Next step: {overview[3]}").count()
+    # the metrics and the next step render after the confusion matrix's heading: waited for, not counted at once
+    page.get_by_test_id("stMetric").filter(has_text="val").filter(has_text=overview[1]).first.wait_for(timeout=30_000)
+    page.get_by_test_id("stMetric").filter(has_text="val accuracy").filter(
+        has_text=f"{overview[2]}%").first.wait_for(timeout=30_000)
+    page.get_by_role("link", name=f"Next step: {overview[3]}").first.wait_for(timeout=30_000)
 
     # 1. Attributes: propose from the built-in library; its changes against version 1 are shown, and saving (by
     # default) adds its new attributes to the demo's own, which stay

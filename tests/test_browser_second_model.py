@@ -42,7 +42,7 @@ def test_an_editor_uploads_a_second_detector_and_compares_the_two(browser, one_d
         open_app(page, f"{url}/Compare")
         shown(page, "first (baseline)", timeout=120_000)
         assert page.get_by_text("This project holds one model").count() == 0
-        assert page.get_by_test_id("stMetric").filter(has_text="second").count() >= 1
+        page.get_by_test_id("stMetric").filter(has_text="second").first.wait_for(timeout=30_000)
         shot(page, "second-model-2-compare")
         assert errors == []
     kept = json.loads((project / "results" / "second-val.json").read_text())

@@ -45,3 +45,16 @@ def test_the_generated_objects_import_as_a_users_object_manifest(tmp_path, capsy
         assert int((samples["label"] != BACKGROUND).sum()) == 300  # and 15 detections on no object
         assert set(project.known_tags().columns) >= {f"t{c:02d}" for c in range(50)}
     assert np.isfinite(scale.bare_load(manifest, tmp_path / "bare.sqlite"))
+
+    # In parts of whole images: `hibug new` with the first, `hibug import` with the others, as the benchmark's --parts
+    parts = scale.split_manifest(manifest, 3)
+    frames = [pd.read_parquet(part) for part in parts]
+    assert sum(map(len, frames)) == len(frame) and all(len(f) for f in frames)
+    assert sum(f["image"].nunique() for f in frames) == frame["image"].nunique()  # no image in two parts
+    assert main(["new", str(tmp_path / "in-parts"), "--manifest", str(parts[0])]) == 0
+    for part in parts[1:]:
+        assert main(["import", str(tmp_path / "in-parts"), "--manifest", str(part)]) == 0
+    with Project.open(tmp_path / "in-parts", read_only=True) as project:
+        assert len(project.samples()) == len(samples)
+        assert project.known_tags()["t00"].notna().sum() == 300
+    assert np.isfinite(scale.bare_load(parts, tmp_path / "bare-parts.sqlite"))

@@ -109,6 +109,32 @@ def test_several_models_each_equal_brute_force(row_cost, block_bytes, monkeypatc
 
 
 @pytest.mark.parametrize("row_cost", [0.0, 1e9], ids=["row-path", "bitset-path"])
+def test_the_threaded_kernels_equal_brute_force(row_cost, monkeypatch):
+    """The kernels as large levels run them (threads, each taking every n-th parent),
+    over blocks of two words, several models, a tag missing here and there."""
+    import numba
+
+    monkeypatch.setattr(enumeration_module, "ROW_COST_FACTOR", row_cost)
+    monkeypatch.setattr(enumeration_module, "PARALLEL_FROM_WORDS", 0)
+    monkeypatch.setattr(enumeration_module, "BLOCK_BYTES", 8 * 14 * 2)  # 14 features: two words a block
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    rng = np.random.default_rng(5)
+    n_tags = [4, 3, 2, 5]
+    codes = np.stack([rng.integers(0, t, 700) for t in n_tags], axis=1).astype(np.int16)
+    codes[rng.random(700) < 0.1, 1] = -1
+    errors = (rng.random((700, 2)) < [0.2, 0.5]).astype(float)
+    result = enumerate_slices(codes, n_tags, errors, max_depth=3, min_support=4)
+    for model in range(2):
+        expected = brute_force(codes, n_tags, errors[:, model], 3, 4)
+        got = {}
+        for level in result.levels:
+            for features, count, wrong in zip(level.features, level.count, level.errors[:, model]):
+                got[tuple((int(result.feature_attribute[f]), int(result.feature_tag[f])) for f in features)] = \
+                    (int(count), float(wrong))
+        assert got == expected
+
+
+@pytest.mark.parametrize("row_cost", [0.0, 1e9], ids=["row-path", "bitset-path"])
 def test_counting_rows_a_block_of_words_at_a_time_gives_the_same_sums_bit_for_bit(row_cost, monkeypatch):
     """Error sums of scores (not 0/1) add every row in row order whether the rows are counted at once or a block of
     bitset words at a time."""
