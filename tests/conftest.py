@@ -42,6 +42,7 @@ SLOW_FIXTURES = {"detection_demo", "detection_demo_build", "pose_demo", "pose_de
                  "segmentation_demo_build"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group marks into the ids it schedules by
 def pytest_collection_modifyitems(config, items):
     for item in items:
         demos = bool(SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))) or item.get_closest_marker("demos")
