@@ -134,6 +134,16 @@ def test_the_threaded_kernels_equal_brute_force(row_cost, monkeypatch):
         assert got == expected
 
 
+def test_the_serial_and_threaded_kernels_keep_their_own_cache_entries():
+    """numba keys its cache files by a function's name and line, not by `parallel`: when both compilations were of
+    one function they shared a cache entry, the one saved last ran for both, and every run after the first was
+    serial (two threads gave the time of one)."""
+    for kernels in (enumeration_module._COUNT, enumeration_module._CANDIDATES, enumeration_module._COUNT_WORDS):
+        threaded, serial = kernels[True], kernels[False]
+        assert threaded.targetoptions.get("parallel") and not serial.targetoptions.get("parallel")
+        assert threaded._cache._cache_file._index_name != serial._cache._cache_file._index_name
+
+
 @pytest.mark.parametrize("row_cost", [0.0, 1e9], ids=["row-path", "bitset-path"])
 def test_counting_rows_a_block_of_words_at_a_time_gives_the_same_sums_bit_for_bit(row_cost, monkeypatch):
     """Error sums of scores (not 0/1) add every row in row order whether the rows are counted at once or a block of

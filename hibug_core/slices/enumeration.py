@@ -10,6 +10,7 @@ cheaper per parent, and both give identical counts and error sums.
 """
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass
 
 import numba
@@ -261,10 +262,20 @@ def _count_words(features, parent_count, feature_attribute, offsets, bits, error
                     out_errors[start + c, q] = sums[chosen[c], q]
 
 
-# Each kernel compiled twice: threads pay off on big levels, but starting them costs milliseconds on small ones.
-_COUNT = {True: njit(cache=True, parallel=True)(_count_candidates), False: njit(cache=True)(_count_candidates)}
-_CANDIDATES = {True: njit(cache=True, parallel=True)(_candidate_features), False: njit(cache=True)(_candidate_features)}
-_COUNT_WORDS = {True: njit(cache=True, parallel=True)(_count_words), False: njit(cache=True)(_count_words)}
+def _serial_and_threaded(kernel) -> dict:
+    """The kernel compiled twice: threads pay off on big levels, but starting them costs milliseconds on small ones.
+    The threaded one is a copy under its own name: numba keys its cache files by a function's name and line, not by
+    `parallel`, so two compilations of one function shared a cache entry and the one saved last ran for both (every
+    run after the first was serial)."""
+    threaded = types.FunctionType(kernel.__code__, kernel.__globals__, f"{kernel.__name__}_threaded",
+                                  kernel.__defaults__, kernel.__closure__)
+    threaded.__qualname__ = f"{kernel.__qualname__}_threaded"
+    return {True: njit(cache=True, parallel=True)(threaded), False: njit(cache=True)(kernel)}
+
+
+_COUNT = _serial_and_threaded(_count_candidates)
+_CANDIDATES = _serial_and_threaded(_candidate_features)
+_COUNT_WORDS = _serial_and_threaded(_count_words)
 PARALLEL_FROM_WORDS = 20_000_000  # estimated AND+popcount words of a level above which threads are used
 # Rows are counted a block of bitset words at a time, every feature's block within this many bytes: at ten million
 # rows a bitset is 1.25 MB and every parent streaming every feature's whole bitset from memory made the search
