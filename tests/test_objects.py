@@ -503,6 +503,46 @@ def test_a_second_model_joins_an_object_project_as_if_imported_with_the_first(tm
         assert added.models() == ["first", "second"] and added.task == ("pose" if keypoints else "detection")
 
 
+def test_objects_and_outcomes_are_read_from_sql_once_per_import_then_from_column_files(tmp_path, monkeypatch):
+    from hibug_core.cli import main
+    from hibug_core.errors import ProjectError
+    from hibug_core.store import object_store
+    from hibug_core.store.project import IMPORT_TABLES
+    from hibug_core.store.removal import remove_samples
+
+    def fresh_process() -> Project:
+        IMPORT_TABLES.clear()
+        return Project.open(tmp_path / "p")
+
+    truth_json, found = _random_case(4)
+    second = [dict(d, score=0.5) for d in found[::2]]
+    truth_file, results = _write(tmp_path / "data", truth_json, {"first": found, "second": second})
+    assert main(["new", str(tmp_path / "p"), "--coco", str(truth_file), "--results", f"first={results['first']}"]) == 0
+    project = fresh_process()
+    from_sql, all_from_sql = project.objects("first"), project.objects()
+    assert {"objects.arrow", "outcomes-1.arrow"} <= {p.name for p in (tmp_path / "p" / "columns").iterdir()}
+    with monkeypatch.context() as patched:  # the database's rows are not read again
+        patched.setattr(object_store, "read_object_rows", lambda *args, **kwargs: pytest.fail("read from SQL"))
+        patched.setattr(object_store, "read_outcome_rows", lambda *args, **kwargs: pytest.fail("read from SQL"))
+        reopened = fresh_process()
+        pd.testing.assert_frame_equal(reopened.objects("first"), from_sql)
+        pd.testing.assert_frame_equal(reopened.objects(), all_from_sql)
+        assert np.isnan(from_sql["pred_x"]).any() and from_sql["iou"].dtype == float  # missed objects: NaN
+    # a model added later brings its outcomes (and its false positives); the first model's stay as they were
+    assert main(["import", str(tmp_path / "p"), "--models-only", "--coco", str(truth_file), "--results",
+                 f"second={results['second']}"]) == 0
+    reopened = fresh_process()
+    assert len(reopened.objects()) > len(all_from_sql)
+    assert reopened.objects("second")["outcome"].notna().sum() < reopened.objects("first")["outcome"].notna().sum()
+    pd.testing.assert_frame_equal(reopened.objects("first").loc[from_sql.index, from_sql.columns], from_sql)
+    with pytest.raises(ProjectError, match="no model named 'third'"):
+        reopened.objects("third")
+    # removal is a new version: the removed objects are gone from what is read
+    gone = from_sql.index[:3]
+    remove_samples(reopened, gone, reason="test")
+    assert not fresh_process().objects("first").index.isin(gone).any()
+
+
 def test_a_second_model_on_other_ground_truth_or_under_a_taken_name_is_refused(tmp_path, capsys):
     from hibug_core.cli import main
 

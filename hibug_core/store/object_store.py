@@ -45,23 +45,32 @@ def insert_object_evaluation(connection: Connection, model_id: int, import_id: i
          "f": evaluation.fixes.to_json(orient="records") if evaluation.fixes is not None else None, "t": now()})
 
 
-def objects(engine, model: str | None = None) -> pd.DataFrame:
+def read_object_rows(connection: Connection) -> pd.DataFrame:
     """Object samples (index: sample id) with their image, kind (ground-truth object, or a model's false positive)
-    and box; for a model also its outcome, TIDE error type, IoU and predicted box (None where it has none)."""
+    and box, read from SQL (Project.objects keeps them in a column file until the next import)."""
     import pandas as pd
 
-    with read_connection(engine) as connection:
-        frame = pd.read_sql_query(
-            text(f"SELECT id, {', '.join(OBJECT_COLUMNS)} FROM samples WHERE object_kind IS NOT NULL ORDER BY id"),
-            connection, index_col="id")
-        if model is not None:
-            outcomes = pd.read_sql_query(
-                text("SELECT o.sample_id AS id, o.outcome, o.error_type, o.iou, o.predicted_class, o.pred_x, "
-                     "o.pred_y, o.pred_w, o.pred_h, o.nearest_label, o.keypoint_types, "
-                     "o.keypoint_similarity_json, o.pred_keypoints_json, o.pred_mask_json, o.boundary_iou "
-                     "FROM object_outcomes o JOIN models m "
-                     "ON m.id = o.model_id WHERE m.name = :m"), connection, params={"m": model}, index_col="id")
-            frame = frame.join(outcomes, how="left")
+    frame = pd.read_sql_query(
+        text(f"SELECT id, {', '.join(OBJECT_COLUMNS)} FROM samples WHERE object_kind IS NOT NULL ORDER BY id"),
+        connection, index_col="id")
+    return _numeric(frame)
+
+
+def read_outcome_rows(connection: Connection, model_id: int) -> pd.DataFrame:
+    """A model's outcome per object sample (index: sample id): outcome, TIDE error type, IoU, predicted box, ..."""
+    import pandas as pd
+
+    frame = pd.read_sql_query(
+        text("SELECT sample_id AS id, outcome, error_type, iou, predicted_class, pred_x, pred_y, pred_w, pred_h, "
+             "nearest_label, keypoint_types, keypoint_similarity_json, pred_keypoints_json, pred_mask_json, "
+             "boundary_iou FROM object_outcomes WHERE model_id = :m"), connection, params={"m": int(model_id)},
+        index_col="id")
+    return _numeric(frame)
+
+
+def _numeric(frame: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
     for column in NUMERIC_OBJECT_COLUMNS.intersection(frame.columns):  # a column no row fills comes back as None:
         frame[column] = pd.to_numeric(frame[column], errors="coerce")  # every reader gets NaN for "none"
     return frame

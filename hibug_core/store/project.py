@@ -484,8 +484,19 @@ class Project:
 
     def objects(self, model: str | None = None) -> pd.DataFrame:
         """Object samples (index: sample id) with their image, kind (ground-truth object, or a model's false positive)
-        and box; for a model also its outcome, TIDE error type, IoU and predicted box (None where it has none)."""
-        return object_store.objects(self.engine, model)
+        and box; for a model also its outcome, TIDE error type, IoU and predicted box (None where it has none).
+        Only imports change them (a model's outcomes come with it): kept as column files, as samples() is."""
+        with read_connection(self.engine) as connection:
+            frame = self._per_import(connection, "objects", object_store.read_object_rows)
+            if model is None:
+                return frame.copy(deep=False)
+            row = connection.execute(text("SELECT id, created_at FROM models WHERE name = :n"), {"n": model}).first()
+            if row is None:
+                raise ProjectError(f"no model named '{model}' in this project; known: {', '.join(self.models())}")
+            outcomes = self._per_import(connection, f"outcomes-{row[0]}",
+                                        functools.partial(object_store.read_outcome_rows, model_id=int(row[0])),
+                                        also=f"model {row[0]} {row[1]}")
+        return frame.join(outcomes, how="left")
 
     def object_evaluation(self, model: str, split: str | None = None) -> dict | None:
         """A model's COCO evaluation of one import's ground truth (store.object_store.object_evaluation)."""
