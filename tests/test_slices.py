@@ -89,9 +89,16 @@ def test_enumeration_equals_brute_force(row_cost, continuous, block_bytes, monke
 
 @pytest.mark.parametrize("row_cost", [0.0, 1e9], ids=["row-path", "bitset-path"])
 @pytest.mark.parametrize("block_bytes", [1, enumeration_module.BLOCK_BYTES], ids=["word-blocks", "one-block"])
-def test_several_models_each_equal_brute_force(row_cost, block_bytes, monkeypatch):
+@pytest.mark.parametrize("threaded", [False, True], ids=["serial", "threaded"])
+def test_several_models_each_equal_brute_force(row_cost, block_bytes, threaded, monkeypatch):
+    """threaded: the kernels as large levels run them (threads, each taking every n-th parent)."""
+    import numba
+
     monkeypatch.setattr(enumeration_module, "ROW_COST_FACTOR", row_cost)
     monkeypatch.setattr(enumeration_module, "BLOCK_BYTES", block_bytes)
+    if threaded:
+        monkeypatch.setattr(enumeration_module, "PARALLEL_FROM_WORDS", 0)
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
     rng = np.random.default_rng(3)
     n_tags = [4, 3, 2, 4]
     codes = np.stack([rng.integers(0, t, 500) for t in n_tags], axis=1).astype(np.int16)
@@ -99,32 +106,6 @@ def test_several_models_each_equal_brute_force(row_cost, block_bytes, monkeypatc
     errors = (rng.random((500, 3)) < [0.1, 0.3, 0.6]).astype(float)
     result = enumerate_slices(codes, n_tags, errors, max_depth=3, min_support=4)
     for model in range(3):
-        expected = brute_force(codes, n_tags, errors[:, model], 3, 4)
-        got = {}
-        for level in result.levels:
-            for features, count, wrong in zip(level.features, level.count, level.errors[:, model]):
-                got[tuple((int(result.feature_attribute[f]), int(result.feature_tag[f])) for f in features)] = \
-                    (int(count), float(wrong))
-        assert got == expected
-
-
-@pytest.mark.parametrize("row_cost", [0.0, 1e9], ids=["row-path", "bitset-path"])
-def test_the_threaded_kernels_equal_brute_force(row_cost, monkeypatch):
-    """The kernels as large levels run them (threads, each taking every n-th parent),
-    over blocks of two words, several models, a tag missing here and there."""
-    import numba
-
-    monkeypatch.setattr(enumeration_module, "ROW_COST_FACTOR", row_cost)
-    monkeypatch.setattr(enumeration_module, "PARALLEL_FROM_WORDS", 0)
-    monkeypatch.setattr(enumeration_module, "BLOCK_BYTES", 8 * 14 * 2)  # 14 features: two words a block
-    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
-    rng = np.random.default_rng(5)
-    n_tags = [4, 3, 2, 5]
-    codes = np.stack([rng.integers(0, t, 700) for t in n_tags], axis=1).astype(np.int16)
-    codes[rng.random(700) < 0.1, 1] = -1
-    errors = (rng.random((700, 2)) < [0.2, 0.5]).astype(float)
-    result = enumerate_slices(codes, n_tags, errors, max_depth=3, min_support=4)
-    for model in range(2):
         expected = brute_force(codes, n_tags, errors[:, model], 3, 4)
         got = {}
         for level in result.levels:
