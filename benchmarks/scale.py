@@ -121,14 +121,14 @@ def split_manifest(manifest: Path, parts: int) -> list[Path]:
     return paths
 
 
-def bare_load(manifests: Path | list[Path], target: Path) -> float:
+def bare_load(manifests: list[Path], target: Path) -> float:
     """Seconds to read the manifest (or its parts) with pyarrow and insert every row into one SQLite table, in one
     transaction a file."""
     import pyarrow.parquet as pq
 
     target.unlink(missing_ok=True)
     started = time.perf_counter()
-    for manifest in [manifests] if isinstance(manifests, Path) else manifests:
+    for manifest in manifests:
         table = pq.read_table(manifest).to_pandas()
         with sqlite3.connect(target) as connection:
             table.to_sql("objects", connection, index=False, chunksize=100_000, if_exists="append")
@@ -136,12 +136,12 @@ def bare_load(manifests: Path | list[Path], target: Path) -> float:
     return time.perf_counter() - started
 
 
-def import_project(manifests: Path | list[Path], project: Path) -> tuple[float, float]:
+def import_project(manifests: list[Path], project: Path) -> tuple[float, float]:
     """(seconds, peak GiB) of `hibug new PROJECT --manifest FIRST` and `hibug import PROJECT --manifest NEXT` for
     each other part, each run as its own process (the peak: the largest of them)."""
     shutil.rmtree(project, ignore_errors=True)
     started = time.perf_counter()
-    for k, manifest in enumerate([manifests] if isinstance(manifests, Path) else manifests):
+    for k, manifest in enumerate(manifests):
         command = "new" if k == 0 else "import"
         run = subprocess.run([sys.executable, "-m", "hibug_core.cli", command, str(project), "--manifest",
                               str(manifest)], capture_output=True, text=True)

@@ -44,7 +44,7 @@ def test_the_generated_objects_import_as_a_users_object_manifest(tmp_path, capsy
         assert project.task == "detection"
         assert int((samples["label"] != BACKGROUND).sum()) == 300  # and 15 detections on no object
         assert set(project.known_tags().columns) >= {f"t{c:02d}" for c in range(50)}
-    assert np.isfinite(scale.bare_load(manifest, tmp_path / "bare.sqlite"))
+    assert np.isfinite(scale.bare_load([manifest], tmp_path / "bare.sqlite"))
 
     # In parts of whole images: `hibug new` with the first, `hibug import` with the others, as the benchmark's --parts
     parts = scale.split_manifest(manifest, 3)

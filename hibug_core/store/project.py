@@ -462,14 +462,7 @@ class Project:
                                       also=f"roots {json.dumps(sorted(roots.items()))}")
             frame = cached.copy(deep=False) if sample_ids is None else cached.loc[np.asarray(sample_ids)]
             if model is not None:
-                row = connection.execute(text("SELECT id, created_at FROM models WHERE name = :n"),
-                                         {"n": model}).first()
-                if row is None:
-                    raise ProjectError(f"no model named '{model}' in this project; known: {', '.join(self.models())}")
-                # A model's predictions change only with an import or when the model is added (never after).
-                predictions = self._per_import(connection, f"predictions-{row[0]}",
-                                               functools.partial(self._read_prediction_rows, model_id=int(row[0])),
-                                               also=f"model {row[0]} {row[1]}")
+                predictions = self._per_model(connection, model, "predictions", self._read_prediction_rows)
         if model is not None:
             frame = frame.join(predictions, how="left")
             correct = (frame["prediction"] == frame["label"]).astype("boolean")
@@ -490,12 +483,7 @@ class Project:
             frame = self._per_import(connection, "objects", object_store.read_object_rows)
             if model is None:
                 return frame.copy(deep=False)
-            row = connection.execute(text("SELECT id, created_at FROM models WHERE name = :n"), {"n": model}).first()
-            if row is None:
-                raise ProjectError(f"no model named '{model}' in this project; known: {', '.join(self.models())}")
-            outcomes = self._per_import(connection, f"outcomes-{row[0]}",
-                                        functools.partial(object_store.read_outcome_rows, model_id=int(row[0])),
-                                        also=f"model {row[0]} {row[1]}")
+            outcomes = self._per_model(connection, model, "outcomes", object_store.read_outcome_rows)
         return frame.join(outcomes, how="left")
 
     def object_evaluation(self, model: str, split: str | None = None) -> dict | None:
@@ -536,6 +524,15 @@ class Project:
         version = " ".join(filter(None, ["none" if newest is None else f"{newest[0]} {newest[1]}", also]))
         return IMPORT_TABLES.get_or_make((self._identity, name, version), lambda: self.columns.get_or_read(
             name, version, lambda: read_rows(connection)))
+
+    def _per_model(self, connection: Connection, model: str, name: str, read_rows) -> pd.DataFrame:
+        """_per_import of a table of one model's rows (its predictions, its outcomes), which change only with an
+        import or when the model is added (never after): read_rows(connection, model_id=...)."""
+        row = connection.execute(text("SELECT id, created_at FROM models WHERE name = :n"), {"n": model}).first()
+        if row is None:
+            raise ProjectError(f"no model named '{model}' in this project; known: {', '.join(self.models())}")
+        return self._per_import(connection, f"{name}-{row[0]}", functools.partial(read_rows, model_id=int(row[0])),
+                                also=f"model {row[0]} {row[1]}")
 
     @staticmethod
     def _read_prediction_rows(connection: Connection, model_id: int) -> pd.DataFrame:
