@@ -16,7 +16,8 @@ command a user runs), and the import's ratio to the bare load.
 `hibug import` with each other), as a team adds data in parts; the bare load reads and inserts the same N files.
 One import of ten million objects needs about 75 GiB (its COCO records are Python objects); in parts of a million,
 each import's peak is a part's.
-Usage: python benchmarks/scale.py [--objects 1000000] [--dir /tmp/hibug-scale] [--repeat 1] [--parts 1]
+--models 2 adds a second detector (`detector-v2`, the planted slice fixed) to the same rows, for Compare.
+Usage: python benchmarks/scale.py [--objects 1000000] [--dir /tmp/hibug-scale] [--repeat 1] [--parts 1] [--models 1]
 """
 from __future__ import annotations
 
@@ -46,8 +47,9 @@ def tag_values(column: int) -> list[str]:
     return list("abcde"[: 2 + column % 4])
 
 
-def generate(folder: Path, objects: int, seed: int = 0) -> Path:
-    """Write folder/objects.parquet (and folder/images/...) for `objects` objects; return the manifest's path."""
+def generate(folder: Path, objects: int, seed: int = 0, models: int = 1) -> Path:
+    """Write folder/objects.parquet (and folder/images/...) for `objects` objects; return the manifest's path. With
+    models=2 a second detector, `detector-v2`, finds the planted slice's objects as often as the others (its fix)."""
     from PIL import Image
 
     rng = np.random.default_rng(seed)
@@ -95,6 +97,17 @@ def generate(folder: Path, objects: int, seed: int = 0) -> Path:
         **{column: pd.Categorical(np.r_[np.array(tag_values(c), dtype=object)[codes], np.full(extra, "")])
            for c, (column, codes) in enumerate(tags.items())}})
     frame["confidence"] = frame["confidence"].map(lambda v: "" if v != v else f"{v:g}")
+    if models == 2:  # 5. the fixed version: found at 85% everywhere, its own jitter and detections on no object
+        found = rng.random(objects) < 0.85
+        jitter = rng.normal(0, 0.05, (objects, 4)) * np.c_[width, height, width, height]
+        extra_box = np.c_[rng.uniform(0, 500, extra), rng.uniform(0, 350, extra), rng.uniform(8, 120, (extra, 2))]
+        frame["pred_box:detector-v2"] = np.r_[np.where(found, _box_text(np.maximum(boxes + jitter, 1)), ""),
+                                              _box_text(extra_box)]
+        frame["pred:detector-v2"] = np.r_[np.where(found, np.array(CLASSES, dtype=object)[label], ""),
+                                          np.array(CLASSES, dtype=object)[rng.integers(0, len(CLASSES), extra)]]
+        frame["confidence:detector-v2"] = np.r_[np.where(found, np.char.mod("%g", rng.uniform(0.3, 1.0, objects)
+                                                                            .round(3)).astype(object), ""),
+                                                np.char.mod("%g", rng.uniform(0.05, 0.6, extra).round(3))]
     frame.to_parquet(manifest, index=False)
     return manifest
 
@@ -144,7 +157,7 @@ def import_project(manifests: list[Path], project: Path) -> tuple[float, float]:
     for k, manifest in enumerate(manifests):
         command = "new" if k == 0 else "import"
         run = subprocess.run([sys.executable, "-m", "hibug_core.cli", command, str(project), "--manifest",
-                              str(manifest)], capture_output=True, text=True)
+                              str(manifest), "--model-name", "detector"], capture_output=True, text=True)
         if run.returncode != 0:
             raise SystemExit(f"hibug {command} failed:\n{run.stderr[-3000:]}")
         if k:
@@ -159,16 +172,19 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=1_000_000)
     parser.add_argument("--dir", default="/tmp/hibug-scale")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each side, alternated (medians compared)")
+    parser.add_argument("--models", type=int, choices=(1, 2), default=1,
+                        help="2: a second detector, detector-v2, in the same manifest (for Compare)")
     parser.add_argument("--parts", type=int, default=1, help="import the objects as this many manifests of whole "
                                                             "images, one after another")
     args = parser.parse_args()
-    folder = Path(args.dir) / f"objects-{args.objects}"
+    folder = Path(args.dir) / (f"objects-{args.objects}" + (f"-models-{args.models}" if args.models > 1 else ""))
     manifest = folder / "objects.parquet"
     if not manifest.exists():
         started = time.perf_counter()
-        generate(folder, args.objects)
+        generate(folder, args.objects, models=args.models)
         print(f"generated {args.objects:,} objects on {max(args.objects // PER_IMAGE, 1):,} images in "
-              f"{time.perf_counter() - started:.1f} s ({manifest.stat().st_size / 2 ** 20:.0f} MiB of Parquet)")
+              f"{time.perf_counter() - started:.1f} s ({manifest.stat().st_size / 2 ** 20:.0f} MiB of Parquet)",
+              flush=True)
     manifests = split_manifest(manifest, args.parts)
     bare, imported, peaks = [], [], []
     for _ in range(args.repeat):

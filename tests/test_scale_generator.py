@@ -58,3 +58,19 @@ def test_the_generated_objects_import_as_a_users_object_manifest(tmp_path, capsy
         assert len(project.samples()) == len(samples)
         assert project.known_tags()["t00"].notna().sum() == 300
     assert np.isfinite(scale.bare_load(parts, tmp_path / "bare-parts.sqlite"))
+
+
+def test_a_second_detector_comes_in_the_same_manifest_with_the_planted_slice_fixed(tmp_path):
+    from hibug_core.store.project import Project
+
+    scale = _scale()
+    frame = pd.read_parquet(scale.generate(tmp_path / "data", 2000, models=2))
+    objects = frame[frame["box"] != ""]
+    planted = (objects["attr:t00"] == "a") & (objects["attr:t01"] == "b")
+    found = objects["pred_box:detector-v2"] != ""
+    assert abs(found[planted].mean() - found[~planted].mean()) < 0.1  # its fix: the planted slice found as often
+    assert (found == (objects["pred:detector-v2"] != "")).all()
+    assert (found == (objects["confidence:detector-v2"] != "")).all()
+    scale.import_project([tmp_path / "data" / "objects.parquet"], tmp_path / "project")  # as the benchmark does
+    with Project.open(tmp_path / "project", read_only=True) as project:
+        assert set(project.models()) == {"detector", "detector-v2"}
