@@ -111,14 +111,58 @@ def timed(action, ready) -> float:
     return time.perf_counter() - started
 
 
+def sidebar(page, title: str):
+    def click():  # a user's move between pages: the app stays loaded, the page's script runs
+        page.get_by_test_id("stSidebarNav").get_by_role("link", name=title).click()
+    return click
+
+
+def table_ready(page):
+    def ready():
+        page.get_by_text(re.compile("slices enumerated, \\d+ error slices \\(")).first.wait_for(timeout=180_000)
+        page.get_by_test_id("stDataFrame").first.locator("canvas").first.wait_for(timeout=60_000)
+        settle(page)
+    return ready
+
+
+def pick_row(page, row: int):
+    def click():
+        grid = page.get_by_test_id("stDataFrame").first.bounding_box()
+        page.mouse.click(grid["x"] + 12, grid["y"] + 35 + 35 * row + 17)
+    return click
+
+
+def slice_ready(page, previous: str):
+    def ready():
+        page.wait_for_function("h => document.querySelector('h3') && document.querySelector('h3').innerText "
+                               "!== h", arg=previous, timeout=60_000)
+        page.locator("[data-testid='stImage'] img").first.wait_for(timeout=60_000)
+        settle(page)
+    return ready
+
+
+def compare_ready(page, candidate: str):
+    def ready():
+        page.get_by_test_id("stMetric").filter(has_text=candidate).first.wait_for(timeout=180_000)
+        page.get_by_text(re.compile("slices worse, ")).first.wait_for(timeout=180_000)
+        page.get_by_test_id("stDataFrame").first.locator("canvas").first.wait_for(timeout=60_000)
+        settle(page)
+    return ready
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default="ui-bench")
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--project", help="time the steps of the issue \"Ten million objects\" on this project (e.g. "
+                        "benchmarks/scale.py's) instead of building one from the demo")
     parser.add_argument("--first-opens", action="store_true", help="also time each page's first open in a newly "
                         "started dashboard, on this project and on the demo")
     args = parser.parse_args()
+    if args.project:
+        project_pages(Path(args.project).resolve(), args.repeats)
+        return 0
     from playwright.sync_api import sync_playwright
 
     from hibug_ui.plots import MAP_POINTS_LIMIT
@@ -138,30 +182,6 @@ def main() -> int:
             page.get_by_text("Confusion matrix").first.wait_for(timeout=120_000)
             page.locator("[data-testid='stImage'] img").first.wait_for(timeout=120_000)
             settle(page)
-
-        def sidebar(title: str):
-            def click():  # a user's move between pages: the app stays loaded, the page's script runs
-                page.get_by_test_id("stSidebarNav").get_by_role("link", name=title).click()
-            return click
-
-        def table_ready():
-            page.get_by_text(re.compile("error slices \\(score below")).first.wait_for(timeout=180_000)
-            page.get_by_test_id("stDataFrame").first.locator("canvas").first.wait_for(timeout=60_000)
-            settle(page)
-
-        def pick_row(row: int):
-            def click():
-                grid = page.get_by_test_id("stDataFrame").first.bounding_box()
-                page.mouse.click(grid["x"] + 12, grid["y"] + 35 + 35 * row + 17)
-            return click
-
-        def slice_ready(previous: str):
-            def ready():
-                page.wait_for_function("h => document.querySelector('h3') && document.querySelector('h3').innerText "
-                                       "!== h", arg=previous, timeout=60_000)
-                page.locator("[data-testid='stImage'] img").first.wait_for(timeout=60_000)
-                settle(page)
-            return ready
 
         def recolour(option: str):
             def click():  # the dropdown is already open: the click timed is the one on the new colouring
@@ -199,14 +219,6 @@ def main() -> int:
                 settle(page)
             return ready
 
-        def compare_ready(candidate: str):
-            def ready():
-                page.get_by_test_id("stMetric").filter(has_text=candidate).first.wait_for(timeout=180_000)
-                page.get_by_text(re.compile("slices worse, ")).first.wait_for(timeout=180_000)
-                page.get_by_test_id("stDataFrame").first.locator("canvas").first.wait_for(timeout=60_000)
-                settle(page)
-            return ready
-
         def choose_pair(candidate: str):
             """Replace the compared model in the form (not timed: typing); the click on Compare is what is timed."""
             box = page.get_by_test_id("stMultiSelect").first
@@ -219,10 +231,10 @@ def main() -> int:
         for attempt in range(args.repeats + 1):  # the first round warms the caches and is not counted
             rounds = {}
             rounds["load the overview in a new tab"] = timed(lambda: page.goto(url), overview_ready)
-            rounds["open slice table"] = timed(sidebar("Error slices"), table_ready)
+            rounds["open slice table"] = timed(sidebar(page, "Error slices"), table_ready(page))
             heading = page.locator("h3").first.inner_text()
-            rounds["select a slice with its grid"] = timed(pick_row(1 + attempt % 3), slice_ready(heading))
-            rounds["open the tagging audit"] = timed(sidebar("Tagging"), audit_ready)
+            rounds["select a slice with its grid"] = timed(pick_row(page, 1 + attempt % 3), slice_ready(page, heading))
+            rounds["open the tagging audit"] = timed(sidebar(page, "Tagging"), audit_ready)
             page.goto(f"{url}/Embedding_map?encoder=conse&method=umap&color=outcome")
             page.locator(".js-plotly-plot").first.wait_for(timeout=180_000)
             settle(page)
@@ -235,12 +247,13 @@ def main() -> int:
                                       "traces: p._fullData.map(t => [t.type, t._length]),"
                                       "images: (p._fullLayout.images || []).length} }")
                 selected = page.get_by_text(re.compile("images selected")).first.inner_text()
-            rounds["open the Compare page"] = timed(sidebar("Compare"), compare_ready("v2"))
+            rounds["open the Compare page"] = timed(sidebar(page, "Compare"), compare_ready(page, "v2"))
             for candidate in ("v3", "v2"):
                 choose_pair(candidate)
                 rounds[f"switch the model pair (to {candidate})"] = timed(
-                    lambda: page.get_by_role("button", name="Compare", exact=True).click(), compare_ready(candidate))
-            rounds["open overview"] = timed(sidebar("Overview"), overview_ready)
+                    lambda: page.get_by_role("button", name="Compare", exact=True).click(),
+                    compare_ready(page, candidate))
+            rounds["open overview"] = timed(sidebar(page, "Overview"), overview_ready)
             if attempt == 0:
                 points = sum(n for _, n in drawn["traces"])
                 if args.rows > MAP_POINTS_LIMIT:
@@ -259,16 +272,104 @@ def main() -> int:
         browser.close()
     peak = _peak_memory_gib(SERVED[url].pid)
     next(server, None)
-    print(f"\n{args.rows:,} images, {args.repeats} rounds on cached data (click to updated page):")
+    print_rounds(f"{args.rows:,} images", results, args.repeats, peak)
+    if args.first_opens:
+        first_opens({"demo": Path(args.dir).resolve() / "demo", f"{args.rows:,}": folder})
+    return 0
+
+
+def print_rounds(what: str, results: dict[str, list[float]], repeats: int, peak_gib: float) -> None:
+    print(f"\n{what}, {repeats} rounds on cached data (click to updated page):")
     print(f"{'step':<40}{'median s':>10}{'worst s':>10}  target {TARGET_S:.0f} s")
     for key, values in results.items():
         worst = max(values)
         verdict = "(no target)" if key.endswith("new tab") else "ok" if worst < TARGET_S else "SLOW"
         print(f"{key:<40}{statistics.median(values):>10.2f}{worst:>10.2f}  {verdict}")
-    print(f"dashboard server's peak memory (VmHWM): {peak:.2f} GiB")
-    if args.first_opens:
-        first_opens({"demo": Path(args.dir).resolve() / "demo", f"{args.rows:,}": folder})
-    return 0
+    print(f"dashboard server's peak memory (VmHWM): {peak_gib:.2f} GiB")
+
+
+def project_pages(folder: Path, repeats: int) -> None:
+    """Every step of the issue "Ten million objects" on a project already built (benchmarks/scale.py's, any task):
+    the Overview, the Error slices table, a slice's grid and its next page, the Details dialog, Compare of its first
+    two models (when it holds two), the Review board with the current error slices on it; the first comparison of
+    the two models is timed apart, before the dashboard starts."""
+    from playwright.sync_api import sync_playwright
+
+    from hibug_core.store.project import Project
+
+    from browser_support import CHROMIUM, CHROMIUM_ARGS, SERVED, serve
+
+    with Project.open(folder, read_only=True) as project:
+        models, objects = project.models(), project.task != "classification"
+        size = len(project.samples())
+    if len(models) >= 2:
+        first_comparison(folder, models[:2])
+    server = serve(folder)
+    url = next(server)
+    results: dict[str, list[float]] = {}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1500, "height": 1400})
+
+        def overview_ready():
+            page.get_by_text("COCO evaluation" if objects else "Confusion matrix").first.wait_for(timeout=300_000)
+            page.get_by_test_id("stMetric").first.wait_for(timeout=300_000)
+            settle(page, 300_000)
+
+        def next_page_ready():
+            page.get_by_text(re.compile("^\\w+ 25–48 of ")).first.wait_for(timeout=120_000)
+            page.locator("[data-testid='stImage'] img").first.wait_for(timeout=60_000)
+            settle(page)
+
+        def details_ready():
+            dialog = page.get_by_role("dialog")
+            dialog.wait_for(timeout=120_000)
+            dialog.locator("[data-testid='stImage'] img").first.wait_for(timeout=120_000)
+            settle(page)
+
+        def board_ready():
+            page.get_by_test_id("stDataFrame").first.locator("canvas").first.wait_for(timeout=300_000)
+            page.get_by_text(re.compile("^Comments \\(")).first.wait_for(timeout=300_000)
+            settle(page, 300_000)
+
+        for attempt in range(repeats + 1):  # the first round warms the caches and is not counted
+            rounds = {}
+            rounds["load the overview in a new tab"] = timed(lambda: page.goto(url), overview_ready)
+            rounds["open slice table"] = timed(sidebar(page, "Error slices"), table_ready(page))
+            heading = page.locator("h3").first.inner_text()
+            said = page.get_by_text(re.compile("slices enumerated, \\d+ error slices")).first.inner_text()
+            found = int(re.search("enumerated, (\\d+) error slices", said).group(1))
+            row = 1 + attempt % min(3, found - 1)  # another slice than the first, shown when the page opens
+            rounds["select a slice with its grid"] = timed(pick_row(page, row), slice_ready(page, heading))
+            pager = page.get_by_test_id("stNumberInput").filter(has_text="Page (of").first
+            rounds["its grid's next page"] = timed(pager.get_by_test_id("stNumberInputStepUp").click, next_page_ready)
+            rounds["open the Details dialog"] = timed(page.get_by_role("button", name="Details").first.click,
+                                                      details_ready)
+            page.keyboard.press("Escape")
+            page.get_by_role("dialog").wait_for(state="hidden", timeout=60_000)
+            settle(page)
+            if len(models) >= 2:
+                rounds["open the Compare page"] = timed(sidebar(page, "Compare"), compare_ready(page, models[1]))
+            if attempt == 0:  # the team's board: the current error slices put on it once
+                page.get_by_test_id("stSidebarNav").get_by_role("link", name="Review").click()
+                put = page.get_by_role("button", name=re.compile("^Put the .* on the board"))
+                put.wait_for(timeout=600_000)
+                put.click()
+                board_ready()
+                rounds["open the Overview"] = timed(sidebar(page, "Overview"), overview_ready)
+            rounds["open the Review board"] = timed(sidebar(page, "Review"), board_ready)
+            rounds["open the Overview"] = timed(sidebar(page, "Overview"), overview_ready)
+            if attempt == 0:
+                print("warm-up round: " + ", ".join(f"{k} {v:.2f} s" for k, v in rounds.items()), flush=True)
+                continue
+            for key, value in rounds.items():
+                results.setdefault(key, []).append(value)
+        browser.close()
+    peak = _peak_memory_gib(SERVED[url].pid)
+    next(server, None)
+    print_rounds(f"{size:,} {'objects' if objects else 'images'} ({folder})", results, repeats, peak)
+    print("the embedding map: not timed here (the map's density image is timed by the default mode, at up to the "
+          "rows it builds)")
 
 
 # Each page by URL, and what shows once its script has run to the end on a project with a model, tags and a map.
@@ -322,7 +423,7 @@ def first_opens(projects: dict[str, Path]) -> None:
               f"{by_project[names[-1]] / by_project[names[0]]:>8.2f}")
 
 
-def first_comparison(folder: Path) -> None:
+def first_comparison(folder: Path, pair: tuple[str, str] = ("shape-cnn", "v2")) -> None:
     """A model pair compared for the first time (every row read and enumerated; nothing cached but the compiled
     kernels and the column files, as in a dashboard that has shown any page), against the error-slice report of one
     model computed the same way (the peer: one enumeration over every row)."""
@@ -333,15 +434,15 @@ def first_comparison(folder: Path) -> None:
 
     settings = SliceConfig(max_depth=2, min_support=30)
     with Project.open(folder, read_only=True) as project:
-        error_slices(project, "shape-cnn", config=settings)  # compiles the kernels, writes the column files
-        project.samples("v2")
+        error_slices(project, pair[0], config=settings)  # compiles the kernels, writes the column files
+        project.samples(pair[1])
         ENUMERATIONS.clear()
         started = time.perf_counter()
-        compare_models(project, ["shape-cnn", "v2"], slices=settings, config=CompareConfig())
+        compare_models(project, list(pair), slices=settings, config=CompareConfig())
         compared = time.perf_counter() - started
         ENUMERATIONS.clear()
         started = time.perf_counter()
-        error_slices(project, "shape-cnn", config=settings)
+        error_slices(project, pair[0], config=settings)
         report = time.perf_counter() - started
     print(f"a model pair compared for the first time: {compared:.2f} s, {compared / report:.2f}x one model's error "
           f"slices at the same depth and support ({report:.2f} s)")
