@@ -297,76 +297,75 @@ def project_pages(folder: Path, repeats: int) -> None:
 
     from hibug_core.store.project import Project
 
-    from browser_support import CHROMIUM, CHROMIUM_ARGS, SERVED, serve
+    from browser_support import CHROMIUM, CHROMIUM_ARGS, SERVED, serving
 
     with Project.open(folder, read_only=True) as project:
         models, objects = project.models(), project.task != "classification"
         size = len(project.samples())
     if len(models) >= 2:
         first_comparison(folder, models[:2])
-    server = serve(folder)
-    url = next(server)
-    results: dict[str, list[float]] = {}
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1500, "height": 1400})
+    with serving(folder) as url:  # stopped however the steps end
+        results: dict[str, list[float]] = {}
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1500, "height": 1400})
 
-        def overview_ready():
-            page.get_by_text("COCO evaluation" if objects else "Confusion matrix").first.wait_for(timeout=300_000)
-            page.get_by_test_id("stMetric").first.wait_for(timeout=300_000)
-            settle(page, 300_000)
+            def overview_ready():
+                page.get_by_text("COCO evaluation" if objects else "Confusion matrix").first.wait_for(timeout=300_000)
+                page.get_by_test_id("stMetric").first.wait_for(timeout=300_000)
+                settle(page, 300_000)
 
-        def next_page_ready():
-            page.get_by_text(re.compile("^\\w+ 25–48 of ")).first.wait_for(timeout=120_000)
-            page.locator("[data-testid='stImage'] img").first.wait_for(timeout=60_000)
-            settle(page)
+            def next_page_ready():
+                page.get_by_text(re.compile("^\\w+ 25–48 of ")).first.wait_for(timeout=120_000)
+                page.locator("[data-testid='stImage'] img").first.wait_for(timeout=60_000)
+                settle(page)
 
-        def details_ready():
-            dialog = page.get_by_role("dialog")
-            dialog.wait_for(timeout=120_000)
-            dialog.locator("[data-testid='stImage'] img").first.wait_for(timeout=120_000)
-            settle(page)
+            def details_ready():
+                dialog = page.get_by_role("dialog")
+                dialog.wait_for(timeout=120_000)
+                dialog.locator("[data-testid='stImage'] img").first.wait_for(timeout=120_000)
+                settle(page)
 
-        def board_ready():
-            page.get_by_test_id("stDataFrame").first.locator("canvas").first.wait_for(timeout=300_000)
-            page.get_by_text(re.compile("^Comments \\(")).first.wait_for(timeout=300_000)
-            settle(page, 300_000)
+            def board_ready():
+                page.get_by_test_id("stDataFrame").first.locator("canvas").first.wait_for(timeout=300_000)
+                page.get_by_text(re.compile("^Comments \\(")).first.wait_for(timeout=300_000)
+                settle(page, 300_000)
 
-        for attempt in range(repeats + 1):  # the first round warms the caches and is not counted
-            rounds = {}
-            rounds["load the overview in a new tab"] = timed(lambda: page.goto(url), overview_ready)
-            rounds["open slice table"] = timed(sidebar(page, "Error slices"), table_ready(page))
-            heading = page.locator("h3").first.inner_text()
-            said = page.get_by_text(re.compile("slices enumerated, \\d+ error slices")).first.inner_text()
-            found = int(re.search("enumerated, (\\d+) error slices", said).group(1))
-            row = 1 + attempt % min(3, found - 1)  # another slice than the first, shown when the page opens
-            rounds["select a slice with its grid"] = timed(pick_row(page, row), slice_ready(page, heading))
-            pager = page.get_by_test_id("stNumberInput").filter(has_text="Page (of").first
-            rounds["its grid's next page"] = timed(pager.get_by_test_id("stNumberInputStepUp").click, next_page_ready)
-            rounds["open the Details dialog"] = timed(page.get_by_role("button", name="Details").first.click,
-                                                      details_ready)
-            page.keyboard.press("Escape")
-            page.get_by_role("dialog").wait_for(state="hidden", timeout=60_000)
-            settle(page)
-            if len(models) >= 2:
-                rounds["open the Compare page"] = timed(sidebar(page, "Compare"), compare_ready(page, models[1]))
-            if attempt == 0:  # the team's board: the current error slices put on it once
-                page.get_by_test_id("stSidebarNav").get_by_role("link", name="Review").click()
-                put = page.get_by_role("button", name=re.compile("^Put the .* on the board"))
-                put.wait_for(timeout=600_000)
-                put.click()
-                board_ready()
+            for attempt in range(repeats + 1):  # the first round warms the caches and is not counted
+                rounds = {}
+                rounds["load the overview in a new tab"] = timed(lambda: page.goto(url), overview_ready)
+                rounds["open slice table"] = timed(sidebar(page, "Error slices"), table_ready(page))
+                heading = page.locator("h3").first.inner_text()
+                said = page.get_by_text(re.compile("slices enumerated, \\d+ error slices")).first.inner_text()
+                found = int(re.search("enumerated, (\\d+) error slices", said).group(1))
+                row = 1 + attempt % min(3, found - 1)  # another slice than the first, shown when the page opens
+                rounds["select a slice with its grid"] = timed(pick_row(page, row), slice_ready(page, heading))
+                pager = page.get_by_test_id("stNumberInput").filter(has_text="Page (of").first
+                step_up = pager.get_by_test_id("stNumberInputStepUp")
+                rounds["its grid's next page"] = timed(step_up.click, next_page_ready)
+                rounds["open the Details dialog"] = timed(page.get_by_role("button", name="Details").first.click,
+                                                          details_ready)
+                page.keyboard.press("Escape")
+                page.get_by_role("dialog").wait_for(state="hidden", timeout=60_000)
+                settle(page)
+                if len(models) >= 2:
+                    rounds["open the Compare page"] = timed(sidebar(page, "Compare"), compare_ready(page, models[1]))
+                if attempt == 0:  # the team's board: the current error slices put on it once
+                    page.get_by_test_id("stSidebarNav").get_by_role("link", name="Review").click()
+                    put = page.get_by_role("button", name=re.compile("^Put the .* on the board"))
+                    put.wait_for(timeout=600_000)
+                    put.click()
+                    board_ready()
+                    rounds["open the Overview"] = timed(sidebar(page, "Overview"), overview_ready)
+                rounds["open the Review board"] = timed(sidebar(page, "Review"), board_ready)
                 rounds["open the Overview"] = timed(sidebar(page, "Overview"), overview_ready)
-            rounds["open the Review board"] = timed(sidebar(page, "Review"), board_ready)
-            rounds["open the Overview"] = timed(sidebar(page, "Overview"), overview_ready)
-            if attempt == 0:
-                print("warm-up round: " + ", ".join(f"{k} {v:.2f} s" for k, v in rounds.items()), flush=True)
-                continue
-            for key, value in rounds.items():
-                results.setdefault(key, []).append(value)
-        browser.close()
-    peak = _peak_memory_gib(SERVED[url].pid)
-    next(server, None)
+                if attempt == 0:
+                    print("warm-up round: " + ", ".join(f"{k} {v:.2f} s" for k, v in rounds.items()), flush=True)
+                    continue
+                for key, value in rounds.items():
+                    results.setdefault(key, []).append(value)
+            browser.close()
+        peak = _peak_memory_gib(SERVED[url].pid)
     print_rounds(f"{size:,} {'objects' if objects else 'images'} ({folder})", results, repeats, peak)
     print("the embedding map: not timed here (the map's density image is timed by the default mode, at up to the "
           "rows it builds)")

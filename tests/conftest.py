@@ -257,12 +257,22 @@ def browser():
 def store_url(request, tmp_path):
     """A fresh, empty database per test: SQLite in the test folder, or a new database on the PostgreSQL server at
     HIBUG_TEST_POSTGRES_URL (.ci/run starts one with .ci/postgres; elsewhere the PostgreSQL case is skipped)."""
-    import os
-    import uuid
-
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'store.sqlite'}"
         return
+    yield from _new_postgres_database()
+
+
+@pytest.fixture
+def postgres_database():
+    """The URL of a new, empty database on the test PostgreSQL server (see store_url), dropped afterwards."""
+    yield from _new_postgres_database()
+
+
+def _new_postgres_database():
+    import os
+    import uuid
+
     server = os.environ.get("HIBUG_TEST_POSTGRES_URL")
     if not server:
         if os.environ.get("CI"):

@@ -52,6 +52,25 @@ def _import_arguments(parser) -> None:
 def _new_with_name(parser) -> None:
     _new_arguments(parser)
     parser.add_argument("--name", help="display name of the project (default: the folder name)")
+    parser.add_argument("--database", metavar="URL", help="keep the project's tables on this PostgreSQL database "
+                        "(postgresql://user@host:5432/database, an empty one; the password comes from PGPASSWORD or "
+                        "~/.pgpass, never the command line) instead of the folder's SQLite file; the folder names it "
+                        "and keeps the arrays and column files")
+
+
+def _database(url: str | None) -> str | None:
+    """The PostgreSQL URL `hibug new --database` was given, refused when it carries a password (a command line is
+    seen by every user of the machine, and kept in shell histories)."""
+    if url is None:
+        return None
+    from sqlalchemy.engine import make_url
+
+    from hibug_core.store.location import postgres_url
+
+    if make_url(postgres_url(url)).password is not None:
+        raise HibugError("give the database's password in PGPASSWORD or ~/.pgpass, not in the URL (a command line is "
+                         "seen by every user of the machine)")
+    return postgres_url(url)
 
 
 def cmd_new(args) -> int:
@@ -88,7 +107,8 @@ def cmd_new(args) -> int:
             with Project.open(args.project) as project:
                 summary = project.import_manifest(manifest)
         else:
-            Project.create_from_manifest(args.project, manifest, name=args.name).close()
+            Project.create_from_manifest(args.project, manifest, name=args.name,
+                                         db_url=_database(args.database)).close()
     finally:
         close()
     if getattr(args, "models_only", False) and manifest.objects is not None:

@@ -15,12 +15,12 @@ from hibug_core.access import Reach, Role
 from hibug_core.errors import ConfigError, HibugError
 from hibug_core.safe_files import inside
 from hibug_core.serving.roles import RoleMap
+from hibug_core.store.location import DB_FILE, project_file
 
 logger = logging.getLogger(__name__)
 POLICY_ENV = "HIBUG_SERVER"  # the policy as JSON, handed by `hibug serve` to the dashboard's process
 PROJECT_ENV = "HIBUG_PROJECT"  # one project to serve, when no policy is given (streamlit run app.py, tests)
 LOCAL_ADDRESSES = ("localhost", "127.0.0.1", "::1")
-DB_FILE = "hibug.sqlite"  # the file that makes a folder a project (store.project.DB_FILE; not imported: no cycle)
 SERVER_DIR = ".hibug-server"  # the server's own state (its job queue) inside the projects root or the project
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 NOT_SERVED = "No such project is served here; choose one from the list in the sidebar."
@@ -84,7 +84,7 @@ class ServerPolicy(BaseModel):
     def _one_thing_served(self) -> ServerPolicy:
         if self.project is not None and self.projects_root is not None:
             raise ValueError("serve one project or a projects root, not both")
-        if self.project is not None and not (self.project / DB_FILE).exists():  # a damaged one is named on opening
+        if self.project is not None and project_file(self.project) is None:  # a damaged one is named on opening
             raise ValueError(f"{self.project} is not a hibug project (no {DB_FILE})")
         return self
 
@@ -199,8 +199,8 @@ class ServerPolicy(BaseModel):
         try:
             if folder.is_symlink() or not folder.is_dir() or folder.resolve().parent != self.projects_root:
                 return False
-            database = folder / DB_FILE
-            if database.is_symlink() or not database.is_file() or database.stat().st_nlink > 1:
+            database = project_file(folder)  # its SQLite file, or the link naming its PostgreSQL database
+            if database is None or database.is_symlink() or not database.is_file() or database.stat().st_nlink > 1:
                 return False
             with os.scandir(folder) as entries:
                 return all(not item.is_symlink() or inside(item.path, self.projects_root) for item in entries)

@@ -105,6 +105,8 @@ def pending_migrations(engine: Engine) -> set[int]:
         with engine.connect() as connection:
             done = {int(v) for v in connection.execute(text("SELECT version FROM schema_migrations")).scalars()}
     except DatabaseError as error:
+        if engine.dialect.name != "sqlite":
+            raise  # a server that does not answer is not a damaged file: the caller names it (location.reaching)
         raise ProjectError(f"the project's database cannot be read ({error.orig or error}); it is damaged; "
                            f"{RESTORE}") from None
     if max(done, default=0) > latest:

@@ -40,6 +40,7 @@ from hibug_core.store.db import (
     write_transaction,
 )
 from hibug_core.store.integrity import check_sqlite_file, pending_migrations
+from hibug_core.store.location import DB_FILE, LINK_FILE, linked_url, project_file, reaching, write_link
 from hibug_core.store.migrations import LATEST_VERSION, migrate
 from hibug_core.store.staging import staged_folder
 
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-DB_FILE = "hibug.sqlite"
 SAMPLE_INDEXES = {"ix_samples_split": "samples (split)",  # migrations v1 and v11
                   "ix_samples_objects": "samples (id) WHERE object_kind IS NOT NULL"}
 KEYED_IMPORT_TABLES = ("samples", "predictions")  # the tables an import fills, with foreign keys
@@ -85,6 +85,26 @@ class ImportSummary:
     warnings: list[str] = field(default_factory=list)  # kept as given, but perhaps a mistake
 
 
+def _refuse_a_used_database(engine) -> None:
+    """ProjectError when a PostgreSQL database already holds tables: a project's database is its own."""
+    from sqlalchemy import inspect
+
+    tables = inspect(engine).get_table_names()
+    if tables:
+        held = "a hibug project" if "project_meta" in tables else f"{len(tables)} tables"
+        raise ProjectError(f"the database {engine.url.database} already holds {held}; give an empty database for a "
+                           "new project (CREATE DATABASE), or open the project whose folder names it")
+
+
+def _drop_every_table(engine) -> None:
+    """Remove what a failed creation made in its (empty before) PostgreSQL database."""
+    from sqlalchemy import inspect
+
+    with engine.begin() as connection:
+        for table in inspect(connection).get_table_names():
+            connection.execute(text(f'DROP TABLE IF EXISTS "{table}" CASCADE'))
+
+
 class Project:
     """Open with Project.open(folder); create with Project.create(folder) or Project.create_from_manifest()."""
 
@@ -117,6 +137,8 @@ class Project:
             raise ProjectError(f"{folder} is {'a file' if folder.exists() else 'not there'}; give the folder of a "
                                "hibug project (made by `hibug new` or `hibug demo`)")
         writable = True
+        if db_url is None and not database.exists():
+            db_url = linked_url(folder)  # a team's project: its database on a PostgreSQL server
         if db_url is None:
             if not database.exists():
                 raise ProjectError(f"{folder} is not a hibug project (no {DB_FILE}); create one with `hibug new`")
@@ -138,7 +160,8 @@ class Project:
         project = cls(folder, db_url=db_url, read_only=not writable if read_only is None else read_only)
         try:
             if db_url is not None:
-                pending = pending_migrations(project.engine)
+                with reaching(db_url):
+                    pending = pending_migrations(project.engine)
             if pending and project.read_only:
                 raise ProjectError(f"{folder} was made by an older hibug and needs upgrading (schema versions "
                                    f"{sorted(pending)}), which cannot be done where it cannot be written; open it "
@@ -157,11 +180,15 @@ class Project:
     def create(cls, folder: str | Path, *, name: str | None = None, db_url: str | None = None) -> Project:
         require(Role.ADMIN, "create a project")
         folder = Path(folder)
-        if (folder / DB_FILE).exists():
+        if project_file(folder):
             raise ProjectError(f"{folder} already holds a hibug project; open it, or choose another folder")
         folder.mkdir(parents=True, exist_ok=True)
         project = cls(folder, db_url=db_url)
         try:
+            if project.engine.dialect.name == "postgresql":
+                with reaching(db_url):
+                    _refuse_a_used_database(project.engine)
+                write_link(folder, db_url)
             migrate(project.engine)
             with write_transaction(project.engine) as connection:
                 for key, value in {"name": name or folder.resolve().name, "created_at": now()}.items():
@@ -177,24 +204,38 @@ class Project:
         """Remove a project's folder and everything in it (its images, kept outside it, stay)."""
         require(Role.ADMIN, "delete a project")
         folder = Path(folder)
-        if not (folder / DB_FILE).is_file():
+        if not (folder / DB_FILE).is_file() and not (folder / LINK_FILE).is_file():
             raise ProjectError(f"{folder} is not a hibug project (no {DB_FILE}); nothing was removed")
         import shutil
+
+        url = linked_url(folder)
+        if url is not None:  # its tables go with it, as a SQLite project's file does
+            engine = make_engine(url)
+            try:
+                with reaching(url):
+                    _drop_every_table(engine)
+            finally:
+                engine.dispose()
 
         shutil.rmtree(folder)
 
     @classmethod
     def create_from_manifest(cls, folder: str | Path, manifest, *, name: str | None = None,
-                             author: str | None = None) -> Project:
-        """Create a project and import a validated manifest; on any failure no folder is left behind."""
+                             author: str | None = None, db_url: str | None = None) -> Project:
+        """Create a project and import a validated manifest; on any failure no folder is left behind (nor, with a
+        PostgreSQL `db_url`, any table in that database)."""
         require(Role.ADMIN, "create a project")
         folder = Path(folder).resolve()
         if folder.exists() and any(folder.iterdir()):
             raise ProjectError(f"{folder} exists and is not empty; choose a new folder for the project")
         with staged_folder(folder, "creating") as staging:
-            project = cls.create(staging, name=name or folder.name)
+            project = cls.create(staging, name=name or folder.name, db_url=db_url)
             try:
                 project.import_manifest(manifest, author=author, private=True)
+            except BaseException:
+                if project.engine.dialect.name == "postgresql":
+                    _drop_every_table(project.engine)  # the database was empty before (create refuses a used one)
+                raise
             finally:
                 project.close()
         return cls.open(folder)
