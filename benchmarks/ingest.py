@@ -103,7 +103,7 @@ def peer_read_seconds(database: Path) -> float:
     return time.perf_counter() - start
 
 
-def _copy_rows(table, connection, columns, rows) -> None:
+def copy_rows(table, connection, columns, rows) -> None:
     """pandas.to_sql's insertion by PostgreSQL's COPY (the fastest way pandas can load PostgreSQL)."""
     with connection.connection.cursor() as cursor:
         names = ", ".join(f'"{c}"' for c in columns)
@@ -128,7 +128,7 @@ def on_postgres(url: str, manifest: Path, folder: Path, sqlite_project: Path) ->
     project.import_manifest(load_manifest(manifest))
     new_s = time.perf_counter() - start
     start = time.perf_counter()
-    pd.read_csv(manifest).to_sql("peer_manifest", engine, index=False, method=_copy_rows)
+    pd.read_csv(manifest).to_sql("peer_manifest", engine, index=False, method=copy_rows)
     peer_s = time.perf_counter() - start
     engine.dispose()
 

@@ -17,7 +17,10 @@ command a user runs), and the import's ratio to the bare load.
 One import of ten million objects needs about 75 GiB (its COCO records are Python objects); in parts of a million,
 each import's peak is a part's.
 --models 2 adds a second detector (`detector-v2`, the planted slice fixed) to the same rows, for Compare.
+--database URL imports into a project whose tables are on that PostgreSQL server (`hibug new --database`), against
+the same read and a COPY into a table there.
 Usage: python benchmarks/scale.py [--objects 1000000] [--dir /tmp/hibug-scale] [--repeat 1] [--parts 1] [--models 1]
+       [--database URL]
 """
 from __future__ import annotations
 
@@ -134,32 +137,58 @@ def split_manifest(manifest: Path, parts: int) -> list[Path]:
     return paths
 
 
-def bare_load(manifests: list[Path], target: Path) -> float:
+def bare_load(manifests: list[Path], target: Path, server: str | None = None) -> float:
     """Seconds to read the manifest (or its parts) with pyarrow and insert every row into one SQLite table, in one
-    transaction a file."""
+    transaction a file; with `server` (a PostgreSQL URL), into a table of a new database there by COPY."""
     import pyarrow.parquet as pq
 
     target.unlink(missing_ok=True)
+    engine = None
+    if server:
+        import sqlalchemy
+        from ingest import copy_rows  # the same peer as benchmarks/ingest.py's on PostgreSQL
+
+        engine = sqlalchemy.create_engine(new_database(server, "hibug_scale_bare"))
     started = time.perf_counter()
     for manifest in manifests:
         table = pq.read_table(manifest).to_pandas()
-        with sqlite3.connect(target) as connection:
-            table.to_sql("objects", connection, index=False, chunksize=100_000, if_exists="append")
+        if engine is not None:
+            table.to_sql("objects", engine, index=False, chunksize=100_000, if_exists="append", method=copy_rows)
+        else:
+            with sqlite3.connect(target) as connection:
+                table.to_sql("objects", connection, index=False, chunksize=100_000, if_exists="append")
         del table
-    return time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    if engine is not None:
+        engine.dispose()
+    return seconds
 
 
-def import_project(manifests: list[Path], project: Path) -> tuple[float, float]:
+def new_database(server: str, name: str) -> str:
+    """The URL of database `name` on the PostgreSQL `server`, made empty (dropped first if there)."""
+    import sqlalchemy
+
+    admin = sqlalchemy.create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        connection.exec_driver_sql(f"CREATE DATABASE {name}")
+    admin.dispose()
+    return server.rsplit("/", 1)[0] + f"/{name}"
+
+
+def import_project(manifests: list[Path], project: Path, server: str | None = None) -> tuple[float, float]:
     """(seconds, peak GiB) of `hibug new PROJECT --manifest FIRST` and `hibug import PROJECT --manifest NEXT` for
-    each other part, each run as its own process (the peak: the largest of them)."""
+    each other part, each run as its own process (the peak: the largest of them); with `server`, the project's tables
+    on a new database there (`hibug new --database`)."""
     shutil.rmtree(project, ignore_errors=True)
+    database = ["--database", new_database(server, "hibug_scale_project")] if server else []
     started = time.perf_counter()
     for k, manifest in enumerate(manifests):
-        command = "new" if k == 0 else "import"
-        run = subprocess.run([sys.executable, "-m", "hibug_core.cli", command, str(project), "--manifest",
-                              str(manifest), "--model-name", "detector"], capture_output=True, text=True)
+        command = ["new", str(project), *database] if k == 0 else ["import", str(project)]
+        run = subprocess.run([sys.executable, "-m", "hibug_core.cli", *command, "--manifest", str(manifest),
+                              "--model-name", "detector"], capture_output=True, text=True)
         if run.returncode != 0:
-            raise SystemExit(f"hibug {command} failed:\n{run.stderr[-3000:]}")
+            raise SystemExit(f"hibug {command[0]} failed:\n{run.stderr[-3000:]}")
         if k:
             print(f"  part {k + 1}: {time.perf_counter() - started:.0f} s so far", flush=True)
     seconds = time.perf_counter() - started
@@ -172,6 +201,9 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=1_000_000)
     parser.add_argument("--dir", default="/tmp/hibug-scale")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each side, alternated (medians compared)")
+    parser.add_argument("--database", metavar="URL", help="import into a project on this PostgreSQL server "
+                        "(databases hibug_scale_project and hibug_scale_bare are made there, emptied first), against "
+                        "pyarrow's read and a COPY into the same server")
     parser.add_argument("--models", type=int, choices=(1, 2), default=1,
                         help="2: a second detector, detector-v2, in the same manifest (for Compare)")
     parser.add_argument("--parts", type=int, default=1, help="import the objects as this many manifests of whole "
@@ -188,12 +220,14 @@ def main() -> None:
     manifests = split_manifest(manifest, args.parts)
     bare, imported, peaks = [], [], []
     for _ in range(args.repeat):
-        bare.append(bare_load(manifests, folder / "bare.sqlite"))
-        seconds, peak = import_project(manifests, folder / "project")
+        bare.append(bare_load(manifests, folder / "bare.sqlite", args.database))
+        seconds, peak = import_project(manifests, folder / ("project-postgres" if args.database else "project"),
+                                       args.database)
         imported.append(seconds)
         peaks.append(peak)
     bare_s, import_s = float(np.median(bare)), float(np.median(imported))
-    print(f"bare load (pyarrow read + one SQLite insert): {bare_s:.1f} s")
+    print(f"bare load (pyarrow read + {'a COPY into PostgreSQL' if args.database else 'one SQLite insert'}): "
+          f"{bare_s:.1f} s")
     how = "hibug new --manifest" + (f" and import of {args.parts - 1} more parts" if args.parts > 1 else "")
     print(f"{how}: {import_s:.1f} s, {import_s / bare_s:.1f}x the bare load, peak {max(peaks):.2f} GiB")
 

@@ -74,3 +74,28 @@ def test_a_second_detector_comes_in_the_same_manifest_with_the_planted_slice_fix
     scale.import_project([tmp_path / "data" / "objects.parquet"], tmp_path / "project")  # as the benchmark does
     with Project.open(tmp_path / "project", read_only=True) as project:
         assert set(project.models()) == {"detector", "detector-v2"}
+
+
+def test_the_benchmark_imports_into_postgresql_and_copies_its_peer_there(tmp_path, postgres_database, monkeypatch):
+    from sqlalchemy import create_engine, text
+
+    from hibug_core.store.project import Project
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "benchmarks"))  # as when run: its peers' helpers
+    scale = _scale()
+    parts = scale.split_manifest(scale.generate(tmp_path / "data", 300), 2)
+    seconds, _ = scale.import_project(parts, tmp_path / "project", postgres_database)
+    assert seconds > 0 and (tmp_path / "project" / "hibug.postgres").is_file()
+    with Project.open(tmp_path / "project", read_only=True) as project:
+        assert project.engine.dialect.name == "postgresql" and project.engine.url.database == "hibug_scale_project"
+        assert project.known_tags()["t00"].notna().sum() == 300
+    assert np.isfinite(scale.bare_load(parts, tmp_path / "unused.sqlite", postgres_database))
+    engine = create_engine(postgres_database.rsplit("/", 1)[0] + "/hibug_scale_bare")
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM objects")).scalar() == 315
+    engine.dispose()
+    admin = create_engine(postgres_database, isolation_level="AUTOCOMMIT")  # the server is shared by the tests
+    with admin.connect() as connection:
+        for name in ("hibug_scale_project", "hibug_scale_bare"):
+            connection.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
+    admin.dispose()
