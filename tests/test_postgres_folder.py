@@ -114,3 +114,24 @@ def test_a_failed_creation_and_a_removal_leave_no_table(postgres_database, tmp_p
     assert "samples" in tables(postgres_database)
     Project.delete(tmp_path / "p")
     assert not (tmp_path / "p").exists() and tables(postgres_database) == []
+
+
+def test_a_creation_that_fails_half_way_leaves_the_database_empty_and_the_folder_unlinked(postgres_database, tmp_path,
+                                                                                          monkeypatch):
+    import hibug_core.store.project as store
+
+    migrate = store.migrate
+
+    def full_disk(engine):  # the tables made, then the disk full
+        migrate(engine)
+        assert "project_meta" in tables(postgres_database)
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(store, "migrate", full_disk)
+    with pytest.raises(OSError):
+        store.Project.create(tmp_path / "p", db_url=postgres_database)
+    assert not (tmp_path / "p" / "hibug.postgres").exists() and tables(postgres_database) == []
+    monkeypatch.undo()
+    store.Project.create(tmp_path / "p", db_url=postgres_database).close()  # the same folder and database, again
+    with store.Project.open(tmp_path / "p", read_only=True) as project:
+        assert project.models() == []

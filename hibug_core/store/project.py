@@ -184,16 +184,24 @@ class Project:
             raise ProjectError(f"{folder} already holds a hibug project; open it, or choose another folder")
         folder.mkdir(parents=True, exist_ok=True)
         project = cls(folder, db_url=db_url)
+        on_server = project.engine.dialect.name == "postgresql"
         try:
-            if project.engine.dialect.name == "postgresql":
+            if on_server:
                 with reaching(db_url):
                     _refuse_a_used_database(project.engine)
-                write_link(folder, db_url)
-            migrate(project.engine)
-            with write_transaction(project.engine) as connection:
-                for key, value in {"name": name or folder.resolve().name, "created_at": now()}.items():
-                    connection.execute(text("INSERT INTO project_meta (key, value) VALUES (:k, :v)"),
-                                       {"k": key, "v": value})
+            try:
+                if on_server:
+                    write_link(folder, db_url)
+                migrate(project.engine)
+                with write_transaction(project.engine) as connection:
+                    for key, value in {"name": name or folder.resolve().name, "created_at": now()}.items():
+                        connection.execute(text("INSERT INTO project_meta (key, value) VALUES (:k, :v)"),
+                                           {"k": key, "v": value})
+            except BaseException:
+                if on_server:  # what this creation made, in a database it found empty
+                    (folder / LINK_FILE).unlink(missing_ok=True)
+                    _drop_every_table(project.engine)
+                raise
         except BaseException:  # e.g. a full disk: no connection is left holding the half-made database open
             project.close()
             raise
