@@ -170,6 +170,20 @@ def test_every_outcome_and_tide_error_type_on_a_hand_worked_image(tmp_path):
     assert looser.objects.loc[5, "score"] == pytest.approx(1 / 3)
 
 
+def test_a_box_equal_to_its_object_scores_exactly_one(tmp_path):
+    """The library's IoU of these equal boxes, read from a manifest, is 1.0000000000000022 (found among ten million
+    generated objects, where it stopped the slice search): a score is a share, 1 at most."""
+    from hibug_core.tasks import load_manifest
+
+    Image.new("RGB", (640, 480)).save(tmp_path / "a.png")
+    (tmp_path / "m.csv").write_text("image,box,label,pred_box,prediction,confidence,split\n"
+                                    "a.png,61.0 342.7 17.0 9.3,car,61.0 342.7 17.0 9.3,car,0.9,val\n"
+                                    "a.png,10 10 50 50,car,10 10 50 50,car,0.9,val\n")
+    with Project.create_from_manifest(tmp_path / "p", load_manifest(tmp_path / "m.csv")) as project:
+        assert project.samples("model")["score"].tolist() == [1.0, 1.0]
+        assert project.objects("model")["iou"].tolist() == [1.0, 1.0]
+
+
 def test_tides_ap_if_fixed_table_for_boxes_equals_pycocotools_on_the_fixed_files(tmp_path):
     """On the hand-worked image every TIDE error type happens once; each fix (a classification error takes its
     object's class, a localization error its object's box, both, duplicate and background errors removed, the missed

@@ -161,6 +161,25 @@ def test_bad_input_is_refused_with_a_reason():
         enumerate_slices(codes, [1], np.zeros(4), max_depth=5)
 
 
+def test_errors_a_rounding_outside_zero_and_one_count_as_their_bound_and_more_is_refused():
+    """1 - IoU of a box equal to its object's is -2.2e-15 (one object in the ten-million benchmark): the rounding is
+    its bound, bit for bit as if given so; an error off by a real amount is still refused."""
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 3, (200, 4)).astype(np.int16)
+    errors = np.round(rng.random(200), 2)
+    errors[:3] = 0.0
+    errors[3:6] = 1.0
+    noisy = errors.copy()
+    noisy[:3] = -2.220446049250313e-15
+    noisy[3:6] = 1 + 2.220446049250313e-16
+    exact, rounded = (enumerate_slices(codes, [3] * 4, e, max_depth=2) for e in (errors, noisy))
+    for level, same in zip(exact.levels, rounded.levels):
+        assert np.array_equal(level.count, same.count) and np.array_equal(level.errors, same.errors)
+    noisy[0] = -1e-6
+    with pytest.raises(ValueError, match=r"errors must lie in \[0, 1\]"):
+        enumerate_slices(codes, [3] * 4, noisy)
+
+
 # ----- scoring, parent rule, ranking ----------------------------------------------------------------------
 def planted(n=20_000, seed=0):
     rng = np.random.default_rng(seed)

@@ -583,6 +583,9 @@ def _outcomes(ground_truth: CocoGroundTruth, results: CocoResults, matched: dict
     obj_error[explained] = det_error[explained_by[explained]]
     shown_detection = np.where(found, obj_detection, explained_by)
     obj_iou[explained] = det_iou[explained_by[explained]]
+    # A box equal to its object's reaches an IoU of 1 + 2e-16 in floating point: the scores are shares in [0, 1]
+    np.clip(det_iou, 0.0, 1.0, out=det_iou)
+    np.clip(obj_iou, 0.0, 1.0, out=obj_iou)
     score = np.where(found, obj_iou if config.score == "iou" else 1.0, 0.0)
 
     def detection_column(values, empty):

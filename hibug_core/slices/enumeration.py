@@ -276,6 +276,7 @@ def _serial_and_threaded(kernel) -> dict:
 _COUNT = _serial_and_threaded(_count_candidates)
 _CANDIDATES = _serial_and_threaded(_candidate_features)
 _COUNT_WORDS = _serial_and_threaded(_count_words)
+ROUNDING = 1e-9  # errors this far outside [0, 1] are a computation's rounding (1 - IoU of equal boxes), clipped
 PARALLEL_FROM_WORDS = 20_000_000  # estimated AND+popcount words of a level above which threads are used
 # Rows are counted a block of bitset words at a time, every feature's block within this many bytes: at ten million
 # rows a bitset is 1.25 MB and every parent streaming every feature's whole bitset from memory made the search
@@ -313,8 +314,10 @@ def enumerate_slices(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, *
     errors = np.ascontiguousarray(errors[:, None] if errors.ndim == 1 else errors)
     if len(codes) != len(errors):
         raise ValueError(f"{len(codes)} rows of tags but {len(errors)} rows of errors")
-    if errors.size and (np.nanmin(errors) < 0 or np.nanmax(errors) > 1 or np.isnan(errors).any()):
+    if errors.size and (np.nanmin(errors) < -ROUNDING or np.nanmax(errors) > 1 + ROUNDING or np.isnan(errors).any()):
         raise ValueError("errors must lie in [0, 1] without gaps (1 - score per sample)")
+    if errors.size and (errors.min() < 0 or errors.max() > 1):  # a float's last bits (an IoU of 1 + 2e-16)
+        errors = np.clip(errors, 0.0, 1.0)
     feature_attribute, feature_tag = feature_table(codes, n_tags)
     if len(feature_attribute) > MAX_FEATURES:
         raise ValueError(f"{len(feature_attribute)} (attribute, tag) pairs; at most {MAX_FEATURES} are supported")
