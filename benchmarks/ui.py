@@ -119,7 +119,8 @@ def sidebar(page, title: str):
 
 def table_ready(page):
     def ready():
-        page.get_by_text(re.compile("slices enumerated, \\d+ error slices \\(")).first.wait_for(timeout=180_000)
+        # the first open computes the slices over every row: about ten minutes at ten million objects
+        page.get_by_text(re.compile("slices enumerated, \\d+ error slices \\(")).first.wait_for(timeout=1_800_000)
         page.get_by_test_id("stDataFrame").first.locator("canvas").first.wait_for(timeout=60_000)
         settle(page)
     return ready
@@ -143,8 +144,8 @@ def slice_ready(page, previous: str):
 
 def compare_ready(page, candidate: str):
     def ready():
-        page.get_by_test_id("stMetric").filter(has_text=candidate).first.wait_for(timeout=180_000)
-        page.get_by_text(re.compile("slices worse, ")).first.wait_for(timeout=180_000)
+        page.get_by_test_id("stMetric").filter(has_text=candidate).first.wait_for(timeout=1_800_000)
+        page.get_by_text(re.compile("slices worse, ")).first.wait_for(timeout=1_800_000)
         page.get_by_test_id("stDataFrame").first.locator("canvas").first.wait_for(timeout=60_000)
         settle(page)
     return ready
