@@ -121,7 +121,7 @@ def table_ready(page):
     def ready():
         # the first open computes the slices over every row: about ten minutes at ten million objects
         page.get_by_text(re.compile("slices enumerated, \\d+ error slices \\(")).first.wait_for(timeout=1_800_000)
-        page.get_by_test_id("stDataFrame").first.locator("canvas").first.wait_for(timeout=60_000)
+        page.get_by_test_id("stDataFrame").first.locator("canvas").first.wait_for(timeout=1_800_000)  # after the FPs
         settle(page)
     return ready
 
@@ -146,7 +146,7 @@ def compare_ready(page, candidate: str):
     def ready():
         page.get_by_test_id("stMetric").filter(has_text=candidate).first.wait_for(timeout=1_800_000)
         page.get_by_text(re.compile("slices worse, ")).first.wait_for(timeout=1_800_000)
-        page.get_by_test_id("stDataFrame").first.locator("canvas").first.wait_for(timeout=60_000)
+        page.get_by_test_id("stDataFrame").first.locator("canvas").first.wait_for(timeout=1_800_000)
         settle(page)
     return ready
 
