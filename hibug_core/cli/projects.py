@@ -67,10 +67,11 @@ def _database(url: str | None) -> str | None:
 
     from hibug_core.store.location import postgres_url
 
-    if make_url(postgres_url(url)).password is not None:
+    url = postgres_url(url)
+    if make_url(url).password is not None:
         raise HibugError("give the database's password in PGPASSWORD or ~/.pgpass, not in the URL (a command line is "
                          "seen by every user of the machine)")
-    return postgres_url(url)
+    return url
 
 
 def cmd_new(args) -> int:

@@ -212,7 +212,8 @@ class Project:
         """Remove a project's folder and everything in it (its images, kept outside it, stay)."""
         require(Role.ADMIN, "delete a project")
         folder = Path(folder)
-        if not (folder / DB_FILE).is_file() and not (folder / LINK_FILE).is_file():
+        found = project_file(folder)
+        if found is None or not found.is_file():
             raise ProjectError(f"{folder} is not a hibug project (no {DB_FILE}); nothing was removed")
         import shutil
 
