@@ -628,3 +628,43 @@ def test_one_slices_data_its_overlapping_slices_and_the_rest_are_told_apart():
     groups = slice_groups(SimpleNamespace(tags=tags, slices=slices), chosen)
     assert {name: np.flatnonzero(mask).tolist() for name, mask in groups.items()} == {
         "match": [0, 1], "overlap": [2, 3], "non-overlap": [4, 5, 6, 7]}
+
+
+def test_label_attributes_finds_the_columns_that_spell_the_label():
+    import pandas as pd
+
+    from hibug_core.slices.report import label_attributes
+    from hibug_core.slices.search import CLASS
+
+    labels = pd.Series(["cat", "dog", None, "cat", "bird"], index=[10, 11, 12, 13, 14], dtype="string")
+    tags = pd.DataFrame({
+        "species": pd.Categorical(["cat", "dog", "cat", "cat", "bird"]),  # equal wherever a label is
+        "untagged_row": pd.Categorical(["cat", None, "x", "cat", "bird"]),  # a missing tag does not count against it
+        "one_off": pd.Categorical(["cat", "dog", None, "dog", "bird"]),
+        "unknown_value": pd.Categorical(["cat", "dog", None, "cat", "fish"]),
+        "as_text": np.array(["cat", "dog", "?", "cat", "bird"], dtype=object),  # not categorical
+        "never": pd.Categorical([None, None, None, None, None], categories=["cat"]),
+        CLASS: pd.Categorical(["a", "b", "c", "d", "e"]),
+    }, index=[10, 11, 12, 13, 14])
+    assert label_attributes(tags, labels) == ["species", "untagged_row", "as_text", CLASS]
+
+
+def test_packed_slice_rows_equal_masks_and_their_sums():
+    from hibug_core.slices.bitsets import count_rows, masked_counts, masked_sum, unpack_rows
+
+    rng = np.random.default_rng(5)
+    n = 1_000 + 37  # not a whole number of 64-row words
+    codes = rng.integers(-1, 3, size=(n, 4)).astype(np.int16)
+    matrix = TagMatrix(np.arange(n), ["a", "b", "c", "d"], [["x", "y", "z"]] * 4, codes)
+    definitions = [(), (("a", "x"),), (("b", "z"), ("d", "y")), (("a", "y"), ("b", "y"), ("c", "x")), (("a", "x"),)]
+    values = rng.random(n)
+    kinds = rng.integers(-1, 4, size=n)
+    packed = matrix.bitsets(definitions)
+    assert packed.shape == (5, 17)
+    for definition, bits in zip(definitions, packed):
+        mask = matrix.mask(definition)
+        assert np.array_equal(unpack_rows(bits, n), mask)
+        assert count_rows(bits) == mask.sum()
+        assert masked_sum(bits, values) == pytest.approx(values[mask].sum(), rel=1e-12)
+        assert masked_counts(bits, kinds, 4).tolist() == np.bincount(kinds[mask & (kinds >= 0)], minlength=4).tolist()
+    assert count_rows(packed[0]) == n  # the whole set: no bit past the last row

@@ -53,3 +53,40 @@ def feature_bitsets(feature_of, n_features):
             if feature < n_features:
                 bits[feature, row >> 6] |= mask
     return bits
+
+
+def unpack_rows(words: np.ndarray, n: int) -> np.ndarray:
+    """Inverse of pack_rows for one bitset: a boolean mask of n rows."""
+    return np.unpackbits(np.ascontiguousarray(words).view(np.uint8), count=n, bitorder="little").view(bool)
+
+
+def count_rows(words: np.ndarray) -> int:
+    """How many rows a bitset holds."""
+    return int(np.bitwise_count(words).sum())
+
+
+@njit(cache=True)
+def masked_sum(words, values):
+    """The sum of values[i] over the rows i the bitset holds, in row order: what values[mask].sum() gives without
+    a mask of every row."""
+    total = 0.0
+    for w in range(words.shape[0]):
+        word = words[w]
+        while word:
+            total += values[(w << 6) + trailing_zeros64(word)]
+            word &= word - np.uint64(1)
+    return total
+
+
+@njit(cache=True)
+def masked_counts(words, codes, bins):
+    """How many of the rows the bitset holds have each code 0..bins-1 (codes below 0 are not counted)."""
+    counts = np.zeros(bins, dtype=np.int64)
+    for w in range(words.shape[0]):
+        word = words[w]
+        while word:
+            code = codes[(w << 6) + trailing_zeros64(word)]
+            if code >= 0:
+                counts[code] += 1
+            word &= word - np.uint64(1)
+    return counts

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.bounds import Bound, check_bounds
+from hibug_core.slices.bitsets import masked_counts
 from hibug_core.slices.redundancy import mark_repeats
 from hibug_core.slices.report import (
     SliceError,
@@ -249,14 +250,14 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
     worst_n = max(1, int(round(config.worst_share * len(table))))
     worst = {x: set(table["slice_id"].to_numpy()[np.argsort(per_model[x].to_numpy(), kind="stable")[:worst_n]])
              for x in models}
-    failed = {x: set(rows[scores[:, i] < config.right_from]) for i, x in enumerate(models)}
+    failed = {x: scores[:, i] < config.right_from for i, x in enumerate(models)}  # a mask over the shared rows
     overlap, iou = [], []
     for a, b in combinations(models, 2):
         overlap.append({"model_a": a, "model_b": b, "worst_slices": len(worst[a]), "shared": len(worst[a] & worst[b]),
                         "jaccard": len(worst[a] & worst[b]) / max(len(worst[a] | worst[b]), 1)})
-        iou.append({"model_a": a, "model_b": b, "failures_a": len(failed[a]), "failures_b": len(failed[b]),
-                    "both": len(failed[a] & failed[b]),
-                    "iou": len(failed[a] & failed[b]) / max(len(failed[a] | failed[b]), 1)})
+        both, either = np.count_nonzero(failed[a] & failed[b]), np.count_nonzero(failed[a] | failed[b])
+        iou.append({"model_a": a, "model_b": b, "failures_a": np.count_nonzero(failed[a]),
+                    "failures_b": np.count_nonzero(failed[b]), "both": both, "iou": both / max(either, 1)})
     return ModelComparison(list(models), split, test, overall, pd.concat(slice_rows, ignore_index=True),
                            pd.concat(class_rows, ignore_index=True), pd.DataFrame(overlap), pd.DataFrame(iou),
                            evaluation, tag_matrix, config, slices)
@@ -333,12 +334,14 @@ def error_mix_shifts(comparison: ModelComparison, error_types: dict[str, pd.Seri
     candidate = candidate or comparison.candidates[0]
     models = (comparison.baseline, candidate)
     ids = comparison.evaluation.index
-    kinds = {m: error_types[m].reindex(ids).fillna("").astype(str).to_numpy() for m in models}
-    types = sorted({t for m in models for t in np.unique(kinds[m]) if t})
+    kinds = {m: error_types[m].reindex(ids).astype("category") for m in models}
+    types = sorted({str(t) for m in models for t in kinds[m].cat.categories if str(t)})
+    # each sample's error type as a number (-1: right, or no type): slices are counted over their packed rows
+    codes = {m: _recoded(kinds[m], types) for m in models}
+    listed = comparison.against(candidate).head(top)
     rows = []
-    for _, row in comparison.against(candidate).head(top).iterrows():
-        mask = comparison.tags.mask(row["definition"])
-        counts = np.array([[np.count_nonzero(kinds[m][mask] == t) for t in types] for m in models])
+    for (_, row), bits in zip(listed.iterrows(), comparison.tags.bitsets(list(listed["definition"]))):
+        counts = np.array([masked_counts(bits, codes[m], len(types)) for m in models])
         used = counts.sum(axis=0) > 0
         if counts.sum(axis=1).min() == 0:
             continue
@@ -351,6 +354,13 @@ def error_mix_shifts(comparison: ModelComparison, error_types: dict[str, pd.Seri
     frame = pd.DataFrame(rows, columns=["slice_id", "description", "count", "shift", "p_value"] +
                          [f"{t} ({m})" for m in ("baseline", "candidate") for t in types])
     return frame.sort_values("shift", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _recoded(values: pd.Series, names: list[str]) -> np.ndarray:
+    """A categorical's codes renumbered as positions in `names` (-1 where missing or not among them)."""
+    position = pd.Index(names).get_indexer(values.cat.categories.astype(str))
+    codes = values.cat.codes.to_numpy()
+    return np.where(codes >= 0, position[codes], -1).astype(np.int64)
 
 
 def pair_matrix(pairs: pd.DataFrame, models: list[str], value: str) -> pd.DataFrame:
