@@ -233,16 +233,17 @@ def _slice_report(folder: str, model: str, split: str, config, state: str, tags:
 
 
 def model_comparison(project: Project, models: tuple[str, ...], split: str, slices, config, tags: str = "in force"):
-    """Models compared slice by slice (slices.compare); recomputed only when the settings or the project change."""
+    """Models compared slice by slice (slices.compare); recomputed only when the settings or the project change (and
+    read from the project's files, where a process that compared them before kept them)."""
     return _model_comparison(str(project.folder), tuple(models), split, slices, config, tags, project_state(project))
 
 
 @st.cache_resource(show_spinner="Comparing the models…", max_entries=6)  # shared, never mutated by a page
 def _model_comparison(folder: str, models: tuple[str, ...], split: str, slices, config, tags: str, state: str):
-    from hibug_core.slices.compare import compare_models
+    from hibug_core.slices.kept_comparisons import kept_comparison
 
     del state
-    return compare_models(open_project(folder), list(models), split=split, slices=slices, config=config, tags=tags)
+    return kept_comparison(open_project(folder), list(models), split=split, slices=slices, config=config, tags=tags)
 
 
 def source_ranking(project: Project):

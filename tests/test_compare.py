@@ -301,3 +301,32 @@ def test_two_detectors_compared_by_iou_with_their_error_mix(detection_demo, tmp_
     assert not shifts.empty and {"missed (baseline)", "missed (candidate)"} <= set(shifts.columns)
     circles = shifts[shifts["description"].str.contains("class = circle")]
     assert (circles["missed (candidate)"] > circles["missed (baseline)"]).all()
+
+
+def test_a_kept_comparison_is_read_back_whole_and_other_settings_are_computed(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from hibug_core.slices import kept_comparisons
+    from hibug_core.slices.kept_comparisons import kept_comparison
+
+    folder = planted_pair(tmp_path)
+    settings = {"slices": SliceConfig(max_depth=2, min_support=10), "config": CompareConfig(alpha=0.1)}
+    with Project.open(folder) as project:
+        first = kept_comparison(project, ["base", "cand"], **settings)
+        assert len(list((folder / "columns").glob("comparison-*.arrow"))) == 6
+        computed = []
+        monkeypatch.setattr(kept_comparisons, "compare_models", lambda *a, **k: computed.append(1))
+        again = kept_comparison(project, ["base", "cand"], **settings)
+        assert computed == []  # read back, not computed
+        for part in ("overall", "slices", "classes", "worst_overlap", "failure_iou", "evaluation"):
+            pd.testing.assert_frame_equal(getattr(again, part), getattr(first, part), check_dtype=False)
+        assert again.test == first.test and again.models == first.models
+        assert np.array_equal(again.tags.codes, first.tags.codes) and again.tags.tags == first.tags.tags
+        changed = again.changes("cand").query("kind == 'slice'")
+        assert changed["description"].iat[0] == "color = green"
+        assert again.disagreements(changed["slice_id"].iat[0], "base", "cand").equals(
+            first.disagreements(changed["slice_id"].iat[0], "base", "cand"))
+    with Project.open(folder, read_only=True) as project:  # other settings on a read-only open: computed, not kept
+        kept_comparison(project, ["base", "cand"], slices=SliceConfig(max_depth=1, min_support=10))
+    assert computed == [1]
+    assert len(list((folder / "columns").glob("comparison-*.arrow"))) == 6

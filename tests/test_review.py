@@ -187,3 +187,22 @@ def test_the_reproduce_block_writes_characters_not_escapes(demo_project, monkeyp
         report = error_slices(project)
         page = report_html(project, report, findings(project, report, top=1), thumbnails=0)
     assert '"tags": "run 1 · measured"' in page and "\\u00b7" not in page
+
+
+def test_the_board_views_and_jobs_leave_the_data_version_and_its_caches_alone(colour_project):
+    from hibug_core.jobs.store import create_job, request_cancel
+    from hibug_core.store.audit import NOT_DATA
+    from hibug_core.store.tag_store import project_state
+
+    before, state = colour_project.data_version(), project_state(colour_project)
+    review = ensure_review(colour_project, (("color", "red"),), author="ana")
+    update_review(colour_project, review.id, version=1, status="confirmed bug", author="ana")
+    add_comment(colour_project, review.id, "red fails", author="bo")
+    save_view(colour_project, "reds", "Error_slices", {"slice": "x"}, author="bo")
+    request_cancel(colour_project, create_job(colour_project, "embed", {}, author="ana"), author="ana")
+    log = colour_project.audit_log()
+    assert log["action"].iloc[-6:].tolist() == list(NOT_DATA)  # each recorded, none a change of the data
+    assert colour_project.data_version() == before and project_state(colour_project) == state
+    correct_tags(colour_project, "color", [1], "blue", author="ana")  # a change of the data moves both
+    assert colour_project.data_version() == int(colour_project.audit_log()["id"].max()) > before
+    assert project_state(colour_project) != state

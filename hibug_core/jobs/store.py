@@ -12,7 +12,7 @@ from sqlalchemy import text
 from hibug_core.access import AccessDenied, Role, current_actor, require
 from hibug_core.errors import HibugError
 from hibug_core.redaction import redact, redact_json
-from hibug_core.store.audit import author_name, now, record
+from hibug_core.store.audit import CANCEL_JOB, START_JOB, author_name, now, record
 from hibug_core.store.db import read_connection, write_transaction
 
 LIVE = ("queued", "running")
@@ -102,7 +102,7 @@ def create_job(project, kind: str, params: dict, *, author: str | None = None, r
             {"k": kind, "p": json.dumps(params), "a": author, "t": now(), "r": resumed_from,
              "h": socket.gethostname()})
         job_id = connection.execute(text("SELECT MAX(id) FROM jobs")).scalar_one()
-        record(connection, author, "start job", f"job/{job_id}", None, {"kind": kind, "params": params})
+        record(connection, author, START_JOB, f"job/{job_id}", None, {"kind": kind, "params": params})
     return int(job_id)
 
 
@@ -164,4 +164,4 @@ def request_cancel(project, job_id: int, *, author: str | None = None) -> None:
         raise AccessDenied(f"job {job_id} was started by someone else; only they or an admin may cancel it")
     with write_transaction(project.engine) as connection:
         connection.execute(text("UPDATE jobs SET cancel_requested = 1 WHERE id = :i"), {"i": job_id})
-        record(connection, author, "cancel job", f"job/{job_id}", None, None)
+        record(connection, author, CANCEL_JOB, f"job/{job_id}", None, None)

@@ -186,10 +186,10 @@ class _ComparedSlices(BaseModel):
         return SliceConfig(max_depth=self.max_depth, min_support=self.min_support, by_class=self.by_class)
 
     def comparison(self, project, models: list[str]):
-        from hibug_core.slices.compare import compare_models
+        from hibug_core.slices.kept_comparisons import kept_comparison
 
-        return compare_models(project, models, split=self.split, slices=self.slice_config(),
-                              config=self.compare_config(), attributes=self.attributes, tags=self.tags)
+        return kept_comparison(project, models, split=self.split, slices=self.slice_config(),
+                               config=self.compare_config(), attributes=self.attributes, tags=self.tags)
 
 
 def _line(row) -> str:

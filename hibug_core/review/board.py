@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from hibug_core.errors import HibugError
 from hibug_core.slices.search import describe, slice_id
-from hibug_core.store.audit import author_name, now, record
+from hibug_core.store.audit import COMMENT, OPEN_REVIEW, UPDATE_REVIEW, author_name, now, record
 from hibug_core.store.db import read_connection, write_transaction
 from hibug_core.values import normalise_name, normalise_prose
 
@@ -96,7 +96,7 @@ def ensure_review(project, definition=None, *, kind: str = "slice", key: str | N
             {"k": kind, "t": key, "ti": title or key, "d": json.dumps(definition) if definition else None,
              "m": json.dumps([int(m) for m in members]) if members is not None else None, "a": author, "at": stamp})
         row = _select(connection, "target_kind = :k AND target_key = :t", target)
-        record(connection, author, "open review", f"review:{row[0]}", None, {"title": row[3], "status": "open"})
+        record(connection, author, OPEN_REVIEW, f"review:{row[0]}", None, {"title": row[3], "status": "open"})
     return _review(row)
 
 
@@ -125,7 +125,7 @@ def update_review(project, review_id: int, *, version: int, status: str | None =
             {"s": after["status"], "as": after["assignee"], "a": author, "at": stamp, "i": review_id, "v": version})
         if changed.rowcount != 1:  # another writer got in between the read and the update
             raise StaleReviewError(version, _review(_select(connection, "id = :i", {"i": review_id})))
-        record(connection, author, "update review", f"review:{review_id}",
+        record(connection, author, UPDATE_REVIEW, f"review:{review_id}",
                {"status": before.status, "assignee": before.assignee, "version": before.version},
                {**after, "version": version + 1})
     return get_review(project, review_id)
@@ -146,7 +146,7 @@ def add_comment(project, review_id: int, body: str, *, author: str | None = None
                                 "VALUES (:r, :a, :b, :t)"), {"r": review_id, "a": author, "b": body, "t": now()})
         comment_id = int(connection.execute(text("SELECT MAX(id) FROM review_comments WHERE review_id = :r"),
                                             {"r": review_id}).scalar_one())
-        record(connection, author, "comment", f"review:{review_id}", None, {"comment": comment_id, "body": body})
+        record(connection, author, COMMENT, f"review:{review_id}", None, {"comment": comment_id, "body": body})
     return comment_id
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 from sqlalchemy import text
 
 from hibug_core.review.board import ReviewError
-from hibug_core.store.audit import author_name, now, record
+from hibug_core.store.audit import SAVE_VIEW, author_name, now, record
 from hibug_core.store.db import read_connection, write_transaction
 from hibug_core.values import normalise_name
 
@@ -34,7 +34,7 @@ def save_view(project, name: str, page: str, query: dict[str, str], *, author: s
                                 "VALUES (:n, :p, :q, :a, :t)"),
                            {"n": name, "p": page, "q": json.dumps(query, sort_keys=True), "a": author, "t": now()})
         view_id = int(connection.execute(text("SELECT id FROM saved_views WHERE name = :n"), {"n": name}).scalar_one())
-        record(connection, author, "save view", f"view:{view_id}", None, {"name": name, "page": page, "query": query})
+        record(connection, author, SAVE_VIEW, f"view:{view_id}", None, {"name": name, "page": page, "query": query})
     return view_id
 
 

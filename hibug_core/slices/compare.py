@@ -180,30 +180,15 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
     if unknown:
         raise SliceError(f"no model {', '.join(repr(m) for m in unknown)} in this project; known: "
                          f"{', '.join(known) or 'none yet'}")
-    frames = {m: project.samples(m) for m in models}
-    base = frames[models[0]]
-    in_split = (base["split"] == split) & base["label"].notna()
-    evaluated = {m: int((in_split & frames[m]["prediction"].notna()).sum()) for m in models}
-    shared = in_split.to_numpy().copy()
-    for model in models:
-        shared &= frames[model]["prediction"].notna().to_numpy()
-    rows = base.index[shared]
-    if len(rows) == 0:
-        raise SliceError(f"no labelled '{split}' samples that every one of {', '.join(models)} predicts")
     # 2. The shared samples with each model's prediction and score, and their tags.
-    evaluation = pd.DataFrame({"label": base.loc[rows, "label"]})
-    for model in models:
-        evaluation[f"prediction:{model}"] = frames[model].loc[rows, "prediction"]
-        evaluation[f"score:{model}"] = frames[model].loc[rows, "score"].astype(float)
+    evaluation, evaluated = shared_samples(project, models, split)
+    rows = evaluation.index
     scores = evaluation[[f"score:{m}" for m in models]].to_numpy(float)
     if np.isnan(scores).any():
         raise SliceError("some shared samples have a prediction but no score; import a score for them")
     errors = 1.0 - scores
     binary = bool(np.isin(errors, (0.0, 1.0)).all())
-    # Nothing tagged yet: the models are still compared overall and per class.
-    frame = tag_frame(project, attributes, tags, by_class=slices.by_class, allow_empty=not attributes).loc[rows]
-    # An attribute with one tag on every shared sample (one class) names the whole set again: nothing to slice by.
-    frame = frame[[c for c in frame.columns if not (frame[c].notna().all() and frame[c].nunique() == 1)]]
+    frame = compared_tags(project, rows, attributes, tags, slices)
     tag_matrix = TagMatrix.from_frame(frame)
     # 3. One enumeration over the errors and, per candidate, the squared difference from the baseline.
     squared = (errors[:, :1] - errors[:, 1:]) ** 2
@@ -261,6 +246,35 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
     return ModelComparison(list(models), split, test, overall, pd.concat(slice_rows, ignore_index=True),
                            pd.concat(class_rows, ignore_index=True), pd.DataFrame(overlap), pd.DataFrame(iou),
                            evaluation, tag_matrix, config, slices)
+
+
+def shared_samples(project, models: list[str], split: str) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The labelled `split` samples every model predicts (label, and per model prediction:<m> and score:<m>), and
+    how many of the split each model predicts."""
+    frames = {m: project.samples(m) for m in models}
+    base = frames[models[0]]
+    in_split = (base["split"] == split) & base["label"].notna()
+    evaluated = {m: int((in_split & frames[m]["prediction"].notna()).sum()) for m in models}
+    shared = in_split.to_numpy().copy()
+    for model in models:
+        shared &= frames[model]["prediction"].notna().to_numpy()
+    rows = base.index[shared]
+    if len(rows) == 0:
+        raise SliceError(f"no labelled '{split}' samples that every one of {', '.join(models)} predicts")
+    evaluation = pd.DataFrame({"label": base.loc[rows, "label"]})
+    for model in models:
+        evaluation[f"prediction:{model}"] = frames[model].loc[rows, "prediction"]
+        evaluation[f"score:{model}"] = frames[model].loc[rows, "score"].astype(float)
+    return evaluation, evaluated
+
+
+def compared_tags(project, rows: pd.Index, attributes: list[str] | None, tags: str,
+                  slices: SliceConfig) -> pd.DataFrame:
+    """The tags models are compared over on the shared `rows` (slices.report.tag_frame; none yet is an empty frame:
+    the models are then compared overall and per class), without attributes that name the whole set again."""
+    frame = tag_frame(project, attributes, tags, by_class=slices.by_class, allow_empty=not attributes).loc[rows]
+    # An attribute with one tag on every shared sample (one class) names the whole set again: nothing to slice by.
+    return frame[[c for c in frame.columns if not (frame[c].notna().all() and frame[c].nunique() == 1)]]
 
 
 def _changes(table: pd.DataFrame, base_errors, candidate_errors, squared, baseline: str, candidate: str, binary: bool,

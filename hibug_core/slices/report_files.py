@@ -27,8 +27,8 @@ def kept_error_slices(project, model: str | None = None, *, split: str = "val", 
     """error_slices(project, model, split=, config=, attributes=, tags=), read from the project's files when they
     hold this project state, else computed and kept there (a read-only project only reads them)."""
     model = model or next(iter(project.models()), None)
-    names = {"report": PREFIX + _digest([model, split, dataclasses.asdict(config), attributes, tags]),
-             "tags": TAGS_PREFIX + _digest([attributes, tags, config.by_class])}
+    names = {"report": PREFIX + settings_digest([model, split, dataclasses.asdict(config), attributes, tags]),
+             "tags": TAGS_PREFIX + settings_digest([attributes, tags, config.by_class])}
     version = f"{FORMAT} {project_state(project)}"
     report = _load(project, names, version, model, split, config) if model else None
     if report is None:
@@ -37,7 +37,8 @@ def kept_error_slices(project, model: str | None = None, *, split: str = "val", 
     return report
 
 
-def _digest(settings) -> str:
+def settings_digest(settings) -> str:
+    """A short name for the settings a kept report was computed with (JSON: lists, dicts, numbers, text)."""
     return hashlib.blake2b(json.dumps(settings, sort_keys=True).encode(), digest_size=8).hexdigest()
 
 
@@ -82,8 +83,8 @@ def _save(project, names: dict, version: str, report: SliceReport) -> None:
              "summary": pd.DataFrame({"summary": [json.dumps(summary, default=_plain)]})}
     for part, frame in parts.items():  # a report is read only when every part holds this version
         project.columns.save(f"{names['report']}-{part}", version, frame)
-    _remove_old(project.columns.root, PREFIX, KEPT_REPORTS)
-    _remove_old(project.columns.root, TAGS_PREFIX, KEPT_TAGS)
+    remove_old(project.columns.root, PREFIX, KEPT_REPORTS)
+    remove_old(project.columns.root, TAGS_PREFIX, KEPT_TAGS)
 
 
 def _plain(value):
@@ -119,7 +120,7 @@ def _enumeration(table: pd.DataFrame, summary: dict) -> Enumeration:
                        np.asarray(summary["binary_errors"], dtype=bool))
 
 
-def _remove_old(root, prefix: str, keep: int) -> None:
+def remove_old(root, prefix: str, keep: int) -> None:
     """Keep the files of the `keep` newest reports (or tag tables) whose names start with `prefix`."""
     groups: dict[str, float] = {}
     for path in root.glob(prefix + "*.arrow"):

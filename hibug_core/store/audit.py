@@ -11,6 +11,13 @@ from hibug_core.access import acting_identity
 from hibug_core.redaction import redact_json
 from hibug_core.values import normalise_name
 
+# What the team's board, saved views and the jobs' bookkeeping record. They change no sample, tag, schema or model, so
+# the version every cache of project data is keyed by (Project.data_version) does not move with them: at ten million
+# objects, putting the error slices on the board used to make the next page compute the slices again (ten minutes).
+OPEN_REVIEW, UPDATE_REVIEW, COMMENT = "open review", "update review", "comment"
+SAVE_VIEW, START_JOB, CANCEL_JOB = "save view", "start job", "cancel job"
+NOT_DATA = (OPEN_REVIEW, UPDATE_REVIEW, COMMENT, SAVE_VIEW, START_JOB, CANCEL_JOB)
+
 
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

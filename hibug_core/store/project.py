@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, bindparam, text
 
 from hibug_core.access import Role, require
 from hibug_core.cache import BoundedCache
@@ -25,7 +25,7 @@ from hibug_core.errors import Issues, ManifestError, ProjectError, RowIssue
 from hibug_core.metrics import judged
 from hibug_core.store import known_tag_columns, object_store
 from hibug_core.store.arrays import ArrayStore
-from hibug_core.store.audit import author_name, now
+from hibug_core.store.audit import NOT_DATA, author_name, now
 from hibug_core.store.audit import record as record_audit
 from hibug_core.store.column_files import ColumnFiles
 from hibug_core.store.db import (
@@ -472,9 +472,14 @@ class Project:
             return int(connection.execute(text("SELECT MAX(version) FROM schema_migrations")).scalar_one())
 
     def data_version(self) -> int:
-        """Grows with every logged change; caches of project data are keyed by it."""
+        """Grows with every logged change of the project's data (not with the board's, views' and jobs' own records,
+        audit.NOT_DATA); caches of project data are keyed by it."""
         with read_connection(self.engine) as connection:
-            return int(connection.execute(text("SELECT COALESCE(MAX(id), 0) FROM audit_log")).scalar_one())
+            # read backwards from the newest entry: no scan of a long log
+            newest = connection.execute(text("SELECT id FROM audit_log WHERE action NOT IN :skipped ORDER BY id DESC "
+                                             "LIMIT 1").bindparams(bindparam("skipped", expanding=True)),
+                                        {"skipped": list(NOT_DATA)}).scalar()
+        return int(newest or 0)
 
     def models(self) -> list[str]:
         with read_connection(self.engine) as connection:

@@ -1,0 +1,63 @@
+"""Model comparisons kept beside the database for the project's current state: a new process (the dashboard after a
+restart) reads a comparison's tables from Arrow files and takes its shared samples and tags from the project's column
+files, instead of enumerating every shared sample again (most of a minute at ten million objects). A cache only, as
+report_files is: a missing, stale or damaged file means the comparison is computed (and kept) again."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pandas as pd
+
+from hibug_core.slices.compare import CompareConfig, ModelComparison, compare_models, compared_tags, shared_samples
+from hibug_core.slices.report_files import remove_old, settings_digest
+from hibug_core.slices.search import SliceConfig, TagMatrix
+from hibug_core.store.tag_store import project_state
+
+FORMAT = "1"  # bumped when what is kept, or how it is computed, changes: older files are then stale
+KEPT = 8  # the newest comparisons kept per project; older ones' files are removed
+PREFIX = "comparison-"
+TABLES = ("overall", "slices", "classes", "worst_overlap", "failure_iou")
+
+
+def kept_comparison(project, models: list[str], *, split: str = "val", slices: SliceConfig = SliceConfig(),
+                    config: CompareConfig = CompareConfig(), attributes: list[str] | None = None,
+                    tags: str = "in force") -> ModelComparison:
+    """compare_models(project, models, split=, slices=, config=, attributes=, tags=), read from the project's files
+    when they hold this project state, else computed and kept there (a read-only project only reads them)."""
+    name = PREFIX + settings_digest([list(models), split, dataclasses.asdict(slices), dataclasses.asdict(config),
+                                     attributes, tags])
+    version = f"{FORMAT} {project_state(project)}"
+    comparison = _load(project, name, version, list(models), split, slices, config, attributes, tags)
+    if comparison is None:
+        comparison = compare_models(project, list(models), split=split, slices=slices, config=config,
+                                    attributes=attributes, tags=tags)
+        _save(project, name, version, comparison)
+    return comparison
+
+
+def _load(project, name: str, version: str, models: list[str], split: str, slices: SliceConfig,
+          config: CompareConfig, attributes, tags: str) -> ModelComparison | None:
+    parts = {}
+    for part in ("summary", *TABLES):
+        parts[part] = project.columns.load(f"{name}-{part}", version)
+        if parts[part] is None:
+            return None
+    summary = json.loads(parts["summary"]["summary"].iat[0])
+    table = parts["slices"]
+    table = table.assign(definition=[tuple(map(tuple, json.loads(d))) for d in table["definition"]])
+    evaluation, _ = shared_samples(project, models, split)
+    matrix = TagMatrix.from_frame(compared_tags(project, evaluation.index, attributes, tags, slices))
+    return ModelComparison(models, split, summary["test"], parts["overall"], table, parts["classes"],
+                           parts["worst_overlap"], parts["failure_iou"], evaluation, matrix, config, slices)
+
+
+def _save(project, name: str, version: str, comparison: ModelComparison) -> None:
+    if project.columns.read_only:
+        return
+    tables = {part: getattr(comparison, part) for part in TABLES}
+    tables["slices"] = tables["slices"].assign(definition=[json.dumps(d) for d in tables["slices"]["definition"]])
+    tables["summary"] = pd.DataFrame({"summary": [json.dumps({"test": comparison.test})]})
+    for part in (*TABLES, "summary"):  # the summary last: a comparison is read only when every part holds this version
+        project.columns.save(f"{name}-{part}", version, tables[part])
+    remove_old(project.columns.root, PREFIX, KEPT)
