@@ -55,8 +55,9 @@ def overview() -> None:
 
     nouns = task.nouns
     detections = samples["object_kind"] == DETECTION_KIND if "object_kind" in samples else None
-    true = samples if detections is None else samples[~detections]  # true objects or people, not the model's
-    counts = true["split"].value_counts()
+    # true objects or people, not the model's (a column, not the table: selecting rows copies every column)
+    true = samples["split"] if detections is None else samples.loc[~detections, "split"]
+    counts = true.value_counts()
     cells = st.columns(5)
     apart = ""
     if detections is not None and detections.any():
@@ -97,7 +98,7 @@ def overview() -> None:
     by_split = metrics.score_by(samples, "split")
     st.subheader(f"How {plain(model)} does")
     cells = st.columns(len(by_split) + 1)
-    held_out = metrics.labelled(samples[samples["split"] != "train"])
+    held_out = metrics.labelled(samples.loc[samples["split"] != "train", ["label", "score"]])
     cells[0].metric(f"Held-out {nouns.figure}", f"{held_out['score'].mean():.1%}",
                     help=f"{nouns.figure.capitalize()} over the labelled {nouns.samples} outside the training split")
     for cell, (split, row) in zip(cells[1:], by_split.iterrows()):
@@ -110,12 +111,13 @@ def overview() -> None:
 
     st.subheader(f"Sample {nouns.samples}")
     choice = st.segmented_control("Show", ["errors", "all"], default="errors", key="overview_show")
-    rows = samples[samples["split"] == split]
+    listed = samples["split"] == split
     if choice == "errors":
-        rows = rows[rows["correct"] == False]  # noqa: E712 (pandas nullable boolean)
+        listed &= (samples["correct"] == False).fillna(False)  # noqa: E712 (pandas nullable boolean)
     count = st.slider("How many", 8, 64, 24, step=8, key="overview_count")
-    shown = rows.sample(n=min(count, len(rows)), random_state=0) if len(rows) else rows
-    apart = int((rows["label"] == BACKGROUND).sum())  # a model's false positives: samples too, counted apart
+    rows = samples.loc[listed, "label"]  # the rows drawn from, as a column: the shown ones are taken whole
+    shown = samples.loc[rows.sample(n=min(count, len(rows)), random_state=0).index] if len(rows) else samples.iloc[:0]
+    apart = int((rows == BACKGROUND).sum())  # a model's false positives: samples too, counted apart
     st.caption(f"{len(shown)} of {nouns.count(len(rows) - apart)}"
                + (f" and {apart:,} false positives" if apart else "") + " · caption: label → prediction")
     image_grid(project, shown, caption=task.outcome)

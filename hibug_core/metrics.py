@@ -31,7 +31,8 @@ def score_by(samples: pd.DataFrame, column: str) -> pd.DataFrame:
     """Count, mean score and error count per value of a column, largest groups first."""
     import pandas as pd
 
-    rows = labelled(samples)
+    # the columns read, before rows are selected: selecting rows of a whole sample table copies every column
+    rows = labelled(samples[list(dict.fromkeys([column, "label", "score"]))])
     grouped = rows.groupby(column, observed=True)["score"]
     table = pd.DataFrame({"count": grouped.size(), "score": grouped.mean()})
     table["errors"] = (rows["score"] < 0.5).groupby(rows[column], observed=True).sum().astype(int)

@@ -9,7 +9,14 @@ import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
-from hibug_core.objects.summary import confusion_members, error_breakdown, keypoint_table, object_confusion
+from hibug_core.objects.summary import (
+    KEYPOINT_COLUMNS,
+    SUMMARY_COLUMNS,
+    confusion_members,
+    error_breakdown,
+    keypoint_table,
+    object_confusion,
+)
 from hibug_core.tasks import task_of
 from hibug_ui.plots import error_type_figure, literal_values
 from hibug_ui.widgets import image_grid
@@ -44,7 +51,8 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str, user
         title, meaning = figures[name]
         cell.metric(title, "none to find" if value < 0 else f"{value:.3f}",  # COCO's -1: no object of that kind
                     help=meaning if value >= 0 else f"{meaning}: the split holds no {nouns.samples} to find")
-    evaluated = samples[(samples["split"] == split) & samples["outcome"].notna()]
+    read = [c for c in (*SUMMARY_COLUMNS, *KEYPOINT_COLUMNS) if c in samples]
+    evaluated = samples.loc[(samples["split"] == split) & samples["outcome"].notna(), read]
     left, right = st.columns([2, 3])
     with left:
         st.markdown("**AP per class**")
@@ -73,7 +81,7 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str, user
             st.plotly_chart(error_type_figure(counts, "count", colour), width="stretch",
                             key=f"overview_error_types_{number}")
     with right:
-        _confusion(project, evaluated, nouns)
+        _confusion(project, evaluated, samples, nouns)
     if evaluation.get("fixes") is not None:
         _fixes(evaluation, evaluated, settings, task)
 
@@ -98,7 +106,7 @@ def _fixes(evaluation: dict, evaluated: pd.DataFrame, settings: dict, task) -> N
                      column_config={c: st.column_config.NumberColumn(format="%.2f") for c in table.columns[2:]})
 
 
-def _confusion(project, evaluated: pd.DataFrame, nouns) -> None:
+def _confusion(project, evaluated: pd.DataFrame, samples: pd.DataFrame, nouns) -> None:
     st.markdown("**Confusion matrix** (rows: true class, columns: predicted; "
                 f"select a cell to see its {nouns.samples})")
     matrix = object_confusion(evaluated)
@@ -120,7 +128,7 @@ def _confusion(project, evaluated: pd.DataFrame, nouns) -> None:
     row, column = cells[0]
     true, predicted = matrix.index[row], matrix.columns[list(shown.columns).index(column)]
     members = confusion_members(evaluated)
-    chosen = evaluated.loc[members.index[(members["true"] == true) & (members["predicted"] == predicted)]]
+    chosen = samples.loc[members.index[(members["true"] == true) & (members["predicted"] == predicted)]]
     st.markdown(f"**{nouns.count(len(chosen))}**: true {plain(true)}, predicted {plain(predicted)}")
     image_grid(project, chosen.head(24), columns=6, caption=lambda r: f"{r['outcome']}"  # a missed one: once
                + (f" ({r['error_type']})" if r["error_type"] and r["error_type"] != r["outcome"] else ""),

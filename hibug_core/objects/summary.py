@@ -22,13 +22,20 @@ def predicted_column(samples: pd.DataFrame) -> pd.Series:
     return column.where(samples["outcome"] != "false positive", samples["prediction"])
 
 
+# What the confusion matrix reads of each object: a page narrows a model's whole sample table to these (and the
+# keypoint columns, for people) before it selects rows, since selecting rows copies every column.
+SUMMARY_COLUMNS = ("label", "prediction", "outcome", "error_type", "predicted_class", "object_kind")
+KEYPOINT_COLUMNS = ("keypoint_types", "keypoint_similarity_json")
+
+
 def confusion_members(samples: pd.DataFrame) -> pd.DataFrame:
     """The objects the confusion matrix counts, with their row (`true`) and column (`predicted`): every ground-truth
     object, and in the (background) row every false positive that no object is confused by: on nothing, a duplicate,
     a misplaced box, as every crop of a false positive is captioned "(background) → its class". A false positive
     that names another class on an object (classification, both) is counted once, in that object's row. Only samples
     with an outcome of this model."""
-    evaluated = samples[samples["outcome"].notna()]
+    evaluated = samples.loc[samples["outcome"].notna(),  # no other column copied: a model's table has thirty
+                            ["label", "prediction", "outcome", "error_type", "predicted_class"]]
     counted = evaluated[(evaluated["outcome"] != "false positive") | ~evaluated["error_type"].isin(CONFUSED)]
     return pd.DataFrame({"true": counted["label"].where(counted["outcome"] != "false positive", BACKGROUND),
                          "predicted": predicted_column(counted)}, index=counted.index)
@@ -48,7 +55,8 @@ def object_confusion(samples: pd.DataFrame) -> pd.DataFrame:
 def error_breakdown(samples: pd.DataFrame, error_types: tuple[str, ...] = ERROR_TYPES) -> pd.DataFrame:
     """How many missed objects, found objects and false positives have each error type (the task's: TIDE's six for
     boxes; an object found but outlined badly has one too), in its order."""
-    evaluated = samples[samples["outcome"].isin(["missed", "true positive", "false positive"])]
+    evaluated = samples.loc[samples["outcome"].isin(["missed", "true positive", "false positive"]),
+                            ["error_type", "outcome"]]
     counts = evaluated.groupby(["error_type", "outcome"]).size().unstack(fill_value=0)
     counts = counts.reindex(index=list(error_types), columns=["missed", "true positive", "false positive"],
                             fill_value=0)
