@@ -54,14 +54,15 @@ def grid_filters(rows: pd.DataFrame, tags: pd.DataFrame | None, key: str,
     """Filters above an image grid: class, outcome (right or wrong) and one tag (those of attributes too poor to
     trust, `poor`: tagging.sources.too_poor, flagged); returns the rows that pass."""
     cells = st.columns([2, 1, 2])
-    classes = sorted(rows["label"].dropna().astype(str).unique()) if "label" in rows else []
+    # distinct values first, then text: a million rows made text once per attribute took seconds at every rerun
+    classes = sorted({str(v) for v in rows["label"].dropna().unique()}) if "label" in rows else []
     chosen = cells[0].multiselect("Class", classes, key=f"{key}_class", placeholder="every class")
     outcome = cells[1].segmented_control("Outcome", list(OUTCOMES), default="all", key=f"{key}_outcome")
     options = []
     if tags is not None:
         present = tags.reindex(rows.index)
         for attribute in present.columns:
-            options += [f"{attribute} = {t}" for t in present[attribute].dropna().astype(str).unique()]
+            options += [f"{attribute} = {t}" for t in {str(v) for v in present[attribute].dropna().unique()}]
     tag = cells[2].selectbox("Tag", ["any tag", *sorted(options)], key=f"{key}_tag",
                              format_func=functools.partial(flagged_tag, dict(poor or {})))
     if chosen:

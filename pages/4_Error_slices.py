@@ -181,8 +181,11 @@ with found:
         cells[4].metric("Share of all failures", f"{row['coverage']:.1%}")
         left, right = st.columns([2, 3])
         ids = report.sample_ids(chosen_id)
-        evaluated = report.evaluation.loc[ids]
-        shown = load_samples(project, model).loc[ids]  # objects: with their boxes and outcomes
+        samples = load_samples(project, model)  # objects: with their boxes and outcomes
+        # What the charts and filters read of the slice's rows (selecting millions of rows of the whole table copied
+        # every column); the rows of the grid's page are taken whole.
+        shown = samples.loc[ids, [c for c in ("label", "prediction", "correct", "outcome", "error_type")
+                                  if c in samples]]
         with left:
             if task.error_groups:  # failures that carry an error type, one chart per kind (a box's, a keypoint's)
                 typed = error_breakdown(shown, task.error_types).sum(axis=1)
@@ -193,7 +196,7 @@ with found:
                         st.plotly_chart(error_type_figure(counts[counts > 0], nouns.samples, "#ea8c00", 240),
                                         width="stretch", key=f"slice_error_types_{number}")
             else:
-                counts = evaluated["prediction"].value_counts().rename_axis("prediction").reset_index(
+                counts = shown["prediction"].value_counts().rename_axis("prediction").reset_index(
                     name=nouns.samples)
                 counts["prediction"] = literal_values(counts["prediction"])
                 figure = px.bar(counts, x="prediction", y=nouns.samples, title="Predictions in the slice")
@@ -209,9 +212,8 @@ with found:
                              column_config={"score": percent_column("score"), "gap": percent_column("gap")})
         st.markdown(f"**{nouns.Samples}** (failures first; caption: label → prediction)")
         rows = grid_filters(shown, report.all_tags, key="slice_filter", poor=report.poor)
-        image_grid(project, paged(rows, key=f"slice_page_{chosen_id}",
-                                  noun=nouns.samples), details="slice", report=report, user=user,
-                   caption=outcome)
+        page_rows = paged(rows, key=f"slice_page_{chosen_id}", noun=nouns.samples)
+        image_grid(project, samples.loc[page_rows.index], details="slice", report=report, user=user, caption=outcome)
 
 with unseen:
     st.caption("Slices the validation set barely covers, predicted to fail (HiBug2) and checked against the pool and "
