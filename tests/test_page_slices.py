@@ -75,6 +75,10 @@ def test_grid_filters_and_the_image_detail_view_with_a_correction(monkeypatch, d
     assert any(c.value.startswith("images 1–24 of 35") for c in at.caption)
     at.segmented_control(key="slice_filter_outcome").set_value("right").run()
     assert any(c.value.startswith("images 1–7 of 7") for c in at.caption)  # 35 blue triangles, 28 wrong
+    # the tags offered are those of the slice's images (all blue), each attribute's counted from its codes
+    offered = at.selectbox(key="slice_filter_tag").options
+    assert offered[0] == "any tag" and "color = blue" in offered and "color = red" not in offered
+    assert offered == ["any tag", *sorted(offered[1:])] and len(offered) == len(set(offered))
     at.selectbox(key="slice_filter_tag").set_value("size = small").run()
     assert not at.exception
     shown = [b for b in at.button if b.key and b.key.startswith("slice_detail_")]

@@ -327,3 +327,18 @@ def test_two_jobs_that_stored_the_same_images_at_once_read_back_one_row_each(col
     cache.add(["b", "c"], {"embedding": np.array([[0.0, 1.0], [0.5, 0.5]])})
     assert len(cache) == 3
     np.testing.assert_array_equal(cache.get(["c", "b", "a"]), [[0.5, 0.5], [0.0, 1.0], [1.0, 0.0]])
+
+
+def test_split_counts_follow_every_change_of_the_samples(image_dir, write_csv, tmp_path):
+    from hibug_core.store.removal import remove_samples
+
+    path = write_csv("image,label,prediction,split\nimages/a.png,cat,cat,train\nimages/b.png,dog,cat,val\n")
+    project = Project.create_from_manifest(tmp_path / "p", load_manifest(path))
+    assert project.split_counts() == {"train": 1, "val": 1}
+    project.split_counts()["train"] = 7  # a caller's copy: the kept counts stay as they are
+    assert project.split_counts() == {"train": 1, "val": 1}
+    remove_samples(project, [1], reason="blurred", author="ana")
+    assert project.split_counts() == {"val": 1}
+    more = write_csv("id,image,label,prediction,split\nc,images/a.png,cat,cat,test\n", name="more.csv")
+    project.import_manifest(load_manifest(more))
+    assert project.split_counts() == {"test": 1, "val": 1}

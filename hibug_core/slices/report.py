@@ -61,10 +61,15 @@ class SliceReport:
     enumeration: Enumeration | None = None  # every slice with enough support, reported or not
     model_column: int = 0  # this model's column in the enumeration's errors
     poor: dict[str, str] = field(default_factory=dict)  # sliced attributes whose tags are too poor to trust: why
+    apart: int | None = None  # the model's false positives on the split, counted once (every page run asks)
+
+    def __post_init__(self):
+        if self.apart is None:
+            self.apart = false_positives(self.samples, self.split) if self.samples is not None else 0
 
     def false_positives(self) -> int:
         """The model's false positives on the split: measured apart, never in the true samples' score."""
-        return false_positives(self.samples, self.split) if self.samples is not None else 0
+        return self.apart
 
     def headline(self, nouns) -> str:
         """The report in one line, in the task's words (`nouns`: tasks.base.Nouns): what was scored, how, and the
