@@ -22,6 +22,7 @@ from hibug_ui.state import (
     current_task,
     current_user,
     load_samples,
+    score_summary,
     shown_as_messages,
     source_ranking,
 )
@@ -95,11 +96,10 @@ def overview() -> None:
                    "manifest with a 'prediction' column.")
         st.stop()
 
-    by_split = metrics.score_by(samples, "split")
+    by_split, held_out_score = score_summary(project, model)
     st.subheader(f"How {plain(model)} does")
     cells = st.columns(len(by_split) + 1)
-    held_out = metrics.labelled(samples.loc[samples["split"] != "train", ["label", "score"]])
-    cells[0].metric(f"Held-out {nouns.figure}", f"{held_out['score'].mean():.1%}",
+    cells[0].metric(f"Held-out {nouns.figure}", f"{held_out_score:.1%}",
                     help=f"{nouns.figure.capitalize()} over the labelled {nouns.samples} outside the training split")
     for cell, (split, row) in zip(cells[1:], by_split.iterrows()):
         cell.metric(f"{split} {nouns.figure}", f"{row['score']:.1%}",

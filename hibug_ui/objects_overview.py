@@ -9,16 +9,10 @@ import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
-from hibug_core.objects.summary import (
-    KEYPOINT_COLUMNS,
-    SUMMARY_COLUMNS,
-    confusion_members,
-    error_breakdown,
-    keypoint_table,
-    object_confusion,
-)
+from hibug_core.objects.summary import confusion_members, evaluated_objects, keypoint_table
 from hibug_core.tasks import task_of
 from hibug_ui.plots import error_type_figure, literal_values
+from hibug_ui.state import object_figures
 from hibug_ui.widgets import image_grid
 
 
@@ -51,8 +45,7 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str, user
         title, meaning = figures[name]
         cell.metric(title, "none to find" if value < 0 else f"{value:.3f}",  # COCO's -1: no object of that kind
                     help=meaning if value >= 0 else f"{meaning}: the split holds no {nouns.samples} to find")
-    read = [c for c in (*SUMMARY_COLUMNS, *KEYPOINT_COLUMNS) if c in samples]
-    evaluated = samples.loc[(samples["split"] == split) & samples["outcome"].notna(), read]
+    matrix, breakdown = object_figures(project, model, split)  # over every object: kept between runs
     left, right = st.columns([2, 3])
     with left:
         st.markdown("**AP per class**")
@@ -60,7 +53,6 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str, user
                      width="stretch",
                      column_config={"AP": st.column_config.NumberColumn(format="%.3f"),
                                     "AP50": st.column_config.NumberColumn(format="%.3f")})
-        breakdown = error_breakdown(evaluated, task.error_types)
         # One chart per kind of failure: a missed person's keypoint error types and box error types are not one
         # axis, and false positives are measured apart from the true samples. A kind some found samples have too (an
         # object outlined badly) counts them beside the missed.
@@ -81,12 +73,12 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str, user
             st.plotly_chart(error_type_figure(counts, "count", colour), width="stretch",
                             key=f"overview_error_types_{number}")
     with right:
-        _confusion(project, evaluated, samples, nouns)
+        _confusion(project, matrix, samples, split, nouns)
     if evaluation.get("fixes") is not None:
-        _fixes(evaluation, evaluated, settings, task)
+        _fixes(evaluation, samples, split, settings, task)
 
 
-def _fixes(evaluation: dict, evaluated: pd.DataFrame, settings: dict, task) -> None:
+def _fixes(evaluation: dict, samples: pd.DataFrame, split: str, settings: dict, task) -> None:
     """The AP each error type costs (its errors fixed as TIDE's oracles fix them, the AP computed again); a pose
     model's also per keypoint."""
     left, right = st.columns([2, 3])
@@ -99,6 +91,7 @@ def _fixes(evaluation: dict, evaluated: pd.DataFrame, settings: dict, task) -> N
     if "keypoint_names" not in settings:
         return
     with right:
+        evaluated = evaluated_objects(samples, split)
         people = evaluated[evaluated["object_kind"] == "object"]
         table = keypoint_table(people, settings["keypoint_names"])
         st.markdown("**Per keypoint** (people a prediction went with; shares of the labelled keypoints)")
@@ -106,10 +99,9 @@ def _fixes(evaluation: dict, evaluated: pd.DataFrame, settings: dict, task) -> N
                      column_config={c: st.column_config.NumberColumn(format="%.2f") for c in table.columns[2:]})
 
 
-def _confusion(project, evaluated: pd.DataFrame, samples: pd.DataFrame, nouns) -> None:
+def _confusion(project, matrix: pd.DataFrame, samples: pd.DataFrame, split: str, nouns) -> None:
     st.markdown("**Confusion matrix** (rows: true class, columns: predicted; "
                 f"select a cell to see its {nouns.samples})")
-    matrix = object_confusion(evaluated)
     if matrix.empty:
         st.caption(f"No {nouns.samples} in this split.")
         return
@@ -127,7 +119,7 @@ def _confusion(project, evaluated: pd.DataFrame, samples: pd.DataFrame, nouns) -
         return
     row, column = cells[0]
     true, predicted = matrix.index[row], matrix.columns[list(shown.columns).index(column)]
-    members = confusion_members(evaluated)
+    members = confusion_members(evaluated_objects(samples, split))
     chosen = samples.loc[members.index[(members["true"] == true) & (members["predicted"] == predicted)]]
     st.markdown(f"**{nouns.count(len(chosen))}**: true {plain(true)}, predicted {plain(predicted)}")
     image_grid(project, chosen.head(24), columns=6, caption=lambda r: f"{r['outcome']}"  # a missed one: once

@@ -73,6 +73,35 @@ def _samples(folder: str, model: str | None, state: str) -> pd.DataFrame:
     return task_of(project).sample_table(project, model)
 
 
+def score_summary(project: Project, model: str) -> tuple[pd.DataFrame, float]:
+    """A model's score by split (metrics.score_by) and over the labelled samples outside training: every row read,
+    so kept until the project changes (a second of every Overview run at ten million objects)."""
+    return _score_summary(str(project.folder), model, project_state(project))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _score_summary(folder: str, model: str, state: str) -> tuple[pd.DataFrame, float]:
+    from hibug_core import metrics
+
+    samples = _samples(folder, model, state)
+    held_out = metrics.labelled(samples.loc[samples["split"] != "train", ["label", "score"]])
+    return metrics.score_by(samples, "split"), float(held_out["score"].mean())
+
+
+def object_figures(project: Project, model: str, split: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """An object model's confusion matrix and error types on `split` (objects.summary), kept until the project
+    changes: the Overview's tables of every object, not computed again on each of its runs."""
+    return _object_figures(str(project.folder), model, split, project_state(project))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _object_figures(folder: str, model: str, split: str, state: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from hibug_core.objects.summary import error_breakdown, evaluated_objects, object_confusion
+
+    evaluated = evaluated_objects(_samples(folder, model, state), split)
+    return object_confusion(evaluated), error_breakdown(evaluated, task_of(open_project(folder)).error_types)
+
+
 def current_task(project: Project) -> Task:
     """The project's task: its nouns, views and capabilities for every caption, column and form."""
     return task_of(project)

@@ -28,6 +28,12 @@ SUMMARY_COLUMNS = ("label", "prediction", "outcome", "error_type", "predicted_cl
 KEYPOINT_COLUMNS = ("keypoint_types", "keypoint_similarity_json")
 
 
+def evaluated_objects(samples: pd.DataFrame, split: str) -> pd.DataFrame:
+    """The samples of `split` the model has an outcome on, with the columns these summaries read."""
+    read = [c for c in (*SUMMARY_COLUMNS, *KEYPOINT_COLUMNS) if c in samples]
+    return samples.loc[(samples["split"] == split) & samples["outcome"].notna(), read]
+
+
 def confusion_members(samples: pd.DataFrame) -> pd.DataFrame:
     """The objects the confusion matrix counts, with their row (`true`) and column (`predicted`): every ground-truth
     object, and in the (background) row every false positive that no object is confused by: on nothing, a duplicate,
