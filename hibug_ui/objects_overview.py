@@ -120,9 +120,9 @@ def _confusion(project, matrix: pd.DataFrame, samples: pd.DataFrame, split: str,
     row, column = cells[0]
     true, predicted = matrix.index[row], matrix.columns[list(shown.columns).index(column)]
     members = confusion_members(evaluated_objects(samples, split))
-    chosen = samples.loc[members.index[(members["true"] == true) & (members["predicted"] == predicted)]]
+    chosen = members.index[(members["true"] == true) & (members["predicted"] == predicted)]
     st.markdown(f"**{nouns.count(len(chosen))}**: true {plain(true)}, predicted {plain(predicted)}")
-    image_grid(project, chosen.head(24), columns=6, caption=lambda r: f"{r['outcome']}"  # a missed one: once
+    image_grid(project, samples.loc[chosen[:24]], columns=6, caption=lambda r: f"{r['outcome']}"  # a missed one: once
                + (f" ({r['error_type']})" if r["error_type"] and r["error_type"] != r["outcome"] else ""),
                details="overview_confusion")
 
