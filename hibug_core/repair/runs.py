@@ -33,6 +33,7 @@ def finish_run(project, run_id: int, result: dict, *, author: str | None = None)
 def repair_runs(project, kind: str | None = None, *, finished: bool = False, limit: int | None = None) -> pd.DataFrame:
     """Runs (newest first; of one kind, only finished ones, at most `limit`) with parameters and result decoded."""
     query, params = _where(kind, finished)
+    query += " ORDER BY id DESC"
     if limit is not None:
         query += " LIMIT :n"
         params["n"] = int(limit)
@@ -57,5 +58,5 @@ def _where(kind: str | None, finished: bool) -> tuple[str, dict]:
         params["k"] = kind
     if finished:
         conditions.append("result_json IS NOT NULL")
-    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    return where + " ORDER BY id DESC", params
+    # no ORDER BY here: PostgreSQL refuses one beside an aggregate (run_count's COUNT), where SQLite ignores it
+    return f" WHERE {' AND '.join(conditions)}" if conditions else "", params
