@@ -22,15 +22,15 @@ def predicted_column(samples: pd.DataFrame) -> pd.Series:
     return column.where(samples["outcome"] != "false positive", samples["prediction"])
 
 
-# What the confusion matrix reads of each object: a page narrows a model's whole sample table to these (and the
-# keypoint columns, for people) before it selects rows, since selecting rows copies every column.
-SUMMARY_COLUMNS = ("label", "prediction", "outcome", "error_type", "predicted_class", "object_kind")
-KEYPOINT_COLUMNS = ("keypoint_types", "keypoint_similarity_json")
+# What the confusion matrix reads of each object, and what the per-keypoint table reads of each person: selecting rows
+# of a model's whole sample table copies every one of its thirty columns, so rows are selected of these alone.
+CONFUSION_COLUMNS = ("label", "prediction", "outcome", "error_type", "predicted_class")
+PEOPLE_COLUMNS = ("object_kind", "keypoint_types", "keypoint_similarity_json")
 
 
 def evaluated_objects(samples: pd.DataFrame, split: str) -> pd.DataFrame:
     """The samples of `split` the model has an outcome on, with the columns these summaries read."""
-    read = [c for c in (*SUMMARY_COLUMNS, *KEYPOINT_COLUMNS) if c in samples]
+    read = [c for c in (*CONFUSION_COLUMNS, *PEOPLE_COLUMNS) if c in samples]
     return samples.loc[(samples["split"] == split) & samples["outcome"].notna(), read]
 
 
@@ -40,8 +40,7 @@ def confusion_members(samples: pd.DataFrame) -> pd.DataFrame:
     a misplaced box, as every crop of a false positive is captioned "(background) → its class". A false positive
     that names another class on an object (classification, both) is counted once, in that object's row. Only samples
     with an outcome of this model."""
-    evaluated = samples.loc[samples["outcome"].notna(),  # no other column copied: a model's table has thirty
-                            ["label", "prediction", "outcome", "error_type", "predicted_class"]]
+    evaluated = samples.loc[samples["outcome"].notna(), list(CONFUSION_COLUMNS)]
     counted = evaluated[(evaluated["outcome"] != "false positive") | ~evaluated["error_type"].isin(CONFUSED)]
     return pd.DataFrame({"true": counted["label"].where(counted["outcome"] != "false positive", BACKGROUND),
                          "predicted": predicted_column(counted)}, index=counted.index)
