@@ -38,6 +38,7 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str, user
     st.markdown(f"**COCO evaluation** of import #{evaluation['import_id']} ({', '.join(evaluation['splits'])}; "
                 f"faster-coco-eval, equal to pycocotools); {nouns.a_sample} is found at {nouns.score} "
                 f"{settings['iou_threshold']:.2f} or more")
+    _other_imports(project, model, split, evaluation, nouns)
     figures = headline(nouns)
     shown = [name for name in figures if name in evaluation["summary"]]
     for cell, name in zip(st.columns(len(shown)), shown):
@@ -76,6 +77,24 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str, user
         _confusion(project, matrix, samples, split, nouns)
     if evaluation.get("fixes") is not None:
         _fixes(evaluation, samples, split, settings, task)
+
+
+def _other_imports(project, model: str, split: str, evaluation: dict, nouns) -> None:
+    """Where the split came in several imports, each evaluated by COCO on its own: say that the figures above are one
+    import's, and show every import's."""
+    per_import = project.evaluations_per_import(model, split)
+    if len(per_import) < 2:
+        return
+    aps = per_import["AP"][per_import["AP"] >= 0]
+    spread = f": {nouns.ap} {aps.min():.3f} to {aps.max():.3f}" if len(aps) else ""
+    st.caption(f"The {split} split came in {len(per_import)} imports and COCO evaluated each on its own (an AP is not "
+               f"a sum of parts){spread}. The figures above are import #{evaluation['import_id']}'s; the error types "
+               f"and the confusion matrix below count every import's {nouns.samples}.")
+    with st.expander(f"COCO evaluation of each import ({len(per_import)})"):
+        titles = {name: title for name, (title, _) in headline(nouns).items()}
+        shown = [c for c in ("import", "splits", "objects", *titles) if c in per_import.columns]
+        st.dataframe(per_import[shown].rename(columns={"objects": nouns.samples, **titles}), hide_index=True,
+                     width="stretch", key="overview_coco_per_import")
 
 
 def _fixes(evaluation: dict, samples: pd.DataFrame, split: str, settings: dict, task) -> None:

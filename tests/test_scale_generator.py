@@ -99,3 +99,41 @@ def test_the_benchmark_imports_into_postgresql_and_copies_its_peer_there(tmp_pat
         for name in ("hibug_scale_project", "hibug_scale_bare"):
             connection.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
     admin.dispose()
+
+
+def test_a_split_imported_in_parts_shows_each_imports_coco_evaluation_not_one_for_all(tmp_path, monkeypatch, capsys):
+    from hibug_core.cli import main
+    from hibug_core.store.project import Project
+
+    from page_support import open_page
+
+    scale = _scale()
+    scale.LINKS_PER_FILE = 100
+    parts = scale.split_manifest(scale.generate(tmp_path / "data", 600), 3)
+    assert main(["new", str(tmp_path / "project"), "--manifest", str(parts[0])]) == 0
+    for part in parts[1:]:
+        assert main(["import", str(tmp_path / "project"), "--manifest", str(part)]) == 0
+    with Project.open(tmp_path / "project", read_only=True) as project:
+        per_import = project.evaluations_per_import("model", "val")
+        assert per_import["import"].tolist() == [3, 2, 1]  # newest first
+        assert per_import["AP"].iat[0] == project.object_evaluation("model", "val")["summary"]["AP"]  # the newest
+        # each import's COCO objects are its own part's (every split's: COCO evaluated the import whole)
+        assert per_import["objects"].tolist() == [int((pd.read_parquet(p)["box"] != "").sum()) for p in parts[::-1]]
+        coco = project.describe()["coco"]
+        assert list(coco) == ["model (import #1; train,val)", "model (import #2; train,val)",
+                              "model (import #3; train,val)"]
+        assert [coco[f"model (import #{i}; train,val)"]["AP"] for i in (3, 2, 1)] == per_import["AP"].tolist()
+        assert len(set(per_import["AP"])) == 3  # three evaluations, not one shown three times
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "project")]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("COCO")]
+    assert [line.split()[1:4] for line in lines] == [["model", "(import", f"#{i};"] for i in (1, 2, 3)]
+
+    at = open_page(monkeypatch, "app.py", tmp_path / "project")
+    assert not at.exception and not at.error
+    said = [c.value for c in at.caption if c.value.startswith("The val split came in 3 imports")]
+    low, high = per_import["AP"].min(), per_import["AP"].max()
+    assert len(said) == 1 and f"AP {low:.3f} to {high:.3f}" in said[0] and "import #3's" in said[0]
+    table = next(d.value for d in at.dataframe if "import" in d.value.columns)
+    assert table["import"].tolist() == [3, 2, 1] and table["AP"].tolist() == per_import["AP"].tolist()
+    assert table["objects"].tolist() == per_import["objects"].tolist()

@@ -2,6 +2,7 @@
 COCO evaluation per import (written by an import, read by the Project's object methods)."""
 from __future__ import annotations
 
+import collections
 import json
 from typing import TYPE_CHECKING
 
@@ -122,7 +123,27 @@ def keypoint_skeleton(engine) -> dict:
 
 
 def coco_summaries(engine) -> dict[str, dict[str, float]]:
+    """Each model's COCO summary per import, keyed "model (splits)"; where a model has several evaluations of the
+    same splits (a project imported in parts, each part evaluated by COCO on its own: their APs do not add up to the
+    project's), each is keyed "model (import #N; splits)" instead of one silently standing for all."""
     with read_connection(engine) as connection:
-        rows = connection.execute(text("SELECT m.name, e.splits, e.summary_json FROM object_evaluations e JOIN "
-                                       "models m ON m.id = e.model_id ORDER BY m.id, e.import_id")).all()
-    return {f"{name} ({splits})": json.loads(summary) for name, splits, summary in rows}
+        rows = connection.execute(text("SELECT m.name, e.import_id, e.splits, e.summary_json FROM object_evaluations e "
+                                       "JOIN models m ON m.id = e.model_id ORDER BY m.id, e.import_id")).all()
+    repeated = collections.Counter((name, splits) for name, _, splits, _ in rows)
+    return {(f"{name} ({splits})" if repeated[(name, splits)] == 1 else f"{name} (import #{import_id}; {splits})"):
+            json.loads(summary) for name, import_id, splits, summary in rows}
+
+
+def evaluations_per_import(engine, model: str, split: str) -> pd.DataFrame:
+    """A model's COCO evaluations of every import holding `split`, newest first: import, splits, objects (those COCO
+    counts, every class) and the summary's figures (AP, AP50, ...): one row per import evaluated on its own."""
+    import pandas as pd
+
+    with read_connection(engine) as connection:
+        rows = connection.execute(
+            text("SELECT e.import_id, e.splits, e.summary_json, e.per_class_json FROM object_evaluations e "
+                 "JOIN models m ON m.id = e.model_id WHERE m.name = :m ORDER BY e.import_id DESC"), {"m": model}).all()
+    table = [{"import": int(import_id), "splits": splits,
+              "objects": int(sum(row.get("objects", 0) for row in json.loads(per_class))), **json.loads(summary)}
+             for import_id, splits, summary, per_class in rows if split in splits.split(",")]
+    return pd.DataFrame(table)

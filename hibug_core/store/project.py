@@ -547,6 +547,10 @@ class Project:
         """A model's COCO evaluation of one import's ground truth (store.object_store.object_evaluation)."""
         return object_store.object_evaluation(self.engine, model, split)
 
+    def evaluations_per_import(self, model: str, split: str):
+        """A model's COCO evaluation of each import holding `split` (store.object_store.evaluations_per_import)."""
+        return object_store.evaluations_per_import(self.engine, model, split)
+
     def match_settings(self) -> dict:
         """How the newest object import matched its results (objects.matching.Matches.settings); empty for images."""
         return object_store.match_settings(self.engine)
