@@ -9,10 +9,10 @@ import streamlit as st
 
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
-from hibug_core.objects.summary import confusion_members, evaluated_objects, keypoint_table
+from hibug_core.objects.summary import evaluated_objects, keypoint_table
 from hibug_core.tasks import task_of
 from hibug_ui.plots import error_type_figure, literal_values
-from hibug_ui.state import object_figures
+from hibug_ui.state import confusion_cell, object_figures
 from hibug_ui.widgets import image_grid
 
 
@@ -74,7 +74,7 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str, user
             st.plotly_chart(error_type_figure(counts, "count", colour), width="stretch",
                             key=f"overview_error_types_{number}")
     with right:
-        _confusion(project, matrix, samples, split, nouns)
+        _confusion(project, model, matrix, samples, split, nouns)
     if evaluation.get("fixes") is not None:
         _fixes(evaluation, samples, split, settings, task)
 
@@ -118,7 +118,7 @@ def _fixes(evaluation: dict, samples: pd.DataFrame, split: str, settings: dict, 
                      column_config={c: st.column_config.NumberColumn(format="%.2f") for c in table.columns[2:]})
 
 
-def _confusion(project, matrix: pd.DataFrame, samples: pd.DataFrame, split: str, nouns) -> None:
+def _confusion(project, model: str, matrix: pd.DataFrame, samples: pd.DataFrame, split: str, nouns) -> None:
     st.markdown("**Confusion matrix** (rows: true class, columns: predicted; "
                 f"select a cell to see its {nouns.samples})")
     if matrix.empty:
@@ -138,8 +138,7 @@ def _confusion(project, matrix: pd.DataFrame, samples: pd.DataFrame, split: str,
         return
     row, column = cells[0]
     true, predicted = matrix.index[row], matrix.columns[list(shown.columns).index(column)]
-    members = confusion_members(evaluated_objects(samples, split))
-    chosen = members.index[(members["true"] == true) & (members["predicted"] == predicted)]
+    chosen = confusion_cell(project, model, split, true, predicted)
     st.markdown(f"**{nouns.count(len(chosen))}**: true {plain(true)}, predicted {plain(predicted)}")
     image_grid(project, samples.loc[chosen[:24]], columns=6, caption=lambda r: f"{r['outcome']}"  # a missed one: once
                + (f" ({r['error_type']})" if r["error_type"] and r["error_type"] != r["outcome"] else ""),

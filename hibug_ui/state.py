@@ -102,6 +102,21 @@ def _object_figures(folder: str, model: str, split: str, state: str) -> tuple[pd
     return object_confusion(evaluated), error_breakdown(evaluated, task_of(open_project(folder)).error_types)
 
 
+def confusion_cell(project: Project, model: str, split: str, true: str, predicted: str) -> pd.Index:
+    """The ids of the objects in one cell of the Overview's confusion matrix (objects.summary.confusion_members),
+    kept until the project changes: finding them reads every object (seconds at ten million), and the cell stays
+    selected while the page runs again."""
+    return _confusion_cell(str(project.folder), model, split, true, predicted, project_state(project))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _confusion_cell(folder: str, model: str, split: str, true: str, predicted: str, state: str) -> pd.Index:
+    from hibug_core.objects.summary import confusion_members, evaluated_objects
+
+    members = confusion_members(evaluated_objects(_samples(folder, model, state), split))
+    return members.index[(members["true"] == true) & (members["predicted"] == predicted)]
+
+
 def current_task(project: Project) -> Task:
     """The project's task: its nouns, views and capabilities for every caption, column and form."""
     return task_of(project)
