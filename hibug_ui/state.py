@@ -262,10 +262,10 @@ def false_positives_apart(project: Project, model: str, split: str, config, tags
 
 @st.cache_resource(show_spinner="Measuring the false positives…", max_entries=4)
 def _false_positives(folder: str, model: str, split: str, config, state: str, tags: str):
-    from hibug_core.slices.false_positives import false_positive_slices
+    from hibug_core.slices.report_files import kept_false_positives
 
     del state
-    return false_positive_slices(open_project(folder), model, split=split, config=config, tags=tags)
+    return kept_false_positives(open_project(folder), model, split=split, config=config, tags=tags)
 
 
 @st.cache_resource(show_spinner="Finding error slices…", max_entries=8)  # shared, not unpickled on every rerun

@@ -117,3 +117,37 @@ def test_only_the_newest_reports_are_kept_and_a_read_only_project_keeps_none(sli
         report = kept_error_slices(project, "model")
         assert "color = blue" in report.slices["description"].tolist()
     assert not (folder / "columns").exists()
+
+
+def test_false_positives_measured_apart_are_kept_and_read_back_whole(detection_demo, tmp_path, monkeypatch):
+    from hibug_core.slices.false_positives import false_positive_slices
+    from hibug_core.slices.report_files import kept_false_positives
+
+    folder = tmp_path / "detection"
+    shutil.copytree(detection_demo, folder)
+    config = SliceConfig(max_depth=2)
+    with Project.open(folder) as project:
+        model = project.models()[0]
+        computed = false_positive_slices(project, model, config=config)
+        first = kept_false_positives(project, model, config=config)
+    assert len(computed.slices) and computed.false  # the demo's false positives gather in slices
+    assert len(list((folder / "columns").glob("false-positives-*-slices.arrow"))) == 1
+    with new_process(folder) as project, monkeypatch.context() as patched:  # nothing is computed again
+        patched.setattr(report_files, "false_positive_slices", lambda *a, **k: pytest.fail("computed again"))
+        kept = kept_false_positives(project, model, config=config)
+    for found in (first, kept):
+        assert (found.model, found.split, found.detections, found.false) == \
+            (computed.model, computed.split, computed.detections, computed.false)
+        pd.testing.assert_frame_equal(found.slices.reset_index(drop=True), computed.slices.reset_index(drop=True))
+    assert kept.headline() == computed.headline()
+    assert isinstance(kept.slices["definition"].iat[0][0], tuple)
+    calls = []
+    with new_process(folder) as project, monkeypatch.context() as patched:  # other settings: computed
+        patched.setattr(report_files, "false_positive_slices",
+                        lambda *a, **k: calls.append(k["config"]) or false_positive_slices(*a, **k))
+        kept_false_positives(project, model, config=SliceConfig(max_depth=1))
+    assert calls == [SliceConfig(max_depth=1)]
+    shutil.rmtree(folder / "columns")
+    with new_process(folder, read_only=True) as project:  # a read-only project computes and writes nothing
+        assert kept_false_positives(project, model, config=config).false == computed.false
+    assert not list(folder.glob("columns/false-positives-*"))

@@ -109,15 +109,15 @@ class FindSlices(Operation, _SliceSearch, LLMSettings):
 
     def run(self, project, *, progress=no_progress, author: str | None = None) -> Result:
         from hibug_core.csv_export import write_csv
-        from hibug_core.slices.false_positives import false_positive_slices
+        from hibug_core.slices.report_files import kept_false_positives
         from hibug_core.tasks import task_of
 
         # 1. the slices, and what else the split says: the tags' trust, the slices it barely shows, false positives
         report = self.report(project)
         warning = self.tag_warning(project, report)
         predicted = _unseen(project, report, self.unseen, self.unseen_count, self) if self.unseen else None
-        apart = (false_positive_slices(project, report.model, split=self.split, config=self.slice_config(),
-                                       tags=self.tags) if report.false_positives() else None)
+        apart = (kept_false_positives(project, report.model, split=self.split, config=self.slice_config(),
+                                      tags=self.tags) if report.false_positives() else None)
         # 2. the file
         if self.output:
             table = report.exported()

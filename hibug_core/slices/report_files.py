@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.slices.enumeration import Enumeration, Level
+from hibug_core.slices.false_positives import FalsePositives, false_positive_slices
 from hibug_core.slices.report import SliceReport, error_slices, evaluation_rows
 from hibug_core.slices.search import SliceConfig, TagMatrix
 from hibug_core.store.tag_store import project_state
@@ -19,6 +20,7 @@ FORMAT = "5"  # bumped when what is kept, or how it is computed, changes: older 
 KEPT_REPORTS = 8  # the newest reports kept per project; older ones' files are removed
 KEPT_TAGS = 3  # the newest tag tables kept (one per tag source and class setting in use)
 PREFIX = "slice-report-"
+FALSE_POSITIVES_PREFIX = "false-positives-"  # an object model's false positives, measured apart
 TAGS_PREFIX = "slice-tags-"  # the tags sliced by, shared by the reports of one tag source and class setting
 
 
@@ -35,6 +37,34 @@ def kept_error_slices(project, model: str | None = None, *, split: str = "val", 
         report = error_slices(project, model, split=split, config=config, attributes=attributes, tags=tags)
         _save(project, names, version, report)
     return report
+
+
+def kept_false_positives(project, model: str, *, split: str = "val", config: SliceConfig = SliceConfig(),
+                         tags: str = "in force") -> FalsePositives:
+    """false_positive_slices(project, model, split=, config=, tags=), read from the project's files when they hold
+    this project state, else computed and kept there (a read-only project only reads them): the slices of a model's
+    detections are an enumeration of their own (20 s of a newly started dashboard's Error slices page at ten million
+    objects)."""
+    name = FALSE_POSITIVES_PREFIX + settings_digest([model, split, dataclasses.asdict(config), tags])
+    version = f"{FORMAT} {project_state(project)}"
+    parts = {part: project.columns.load(f"{name}-{part}", version) for part in ("slices", "summary")}
+    if all(part is not None for part in parts.values()):
+        summary = json.loads(parts["summary"]["summary"].iat[0])
+        slices = parts["slices"]
+        if "definition" in slices:
+            slices = slices.assign(definition=[tuple(map(tuple, json.loads(d))) for d in slices["definition"]])
+        return FalsePositives(model, split, summary["detections"], summary["false"], slices)
+    found = false_positive_slices(project, model, split=split, config=config, tags=tags)
+    if not project.columns.read_only:
+        slices = found.slices
+        if "definition" in slices:
+            slices = slices.assign(definition=[json.dumps(d) for d in slices["definition"]])
+        slices.attrs = {}
+        project.columns.save(f"{name}-slices", version, slices)
+        project.columns.save(f"{name}-summary", version, pd.DataFrame(  # the summary last: read only when both hold
+            {"summary": [json.dumps({"detections": found.detections, "false": found.false})]}))
+        remove_old(project.columns.root, FALSE_POSITIVES_PREFIX, KEPT_REPORTS)
+    return found
 
 
 def settings_digest(settings) -> str:
