@@ -43,6 +43,9 @@ PER_IMAGE = 10
 PLANTED = (("t00", "a"), ("t01", "b"))  # objects missed more often here
 IMAGE_SIZE = (640, 480)
 LINKS_PER_FILE = 50_000  # hard links to one file (ext4 allows 65,000)
+# The databases --database makes (emptied first) on the server; a test passes names of its own, so that running the
+# tests against a server a benchmark uses never drops the benchmark's project.
+PROJECT_DATABASE, BARE_DATABASE = "hibug_scale_project", "hibug_scale_bare"
 
 
 def tag_values(column: int) -> list[str]:
@@ -137,9 +140,9 @@ def split_manifest(manifest: Path, parts: int) -> list[Path]:
     return paths
 
 
-def bare_load(manifests: list[Path], target: Path, server: str | None = None) -> float:
+def bare_load(manifests: list[Path], target: Path, server: str | None = None, database: str = BARE_DATABASE) -> float:
     """Seconds to read the manifest (or its parts) with pyarrow and insert every row into one SQLite table, in one
-    transaction a file; with `server` (a PostgreSQL URL), into a table of a new database there by COPY."""
+    transaction a file; with `server` (a PostgreSQL URL), into a table of a new database there (`database`) by COPY."""
     import pyarrow.parquet as pq
 
     target.unlink(missing_ok=True)
@@ -148,7 +151,7 @@ def bare_load(manifests: list[Path], target: Path, server: str | None = None) ->
         import sqlalchemy
         from ingest import copy_rows  # the same peer as benchmarks/ingest.py's on PostgreSQL
 
-        engine = sqlalchemy.create_engine(new_database(server, "hibug_scale_bare"))
+        engine = sqlalchemy.create_engine(new_database(server, database))
     started = time.perf_counter()
     for manifest in manifests:
         table = pq.read_table(manifest).to_pandas()
@@ -176,12 +179,13 @@ def new_database(server: str, name: str) -> str:
     return server.rsplit("/", 1)[0] + f"/{name}"
 
 
-def import_project(manifests: list[Path], project: Path, server: str | None = None) -> tuple[float, float]:
+def import_project(manifests: list[Path], project: Path, server: str | None = None,
+                   database: str = PROJECT_DATABASE) -> tuple[float, float]:
     """(seconds, peak GiB) of `hibug new PROJECT --manifest FIRST` and `hibug import PROJECT --manifest NEXT` for
     each other part, each run as its own process (the peak: the largest of them); with `server`, the project's tables
-    on a new database there (`hibug new --database`)."""
+    on a new database there named `database` (`hibug new --database`)."""
     shutil.rmtree(project, ignore_errors=True)
-    database = ["--database", new_database(server, "hibug_scale_project")] if server else []
+    database = ["--database", new_database(server, database)] if server else []
     started = time.perf_counter()
     for k, manifest in enumerate(manifests):
         command = ["new", str(project), *database] if k == 0 else ["import", str(project)]

@@ -3,6 +3,7 @@ would be, it imports through `hibug new`, and its images are links to a few file
 from __future__ import annotations
 
 import importlib.util
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -83,20 +84,22 @@ def test_the_benchmark_imports_into_postgresql_and_copies_its_peer_there(tmp_pat
 
     monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "benchmarks"))  # as when run: its peers' helpers
     scale = _scale()
+    # databases of this test's own: the server may be one a benchmark is importing into (its names are the defaults)
+    own = f"hibug_scale_test_{uuid.uuid4().hex[:8]}"
     parts = scale.split_manifest(scale.generate(tmp_path / "data", 300), 2)
-    seconds, _ = scale.import_project(parts, tmp_path / "project", postgres_database)
+    seconds, _ = scale.import_project(parts, tmp_path / "project", postgres_database, database=own + "_project")
     assert seconds > 0 and (tmp_path / "project" / "hibug.postgres").is_file()
     with Project.open(tmp_path / "project", read_only=True) as project:
-        assert project.engine.dialect.name == "postgresql" and project.engine.url.database == "hibug_scale_project"
+        assert project.engine.dialect.name == "postgresql" and project.engine.url.database == own + "_project"
         assert project.known_tags()["t00"].notna().sum() == 300
-    assert np.isfinite(scale.bare_load(parts, tmp_path / "unused.sqlite", postgres_database))
-    engine = create_engine(postgres_database.rsplit("/", 1)[0] + "/hibug_scale_bare")
+    assert np.isfinite(scale.bare_load(parts, tmp_path / "unused.sqlite", postgres_database, database=own + "_bare"))
+    engine = create_engine(postgres_database.rsplit("/", 1)[0] + f"/{own}_bare")
     with engine.connect() as connection:
         assert connection.execute(text("SELECT count(*) FROM objects")).scalar() == 315
     engine.dispose()
     admin = create_engine(postgres_database, isolation_level="AUTOCOMMIT")  # the server is shared by the tests
     with admin.connect() as connection:
-        for name in ("hibug_scale_project", "hibug_scale_bare"):
+        for name in (own + "_project", own + "_bare"):
             connection.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
     admin.dispose()
 
