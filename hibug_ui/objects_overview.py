@@ -38,7 +38,6 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str, user
     st.markdown(f"**COCO evaluation** of import #{evaluation['import_id']} ({', '.join(evaluation['splits'])}; "
                 f"faster-coco-eval, equal to pycocotools); {nouns.a_sample} is found at {nouns.score} "
                 f"{settings['iou_threshold']:.2f} or more")
-    _other_imports(project, model, split, evaluation, nouns)
     figures = headline(nouns)
     shown = [name for name in figures if name in evaluation["summary"]]
     for cell, name in zip(st.columns(len(shown)), shown):
@@ -46,6 +45,7 @@ def object_overview(project, model: str, samples: pd.DataFrame, split: str, user
         title, meaning = figures[name]
         cell.metric(title, "none to find" if value < 0 else f"{value:.3f}",  # COCO's -1: no object of that kind
                     help=meaning if value >= 0 else f"{meaning}: the split holds no {nouns.samples} to find")
+    _other_imports(project, model, split, evaluation, nouns)
     matrix, breakdown = object_figures(project, model, split)  # over every object: kept between runs
     left, right = st.columns([2, 3])
     with left:
@@ -88,8 +88,8 @@ def _other_imports(project, model: str, split: str, evaluation: dict, nouns) -> 
     aps = per_import["AP"][per_import["AP"] >= 0]
     spread = f": {nouns.ap} {aps.min():.3f} to {aps.max():.3f}" if len(aps) else ""
     st.caption(f"The {split} split came in {len(per_import)} imports and COCO evaluated each on its own (an AP is not "
-               f"a sum of parts){spread}. The figures above are import #{evaluation['import_id']}'s; the error types "
-               f"and the confusion matrix below count every import's {nouns.samples}.")
+               f"a sum of parts){spread}. The figures above and the AP per class are import #{evaluation['import_id']}'s; "
+               f"the error types and the confusion matrix count every import's {nouns.samples}.")
     with st.expander(f"COCO evaluation of each import ({len(per_import)})"):
         titles = {name: title for name, (title, _) in headline(nouns).items()}
         shown = [c for c in ("import", "splits", "objects", *titles) if c in per_import.columns]

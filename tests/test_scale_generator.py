@@ -136,7 +136,7 @@ def test_a_split_imported_in_parts_shows_each_imports_coco_evaluation_not_one_fo
     assert not at.exception and not at.error
     said = [c.value for c in at.caption if c.value.startswith("The val split came in 3 imports")]
     low, high = per_import["AP"].min(), per_import["AP"].max()
-    assert len(said) == 1 and f"AP {low:.3f} to {high:.3f}" in said[0] and "import #3's" in said[0]
+    assert len(said) == 1 and f"AP {low:.3f} to {high:.3f}" in said[0] and "are import #3's" in said[0]
     table = next(d.value for d in at.dataframe if "import" in d.value.columns)
     assert table["import"].tolist() == [3, 2, 1] and table["AP"].tolist() == per_import["AP"].tolist()
     assert table["objects"].tolist() == per_import["objects"].tolist()
