@@ -87,9 +87,10 @@ def _other_imports(project, model: str, split: str, evaluation: dict, nouns) -> 
         return
     aps = per_import["AP"][per_import["AP"] >= 0]
     spread = f": {nouns.ap} {aps.min():.3f} to {aps.max():.3f}" if len(aps) else ""
+    newest = evaluation["import_id"]
     st.caption(f"The {split} split came in {len(per_import)} imports and COCO evaluated each on its own (an AP is not "
-               f"a sum of parts){spread}. The figures above and the AP per class are import #{evaluation['import_id']}'s; "
-               f"the error types and the confusion matrix count every import's {nouns.samples}.")
+               f"a sum of parts){spread}. The figures above and the AP per class are import #{newest}'s; the error "
+               f"types and the confusion matrix count every import's {nouns.samples}.")
     with st.expander(f"COCO evaluation of each import ({len(per_import)})"):
         titles = {name: title for name, (title, _) in headline(nouns).items()}
         shown = [c for c in ("import", "splits", "objects", *titles) if c in per_import.columns]
