@@ -649,6 +649,22 @@ def test_label_attributes_finds_the_columns_that_spell_the_label():
     assert label_attributes(tags, labels) == ["species", "untagged_row", "as_text", CLASS]
 
 
+def test_label_attributes_looks_past_the_first_rows_it_checks_first(monkeypatch):
+    import pandas as pd
+
+    from hibug_core.slices import report
+
+    monkeypatch.setattr(report, "FIRST_ROWS", 3)  # the first rows decide only a difference
+    labels = pd.Series(["cat", "dog", "cat", "dog", "cat", "dog"], dtype="string")
+    tags = pd.DataFrame({
+        "differs_late": pd.Categorical(["cat", "dog", "cat", "dog", "dog", "dog"]),  # as the label on the first rows
+        "untagged_first": pd.Categorical([None, None, None, "dog", "cat", "dog"]),  # nothing to compare there
+        "differs_early": pd.Categorical(["dog", "dog", "cat", "dog", "cat", "dog"]),
+        "spells_it": pd.Categorical(["cat", "dog", "cat", "dog", "cat", "dog"]),
+    })
+    assert report.label_attributes(tags, labels) == ["untagged_first", "spells_it"]
+
+
 def test_packed_slice_rows_equal_masks_and_their_sums():
     from hibug_core.slices.bitsets import count_rows, masked_counts, masked_sum, unpack_rows
 
