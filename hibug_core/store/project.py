@@ -776,7 +776,7 @@ def _inserted_ids(connection: Connection, import_id: int, keys: np.ndarray) -> n
 def _stored_import_ids(connection: Connection, keys: np.ndarray) -> pd.Series:
     """The import of each of `keys` the project holds already (index: sample key; the keys it lacks are absent),
     found through the key's unique index with the keys sorted, so that its probes meet neighbouring pages: an import
-    reads what it adds to, not every stored key (ten million keys read whole took 8-20 s and 2.5 GB, growing with the
+    reads what it adds to, not every stored key (ten million keys read whole took 8-23 s and 2.5 GB, growing with the
     project at each import of a part)."""
     import pandas as pd
 
