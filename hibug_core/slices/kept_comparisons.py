@@ -10,7 +10,7 @@ import json
 import pandas as pd
 
 from hibug_core.slices.compare import CompareConfig, ModelComparison, compare_models, compared_tags, shared_samples
-from hibug_core.slices.report_files import remove_old, settings_digest
+from hibug_core.slices.report_files import definitions_as_text, read_definitions, remove_old, settings_digest
 from hibug_core.slices.search import SliceConfig, TagMatrix
 from hibug_core.store.tag_store import project_state
 
@@ -44,8 +44,7 @@ def _load(project, name: str, version: str, models: list[str], split: str, slice
         if parts[part] is None:
             return None
     summary = json.loads(parts["summary"]["summary"].iat[0])
-    table = parts["slices"]
-    table = table.assign(definition=[tuple(map(tuple, json.loads(d))) for d in table["definition"]])
+    table = read_definitions(parts["slices"])
     evaluation, _ = shared_samples(project, models, split)
     matrix = TagMatrix.from_frame(compared_tags(project, evaluation.index, attributes, tags, slices))
     return ModelComparison(models, split, summary["test"], parts["overall"], table, parts["classes"],
@@ -56,7 +55,7 @@ def _save(project, name: str, version: str, comparison: ModelComparison) -> None
     if project.columns.read_only:
         return
     tables = {part: getattr(comparison, part) for part in TABLES}
-    tables["slices"] = tables["slices"].assign(definition=[json.dumps(d) for d in tables["slices"]["definition"]])
+    tables["slices"] = definitions_as_text(tables["slices"])
     tables["summary"] = pd.DataFrame({"summary": [json.dumps({"test": comparison.test})]})
     for part in (*TABLES, "summary"):  # the summary last: a comparison is read only when every part holds this version
         project.columns.save(f"{name}-{part}", version, tables[part])

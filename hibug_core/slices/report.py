@@ -281,6 +281,9 @@ def tag_frame(project, attributes: list[str] | None, source: str = "in force", *
     return tags
 
 
+FIRST_ROWS = 65_536  # label_attributes looks at an attribute's first rows first: a difference there is final
+
+
 def label_attributes(tags: pd.DataFrame, labels: pd.Series) -> list[str]:
     """Attributes that are the label itself (CLASS, or tags equal to the label on every labelled sample)."""
     # Compared as integer codes (each tag value mapped to the label it spells): comparing ten million strings per
@@ -301,9 +304,6 @@ def label_attributes(tags: pd.DataFrame, labels: pd.Series) -> list[str]:
         if _spells(as_label, codes, label_codes):
             found.append(c)
     return found
-
-
-FIRST_ROWS = 65_536
 
 
 def _spells(as_label: np.ndarray, codes: np.ndarray, label_codes: np.ndarray) -> bool | None:

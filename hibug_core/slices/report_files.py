@@ -49,21 +49,31 @@ def kept_false_positives(project, model: str, *, split: str = "val", config: Sli
     parts = {part: project.columns.load(f"{name}-{part}", version) for part in ("slices", "summary")}
     if all(part is not None for part in parts.values()):
         summary = json.loads(parts["summary"]["summary"].iat[0])
-        slices = parts["slices"]
-        if "definition" in slices:
-            slices = slices.assign(definition=[tuple(map(tuple, json.loads(d))) for d in slices["definition"]])
-        return FalsePositives(model, split, summary["detections"], summary["false"], slices)
+        return FalsePositives(model, split, summary["detections"], summary["false"], read_definitions(parts["slices"]))
     found = false_positive_slices(project, model, split=split, config=config, tags=tags)
     if not project.columns.read_only:
-        slices = found.slices.copy(deep=False)  # the definitions as text, no attrs: the found ones stay as they are
-        if "definition" in slices:
-            slices["definition"] = [json.dumps(d) for d in slices["definition"]]
-        slices.attrs = {}
-        project.columns.save(f"{name}-slices", version, slices)
+        project.columns.save(f"{name}-slices", version, definitions_as_text(found.slices))
         project.columns.save(f"{name}-summary", version, pd.DataFrame(  # the summary last: read only when both hold
             {"summary": [json.dumps({"detections": found.detections, "false": found.false})]}))
         remove_old(project.columns.root, FALSE_POSITIVES_PREFIX, KEPT_REPORTS)
     return found
+
+
+def definitions_as_text(slices: pd.DataFrame) -> pd.DataFrame:
+    """A table of slices as kept in a column file: each definition as JSON text, no attrs (the table given is left as
+    it is)."""
+    kept = slices.copy(deep=False)
+    if "definition" in kept:
+        kept["definition"] = [json.dumps(d) for d in kept["definition"]]
+    kept.attrs = {}
+    return kept
+
+
+def read_definitions(slices: pd.DataFrame) -> pd.DataFrame:
+    """The inverse of definitions_as_text: each definition back as ((attribute, tag), ...)."""
+    if "definition" not in slices:
+        return slices
+    return slices.assign(definition=[tuple(map(tuple, json.loads(d))) for d in slices["definition"]])
 
 
 def settings_digest(settings) -> str:
@@ -79,8 +89,7 @@ def _load(project, names: dict, version: str, model: str, split: str, config: Sl
         if parts[part] is None:
             return None
     summary = json.loads(parts["summary"]["summary"].iat[0])
-    slices = parts["slices"]
-    slices = slices.assign(definition=[tuple(map(tuple, json.loads(d))) for d in slices["definition"]])
+    slices = read_definitions(parts["slices"])
     slices.attrs.update(summary["attrs"])
     samples = project.samples(model)
     evaluation = evaluation_rows(samples, model, split)
@@ -105,10 +114,8 @@ def _save(project, names: dict, version: str, report: SliceReport) -> None:
                                "total_errors": enumeration.total_errors.tolist(),
                                "binary_errors": enumeration.binary_errors.tolist(),
                                "models": int(enumeration.total_errors.shape[0])}}
-    slices = report.slices.assign(definition=[json.dumps(d) for d in report.slices["definition"]])
-    slices.attrs = {}
     project.columns.save(names["tags"], version, report.all_tags)
-    parts = {"slices": slices, "rare": report.rare_classes, "levels": _levels(enumeration),
+    parts = {"slices": definitions_as_text(report.slices), "rare": report.rare_classes, "levels": _levels(enumeration),
              "summary": pd.DataFrame({"summary": [json.dumps(summary, default=_plain)]})}
     for part, frame in parts.items():  # a report is read only when every part holds this version
         project.columns.save(f"{names['report']}-{part}", version, frame)
