@@ -235,3 +235,40 @@ def test_a_first_bulk_import_checks_its_keys_once_at_the_end_and_keeps_them(stor
     assert foreign_keys(made) == keys
     assert made.known_tags().columns.tolist() == ["color"] and len(made.samples("model")) == len(before)
     made.close()
+
+
+def test_query_results_are_read_in_blocks_into_typed_columns(store_url, monkeypatch):
+    import numpy as np
+    from sqlalchemy import text
+
+    from hibug_core.store import row_blocks
+    from hibug_core.store.db import make_engine, read_connection
+
+    engine = make_engine(store_url)
+    rows = [(1, 10, 0.5, "car", "a", None, None), (2, 11, None, "car", "b", None, None),
+            (3, 12, 1.5, "bus", "c", None, None), (4, 13, 2.5, "car", "d", None, None),
+            (5, None, 3.5, None, "e", None, "late"), (6, 15, 4.5, "car", "f", None, "later"),
+            (7, 16, 5.5, "car", "g", None, None)]
+    with engine.begin() as connection:
+        connection.execute(text("CREATE TABLE t (id INTEGER, n INTEGER, x REAL, word TEXT, name TEXT, blank TEXT, "
+                                "late TEXT)"))
+        connection.execute(text("INSERT INTO t VALUES (:a, :b, :c, :d, :e, :f, :g)"),
+                           [dict(zip("abcdefg", row)) for row in rows])
+    monkeypatch.setattr(row_blocks, "BLOCK_ROWS", 4)  # two blocks: a NULL or a text first seen in the second
+    with read_connection(engine) as connection:
+        columns = row_blocks.read_columns(connection, "SELECT * FROM t WHERE id > ? ORDER BY id", (0,))
+        empty = row_blocks.read_columns(connection, "SELECT id, word FROM t WHERE id > 99")
+        frame = row_blocks.read_frame(connection, "SELECT id, x FROM t ORDER BY id", index_col="id")
+    engine.dispose()
+    assert columns["id"].dtype == np.int64 and columns["id"].tolist() == [1, 2, 3, 4, 5, 6, 7]
+    assert columns["n"].dtype == np.float64  # a NULL in the second block: numbers with NaN, not objects
+    np.testing.assert_array_equal(columns["n"], [10, 11, 12, 13, np.nan, 15, 16])
+    np.testing.assert_array_equal(columns["x"], [0.5, np.nan, 1.5, 2.5, 3.5, 4.5, 5.5])
+    assert columns["word"].tolist() == ["car", "car", "bus", "car", None, "car", "car"]
+    assert columns["word"][0] is columns["word"][1]  # each distinct text held once
+    assert columns["name"].tolist() == list("abcdefg")
+    assert columns["blank"].tolist() == [None] * 7
+    assert columns["late"].tolist() == [None, None, None, None, "late", "later", None]
+    assert {name: len(values) for name, values in empty.items()} == {"id": 0, "word": 0}
+    assert frame.index.tolist() == [1, 2, 3, 4, 5, 6, 7] and frame.index.name == "id"
+    assert frame["x"].iloc[3] == 2.5

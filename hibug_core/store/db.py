@@ -332,21 +332,6 @@ def in_chunks(values, size: int = 500) -> Iterator[tuple[str, dict]]:
         yield "(" + ", ".join(f":v{k}" for k in range(len(chunk))) + ")", {f"v{k}": v for k, v in enumerate(chunk)}
 
 
-def read_columns(connection: Connection, sql: str, params: tuple = ()) -> dict[str, np.ndarray]:
-    """A query's result as one object array per column, fetched through the driver's cursor (a million rows without
-    a Python row object each from SQLAlchemy). `sql` uses ? for parameters."""
-    if connection.dialect.paramstyle != "qmark":
-        sql = sql.replace("?", "%s")
-    result = connection.exec_driver_sql(sql, params)
-    names = list(result.keys())
-    rows = result.cursor.fetchall()
-    result.close()
-    if not rows:
-        return {name: np.empty(0, dtype=object) for name in names}
-    table = np.array(rows, dtype=object)  # (rows, columns): numpy transposes 2-3x faster than zip(*rows)
-    return {name: np.ascontiguousarray(table[:, i]) for i, name in enumerate(names)}
-
-
 @contextlib.contextmanager
 def read_connection(engine: Engine) -> Iterator[Connection]:
     """A consistent snapshot for reading; StoreDamaged where the database turns out to be damaged."""

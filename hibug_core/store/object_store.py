@@ -11,6 +11,7 @@ from sqlalchemy import Connection, text
 
 from hibug_core.store.audit import now
 from hibug_core.store.db import insert_columns, read_connection, sql_values
+from hibug_core.store.row_blocks import read_frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,23 +50,17 @@ def insert_object_evaluation(connection: Connection, model_id: int, import_id: i
 def read_object_rows(connection: Connection) -> pd.DataFrame:
     """Object samples (index: sample id) with their image, kind (ground-truth object, or a model's false positive)
     and box, read from SQL (Project.objects keeps them in a column file until the next import)."""
-    import pandas as pd
-
-    frame = pd.read_sql_query(
-        text(f"SELECT id, {', '.join(OBJECT_COLUMNS)} FROM samples WHERE object_kind IS NOT NULL ORDER BY id"),
-        connection, index_col="id")
+    frame = read_frame(connection, f"SELECT id, {', '.join(OBJECT_COLUMNS)} FROM samples WHERE object_kind IS NOT NULL "
+                                   "ORDER BY id", index_col="id")
     return _numeric(frame)
 
 
 def read_outcome_rows(connection: Connection, model_id: int) -> pd.DataFrame:
     """A model's outcome per object sample (index: sample id): outcome, TIDE error type, IoU, predicted box, ..."""
-    import pandas as pd
-
-    frame = pd.read_sql_query(
-        text("SELECT sample_id AS id, outcome, error_type, iou, predicted_class, pred_x, pred_y, pred_w, pred_h, "
-             "nearest_label, keypoint_types, keypoint_similarity_json, pred_keypoints_json, pred_mask_json, "
-             "boundary_iou FROM object_outcomes WHERE model_id = :m"), connection, params={"m": int(model_id)},
-        index_col="id")
+    frame = read_frame(connection, "SELECT sample_id AS id, outcome, error_type, iou, predicted_class, pred_x, pred_y, "
+                                   "pred_w, pred_h, nearest_label, keypoint_types, keypoint_similarity_json, "
+                                   "pred_keypoints_json, pred_mask_json, boundary_iou FROM object_outcomes "
+                                   "WHERE model_id = ?", (int(model_id),), index_col="id")
     return _numeric(frame)
 
 

@@ -33,7 +33,6 @@ from hibug_core.store.db import (
     insert_columns,
     keys_checked_at_end,
     make_engine,
-    read_columns,
     read_connection,
     sql_values,
     sqlite_url,
@@ -42,6 +41,7 @@ from hibug_core.store.db import (
 from hibug_core.store.integrity import check_sqlite_file, pending_migrations
 from hibug_core.store.location import DB_FILE, LINK_FILE, linked_url, project_file, reaching, write_link
 from hibug_core.store.migrations import LATEST_VERSION, migrate
+from hibug_core.store.row_blocks import read_columns
 from hibug_core.store.staging import staged_folder
 
 if TYPE_CHECKING:
