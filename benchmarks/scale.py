@@ -19,8 +19,11 @@ each import's peak is a part's.
 --models 2 adds a second detector (`detector-v2`, the planted slice fixed) to the same rows, for Compare.
 --database URL imports into a project whose tables are on that PostgreSQL server (`hibug new --database`), against
 the same read and a COPY into a table there.
+--map (after a run that built the project; nothing is imported) stores a generated 2-D layout of every object as the
+map 'generated-layout' (generated_map), so that `benchmarks/ui.py --project` times the Embedding map page at this size
+(the map's drawing, recolouring and lasso, not an encoder's work).
 Usage: python benchmarks/scale.py [--objects 1000000] [--dir /tmp/hibug-scale] [--repeat 1] [--parts 1] [--models 1]
-       [--database URL]
+       [--database URL] [--map]
 """
 from __future__ import annotations
 
@@ -200,6 +203,38 @@ def import_project(manifests: list[Path], project: Path, server: str | None = No
     return seconds, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2 ** 20
 
 
+# The name a generated layout is stored under (--map): not an encoder, so that no one takes it for one's map.
+GENERATED_MAP = "generated-layout"
+
+
+def generated_map(project_folder: Path, seed: int = 0) -> float:
+    """Store a seeded 2-D layout of every object (a cluster per class, the planted slice's objects to one side) as
+    the map of GENERATED_MAP, where the Embedding map page finds it (URL ?encoder=generated-layout): the page's
+    drawing, recolouring and lasso then run on every object of the project. No encoder runs: an encoder over ten
+    million crops is days on two CPU cores. Returns the seconds taken."""
+    from hibug_core.embeddings.compute import encoder_views
+    from hibug_core.embeddings.projection import save_map
+    from hibug_core.store.project import Project
+
+    started = time.perf_counter()
+    with Project.open(project_folder) as project:
+        samples = project.samples()
+        views = encoder_views(project, samples, crops=True)
+        tags = project.known_tags()
+        first = ~views["content_hash"].duplicated().to_numpy()
+        rng = np.random.default_rng(seed)
+        labels = samples["label"].to_numpy(object)[first]
+        angle = np.array([CLASSES.index(label) if label in CLASSES else len(CLASSES) for label in labels]) \
+            * (2 * np.pi / (len(CLASSES) + 1))
+        planted = np.ones(len(samples), dtype=bool)
+        for attribute, value in PLANTED:
+            planted &= (tags[attribute].reindex(samples.index) == value).to_numpy()
+        layout = np.c_[6 * np.cos(angle), 6 * np.sin(angle)] + rng.normal(size=(len(labels), 2))
+        layout[planted[first]] += (3.0, -3.0)
+        save_map(project, GENERATED_MAP, views["content_hash"].to_numpy()[first], layout)
+    return time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=1_000_000)
@@ -212,6 +247,9 @@ def main() -> None:
                         help="2: a second detector, detector-v2, in the same manifest (for Compare)")
     parser.add_argument("--parts", type=int, default=1, help="import the objects as this many manifests of whole "
                                                             "images, one after another")
+    parser.add_argument("--map", action="store_true", help=f"store a generated layout of every object as the map "
+                        f"'{GENERATED_MAP}' in the project a run without --map built (nothing is imported; for timing "
+                        "the Embedding map page at this size, no encoder runs)")
     args = parser.parse_args()
     folder = Path(args.dir) / (f"objects-{args.objects}" + (f"-models-{args.models}" if args.models > 1 else ""))
     manifest = folder / "objects.parquet"
@@ -221,6 +259,10 @@ def main() -> None:
         print(f"generated {args.objects:,} objects on {max(args.objects // PER_IMAGE, 1):,} images in "
               f"{time.perf_counter() - started:.1f} s ({manifest.stat().st_size / 2 ** 20:.0f} MiB of Parquet)",
               flush=True)
+    if args.map:  # into the project a run without --map built
+        seconds = generated_map(folder / ("project-postgres" if args.database else "project"))
+        print(f"stored a generated layout of every object as the map '{GENERATED_MAP}' in {seconds:.0f} s")
+        return
     manifests = split_manifest(manifest, args.parts)
     bare, imported, peaks = [], [], []
     for _ in range(args.repeat):

@@ -1,41 +1,26 @@
 """Embedding map: every image on a 2-D map (UMAP of its embedding), coloured by correctness, class, prediction or
 any attribute; select points with the box or lasso to see their images and the tags over-represented among them."""
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from hibug_core.embeddings.map_selection import inside_box
-from hibug_core.embeddings.projection import MapConfig, stored_map
 from hibug_core.embeddings.registry import DEFAULT_ENCODER
 from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
-from hibug_core.metrics import outcome
 from hibug_core.operations import EmbeddingMap
 from hibug_core.review.board import ensure_review, members
 from hibug_core.slices.selection import over_represented
-from hibug_core.store.tag_store import project_state
 from hibug_core.tagging.sources import too_poor
 from hibug_ui.jobs import built, job_status, start_job
+from hibug_ui.map_data import colour_options, map_colour, map_points
 from hibug_ui.page import open_page
 from hibug_ui.plots import MAP_POINTS_LIMIT, density_figure, map_figure, map_view, selection_mask
-from hibug_ui.state import (
-    load_samples,
-    open_project,
-    source_ranking,
-    tag_table,
-)
+from hibug_ui.state import load_samples, source_ranking, tag_table
 from hibug_ui.widgets import as_percent, image_grid, paged, percent_column, url_setting
 
 project, task, model, user, editing = open_page("Embedding map")
 nouns, caption_of = task.nouns, task.outcome  # the task's words; a sample's caption in them
 st.title("Embedding map")
-
-
-@st.cache_data(show_spinner=False, max_entries=8)
-def map_points(folder: str, encoder: str, method: str, state: str):
-    del state
-    return stored_map(open_project(folder), encoder, config=MapConfig(method=method))
-
 
 cells = st.columns([2, 1, 2])
 encoder = cells[0].text_input("Encoder", value=url_setting("encoder", DEFAULT_ENCODER), key="map_encoder")
@@ -43,8 +28,8 @@ layouts = EmbeddingMap.choices("method")
 method = cells[1].selectbox("Layout", layouts, key="map_method",
                             index=layouts.index(url_setting("method", layouts[0]))
                             if url_setting("method", layouts[0]) in layouts else 0)
-points = map_points(str(project.folder), encoder, method, project_state(project))
-if points is None:
+frame = map_points(project, model, encoder, method)
+if frame is None:
     st.info(f"No {method.upper()} map of these {nouns.samples} with {plain(encoder)} yet. Computing it embeds the "
             f"{nouns.samples} not embedded yet, then lays them out (a few minutes for 100,000); it runs in the "
             "background.")
@@ -54,25 +39,14 @@ if points is None:
     job_status(project, EmbeddingMap.kind, user, key="map_job")
     st.stop()
 
-samples = load_samples(project, model)
-tags = tag_table(project).tags
-tagged = [c for c in tags.columns if tags[c].notna().any()]
-known = project.known_tags()
-frame = points.join(samples.reindex(columns=["label", "prediction", "split", "correct"]))
-frame["outcome"] = outcome(frame)
-options = ["outcome", "label", "prediction", "split", *tagged, *[f"known: {c}" for c in known.columns]]
+options = colour_options(project)
 default = url_setting("color", "outcome")
 colour = cells[2].selectbox("Colour by", options, index=options.index(default) if default in options else 0,
                             key="map_colour")
 if colour != url_setting("color", "outcome"):
     st.query_params["color"] = colour
-if colour in tagged:
-    values = tags[colour].reindex(frame.index)
-elif colour.startswith("known: "):
-    values = known[colour.removeprefix("known: ")].reindex(frame.index)
-else:
-    values = frame[colour]
-frame[colour] = pd.Categorical(values.astype(object).fillna("(none)").astype(str))
+frame[colour] = map_colour(project, model, encoder, method, colour)
+samples = load_samples(project, model)
 
 x, y, ids = frame["x"].to_numpy(), frame["y"].to_numpy(), frame.index.to_numpy()
 zoom = st.session_state.get("map_zoom")
@@ -108,6 +82,8 @@ if chosen:
     left, right = st.columns([3, 2])
     with right:
         st.markdown("**Tags over-represented in the selection**")
+        tags = tag_table(project).tags
+        tagged = [c for c in options if c in tags.columns]
         table = tags[tagged].reindex(frame.index)
         if model is not None:
             table = table.assign(outcome=frame["outcome"], label=frame["label"])

@@ -163,3 +163,33 @@ def _no_model():
     from hibug_core.ingest.manifest import IngestConfig
 
     return IngestConfig(require_model=False)
+
+
+def test_the_kept_colouring_follows_a_corrected_tag_and_colours_by_an_imported_tag(monkeypatch, colour_project):
+    from hibug_core.store.tag_store import correct_tags
+
+    from page_support import _decoded, charts
+
+    def coloured(at) -> dict[str, list[int]]:
+        """The map's points by their legend entry: {value: sample ids}."""
+        out: dict[str, list[int]] = {}
+        for trace in charts(at)[0]["data"]:
+            out.setdefault(trace["name"], []).extend(int(i) for i in _decoded(trace["customdata"]))
+        return {name: sorted(ids) for name, ids in out.items()}
+
+    embed_project(colour_project, "tiny-open_clip")
+    compute_map(colour_project, "tiny-open_clip", config=MapConfig(method="pca"))
+    tag_project(colour_project, encoder="tiny-open_clip", attributes=["dominant colour"],
+                views=task_of(colour_project).views)
+    at = open_page(monkeypatch, colour_project, encoder="tiny-open_clip", method="pca", color="known: color")
+    assert not at.exception
+    assert coloured(at) == {"blue": [3, 6, 9, 12], "green": [2, 5, 8, 11], "red": [1, 4, 7, 10]}
+    before = coloured(open_page(monkeypatch, colour_project, encoder="tiny-open_clip", method="pca",
+                                color="dominant colour"))
+    corrected = "blue" if 1 in before.get("green", []) else "green"  # another tag than the one shown
+    correct_tags(colour_project, "dominant colour", [1], corrected, author="ana")
+    after = coloured(open_page(monkeypatch, colour_project, encoder="tiny-open_clip", method="pca",
+                               color="dominant colour"))
+    expected = {name: [i for i in ids if i != 1] for name, ids in before.items()}
+    expected[corrected] = sorted(expected.get(corrected, []) + [1])  # the person's tag, every other point as it was
+    assert after == {name: ids for name, ids in expected.items() if ids}

@@ -87,9 +87,16 @@ def compute_map(project, encoder: str, *, sample_ids=None, config: MapConfig = M
     embeddings = stored_embeddings(project, encoder, sample_ids)
     hashes, first = np.unique(embeddings.hashes, return_index=True)
     layout = _layout(embeddings.embedding[first], config, progress)
-    project.arrays.save(_name(encoder, hashes, config), hashes=hashes.astype(str), xy=layout.astype(np.float32))
+    save_map(project, encoder, hashes, layout, config)
     progress("map: done", 1, 1)
     return _per_sample(embeddings.sample_ids, embeddings.hashes, hashes, layout)
+
+
+def save_map(project, encoder: str, hashes: np.ndarray, layout: np.ndarray, config: MapConfig = MapConfig()) -> None:
+    """Store `layout` (x, y per distinct content hash, in the order of `hashes`) as the map of these contents by
+    `encoder` and `config`, where stored_map finds it."""
+    project.arrays.save(_name(encoder, hashes, config), hashes=np.asarray(hashes).astype(str),
+                        xy=np.asarray(layout, dtype=np.float32))
 
 
 def stored_map(project, encoder: str, *, sample_ids=None, config: MapConfig = MapConfig()) -> pd.DataFrame | None:

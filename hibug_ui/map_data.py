@@ -1,0 +1,67 @@
+"""The embedding map's points with what they are coloured by, kept once per process until the project changes: at ten
+million points a page run rebuilds none of them (only the drawing and a selection are per run)."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from hibug_core.embeddings.projection import MapConfig, stored_map
+from hibug_core.metrics import outcome
+from hibug_core.store.tag_store import project_state
+from hibug_ui.state import load_samples, open_project, tag_table
+
+PLAIN_COLOURS = ("outcome", "label", "prediction", "split")
+KNOWN = "known: "  # a colouring by an imported tag
+
+
+def map_points(project, model: str | None, encoder: str, method: str) -> pd.DataFrame | None:
+    """x, y per sample of the stored map with its label, prediction, split, correct and outcome; None where none is
+    stored for these samples."""
+    points = _points(str(project.folder), model, encoder, method, project_state(project))
+    return None if points is None else points.copy(deep=False)
+
+
+def colour_options(project) -> list[str]:
+    """What the map can be coloured by: the outcome, label, prediction and split, every attribute with a tag, every
+    imported tag."""
+    tagged, known = _tagged(str(project.folder), project_state(project))
+    return [*PLAIN_COLOURS, *tagged, *[f"{KNOWN}{name}" for name in known]]
+
+
+def map_colour(project, model: str | None, encoder: str, method: str, colour: str) -> pd.Series:
+    """The map's points' values of `colour` (a colour_options entry) as categories, "(none)" where a point has none."""
+    return _colour(str(project.folder), model, encoder, method, colour, project_state(project))
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)  # each holds every point: kept few
+def _points(folder: str, model: str | None, encoder: str, method: str, state: str) -> pd.DataFrame | None:
+    del state
+    project = open_project(folder)
+    points = stored_map(project, encoder, config=MapConfig(method=method))
+    if points is None:
+        return None
+    frame = points.join(load_samples(project, model).reindex(columns=["label", "prediction", "split", "correct"]))
+    frame["outcome"] = outcome(frame)
+    return frame
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _tagged(folder: str, state: str) -> tuple[list[str], list[str]]:
+    del state
+    project = open_project(folder)
+    tags = tag_table(project).tags
+    return [c for c in tags.columns if tags[c].notna().any()], list(project.known_tags().columns)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _colour(folder: str, model: str | None, encoder: str, method: str, colour: str, state: str) -> pd.Series:
+    project = open_project(folder)
+    points = _points(folder, model, encoder, method, state)
+    if colour in PLAIN_COLOURS:
+        values = points[colour]
+    elif colour.startswith(KNOWN):
+        values = project.known_tags()[colour.removeprefix(KNOWN)].reindex(points.index)
+    else:
+        values = tag_table(project).tags[colour].reindex(points.index)
+    return pd.Series(pd.Categorical(values.astype(object).fillna("(none)").astype(str)), index=points.index,
+                     name=colour)
