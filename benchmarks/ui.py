@@ -153,6 +153,50 @@ def compare_ready(page, candidate: str):
     return ready
 
 
+def recolour(page, option: str):
+    def click():  # the dropdown is already open: the click timed is the one on the new colouring
+        page.get_by_role("option", name=option, exact=True).click()
+    return click
+
+
+def draw_lasso(page) -> float:
+    """Press and draw the lasso (not timed: it takes as long as the hand); returns the drawing's seconds."""
+    area = page.locator(".js-plotly-plot .nsewdrag").first.bounding_box()
+    x0, y0, w, h = area["x"], area["y"], area["width"], area["height"]
+    started = time.perf_counter()
+    page.mouse.move(x0 + w * 0.3, y0 + h * 0.3)
+    page.mouse.down()
+    for fx, fy in ((0.7, 0.3), (0.7, 0.7), (0.3, 0.7), (0.3, 0.32)):
+        page.mouse.move(x0 + w * fx, y0 + h * fy, steps=4)
+    return time.perf_counter() - started
+
+
+def selection_ready(page, noun: str = "images"):
+    def ready():
+        page.get_by_text(re.compile(f"{noun} selected")).first.wait_for(timeout=120_000)
+        page.get_by_text("Tags over-represented in the selection").first.wait_for(timeout=60_000)
+        page.locator("[data-testid='stImage'] img").first.wait_for(timeout=60_000)
+        settle(page)
+    return ready
+
+
+def legend_shows(page, text: str):
+    def ready():
+        page.wait_for_function("t => [...document.querySelectorAll('.js-plotly-plot .legendtext')]"
+                               ".some(e => e.textContent === t)", arg=text, timeout=60_000)
+        settle(page)
+    return ready
+
+
+def map_ready(page):
+    def ready():
+        page.locator(".js-plotly-plot").first.wait_for(timeout=1_800_000)
+        page.get_by_text(re.compile("a density image drawn by datashader|click a point")).first.wait_for(
+            timeout=1_800_000)
+        settle(page, 1_800_000)
+    return ready
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default="ui-bench")
@@ -160,11 +204,13 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--project", help="time the steps of the issue \"Ten million objects\" on this project (e.g. "
                         "benchmarks/scale.py's) instead of building one from the demo")
+    parser.add_argument("--map-encoder", default="generated-layout", help="with --project: the stored map the "
+                        "Embedding map steps open (benchmarks/scale.py --map stores 'generated-layout')")
     parser.add_argument("--first-opens", action="store_true", help="also time each page's first open in a newly "
                         "started dashboard, on this project and on the demo")
     args = parser.parse_args()
     if args.project:
-        project_pages(Path(args.project).resolve(), args.repeats)
+        project_pages(Path(args.project).resolve(), args.repeats, args.map_encoder)
         return 0
     from playwright.sync_api import sync_playwright
 
@@ -186,41 +232,12 @@ def main() -> int:
             page.locator("[data-testid='stImage'] img").first.wait_for(timeout=120_000)
             settle(page)
 
-        def recolour(option: str):
-            def click():  # the dropdown is already open: the click timed is the one on the new colouring
-                page.get_by_role("option", name=option, exact=True).click()
-            return click
-
         def audit_ready():
             page.get_by_role("tab", name="Audit").click()
             page.get_by_text(re.compile("not reviewed yet; confirm or correct each")).first.wait_for(timeout=120_000)
             page.get_by_role("tabpanel", name="Audit").locator("[data-testid='stImage'] img").first.wait_for(
                 timeout=60_000)
             settle(page)
-
-        def draw_lasso() -> float:
-            """Press and draw the lasso (not timed: it takes as long as the hand); returns the drawing's seconds."""
-            area = page.locator(".js-plotly-plot .nsewdrag").first.bounding_box()
-            x0, y0, w, h = area["x"], area["y"], area["width"], area["height"]
-            started = time.perf_counter()
-            page.mouse.move(x0 + w * 0.3, y0 + h * 0.3)
-            page.mouse.down()
-            for fx, fy in ((0.7, 0.3), (0.7, 0.7), (0.3, 0.7), (0.3, 0.32)):
-                page.mouse.move(x0 + w * fx, y0 + h * fy, steps=4)
-            return time.perf_counter() - started
-
-        def selection_ready():
-            page.get_by_text(re.compile("images selected")).first.wait_for(timeout=120_000)
-            page.get_by_text("Tags over-represented in the selection").first.wait_for(timeout=60_000)
-            page.locator("[data-testid='stImage'] img").first.wait_for(timeout=60_000)
-            settle(page)
-
-        def legend_shows(text: str):
-            def ready():
-                page.wait_for_function("t => [...document.querySelectorAll('.js-plotly-plot .legendtext')]"
-                                       ".some(e => e.textContent === t)", arg=text, timeout=60_000)
-                settle(page)
-            return ready
 
         def choose_pair(candidate: str):
             """Replace the compared model in the form (not timed: typing); the click on Compare is what is timed."""
@@ -242,9 +259,9 @@ def main() -> int:
             page.locator(".js-plotly-plot").first.wait_for(timeout=180_000)
             settle(page)
             page.locator("[data-testid='stSelectbox']", has_text="Colour by").first.click()
-            rounds["recolour the map"] = timed(recolour("label"), legend_shows("triangle"))
-            drawing = draw_lasso()
-            rounds["lasso on the map (from release)"] = timed(page.mouse.up, selection_ready)
+            rounds["recolour the map"] = timed(recolour(page, "label"), legend_shows(page, "triangle"))
+            drawing = draw_lasso(page)
+            rounds["lasso on the map (from release)"] = timed(page.mouse.up, selection_ready(page))
             if attempt == 0:  # what the map draws, looked at before leaving it
                 drawn = page.evaluate("() => { const p = document.querySelector('.js-plotly-plot'); return {"
                                       "traces: p._fullData.map(t => [t.type, t._length]),"
@@ -311,13 +328,15 @@ def print_rounds(what: str, results: dict[str, list[float]], repeats: int, peak_
     print(f"dashboard server's peak memory (VmHWM): {peak_gib:.2f} GiB")
 
 
-def project_pages(folder: Path, repeats: int) -> None:
+def project_pages(folder: Path, repeats: int, map_encoder: str) -> None:
     """Every step of the issue "Ten million objects" on a project already built (benchmarks/scale.py's, any task):
     the Overview, the Error slices table, a slice's grid and its next page, the Details dialog, Compare of its first
-    two models (when it holds two), the Review board with the current error slices on it; the first comparison of
-    the two models is timed apart, once the dashboard has stopped."""
+    two models (when it holds two), the Embedding map of `map_encoder` (when one is stored: opened by its URL,
+    recoloured, a lasso), the Review board with the current error slices on it; the first comparison of the two
+    models is timed apart, once the dashboard has stopped."""
     from playwright.sync_api import sync_playwright
 
+    from hibug_core.embeddings.registry import encoder_key
     from hibug_core.store.project import Project
 
     from browser_support import CHROMIUM, CHROMIUM_ARGS, SERVED, serving
@@ -325,6 +344,8 @@ def project_pages(folder: Path, repeats: int) -> None:
     with Project.open(folder, read_only=True) as project:
         models, objects = project.models(), project.task != "classification"
         size = len(project.samples())
+        mapped = bool(project.arrays.names(f"maps/{encoder_key(map_encoder)}/umap-"))
+        first_label = str(project.samples()["label"].dropna().min())
     with serving(folder) as url:  # stopped however the steps end
         watch_server(url)
         results: dict[str, list[float]] = {}
@@ -372,6 +393,18 @@ def project_pages(folder: Path, repeats: int) -> None:
                 settle(page)
                 if len(models) >= 2:
                     rounds["open the Compare page"] = timed(sidebar(page, "Compare"), compare_ready(page, models[1]))
+                if mapped:
+                    rounds["open the embedding map (by its URL)"] = timed(
+                        lambda: page.goto(f"{url}/Embedding_map?encoder={map_encoder}&method=umap&color=outcome"),
+                        map_ready(page))
+                    page.locator("[data-testid='stSelectbox']", has_text="Colour by").first.click()
+                    rounds["recolour the map"] = timed(recolour(page, "label"), legend_shows(page, first_label))
+                    drawing = draw_lasso(page)
+                    rounds["lasso on the map (from release)"] = timed(
+                        page.mouse.up, selection_ready(page, "objects" if objects else "images"))
+                    if attempt == 0:
+                        print(f"the map: {page.get_by_text(re.compile(' selected$')).first.inner_text()} by the "
+                              f"lasso (drawn in {drawing:.2f} s, not counted)", flush=True)
                 if attempt == 0:  # the team's board: the current error slices put on it once
                     page.get_by_test_id("stSidebarNav").get_by_role("link", name="Review").click()
                     put = page.get_by_role("button", name=re.compile("^Put the .* on the board"))
@@ -391,8 +424,9 @@ def project_pages(folder: Path, repeats: int) -> None:
     print_rounds(f"{size:,} {'objects' if objects else 'images'} ({folder})", results, repeats, peak)
     if len(models) >= 2:  # after the dashboard has stopped: at ten million each holds over 10 GB
         first_comparison(folder, models[:2])
-    print("the embedding map: not timed here (the map's density image is timed by the default mode, at up to the "
-          "rows it builds)")
+    if not mapped:
+        print(f"the embedding map: no map '{map_encoder}' stored in the project (benchmarks/scale.py --map stores a "
+              "generated layout of every object)")
 
 
 # Each page by URL, and what shows once its script has run to the end on a project with a model, tags and a map.

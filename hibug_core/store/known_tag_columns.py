@@ -74,26 +74,26 @@ def read(connection: Connection) -> pd.DataFrame:
                                    "ORDER BY import_id")).all()
     parts: dict[str, list[tuple[np.ndarray, np.ndarray, list[str]]]] = {}
     for name, runs, codes, width, values in rows:
-        parts.setdefault(name, []).append((ids_of_runs(np.frombuffer(runs, dtype=_IDS)),
+        parts.setdefault(name, []).append((np.frombuffer(runs, dtype=_IDS),
                                            np.frombuffer(codes, dtype=_CODES[int(width)]), json.loads(values)))
-    columns, ids_of = {}, {}
+    # The samples each attribute tags, known by its runs: the attributes mostly share one set, whose ids are made once
+    # (ten million ids per attribute held at once were gigabytes).
+    tagged = {name: b"".join(runs.tobytes() for runs, _, _ in part) for name, part in parts.items()}
+    first: dict[bytes, str] = {}
+    for name, key in tagged.items():
+        first.setdefault(key, name)
+    ids_of = {key: np.concatenate([ids_of_runs(runs) for runs, _, _ in parts[name]]) for key, name in first.items()}
+    index = np.unique(np.concatenate(list(ids_of.values()))) if ids_of else np.zeros(0, dtype=np.int64)
+    positions = {key: np.searchsorted(index, ids) for key, ids in ids_of.items()}
+    del ids_of
+    placed = {}
     for name in sorted(parts):
         categories = sorted(set().union(*(values for _, _, values in parts[name])))
         position = {value: k for k, value in enumerate(categories)}
-        ids_of[name] = np.concatenate([i for i, _, _ in parts[name]])
-        columns[name] = (np.concatenate([np.array([position[v] for v in values], dtype=np.int32)[c]
-                                         for _, c, values in parts[name]]), categories)
-    # every sample with a tag, each column set in place (the attributes mostly share one set of samples: a union
-    # of each distinct set, not an alignment of every column's index)
-    distinct: list[np.ndarray] = []
-    for ids in ids_of.values():
-        if not any(len(ids) == len(seen) and np.array_equal(ids, seen) for seen in distinct):
-            distinct.append(ids)
-    index = np.unique(np.concatenate(distinct)) if distinct else np.zeros(0, dtype=np.int64)
-    placed = {}
-    for name, (codes, categories) in columns.items():
-        full = np.full(len(index), -1, dtype=np.int32)
-        full[np.searchsorted(index, ids_of[name])] = codes
+        small = np.min_scalar_type(-len(categories))  # codes of a few values: a byte each
+        full = np.full(len(index), -1, dtype=small)
+        full[positions[tagged[name]]] = np.concatenate([np.array([position[v] for v in values], dtype=small)[codes]
+                                                        for _, codes, values in parts[name]])
         placed[name] = pd.Categorical.from_codes(full, categories)
     frame = pd.DataFrame(placed, index=pd.Index(index.astype(np.int64), name="sample_id"))
     if len(frame) and connection.execute(text("SELECT 1 FROM imports WHERE kind = 'removal' LIMIT 1")).first():
