@@ -101,19 +101,31 @@ def picture_of(row, limbs=()) -> ObjectPicture:
 def crop_region(box, pred_box, image_size: tuple[int, int], margin: float) -> tuple[int, int, int, int]:
     """The part of the image a crop shows: both boxes, grown by `margin` of their size (at least 6 pixels) on every
     side, made square where the image allows, within the image. (left, top, right, bottom)."""
-    boxes = [box] + ([pred_box] if pred_box else [])
-    left = min(b[0] for b in boxes)
-    top = min(b[1] for b in boxes)
-    right = max(b[0] + b[2] for b in boxes)
-    bottom = max(b[1] + b[3] for b in boxes)
-    grow = max(6.0, margin * max(right - left, bottom - top))
-    side = max(right - left, bottom - top) + 2 * grow
-    cx, cy = (left + right) / 2, (top + bottom) / 2
-    width, height = image_size
-    side = min(side, max(width, height))
-    x0 = int(np.clip(cx - side / 2, 0, max(0, width - side)))
-    y0 = int(np.clip(cy - side / 2, 0, max(0, height - side)))
-    return x0, y0, int(min(width, x0 + np.ceil(side))), int(min(height, y0 + np.ceil(side)))
+    region = crop_regions(np.array([box], dtype=np.float64), np.array([image_size]), margin,
+                          np.array([pred_box], dtype=np.float64) if pred_box else None)[0]
+    return int(region[0]), int(region[1]), int(region[2]), int(region[3])
+
+
+def crop_regions(boxes: np.ndarray, image_sizes: np.ndarray, margin: float,
+                 pred_boxes: np.ndarray | None = None) -> np.ndarray:
+    """crop_region of many objects at once: boxes and pred_boxes (n, 4) xywh (a row of NaN: no predicted box),
+    image_sizes (n, 2) width and height; (n, 4) int64 left, top, right, bottom."""
+    left, top = boxes[:, 0], boxes[:, 1]
+    right, bottom = boxes[:, 0] + boxes[:, 2], boxes[:, 1] + boxes[:, 3]
+    if pred_boxes is not None:
+        has = ~np.isnan(pred_boxes).any(axis=1)
+        left = np.where(has, np.minimum(left, pred_boxes[:, 0]), left)
+        top = np.where(has, np.minimum(top, pred_boxes[:, 1]), top)
+        right = np.where(has, np.maximum(right, pred_boxes[:, 0] + pred_boxes[:, 2]), right)
+        bottom = np.where(has, np.maximum(bottom, pred_boxes[:, 1] + pred_boxes[:, 3]), bottom)
+    extent = np.maximum(right - left, bottom - top)
+    side = extent + 2 * np.maximum(6.0, margin * extent)
+    width, height = image_sizes[:, 0], image_sizes[:, 1]
+    side = np.minimum(side, np.maximum(width, height))
+    x0 = np.clip((left + right) / 2 - side / 2, 0, np.maximum(0, width - side)).astype(np.int64)
+    y0 = np.clip((top + bottom) / 2 - side / 2, 0, np.maximum(0, height - side)).astype(np.int64)
+    return np.column_stack([x0, y0, np.minimum(width, x0 + np.ceil(side)).astype(np.int64),
+                            np.minimum(height, y0 + np.ceil(side)).astype(np.int64)])
 
 
 def render_picture(image, picture: ObjectPicture, *, size: int = 160, margin: float = 0.3, whole: bool = False):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
-from hibug_core.objects.crops import crop_region
+from hibug_core.objects.crops import crop_regions
 
 CONTEXT_MARGIN = 0.3  # of the box's longer side, added around it on every side (at least 6 pixels)
 
@@ -24,9 +25,9 @@ def object_views(samples: pd.DataFrame, objects: pd.DataFrame, margin: float = C
     views["crop"] = None
     boxed = objects.reindex(views.index)
     has_box = boxed["box_x"].notna().to_numpy()
-    regions = [crop_region((b[0], b[1], b[2], b[3]), None, (int(w), int(h)), margin)
-               for b, w, h in zip(boxed.loc[has_box, ["box_x", "box_y", "box_w", "box_h"]].to_numpy(),
-                                  views.loc[has_box, "width"], views.loc[has_box, "height"])]
+    regions = list(map(tuple, crop_regions(
+        boxed.loc[has_box, ["box_x", "box_y", "box_w", "box_h"]].to_numpy(np.float64),
+        views.loc[has_box, ["width", "height"]].to_numpy(np.int64), margin).tolist()))
     views.loc[has_box, "crop"] = pd.Series(regions, index=views.index[has_box], dtype=object)
     views.loc[has_box, "content_hash"] = [crop_key(h, r) for h, r in zip(views.loc[has_box, "content_hash"], regions)]
     return views
