@@ -42,6 +42,8 @@ def _points(folder: str, model: str | None, encoder: str, method: str, state: st
         return None
     frame = points.join(load_samples(project, model).reindex(columns=["label", "prediction", "split", "correct"]))
     frame["outcome"] = outcome(frame)
+    for name in ("outcome", "label"):  # counted among a selection's tags on every lasso: codes, not texts
+        frame[name] = frame[name].astype("category")
     return frame
 
 

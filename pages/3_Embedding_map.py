@@ -100,7 +100,8 @@ if chosen:
     with left:
         correct = frame["correct"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)[selected]
         wrong_first = np.argsort(np.nan_to_num(correct, nan=2.0), kind="stable")  # then right, then no label
-        positions = samples.index.get_indexer(ids[selected][wrong_first])
+        positions = np.flatnonzero(selected)[wrong_first] if frame.index.equals(samples.index) else \
+            samples.index.get_indexer(ids[selected][wrong_first])  # the map of these very samples, in their order
         image_grid(project, paged(samples, key="map_page", among=positions[positions >= 0], noun=nouns.samples),
                    columns=6, details="map", user=user,
                    caption=lambda r: caption_of(r) if "prediction" in r else f"{r['label']}")

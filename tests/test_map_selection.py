@@ -64,6 +64,13 @@ def test_over_represented_tags_with_exact_hypergeometric_p_values():
     assert (red["p_value"], small["p_value"]) == pytest.approx((25 / 210, 55 / 210))
     assert table["q_value"].tolist() == pytest.approx([50 / 210, 55 / 210])  # Benjamini-Hochberg over the two
     assert over_represented(tags, np.zeros(10, dtype=bool)).empty
+    # categorical columns (the map's tags: counted from their codes, nothing hashed) give the same table, unused
+    # categories and missing tags included
+    as_categories = tags.assign(color=pd.Categorical(tags["color"], categories=["blue", "green", "red"]),
+                                size=pd.Categorical(tags["size"].where(tags.index != 9)))
+    with_gap = tags.assign(size=tags["size"].where(tags.index != 9))
+    pd.testing.assert_frame_equal(over_represented(as_categories, selected, min_count=2),
+                                  over_represented(with_gap, selected, min_count=2))
 
 
 def test_points_inside_a_lasso_and_a_box_worked_by_hand():

@@ -95,7 +95,7 @@ def read(connection: Connection) -> pd.DataFrame:
         full[positions[tagged[name]]] = np.concatenate([np.array([position[v] for v in values], dtype=small)[codes]
                                                         for _, codes, values in parts[name]])
         placed[name] = pd.Categorical.from_codes(full, categories)
-    frame = pd.DataFrame(placed, index=pd.Index(index.astype(np.int64), name="sample_id"))
+    frame = pd.DataFrame(placed, index=pd.Index(index.astype(np.int64), name="sample_id"), copy=False)
     if len(frame) and connection.execute(text("SELECT 1 FROM imports WHERE kind = 'removal' LIMIT 1")).first():
         kept = np.array(connection.execute(text("SELECT id FROM samples")).scalars().all(), dtype=np.int64)
         frame = frame[frame.index.isin(kept)]
