@@ -13,6 +13,7 @@ from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
 from hibug_core.objects.crops import picture_legend
 from hibug_core.pictures import sample_picture
+from hibug_core.slices.selection import present_values
 from hibug_core.store.project import Project
 from hibug_ui.detail import OPEN_KEY, show_image
 from hibug_ui.state import flagged_tag, keypoint_skeleton
@@ -63,7 +64,7 @@ def grid_filters(rows: pd.DataFrame, tags: pd.DataFrame | None, key: str,
         positions = tags.index.get_indexer(rows.index)
         positions = positions[positions >= 0]
         for attribute in tags.columns:
-            options += [f"{attribute} = {t}" for t in _values_at(tags[attribute], positions)]
+            options += [f"{attribute} = {t}" for t in present_values(tags[attribute], positions)]
     tag = cells[2].selectbox("Tag", ["any tag", *sorted(options)], key=f"{key}_tag",
                              format_func=functools.partial(flagged_tag, dict(poor or {})))
     if chosen:
@@ -74,16 +75,6 @@ def grid_filters(rows: pd.DataFrame, tags: pd.DataFrame | None, key: str,
         attribute, value = tag.split(" = ", 1)
         rows = rows[tags[attribute].reindex(rows.index).astype(str) == value]
     return rows
-
-
-def _values_at(column: pd.Series, positions: np.ndarray) -> set[str]:
-    """The distinct values of `column` at `positions`, as text: a categorical's are counted by code (a slice of
-    millions of rows took a second a page run when its tags were taken row by row)."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        codes = column.cat.codes.to_numpy()[positions]
-        used = np.bincount(codes[codes >= 0], minlength=len(column.cat.categories)) > 0
-        return {str(v) for v in column.cat.categories[used]}
-    return {str(v) for v in column.iloc[positions].dropna().unique()}
 
 
 def paged(rows: pd.DataFrame, key: str, per_page: int = 24, among: np.ndarray | None = None, *,

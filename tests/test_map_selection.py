@@ -105,3 +105,13 @@ def test_a_lasso_selects_exactly_what_a_reference_ray_cast_does_on_a_million_poi
             inside ^= crosses & (px < (xj - xk) * (py - yk) / (yj - yk) + xk)
     assert np.array_equal(got[:20_000], inside)
     assert int(got.sum()) == 391_215
+
+
+def test_counts_and_values_at_positions_read_the_codes_once():
+    from hibug_core.slices.selection import counts_at, present_values
+
+    column = pd.Series(pd.Categorical(["a", "b", None, "a", "c", "b"], categories=["a", "b", "c", "d"]))
+    assert counts_at(column.cat.codes.to_numpy(), np.array([0, 2, 3, 5]), 4).tolist() == [2, 1, 0, 0]
+    assert present_values(column, np.array([1, 2, 4])) == {"b", "c"}
+    assert present_values(column, np.array([], dtype=np.int64)) == set()
+    assert present_values(column.astype(object), np.array([0, 2, 5])) == {"a", "b"}  # not categorical: as found
