@@ -7,6 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
+from numba import njit
 
 from hibug_core.bounds import Bound, check_bounds
 from hibug_core.registry import Registry
@@ -111,12 +112,11 @@ class TagMatrix:
                       self.tags[enumeration.feature_attribute[f]][enumeration.feature_tag[f]]) for f in features)
 
     def mask(self, definition) -> np.ndarray:
-        """Rows in the slice `definition` ((attribute, tag) pairs): a slice back into its samples."""
-        rows = np.ones(len(self.codes), dtype=bool)
-        for attribute, tag in definition:
-            a = self.attributes.index(attribute)
-            rows &= self.codes[:, a] == self.tags[a].index(tag)
-        return rows
+        """Rows in the slice `definition` ((attribute, tag) pairs): a slice back into its samples, in one pass over
+        the rows (a column of the row-major codes is strided: a tenth of a second per condition at ten million)."""
+        attributes = [self.attributes.index(attribute) for attribute, _ in definition]
+        wanted = [self.tags[a].index(tag) for a, (_, tag) in zip(attributes, definition)]
+        return _rows_with(self.codes, np.array(attributes, dtype=np.int64), np.array(wanted, dtype=np.int64))
 
     def bitsets(self, definitions) -> np.ndarray:
         """(slices, words) uint64: each slice's rows packed as bitsets.pack_rows packs them, 1.25 MB a slice at ten
@@ -337,3 +337,14 @@ def find_error_slices(tags: TagMatrix, errors: np.ndarray, config: SliceConfig =
 
 __all__ = ["SliceConfig", "TagMatrix", "count_error_slices", "describe", "find_error_slices", "parse_definition",
            "score_slices", "slice_id", "smallest_significant_gap"]
+
+
+@njit(cache=True)
+def _rows_with(codes, attributes, wanted):
+    out = np.ones(codes.shape[0], dtype=np.bool_)
+    for row in range(codes.shape[0]):
+        for k in range(attributes.shape[0]):
+            if codes[row, attributes[k]] != wanted[k]:
+                out[row] = False
+                break
+    return out
