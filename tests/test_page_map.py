@@ -20,6 +20,13 @@ def open_page(monkeypatch, project, **query) -> AppTest:
     return open_any(monkeypatch, "pages/3_Embedding_map.py", project.folder, user="ana", timeout=60, **query)
 
 
+def mapped_and_tagged(project) -> None:
+    """The project's PCA map by the tiny encoder, and its "dominant colour" tagged by it."""
+    embed_project(project, "tiny-open_clip")
+    compute_map(project, "tiny-open_clip", config=MapConfig(method="pca"))
+    tag_project(project, encoder="tiny-open_clip", attributes=["dominant colour"], views=task_of(project).views)
+
+
 @pytest.mark.slow
 def test_the_map_is_computed_by_a_background_job(monkeypatch, colour_project):
     at = open_page(monkeypatch, colour_project, encoder="tiny-open_clip", method="pca")
@@ -38,10 +45,7 @@ def test_the_map_is_computed_by_a_background_job(monkeypatch, colour_project):
 
 
 def test_colouring_and_a_selection_show_images_and_over_represented_tags(monkeypatch, colour_project):
-    embed_project(colour_project, "tiny-open_clip")
-    compute_map(colour_project, "tiny-open_clip", config=MapConfig(method="pca"))
-    tag_project(colour_project, encoder="tiny-open_clip", attributes=["dominant colour"],
-                views=task_of(colour_project).views)
+    mapped_and_tagged(colour_project)
     at = open_page(monkeypatch, colour_project, encoder="tiny-open_clip", method="pca", color="dominant colour")
     assert not at.exception
     assert at.selectbox(key="map_colour").value == "dominant colour"
@@ -177,10 +181,7 @@ def test_the_kept_colouring_follows_a_corrected_tag_and_colours_by_an_imported_t
             out.setdefault(trace["name"], []).extend(int(i) for i in _decoded(trace["customdata"]))
         return {name: sorted(ids) for name, ids in out.items()}
 
-    embed_project(colour_project, "tiny-open_clip")
-    compute_map(colour_project, "tiny-open_clip", config=MapConfig(method="pca"))
-    tag_project(colour_project, encoder="tiny-open_clip", attributes=["dominant colour"],
-                views=task_of(colour_project).views)
+    mapped_and_tagged(colour_project)
     at = open_page(monkeypatch, colour_project, encoder="tiny-open_clip", method="pca", color="known: color")
     assert not at.exception
     assert coloured(at) == {"blue": [3, 6, 9, 12], "green": [2, 5, 8, 11], "red": [1, 4, 7, 10]}
