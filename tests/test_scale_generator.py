@@ -77,6 +77,30 @@ def test_a_second_detector_comes_in_the_same_manifest_with_the_planted_slice_fix
         assert set(project.models()) == {"detector", "detector-v2"}
 
 
+def test_the_generated_layout_is_a_map_the_embedding_map_page_draws(tmp_path, monkeypatch):
+    from hibug_core.embeddings.projection import stored_map
+    from hibug_core.store.project import Project
+
+    from page_support import open_page
+
+    scale = _scale()
+    scale.import_project([scale.generate(tmp_path / "data", 300)], tmp_path / "project")
+    assert scale.generated_map(tmp_path / "project") >= 0
+    with Project.open(tmp_path / "project", read_only=True) as project:
+        points = stored_map(project, scale.GENERATED_MAP)
+        samples = project.samples("detector")
+        tags = project.known_tags().reindex(samples.index)
+    assert points is not None and points.index.equals(samples.index)  # every object and false positive, once
+    planted = ((tags["t00"] == "a") & (tags["t01"] == "b")).to_numpy()
+    by_class = points.groupby(samples["label"].to_numpy())[["x", "y"]].mean()
+    assert len(by_class) == len(scale.CLASSES) + 1  # a cluster per class, and the detections on no object
+    assert points["x"][planted].mean() - points["x"][~planted].mean() > 2  # the planted slice to one side
+    at = open_page(monkeypatch, "pages/3_Embedding_map.py", tmp_path / "project", encoder=scale.GENERATED_MAP,
+                   method="umap", color="label")
+    assert not at.exception
+    assert at.caption[0].value.startswith(f"{len(samples)} objects · click a point")
+
+
 def test_the_benchmark_imports_into_postgresql_and_copies_its_peer_there(tmp_path, postgres_database, monkeypatch):
     from sqlalchemy import create_engine, text
 
