@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from urllib.parse import unquote
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitSecretNotFoundError
@@ -71,6 +72,17 @@ def _samples(folder: str, model: str | None, state: str) -> pd.DataFrame:
     del state
     project = open_project(folder)
     return task_of(project).sample_table(project, model)
+
+
+def evaluation_places(project: Project, model: str, report) -> np.ndarray:
+    """Where a slice report's evaluated samples are among load_samples(project, model)'s rows: a slice's rows are
+    then taken by position (looking millions of ids up again took a tenth of a second or more per page run)."""
+    return _evaluation_places(str(project.folder), model, report.split, project_state(project), report.evaluation.index)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _evaluation_places(folder: str, model: str, split: str, state: str, _evaluated: pd.Index) -> np.ndarray:
+    return _samples(folder, model, state).index.get_indexer(_evaluated)
 
 
 def score_summary(project: Project, model: str) -> tuple[pd.DataFrame, float]:

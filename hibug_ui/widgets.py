@@ -51,9 +51,10 @@ OUTCOMES = {"all": None, "wrong": False, "right": True}
 
 
 def grid_filters(rows: pd.DataFrame, tags: pd.DataFrame | None, key: str,
-                 poor: dict[str, str] | None = None) -> pd.DataFrame:
+                 poor: dict[str, str] | None = None, at: np.ndarray | None = None) -> pd.DataFrame:
     """Filters above an image grid: class, outcome (right or wrong) and one tag (those of attributes too poor to
-    trust, `poor`: tagging.sources.too_poor, flagged); returns the rows that pass."""
+    trust, `poor`: tagging.sources.too_poor, flagged); returns the rows that pass. `at`: the rows' positions among
+    the tags' rows, where the caller knows them."""
     cells = st.columns([2, 1, 2])
     # distinct values first, then text: a million rows made text once per attribute took seconds at every rerun
     classes = sorted({str(v) for v in rows["label"].dropna().unique()}) if "label" in rows else []
@@ -61,7 +62,7 @@ def grid_filters(rows: pd.DataFrame, tags: pd.DataFrame | None, key: str,
     outcome = cells[1].segmented_control("Outcome", list(OUTCOMES), default="all", key=f"{key}_outcome")
     options = []
     if tags is not None:
-        positions = tags.index.get_indexer(rows.index)
+        positions = tags.index.get_indexer(rows.index) if at is None else at
         positions = positions[positions >= 0]
         for attribute in tags.columns:
             options += [f"{attribute} = {t}" for t in present_values(tags[attribute], positions)]

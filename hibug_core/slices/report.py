@@ -178,13 +178,16 @@ class SliceReport:
 
     def sample_ids(self, ref) -> np.ndarray:
         """The slice's evaluated samples, failures first."""
+        return self.evaluation.index.to_numpy()[self.sample_positions(ref)]
+
+    def sample_positions(self, ref) -> np.ndarray:
+        """The slice's evaluated samples as positions among the evaluation's rows, failures first."""
         try:
             mask = self.tags.mask(self.definition(ref))
         except ValueError as error:
             raise SliceError(f"slice '{ref}' uses a tag the current attributes do not have: {error}") from None
         positions = np.flatnonzero(mask)  # the error column alone: its rows of every column were a copy of millions
-        order = np.argsort(-self.evaluation["error"].to_numpy()[positions], kind="stable")
-        return self.evaluation.index.to_numpy()[positions[order]]
+        return positions[np.argsort(-self.evaluation["error"].to_numpy()[positions], kind="stable")]
 
 
 def slice_definition(slices: pd.DataFrame, ref, within: str) -> tuple[tuple[str, str], ...]:
