@@ -343,9 +343,10 @@ def project_pages(folder: Path, repeats: int, map_encoder: str) -> None:
 
     with Project.open(folder, read_only=True) as project:
         models, objects = project.models(), project.task != "classification"
-        size = len(project.samples())
+        every = project.samples()
+        size = len(every)
         mapped = bool(project.arrays.names(f"maps/{encoder_key(map_encoder)}/umap-"))
-        first_label = str(project.samples()["label"].dropna().min())
+        first_label = str(every["label"].dropna().min())
     with serving(folder) as url:  # stopped however the steps end
         watch_server(url)
         results: dict[str, list[float]] = {}

@@ -28,6 +28,11 @@ def colour_options(project) -> list[str]:
     return [*PLAIN_COLOURS, *tagged, *[f"{KNOWN}{name}" for name in known]]
 
 
+def tagged_attributes(project) -> list[str]:
+    """The attributes with a tag on some sample: what the map colours by and counts in a selection."""
+    return _tagged(str(project.folder), project_state(project))[0]
+
+
 def map_colour(project, model: str | None, encoder: str, method: str, colour: str) -> pd.Series:
     """The map's points' values of `colour` (a colour_options entry) as categories, "(none)" where a point has none."""
     return _colour(str(project.folder), model, encoder, method, colour, project_state(project))
@@ -59,11 +64,11 @@ def _tagged(folder: str, state: str) -> tuple[list[str], list[str]]:
 def _colour(folder: str, model: str | None, encoder: str, method: str, colour: str, state: str) -> pd.Series:
     project = open_project(folder)
     points = _points(folder, model, encoder, method, state)
-    if colour in PLAIN_COLOURS:
-        values = points[colour]
+    if colour in _tagged(folder, state)[0]:  # an attribute named as a plain colouring is coloured by its tags
+        values = tag_table(project).tags[colour].reindex(points.index)
     elif colour.startswith(KNOWN):
         values = project.known_tags()[colour.removeprefix(KNOWN)].reindex(points.index)
     else:
-        values = tag_table(project).tags[colour].reindex(points.index)
+        values = points[colour]
     return pd.Series(pd.Categorical(values.astype(object).fillna("(none)").astype(str)), index=points.index,
                      name=colour)

@@ -12,7 +12,7 @@ from hibug_core.review.board import ensure_review, members
 from hibug_core.slices.selection import over_represented
 from hibug_core.tagging.sources import too_poor
 from hibug_ui.jobs import built, job_status, start_job
-from hibug_ui.map_data import colour_options, map_colour, map_points
+from hibug_ui.map_data import colour_options, map_colour, map_points, tagged_attributes
 from hibug_ui.page import open_page
 from hibug_ui.plots import MAP_POINTS_LIMIT, density_figure, map_figure, map_view, selection_mask
 from hibug_ui.state import load_samples, source_ranking, tag_table
@@ -82,9 +82,7 @@ if chosen:
     left, right = st.columns([3, 2])
     with right:
         st.markdown("**Tags over-represented in the selection**")
-        tags = tag_table(project).tags
-        tagged = [c for c in options if c in tags.columns]
-        table = tags[tagged].reindex(frame.index)
+        table = tag_table(project).tags[tagged_attributes(project)].reindex(frame.index)
         if model is not None:
             table = table.assign(outcome=frame["outcome"], label=frame["label"])
         found = over_represented(table, selected, poor=too_poor(source_ranking(project))).head(20)

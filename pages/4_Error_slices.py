@@ -186,7 +186,8 @@ with found:
         # What the charts and filters read of the slice's rows, taken by position (selecting millions of rows of the
         # whole table copied every column); the rows of the grid's page are taken whole.
         read = samples[[c for c in ("label", "prediction", "correct", "outcome", "error_type") if c in samples]]
-        shown = read.take(places) if (places >= 0).all() else read.loc[report.sample_ids(chosen_id)]
+        by_position = bool((places >= 0).all())
+        shown = read.take(places) if by_position else read.loc[report.sample_ids(chosen_id)]
         with left:
             if task.error_groups:  # failures that carry an error type, one chart per kind (a box's, a keypoint's)
                 typed = error_breakdown(shown, task.error_types).sum(axis=1)
@@ -213,7 +214,7 @@ with found:
                              column_config={"score": percent_column("score"), "gap": percent_column("gap")})
         st.markdown(f"**{nouns.Samples}** (failures first; caption: label → prediction)")
         rows = grid_filters(shown, report.all_tags, key="slice_filter", poor=report.poor,
-                            at=places if report.all_tags.index.equals(samples.index) and (places >= 0).all() else None)
+                            at=places if by_position and report.all_tags.index.equals(samples.index) else None)
         page_rows = paged(rows, key=f"slice_page_{chosen_id}", noun=nouns.samples)
         image_grid(project, samples.loc[page_rows.index], details="slice", report=report, user=user, caption=outcome)
 

@@ -121,7 +121,7 @@ class TagMatrix:
     def bitsets(self, definitions) -> np.ndarray:
         """(slices, words) uint64: each slice's rows packed as bitsets.pack_rows packs them, 1.25 MB a slice at ten
         million rows where a mask takes 10 MB; each attribute's column is read once for all of them (a column of the
-        row-major codes is strided: a tenth of a second at ten million rows, on every mask())."""
+        row-major codes is strided: a tenth of a second at ten million rows)."""
         pairs = [[(self.attributes.index(a), self.tags[self.attributes.index(a)].index(t)) for a, t in d]
                  for d in definitions]
         every = pack_rows(np.ones(len(self.codes), dtype=bool))[0]
