@@ -22,8 +22,10 @@ the same read and a COPY into a table there.
 --map (after a run that built the project; nothing is imported) stores a generated 2-D layout of every object as the
 map 'generated-layout' (generated_map), so that `benchmarks/ui.py --project` times the Embedding map page at this size
 (the map's drawing, recolouring and lasso, not an encoder's work).
+--first-read (after a run that built the project; nothing is imported) times reading every table of it from SQL, as a
+newly started dashboard first does, in a process of its own, with its peak memory.
 Usage: python benchmarks/scale.py [--objects 1000000] [--dir /tmp/hibug-scale] [--repeat 1] [--parts 1] [--models 1]
-       [--database URL] [--map]
+       [--database URL] [--map] [--first-read]
 """
 from __future__ import annotations
 
@@ -203,6 +205,36 @@ def import_project(manifests: list[Path], project: Path, server: str | None = No
     return seconds, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2 ** 20
 
 
+# What a newly started dashboard first reads of the project from SQL (no column file), run by first_read.
+FIRST_READ = """
+import resource, sys, time
+from sqlalchemy import text
+from hibug_core.store import known_tag_columns, object_store
+from hibug_core.store.db import read_connection
+from hibug_core.store.project import Project
+with Project.open(sys.argv[1], read_only=True) as project, read_connection(project.engine) as connection:
+    started = time.perf_counter()
+    roots = {i: str(p) for i, p in project._roots(connection).items()}
+    held = [project._read_sample_rows(connection, roots), object_store.read_object_rows(connection),
+            known_tag_columns.read(connection)]
+    for (model_id,) in connection.execute(text("SELECT id FROM models ORDER BY id")):
+        held += [project._read_prediction_rows(connection, model_id),
+                 object_store.read_outcome_rows(connection, model_id)]
+    print(time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20)
+"""
+
+
+def first_read(project_folder: Path) -> tuple[float, float]:
+    """(seconds, peak GiB) of reading every table a newly started dashboard reads of the project from SQL (its
+    samples, objects and imported tags, each model's predictions and outcomes, all held at once, as the dashboard
+    holds them), in a process of its own; the project's column files are neither read nor written."""
+    run = subprocess.run([sys.executable, "-c", FIRST_READ, str(project_folder)], capture_output=True, text=True)
+    if run.returncode != 0:
+        raise SystemExit(f"the first read failed:\n{run.stderr[-3000:]}")
+    seconds, peak = run.stdout.split()[-2:]
+    return float(seconds), float(peak)
+
+
 # The name a generated layout is stored under (--map): not an encoder, so that no one takes it for one's map.
 GENERATED_MAP = "generated-layout"
 
@@ -250,6 +282,8 @@ def main() -> None:
     parser.add_argument("--map", action="store_true", help=f"store a generated layout of every object as the map "
                         f"'{GENERATED_MAP}' in the project a run without --map built (nothing is imported; for timing "
                         "the Embedding map page at this size, no encoder runs)")
+    parser.add_argument("--first-read", action="store_true", help="time reading every table of the project a run "
+                        "without it built from SQL, as a newly started dashboard first does (nothing is imported)")
     args = parser.parse_args()
     folder = Path(args.dir) / (f"objects-{args.objects}" + (f"-models-{args.models}" if args.models > 1 else ""))
     manifest = folder / "objects.parquet"
@@ -259,6 +293,11 @@ def main() -> None:
         print(f"generated {args.objects:,} objects on {max(args.objects // PER_IMAGE, 1):,} images in "
               f"{time.perf_counter() - started:.1f} s ({manifest.stat().st_size / 2 ** 20:.0f} MiB of Parquet)",
               flush=True)
+    if args.first_read:  # of the project a run without --first-read built
+        seconds, peak = first_read(folder / ("project-postgres" if args.database else "project"))
+        print(f"every table read from SQL as a newly started dashboard first reads them: {seconds:.1f} s, "
+              f"peak {peak:.2f} GiB")
+        return
     if args.map:  # into the project a run without --map built
         seconds = generated_map(folder / ("project-postgres" if args.database else "project"))
         print(f"stored a generated layout of every object as the map '{GENERATED_MAP}' in {seconds:.0f} s")

@@ -77,7 +77,7 @@ def test_a_second_detector_comes_in_the_same_manifest_with_the_planted_slice_fix
         assert set(project.models()) == {"detector", "detector-v2"}
 
 
-def test_the_generated_layout_is_a_map_the_embedding_map_page_draws(tmp_path, monkeypatch):
+def test_the_generated_layout_is_a_map_the_embedding_map_page_draws_and_the_first_read_is_timed(tmp_path, monkeypatch):
     from hibug_core.embeddings.projection import stored_map
     from hibug_core.store.project import Project
 
@@ -86,6 +86,8 @@ def test_the_generated_layout_is_a_map_the_embedding_map_page_draws(tmp_path, mo
     scale = _scale()
     scale.import_project([scale.generate(tmp_path / "data", 300)], tmp_path / "project")
     assert scale.generated_map(tmp_path / "project") >= 0
+    seconds, peak = scale.first_read(tmp_path / "project")  # every table from SQL, in a process of its own
+    assert seconds > 0 and peak > 0
     with Project.open(tmp_path / "project", read_only=True) as project:
         points = stored_map(project, scale.GENERATED_MAP)
         samples = project.samples("detector")
