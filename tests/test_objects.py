@@ -297,6 +297,116 @@ def test_an_evaluation_a_category_at_a_time_is_the_librarys_whole_evaluation_exa
         assert (np.asarray(ours.eval["precision"])[:, :, -1] == -1).all()  # the empty category
 
 
+
+@pytest.mark.parametrize("kind", ["bbox", "segm", "keypoints"])
+def test_an_evaluation_of_the_changed_images_spliced_into_an_earlier_one_is_the_librarys_whole_evaluation(
+        tmp_path, kind):
+    """A change to some (image, class) pairs (detections given another class or dropped, objects left out of the
+    ground truth, an image emptied of a class) evaluated on those pairs alone and spliced into the earlier
+    evaluation's per-image results gives the library's arrays of the whole changed files, bit for bit."""
+    import copy
+
+    from faster_coco_eval import COCO, COCOeval_faster
+
+    from hibug_core.objects.coco_evaluation import evaluated
+
+    truth_json, found = _random_case(11, n_images=40, keypoints=4 if kind == "keypoints" else 0,
+                                     masks=kind == "segm")
+    truth_file, results = _write(tmp_path, truth_json, {"m": found})
+    truth = read_ground_truth(truth_file)
+    sigmas = (0.05,) * 4 if kind == "keypoints" else None
+    records = read_results(results["m"], truth).records
+    earlier = evaluated(truth, records, kind, sigmas, keep_images=True)
+    rng = np.random.default_rng(3)
+    categories = sorted(truth.categories)
+    changed_records = []
+    for record in records:  # every fifth image's detections changed: given another class, or dropped
+        if record["image_id"] % 5 == 0 and rng.random() < 0.7:
+            if rng.random() < 0.5:
+                continue
+            record = {**record, "category_id": int(rng.choice(categories))}
+        changed_records.append(record)
+    dropped = {a["id"] for a in truth.dataset["annotations"] if a["image_id"] % 7 == 0 and rng.random() < 0.5}
+    emptied = 3  # every object and detection of image 3 gone
+    dropped |= {a["id"] for a in truth.dataset["annotations"] if a["image_id"] == emptied}
+    changed_records = [r for r in changed_records if r["image_id"] != emptied]
+    changed_truth = dataclasses.replace(truth, dataset={**truth.dataset, "annotations": [
+        a for a in truth.dataset["annotations"] if a["id"] not in dropped]})
+    pairs = {(image, category) for image in range(1, 41) for category in categories
+             if image % 5 == 0 or image % 7 == 0 or image == emptied}
+    ours = evaluated(changed_truth, changed_records, kind, sigmas, earlier=earlier, changed=pairs,
+                     ap_only=True)
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt = COCO(copy.deepcopy(changed_truth.dataset), print_function=lambda *a: None)
+        dt = gt.loadRes(copy.deepcopy(changed_records))
+    library = COCOeval_faster(gt, dt, kind, print_function=lambda *a: None, separate_eval=True)
+    if sigmas:
+        library.params.kpt_oks_sigmas = np.asarray(sigmas)
+    library.params.areaRng, library.params.areaRngLbl = [library.params.areaRng[0]], ["all"]
+    library.params.maxDets = library.params.maxDets[-1:]  # AP's: the most detections
+    with contextlib.redirect_stdout(io.StringIO()):
+        library.evaluate()
+        library.accumulate()
+    for key in ("precision", "recall", "scores"):
+        assert np.array_equal(np.asarray(ours.eval[key]), np.asarray(library.eval[key])), key
+    assert not np.array_equal(np.asarray(ours.eval["precision"]), np.asarray(earlier.eval["precision"])[..., :1, -1:])
+
+
+
+@pytest.mark.parametrize("kind", ["bbox", "segm", "keypoints"])
+def test_the_operating_points_matching_reuses_the_summarys_overlaps_and_matches_as_computed_afresh(
+        tmp_path, kind, monkeypatch):
+    """The detections at or above a score are the strongest of each (image, class): their overlaps are the first
+    rows of the summary's, reused, and the matches and arrays are those of an evaluation computing every overlap."""
+    from faster_coco_eval.core.cocoeval import COCOeval
+
+    from hibug_core.objects import coco_evaluation
+    from hibug_core.objects.coco_evaluation import evaluated
+
+    truth_json, found = _random_case(13, n_images=40, keypoints=4 if kind == "keypoints" else 0,
+                                     masks=kind == "segm")
+    truth_file, results = _write(tmp_path, truth_json, {"m": found})
+    truth = read_ground_truth(truth_file)
+    sigmas = (0.05,) * 4 if kind == "keypoints" else None
+    records = read_results(results["m"], truth).records
+    kept = [r for r in records if r["score"] >= 0.5]
+    assert 0 < len(kept) < len(records)
+    summary = evaluated(truth, records, kind, sigmas, keep_images=True)
+    afresh = evaluated(truth, kept, kind, sigmas, thresholds=[0.5], max_detections=100)
+    computed = []
+    for owner, name in ((COCOeval, "computeIoU"), (coco_evaluation, "oks_matrices")):
+        original = getattr(owner, name)
+        monkeypatch.setattr(owner, name, lambda *a, _original=original, **k: computed.append(1) or _original(*a, **k))
+    reused = evaluated(truth, kept, kind, sigmas, thresholds=[0.5], max_detections=100, earlier=summary)
+    assert computed == []  # no overlap computed again
+    assert reused.eval["matched"] == afresh.eval["matched"] and len(afresh.eval["matched"]) > 20
+    for key in ("precision", "recall", "scores"):
+        assert np.array_equal(np.asarray(reused.eval[key]), np.asarray(afresh.eval[key])), key
+
+@pytest.mark.parametrize("kind", ["bbox", "segm", "keypoints"])
+def test_the_ap_each_fix_would_give_is_the_same_spliced_as_evaluated_whole(tmp_path, kind):
+    """TIDE's fixes (and the keypoint fixes) evaluated on the pairs each fix changed, spliced into the summary's
+    evaluation, give the table evaluated on the whole fixed files: the pairs a fix changes are all named (a
+    classification error's old class and the class it takes)."""
+    from hibug_core.objects import matching
+
+    truth_json, found = _random_case(5, n_images=40, keypoints=4 if kind == "keypoints" else 0,
+                                     masks=kind == "segm")
+    truth_file, results = _write(tmp_path, truth_json, {"m": found})
+    truth = read_ground_truth(truth_file)
+    read = read_results(results["m"], truth)
+    config = MatchConfig(masks=kind == "segm", keypoint_sigmas=(0.05,) * 4 if kind == "keypoints" else None)
+    matched = match(truth, read, config)
+    assert matched.iou_type == kind
+    if kind == "keypoints":
+        whole = matching._keypoint_fixes(truth, read, matched.objects, matched.detections, config.keypoint_sigmas,
+                                         matched.summary["AP"], None)
+    else:
+        whole = matching.tide_fixes(truth, read, matched.objects, matched.detections, kind, matched.summary["AP"])
+    pd.testing.assert_frame_equal(matched.fixes, whole, check_exact=True)
+    fixed = matched.fixes.set_index("error type")
+    assert (fixed["count"] > 0).sum() >= 4 and (fixed["AP gain"] > 0).sum() >= 3
+
 def test_keypoints_match_by_oks_with_settable_sigmas_and_equal_pycocotools(tmp_path):
     truth_json, found = _random_case(5, keypoints=4)
     truth_file, results = _write(tmp_path, truth_json, {"pose": found})
@@ -656,6 +766,19 @@ OBJECT_MANIFEST_ERRORS = [
     ("10 10 0 40", "row 1, column 'box': '10 10 0 40' is not x y width height"),
 ]
 
+
+def test_box_cells_read_every_spelling_of_four_numbers_and_refuse_the_rest():
+    """A box is four finite numbers, however separated (spaces of any kind, commas, semicolons, brackets); three,
+    five, a word or a number too large for a float are not one."""
+    from hibug_core.tasks.object_manifest import _box_cells
+
+    good = {"1 2 3 4": [1, 2, 3, 4], "[1, 2, 3, 4]": [1, 2, 3, 4], "1,2,3,4": [1, 2, 3, 4], " 1 2 3 4 ": [1, 2, 3, 4],
+            "(1;2;3;4)": [1, 2, 3, 4], "1\t2\n3 4": [1, 2, 3, 4], "1\u00a02\u20033 4": [1, 2, 3, 4],
+            "1e2 -2 +3 .5": [100, -2, 3, 0.5], "1. 2 3 4,": [1, 2, 3, 4]}
+    bad = ["", "1 2 3", "1 2 3 4 5", "a b c d", "1 2 3 inf", "nan 1 2 3", "1e400 2 3 4", "0x10 1 2 3"]
+    values, ok = _box_cells(pd.Series([*good, *bad], dtype=object))
+    assert ok.tolist() == [True] * len(good) + [False] * len(bad)
+    assert values[:len(good)].tolist() == list(good.values())
 
 @pytest.mark.parametrize("box,message", OBJECT_MANIFEST_ERRORS)
 def test_object_manifest_cells_are_named_by_row_and_column(tmp_path, box, message):

@@ -12,6 +12,19 @@ SPLIT_ALIASES = {"validation": "val", "valid": "val", "dev": "val", "training": 
                  "testing": "test", "unlabeled": "pool", "unlabelled": "pool"}
 
 
+def parse_numbers(text: pd.Series) -> np.ndarray:
+    """Floats of a column of text, NaN where empty or not a number (pyarrow's cast when every cell parses: several
+    times faster than pandas.to_numeric at a million rows)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        cells = pa.array(text, type=pa.string())
+        return pc.cast(pc.if_else(pc.equal(cells, ""), None, cells), pa.float64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # some cells are not numbers: they are named one by one
+        return pd.to_numeric(text.where(text != ""), errors="coerce").to_numpy(dtype=float)
+
+
 def check_images(frame: pd.DataFrame, column: str, issues: Issues) -> None:
     """Every row names an image."""
     for i in np.flatnonzero((frame[column] == "").to_numpy()):

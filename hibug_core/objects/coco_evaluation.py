@@ -10,6 +10,7 @@ import contextlib
 import io
 import itertools
 from collections import defaultdict
+from copy import deepcopy
 
 import numpy as np
 from faster_coco_eval import COCO, COCOeval_faster
@@ -17,17 +18,25 @@ from faster_coco_eval.core.mask import calculateRleForAllAnnotations
 
 
 def evaluated(truth, records: list[dict], iou_type: str, sigmas, *, thresholds=None, max_detections: int | None = None,
-              earlier=None, changed: set | None = None, all_areas_only: bool = False,
-              runs: dict[int, dict] | None = None) -> ByCategory:
+              earlier=None, changed: set[tuple[int, int]] | None = None, ap_only: bool = False,
+              runs: dict[int, dict] | None = None, keep_images: bool = False) -> ByCategory:
     """The library's evaluation of result `records` against `truth` (a CocoGroundTruth), evaluated and accumulated
-    (all_areas_only: for the area range "all" alone, all the AP needs; thresholds: at these overlaps, up to
-    max_detections), a category at a time: the library's view of one category's records is made, evaluated and let go
-    before the next. Its matches name detection i of `records` by id i + 1, as the library's whole view would.
-    earlier: an evaluation of the same files before a fix changed the records of the images in `changed`; its overlaps
-    (IoU or OKS matrices) are reused for every other image whose detections it covered (an evaluation of more
-    detections per image computes the images that have more). (Cutting a changed image's earlier matrix down to what
-    a fix left was slower than the library's mask IoU.) runs: the masks' run lengths an earlier evaluation made of
-    these very records (its `runs`), reused."""
+    (ap_only: what COCO's AP needs alone, the area range "all" at the most detections; thresholds: at these
+    overlaps, up to max_detections), a category at a time: the library's view of one category's records is made,
+    evaluated and let go before the next. Its matches name detection i of `records` by id i + 1, as the library's
+    whole view would.
+    earlier: an evaluation of the same files whose records differ from these only in the (image, category) pairs in
+    `changed` (what a fix changed) or by detections below some score left out (the operating point's); its overlaps
+    (IoU or OKS matrices, a row per detection by score) are reused, their first rows where the weakest detections
+    were left out, for every other pair whose detections it covered (an evaluation of more detections per image
+    computes the images that have more). (Cutting a changed image's earlier
+    matrix down to what a fix left was slower than the library's mask IoU.) Where `earlier` kept its per-image
+    evaluations (keep_images) and this one is at its overlaps and detection limit, only the changed pairs are
+    evaluated again: a category no pair of which changed keeps its arrays, and in one with changes the library's
+    evaluations of its changed images replace the earlier ones before the library accumulates them all (the arrays
+    of a whole evaluation, bit for bit). runs: the masks' run lengths an earlier evaluation made of these very records
+    (its `runs`), reused. keep_images: keep each category's per-image evaluations at the area range "all" (about 0.3
+    KB per image and category) for later evaluations to splice into."""
     # 1. The categories the library evaluates: every one, or for keypoints those with people in the ground truth.
     truth_of, found_of = defaultdict(list), defaultdict(list)
     for record in truth.dataset["annotations"]:
@@ -35,7 +44,7 @@ def evaluated(truth, records: list[dict], iou_type: str, sigmas, *, thresholds=N
     for position, record in enumerate(records):
         found_of[record["category_id"]].append(position)
     whole = _configured(ByCategory(iouType=iou_type, print_function=lambda *a: None), sigmas, thresholds,
-                        max_detections, all_areas_only)
+                        max_detections, ap_only)
     params = whole.params
     params.imgIds = sorted(truth.images.index)
     params.catIds = sorted(truth_of) if iou_type == "keypoints" else sorted(truth.categories)
@@ -45,11 +54,32 @@ def evaluated(truth, records: list[dict], iou_type: str, sigmas, *, thresholds=N
                   "matched": {}}
     image_records = {record["id"]: record for record in truth.dataset["images"]}
     category_records = {record["id"]: record for record in truth.dataset["categories"]}
+    spliced = _spliceable(earlier, thresholds, max_detections, ap_only)
+    changed_of = defaultdict(set)
+    for image, category in changed or ():
+        changed_of[category].add(image)
     # 2. Each category on its own.
     for k, category in enumerate(params.catIds):
         objects, positions = truth_of[category], np.asarray(found_of[category], dtype=np.int64)
+        base = earlier.parts.get(category) if spliced else None
+        if base is not None and (base.image_evaluations is None
+                                 or not changed_of[category] <= base.image_positions.keys()):
+            base = None  # no per-image evaluations to splice into, or a changed image they do not hold
+        if base is not None and not changed_of[category]:  # a category the change left as it was: its arrays
+            for key in ("precision", "scores"):
+                whole.eval[key][:, :, k] = np.asarray(base.eval[key])[:, :, 0, :1, -1:]
+            whole.eval["recall"][:, k] = np.asarray(base.eval["recall"])[:, 0, :1, -1:]
+            whole.parts[category] = base
+            continue
+        if base is not None:  # the changed images alone, every one of them (one left empty replaces its evaluation)
+            kept = changed_of[category]
+            objects = [a for a in objects if a["image_id"] in kept]
+            positions = positions[np.fromiter((records[i]["image_id"] in kept for i in positions), bool,
+                                              len(positions))]
+            images = sorted(kept)
         found = [records[i] for i in positions]
-        images = sorted({a["image_id"] for a in objects} | {a["image_id"] for a in found})
+        if base is None:
+            images = sorted({a["image_id"] for a in objects} | {a["image_id"] for a in found})
         if not images:
             continue
         gt = COCO({"images": [image_records[i] for i in images], "categories": [category_records[category]],
@@ -59,16 +89,23 @@ def evaluated(truth, records: list[dict], iou_type: str, sigmas, *, thresholds=N
         part = _configured(Reusing(gt, dt, iou_type, print_function=lambda *a: None, separate_eval=True,
                                    extra_calc=thresholds is not None,
                                    rle_iou_max_workers=1),  # its mask IoU holds the GIL: threads were slower
-                           sigmas, thresholds, max_detections, all_areas_only)
+                           sigmas, thresholds, max_detections, ap_only)
         part.earlier, part.changed, part.positions = earlier, changed or set(), positions
+        if base is not None:  # its category even where the changed images hold nothing of it any more
+            part.params.catIds = [category]
         with contextlib.redirect_stdout(io.StringIO()):
             part.evaluate()
+            if base is not None:
+                part.splice_into(base)
             part.accumulate()
+        if keep_images:
+            part.keep_images()
         del part._evalImgs_cpp  # what made the whole evaluation large; the arrays below are what it was for
         for key in ("precision", "scores"):
             whole.eval[key][:, :, k] = np.asarray(part.eval[key])[:, :, 0]
         whole.eval["recall"][:, k] = np.asarray(part.eval["recall"])[:, 0]
-        for pair, value in (part.eval.get("matched") or {}).items():  # the part's ids as ids among `records`
+        # the part's ids as ids among `records` (matches are asked for at a threshold, never of a spliced part)
+        for pair, value in ((part.eval.get("matched") or {}) if thresholds is not None else {}).items():
             detection, annotation = pair.split("_", 1)
             whole.eval["matched"][f"{positions[int(detection) - 1] + 1}_{annotation}"] = value
         whole.ious.update(part.ious)
@@ -78,6 +115,12 @@ def evaluated(truth, records: list[dict], iou_type: str, sigmas, *, thresholds=N
                                for source, copy in zip(sources, copies) if "rle" in copy})
         whole.parts[category] = part
     return whole
+
+
+def _spliceable(earlier, thresholds, max_detections: int | None, ap_only: bool) -> bool:
+    """Whether an evaluation may splice its changed images into `earlier`'s per-image evaluations: the same overlaps
+    and detection limit (the library's defaults), at the area range "all" that both hold."""
+    return earlier is not None and thresholds is None and max_detections is None and ap_only
 
 
 def _copies(records: list[dict], runs: dict[int, dict] | None = None) -> list[dict]:
@@ -96,11 +139,13 @@ def _no_results(gt):
                 print_function=lambda *a: None)
 
 
-def _configured(evaluator, sigmas, thresholds, max_detections, all_areas_only):
+def _configured(evaluator, sigmas, thresholds, max_detections, ap_only):
     if sigmas is not None:
         evaluator.params.kpt_oks_sigmas = np.asarray(sigmas, dtype=np.float64)
-    if thresholds is not None or all_areas_only:
+    if thresholds is not None or ap_only:
         evaluator.params.areaRng, evaluator.params.areaRngLbl = [evaluator.params.areaRng[0]], ["all"]
+    if ap_only:  # accumulating at fewer limits is as much faster
+        evaluator.params.maxDets = [evaluator.params.maxDets[-1]]
     if thresholds is not None:
         evaluator.params.iouThrs = np.asarray(thresholds, dtype=np.float64)
         evaluator.params.maxDets = [max_detections]
@@ -125,6 +170,25 @@ class Reusing(COCOeval_faster):
     earlier = None
     changed: frozenset | set = frozenset()
     positions: np.ndarray | None = None
+    image_evaluations: list | None = None  # keep_images(): the library's per-image evaluations at the area "all"
+    image_positions: dict[int, int] = {}  # an image's place among them
+
+    def keep_images(self) -> None:
+        """Keep the per-image evaluations of the area range "all" (the library orders them by category, area range,
+        then image: with one category the first len(imgIds)) for later evaluations to splice into."""
+        images = list(self.params.imgIds)
+        self.image_evaluations = list(self._evalImgs_cpp[:len(images)])
+        self.image_positions = {image: i for i, image in enumerate(images)}
+
+    def splice_into(self, base: Reusing) -> None:
+        """Make this evaluation of some of `base`'s images (area "all" only) one of all of them: its per-image
+        evaluations in place of base's for its images, base's for every other, accumulated over base's images."""
+        every = list(base.image_evaluations)
+        for image, evaluation in zip(self.params.imgIds, self._evalImgs_cpp):
+            every[base.image_positions[image]] = evaluation
+        params = deepcopy(self._paramsEval)
+        params.imgIds = list(base.params.imgIds)
+        self._paramsEval, self._evalImgs_cpp = params, every
 
     def _prepare(self):
         # The library's own preparation (pycocotools' ignore flags; every annotation indexed by image and class) for
@@ -156,19 +220,27 @@ class Reusing(COCOeval_faster):
 
     def _reusable(self, pair) -> bool:
         known = self.earlier.ious if self.earlier is not None else None
-        if known is None or pair[0] in self.changed or pair not in known:
+        if known is None or pair in self.changed or pair not in known:
             return False
-        evaluated = min(len(self.dt_dataset.get(*pair)), self.params.maxDets[-1])
-        return len(known[pair]) == 0 or len(known[pair]) == evaluated
+        return len(known[pair]) == 0 or len(known[pair]) >= self._rows(pair)
+
+    def _rows(self, pair) -> int:
+        """How many detections of the pair the library evaluates: its strongest, up to the limit."""
+        return min(len(self.dt_dataset.get(*pair)), self.params.maxDets[-1])
+
+    def _earlier(self, pair):
+        # The overlaps' rows are the detections by score, strongest first: with the weakest left out, the first rows.
+        known = self.earlier.ious[pair]
+        return known if len(known) == 0 else known[:self._rows(pair)]
 
     def computeIoU(self, image_id, category_id):  # noqa: N802 - overrides faster-coco-eval's method
         pair = (image_id, category_id)
-        return self.earlier.ious[pair] if self._reusable(pair) else super().computeIoU(image_id, category_id)
+        return self._earlier(pair) if self._reusable(pair) else super().computeIoU(image_id, category_id)
 
     def computeOks(self, image_id, category_id):  # noqa: N802 - overrides faster-coco-eval's method
         pair = (image_id, category_id)
         if self._reusable(pair):
-            return self.earlier.ious[pair]
+            return self._earlier(pair)
         if not hasattr(self, "_computed"):  # the first call: every other pair's OKS at once
             pairs = itertools.product(self.params.imgIds, self.params.catIds if self.params.useCats else [-1])
             self._computed = oks_matrices(self, [p for p in pairs if not self._reusable(p)])

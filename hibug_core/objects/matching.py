@@ -153,7 +153,7 @@ def _summary(ground_truth: CocoGroundTruth, results: CocoResults, iou_type: str,
         return (_nothing_found(objects, iou_type, names),
                 per_class.assign(AP=np.where(per_class["objects"] > 0, 0.0, np.nan),
                                  AP50=np.where(per_class["objects"] > 0, 0.0, np.nan)), None)
-    evaluator = evaluated(ground_truth, results.records, iou_type, sigmas)
+    evaluator = evaluated(ground_truth, results.records, iou_type, sigmas, keep_images=True)
     with contextlib.redirect_stdout(io.StringIO()):
         evaluator.summarize()
     names = _keypoint_names() if iou_type == "keypoints" else SUMMARY_NAMES
@@ -217,10 +217,11 @@ def match(ground_truth: CocoGroundTruth, results: CocoResults, config: MatchConf
     kept = np.flatnonzero(results.detections["score"].to_numpy() >= config.confidence_threshold)
     evaluator = None
     if len(kept):
-        # every detection kept: the summary's overlaps hold for each image whose detections it evaluated
+        # the detections at or above a score: the summary's overlaps, their rows of these detections, hold for each
+        # image whose detections it evaluated
         evaluator = evaluated(ground_truth, [results.records[i] for i in kept], iou_type, sigmas,
                               thresholds=[config.iou_threshold], max_detections=config.max_detections,
-                              earlier=evaluation if len(kept) == len(results.records) else None, runs=runs)
+                              earlier=evaluation, runs=runs)
         for pair, value in evaluator.eval["matched"].items():
             detection_id, annotation_id = (int(part) for part in pair.split("_", 1))
             matched[int(kept[detection_id - 1])] = (annotation_id, float(value))
@@ -310,11 +311,13 @@ def _keypoint_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects
     rows.append(("missed", "people", len(missed_ids), results.records if missed_ids else None, kept_truth,
                  set(image_of_person.reindex(list(missed_ids)))))
     table = []
+    categories = sorted(ground_truth.categories)
     for kind, unit, count, records, truth, touched in rows:
         fixed_ap = ap
         if records is not None and records:
+            changed = {(image, category) for image in touched for category in categories}
             fixed_ap = _average_precision(evaluated(truth, records, "keypoints", sigmas, earlier=earlier,
-                                                     changed=touched, all_areas_only=True))
+                                                     changed=changed, ap_only=True))
         table.append({"error type": kind, "unit": unit, "count": count, "AP if fixed": fixed_ap,
                       "AP gain": fixed_ap - ap})
     return pd.DataFrame(table)
@@ -389,19 +392,20 @@ def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.
 
     table = []
     outlined = objects["detection"].to_numpy()[(objects["error_type"] == OUTLINE_ERROR).to_numpy()]
-    image_of = results.detections["image_id"].to_numpy()
+    image_of, category_of = (results.detections[c].to_numpy() for c in ("image_id", "category_id"))
+    object_category = ground_truth.annotations.set_index("id")["category_id"]
     for kind in (*ERROR_TYPES, *((OUTLINE_ERROR,) if iou_type == "segm" else ())):
         truth, records = ground_truth, results.records
         if kind == OUTLINE_ERROR:  # the masks of objects outlined badly redrawn as their objects' own
             chosen = np.isin(np.arange(len(records)), outlined)
             count = int(chosen.sum())
             records = [took_its_object(i, r, PLACE_ERROR) if chosen[i] else r for i, r in enumerate(records)]
-            touched = set(image_of[chosen].tolist())
+            touched = _pairs(image_of[chosen], category_of[chosen])
         elif kind == MISSED_ERROR:
             missed = set(objects.index[objects["error_type"] == MISSED_ERROR])
             count = len(missed)
-            touched = set(ground_truth.annotations.loc[ground_truth.annotations["id"].isin(missed), "image_id"]
-                          .tolist())
+            gone = ground_truth.annotations[ground_truth.annotations["id"].isin(missed)]
+            touched = _pairs(gone["image_id"].to_numpy(), gone["category_id"].to_numpy())
             if missed:
                 dataset = {**ground_truth.dataset, "annotations": [a for a in ground_truth.dataset["annotations"]
                                                                    if a["id"] not in missed]}
@@ -410,19 +414,27 @@ def tide_fixes(ground_truth: CocoGroundTruth, results: CocoResults, objects: pd.
         else:
             chosen = kinds == kind
             count = int(chosen.sum())
-            touched = set(image_of[chosen].tolist())
+            touched = _pairs(image_of[chosen], category_of[chosen])
+            if kind == CLASS_ERROR:  # and the class each takes
+                taken = object_category.reindex(targets[chosen].astype(np.int64)).to_numpy()
+                touched |= _pairs(image_of[chosen], taken)
             if kind in (CLASS_ERROR, PLACE_ERROR):
                 records = [took_its_object(i, r, kind) if chosen[i] else r for i, r in enumerate(results.records)]
             else:
                 records = [r for r, drop in zip(results.records, chosen) if not drop]
         fixed_ap = ap
         if count and records:
-            fixed_ap = _average_precision(evaluated(truth, records, iou_type, None, all_areas_only=True,
+            fixed_ap = _average_precision(evaluated(truth, records, iou_type, None, ap_only=True,
                                                      earlier=earlier, changed=touched, runs=runs))
         unit = "objects" if kind in (MISSED_ERROR, OUTLINE_ERROR) else "detections"
         table.append({"error type": kind, "unit": unit, "count": count, "AP if fixed": fixed_ap,
                       "AP gain": fixed_ap - ap})
     return pd.DataFrame(table)
+
+
+def _pairs(images: np.ndarray, categories: np.ndarray) -> set[tuple[int, int]]:
+    """The (image, category) pairs of these rows: what a fix changed, for coco_evaluation.evaluated."""
+    return set(zip(np.asarray(images, dtype=np.int64).tolist(), np.asarray(categories, dtype=np.int64).tolist()))
 
 
 def _beyond_limit(detections: pd.DataFrame, limit: int) -> np.ndarray:

@@ -12,7 +12,7 @@ import pandas as pd
 from hibug_core.attributes.schema import MAX_ATTRIBUTES
 from hibug_core.config import IngestConfig
 from hibug_core.errors import Issues, ManifestError, RowIssue, rename_hint
-from hibug_core.ingest.columns import check_images, model_column, named_models, read_splits
+from hibug_core.ingest.columns import check_images, model_column, named_models, parse_numbers, read_splits
 from hibug_core.ingest.manifest import DEFAULT_MODEL
 from hibug_core.ingest.table import explained, normalised_table
 from hibug_core.objects.coco import RESERVED_NAMES, parse_ground_truth, parse_results
@@ -23,6 +23,7 @@ from hibug_core.tasks.object_import import objects_manifest
 from hibug_core.values import share_problem
 
 _NUMBERS = re.compile(r"[\s,;\[\]()]+")
+_ARROW_NUMBERS = r"[\s\p{Z}\x{1c}-\x{1f}\x{85},;\[\]()]+"  # the same separators in RE2, Arrow's (its \s is ASCII)
 
 
 def is_box_column(column: str) -> bool:
@@ -41,13 +42,18 @@ def _numbers(text: str) -> list[float] | None:
 
 def _box_cells(cells: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """A column of box cells ('x y w h', 'x,y,w,h' or '[x, y, w, h]') as an (n, 4) array, and where a cell is four
-    finite numbers: the whole column at once, as a manifest may hold millions of boxes."""
-    words = cells.astype(str).str.replace(_NUMBERS, " ", regex=True).str.strip()
-    parts = words.str.split(" ", n=4, expand=True).reindex(columns=range(5))
-    values = parts.iloc[:, :4].apply(pd.to_numeric, errors="coerce").to_numpy(float)
-    fifth = parts.iloc[:, 4]
-    ok = np.isfinite(values).all(axis=1) & (fifth.isna() | (fifth == "")).to_numpy()
-    return values, ok
+    finite numbers: the whole column at once by Arrow, as a manifest may hold millions of boxes."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pa.array(cells.astype(str).to_numpy(object), type=pa.string())
+    words = pc.utf8_trim_whitespace(pc.replace_substring_regex(text, _ARROW_NUMBERS, " "))
+    parts = pc.split_pattern(words, " ")
+    four = pc.equal(pc.list_value_length(parts), 4).to_numpy(zero_copy_only=False)
+    values = np.full((len(cells), 4), np.nan)
+    numbers = pc.list_flatten(parts.filter(pa.array(four)))
+    values[four] = parse_numbers(pd.Series(numbers.to_numpy(zero_copy_only=False), dtype=object)).reshape(-1, 4)
+    return values, four & np.isfinite(values).all(axis=1)
 
 
 def _points(text: str) -> list[float] | None:
