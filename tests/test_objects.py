@@ -212,6 +212,33 @@ def test_tides_ap_if_fixed_table_for_boxes_equals_pycocotools_on_the_fixed_files
     assert (table["AP gain"] >= 0).all() and table.at["classification", "AP gain"] > 0
 
 
+def test_images_checked_in_a_worker_while_the_models_are_matched_give_the_same_import_and_the_same_refusals(
+        tmp_path, monkeypatch):
+    """Many images are checked in a worker process during the matching: the same samples as checked first; a damaged
+    image is named all the same, after the matching; a missing one before it (checked first, in this process)."""
+    from hibug_core.tasks import object_import
+
+    truth_json, found = _random_case(2, n_images=12)
+    truth_file, results = _write(tmp_path / "data", truth_json, {"m": found})
+    first = load_coco(truth_file, results)
+    monkeypatch.setattr(object_import, "CHECKED_BESIDE_FROM", 1)
+    stages = []
+    beside = load_coco(truth_file, results, progress=lambda stage, done, total: stages.append(stage))
+    assert stages.index("checking images") > stages.index("matching detections")  # checked during the matching
+    pd.testing.assert_frame_equal(beside.samples, first.samples)
+    pd.testing.assert_frame_equal(beside.objects, first.objects)
+    pd.testing.assert_frame_equal(beside.object_evaluations["m"].outcomes, first.object_evaluations["m"].outcomes)
+    damaged = tmp_path / "data" / truth_json["images"][4]["file_name"]
+    damaged.write_bytes(damaged.read_bytes()[:60])
+    with pytest.raises(ManifestError, match=r"images\[4\], field 'file_name': corrupt or truncated image data: "
+                                            "images/5.png"):
+        load_coco(truth_file, results)
+    stages.clear()
+    damaged.unlink()
+    with pytest.raises(ManifestError, match="file not found: images/5.png"):
+        load_coco(truth_file, results, progress=lambda stage, done, total: stages.append(stage))
+    assert "matching detections" not in stages
+
 def test_detections_below_the_confidence_threshold_find_nothing_but_count_for_ap(tmp_path):
     truth_file, results = _write(tmp_path, *(_tide_case()[:1]), {"m": _tide_case()[1]})
     truth = read_ground_truth(truth_file)

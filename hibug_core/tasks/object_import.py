@@ -2,6 +2,7 @@
 positive is a sample, with its box, its image, its outcome per model and its measured geometry."""
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +103,7 @@ def load_coco(ground_truth: str | Path | CocoGroundTruth, results: list[str | Pa
 
 
 MEASURED_BESIDE_FROM = 10_000  # objects; below, starting a worker process (about 1.5 s) costs more than it saves
+CHECKED_BESIDE_FROM = 5_000  # images (about 0.3 ms each to check): fewer are checked before matching, in this process
 
 
 def _no_measures() -> None:
@@ -144,11 +146,38 @@ def _checked_and_matched(truth: CocoGroundTruth, found: list[CocoResults], used:
                          splits: dict[int, str], objects: pd.DataFrame, measures: Beside, *, task: str,
                          match_config: MatchConfig, geometry: GeometryConfig, config: IngestConfig, labelled: bool,
                          progress: ProgressCallback, tags: pd.DataFrame | None) -> ValidatedManifest:
-    # 3. The images: each distinct file read, hashed and its size checked once.
+    # 3. The images: each distinct file read, hashed and its size checked once; where there are many and every one
+    # is there, in a worker process while the models are matched (a missing file is still said before any matching).
     names = truth.images["file_name"].reindex(used).tolist()
     paths = {iid: Path(folder, name).resolve() for iid, name in zip(used, names)}
-    infos, problems = inspect_images(list(paths.values()), workers=config.workers,
-                                     check_size=config.image_check_size, progress=progress, within=config.image_roots)
+    check = functools.partial(inspect_images, list(paths.values()), workers=config.workers,
+                              check_size=config.image_check_size, within=config.image_roots)
+    beside = labelled and len(paths) >= CHECKED_BESIDE_FROM and all(path.exists() for path in paths.values())
+    if not beside:
+        infos = _usable_images(truth, paths, *check(progress=progress), config)
+    with Beside(check, in_process=not beside) as checking:
+        # 4. Matching, model by model.
+        matches = []
+        for done, result in enumerate(found if labelled else [], start=1):
+            matches.append(match(truth, result, match_config))
+            progress("matching detections", done, len(found))
+        if beside:
+            progress("checking images", 0, len(paths))
+            infos = _usable_images(truth, paths, *checking.result(), config)
+            progress("checking images", len(paths), len(paths))
+    if not labelled:
+        return _unlabelled_manifest(truth, found, paths, infos, splits, geometry, match_config.confidence_threshold,
+                                    task, match_config.masks)
+    # 5. The samples: ground-truth objects, then each model's false positives.
+    if tags is None:
+        tags = pd.DataFrame(list(truth.annotations["attributes"]), index=truth.annotations["id"].to_numpy())
+    return _manifest(truth, found, matches, objects, measures, paths, infos, splits, geometry, task, tags,
+                     match_config.masks)
+
+
+def _usable_images(truth: CocoGroundTruth, paths: dict, infos: dict, problems: dict, config: IngestConfig) -> dict:
+    """The checked images' infos, or a ManifestError naming each image that cannot be used: unreadable, of another
+    size than the file says, or the same file as another image."""
     issues = [RowIssue(int(truth.images.at[iid, "record"]), "file_name",
                        f"{problems[path]}: {truth.images.at[iid, 'file_name']}"
                        + (f" (looked for {path})" if problems[path] == "file not found" else ""), unit="images")
@@ -165,19 +194,7 @@ def _checked_and_matched(truth: CocoGroundTruth, found: list[CocoResults], used:
             first_of[path] = iid
     if issues:
         raise ManifestError(truth.source, issues[:config.max_issues])
-    # 4. Matching, model by model.
-    if not labelled:
-        return _unlabelled_manifest(truth, found, paths, infos, splits, geometry, match_config.confidence_threshold,
-                                    task, match_config.masks)
-    matches = []
-    for done, result in enumerate(found, start=1):
-        matches.append(match(truth, result, match_config))
-        progress("matching detections", done, len(found))
-    # 5. The samples: ground-truth objects, then each model's false positives.
-    if tags is None:
-        tags = pd.DataFrame(list(truth.annotations["attributes"]), index=truth.annotations["id"].to_numpy())
-    return _manifest(truth, found, matches, objects, measures, paths, infos, splits, geometry, task, tags,
-                     match_config.masks)
+    return infos
 
 
 def _manifest(truth: CocoGroundTruth, found: list[CocoResults], matches: list[Matches], objects: pd.DataFrame,
