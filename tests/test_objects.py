@@ -325,6 +325,15 @@ def test_an_evaluation_a_category_at_a_time_is_the_librarys_whole_evaluation_exa
 
 
 
+def _evaluated_case(folder: Path, seed: int, kind: str):
+    """A random case written and read as COCO files for an evaluation of `kind`: (ground truth, result records, the
+    OKS sigmas or None)."""
+    truth_json, found = _random_case(seed, n_images=40, keypoints=4 if kind == "keypoints" else 0,
+                                     masks=kind == "segm")
+    truth_file, results = _write(folder, truth_json, {"m": found})
+    truth = read_ground_truth(truth_file)
+    return truth, read_results(results["m"], truth).records, (0.05,) * 4 if kind == "keypoints" else None
+
 @pytest.mark.parametrize("kind", ["bbox", "segm", "keypoints"])
 def test_an_evaluation_of_the_changed_images_spliced_into_an_earlier_one_is_the_librarys_whole_evaluation(
         tmp_path, kind):
@@ -337,12 +346,7 @@ def test_an_evaluation_of_the_changed_images_spliced_into_an_earlier_one_is_the_
 
     from hibug_core.objects.coco_evaluation import evaluated
 
-    truth_json, found = _random_case(11, n_images=40, keypoints=4 if kind == "keypoints" else 0,
-                                     masks=kind == "segm")
-    truth_file, results = _write(tmp_path, truth_json, {"m": found})
-    truth = read_ground_truth(truth_file)
-    sigmas = (0.05,) * 4 if kind == "keypoints" else None
-    records = read_results(results["m"], truth).records
+    truth, records, sigmas = _evaluated_case(tmp_path, 11, kind)
     earlier = evaluated(truth, records, kind, sigmas, keep_images=True)
     rng = np.random.default_rng(3)
     categories = sorted(truth.categories)
@@ -390,12 +394,7 @@ def test_the_operating_points_matching_reuses_the_summarys_overlaps_and_matches_
     from hibug_core.objects import coco_evaluation
     from hibug_core.objects.coco_evaluation import evaluated
 
-    truth_json, found = _random_case(13, n_images=40, keypoints=4 if kind == "keypoints" else 0,
-                                     masks=kind == "segm")
-    truth_file, results = _write(tmp_path, truth_json, {"m": found})
-    truth = read_ground_truth(truth_file)
-    sigmas = (0.05,) * 4 if kind == "keypoints" else None
-    records = read_results(results["m"], truth).records
+    truth, records, sigmas = _evaluated_case(tmp_path, 13, kind)
     kept = [r for r in records if r["score"] >= 0.5]
     assert 0 < len(kept) < len(records)
     summary = evaluated(truth, records, kind, sigmas, keep_images=True)
