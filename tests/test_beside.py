@@ -27,6 +27,18 @@ def test_a_worker_let_go_unasked_leaves_nothing_running():
     assert job._pool is None and pool._shutdown_thread
 
 
+def test_a_job_runs_in_the_caller_where_the_machine_has_too_little_memory_for_it_beside(monkeypatch):
+    from hibug_core import beside
+
+    monkeypatch.setattr(beside, "available_bytes", lambda: 8 << 30)
+    with Beside(functools.partial(math.fsum, [1.0, 2.0]), in_process=False, needs_bytes=9 << 30) as job:
+        assert job._future is None and job.result() == 3.0  # in the caller, when asked
+    with Beside(functools.partial(math.fsum, [1.0, 2.0]), in_process=False, needs_bytes=7 << 30) as job:
+        assert job._future is not None and job.result() == 3.0
+    monkeypatch.undo()
+    free = beside.available_bytes()
+    assert free is not None and 0 < free < 1 << 50
+
 def _mask_files(folder):
     from test_objects import _write
 

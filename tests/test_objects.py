@@ -212,22 +212,29 @@ def test_tides_ap_if_fixed_table_for_boxes_equals_pycocotools_on_the_fixed_files
     assert (table["AP gain"] >= 0).all() and table.at["classification", "AP gain"] > 0
 
 
-def test_images_checked_in_a_worker_while_the_models_are_matched_give_the_same_import_and_the_same_refusals(
+def test_images_checked_and_models_matched_in_workers_give_the_same_import_and_the_same_refusals(
         tmp_path, monkeypatch):
-    """Many images are checked in a worker process during the matching: the same samples as checked first; a damaged
-    image is named all the same, after the matching; a missing one before it (checked first, in this process)."""
+    """Many images are checked in a worker process during the matching, and of several models the second is matched
+    in another: the same samples, outcomes and COCO figures as all in this process; a damaged image is named all the
+    same, after the matching; a missing one before it (checked first, in this process)."""
     from hibug_core.tasks import object_import
 
     truth_json, found = _random_case(2, n_images=12)
-    truth_file, results = _write(tmp_path / "data", truth_json, {"m": found})
+    truth_file, results = _write(tmp_path / "data", truth_json, {"m": found, "other": found[::2]})
     first = load_coco(truth_file, results)
     monkeypatch.setattr(object_import, "CHECKED_BESIDE_FROM", 1)
+    monkeypatch.setattr(object_import, "MATCHED_BESIDE_FROM", 1)
     stages = []
     beside = load_coco(truth_file, results, progress=lambda stage, done, total: stages.append(stage))
     assert stages.index("checking images") > stages.index("matching detections")  # checked during the matching
     pd.testing.assert_frame_equal(beside.samples, first.samples)
     pd.testing.assert_frame_equal(beside.objects, first.objects)
-    pd.testing.assert_frame_equal(beside.object_evaluations["m"].outcomes, first.object_evaluations["m"].outcomes)
+    for model in ("m", "other"):
+        ours, theirs = beside.object_evaluations[model], first.object_evaluations[model]
+        pd.testing.assert_frame_equal(ours.outcomes, theirs.outcomes)
+        pd.testing.assert_frame_equal(ours.fixes, theirs.fixes)
+        assert ours.summary == theirs.summary
+    assert first.object_evaluations["m"].summary != first.object_evaluations["other"].summary
     damaged = tmp_path / "data" / truth_json["images"][4]["file_name"]
     damaged.write_bytes(damaged.read_bytes()[:60])
     with pytest.raises(ManifestError, match=r"images\[4\], field 'file_name': corrupt or truncated image data: "

@@ -103,6 +103,10 @@ def load_coco(ground_truth: str | Path | CocoGroundTruth, results: list[str | Pa
 
 
 MEASURED_BESIDE_FROM = 10_000  # objects; below, starting a worker process (about 1.5 s) costs more than it saves
+MATCHED_BESIDE_FROM = 50_000  # objects; below, sending them to a worker process costs more than matching them
+# What matching a model in a worker adds, per object and detection: the worker's copy of the records and its matching
+# (5.5 GiB for a million objects and 1.05 million detections) and the caller's own matching meanwhile.
+MATCHING_BYTES = 6_000
 CHECKED_BESIDE_FROM = 5_000  # images (about 0.3 ms each to check): fewer are checked before matching, in this process
 
 
@@ -157,10 +161,7 @@ def _checked_and_matched(truth: CocoGroundTruth, found: list[CocoResults], used:
         infos = _usable_images(truth, paths, *check(progress=progress), config)
     with Beside(check, in_process=not beside) as checking:
         # 4. Matching, model by model.
-        matches = []
-        for done, result in enumerate(found if labelled else [], start=1):
-            matches.append(match(truth, result, match_config))
-            progress("matching detections", done, len(found))
+        matches = _every_match(truth, found if labelled else [], match_config, progress)
         if beside:
             progress("checking images", 0, len(paths))
             infos = _usable_images(truth, paths, *checking.result(), config)
@@ -173,6 +174,24 @@ def _checked_and_matched(truth: CocoGroundTruth, found: list[CocoResults], used:
         tags = pd.DataFrame(list(truth.annotations["attributes"]), index=truth.annotations["id"].to_numpy())
     return _manifest(truth, found, matches, objects, measures, paths, infos, splits, geometry, task, tags,
                      match_config.masks)
+
+
+def _every_match(truth: CocoGroundTruth, found: list[CocoResults], config: MatchConfig,
+                  progress: ProgressCallback) -> list[Matches]:
+    """Each model's matching. Of several models with many objects, two at a time: the second in a worker process
+    while this one matches the first (each is one core's work; a machine has two at least)."""
+    matches: list[Matches] = []
+    together = 2 if len(truth.annotations) >= MATCHED_BESIDE_FROM else 1
+    for start in range(0, len(found), together):
+        first, *other = found[start:start + together]
+        records = len(truth.annotations) + (len(other[0].detections) if other else 0)
+        with Beside(functools.partial(match, truth, other[0], config) if other else _no_measures,
+                    in_process=not other, needs_bytes=MATCHING_BYTES * records) as beside:
+            matches.append(match(truth, first, config))
+            if other:
+                matches.append(beside.result())
+        progress("matching detections", len(matches), len(found))
+    return matches
 
 
 def _usable_images(truth: CocoGroundTruth, paths: dict, infos: dict, problems: dict, config: IngestConfig) -> dict:
