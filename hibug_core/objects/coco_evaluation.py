@@ -29,14 +29,13 @@ def evaluated(truth, records: list[dict], iou_type: str, sigmas, *, thresholds=N
     `changed` (what a fix changed) or by detections below some score left out (the operating point's); its overlaps
     (IoU or OKS matrices, a row per detection by score) are reused, their first rows where the weakest detections
     were left out, for every other pair whose detections it covered (an evaluation of more detections per image
-    computes the images that have more). (Cutting a changed image's earlier
-    matrix down to what a fix left was slower than the library's mask IoU.) Where `earlier` kept its per-image
-    evaluations (keep_images) and this one is at its overlaps and detection limit, only the changed pairs are
-    evaluated again: a category no pair of which changed keeps its arrays, and in one with changes the library's
-    evaluations of its changed images replace the earlier ones before the library accumulates them all (the arrays
-    of a whole evaluation, bit for bit). runs: the masks' run lengths an earlier evaluation made of these very records
-    (its `runs`), reused. keep_images: keep each category's per-image evaluations at the area range "all" (about 0.3
-    KB per image and category) for later evaluations to splice into."""
+    computes the images that have more). (Cutting a changed image's earlier matrix down to what a fix left was slower
+    than the library's mask IoU.) Where `earlier` kept its per-image evaluations (keep_images) and this one asks for
+    the AP alone (ap_only), only the changed pairs are evaluated again: a category no pair of which changed keeps its
+    arrays, and in one with changes the library's evaluations of its changed images replace the earlier ones before
+    the library accumulates them all (the arrays of a whole evaluation, bit for bit). runs: the masks' run lengths an
+    earlier evaluation made of these very records (its `runs`), reused. keep_images: keep each category's per-image
+    evaluations at the area range "all" for later evaluations to splice into."""
     # 1. The categories the library evaluates: every one, or for keypoints those with people in the ground truth.
     truth_of, found_of = defaultdict(list), defaultdict(list)
     for record in truth.dataset["annotations"]:
