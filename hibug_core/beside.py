@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 from typing import Generic, TypeVar
 
 logger = logging.getLogger(__name__)
@@ -63,16 +64,54 @@ class Beside(Generic[T]):
         self.close()
 
 
-def available_bytes() -> int | None:
-    """The memory the machine can give without swapping (Linux's MemAvailable; else the free pages); None unknown."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
+def available_bytes(proc: Path = Path("/proc"), cgroups: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """The memory this process can be given without swapping: Linux's MemAvailable, or less where its control group
+    (a container's limit) leaves less room; else the free pages; None where unknown."""
+    known = [room for room in (_meminfo_available(proc), _cgroup_room(proc, cgroups)) if room is not None]
+    if known:
+        return min(known)
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def _meminfo_available(proc: Path) -> int | None:
+    try:
+        for line in (proc / "meminfo").read_text(encoding="ascii").splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+NO_LIMIT = 1 << 60  # cgroup v1 says "no limit" with a number near 2**63
+
+
+def _cgroup_room(proc: Path, cgroups: Path) -> int | None:
+    """Limit less use of this process's memory control group (v2: memory.max and memory.current; v1: the memory
+    controller's limit_in_bytes and usage_in_bytes), looked for where /proc/self/cgroup puts it and at the root a
+    container sees; None without a limit."""
+    try:
+        lines = (proc / "self" / "cgroup").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":
+            folders, files = [cgroups / path.lstrip("/"), cgroups], ("memory.max", "memory.current")
+        elif "memory" in controllers.split(","):
+            folders = [cgroups / "memory" / path.lstrip("/"), cgroups / "memory"]
+            files = ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        for folder in folders:
+            try:
+                limit, used = ((folder / name).read_text(encoding="ascii").strip() for name in files)
+            except OSError:
+                continue
+            if limit == "max" or not limit.isdigit() or int(limit) >= NO_LIMIT or not used.isdigit():
+                break
+            return max(int(limit) - int(used), 0)
+    return None

@@ -39,6 +39,27 @@ def test_a_job_runs_in_the_caller_where_the_machine_has_too_little_memory_for_it
     free = beside.available_bytes()
     assert free is not None and 0 < free < 1 << 50
 
+@pytest.mark.parametrize("layout,room", [
+    ({"self/cgroup": "0::/box\n", "fs/box/memory.max": "6442450944\n", "fs/box/memory.current": "2147483648\n"},
+     4 << 30),  # cgroup v2: a container's limit, less its use
+    ({"self/cgroup": "0::/\n", "fs/memory.max": "max\n", "fs/memory.current": "2147483648\n"}, 16 << 30),
+    ({"self/cgroup": "4:memory:/jobs/7\n3:cpu:/\n", "fs/memory/jobs/7/memory.limit_in_bytes": "3221225472\n",
+      "fs/memory/jobs/7/memory.usage_in_bytes": "1073741824\n"}, 2 << 30),  # cgroup v1
+    ({"self/cgroup": "4:memory:/x\n", "fs/memory/memory.limit_in_bytes": "9223372036854771712\n",
+      "fs/memory/memory.usage_in_bytes": "5\n"}, 16 << 30),  # v1's "no limit", at the root a container sees
+    ({}, 16 << 30),  # no control group file: the machine's figure
+])
+def test_the_memory_available_is_the_machines_or_less_where_a_container_limits_it(tmp_path, layout, room):
+    from hibug_core.beside import available_bytes
+
+    (tmp_path / "proc" / "self").mkdir(parents=True)
+    (tmp_path / "proc" / "meminfo").write_text("MemTotal: 33554432 kB\nMemAvailable: 16777216 kB\n")
+    for name, text in layout.items():
+        path = tmp_path / ("proc/" + name if name.startswith("self/") else name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert available_bytes(tmp_path / "proc", tmp_path / "fs") == room
+
 def _mask_files(folder):
     from test_objects import _write
 
@@ -73,13 +94,13 @@ def test_true_shapes_measured_beside_the_matching_equal_those_measured_in_the_pr
     started = []
 
     class Watched(Beside):
-        def __init__(self, job, *, in_process):
-            super().__init__(job, in_process=in_process)
+        def __init__(self, job, **options):
+            super().__init__(job, **options)
             started.append(self._future is not None)
 
     monkeypatch.setattr(object_import, "MEASURED_BESIDE_FROM", 0)
     monkeypatch.setattr(object_import, "Beside", Watched)
     beside = load_coco(truth_file, paths, **options)
-    assert started == [True]  # measured in a worker process
+    assert started[0] and not any(started[1:])  # measured in a worker; its few images and one model checked here
     assert beside.task == here.task and beside.known_tags == here.known_tags
     assert any(name in here.known_tags for name in ("is holed", "facing"))  # the task's own measures are there
