@@ -27,8 +27,8 @@ class Beside(Generic[T]):
         self._job, self._pool, self._future = job, None, None
         if in_process:
             return
-        free = available_bytes()
-        if needs_bytes is not None and free is not None and free < needs_bytes:  # two at once would not fit
+        free = available_bytes() if needs_bytes is not None else None
+        if free is not None and free < needs_bytes:  # the two at once would not fit
             logger.info("running %s in this process: it needs about %.1f GiB beside this one, %.1f GiB are free",
                         getattr(job, "func", job), needs_bytes / 2 ** 30, free / 2 ** 30)
             return
