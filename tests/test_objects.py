@@ -813,6 +813,20 @@ def test_box_cells_read_every_spelling_of_four_numbers_and_refuse_the_rest():
     assert ok.tolist() == [True] * len(good) + [False] * len(bad)
     assert values[:len(good)].tolist() == list(good.values())
 
+
+def test_box_cells_are_split_at_the_very_characters_a_keypoint_cell_is():
+    """Boxes are split by Arrow's regular expressions (RE2), keypoints by Python's: the same separators, every
+    character of the basic plane compared (RE2's \\s lacks the vertical tab and Unicode's spaces)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from hibug_core.tasks.object_manifest import _ARROW_NUMBERS, _NUMBERS
+
+    characters = [chr(c) for c in range(0x10000) if not 0xD800 <= c < 0xE000]
+    arrow = pc.match_substring_regex(pa.array(characters), f"^{_ARROW_NUMBERS}$").to_pylist()
+    assert arrow == [bool(_NUMBERS.fullmatch(c)) for c in characters]
+    assert sum(arrow) == 35
+
 @pytest.mark.parametrize("box,message", OBJECT_MANIFEST_ERRORS)
 def test_object_manifest_cells_are_named_by_row_and_column(tmp_path, box, message):
     from hibug_core.tasks import load_manifest

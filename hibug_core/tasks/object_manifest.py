@@ -23,7 +23,8 @@ from hibug_core.tasks.object_import import objects_manifest
 from hibug_core.values import share_problem
 
 _NUMBERS = re.compile(r"[\s,;\[\]()]+")
-_ARROW_NUMBERS = r"[\s\p{Z}\x{1c}-\x{1f}\x{85},;\[\]()]+"  # the same separators in RE2, Arrow's (its \s is ASCII)
+# The same separators in RE2, Arrow's: Python's \s is every str.isspace character, RE2's only ASCII's less \v.
+_ARROW_NUMBERS = r"[\x{09}-\x{0d}\x{1c}-\x{1f}\x{85}\p{Z},;\[\]()]+"
 
 
 def is_box_column(column: str) -> bool:
