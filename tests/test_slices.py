@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from hibug_core.slices import enumeration as enumeration_module
+from hibug_core.slices import joint_tables
 from hibug_core.slices.diagnosis import DiagnosisConfig, diagnose
 from hibug_core.slices.enumeration import enumerate_slices
 from hibug_core.slices.search import SliceConfig, TagMatrix, describe, find_error_slices, parse_definition, slice_id
@@ -140,6 +141,65 @@ def test_counting_rows_a_block_of_words_at_a_time_gives_the_same_sums_bit_for_bi
     for one, other in zip(whole.levels, blocks.levels, strict=True):
         assert np.array_equal(one.features, other.features) and np.array_equal(one.count, other.count)
         assert np.array_equal(one.errors, other.errors)
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+@pytest.mark.parametrize("models", [1, 2])
+@pytest.mark.parametrize("support", [1, 6, 40])
+def test_joint_tables_give_the_enumeration_by_parents(depth, models, support, monkeypatch):
+    """Scores over many rows are read off joint tables of attribute parts: the same slices, counts and candidates as
+    joining surviving parents, the same error sums but for their last bits; attributes of one to five tags, some rows
+    without a tag."""
+    rng = np.random.default_rng(depth * 10 + models + support)
+    n_tags = [3, 2, 4, 1, 5, 2, 3, 4, 2, 5, 3, 2]
+    codes = np.stack([rng.integers(-1 if a % 3 == 0 else 0, t, 1500) for a, t in enumerate(n_tags)], axis=1)
+    errors = rng.random((1500, models))
+    errors[rng.random((1500, models)) < 0.2] = 1.0
+    used = []
+    real = joint_tables.joint_table_levels
+    monkeypatch.setattr(enumeration_module, "joint_table_levels",
+                        lambda *a, **k: used.append(real(*a, **k)) or used[-1])
+    by_parents = enumerate_slices(codes, n_tags, errors, max_depth=depth, min_support=support)
+    monkeypatch.setattr(enumeration_module, "JOINT_TABLES_FROM_ROWS", 1)
+    by_tables = enumerate_slices(codes, n_tags, errors, max_depth=depth, min_support=support)
+    assert len(used) == 1 and used[0] is not None  # only the second read its slices off the tables
+    assert by_tables.candidates == by_parents.candidates
+    for one, other in zip(by_parents.levels, by_tables.levels, strict=True):
+        assert np.array_equal(one.features, other.features) and np.array_equal(one.keys, other.keys)
+        assert np.array_equal(one.count, other.count)
+        np.testing.assert_allclose(other.errors, one.errors, rtol=1e-12, atol=1e-12)
+    expected = brute_force(codes, n_tags, errors[:, -1], depth, support)
+    got = {key: (count, wrong) for key, (count, wrong) in as_dict(by_tables).items()} if models == 1 else None
+    if got is not None:
+        assert got.keys() == expected.keys()
+        assert all(got[key][0] == count and got[key][1] == pytest.approx(wrong, abs=1e-9)
+                   for key, (count, wrong) in expected.items())
+
+
+def test_joint_tables_are_left_where_they_would_not_pay(monkeypatch):
+    """0/1 errors ride the bitsets' popcount, depth 4 has no tables, and attributes too few to make three parts (or
+    parts too big for a table) leave the histogram to count."""
+    monkeypatch.setattr(enumeration_module, "JOINT_TABLES_FROM_ROWS", 1)
+    rng = np.random.default_rng(5)
+    codes = rng.integers(0, 2, (600, 12)).astype(np.int16)
+    calls = []
+    monkeypatch.setattr(enumeration_module, "joint_table_levels", lambda *a, **k: calls.append(a) or None)
+    enumerate_slices(codes, [2] * 12, (rng.random(600) < 0.3).astype(float), max_depth=3)
+    enumerate_slices(codes, [2] * 12, rng.random(600), max_depth=4)
+    assert not calls
+    assert joint_tables.joint_table_levels(codes[:, :3], [2] * 3, rng.random((600, 1)), 3, 1,
+                                           np.full(6, 300)) is None  # three attributes: one part
+    wide = np.c_[rng.integers(0, 100, 600), rng.integers(0, 100, 600), rng.integers(0, 100, 600), codes]
+    assert joint_tables.joint_table_levels(wide, [100] * 3 + [2] * 12, rng.random((600, 1)), 3, 1,
+                                           np.full(324, 2)) is None  # 100 x 100 x 100 cells
+
+
+def test_attributes_are_packed_into_parts_of_at_most_so_many_cells():
+    slots = [2, 3, 4, 4, 5, 17, 2, 2, 2, 2, 3]
+    parts = joint_tables.packed_parts(np.array(slots))  # first fit, the attributes of most tags first
+    assert parts == [[0, 6, 10], [1, 4], [2, 3], [5], [7, 8, 9]]
+    assert sorted(a for part in parts for a in part) == list(range(len(slots)))
+    assert all(np.prod([slots[a] for a in part]) <= joint_tables.PART_CELLS or len(part) == 1 for part in parts)
 
 
 def test_several_models_share_one_enumeration():

@@ -18,6 +18,7 @@ import numpy as np
 from numba import njit, prange
 
 from hibug_core.slices.bitsets import feature_bitsets, pack_rows, popcount64, trailing_zeros64
+from hibug_core.slices.joint_tables import joint_table_levels
 from hibug_core.stats import zero_one
 
 MAX_DEPTH = 4
@@ -263,22 +264,25 @@ def _count_words(features, parent_count, feature_attribute, offsets, bits, error
 
 
 @njit(cache=True)
-def _first_level(codes, offsets, n_features, errors):
-    """The feature id of every (row, attribute) (missing tags: n_features, a slot no slice uses) and each feature's
-    row count and error sums, in one pass over the rows: no (rows x attributes) temporaries, which at ten million rows
-    of fifty attributes were gigabytes each. Sums run in row order, as a histogram's would."""
+def _first_level(codes, offsets, n_features, errors, with_features):
+    """The feature id of every (row, attribute) (missing tags: n_features, a slot no slice uses; none kept unless
+    with_features) and each feature's row count and error sums, in one pass over the rows: no (rows x attributes)
+    temporaries, which at ten million rows of fifty attributes were gigabytes each. Sums run in row order, as a
+    histogram's would."""
     n, attributes = codes.shape
-    feature_of = np.empty((n, attributes), dtype=np.int32)
+    feature_of = np.empty((n if with_features else 0, attributes), dtype=np.int32)
     count = np.zeros(n_features, dtype=np.int64)
     sums = np.zeros((n_features, errors.shape[1]), dtype=np.float64)
     for row in range(n):
         for a in range(attributes):
             code = codes[row, a]
             if code < 0:
-                feature_of[row, a] = n_features
+                if with_features:
+                    feature_of[row, a] = n_features
                 continue
             feature = offsets[a] + code
-            feature_of[row, a] = feature
+            if with_features:
+                feature_of[row, a] = feature
             count[feature] += 1
             for q in range(errors.shape[1]):
                 sums[feature, q] += errors[row, q]
@@ -305,6 +309,7 @@ PARALLEL_FROM_WORDS = 20_000_000  # estimated AND+popcount words of a level abov
 # rows a bitset is 1.25 MB and every parent streaming every feature's whole bitset from memory made the search
 # bound by memory (174 s at depth 3 over 50 attributes); blocks that stay in the last-level cache are read from it.
 BLOCK_BYTES = 16 * 2 ** 20
+JOINT_TABLES_FROM_ROWS = 100_000
 
 
 def _block_ends(features: np.ndarray) -> np.ndarray:
@@ -346,8 +351,29 @@ def enumerate_slices(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, *
         raise ValueError(f"{len(feature_attribute)} (attribute, tag) pairs; at most {MAX_FEATURES} are supported")
     offsets = np.r_[0, np.cumsum(n_tags)]
     n_features = len(feature_attribute)
+    binary_errors = zero_one(errors)
+    binary = bool(binary_errors.all())
+    # Scores summed as floats cannot ride a popcount: from JOINT_TABLES_FROM_ROWS rows, every slice is read off joint
+    # tables of attribute parts instead (one pass over the rows per table), where the attributes make enough parts.
+    by_tables = not binary and 2 <= max_depth <= 3 and len(codes) >= JOINT_TABLES_FROM_ROWS
     # Feature id of every (row, attribute), with the first level's counts and error sums in the same pass.
-    feature_of, count, level_errors = _first_level(codes, offsets[:-1].astype(np.int32), n_features, errors)
+    feature_of, count, level_errors = _first_level(codes, offsets[:-1].astype(np.int32), n_features, errors,
+                                                   not by_tables)
+    keep = count >= min_support
+    features = np.flatnonzero(keep).astype(np.int32)[:, None]
+    levels = [Level(features, pack_keys(features), count[keep], level_errors[keep])]
+    joint = joint_table_levels(codes, n_tags, errors, max_depth, min_support, count) if by_tables else None
+    if joint is not None:
+        for deeper, depth_count, depth_errors, _ in joint:
+            order = np.argsort(pack_keys(deeper), kind="stable")
+            deeper = deeper[order]
+            levels.append(Level(deeper, pack_keys(deeper), depth_count[order], depth_errors[order]))
+        levels = [level for d, level in enumerate(levels) if d == 0 or len(levels[d - 1].keys)]
+        return Enumeration(levels, feature_attribute, feature_tag, len(codes), min_support,
+                           n_features + sum(candidates for *_, candidates in joint), errors.sum(axis=0),
+                           binary_errors)
+    if by_tables:
+        feature_of, *_ = _first_level(codes, offsets[:-1].astype(np.int32), n_features, errors, True)
     bits = feature_bitsets(feature_of, n_features)
     del feature_of
     # Each attribute's tags as a column, a byte a tag where it has under 128 (-1: none): the histogram pass reads a
@@ -355,12 +381,7 @@ def enumerate_slices(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, *
     tag_columns = np.ascontiguousarray((codes.astype(np.int8) if max(n_tags, default=0) <= 127 else codes).T)
     complete = (codes >= 0).all(axis=0) if len(codes) else np.ones(codes.shape[1], dtype=bool)
     attribute_tags = np.asarray(n_tags, dtype=np.int64)
-    binary_errors = zero_one(errors)
-    binary = bool(binary_errors.all())
     error_bits = pack_rows((errors > 0.5).T) if binary else np.zeros((errors.shape[1], bits.shape[1]), np.uint64)
-    keep = count >= min_support
-    features = np.flatnonzero(keep).astype(np.int32)[:, None]
-    levels = [Level(features, pack_keys(features), count[keep], level_errors[keep])]
     candidates = n_features
     for _ in range(2, max_depth + 1):
         parent = levels[-1]

@@ -1,0 +1,251 @@
+"""Every slice's count and error sums to depth 3 read off joint tables of attribute parts: one pass over the rows per
+table, about C(parts, depth) passes where the histogram of each parent's rows is C(attributes, depth).
+
+The attributes are packed into parts of a few whose tags (with a slot for "no tag" where a row lacks one) multiply
+to at most PART_CELLS; a part's code is its attributes' tags in mixed radix. Every `depth` parts have one
+joint table, counted over all rows (a block of rows at a time, so that the rows stay in the cache while every table
+reads them); a slice of `depth` conditions or fewer lies within the parts of some table, and its count and sums are
+the sum of that table's cells that hold its tags. Counts are exact; error sums are the same numbers added in another
+order than the histogram's, so they differ from it in the last bits only (0/1 errors: not at all).
+"""
+from __future__ import annotations
+
+from itertools import combinations
+from math import comb
+
+import numpy as np
+from numba import njit, prange
+
+PART_CELLS = 16  # a part's tags multiply to at most this (4 x 4): a table of three parts is 4,096 cells, in L2
+MAX_TABLE_CELLS = 2 ** 18  # a part of many tags (a class of 80) makes big tables; beyond this, none are used
+BLOCK_ROWS = 2 ** 18  # rows counted into every table before the next block: their codes and errors stay in L3
+
+
+def packed_parts(slots: np.ndarray) -> list[list[int]]:
+    """Attributes packed into as few parts as first-fit decreasing finds, each part's slots multiplying to at most
+    PART_CELLS (an attribute of more slots is a part of its own): fewer parts, C(parts, 3) fewer passes. A part's
+    attributes in their order, the parts by their first (a table's cells are in that order)."""
+    parts: list[list[int]] = []
+    cells: list[int] = []
+    for attribute in sorted(range(len(slots)), key=lambda a: (-int(slots[a]), a)):
+        size = int(slots[attribute])
+        fits = next((p for p, c in enumerate(cells) if c * size <= PART_CELLS), None)
+        if fits is None:
+            parts.append([attribute])
+            cells.append(size)
+        else:
+            parts[fits].append(attribute)
+            cells[fits] *= size
+    return sorted(sorted(part) for part in parts)
+
+
+@njit(cache=True)
+def _part_codes(codes, n_tags, part_of, slots, n_parts, out):
+    """Each row's code in each part: its attributes' tags in mixed radix (a missing tag is the slot after the tags)."""
+    n, attributes = codes.shape
+    for row in range(n):
+        for p in range(n_parts):
+            out[p, row] = 0
+        for a in range(attributes):
+            tag = codes[row, a]
+            slot = tag if tag >= 0 else n_tags[a]
+            p = part_of[a]
+            out[p, row] = out[p, row] * slots[a] + slot
+
+
+@njit(cache=True)
+def _count_block(codes_i, codes_j, codes_k, cells_j, cells_k, errors, r0, r1, size, count, sums, base):
+    """Add rows [r0, r1) to one table (parts i, j, k; of two parts when cells_k is 1) at `base` of count and sums,
+    through a local table (fresh arrays the compiler knows nothing else writes: a third faster)."""
+    models = errors.shape[1]
+    local_count = np.zeros(size, dtype=np.int32)
+    if models == 1:  # the common case: one model's sums in an array of their own (a strided view is 3x slower)
+        local_sums = np.zeros(size, dtype=np.float64)
+        for r in range(r0, r1):
+            cell = (np.int64(codes_i[r]) * cells_j + codes_j[r]) * cells_k + (codes_k[r] if cells_k > 1 else 0)
+            local_count[cell] += 1
+            local_sums[cell] += errors[r, 0]
+        for cell in range(size):
+            count[base + cell] += local_count[cell]
+            sums[base + cell, 0] += local_sums[cell]
+        return
+    local_all = np.zeros((size, models), dtype=np.float64)
+    for r in range(r0, r1):
+        cell = (np.int64(codes_i[r]) * cells_j + codes_j[r]) * cells_k + (codes_k[r] if cells_k > 1 else 0)
+        local_count[cell] += 1
+        for q in range(models):
+            local_all[cell, q] += errors[r, q]
+    for cell in range(size):
+        count[base + cell] += local_count[cell]
+        for q in range(models):
+            sums[base + cell, q] += local_all[cell, q]
+
+
+@njit(cache=True, parallel=True)
+def _count_tables(part_codes, part_cells, tables, offsets, errors, block_rows, count, sums):
+    """Every table's cells over every row, a block of rows at a time (each table is one thread's in a block, and its
+    cells take the blocks in row order: the sums do not depend on the threads)."""
+    n = errors.shape[0]
+    depth = tables.shape[1]
+    for r0 in range(0, n, block_rows):
+        r1 = min(n, r0 + block_rows)
+        for t in prange(tables.shape[0]):
+            i, j = tables[t, 0], tables[t, 1]
+            k = tables[t, 2] if depth == 3 else j
+            cells_k = part_cells[k] if depth == 3 else 1
+            _count_block(part_codes[i], part_codes[j], part_codes[k], part_cells[j], cells_k, errors, r0, r1,
+                         offsets[t + 1] - offsets[t], count, sums, offsets[t])
+
+
+@njit(cache=True, parallel=True)
+def _read_off(tables_attributes, attribute_start, slots, n_tags, offsets, count, sums, target_start,
+              target_positions, target_offsets, out_count, out_sums):
+    """Each target (a combination of one to three attributes) summed from the cells of the one table it is read
+    from, over the cells whose slots at its attributes are tags (not "no tag")."""
+    models = sums.shape[1]
+    for t in prange(offsets.shape[0] - 1):
+        first, last = attribute_start[t], attribute_start[t + 1]
+        g = last - first
+        radix = np.empty(g, dtype=np.int64)
+        for position in range(g):
+            radix[position] = slots[tables_attributes[first + position]]
+        slot = np.zeros(g, dtype=np.int64)
+        for cell in range(offsets[t + 1] - offsets[t]):
+            if cell > 0:  # the next cell's slots: mixed radix, the last attribute fastest
+                position = g - 1
+                slot[position] += 1
+                while slot[position] == radix[position]:
+                    slot[position] = 0
+                    position -= 1
+                    slot[position] += 1
+            rows = count[offsets[t] + cell]
+            if rows == 0:
+                continue
+            for target in range(target_start[t], target_start[t + 1]):
+                index = 0
+                real = True
+                for d in range(target_positions.shape[1]):
+                    position = target_positions[target, d]
+                    if position < 0:
+                        break
+                    attribute = tables_attributes[first + position]
+                    s = slot[position]
+                    if s >= n_tags[attribute]:
+                        real = False
+                        break
+                    index = index * n_tags[attribute] + s
+                if real:
+                    at = target_offsets[target] + index
+                    out_count[at] += rows
+                    for q in range(models):
+                        out_sums[at, q] += sums[offsets[t] + cell, q]
+
+
+def joint_table_levels(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, depth: int, min_support: int,
+                       first_count: np.ndarray, parts: list[list[int]] | None = None) -> list[tuple] | None:
+    """Per depth d = 2..depth, (features (m, d), count (m,), error sums (m, models), candidates) of every slice of d
+    conditions with at least min_support rows (in no particular order), read off joint tables, and how many slices of
+    d conditions had every parent at min_support (the candidates an enumeration by parents counts); None where the
+    attributes make fewer parts than `depth`, a table bigger than MAX_TABLE_CELLS, or not half as many tables as
+    combinations of attributes (the histogram over each parent's rows is then the way). first_count: each feature's
+    row count (the first level)."""
+    n, attributes = codes.shape
+    n_tags_array = np.asarray(n_tags, dtype=np.int64)
+    missing = (codes < 0).any(axis=0) if n else np.zeros(attributes, dtype=bool)
+    slots = n_tags_array + missing
+    parts = parts if parts is not None else packed_parts(slots)
+    if len(parts) < depth:
+        return None
+    part_cells = np.array([int(np.prod(slots[part])) for part in parts], dtype=np.int64)
+    tables = np.array(list(combinations(range(len(parts)), depth)), dtype=np.int64)
+    sizes = np.prod(part_cells[tables], axis=1)
+    if sizes.max() > MAX_TABLE_CELLS or 2 * len(tables) > comb(attributes, depth):
+        return None
+    # 1. Each row's code in each part.
+    part_of = np.empty(attributes, dtype=np.int64)
+    for p, part in enumerate(parts):
+        part_of[part] = p
+    code_type = np.uint8 if part_cells.max() <= 256 else np.uint16 if part_cells.max() <= 65536 else np.int64
+    part_codes = np.empty((len(parts), n), dtype=code_type)
+    _part_codes(codes, n_tags_array, part_of, slots, len(parts), part_codes)
+    # 2. Every table over every row.
+    offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+    count = np.zeros(offsets[-1], dtype=np.int64)
+    sums = np.zeros((offsets[-1], errors.shape[1]), dtype=np.float64)
+    _count_tables(part_codes, part_cells, tables, offsets, errors, BLOCK_ROWS, count, sums)
+    del part_codes
+    # 3. Each combination of 2..depth attributes read off one table: the table of its own parts and, to make up the
+    # number, the first others.
+    table_index = {tuple(parts_of): t for t, parts_of in enumerate(tables.tolist())}
+    table_attributes = [[a for p in parts_of for a in parts[p]] for parts_of in tables.tolist()]
+    assigned: list[list[tuple[int, ...]]] = [[] for _ in tables]
+    for d in range(2, depth + 1):
+        for combination in combinations(range(attributes), d):
+            own = sorted({int(part_of[a]) for a in combination})
+            others = [p for p in range(len(parts)) if p not in own][:depth - len(own)]
+            assigned[table_index[tuple(sorted(own + others))]].append(combination)
+    target_start = np.r_[0, np.cumsum([len(a) for a in assigned])].astype(np.int64)
+    flat_targets = [c for targets_of in assigned for c in targets_of]
+    targets = np.full((len(flat_targets), depth), -1, dtype=np.int64)
+    positions = np.full((len(flat_targets), depth), -1, dtype=np.int64)
+    for t, targets_of in enumerate(assigned):
+        where = {a: position for position, a in enumerate(table_attributes[t])}
+        for target, combination in enumerate(targets_of, start=target_start[t]):
+            targets[target, :len(combination)] = combination
+            positions[target, :len(combination)] = [where[a] for a in combination]
+    target_sizes = np.array([int(np.prod(n_tags_array[list(c)])) for c in flat_targets], dtype=np.int64)
+    target_offsets = np.r_[0, np.cumsum(target_sizes)].astype(np.int64)
+    out_count = np.zeros(target_offsets[-1], dtype=np.int64)
+    out_sums = np.zeros((target_offsets[-1], errors.shape[1]), dtype=np.float64)
+    attribute_start = np.r_[0, np.cumsum([len(a) for a in table_attributes])].astype(np.int64)
+    _read_off(np.array([a for attrs in table_attributes for a in attrs], dtype=np.int64), attribute_start, slots,
+              n_tags_array, offsets, count, sums, target_start, positions, target_offsets, out_count, out_sums)
+    # 4. Per depth, the slices at min_support, their tags as feature ids (numbered attribute by attribute), and the
+    # candidates: combinations whose every parent is at min_support (a count never exceeds a parent's, so the slices
+    # kept are exactly those an enumeration joining surviving parents keeps).
+    feature_offset = np.r_[0, np.cumsum(n_tags_array)[:-1]].astype(np.int64)
+    kept_pairs = {}
+    levels = []
+    for d in range(2, depth + 1):
+        chosen = [t for t, c in enumerate(flat_targets) if len(c) == d]
+        spans = np.concatenate([np.arange(target_offsets[t], target_offsets[t + 1]) for t in chosen])
+        counts = out_count[spans]
+        keep = counts >= min_support
+        features = np.empty((len(spans), d), dtype=np.int32)
+        _fill_features(targets[chosen, :d], n_tags_array, feature_offset, features)
+        if d == 2:
+            for t in chosen:
+                kept_pairs[flat_targets[t]] = (out_count[target_offsets[t]:target_offsets[t + 1]] >= min_support
+                                               ).reshape(n_tags_array[list(flat_targets[t])]).astype(np.int64)
+            surviving = np.bincount(np.repeat(np.arange(attributes), n_tags_array)[first_count >= min_support],
+                                    minlength=attributes)
+            candidates = int((surviving.sum() ** 2 - (surviving ** 2).sum()) // 2)
+        else:
+            candidates = sum(int(np.einsum("ij,ik,jk->", kept_pairs[(a, b)], kept_pairs[(a, c)], kept_pairs[(b, c)]))
+                             for a, b, c in (flat_targets[t] for t in chosen))
+        levels.append((features[keep], counts[keep], out_sums[spans][keep], candidates))
+    return levels
+
+
+@njit(cache=True)
+def _fill_features(attributes, n_tags, feature_offset, out):
+    """The feature ids of every combination of tags of each row of `attributes`, one after another, the last
+    attribute's tag fastest (the layout _read_off writes a target's cells in)."""
+    d = attributes.shape[1]
+    at = 0
+    tags = np.zeros(d, dtype=np.int64)
+    for t in range(attributes.shape[0]):
+        size = 1
+        for position in range(d):
+            size *= n_tags[attributes[t, position]]
+        tags[:] = 0
+        for _ in range(size):
+            for position in range(d):
+                out[at, position] = feature_offset[attributes[t, position]] + tags[position]
+            at += 1
+            position = d - 1
+            tags[position] += 1
+            while position > 0 and tags[position] == n_tags[attributes[t, position]]:
+                tags[position] = 0
+                position -= 1
+                tags[position] += 1
