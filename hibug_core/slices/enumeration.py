@@ -6,7 +6,8 @@ at most one per attribute. A slice is packed into a uint64 key (16 bits per feat
 found by binary search. Children of one parent are counted either by AND + popcount of the parent's bitset with each
 feature's bitset (rows and errors in one pass; the last tag of a fully tagged attribute as the parent's count less
 its other tags'), or, when the parent holds few rows, by one histogram pass over its rows; the kernel picks the
-cheaper per parent, and both give identical counts and error sums.
+cheaper per parent, and both give identical counts and error sums. Scores (not 0/1) over many rows, to depth 3, are
+read off joint tables of attribute parts instead (joint_tables: the same slices, their sums added in another order).
 """
 from __future__ import annotations
 

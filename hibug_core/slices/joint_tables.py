@@ -100,49 +100,43 @@ def _count_tables(part_codes, part_cells, tables, offsets, errors, block_rows, c
 @njit(cache=True, parallel=True)
 def _read_off(tables_attributes, attribute_start, slots, n_tags, offsets, count, sums, target_start,
               target_positions, target_offsets, out_count, out_sums):
-    """Each target (a combination of one to three attributes) summed from the cells of the one table it is read
-    from, over the cells whose slots at its attributes are tags (not "no tag")."""
+    """Each target (a combination of two or three attributes: their positions in the table, -1 past the last) summed
+    from the cells of the one table it is read from, over the cells whose slots at its attributes are tags."""
     models = sums.shape[1]
     for t in prange(offsets.shape[0] - 1):
         first, last = attribute_start[t], attribute_start[t + 1]
         g = last - first
-        radix = np.empty(g, dtype=np.int64)
-        for position in range(g):
-            radix[position] = slots[tables_attributes[first + position]]
-        slot = np.zeros(g, dtype=np.int64)
-        for cell in range(offsets[t + 1] - offsets[t]):
-            if cell > 0:  # the next cell's slots: mixed radix, the last attribute fastest
-                position = g - 1
-                slot[position] += 1
-                while slot[position] == radix[position]:
-                    slot[position] = 0
-                    position -= 1
-                    slot[position] += 1
-            rows = count[offsets[t] + cell]
-            if rows == 0:
-                continue
-            for target in range(target_start[t], target_start[t + 1]):
-                index = 0
-                real = True
-                for d in range(target_positions.shape[1]):
-                    position = target_positions[target, d]
-                    if position < 0:
-                        break
-                    attribute = tables_attributes[first + position]
-                    s = slot[position]
-                    if s >= n_tags[attribute]:
-                        real = False
-                        break
-                    index = index * n_tags[attribute] + s
-                if real:
-                    at = target_offsets[target] + index
-                    out_count[at] += rows
-                    for q in range(models):
-                        out_sums[at, q] += sums[offsets[t] + cell, q]
+        size = offsets[t + 1] - offsets[t]
+        # Every cell's slot of each attribute (mixed radix, the last attribute fastest), and a column of zeros that
+        # stands for "no third attribute" (one tag).
+        cell_slots = np.zeros((size, g + 1), dtype=np.int64)
+        tags_at = np.ones(g + 1, dtype=np.int64)
+        stride = 1
+        for position in range(g - 1, -1, -1):
+            attribute = tables_attributes[first + position]
+            tags_at[position] = n_tags[attribute]
+            for cell in range(size):
+                cell_slots[cell, position] = (cell // stride) % slots[attribute]
+            stride *= slots[attribute]
+        for target in range(target_start[t], target_start[t + 1]):
+            p1, p2, p3 = target_positions[target, 0], target_positions[target, 1], target_positions[target, 2]
+            p3 = g if p3 < 0 else p3
+            n2, n3 = tags_at[p2], tags_at[p3]
+            n1 = tags_at[p1]
+            at = target_offsets[target]
+            for cell in range(size):
+                rows = count[offsets[t] + cell]
+                s1, s2, s3 = cell_slots[cell, p1], cell_slots[cell, p2], cell_slots[cell, p3]
+                if rows == 0 or s1 >= n1 or s2 >= n2 or s3 >= n3:  # empty, or a row without a tag of one
+                    continue
+                index = at + (s1 * n2 + s2) * n3 + s3
+                out_count[index] += rows
+                for q in range(models):
+                    out_sums[index, q] += sums[offsets[t] + cell, q]
 
 
 def joint_table_levels(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, depth: int, min_support: int,
-                       first_count: np.ndarray, parts: list[list[int]] | None = None) -> list[tuple] | None:
+                       first_count: np.ndarray) -> list[tuple] | None:
     """Per depth d = 2..depth, (features (m, d), count (m,), error sums (m, models), candidates) of every slice of d
     conditions with at least min_support rows (in no particular order), read off joint tables, and how many slices of
     d conditions had every parent at min_support (the candidates an enumeration by parents counts); None where the
@@ -153,7 +147,7 @@ def joint_table_levels(codes: np.ndarray, n_tags: list[int], errors: np.ndarray,
     n_tags_array = np.asarray(n_tags, dtype=np.int64)
     missing = (codes < 0).any(axis=0) if n else np.zeros(attributes, dtype=bool)
     slots = n_tags_array + missing
-    parts = parts if parts is not None else packed_parts(slots)
+    parts = packed_parts(slots)
     if len(parts) < depth:
         return None
     part_cells = np.array([int(np.prod(slots[part])) for part in parts], dtype=np.int64)
@@ -187,7 +181,7 @@ def joint_table_levels(codes: np.ndarray, n_tags: list[int], errors: np.ndarray,
     target_start = np.r_[0, np.cumsum([len(a) for a in assigned])].astype(np.int64)
     flat_targets = [c for targets_of in assigned for c in targets_of]
     targets = np.full((len(flat_targets), depth), -1, dtype=np.int64)
-    positions = np.full((len(flat_targets), depth), -1, dtype=np.int64)
+    positions = np.full((len(flat_targets), 3), -1, dtype=np.int64)
     for t, targets_of in enumerate(assigned):
         where = {a: position for position, a in enumerate(table_attributes[t])}
         for target, combination in enumerate(targets_of, start=target_start[t]):
