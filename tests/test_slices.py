@@ -162,7 +162,7 @@ def test_joint_tables_give_the_enumeration_by_parents(depth, models, support, mo
     by_parents = enumerate_slices(codes, n_tags, errors, max_depth=depth, min_support=support)
     monkeypatch.setattr(enumeration_module, "JOINT_TABLES_FROM_ROWS", 1)
     by_tables = enumerate_slices(codes, n_tags, errors, max_depth=depth, min_support=support)
-    assert len(used) == 1 and used[0] is not None  # only the second read its slices off the tables
+    assert len(used) == 1  # only the second read its slices off the tables
     assert by_tables.candidates == by_parents.candidates
     for one, other in zip(by_parents.levels, by_tables.levels, strict=True):
         assert np.array_equal(one.features, other.features) and np.array_equal(one.keys, other.keys)
@@ -183,15 +183,14 @@ def test_joint_tables_are_left_where_they_would_not_pay(monkeypatch):
     rng = np.random.default_rng(5)
     codes = rng.integers(0, 2, (600, 12)).astype(np.int16)
     calls = []
-    monkeypatch.setattr(enumeration_module, "joint_table_levels", lambda *a, **k: calls.append(a) or None)
+    monkeypatch.setattr(enumeration_module, "table_layout", lambda *a, **k: calls.append(a) or None)
     enumerate_slices(codes, [2] * 12, (rng.random(600) < 0.3).astype(float), max_depth=3)
     enumerate_slices(codes, [2] * 12, rng.random(600), max_depth=4)
     assert not calls
-    assert joint_tables.joint_table_levels(codes[:, :3], [2] * 3, rng.random((600, 1)), 3, 1,
-                                           np.full(6, 300)) is None  # three attributes: one part
+    assert joint_tables.table_layout(codes[:, :3], [2] * 3, 3) is None  # three attributes: one part
     wide = np.c_[rng.integers(0, 100, 600), rng.integers(0, 100, 600), rng.integers(0, 100, 600), codes]
-    assert joint_tables.joint_table_levels(wide, [100] * 3 + [2] * 12, rng.random((600, 1)), 3, 1,
-                                           np.full(324, 2)) is None  # 100 x 100 x 100 cells
+    assert joint_tables.table_layout(wide, [100] * 3 + [2] * 12, 3) is None  # 100 x 100 x 100 cells
+    assert joint_tables.table_layout(codes, [2] * 12, 3) is not None  # twelve attributes of two tags: three parts
 
 
 def test_attributes_are_packed_into_parts_of_at_most_so_many_cells():

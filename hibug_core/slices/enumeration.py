@@ -19,7 +19,7 @@ import numpy as np
 from numba import njit, prange
 
 from hibug_core.slices.bitsets import feature_bitsets, pack_rows, popcount64, trailing_zeros64
-from hibug_core.slices.joint_tables import joint_table_levels
+from hibug_core.slices.joint_tables import joint_table_levels, table_layout
 from hibug_core.stats import zero_one
 
 MAX_DEPTH = 4
@@ -356,25 +356,25 @@ def enumerate_slices(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, *
     binary = bool(binary_errors.all())
     # Scores summed as floats cannot ride a popcount: from JOINT_TABLES_FROM_ROWS rows, every slice is read off joint
     # tables of attribute parts instead (one pass over the rows per table), where the attributes make enough parts.
-    by_tables = not binary and 2 <= max_depth <= 3 and len(codes) >= JOINT_TABLES_FROM_ROWS
-    # Feature id of every (row, attribute), with the first level's counts and error sums in the same pass.
+    layout = (table_layout(codes, n_tags, max_depth)
+              if not binary and 2 <= max_depth <= 3 and len(codes) >= JOINT_TABLES_FROM_ROWS else None)
+    # Feature id of every (row, attribute) (not needed by the tables), with the first level's counts and error sums in
+    # the same pass.
     feature_of, count, level_errors = _first_level(codes, offsets[:-1].astype(np.int32), n_features, errors,
-                                                   not by_tables)
+                                                   layout is None)
     keep = count >= min_support
     features = np.flatnonzero(keep).astype(np.int32)[:, None]
     levels = [Level(features, pack_keys(features), count[keep], level_errors[keep])]
-    joint = joint_table_levels(codes, n_tags, errors, max_depth, min_support, count) if by_tables else None
-    if joint is not None:
+    if layout is not None:
+        joint = joint_table_levels(codes, n_tags, errors, layout, min_support, count)
         for deeper, depth_count, depth_errors, _ in joint:
-            order = np.argsort(pack_keys(deeper), kind="stable")
-            deeper = deeper[order]
-            levels.append(Level(deeper, pack_keys(deeper), depth_count[order], depth_errors[order]))
+            keys = pack_keys(deeper)
+            order = np.argsort(keys, kind="stable")
+            levels.append(Level(deeper[order], keys[order], depth_count[order], depth_errors[order]))
         levels = [level for d, level in enumerate(levels) if d == 0 or len(levels[d - 1].keys)]
         return Enumeration(levels, feature_attribute, feature_tag, len(codes), min_support,
                            n_features + sum(candidates for *_, candidates in joint), errors.sum(axis=0),
                            binary_errors)
-    if by_tables:
-        feature_of, *_ = _first_level(codes, offsets[:-1].astype(np.int32), n_features, errors, True)
     bits = feature_bitsets(feature_of, n_features)
     del feature_of
     # Each attribute's tags as a column, a byte a tag where it has under 128 (-1: none): the histogram pass reads a

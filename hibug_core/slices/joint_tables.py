@@ -152,18 +152,13 @@ def _read_off(tables_attributes, attribute_start, slots, n_tags, offsets, count,
                     out_sums[index, q] += sums[offsets[t] + cell, q]
 
 
-def joint_table_levels(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, depth: int, min_support: int,
-                       first_count: np.ndarray) -> list[tuple] | None:
-    """Per depth d = 2..depth, (features (m, d), count (m,), error sums (m, models), candidates) of every slice of d
-    conditions with at least min_support rows (in no particular order), read off joint tables, and how many slices of
-    d conditions had every parent at min_support (the candidates an enumeration by parents counts); None where the
-    attributes make fewer parts than `depth`, a table bigger than MAX_TABLE_CELLS, or not half as many tables as
-    combinations of attributes (the histogram over each parent's rows is then the way). first_count: each feature's
-    row count (the first level)."""
+def table_layout(codes: np.ndarray, n_tags: list[int], depth: int) -> tuple | None:
+    """(slots per attribute, parts, cells per part, the parts of each table, cells per table) of the joint tables of
+    `depth` parts; None where the attributes make fewer parts than `depth`, a table bigger than MAX_TABLE_CELLS, or
+    not half as many tables as combinations of attributes (the histogram over each parent's rows is then the way)."""
     n, attributes = codes.shape
-    n_tags_array = np.asarray(n_tags, dtype=np.int64)
     missing = (codes < 0).any(axis=0) if n else np.zeros(attributes, dtype=bool)
-    slots = n_tags_array + missing
+    slots = np.asarray(n_tags, dtype=np.int64) + missing
     parts = packed_parts(slots)
     if len(parts) < depth:
         return None
@@ -172,6 +167,19 @@ def joint_table_levels(codes: np.ndarray, n_tags: list[int], errors: np.ndarray,
     sizes = np.prod(part_cells[tables], axis=1)
     if sizes.max() > MAX_TABLE_CELLS or 2 * len(tables) > comb(attributes, depth):
         return None
+    return slots, parts, part_cells, tables, sizes
+
+
+def joint_table_levels(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, layout: tuple, min_support: int,
+                       first_count: np.ndarray) -> list[tuple]:
+    """Per depth d = 2..depth (the layout's, from table_layout), (features (m, d), count (m,), error sums (m, models),
+    candidates) of every slice of d conditions with at least min_support rows (in no particular order), read off
+    joint tables, and how many slices of d conditions had every parent at min_support (the candidates an enumeration
+    by parents counts). first_count: each feature's row count (the first level)."""
+    n, attributes = codes.shape
+    n_tags_array = np.asarray(n_tags, dtype=np.int64)
+    slots, parts, part_cells, tables, sizes = layout
+    depth = tables.shape[1]
     # 1. Each row's code in each part.
     part_of = np.empty(attributes, dtype=np.int64)
     for p, part in enumerate(parts):
