@@ -18,8 +18,9 @@ def judged(labels, scores) -> np.ndarray:
     true objects and people, and false positives are counted apart."""
     import pandas as pd
 
-    labels = pd.Series(np.asarray(labels, dtype=object))
-    return (labels.notna() & (labels != BACKGROUND)).to_numpy() & ~pd.isna(np.asarray(scores, dtype=float))
+    # A column stays as it is (a categorical is compared by its codes: ten million labels as objects take seconds).
+    labels = labels if isinstance(labels, pd.Series) else pd.Series(np.asarray(labels, dtype=object))
+    return (labels.notna() & (labels != BACKGROUND)).to_numpy(bool) & ~np.isnan(np.asarray(scores, dtype=float))
 
 
 def labelled(samples: pd.DataFrame) -> pd.DataFrame:

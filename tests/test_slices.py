@@ -146,28 +146,31 @@ def test_counting_rows_a_block_of_words_at_a_time_gives_the_same_sums_bit_for_bi
 @pytest.mark.parametrize("depth", [2, 3])
 @pytest.mark.parametrize("models", [1, 2])
 @pytest.mark.parametrize("support", [1, 6, 40])
-def test_joint_tables_give_the_enumeration_by_parents(depth, models, support, monkeypatch):
-    """Scores over many rows are read off joint tables of attribute parts: the same slices, counts and candidates as
-    joining surviving parents, the same error sums but for their last bits; attributes of one to five tags, some rows
-    without a tag."""
-    rng = np.random.default_rng(depth * 10 + models + support)
+@pytest.mark.parametrize("binary", [False, True])
+def test_joint_tables_give_the_enumeration_by_parents(depth, models, support, binary, monkeypatch):
+    """Scores (and 0/1 errors) over many rows are read off joint tables of attribute parts: the same slices, counts
+    and candidates as joining surviving parents (bitsets for 0/1 errors), the same error sums but for their last bits
+    (0/1: exactly); attributes of one to five tags, some rows without a tag."""
+    rng = np.random.default_rng(depth * 10 + models + support + 100 * binary)
     n_tags = [3, 2, 4, 1, 5, 2, 3, 4, 2, 5, 3, 2]
     codes = np.stack([rng.integers(-1 if a % 3 == 0 else 0, t, 1500) for a, t in enumerate(n_tags)], axis=1)
     errors = rng.random((1500, models))
     errors[rng.random((1500, models)) < 0.2] = 1.0
+    if binary:
+        errors = (errors > 0.7).astype(float)
     used = []
     real = joint_tables.joint_table_levels
     monkeypatch.setattr(enumeration_module, "joint_table_levels",
                         lambda *a, **k: used.append(real(*a, **k)) or used[-1])
     by_parents = enumerate_slices(codes, n_tags, errors, max_depth=depth, min_support=support)
-    monkeypatch.setattr(enumeration_module, "JOINT_TABLES_FROM_ROWS", 1)
+    monkeypatch.setattr(enumeration_module, "JOINT_TABLES_FROM_ROWS_BINARY" if binary else "JOINT_TABLES_FROM_ROWS", 1)
     by_tables = enumerate_slices(codes, n_tags, errors, max_depth=depth, min_support=support)
     assert len(used) == 1  # only the second read its slices off the tables
     assert by_tables.candidates == by_parents.candidates
     for one, other in zip(by_parents.levels, by_tables.levels, strict=True):
         assert np.array_equal(one.features, other.features) and np.array_equal(one.keys, other.keys)
         assert np.array_equal(one.count, other.count)
-        np.testing.assert_allclose(other.errors, one.errors, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(other.errors, one.errors, rtol=0 if binary else 1e-12, atol=0 if binary else 1e-12)
     expected = brute_force(codes, n_tags, errors[:, -1], depth, support)
     got = {key: (count, wrong) for key, (count, wrong) in as_dict(by_tables).items()} if models == 1 else None
     if got is not None:
@@ -177,8 +180,8 @@ def test_joint_tables_give_the_enumeration_by_parents(depth, models, support, mo
 
 
 def test_joint_tables_are_left_where_they_would_not_pay(monkeypatch):
-    """0/1 errors ride the bitsets' popcount, depth 4 has no tables, and attributes too few to make three parts (or
-    parts too big for a table) leave the histogram to count."""
+    """0/1 errors under JOINT_TABLES_FROM_ROWS_BINARY rows ride the bitsets' popcount, depth 4 has no tables, and
+    attributes too few to make three parts (or parts too big for a table) leave the histogram to count."""
     monkeypatch.setattr(enumeration_module, "JOINT_TABLES_FROM_ROWS", 1)
     rng = np.random.default_rng(5)
     codes = rng.integers(0, 2, (600, 12)).astype(np.int16)

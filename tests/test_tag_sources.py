@@ -128,6 +128,39 @@ def test_slice_tag_precision_on_seeded_tags():
     assert (frame["tag_precision_low"].iloc[:2] < frame["tag_precision"].iloc[:2]).all()
 
 
+def test_slice_tag_precision_counts_what_masks_count():
+    """Counted from categorical codes in one pass per slice: the same numbers as masks of the text values, whatever
+    the truth's dtype, order or extra values, and a tag the tags in force never use."""
+    from hibug_core.slices.tag_precision import slice_tag_precision
+
+    rng = np.random.default_rng(3)
+    n = 3000
+    tags = pd.DataFrame({a: pd.Categorical(rng.choice(list("abc"), n)) for a in ("p", "q", "r")}
+                        | {"class": pd.Categorical(rng.choice(["car", "dog"], n))}, index=rng.permutation(n) + 100)
+    truth = pd.DataFrame({"p": rng.choice(["a", "b", "c", "z", None], n).astype(object),
+                          "q": pd.Categorical(rng.choice(["c", "b", "a", None], n)),
+                          "known: r": rng.choice(["a", "b", None], n)}, index=tags.index)
+    truth = truth.rename(columns={"known: r": "r"}).iloc[rng.permutation(n)]  # another order, reindexed
+    tags = tags.rename(columns={"r": "known: r"})
+    definitions = [(("p", "a"),), (("p", "b"), ("q", "c")), (("class", "dog"), ("q", "a"), ("known: r", "b")),
+                   (("p", "never"),), (("class", "car"),)]
+    frame = slice_tag_precision(definitions, tags, truth, skip={"class"})
+    aligned = truth.reindex(tags.index)
+    for row, definition in zip(frame.itertuples(), definitions):
+        inside, checked, right, names = np.ones(n, bool), np.ones(n, bool), np.ones(n, bool), []
+        for attribute, tag in definition:
+            inside &= (tags[attribute].astype(str) == tag).to_numpy()
+            if attribute != "class":
+                true = aligned[attribute.removeprefix("known: ")]
+                checked &= true.notna().to_numpy()
+                right &= (true.astype(object) == tags[attribute].astype(object)).to_numpy()
+                names.append(attribute)
+        expected = int((inside & checked).sum()) if names else 0
+        assert (row.tag_checked, row.tag_right, row.tag_checked_attributes) == (
+            expected, int((inside & checked & right).sum()) if names else 0, ", ".join(names))
+    assert frame["tag_checked"].iat[0] > 0 and frame["tag_checked"].iat[3] == 0
+
+
 def test_refinements_and_repeats_follow_the_distinct_slices():
     from hibug_core.slices.redundancy import mark_repeats
     from hibug_core.slices.search import TagMatrix

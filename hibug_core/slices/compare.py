@@ -23,7 +23,7 @@ from hibug_core.slices.report import (
     tag_frame,
     tag_source,
 )
-from hibug_core.slices.search import SliceConfig, TagMatrix, count_error_slices
+from hibug_core.slices.search import SliceConfig, TagMatrix, codes_among, count_error_slices
 from hibug_core.stats import benjamini_hochberg, mcnemar_p_values, paired_t_p_values
 
 REGRESSION, IMPROVEMENT, UNCHANGED = "regression", "improvement", "no significant change"
@@ -351,7 +351,7 @@ def error_mix_shifts(comparison: ModelComparison, error_types: dict[str, pd.Seri
     kinds = {m: error_types[m].reindex(ids).astype("category") for m in models}
     types = sorted({str(t) for m in models for t in kinds[m].cat.categories if str(t)})
     # each sample's error type as a number (-1: right, or no type): slices are counted over their packed rows
-    codes = {m: _recoded(kinds[m], types) for m in models}
+    codes = {m: codes_among(kinds[m], types) for m in models}
     listed = comparison.against(candidate).head(top)
     rows = []
     for (_, row), bits in zip(listed.iterrows(), comparison.tags.bitsets(list(listed["definition"]))):
@@ -368,13 +368,6 @@ def error_mix_shifts(comparison: ModelComparison, error_types: dict[str, pd.Seri
     frame = pd.DataFrame(rows, columns=["slice_id", "description", "count", "shift", "p_value"] +
                          [f"{t} ({m})" for m in ("baseline", "candidate") for t in types])
     return frame.sort_values("shift", ascending=False, kind="stable").reset_index(drop=True)
-
-
-def _recoded(values: pd.Series, names: list[str]) -> np.ndarray:
-    """A categorical's codes renumbered as positions in `names` (-1 where missing or not among them)."""
-    position = pd.Index(names).get_indexer(values.cat.categories.astype(str))
-    codes = values.cat.codes.to_numpy()
-    return np.where(codes >= 0, position[codes], -1).astype(np.int64)
 
 
 def pair_matrix(pairs: pd.DataFrame, models: list[str], value: str) -> pd.DataFrame:

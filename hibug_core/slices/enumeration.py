@@ -310,7 +310,12 @@ PARALLEL_FROM_WORDS = 20_000_000  # estimated AND+popcount words of a level abov
 # rows a bitset is 1.25 MB and every parent streaming every feature's whole bitset from memory made the search
 # bound by memory (174 s at depth 3 over 50 attributes); blocks that stay in the last-level cache are read from it.
 BLOCK_BYTES = 16 * 2 ** 20
+# From so many rows the slices to depth 3 are read off joint tables (slices/joint_tables.py): scores from 100,000 (the
+# histogram of each parent's rows visits every row once per parent and later attribute); 0/1 errors, which ride the
+# bitsets' popcount, from a million (58 attributes of 2-5 tags, 0/1 errors: 0.7 s by bitsets against 2.3 s by tables at
+# 100,000 rows, 2.0 against 2.7 s at 300,000, 6.4 against 4.9 s at a million, 48 against 15 s at 4.4 million).
 JOINT_TABLES_FROM_ROWS = 100_000
+JOINT_TABLES_FROM_ROWS_BINARY = 1_000_000
 
 
 def _block_ends(features: np.ndarray) -> np.ndarray:
@@ -354,10 +359,10 @@ def enumerate_slices(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, *
     n_features = len(feature_attribute)
     binary_errors = zero_one(errors)
     binary = bool(binary_errors.all())
-    # Scores summed as floats cannot ride a popcount: from JOINT_TABLES_FROM_ROWS rows, every slice is read off joint
-    # tables of attribute parts instead (one pass over the rows per table), where the attributes make enough parts.
-    layout = (table_layout(codes, n_tags, max_depth)
-              if not binary and 2 <= max_depth <= 3 and len(codes) >= JOINT_TABLES_FROM_ROWS else None)
+    # Enough rows (JOINT_TABLES_FROM_ROWS, or _BINARY for 0/1 errors): every slice is read off joint tables of
+    # attribute parts instead (one pass over the rows per table), where the attributes make enough parts.
+    tables_from = JOINT_TABLES_FROM_ROWS_BINARY if binary else JOINT_TABLES_FROM_ROWS
+    layout = table_layout(codes, n_tags, max_depth) if 2 <= max_depth <= 3 and len(codes) >= tables_from else None
     # Feature id of every (row, attribute) (not needed by the tables), with the first level's counts and error sums in
     # the same pass.
     feature_of, count, level_errors = _first_level(codes, offsets[:-1].astype(np.int32), n_features, errors,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from itertools import combinations
 from math import comb
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -54,19 +55,18 @@ def _part_codes(codes, n_tags, part_of, slots, n_parts, out):
 
 
 @njit(cache=True)
-def _count_block(codes_i, codes_j, codes_k, cells_j, cells_k, errors, size, count, sums, base):
-    """Add a block of rows (the parts' codes and the errors of those rows) to one table (parts i, j, k; of two parts
-    when cells_k is 1) at `base` of count and sums, through a local table (fresh arrays the compiler knows nothing
-    else writes: a third faster). The rows are counted from 0: from an offset, every index is checked for being
-    negative (numba's wraparound), which made each row 3x slower."""
+def _count_block(leading, codes_k, cells_k, errors, size, count, sums, base):
+    """Add a block of rows to one table at `base` of count and sums: `leading`, each row's cell in the table's first
+    parts (made once for every table that shares them), and codes_k its code in the last part; through a local table
+    (fresh arrays the compiler knows nothing else writes: a third faster). The rows are counted from 0: from an
+    offset, every index is checked for being negative (numba's wraparound), which made each row 3x slower."""
     models = errors.shape[1]
     local_count = np.zeros(size, dtype=np.int32)
-    # Unsigned cells: a signed index is checked for being negative too.
-    cj, ck, zero, k = np.uint64(cells_j), np.uint64(cells_k), np.uint64(0), cells_k > 1
+    ck = np.uint64(cells_k)  # unsigned cells: a signed index is checked for being negative too
     if models == 1:  # the common case: one model's sums in an array of their own (a strided view is 3x slower)
         local_sums = np.zeros(size, dtype=np.float64)
-        for r in range(codes_i.shape[0]):
-            cell = (np.uint64(codes_i[r]) * cj + np.uint64(codes_j[r])) * ck + (np.uint64(codes_k[r]) if k else zero)
+        for r in range(leading.shape[0]):
+            cell = np.uint64(leading[r]) * ck + np.uint64(codes_k[r])
             local_count[cell] += 1
             local_sums[cell] += errors[r, 0]
         for cell in range(size):
@@ -76,8 +76,8 @@ def _count_block(codes_i, codes_j, codes_k, cells_j, cells_k, errors, size, coun
     if models == 2:  # two models (the error slices of a project with two) as two arrays: a loop over them is 4x slower
         sums_0 = np.zeros(size, dtype=np.float64)
         sums_1 = np.zeros(size, dtype=np.float64)
-        for r in range(codes_i.shape[0]):
-            cell = (np.uint64(codes_i[r]) * cj + np.uint64(codes_j[r])) * ck + (np.uint64(codes_k[r]) if k else zero)
+        for r in range(leading.shape[0]):
+            cell = np.uint64(leading[r]) * ck + np.uint64(codes_k[r])
             local_count[cell] += 1
             sums_0[cell] += errors[r, 0]
             sums_1[cell] += errors[r, 1]
@@ -87,8 +87,8 @@ def _count_block(codes_i, codes_j, codes_k, cells_j, cells_k, errors, size, coun
             sums[base + cell, 1] += sums_1[cell]
         return
     local_all = np.zeros((size, models), dtype=np.float64)
-    for r in range(codes_i.shape[0]):
-        cell = (np.uint64(codes_i[r]) * cj + np.uint64(codes_j[r])) * ck + (np.uint64(codes_k[r]) if k else zero)
+    for r in range(leading.shape[0]):
+        cell = np.uint64(leading[r]) * ck + np.uint64(codes_k[r])
         local_count[cell] += 1
         for q in range(models):
             local_all[cell, q] += errors[r, q]
@@ -99,19 +99,30 @@ def _count_block(codes_i, codes_j, codes_k, cells_j, cells_k, errors, size, coun
 
 
 @njit(cache=True, parallel=True)
-def _count_tables(part_codes, part_cells, tables, offsets, errors, block_rows, count, sums):
-    """Every table's cells over every row, a block of rows at a time (each table is one thread's in a block, and its
-    cells take the blocks in row order: the sums do not depend on the threads)."""
+def _count_tables(part_codes, part_cells, tables, group_start, order, offsets, errors, block_rows, count, sums):
+    """Every table's cells over every row, a block of rows at a time. Tables that share their first parts (all but
+    the last) are a group: each row's cell in those parts is made once per block for the group (a third fewer loads
+    and multiplies a row and table than each table's own), and each group is one thread's in a block, the groups
+    dealt out in `order` (every n-th to a thread: the first groups have the most tables). A table's cells take the
+    blocks in row order: the sums do not depend on the threads."""
     n = errors.shape[0]
-    depth = tables.shape[1]
+    leading_parts = tables.shape[1] - 1
     for r0 in range(0, n, block_rows):
         r1 = min(n, r0 + block_rows)
-        for t in prange(tables.shape[0]):
-            i, j = tables[t, 0], tables[t, 1]
-            k = tables[t, 2] if depth == 3 else j
-            cells_k = part_cells[k] if depth == 3 else 1
-            _count_block(part_codes[i, r0:r1], part_codes[j, r0:r1], part_codes[k, r0:r1], part_cells[j], cells_k,
-                         errors[r0:r1], offsets[t + 1] - offsets[t], count, sums, offsets[t])
+        for g in prange(order.shape[0]):
+            group = order[g]
+            first = group_start[group]
+            leading = np.zeros(r1 - r0, dtype=np.uint32)
+            for position in range(leading_parts):
+                part = tables[first, position]
+                cells = np.uint32(part_cells[part])
+                codes = part_codes[part, r0:r1]
+                for r in range(r1 - r0):
+                    leading[r] = leading[r] * cells + np.uint32(codes[r])
+            for t in range(first, group_start[group + 1]):
+                last = tables[t, leading_parts]
+                _count_block(leading, part_codes[last, r0:r1], part_cells[last], errors[r0:r1],
+                             offsets[t + 1] - offsets[t], count, sums, offsets[t])
 
 
 @njit(cache=True, parallel=True)
@@ -191,7 +202,12 @@ def joint_table_levels(codes: np.ndarray, n_tags: list[int], errors: np.ndarray,
     offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
     count = np.zeros(offsets[-1], dtype=np.int64)
     sums = np.zeros((offsets[-1], errors.shape[1]), dtype=np.float64)
-    _count_tables(part_codes, part_cells, tables, offsets, errors, BLOCK_ROWS, count, sums)
+    leading = [tuple(parts_of[:-1]) for parts_of in tables.tolist()]  # tables come sorted: a group is a run
+    group_start = np.array([t for t in range(len(tables)) if t == 0 or leading[t] != leading[t - 1]] + [len(tables)],
+                           dtype=np.int64)
+    groups, threads = len(group_start) - 1, numba.get_num_threads()
+    order = np.concatenate([np.arange(t, groups, threads) for t in range(threads)]).astype(np.int64)
+    _count_tables(part_codes, part_cells, tables, group_start, order, offsets, errors, BLOCK_ROWS, count, sums)
     del part_codes
     # 3. Each combination of 2..depth attributes read off one table: the table of its own parts and, to make up the
     # number, the first others.

@@ -323,7 +323,8 @@ def evaluation_rows(samples: pd.DataFrame, model: str, split: str) -> pd.DataFra
     positive (a detection that found no object: its label is BACKGROUND, no true label) is not among them: true
     objects and people are judged against true objects and people, and false positives are counted apart
     (false_positives)."""
-    rows = metrics.labelled(samples[samples["split"] == split]).copy()
+    # one selection of the rows (each selection of a sample table copies every column)
+    rows = samples[(samples["split"] == split).to_numpy(bool) & metrics.judged(samples["label"], samples["score"])]
     if rows.empty:
         raise SliceError(f"no labelled '{split}' samples with predictions of '{model}'")
     rows["error"] = 1.0 - rows["score"].astype(float)

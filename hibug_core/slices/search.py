@@ -81,6 +81,17 @@ class SliceConfig:
                                                      f"one of {', '.join(RANKINGS.names())}")})
 
 
+def codes_among(values: pd.Series, names: list[str]) -> np.ndarray:
+    """Each value's position in `names` (compared as text; -1 where missing or not among them): a categorical's
+    codes renumbered, so ten million rows of a few tags cost an index lookup, not ten million string compares."""
+    values = values if isinstance(values.dtype, pd.CategoricalDtype) else values.astype("category")
+    position = pd.Index(names, dtype=object).get_indexer(values.cat.categories.astype(str))
+    codes = values.cat.codes.to_numpy()
+    if not len(position):
+        return np.full(len(codes), -1, dtype=np.int64)
+    return np.where(codes >= 0, position[codes], -1).astype(np.int64)
+
+
 @dataclass
 class TagMatrix:
     """The tags of a set of samples as integer codes: what the enumeration runs on."""
@@ -102,9 +113,8 @@ class TagMatrix:
 
     def aligned(self, frame: pd.DataFrame) -> TagMatrix:
         """Other samples' tags (same attribute columns) coded with this matrix's tag lists."""
-        codes = np.stack([pd.Categorical(frame[a].astype(object), categories=self.tags[i]).codes
-                          for i, a in enumerate(self.attributes)], axis=1) if self.attributes else \
-            np.zeros((len(frame), 0))
+        codes = np.stack([codes_among(frame[a], self.tags[i]) for i, a in enumerate(self.attributes)], axis=1) \
+            if self.attributes else np.zeros((len(frame), 0))
         return TagMatrix(frame.index.to_numpy(), self.attributes, self.tags, codes.astype(np.int16))
 
     def definition(self, features: np.ndarray, enumeration: Enumeration) -> tuple[tuple[str, str], ...]:
@@ -335,8 +345,8 @@ def find_error_slices(tags: TagMatrix, errors: np.ndarray, config: SliceConfig =
     return score_slices(enumeration, tags, model=model, config=config)
 
 
-__all__ = ["SliceConfig", "TagMatrix", "count_error_slices", "describe", "find_error_slices", "parse_definition",
-           "score_slices", "slice_id", "smallest_significant_gap"]
+__all__ = ["SliceConfig", "TagMatrix", "codes_among", "count_error_slices", "describe", "find_error_slices",
+           "parse_definition", "score_slices", "slice_id", "smallest_significant_gap"]
 
 
 @njit(cache=True)

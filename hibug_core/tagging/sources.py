@@ -99,7 +99,8 @@ def rank_sources(project, attributes: list[str], *, sample_ids=None, model_only:
             tagged = tags.notna().to_numpy()
             both = tagged & true.notna().to_numpy()
             checked = int(both.sum())
-            correct = int((tags.to_numpy(object)[both] == true.to_numpy(object)[both]).sum())
+            # only the checked rows as objects (a categorical of ten million rows as objects: a third of a second)
+            correct = int((tags[both].to_numpy(object) == true[both].to_numpy(object)).sum()) if checked else 0
             low, high = wilson_interval(np.array([correct]), np.array([max(checked, 1)]))
             accuracy = correct / checked if checked else np.nan
             if checked:
