@@ -44,5 +44,7 @@ def object_evidence(project, model: str, evaluation: pd.DataFrame, train: pd.Dat
         if not np.isfinite(mask_wrong).any():  # no masks to compare
             mask_wrong = None
     error_types = objects["error_type"].reindex(evaluation.index).fillna("").to_numpy(object)
-    return ObjectEvidence(is_object, annotated, ratio, box_ratio(objects.reindex(evaluation.index)), mirrored,
+    # only the columns read are reindexed (every column of ten million objects: seconds)
+    measured = objects[["outcome", "pred_w", "pred_h", "box_w", "box_h"]].reindex(evaluation.index)
+    return ObjectEvidence(is_object, annotated, ratio, box_ratio(measured), mirrored,
                           left_out, nouns, train_mask_wrong=mask_wrong), error_types
