@@ -214,7 +214,7 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
     slice_rows = [_grouped(_changes(table, sums[:, 0], sums[:, k], sums[:, m + k - 1], models[0], models[k], binary,
                                     config, overall=overall_change[k - 1]), tag_matrix, errors[:, 0], errors[:, k],
                            slices.max_overlap, config.grouped) for k in range(1, m)]
-    labels, codes = np.unique(evaluation["label"].astype(str).to_numpy(), return_inverse=True)
+    labels, codes = _sorted_codes(evaluation["label"])
     per_class = np.stack([np.bincount(codes, weights=c, minlength=len(labels)) for c in columns.T], axis=1)
     class_table = pd.DataFrame({"description": [f"class = {c}" for c in labels],
                                 "slice_id": [f"class:{c}" for c in labels],
@@ -368,6 +368,19 @@ def error_mix_shifts(comparison: ModelComparison, error_types: dict[str, pd.Seri
     frame = pd.DataFrame(rows, columns=["slice_id", "description", "count", "shift", "p_value"] +
                          [f"{t} ({m})" for m in ("baseline", "candidate") for t in types])
     return frame.sort_values("shift", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _sorted_codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct values as text, sorted; each row's position among them): np.unique's answer from the column's
+    own codes (sorting eight million label strings took 19 s)."""
+    codes, uniques = pd.factorize(values)
+    if (codes < 0).any():  # a missing value is a value of its own there ("nan")
+        return np.unique(values.astype(str).to_numpy(), return_inverse=True)
+    names = np.asarray(pd.Index(uniques).astype(str), dtype=object)
+    order = np.argsort(names, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return names[order], rank[codes]
 
 
 def pair_matrix(pairs: pd.DataFrame, models: list[str], value: str) -> pd.DataFrame:
