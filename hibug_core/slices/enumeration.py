@@ -19,7 +19,7 @@ import numpy as np
 from numba import njit, prange
 
 from hibug_core.slices.bitsets import feature_bitsets, pack_rows, popcount64, trailing_zeros64
-from hibug_core.slices.joint_tables import joint_table_levels, table_layout
+from hibug_core.slices.joint_tables import dealt_to_threads, joint_table_levels, table_layout
 from hibug_core.stats import zero_one
 
 MAX_DEPTH = 4
@@ -411,7 +411,7 @@ def enumerate_slices(codes: np.ndarray, n_tags: list[int], errors: np.ndarray, *
         # (a thread's share of the loop is one run of it), where runs of the sorted parents left one thread most of
         # the work.
         threads = numba.get_num_threads() if parallel else 1
-        order = np.concatenate([np.arange(t, len(parent.keys), threads) for t in range(threads)])
+        order = dealt_to_threads(len(parent.keys), threads)
         for w0 in range(0, words, block):
             _COUNT_WORDS[parallel](parent.features, parent.count, feature_attribute, starts, bits, error_bits,
                                    tag_columns, offsets[:-1], errors, binary, ROW_COST_FACTOR, complete, attribute_tags,

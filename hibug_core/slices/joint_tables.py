@@ -22,6 +22,12 @@ MAX_TABLE_CELLS = 2 ** 18  # a part of many tags (a class of 80) makes big table
 BLOCK_ROWS = 2 ** 18  # rows counted into every table before the next block: their codes and errors stay in L3
 
 
+def dealt_to_threads(items: int, threads: int) -> np.ndarray:
+    """0..items-1 in the order a prange over them gives each of `threads` threads every n-th item (prange hands each
+    thread one run of the loop): work that shrinks along the items is then shared evenly."""
+    return np.concatenate([np.arange(t, items, threads) for t in range(threads)]).astype(np.int64)
+
+
 def packed_parts(slots: np.ndarray) -> list[list[int]]:
     """Attributes packed into as few parts as first-fit decreasing finds, each part's slots multiplying to at most
     PART_CELLS (an attribute of more slots is a part of its own): fewer parts, C(parts, 3) fewer passes. A part's
@@ -205,8 +211,7 @@ def joint_table_levels(codes: np.ndarray, n_tags: list[int], errors: np.ndarray,
     leading = [tuple(parts_of[:-1]) for parts_of in tables.tolist()]  # tables come sorted: a group is a run
     group_start = np.array([t for t in range(len(tables)) if t == 0 or leading[t] != leading[t - 1]] + [len(tables)],
                            dtype=np.int64)
-    groups, threads = len(group_start) - 1, numba.get_num_threads()
-    order = np.concatenate([np.arange(t, groups, threads) for t in range(threads)]).astype(np.int64)
+    order = dealt_to_threads(len(group_start) - 1, numba.get_num_threads())
     _count_tables(part_codes, part_cells, tables, group_start, order, offsets, errors, BLOCK_ROWS, count, sums)
     del part_codes
     # 3. Each combination of 2..depth attributes read off one table: the table of its own parts and, to make up the
