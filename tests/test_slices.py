@@ -144,16 +144,28 @@ def test_counting_rows_a_block_of_words_at_a_time_gives_the_same_sums_bit_for_bi
 
 
 @pytest.mark.parametrize("depth", [2, 3])
-@pytest.mark.parametrize("models", [1, 2])
+@pytest.mark.parametrize("models", [1, 2, 3])
 @pytest.mark.parametrize("support", [1, 6, 40])
 @pytest.mark.parametrize("binary", [False, True])
-def test_joint_tables_give_the_enumeration_by_parents(depth, models, support, binary, monkeypatch):
+@pytest.mark.parametrize("missing", ["scattered", "few rows"])
+def test_joint_tables_give_the_enumeration_by_parents(depth, models, support, binary, missing, monkeypatch):
     """Scores (and 0/1 errors) over many rows are read off joint tables of attribute parts: the same slices, counts
     and candidates as joining surviving parents (bitsets for 0/1 errors), the same error sums but for their last bits
-    (0/1: exactly); attributes of one to five tags, some rows without a tag."""
+    (0/1: exactly); attributes of one to five tags, some rows without a tag: scattered over a third of the attributes,
+    or a few rows (false positives) without most of their tags, whose rows are counted over tables of their own."""
     rng = np.random.default_rng(depth * 10 + models + support + 100 * binary)
     n_tags = [3, 2, 4, 1, 5, 2, 3, 4, 2, 5, 3, 2]
-    codes = np.stack([rng.integers(-1 if a % 3 == 0 else 0, t, 1500) for a, t in enumerate(n_tags)], axis=1)
+    if missing == "scattered":
+        codes = np.stack([rng.integers(-1 if a % 3 == 0 else 0, t, 1500) for a, t in enumerate(n_tags)], axis=1)
+    else:
+        codes = np.stack([rng.integers(0, t, 1500) for t in n_tags], axis=1)
+        lacking = rng.random(1500) < 0.06
+        codes[np.ix_(lacking, np.arange(2, 12))] = -1
+        codes[lacking & (rng.random(1500) < 0.5), 2] = 1  # some of them with one of those tags
+        layout = joint_tables.table_layout(codes, n_tags, depth)
+        groups = joint_tables.row_groups(codes.astype(np.int16), np.array(n_tags), layout)
+        assert [len(rows) for rows, _ in groups] == [1500 - lacking.sum(), lacking.sum()]
+        assert len(groups[0][1][3]) < len(layout[3])  # the complete rows' tables are fewer
     errors = rng.random((1500, models))
     errors[rng.random((1500, models)) < 0.2] = 1.0
     if binary:

@@ -45,7 +45,7 @@ def false_positive_slices(project, model: str, *, split: str = "val", config: Sl
     with no detections."""
     # 1. The detections: the objects it found and its false positives, on the split.
     samples = project.samples(model)
-    objects = project.objects(model)
+    objects = project.objects(model, columns=["outcome"])
     if objects.empty:
         raise SliceError(f"'{model}' has no detections: false positives are a measure of object models")
     false = false_positive_rows(samples, split)

@@ -532,16 +532,17 @@ class Project:
         """The name of the task the project's first import stated (hibug_core.tasks; None before any import)."""
         return self.meta().get("task")
 
-    def objects(self, model: str | None = None) -> pd.DataFrame:
+    def objects(self, model: str | None = None, *, columns: list[str] | None = None) -> pd.DataFrame:
         """Object samples (index: sample id) with their image, kind (ground-truth object, or a model's false positive)
-        and box; for a model also its outcome, TIDE error type, IoU and predicted box (None where it has none).
+        and box; for a model also its outcome, TIDE error type, IoU and predicted box (None where it has none), or
+        only the outcome `columns` named (each column joined to ten million objects takes a fifth of a second).
         Only imports change them (a model's outcomes come with it): kept as column files, as samples() is."""
         with read_connection(self.engine) as connection:
             frame = self._per_import(connection, "objects", object_store.read_object_rows)
             if model is None:
                 return frame.copy(deep=False)
             outcomes = self._per_model(connection, model, "outcomes", object_store.read_outcome_rows)
-        return frame.join(outcomes, how="left")
+        return frame.join(outcomes if columns is None else outcomes[columns], how="left")
 
     def object_evaluation(self, model: str, split: str | None = None) -> dict | None:
         """A model's COCO evaluation of one import's ground truth (store.object_store.object_evaluation)."""
