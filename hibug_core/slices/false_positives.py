@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from hibug_core.objects.matching import TRUE_POSITIVE
-from hibug_core.slices.report import SliceError, false_positive_rows, tag_frame
+from hibug_core.slices.report import SliceError, false_positive_rows, tag_frame, tagged_columns
 from hibug_core.slices.search import SliceConfig, TagMatrix, find_error_slices
 
 
@@ -55,7 +55,7 @@ def false_positive_slices(project, model: str, *, split: str = "val", config: Sl
         raise SliceError(f"'{model}' has no detections on '{split}'")
     # 2. Their tags, and each one's error: 1 where it found nothing.
     frame = tag_frame(project, None, tags, allow_empty=True).reindex(rows)
-    frame = frame.loc[:, frame.notna().any()]
+    frame = frame[tagged_columns(frame)]
     errors = false.reindex(rows).to_numpy(float)
     slices = pd.DataFrame()
     if frame.shape[1] and false.any():
