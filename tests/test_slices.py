@@ -7,6 +7,7 @@ import re
 import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from hibug_core.slices import enumeration as enumeration_module
@@ -758,3 +759,21 @@ def test_packed_slice_rows_equal_masks_and_their_sums():
         assert masked_sum(bits, values) == pytest.approx(values[mask].sum(), rel=1e-12)
         assert masked_counts(bits, kinds, 4).tolist() == np.bincount(kinds[mask & (kinds >= 0)], minlength=4).tolist()
     assert count_rows(packed[0]) == n  # the whole set: no bit past the last row
+
+
+def test_a_tag_matrix_of_some_rows_is_the_matrix_of_those_rows():
+    """from_frame(frame, ids) codes the rows of these ids in their order (an id not in the frame untagged), as
+    from_frame of frame.reindex(ids) would; without() drops the attributes with no tag, or one tag on every row."""
+    frame = pd.DataFrame({"color": pd.Categorical(["red", "blue", None, "red"]),
+                          "size": pd.Categorical(["big", "big", "big", "small"]),
+                          "none": pd.Categorical([None] * 4, categories=["x"])}, index=[5, 6, 7, 8])
+    ids = pd.Index([8, 6, 9, 7])
+    matrix = TagMatrix.from_frame(frame, ids)
+    expected = TagMatrix.from_frame(frame.reindex(ids))
+    assert np.array_equal(matrix.codes, expected.codes) and matrix.tags == expected.tags
+    assert matrix.sample_ids.tolist() == [8, 6, 9, 7] and matrix.codes[2].tolist() == [-1, -1, -1]
+    assert matrix.without(untagged=True).attributes == ["color", "size"]
+    some = TagMatrix.from_frame(frame, pd.Index([5, 6, 7]))
+    assert some.without(whole_set=True).attributes == ["color", "none"]  # size: "big" on every one of them
+    kept = some.without(untagged=True, whole_set=True)
+    assert kept.attributes == ["color"] and kept.codes.tolist() == [[1], [0], [-1]] and kept.tags == [["blue", "red"]]

@@ -188,13 +188,12 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
         raise SliceError("some shared samples have a prediction but no score; import a score for them")
     errors = 1.0 - scores
     binary = bool(np.isin(errors, (0.0, 1.0)).all())
-    frame = compared_tags(project, rows, attributes, tags, slices)
-    tag_matrix = TagMatrix.from_frame(frame)
+    tag_matrix = compared_tags(project, rows, attributes, tags, slices)
     # 3. One enumeration over the errors and, per candidate, the squared difference from the baseline.
     squared = (errors[:, :1] - errors[:, 1:]) ** 2
     columns = np.concatenate([errors, squared], axis=1)
     m = len(models)
-    if frame.columns.empty:
+    if not tag_matrix.attributes:
         table = pd.DataFrame({"definition": [], "slice_id": [], "description": [], "depth": [],
                               "count": np.zeros(0, dtype=np.int64)})
         sums = np.zeros((0, columns.shape[1]))
@@ -205,7 +204,7 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
         hibug2 = replace(slices, gap=config.error_gap, threshold=None, alpha=1.0)
         counted = [count_error_slices(enumeration, model=k, config=hibug2) for k in range(m)]
     # Slices on tags measured too poor to trust are flagged, as error slices are.
-    poor = poor_attributes(project, frame, tags, slices)
+    poor = poor_attributes(project, tag_matrix.attributes, tags, slices)
     table["tag_warning"] = ["; ".join(f"{a}: {poor[a]}" for a, _ in d if a in poor) for d in table["definition"]]
     # 4. Changes against the baseline: every slice, every class, overall.
     test = MCNEMAR if binary else PAIRED_T
@@ -258,23 +257,23 @@ def shared_samples(project, models: list[str], split: str) -> tuple[pd.DataFrame
     shared = in_split.to_numpy().copy()
     for model in models:
         shared &= frames[model]["prediction"].notna().to_numpy()
-    rows = base.index[shared]
-    if len(rows) == 0:
+    if not shared.any():
         raise SliceError(f"no labelled '{split}' samples that every one of {', '.join(models)} predicts")
-    evaluation = pd.DataFrame({"label": base.loc[rows, "label"]})
+    # selected by position: every model's samples are the project's, in its order (a lookup by id: seconds at 10M)
+    evaluation = pd.DataFrame({"label": base["label"][shared]})
     for model in models:
-        evaluation[f"prediction:{model}"] = frames[model].loc[rows, "prediction"]
-        evaluation[f"score:{model}"] = frames[model].loc[rows, "score"].astype(float)
+        evaluation[f"prediction:{model}"] = frames[model]["prediction"].array[shared]
+        evaluation[f"score:{model}"] = frames[model]["score"].to_numpy(float)[shared]
     return evaluation, evaluated
 
 
 def compared_tags(project, rows: pd.Index, attributes: list[str] | None, tags: str,
-                  slices: SliceConfig) -> pd.DataFrame:
-    """The tags models are compared over on the shared `rows` (slices.report.tag_frame; none yet is an empty frame:
-    the models are then compared overall and per class), without attributes that name the whole set again."""
-    frame = tag_frame(project, attributes, tags, by_class=slices.by_class, allow_empty=not attributes).loc[rows]
-    # An attribute with one tag on every shared sample (one class) names the whole set again: nothing to slice by.
-    return frame[[c for c in frame.columns if not (frame[c].notna().all() and frame[c].nunique() == 1)]]
+                  slices: SliceConfig) -> TagMatrix:
+    """The tags models are compared over on the shared `rows` (slices.report.tag_frame; none yet is a matrix of no
+    attributes: the models are then compared overall and per class), without attributes that name the whole set
+    again (one tag on every shared sample, as one class): nothing to slice by."""
+    frame = tag_frame(project, attributes, tags, by_class=slices.by_class, allow_empty=not attributes)
+    return TagMatrix.from_frame(frame, rows).without(whole_set=True)
 
 
 def _changes(table: pd.DataFrame, base_errors, candidate_errors, squared, baseline: str, candidate: str, binary: bool,

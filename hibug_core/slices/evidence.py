@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.registry import Registry
+from hibug_core.rows import rows_by_id
 from hibug_core.slices.diagnosis import ObjectEvidence
 
 # A task whose samples carry evidence beyond image, label and prediction registers how it is read, under the task's
@@ -31,7 +32,7 @@ def object_evidence(project, model: str, evaluation: pd.DataFrame, train: pd.Dat
     objects = project.objects(model, columns=["outcome", "error_type", "pred_w", "pred_h"])
     if not len(objects):
         return None, None
-    held = objects.reindex(train.index)
+    held = rows_by_id(objects, train.index)
     is_object = (held["object_kind"] == "object").to_numpy()
     annotations = annotation_evidence(project, model, held[is_object].assign(label=train["label"][is_object]))
     annotated = ratio = mirrored = left_out = mask_wrong = None
@@ -44,7 +45,7 @@ def object_evidence(project, model: str, evaluation: pd.DataFrame, train: pd.Dat
             mirrored = left_out = None
         if not np.isfinite(mask_wrong).any():  # no masks to compare
             mask_wrong = None
-    measured = objects[["outcome", "error_type", "pred_w", "pred_h", "box_w", "box_h"]].reindex(evaluation.index)
+    measured = rows_by_id(objects[["outcome", "error_type", "pred_w", "pred_h", "box_w", "box_h"]], evaluation.index)
     error_types = measured["error_type"].fillna("").to_numpy(object)
     return ObjectEvidence(is_object, annotated, ratio, box_ratio(measured), mirrored,
                           left_out, nouns, train_mask_wrong=mask_wrong), error_types

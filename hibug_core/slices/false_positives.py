@@ -8,7 +8,8 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from hibug_core.objects.matching import TRUE_POSITIVE
-from hibug_core.slices.report import SliceError, false_positive_rows, tag_frame, tagged_columns
+from hibug_core.rows import rows_by_id
+from hibug_core.slices.report import SliceError, false_positive_rows, tag_frame
 from hibug_core.slices.search import SliceConfig, TagMatrix, find_error_slices
 
 
@@ -48,18 +49,18 @@ def false_positive_slices(project, model: str, *, split: str = "val", config: Sl
     objects = project.objects(model, columns=["outcome"])
     if objects.empty:
         raise SliceError(f"'{model}' has no detections: false positives are a measure of object models")
-    false = false_positive_rows(samples, split)
-    found = (samples["split"] == split) & (objects["outcome"].reindex(samples.index) == TRUE_POSITIVE)
+    false = false_positive_rows(samples, split).to_numpy(bool)
+    found = (samples["split"] == split).to_numpy(bool) & (
+        rows_by_id(objects["outcome"], samples.index) == TRUE_POSITIVE).to_numpy(bool)
     rows = samples.index[false | found]
     if not len(rows):
         raise SliceError(f"'{model}' has no detections on '{split}'")
     # 2. Their tags, and each one's error: 1 where it found nothing.
-    frame = tag_frame(project, None, tags, allow_empty=True).reindex(rows)
-    frame = frame[tagged_columns(frame)]
-    errors = false.reindex(rows).to_numpy(float)
+    matrix = TagMatrix.from_frame(tag_frame(project, None, tags, allow_empty=True), rows).without(untagged=True)
+    errors = false[false | found].astype(float)
     slices = pd.DataFrame()
-    if frame.shape[1] and false.any():
-        slices = find_error_slices(TagMatrix.from_frame(frame), errors, replace(config, by_class=False))
+    if matrix.attributes and false.any():
+        slices = find_error_slices(matrix, errors, replace(config, by_class=False))
     return FalsePositives(model, split, len(rows), int(false.sum()), slices)
 
 

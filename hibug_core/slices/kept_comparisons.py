@@ -11,7 +11,7 @@ import pandas as pd
 
 from hibug_core.slices.compare import CompareConfig, ModelComparison, compare_models, compared_tags, shared_samples
 from hibug_core.slices.report_files import definitions_as_text, read_definitions, remove_old, settings_digest
-from hibug_core.slices.search import SliceConfig, TagMatrix
+from hibug_core.slices.search import SliceConfig
 from hibug_core.store.tag_store import project_state
 
 FORMAT = "1"  # bumped when what is kept, or how it is computed, changes: older files are then stale
@@ -46,7 +46,7 @@ def _load(project, name: str, version: str, models: list[str], split: str, slice
     summary = json.loads(parts["summary"]["summary"].iat[0])
     table = read_definitions(parts["slices"])
     evaluation, _ = shared_samples(project, models, split)
-    matrix = TagMatrix.from_frame(compared_tags(project, evaluation.index, attributes, tags, slices))
+    matrix = compared_tags(project, evaluation.index, attributes, tags, slices)
     return ModelComparison(models, split, summary["test"], parts["overall"], table, parts["classes"],
                            parts["worst_overlap"], parts["failure_iou"], evaluation, matrix, config, slices)
 

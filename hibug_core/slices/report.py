@@ -13,6 +13,7 @@ from hibug_core.cache import BoundedCache
 from hibug_core.errors import HibugError
 from hibug_core.metrics import BACKGROUND
 from hibug_core.registry import Registry
+from hibug_core.rows import rows_by_id
 from hibug_core.slices.diagnosis import (
     ANNOTATION_BUGS,
     DiagnosisConfig,
@@ -260,15 +261,16 @@ def tag_frame(project, attributes: list[str] | None, source: str = "in force", *
     tags = current_tags(project, model_only=reads.runs_only).tags if has_schema else \
         pd.DataFrame(index=samples.index)
     known = project.known_tags()
-    if reads.imported:
-        for column in known.columns:
-            if column not in tags.columns or tags[column].isna().all():
-                tags[column] = known[column].reindex(tags.index).astype("category")
+    # the imported columns wanted, found among the samples once (one lookup per column took seconds at ten million)
+    wanted = {column: column for column in known.columns if reads.imported and (
+        column not in tags.columns or tags[column].isna().all())}
+    wanted.update({name: name.removeprefix(KNOWN_PREFIX) for name in attributes or ()
+                   if name.startswith(KNOWN_PREFIX) and name.removeprefix(KNOWN_PREFIX) in known.columns})
+    if wanted:
+        aligned = rows_by_id(known[sorted(set(wanted.values()))], tags.index)
+        for name, column in wanted.items():
+            tags[name] = aligned[column].astype("category")
     if attributes is not None:
-        for name in attributes:
-            column = name.removeprefix(KNOWN_PREFIX)
-            if name.startswith(KNOWN_PREFIX) and column in known.columns:
-                tags[name] = known[column].reindex(tags.index).astype("category")
         missing = [a for a in attributes if a not in tags.columns]
         if missing:
             choices = [*tags.columns, *(KNOWN_PREFIX + c for c in known.columns)]
@@ -280,7 +282,7 @@ def tag_frame(project, attributes: list[str] | None, source: str = "in force", *
     if by_class and not label_attributes(tags, samples["label"]):
         # A false positive has no true class: "class = (background)" would only say that false positives fail.
         classes = samples["label"].where(samples["label"] != BACKGROUND)
-        tags[CLASS] = classes.reindex(tags.index).astype("category")
+        tags[CLASS] = rows_by_id(classes, tags.index).astype("category")
     return tags
 
 
@@ -385,12 +387,13 @@ def unannotated_slices(enumeration: Enumeration, train_matrix: TagMatrix, found:
     return np.concatenate(flags)
 
 
-def poor_attributes(project, frame: pd.DataFrame, source: str, config: SliceConfig) -> dict[str, str]:
-    """Sliced attributes whose tags in force are too poor to trust (tagging.sources.untrusted), with why."""
+def poor_attributes(project, sliced: list[str], source: str, config: SliceConfig) -> dict[str, str]:
+    """Of the `sliced` attributes, those whose tags in force are too poor to trust (tagging.sources.untrusted), with
+    why."""
     from hibug_core.store.attribute_versions import schema_names
     from hibug_core.tagging.sources import rank_sources, too_poor
 
-    names = [name for name in schema_names(project) if name in frame.columns]
+    names = [name for name in schema_names(project) if name in sliced]
     reads = tag_source(source)
     if not reads.schema or not names:
         return {}
@@ -415,7 +418,7 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     # 2. The tags sliced by, in force (or the chosen source), with the class when by_class.
     tags_source = tags
     frame = tag_frame(project, attributes, tags_source, by_class=config.by_class)
-    tags = TagMatrix.from_frame(frame.loc[evaluation.index])
+    tags = TagMatrix.from_frame(frame, evaluation.index)
     # 3. Enumerate every slice once per dataset and score this model's.
     # Errors of every model that predicts all these rows (in name order), so other models reuse the enumeration.
     columns, names = [], []
@@ -454,7 +457,7 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     truth = ground_truth(project) if check_tags else None
     precision = slice_tag_precision(slices["definition"], frame, truth, skip={CLASS}, z=config.z)
     slices = pd.concat([slices, evidence.set_index(slices.index), precision.set_index(slices.index)], axis=1)
-    poor = poor_attributes(project, frame, tags_source, config) if check_tags else {}
+    poor = poor_attributes(project, list(frame.columns), tags_source, config) if check_tags else {}
     slices["tag_warning"] = [
         "; ".join(f"{a}: {poor[a]}" for a, _ in definition if a in poor) for definition in slices["definition"]]
     slices["trusted"] = ~(slices["tag_precision_high"] < config.min_tag_precision) & (slices["tag_warning"] == "")

@@ -94,7 +94,7 @@ def _load(project, names: dict, version: str, model: str, split: str, config: Sl
     samples = project.samples(model)
     evaluation = evaluation_rows(samples, model, split)
     frame = parts["tags"]
-    matrix = TagMatrix.from_frame(frame.loc[evaluation.index])
+    matrix = TagMatrix.from_frame(frame, evaluation.index)
     enumeration = _enumeration(parts["levels"], summary["enumeration"])
     return SliceReport(model, split, slices, summary["overall_score"], parts["rare"], evaluation, matrix,
                        summary["enumerated"], config, samples, frame, enumeration, summary["model_column"],
