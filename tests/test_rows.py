@@ -26,8 +26,10 @@ def test_positions_are_those_of_the_hash_lookup_with_missing_ids_at_minus_one(or
 
 def test_rows_by_id_are_reindexs_rows():
     frame = pd.DataFrame({"x": [1.0, 2.0, 3.0, 4.0], "tag": pd.Categorical(["a", "b", None, "a"]),
-                          "name": ["p", "q", "r", "s"]}, index=[10, 20, 30, 40])
+                          "name": ["p", "q", "r", "s"], "points": pd.array([None, "[1]", None, None], dtype=object),
+                          "count": [1, 2, 3, 4], "right": [True, False, True, True]}, index=[10, 20, 30, 40])
     for ids in ([20, 40], [40, 10], [10, 20, 30, 40], [15, 30], []):
         wanted = pd.Index(ids, dtype=np.int64)
         pd.testing.assert_frame_equal(rows_by_id(frame, wanted), frame.reindex(wanted))
     pd.testing.assert_series_equal(rows_by_id(frame["x"], pd.Index([30, 10])), frame["x"].reindex([30, 10]))
+
