@@ -48,11 +48,14 @@ def pytest_collection_modifyitems(config, items):
         demos = bool(SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))) or item.get_closest_marker("demos")
         if demos:
             item.add_marker(pytest.mark.slow)
-        # The demos' tests and the browser tests run one after another on one worker (the browser tests each use both
-        # cores, two at once thrash); every other test, slow ones included, is spread over both workers, so that the
-        # other worker is not idle half the run (--dist loadgroup, pyproject.toml).
-        if demos or item.get_closest_marker("browser"):
-            item.add_marker(pytest.mark.xdist_group("heavy"))
+        # The demos' tests (browser tests of a demo among them) run one after another on one worker, which builds each
+        # demo once; the other browser tests one after another on a worker too, so that two of them never thrash at
+        # once; every other test is spread over both workers (--dist loadgroup, pyproject.toml). One group of both
+        # held a worker for the whole run (35 minutes) while the other finished early.
+        if demos:
+            item.add_marker(pytest.mark.xdist_group("demos"))
+        elif item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.xdist_group("browser"))
 
 
 RAISED_PEAK: list[tuple[float, str]] = []  # (GiB the test raised this process's peak by, test), the larger ones
