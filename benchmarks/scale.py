@@ -24,8 +24,10 @@ map 'generated-layout' (generated_map), so that `benchmarks/ui.py --project` tim
 (the map's drawing, recolouring and lasso, not an encoder's work).
 --first-read (after a run that built the project; nothing is imported) times reading every table of it from SQL, as a
 newly started dashboard first does, in a process of its own, with its peak memory.
+--commands (after a run that built the project; nothing is imported) times `hibug info`, `hibug slices` and, with
+--models 2, `hibug compare` on it, each run a process of its own (--repeat runs), with the wall time and peak memory.
 Usage: python benchmarks/scale.py [--objects 1000000] [--dir /tmp/hibug-scale] [--repeat 1] [--parts 1] [--models 1]
-       [--database URL] [--map] [--first-read]
+       [--database URL] [--map] [--first-read] [--commands]
 """
 from __future__ import annotations
 
@@ -235,6 +237,42 @@ def first_read(project_folder: Path) -> tuple[float, float]:
     return float(seconds), float(peak)
 
 
+# The commands --commands times on the project, as a user runs them (each computes: a command-line run keeps nothing).
+COMMANDS = {"hibug info": ["info"], "hibug slices (error slices and false positives)": ["slices", "--top", "5"],
+            "hibug compare (the first comparison of the two detectors)":
+                ["compare", "--models", "detector,detector-v2", "--top", "3"]}
+
+
+def timed_commands(project_folder: Path, models: int, repeat: int) -> list[tuple[str, list[float], float]]:
+    """(command, seconds of each run, the largest peak GiB) of each of COMMANDS on the project (compare with two
+    models only), every run a process of its own: the wall time a user waits and the memory the command needs."""
+    from hibug_core.slices.kept_comparisons import PREFIX as COMPARISONS
+    from hibug_core.slices.report_files import FALSE_POSITIVES_PREFIX
+    from hibug_core.slices.report_files import PREFIX as REPORTS
+
+    kept = [f.name for f in (project_folder / "columns").glob("*")
+            if f.name.startswith((REPORTS, FALSE_POSITIVES_PREFIX, COMPARISONS))]
+    if kept:  # a dashboard kept its results there: the commands would read them, not compute them
+        raise SystemExit(f"{project_folder} holds kept results ({', '.join(kept[:3])}...): time on a project no "
+                         "dashboard has opened, or remove those files")
+    timed = []
+    for name, command in COMMANDS.items():
+        if "compare" in command and models < 2:
+            continue
+        seconds, peak = [], 0.0
+        for _ in range(repeat):
+            started = time.perf_counter()
+            child = subprocess.Popen([sys.executable, "-m", "hibug_core.cli", command[0], str(project_folder),
+                                      *command[1:]], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            _, status, usage = os.wait4(child.pid, 0)
+            seconds.append(time.perf_counter() - started)
+            if status:
+                raise SystemExit(f"{name} failed:\n{child.stderr.read().decode()[-3000:]}")
+            peak = max(peak, usage.ru_maxrss / 2 ** 20)
+        timed.append((name, seconds, peak))
+    return timed
+
+
 # The name a generated layout is stored under (--map): not an encoder, so that no one takes it for one's map.
 GENERATED_MAP = "generated-layout"
 
@@ -282,6 +320,9 @@ def main() -> None:
     parser.add_argument("--map", action="store_true", help=f"store a generated layout of every object as the map "
                         f"'{GENERATED_MAP}' in the project a run without --map built (nothing is imported; for timing "
                         "the Embedding map page at this size, no encoder runs)")
+    parser.add_argument("--commands", action="store_true", help="time `hibug info`, `hibug slices` and (with "
+                        "--models 2) `hibug compare` on the project a run without it built, each run a process of its "
+                        "own, --repeat times (nothing is imported)")
     parser.add_argument("--first-read", action="store_true", help="time reading every table of the project a run "
                         "without it built from SQL, as a newly started dashboard first does (nothing is imported)")
     args = parser.parse_args()
@@ -297,6 +338,13 @@ def main() -> None:
         seconds, peak = first_read(folder / ("project-postgres" if args.database else "project"))
         print(f"every table read from SQL as a newly started dashboard first reads them: {seconds:.1f} s, "
               f"peak {peak:.2f} GiB")
+        return
+    if args.commands:  # on the project a run without --commands built
+        for name, seconds, peak in timed_commands(folder / ("project-postgres" if args.database else "project"),
+                                                  args.models, args.repeat):
+            runs = ", ".join(f"{s:.1f}" for s in seconds)
+            print(f"{name}: median {np.median(seconds):.1f} s of {len(seconds)} ({runs}), peak {peak:.2f} GiB",
+                  flush=True)
         return
     if args.map:  # into the project a run without --map built
         seconds = generated_map(folder / ("project-postgres" if args.database else "project"))

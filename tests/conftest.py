@@ -74,6 +74,10 @@ def _nothing_left_open(request):
     raised = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 2 ** 20
     if raised >= 0.25:
         RAISED_PEAK.append((raised, request.node.nodeid))
+    reached = SLOW_FIXTURES & set(request.fixturenames)  # getfixturevalue's too
+    if reached and not any(m.args == ("demos",) for m in request.node.iter_markers("xdist_group")):
+        pytest.fail(f"{request.node.nodeid} reached {', '.join(sorted(reached))} through getfixturevalue: mark it "
+                    "pytest.mark.demos, or the demos' group builds that demo again on another worker", pytrace=False)
     import gc
 
     from hibug_core.store import project as project_module

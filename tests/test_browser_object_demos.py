@@ -14,7 +14,7 @@ import pytest
 
 from browser_support import add_another_model, open_app, open_slice_row, serving, shot, shown
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.demos]  # the demos reached by getfixturevalue
 DEMOS = {  # task: (its demo fixture, a planted slice, its annotation bug, the task's overlap, the other one)
     "detection": ("detection_demo", {("color", "green"), ("class", "triangle")}, "missing annotations", "IoU", "OKS"),
     "pose": ("pose_demo", {("facing", "back")}, "left and right swapped", "OKS", "IoU"),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 
 def _scale():
@@ -75,6 +76,14 @@ def test_a_second_detector_comes_in_the_same_manifest_with_the_planted_slice_fix
     scale.import_project([tmp_path / "data" / "objects.parquet"], tmp_path / "project")  # as the benchmark does
     with Project.open(tmp_path / "project", read_only=True) as project:
         assert set(project.models()) == {"detector", "detector-v2"}
+    # --commands: each command a process of its own, timed with its peak; results a dashboard kept are refused
+    timed = scale.timed_commands(tmp_path / "project", models=2, repeat=1)
+    assert [name.split(" (")[0] for name, _, _ in timed] == ["hibug info", "hibug slices", "hibug compare"]
+    assert all(len(seconds) == 1 and seconds[0] > 0 and 0.05 < peak < 8 for _, seconds, peak in timed)
+    (tmp_path / "project" / "columns").mkdir(exist_ok=True)
+    (tmp_path / "project" / "columns" / "slice-report-0123-slices.arrow").write_bytes(b"")
+    with pytest.raises(SystemExit, match="holds kept results"):
+        scale.timed_commands(tmp_path / "project", models=2, repeat=1)
 
 
 def test_the_generated_layout_is_a_map_the_embedding_map_page_draws_and_the_first_read_is_timed(tmp_path, monkeypatch):

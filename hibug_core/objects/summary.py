@@ -73,8 +73,11 @@ def error_breakdown(samples: pd.DataFrame, error_types: tuple[str, ...] = ERROR_
 def error_mix(error_types) -> str:
     """The TIDE error types of some failures as text, most frequent first: "missed 80%, localization 15%, ...". A
     person's keypoint types are said as such: "keypoints missed" is not the person missed."""
-    counts = (pd.Series(error_types, dtype=object).replace("", "wrong score")
-              .replace({kind: f"keypoint {kind}" for kind in KEYPOINT_TYPES if kind != "good"}).value_counts())
+    # counted first, then named: replacing in every failure first took seconds for a slice of millions
+    said = {"": "wrong score", **{kind: f"keypoint {kind}" for kind in KEYPOINT_TYPES if kind != "good"}}
+    counts = pd.Series(error_types, dtype=object).value_counts()
+    counts = counts.groupby([said.get(kind, kind) for kind in counts.index], sort=False).sum().sort_values(
+        ascending=False, kind="stable")
     if counts.empty:
         return "no failures"
     shares = counts / counts.sum()

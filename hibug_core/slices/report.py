@@ -424,16 +424,17 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     columns, names = [], []
     for name in sorted(models):
         errors = evaluation["error"] if name == model else \
-            1.0 - project.samples(name)["score"].reindex(evaluation.index).astype(float)
+            1.0 - rows_by_id(project.samples(name)["score"], evaluation.index).astype(float)
         if name == model or errors.notna().all():
             columns.append(errors.to_numpy(float))
             names.append(name)
     enumeration = enumeration_for(project, tags, np.stack(columns, axis=1), names, split, config)
     errors = evaluation["error"].to_numpy()
     train = samples[(samples["split"] == "train") & samples["label"].notna() & (samples["label"] != BACKGROUND)]
-    train_tags = frame.reindex(train.index)
-    train_tagged = len(train) > 0 and train_tags.notna().any(axis=1).mean() > 0.5
-    train_matrix = tags.aligned(train_tags) if train_tagged else None
+    # the training rows' tags coded as the evaluation rows' are (the same frame's categories)
+    train_matrix = TagMatrix.from_frame(frame, train.index) if len(train) else None
+    if train_matrix is not None and not (train_matrix.codes >= 0).any(axis=1).mean() > 0.5:
+        train_matrix = None  # not tagged enough to compare with
     evidence = TASK_EVIDENCE.find(project.task) if project.task else None  # the task's own, where it has one
     found, error_types = evidence.build(project, model, evaluation, train) if evidence is not None else (None, None)
     keep = (unannotated_slices(enumeration, train_matrix, found, diagnosis)
@@ -444,7 +445,7 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     train_masks = tag_masks = None
     if train_matrix is not None:
         train_masks = [train_matrix.mask(d) for d in slices["definition"]]
-        of_label = set(label_attributes(train_tags, train["label"]))
+        of_label = set(label_attributes(rows_by_id(frame, train.index), train["label"]))
         tag_parts = [tuple(c for c in d if c[0] not in of_label) for d in slices["definition"]]
         tag_masks = [train_matrix.mask(part) if part else None for part in tag_parts]
     # the labels as arrays once: each is a second of Python strings at ten million
