@@ -48,14 +48,12 @@ def pytest_collection_modifyitems(config, items):
         demos = bool(SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))) or item.get_closest_marker("demos")
         if demos:
             item.add_marker(pytest.mark.slow)
-        # The demos' tests (browser tests of a demo among them) run one after another on one worker, which builds each
-        # demo once; the other browser tests one after another on a worker too, so that two of them never thrash at
-        # once; every other test is spread over both workers (--dist loadgroup, pyproject.toml). One group of both
-        # held a worker for the whole run (35 minutes) while the other finished early.
-        if demos:
-            item.add_marker(pytest.mark.xdist_group("demos"))
-        elif item.get_closest_marker("browser"):
-            item.add_marker(pytest.mark.xdist_group("browser"))
+        # The demos' tests and the browser tests run one after another on one worker (the browser tests each use both
+        # cores, two at once thrash); every other test, slow ones included, is spread over both workers, so that the
+        # other worker is not idle half the run (--dist loadgroup, pyproject.toml). Two groups, the demos' and the
+        # browser tests' on a worker each, thrashed: CI 43 min against 35 (7 Dec).
+        if demos or item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.xdist_group("heavy"))
 
 
 RAISED_PEAK: list[tuple[float, str]] = []  # (GiB the test raised this process's peak by, test), the larger ones
@@ -75,9 +73,9 @@ def _nothing_left_open(request):
     if raised >= 0.25:
         RAISED_PEAK.append((raised, request.node.nodeid))
     reached = SLOW_FIXTURES & set(request.fixturenames)  # getfixturevalue's too
-    if reached and not any(m.args == ("demos",) for m in request.node.iter_markers("xdist_group")):
+    if reached and not any(m.args == ("heavy",) for m in request.node.iter_markers("xdist_group")):
         pytest.fail(f"{request.node.nodeid} reached {', '.join(sorted(reached))} through getfixturevalue: mark it "
-                    "pytest.mark.demos, or the demos' group builds that demo again on another worker", pytrace=False)
+                    "pytest.mark.demos, or another worker than the heavy one builds that demo again", pytrace=False)
     import gc
 
     from hibug_core.store import project as project_module

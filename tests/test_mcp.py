@@ -109,7 +109,7 @@ def demo(request) -> Path:
     return request.getfixturevalue(fixture)
 
 
-@pytest.mark.demos  # the object demos are built once, on the demos' worker (tests/conftest.py)
+@pytest.mark.demos  # the object demos are built once, on the heavy worker (tests/conftest.py)
 def test_each_demo_answers_over_stdio_and_http_as_the_cli_does(demo, tmp_path, capsys):
     info = json.loads(_cli(capsys, "info", demo, "--json"))
     _cli(capsys, "slices", demo, "--output", tmp_path / "slices.json")
