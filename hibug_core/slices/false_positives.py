@@ -52,12 +52,13 @@ def false_positive_slices(project, model: str, *, split: str = "val", config: Sl
     false = false_positive_rows(samples, split).to_numpy(bool)
     found = (samples["split"] == split).to_numpy(bool) & (
         rows_by_id(objects["outcome"], samples.index) == TRUE_POSITIVE).to_numpy(bool)
-    rows = samples.index[false | found]
+    detections = false | found
+    rows = samples.index[detections]
     if not len(rows):
         raise SliceError(f"'{model}' has no detections on '{split}'")
     # 2. Their tags, and each one's error: 1 where it found nothing.
     matrix = TagMatrix.from_frame(tag_frame(project, None, tags, allow_empty=True), rows).without(untagged=True)
-    errors = false[false | found].astype(float)
+    errors = false[detections].astype(float)
     slices = pd.DataFrame()
     if matrix.attributes and false.any():
         slices = find_error_slices(matrix, errors, replace(config, by_class=False))
