@@ -130,7 +130,8 @@ class SliceReport:
         rows = self.samples[self.samples["split"] == split]
         if labelled:
             rows = metrics.labelled(rows)
-        return self.tags.aligned(self.all_tags.reindex(rows.index)), rows
+        # the same frame the evaluation rows were coded from: its categories are theirs
+        return TagMatrix.from_frame(self.all_tags, rows.index), rows
 
     def definition(self, ref) -> tuple[tuple[str, str], ...]:
         """A slice by id, description ("color = blue & size = small") or definition."""

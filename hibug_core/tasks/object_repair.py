@@ -37,6 +37,7 @@ from hibug_core.repair.selection import (
     taken_slices,
 )
 from hibug_core.safe_files import folder_within
+from hibug_core.slices.search import TagMatrix
 from hibug_core.store.recorded_models import POOL_LABELS_META, recorded_model
 from hibug_core.tasks.object_results import add_results, ground_truth_file
 
@@ -226,7 +227,8 @@ class ObjectRepairRound(RepairRound):
         self._opened: dict[str, tuple] = {}  # split -> (ground truth, images): the recorded splits' other than eval
         self.measure, self.samples = nouns.measure, nouns.samples  # the task's words: "people found", "people"
         self.held = held
-        self.held_tags = self.planted_tags = report.tags.aligned(report.all_tags.reindex(held.index))
+        # coded from the frame the report's rows were coded from: its categories are theirs
+        self.held_tags = self.planted_tags = TagMatrix.from_frame(report.all_tags, held.index)
         self.before = (held["outcome"] == TRUE_POSITIVE).to_numpy()
         self.training_count = training_count
         self.ap_before = project.object_evaluation(model, config.eval_split)["summary"]["AP"]
