@@ -344,6 +344,38 @@ def test_each_bug_type_from_its_evidence():
     assert diagnose([some], None, labels2, predictions2, errors2).at[0, "bug_type"] == "no clear cause"
     assert DiagnosisConfig().alpha == 0.8
 
+def test_the_most_common_class_of_a_slice_is_counted_from_codes_as_counter_counts_names():
+    from collections import Counter
+
+    from hibug_core.slices.diagnosis import _Classes, rare_classes
+
+    rng = np.random.default_rng(3)
+    names = np.array(["cat", "dog", "cow", "(missed)"], dtype=object)
+    labels = pd.Series(names[rng.integers(0, 3, 400)], dtype="str")  # a str column, as the report passes it
+    predictions = names[rng.integers(0, 4, 400)]
+    classes = _Classes()
+    label_codes, prediction_codes = classes.codes(labels), classes.codes(predictions)
+    assert classes.names[:3] == sorted(set(labels[:10]), key=list(labels).index)[:3]  # numbered as first seen
+    for size in (1, 2, 3, 4, 7, 40, 400):  # small slices tie often: the first seen of the tied wins, as in Counter
+        for start in range(0, 400 - size + 1, max(size, 23)):
+            rows = slice(start, start + size)
+            assert classes.most_common(label_codes[rows]) == Counter(labels[rows].tolist()).most_common(1)[0]
+            assert classes.most_common(prediction_codes[rows]) == Counter(predictions[rows]).most_common(1)[0]
+    assert classes.most_common(label_codes[:0]) == (None, 0)
+    missing = _Classes()
+    codes = missing.codes(np.array(["a", None, np.nan, "a", None], dtype=object))
+    assert codes.tolist() == [0, 1, 1, 0, 1] and missing.names[0] == "a" and pd.isna(missing.names[1])
+    # the rare classes from codes: counts, shares and scores as the names give them
+    train = np.array(["cat"] * 97 + ["cow"] * 2 + ["emu"], dtype=object)
+    errors = np.array([0.0, 1.0, 0.5, 0.25])
+    rare = rare_classes(train, np.array(["cat", "dog", "cat", "dog"], dtype=object), errors,
+                        DiagnosisConfig(rare_share=0.05))
+    assert rare.drop(columns="eval_score").to_dict("list") == {
+        "class": ["cat", "cow", "dog", "emu"], "train_count": [97, 2, 0, 1], "train_share": [0.97, 0.02, 0.0, 0.01],
+        "eval_count": [2, 0, 2, 0], "rare": [False, True, True, True]}
+    np.testing.assert_array_equal(rare["eval_score"], [0.75, np.nan, 0.375, np.nan])
+
+
 
 def test_a_detector_s_bugs_are_typed_from_its_training_annotations_or_its_boxes():
     from hibug_core.slices.diagnosis import ObjectEvidence

@@ -3,7 +3,6 @@ model of objects what its training annotations show (missing annotations, bad bo
 verdict."""
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,22 +87,24 @@ def diagnose(definition_masks: list[np.ndarray], train_masks: list[np.ndarray] |
     """
     n_eval = len(labels)
     n_train = len(train_masks[0]) if train_masks else 0
-    shown = _Significance(alpha, labels, predictions, errors, train_labels)
+    classes = _Classes()  # labels and predictions as codes of one vocabulary, made once
+    labels, predictions = classes.codes(labels), classes.codes(predictions)
+    train_labels = classes.codes(train_labels) if train_labels is not None else None
+    shown = _Significance(alpha, labels, predictions, errors, train_labels, classes)
     rows = []
     for i, mask in enumerate(definition_masks):
         slice_labels, slice_predictions = labels[mask], predictions[mask]
         failed = errors[mask] > 0.5
-        top_label, label_count = Counter(slice_labels).most_common(1)[0] if mask.any() else (None, 0)
-        top_prediction, prediction_count = Counter(slice_predictions).most_common(1)[0] if mask.any() else (None, 0)
-        failure_top, failure_count = Counter(slice_predictions[failed]).most_common(1)[0] if failed.any() else (None, 0)
+        top_label, label_count = classes.most_common(slice_labels)
+        top_prediction, prediction_count = classes.most_common(slice_predictions)
+        failure_top, failure_count = classes.most_common(slice_predictions[failed])
         eval_share = mask.sum() / n_eval
         train_count = int(train_masks[i].sum()) if train_masks else None
         train_share = train_count / n_train if train_masks and n_train else np.nan
         prediction_share = prediction_count / max(mask.sum(), 1)
         failure_share = failure_count / max(failed.sum(), 1)
         tag_rows = tag_train_masks[i] if tag_train_masks is not None else None
-        associated, association = (Counter(train_labels[tag_rows]).most_common(1)[0]
-                                   if tag_rows is not None and tag_rows.any() else (None, 0))
+        associated, association = classes.most_common(train_labels[tag_rows] if tag_rows is not None else [])
         association_share = association / tag_rows.sum() if associated is not None else np.nan
         annotation_bug = _annotation_bug(objects, train_masks[i] if train_masks else None, mask, failed, config,
                                          alpha)
@@ -238,13 +239,52 @@ def _fewer_annotated(objects: ObjectEvidence, train_mask: np.ndarray | None, con
     return bool(binom.cdf(round(share * count), count, overall) < alpha)
 
 
+class _Classes:
+    """Class names (labels, predictions) as codes of one vocabulary: a slice's most common one is a bincount of its
+    codes, where a Counter of its names took a second a million rows, and the rest of the split is compared by code."""
+
+    def __init__(self):
+        self.names: list = []
+        self._code: dict = {}
+
+    def codes(self, values) -> np.ndarray:
+        """Each value's code (every missing value one code)."""
+        codes, uniques = pd.factorize(values if isinstance(values, pd.Series) else np.asarray(values, dtype=object),
+                                      use_na_sentinel=False)
+        own = np.array([self.code(value) for value in uniques], dtype=np.int64)
+        return own[codes] if len(codes) else np.zeros(0, dtype=np.int64)
+
+    def code(self, value) -> int:
+        """The code of a name (a new one for a name not seen yet)."""
+        key = _MISSING if pd.isna(value) else value
+        if key not in self._code:
+            self._code[key] = len(self.names)
+            self.names.append(value)
+        return self._code[key]
+
+    def most_common(self, codes) -> tuple:
+        """(name, count) of the most common code, the first seen of those tied (as Counter.most_common gives it);
+        (None, 0) for none."""
+        codes = np.asarray(codes, dtype=np.int64)
+        if not len(codes):
+            return None, 0
+        counts = np.bincount(codes)
+        tied = np.flatnonzero(counts == counts.max())
+        first = tied[0] if len(tied) == 1 else codes[np.isin(codes, tied)][0]
+        return self.names[first], int(counts[first])
+
+
+_MISSING = object()  # the one key of every missing class name
+
+
 class _Significance:
     """One-sided binomial tests of a slice's evidence against what the rest of the split shows (alpha 1: every test
-    passes; a test with nothing to compare with passes too, the slice's own test having been made)."""
+    passes; a test with nothing to compare with passes too, the slice's own test having been made). Labels and
+    predictions come as codes of `classes`."""
 
-    def __init__(self, alpha: float, labels, predictions, errors, train_labels):
-        self.alpha = alpha
-        self.labels, self.predictions = np.asarray(labels, dtype=object), np.asarray(predictions, dtype=object)
+    def __init__(self, alpha: float, labels, predictions, errors, train_labels, classes: _Classes):
+        self.alpha, self.classes = alpha, classes
+        self.labels, self.predictions = labels, predictions
         self.failed = np.asarray(errors) > 0.5
         self.train_label_rate = _rates(train_labels) if train_labels is not None else {}
 
@@ -255,18 +295,19 @@ class _Significance:
 
     def learnt(self, label, count: int, n: int) -> bool:
         """Training rows with the slice's tags are of `label` more often than training rows are."""
-        return self._more(count, n, self.train_label_rate.get(label, 0.0))
+        return self._more(count, n, self.train_label_rate.get(self.classes.code(label), 0.0))
 
     def predicted_more(self, label, count: int, mask: np.ndarray) -> bool:
         """The slice is predicted `label` more often than the rest is wrongly predicted `label`."""
-        others = ~mask & (self.labels != label)
-        rate = float((self.predictions[others] == label).mean()) if others.any() else None
+        code = self.classes.code(label)
+        others = ~mask & (self.labels != code)
+        rate = float((self.predictions[others] == code).mean()) if others.any() else None
         return self._more(count, int(mask.sum()), rate)
 
     def failures_predicted_more(self, label, count: int, mask: np.ndarray) -> bool:
         """The slice's failures are predicted `label` more often than the rest's failures are."""
         others = ~mask & self.failed
-        rate = float((self.predictions[others] == label).mean()) if others.any() else None
+        rate = float((self.predictions[others] == self.classes.code(label)).mean()) if others.any() else None
         return self._more(count, int((mask & self.failed).sum()), rate)
 
     def rarer_in_training(self, train_count: int | None, n_train: int, eval_share: float) -> bool:
@@ -276,14 +317,15 @@ class _Significance:
         if self.alpha >= 1:
             return True
         return train_count is not None and n_train > 0 and bool(binom.cdf(train_count, n_train, eval_share)
-                                                                 < self.alpha)
+                                                                < self.alpha)
 
 
-def _rates(values) -> dict:
-    values = np.asarray(values, dtype=object)
-    if not len(values):
+def _rates(codes: np.ndarray) -> dict:
+    """Each code's share of the rows."""
+    if not len(codes):
         return {}
-    return {value: count / len(values) for value, count in Counter(values.tolist()).items()}
+    counts = np.bincount(codes)
+    return {int(code): counts[code] / len(codes) for code in np.flatnonzero(counts)}
 
 
 def _training_rows(objects: ObjectEvidence, train_rows: np.ndarray | None,
@@ -399,14 +441,16 @@ def _off(ratio: float, usual: float, factor: float) -> bool:
 def rare_classes(train_labels: np.ndarray, eval_labels: np.ndarray, eval_errors: np.ndarray,
                  config: DiagnosisConfig = DiagnosisConfig()) -> pd.DataFrame:
     """Classes under `rare_share` of the training split, with their evaluation score."""
-    classes = sorted(set(train_labels) | set(eval_labels))
+    vocabulary = _Classes()  # compared as codes: a Python set and == of ten million names took seconds
+    train, evaluated = vocabulary.codes(train_labels), vocabulary.codes(eval_labels)
+    train_counts = np.bincount(train, minlength=len(vocabulary.names))
+    eval_counts = np.bincount(evaluated, minlength=len(vocabulary.names))
     rows = []
-    for label in classes:
-        train_count = int((train_labels == label).sum())
-        share = train_count / max(len(train_labels), 1)
-        in_eval = eval_labels == label
+    for code in sorted(range(len(vocabulary.names)), key=lambda c: vocabulary.names[c]):
+        label, train_count = vocabulary.names[code], int(train_counts[code])
+        share = train_count / max(len(train), 1)
         rows.append({"class": label, "train_count": train_count, "train_share": share,
-                     "eval_count": int(in_eval.sum()),
-                     "eval_score": float(1 - eval_errors[in_eval].mean()) if in_eval.any() else np.nan,
+                     "eval_count": int(eval_counts[code]),
+                     "eval_score": float(1 - eval_errors[evaluated == code].mean()) if eval_counts[code] else np.nan,
                      "rare": share < config.rare_share})
     return pd.DataFrame(rows)
