@@ -342,3 +342,11 @@ def test_split_counts_follow_every_change_of_the_samples(image_dir, write_csv, t
     more = write_csv("id,image,label,prediction,split\nc,images/a.png,cat,cat,test\n", name="more.csv")
     project.import_manifest(load_manifest(more))
     assert project.split_counts() == {"test": 1, "val": 1}
+    # kept in a table by the import and the removal; a project from before it (migration 17) counts them once
+    with project.engine.begin() as connection:
+        assert connection.execute(text("SELECT split, n FROM split_counts ORDER BY split")).all() == [
+            ("test", 1), ("train", 0), ("val", 1)]
+        connection.execute(text("DROP TABLE split_counts"))
+        connection.execute(text("DELETE FROM schema_migrations WHERE version = 17"))
+    project.close()
+    assert Project.open(tmp_path / "p").split_counts() == {"test": 1, "val": 1}

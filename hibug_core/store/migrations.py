@@ -198,6 +198,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(16, "imported tags stored as columns (per import and attribute, the tagged samples and a code per tag), "
                   "not one row per tag: ten million objects with fifty tags are fifty rows",
               run=known_tag_columns.from_rows),
+    Migration(17, "the samples per split, kept by the import and the removal of samples (`hibug info` counted them in "
+                  "0.7 s at ten million objects)",
+              ("CREATE TABLE split_counts (split TEXT PRIMARY KEY, n INTEGER NOT NULL)",
+               "INSERT INTO split_counts (split, n) SELECT split, COUNT(*) FROM samples GROUP BY split")),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

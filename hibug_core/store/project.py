@@ -42,6 +42,7 @@ from hibug_core.store.integrity import check_sqlite_file, pending_migrations
 from hibug_core.store.location import DB_FILE, LINK_FILE, linked_url, project_file, reaching, write_link
 from hibug_core.store.migrations import LATEST_VERSION, migrate
 from hibug_core.store.row_blocks import read_columns
+from hibug_core.store.split_counts import add_split_counts, read_split_counts
 from hibug_core.store.staging import staged_folder
 
 if TYPE_CHECKING:
@@ -52,7 +53,6 @@ logger = logging.getLogger(__name__)
 SAMPLE_INDEXES = {"ix_samples_split": "samples (split)",  # migrations v1 and v11
                   "ix_samples_objects": "samples (id) WHERE object_kind IS NOT NULL"}
 KEYED_IMPORT_TABLES = ("samples", "predictions")  # the tables an import fills, with foreign keys
-SPLIT_COUNTS = BoundedCache("split counts", max_items=16)
 REAL_ROOTS = BoundedCache("data roots, resolved", max_items=16)
 IMPORT_TABLES = BoundedCache("import tables", max_items=8)  # samples, known tags, a few models' predictions
 # The SQLite files a Project of this process has open. Their header is checked on the first open only: reading it
@@ -349,6 +349,7 @@ class Project:
                     "label": sql_values(samples["label"].iloc[rows]),
                     "split": samples["split"].to_numpy(object)[rows], "import_id": import_id,
                     **object_store.object_columns(objects)}, added)
+                add_split_counts(connection, samples["split"].to_numpy(object)[rows])
                 for index, definition in rebuilt.items():
                     connection.exec_driver_sql(f"CREATE INDEX {index} ON {definition}")
                 if new is None:
@@ -621,13 +622,10 @@ class Project:
                 np.concatenate([p["probabilities"] for p in parts]), classes)
 
     def split_counts(self) -> dict[str, int]:
-        """Samples per split; counted again only after a change of the data (at ten million objects the count took
-        1.4 s, on every run of every page that offers a split)."""
-        def count() -> dict[str, int]:
-            with read_connection(self.engine) as connection:
-                return dict(connection.execute(text("SELECT split, COUNT(*) FROM samples GROUP BY split")).all())
-
-        return dict(SPLIT_COUNTS.get_or_make((self._identity, self.data_version()), count))
+        """Samples per split, as the import and the removal of samples keep them (counting them took 0.7 s at ten
+        million objects); a split with none left is not named."""
+        with read_connection(self.engine) as connection:
+            return read_split_counts(connection)
 
     def model_scores(self) -> pd.DataFrame:
         """Mean score and sample count per model and split (labelled samples only)."""

@@ -10,6 +10,7 @@ from hibug_core.metrics import judged
 from hibug_core.store.audit import author_name, now
 from hibug_core.store.audit import record as record_audit
 from hibug_core.store.db import in_chunks, read_connection, write_transaction
+from hibug_core.store.split_counts import add_split_counts
 
 # Every table whose rows name a sample (sample_id), cleared before the samples themselves.
 SAMPLE_TABLES = ("predictions", "object_outcomes", "tag_corrections", "mllm_answers",
@@ -62,8 +63,14 @@ def remove_samples(project, sample_ids, *, reason: str, author: str | None = Non
             missing = sorted(set(ids.tolist()) - set(found))
             raise ProjectError(f"no sample with id {missing[0]} in this project ({len(missing)} of the "
                                f"{len(ids)} given are not); nothing was removed")
-        # 2. The models' per-split scores without them, then every row naming them, then the samples.
+        # 2. The models' per-split scores and the split counts without them, then every row naming them, then the
+        # samples.
         _subtract_scores(connection, ids)
+        splits = []
+        for listed, params in in_chunks(ids, CHUNK):
+            splits += connection.execute(text(f"SELECT split FROM samples WHERE id IN {listed}"),
+                                         params).scalars().all()
+        add_split_counts(connection, splits, sign=-1)
         for table in (*SAMPLE_TABLES, "samples"):
             column = "id" if table == "samples" else "sample_id"
             for listed, params in in_chunks(ids, CHUNK):
