@@ -69,7 +69,7 @@ if len(comparison.candidates) > 1:
     if picked and picked != candidate:
         candidate = picked
         keep_setting(candidate=candidate)
-st.caption(f"{nouns.count(len(comparison.evaluation))} of the '{op.split}' split that every model predicts · "
+st.caption(f"{nouns.count(comparison.shared)} of the '{op.split}' split that every model predicts · "
            f"{comparison.test} per slice, Benjamini-Hochberg q-values over the slices compared (significant at "
            f"{op.alpha:g}) · figures: {nouns.figure} ({nouns.score_help}) · where one model is right and another "
            f"wrong: {nouns.score} {comparison.config.right_from:g} or more")

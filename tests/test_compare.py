@@ -314,14 +314,20 @@ def test_a_kept_comparison_is_read_back_whole_and_other_settings_are_computed(tm
     with Project.open(folder) as project:
         first = kept_comparison(project, ["base", "cand"], **settings)
         assert len(list((folder / "columns").glob("comparison-*.arrow"))) == 6
-        computed = []
+        computed, read = [], []
         monkeypatch.setattr(kept_comparisons, "compare_models", lambda *a, **k: computed.append(1))
+        shared = kept_comparisons.shared_samples
+        monkeypatch.setattr(kept_comparisons, "shared_samples", lambda *a: read.append(1) or shared(*a))
         again = kept_comparison(project, ["base", "cand"], **settings)
         assert computed == []  # read back, not computed
+        # the tables answer without the shared samples, which are read once when first asked for
+        assert again.shared == len(first.evaluation) and again.changes("cand").equals(first.changes("cand"))
+        assert read == []
         for part in ("overall", "slices", "classes", "worst_overlap", "failure_iou", "evaluation"):
             pd.testing.assert_frame_equal(getattr(again, part), getattr(first, part), check_dtype=False)
         assert again.test == first.test and again.models == first.models
         assert np.array_equal(again.tags.codes, first.tags.codes) and again.tags.tags == first.tags.tags
+        assert read == [1]
         changed = again.changes("cand").query("kind == 'slice'")
         assert changed["description"].iat[0] == "color = green"
         assert again.disagreements(changed["slice_id"].iat[0], "base", "cand").equals(

@@ -291,7 +291,7 @@ def compare_models(call: Call, models: list[str], project: str | None = None, cu
     for candidate in comparison.candidates:  # as `hibug compare` lists them: classes, then slices but repeats
         counts.append({"candidate": candidate, **comparison.change_counts(candidate)})
         changed += records(comparison.changes(candidate)[columns])
-    return Answer({"baseline": comparison.baseline, "split": op.split, "shared": len(comparison.evaluation),
+    return Answer({"baseline": comparison.baseline, "split": op.split, "shared": comparison.shared,
                    "test": comparison.test, "measure": _nouns(call.project).figure, "overall": records(overall),
                    "slices": counts, **page(changed, cursor, page_size)})
 

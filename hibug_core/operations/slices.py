@@ -241,7 +241,7 @@ class CompareModels(Operation, _ComparedSlices):
         if self.output:
             path = write_comparison(comparison, self.output, f"{project.name}: {', '.join(self.models)}", self.top)
             lines.append(f"written to {path}")
-        return Result(f"{len(comparison.evaluation):,} shared labelled '{self.split}' samples; {comparison.test}, "
+        return Result(f"{comparison.shared:,} shared labelled '{self.split}' samples; {comparison.test}, "
                       f"q-values over the slices compared (significant at {self.alpha:g})",
                       {"models": list(self.models)}, lines, summary_first=True)
 
@@ -288,7 +288,7 @@ class Check(Operation, _ComparedSlices):
         verdict = (f"FAILED: {len(distinct)} significant drop(s) over {100 * self.max_drop:g} points" if len(failed)
                    else "passed")
         return Result(f"{self.candidate} against {self.baseline} on {self.split}: {len(checked)} checks on "
-                      f"{len(comparison.evaluation):,} shared samples ({comparison.test}); {verdict}",
+                      f"{comparison.shared:,} shared samples ({comparison.test}); {verdict}",
                       {"failed": len(distinct)}, lines, exit_code=1 if len(failed) else 0, summary_first=True)
 
 

@@ -4,6 +4,8 @@ Benjamini-Hochberg q-values over the slices compared; the same per class and ove
 disagree; and between every pair the overlap of their worst slices and of their failures."""
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import ClassVar
@@ -69,6 +71,24 @@ class CompareConfig:
 COMPARED_SLICES = SliceConfig(max_depth=2, min_support=30)
 
 
+class SharedRows:
+    """The samples a comparison shares and their tags: given, or made by `make` when first asked for, once (the tables
+    of a kept comparison answer without them; at ten million objects they take ten seconds to read)."""
+
+    def __init__(self, make: Callable[[], tuple[pd.DataFrame, TagMatrix]] | None = None, *,
+                 evaluation: pd.DataFrame | None = None, tags: TagMatrix | None = None):
+        if make is None and (evaluation is None or tags is None):
+            raise ValueError("SharedRows needs the rows and their tags, or how to make them")
+        self._make, self._made = make, None if make is not None else (evaluation, tags)
+        self._lock = threading.Lock()  # pages of several visitors may ask at once: made by the first
+
+    def get(self) -> tuple[pd.DataFrame, TagMatrix]:
+        with self._lock:
+            if self._made is None:
+                self._made, self._make = self._make(), None
+            return self._made
+
+
 @dataclass
 class ModelComparison:
     models: list[str]  # the baseline first, then the candidates
@@ -80,10 +100,24 @@ class ModelComparison:
     classes: pd.DataFrame  # per candidate and class, the same columns
     worst_overlap: pd.DataFrame  # per model pair: their worst slices and how many they share (Jaccard)
     failure_iou: pd.DataFrame  # per model pair: the samples each gets wrong, and their intersection over union
-    evaluation: pd.DataFrame  # the shared samples: label, and per model prediction:<m>, score:<m>
-    tags: TagMatrix  # their tags
+    rows: SharedRows  # the shared samples and their tags (a kept comparison's are read when first asked for)
     config: CompareConfig = field(default_factory=CompareConfig)
     slice_config: SliceConfig = field(default_factory=SliceConfig)
+
+    @property
+    def evaluation(self) -> pd.DataFrame:
+        """The shared samples: label, and per model prediction:<m>, score:<m>."""
+        return self.rows.get()[0]
+
+    @property
+    def tags(self) -> TagMatrix:
+        """The shared samples' tags."""
+        return self.rows.get()[1]
+
+    @property
+    def shared(self) -> int:
+        """How many samples every model predicts (from the tables: the rows themselves are not read for it)."""
+        return int(self.overall["n"].iat[0])
 
     @property
     def baseline(self) -> str:
@@ -244,7 +278,7 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
                     "failures_b": np.count_nonzero(failed[b]), "both": both, "iou": both / max(either, 1)})
     return ModelComparison(list(models), split, test, overall, pd.concat(slice_rows, ignore_index=True),
                            pd.concat(class_rows, ignore_index=True), pd.DataFrame(overlap), pd.DataFrame(iou),
-                           evaluation, tag_matrix, config, slices)
+                           SharedRows(evaluation=evaluation, tags=tag_matrix), config, slices)
 
 
 def shared_samples(project, models: list[str], split: str) -> tuple[pd.DataFrame, dict[str, int]]:
@@ -392,4 +426,4 @@ def pair_matrix(pairs: pd.DataFrame, models: list[str], value: str) -> pd.DataFr
 
 
 __all__ = ["IMPROVEMENT", "MCNEMAR", "PAIRED_T", "REGRESSION", "UNCHANGED", "CompareConfig",
-           "ModelComparison", "compare_models", "error_mix_shifts", "pair_matrix"]
+           "ModelComparison", "SharedRows", "compare_models", "error_mix_shifts", "pair_matrix"]

@@ -49,7 +49,7 @@ def comparison_markdown(comparison: ModelComparison, title: str, top: int = 20) 
     changed = table[(table["change"] != "no significant change") | (table["kind"] == "overall")]
     lines = [f"# {_md(title)}", "",
              f"Baseline **{_md(comparison.baseline)}** against {', '.join(_md(c) for c in comparison.candidates)} on "
-             f"the {_md(comparison.split)} split: {len(comparison.evaluation):,} shared samples, {comparison.test}, "
+             f"the {_md(comparison.split)} split: {comparison.shared:,} shared samples, {comparison.test}, "
              f"Benjamini-Hochberg q-values over the slices compared (significant at {comparison.config.alpha:g}).", ""]
     lines += _rows_markdown(changed) if len(changed) else ["No significant change."]
     return "\n".join(lines) + "\n"
@@ -69,7 +69,7 @@ def comparison_html(comparison: ModelComparison, title: str, top: int = 20) -> s
         rows.append(f'<tr class="{html.escape(str(row["change"]).split()[0])}">{cells}</tr>')
     head = "".join(f"<th>{html.escape(c)}</th>" for c in TABLE_COLUMNS)
     summary = (f"Baseline <b>{html.escape(comparison.baseline)}</b> on the {html.escape(comparison.split)} split: "
-               f"{len(comparison.evaluation):,} shared samples, {html.escape(comparison.test)}, q-values over the "
+               f"{comparison.shared:,} shared samples, {html.escape(comparison.test)}, q-values over the "
                "slices compared.")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{style}</style></head><body><h1>{html.escape(title)}</h1><p>{summary}</p>"
@@ -98,7 +98,7 @@ def gate_markdown(comparison: ModelComparison, checked: pd.DataFrame, candidate:
     verdict = (f"**failed**: {int(distinct.sum())} significant regression(s)" if len(failed) else "**passed**")
     lines = [f"## hibug check: {_md(candidate)} against {_md(comparison.baseline)} ({_md(comparison.split)})", "",
              f"Gate {verdict}. {len(checked)} checks (overall, classes, slices of at least "
-             f"{config.min_count or comparison.slice_config.min_support} samples) on {len(comparison.evaluation):,} "
+             f"{config.min_count or comparison.slice_config.min_support} samples) on {comparison.shared:,} "
              f"shared samples; a check fails when the candidate is worse with q <= {config.alpha:g} "
              f"({comparison.test}, Benjamini-Hochberg) by more than {100 * config.max_drop:g} points.", ""]
     if len(failed):

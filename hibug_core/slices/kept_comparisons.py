@@ -1,7 +1,8 @@
 """Model comparisons kept beside the database for the project's current state: a new process (the dashboard after a
-restart) reads a comparison's tables from Arrow files and takes its shared samples and tags from the project's column
-files, instead of enumerating every shared sample again (most of a minute at ten million objects). A cache only, as
-report_files is: a missing, stale or damaged file means the comparison is computed (and kept) again."""
+restart) reads a comparison's tables from Arrow files, and its shared samples and tags from the project's column files
+only when first asked for (the tables answer the page's and the command's first questions), instead of enumerating
+every shared sample again (most of a minute at ten million objects). A cache only, as report_files is: a missing,
+stale or damaged file means the comparison is computed (and kept) again."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,7 +10,14 @@ import json
 
 import pandas as pd
 
-from hibug_core.slices.compare import CompareConfig, ModelComparison, compare_models, compared_tags, shared_samples
+from hibug_core.slices.compare import (
+    CompareConfig,
+    ModelComparison,
+    SharedRows,
+    compare_models,
+    compared_tags,
+    shared_samples,
+)
 from hibug_core.slices.report_files import definitions_as_text, read_definitions, remove_old, settings_digest
 from hibug_core.slices.search import SliceConfig
 from hibug_core.store.tag_store import project_state
@@ -45,10 +53,13 @@ def _load(project, name: str, version: str, models: list[str], split: str, slice
             return None
     summary = json.loads(parts["summary"]["summary"].iat[0])
     table = read_definitions(parts["slices"])
-    evaluation, _ = shared_samples(project, models, split)
-    matrix = compared_tags(project, evaluation.index, attributes, tags, slices)
+
+    def shared_rows():  # read when a page or command first asks for the samples themselves
+        evaluation, _ = shared_samples(project, models, split)
+        return evaluation, compared_tags(project, evaluation.index, attributes, tags, slices)
+
     return ModelComparison(models, split, summary["test"], parts["overall"], table, parts["classes"],
-                           parts["worst_overlap"], parts["failure_iou"], evaluation, matrix, config, slices)
+                           parts["worst_overlap"], parts["failure_iou"], SharedRows(shared_rows), config, slices)
 
 
 def _save(project, name: str, version: str, comparison: ModelComparison) -> None:
