@@ -152,6 +152,7 @@ def another_model(project, split: str, user: str) -> None:
     from hibug_core.safe_files import folder_within, write_new
     from hibug_core.tasks.object_results import add_results
     from hibug_core.values import normalise_name
+    from hibug_ui.comparisons import compare_ahead
     from hibug_ui.visitor import may_edit
 
     if not may_edit(project):
@@ -187,5 +188,7 @@ def another_model(project, split: str, user: str) -> None:
             st.error(plain(error))
             return
         evaluation = project.object_evaluation(name, split)
+        ahead = compare_ahead(project, user)  # a big project's comparison made now, not when Compare is opened
         st.success(f"Added {plain(name)}: AP {evaluation['summary']['AP']:.3f} on {split}. Compare it with the others "
-                   "on the Compare page.", icon=":material/check:")
+                   "on the Compare page" + (f" (job {ahead} is comparing the first two models for it now)."
+                                            if ahead is not None else "."), icon=":material/check:")

@@ -11,6 +11,7 @@ from hibug_core.review.board import add_comment, ensure_review
 from hibug_core.review.views import save_view
 from hibug_core.slices.compare import IMPROVEMENT, REGRESSION, UNCHANGED, error_mix_shifts, pair_matrix
 from hibug_core.slices.search import CLASS
+from hibug_ui.comparisons import compare_in_background, needs_job
 from hibug_ui.fields import field_input
 from hibug_ui.page import open_page
 from hibug_ui.state import load_samples, model_comparison
@@ -54,6 +55,12 @@ chosen = linked if len(linked) >= 2 else models[:2]
 try:
     op = CompareModels.build(models=chosen, split=split, max_depth=depth, min_support=support, alpha=alpha,
                              tags=tag_source)
+    if needs_job(project, op):  # a big project's first comparison: made by a job, read here once it is kept
+        st.info(f"Comparing {', '.join(plain(m) for m in op.models)} on the {project.split_counts()[op.split]:,} "
+                f"{nouns.samples} of '{op.split}' in the background: about a minute at ten million. The page shows "
+                "the comparison when the job has made it; every later visit reads it at once.")
+        compare_in_background(project, op, user, key="compare_job")
+        st.stop()
     comparison = model_comparison(project, tuple(op.models), op.split, op.slice_config(), op.compare_config(), op.tags)
 except HibugError as error:
     st.error(plain(error))

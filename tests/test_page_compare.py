@@ -2,6 +2,8 @@
 disagree, a compared slice put on the review board, and a project with one model."""
 from __future__ import annotations
 
+import pytest
+
 from hibug_core.slices.search import slice_id
 
 from compare_support import manifest_project, planted_pair
@@ -126,3 +128,50 @@ def test_two_detectors_with_their_ap_and_error_type_shifts(monkeypatch, detectio
     assert "main right, v2 wrong** (" in text and " objects; drawn with v2's prediction)" in text
     shifts = next(d.value for d in at.dataframe if "missed (candidate)" in d.value.columns)
     assert len(shifts) and (shifts["shift"] >= 0).all()
+
+
+@pytest.mark.slow
+def test_a_big_project_s_first_comparison_is_made_by_a_job_and_read_back_when_it_ends(monkeypatch, tmp_path):
+    from hibug_core.jobs.store import jobs
+    from hibug_core.operations import CompareModels
+    from hibug_core.store.project import Project
+    from hibug_ui import comparisons
+
+    from waiting import wait_until
+
+    folder = planted_pair(tmp_path)
+    monkeypatch.setattr(comparisons, "IN_BACKGROUND_FROM", 100)  # this split's 300 samples count as big
+    at = open_page(monkeypatch, PAGE, folder, user="ana")
+    assert not at.exception
+    assert "Comparing base, cand on the 300 images of 'val' in the background" in at.info[0].value
+    assert not at.metric  # nothing computed in the page
+    with Project.open(folder) as project:
+        job = jobs(project, CompareModels.kind)[0]
+        assert job.params["models"] == ["base", "cand"] and job.author == "ana"
+        wait_until(lambda: not jobs(project, CompareModels.kind)[0].live, 120, what="the comparison's job",
+                   every=0.2)
+        assert jobs(project, CompareModels.kind)[0].status == "done"
+        assert CompareModels.build({"models": ["base", "cand"]}).is_kept(project, ["base", "cand"])
+    at.run()  # read back from what the job kept: the same figures as a comparison made in the page
+    assert not at.exception and not at.info
+    metrics = {m.label: (m.value, m.delta) for m in at.metric}
+    assert metrics["cand"] == ("76.7%", "-13.3 pts")
+    assert at.dataframe(key="compare_table").value["description"].iat[0] == "color = green"
+    assert "base right, cand wrong** (40 images" in " ".join(m.value for m in at.markdown)
+    with Project.open(folder) as project:
+        assert len(jobs(project, CompareModels.kind)) == 1  # read, not made again
+
+
+def test_a_model_added_to_a_big_project_starts_its_comparison_ahead(monkeypatch, tmp_path):
+    from hibug_core.jobs.store import jobs
+    from hibug_core.operations import CompareModels
+    from hibug_core.store.project import Project
+    from hibug_ui import comparisons
+
+    folder = planted_pair(tmp_path)
+    with Project.open(folder) as project:
+        monkeypatch.setattr(comparisons, "start_job", lambda project, op, user: (op, user))
+        assert comparisons.compare_ahead(project, "ana") is None  # 300 samples: the page compares them itself
+        monkeypatch.setattr(comparisons, "IN_BACKGROUND_FROM", 100)
+        op, user = comparisons.compare_ahead(project, "ana")
+        assert op == CompareModels.build({"models": ["base", "cand"]}) and user == "ana" and not jobs(project)

@@ -185,11 +185,19 @@ class _ComparedSlices(BaseModel):
     def slice_config(self) -> SliceConfig:
         return SliceConfig(max_depth=self.max_depth, min_support=self.min_support, by_class=self.by_class)
 
-    def comparison(self, project, models: list[str]):
+    def comparison(self, project, models: list[str], progress=no_progress):
         from hibug_core.slices.kept_comparisons import kept_comparison
 
         return kept_comparison(project, models, split=self.split, slices=self.slice_config(),
-                               config=self.compare_config(), attributes=self.attributes, tags=self.tags)
+                               config=self.compare_config(), attributes=self.attributes, tags=self.tags,
+                               progress=progress)
+
+    def is_kept(self, project, models: list[str]) -> bool:
+        """Whether the project's files hold this comparison of `models` for the project's current state."""
+        from hibug_core.slices.kept_comparisons import is_kept
+
+        return is_kept(project, models, split=self.split, slices=self.slice_config(), config=self.compare_config(),
+                       attributes=self.attributes, tags=self.tags)
 
 
 def _line(row) -> str:
@@ -203,6 +211,9 @@ class CompareModels(Operation, _ComparedSlices):
     summary: ClassVar[str] = ("compare models slice by slice on the samples they share: what got better or worse than "
                               "the baseline, with a paired test and q-values")
     writes: ClassVar[bool] = False
+    # A first comparison of ten million objects takes most of a minute: the dashboard makes it as a job (kept in the
+    # project's files, which the page then reads) rather than in a page's run.
+    background: ClassVar[bool] = True
     models: Annotated[list[str], Cli(comma=True)] = Field(
         min_length=2, description="comma-separated model names, the baseline first (see `hibug info`)")
     top: int = Field(20, ge=1, description="slices shown per candidate")
@@ -214,7 +225,7 @@ class CompareModels(Operation, _ComparedSlices):
     def run(self, project, *, progress=no_progress, author: str | None = None) -> Result:
         from hibug_core.slices.compare_files import write_comparison
 
-        comparison = self.comparison(project, self.models)
+        comparison = self.comparison(project, self.models, progress)
         lines = []
         for _, row in comparison.overall.iterrows():
             change = "" if row["model"] == comparison.baseline else \

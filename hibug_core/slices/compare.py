@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.bounds import Bound, check_bounds
+from hibug_core.progress import no_progress
 from hibug_core.slices.bitsets import masked_counts
 from hibug_core.slices.redundancy import mark_repeats
 from hibug_core.slices.report import (
@@ -30,6 +31,7 @@ from hibug_core.stats import benjamini_hochberg, mcnemar_p_values, paired_t_p_va
 
 REGRESSION, IMPROVEMENT, UNCHANGED = "regression", "improvement", "no significant change"
 MCNEMAR, PAIRED_T = "exact McNemar", "paired t-test"
+STEPS = 4  # compare_models' steps after its checks, as its progress counts them
 
 
 @dataclass(frozen=True)
@@ -199,9 +201,10 @@ class ModelComparison:
 
 def compare_models(project, models: list[str], *, split: str = "val", slices: SliceConfig = SliceConfig(),
                    config: CompareConfig = CompareConfig(), attributes: list[str] | None = None,
-                   tags: str = "in force") -> ModelComparison:
+                   tags: str = "in force", progress=no_progress) -> ModelComparison:
     """Compare `models` (the first is the baseline) on the labelled `split` samples that every one of them predicts,
-    over the tags from `tags` (see slices.report.tag_frame)."""
+    over the tags from `tags` (see slices.report.tag_frame); each step after the checks is told to `progress` (a
+    job's, which may cancel between them)."""
     # 1. Check inputs: a known tag source, two or more distinct, known models sharing labelled samples of the split.
     tag_source(tags)  # an unknown source is refused before any work
     if len(models) < 2:
@@ -215,6 +218,7 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
         raise SliceError(f"no model {', '.join(repr(m) for m in unknown)} in this project; known: "
                          f"{', '.join(known) or 'none yet'}")
     # 2. The shared samples with each model's prediction and score, and their tags.
+    progress("reading the shared samples and their tags", 0, STEPS)
     evaluation, evaluated = shared_samples(project, models, split)
     rows = evaluation.index
     scores = evaluation[[f"score:{m}" for m in models]].to_numpy(float)
@@ -224,6 +228,7 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
     binary = bool(np.isin(errors, (0.0, 1.0)).all())
     tag_matrix = compared_tags(project, rows, attributes, tags, slices)
     # 3. One enumeration over the errors and, per candidate, the squared difference from the baseline.
+    progress("enumerating the slices", 1, STEPS)
     squared = (errors[:, :1] - errors[:, 1:]) ** 2
     columns = np.concatenate([errors, squared], axis=1)
     m = len(models)
@@ -241,6 +246,7 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
     poor = poor_attributes(project, tag_matrix.attributes, tags, slices)
     table["tag_warning"] = ["; ".join(f"{a}: {poor[a]}" for a, _ in d if a in poor) for d in table["definition"]]
     # 4. Changes against the baseline: every slice, every class, overall.
+    progress("testing every slice's change", 2, STEPS)
     test = MCNEMAR if binary else PAIRED_T
     total = columns.sum(axis=0)
     overall_change = (total[0] - total[1:m]) / len(rows)  # each candidate's, the level slices are ordered beyond
@@ -264,6 +270,7 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
         for name in ("baseline_score", "candidate_score", "difference", "p_value", "change"):
             overall.loc[k, name] = change[name].iat[0]
     # 5. Between every pair: overlap of their worst slices and of the samples they get wrong.
+    progress("measuring the overlap of their failures", 3, STEPS)
     per_model = pd.DataFrame({x: 1 - sums[:, i] / table["count"].to_numpy() for i, x in enumerate(models)})
     worst_n = max(1, int(round(config.worst_share * len(table))))
     worst = {x: set(table["slice_id"].to_numpy()[np.argsort(per_model[x].to_numpy(), kind="stable")[:worst_n]])
@@ -276,6 +283,7 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
         both, either = np.count_nonzero(failed[a] & failed[b]), np.count_nonzero(failed[a] | failed[b])
         iou.append({"model_a": a, "model_b": b, "failures_a": np.count_nonzero(failed[a]),
                     "failures_b": np.count_nonzero(failed[b]), "both": both, "iou": both / max(either, 1)})
+    progress("compared", STEPS, STEPS)
     return ModelComparison(list(models), split, test, overall, pd.concat(slice_rows, ignore_index=True),
                            pd.concat(class_rows, ignore_index=True), pd.DataFrame(overlap), pd.DataFrame(iou),
                            SharedRows(evaluation=evaluation, tags=tag_matrix), config, slices)

@@ -10,6 +10,7 @@ import json
 
 import pandas as pd
 
+from hibug_core.progress import no_progress
 from hibug_core.slices.compare import (
     CompareConfig,
     ModelComparison,
@@ -20,7 +21,7 @@ from hibug_core.slices.compare import (
 )
 from hibug_core.slices.report_files import definitions_as_text, read_definitions, remove_old, settings_digest
 from hibug_core.slices.search import SliceConfig
-from hibug_core.store.tag_store import project_state
+from hibug_core.store.tag_store import tags_version
 
 FORMAT = "1"  # bumped when what is kept, or how it is computed, changes: older files are then stale
 KEPT = 8  # the newest comparisons kept per project; older ones' files are removed
@@ -30,18 +31,32 @@ TABLES = ("overall", "slices", "classes", "worst_overlap", "failure_iou")
 
 def kept_comparison(project, models: list[str], *, split: str = "val", slices: SliceConfig = SliceConfig(),
                     config: CompareConfig = CompareConfig(), attributes: list[str] | None = None,
-                    tags: str = "in force") -> ModelComparison:
+                    tags: str = "in force", progress=no_progress) -> ModelComparison:
     """compare_models(project, models, split=, slices=, config=, attributes=, tags=), read from the project's files
-    when they hold this project state, else computed and kept there (a read-only project only reads them)."""
-    name = PREFIX + settings_digest([list(models), split, dataclasses.asdict(slices), dataclasses.asdict(config),
-                                     attributes, tags])
-    version = f"{FORMAT} {project_state(project)}"
+    when they hold this project state, else computed (its steps told to `progress`) and kept there (a read-only
+    project only reads them)."""
+    name, version = _kept_as(project, models, split, slices, config, attributes, tags)
     comparison = _load(project, name, version, list(models), split, slices, config, attributes, tags)
     if comparison is None:
         comparison = compare_models(project, list(models), split=split, slices=slices, config=config,
-                                    attributes=attributes, tags=tags)
+                                    attributes=attributes, tags=tags, progress=progress)
         _save(project, name, version, comparison)
     return comparison
+
+
+def is_kept(project, models: list[str], *, split: str = "val", slices: SliceConfig = SliceConfig(),
+            config: CompareConfig = CompareConfig(), attributes: list[str] | None = None,
+            tags: str = "in force") -> bool:
+    """Whether the project's files hold this comparison for the project's current state (one small file read)."""
+    name, version = _kept_as(project, models, split, slices, config, attributes, tags)
+    return project.columns.load(f"{name}-summary", version) is not None
+
+
+def _kept_as(project, models, split, slices, config, attributes, tags) -> tuple[str, str]:
+    """(the files' name, the version they must hold) of a comparison with these settings."""
+    name = PREFIX + settings_digest([list(models), split, dataclasses.asdict(slices), dataclasses.asdict(config),
+                                     attributes, tags])
+    return name, f"{FORMAT} {tags_version(project)}"
 
 
 def _load(project, name: str, version: str, models: list[str], split: str, slices: SliceConfig,

@@ -14,7 +14,7 @@ from hibug_core.slices.enumeration import Enumeration, Level
 from hibug_core.slices.false_positives import FalsePositives, false_positive_slices
 from hibug_core.slices.report import SliceReport, error_slices, evaluation_rows
 from hibug_core.slices.search import SliceConfig, TagMatrix
-from hibug_core.store.tag_store import project_state
+from hibug_core.store.tag_store import tags_version
 
 FORMAT = "5"  # bumped when what is kept, or how it is computed, changes: older files are then stale
 KEPT_REPORTS = 8  # the newest reports kept per project; older ones' files are removed
@@ -31,7 +31,7 @@ def kept_error_slices(project, model: str | None = None, *, split: str = "val", 
     model = model or next(iter(project.models()), None)
     names = {"report": PREFIX + settings_digest([model, split, dataclasses.asdict(config), attributes, tags]),
              "tags": TAGS_PREFIX + settings_digest([attributes, tags, config.by_class])}
-    version = f"{FORMAT} {project_state(project)}"
+    version = f"{FORMAT} {tags_version(project)}"
     report = _load(project, names, version, model, split, config) if model else None
     if report is None:
         report = error_slices(project, model, split=split, config=config, attributes=attributes, tags=tags)
@@ -45,7 +45,7 @@ def kept_false_positives(project, model: str, *, split: str = "val", config: Sli
     this project state, else computed and kept there (a read-only project only reads them): the slices of a model's
     detections are an enumeration of their own (4.7 s at a million objects)."""
     name = FALSE_POSITIVES_PREFIX + settings_digest([model, split, dataclasses.asdict(config), tags])
-    version = f"{FORMAT} {project_state(project)}"
+    version = f"{FORMAT} {tags_version(project)}"
     parts = {part: project.columns.load(f"{name}-{part}", version) for part in ("slices", "summary")}
     if all(part is not None for part in parts.values()):
         summary = json.loads(parts["summary"]["summary"].iat[0])

@@ -114,7 +114,9 @@ def save_run(project, result: TagResult, *, method: str, encoder: str | None = N
 
 
 def tags_version(project) -> str:
-    """Changes whenever the tags in force may have: a run finished, a person corrected a tag, the schema changed."""
+    """Changes whenever the data or the tags in force may have: an import or removal, a run finished, a person
+    corrected a tag or chose a source, the schema changed (not when a job only made arrays, such as a map: what
+    slice reports and comparisons are computed from, and kept for)."""
     with read_connection(project.engine) as connection:
         return _tags_version(project, connection)
 
