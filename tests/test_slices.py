@@ -12,6 +12,7 @@ import pytest
 
 from hibug_core.slices import enumeration as enumeration_module
 from hibug_core.slices import joint_tables
+from hibug_core.slices import search as search_module
 from hibug_core.slices.diagnosis import DiagnosisConfig, diagnose
 from hibug_core.slices.enumeration import enumerate_slices
 from hibug_core.slices.search import SliceConfig, TagMatrix, describe, find_error_slices, parse_definition, slice_id
@@ -809,3 +810,15 @@ def test_a_tag_matrix_of_some_rows_is_the_matrix_of_those_rows():
     assert some.without(whole_set=True).attributes == ["color", "none"]  # size: "big" on every one of them
     kept = some.without(untagged=True, whole_set=True)
     assert kept.attributes == ["color"] and kept.codes.tolist() == [[1], [0], [-1]] and kept.tags == [["blue", "red"]]
+    # rows over many blocks of the threads' gather, and a column of 200 tags (codes of two bytes) beside small ones
+    rng = np.random.default_rng(5)
+    n = 3 * search_module.ROW_BLOCK + 17
+    wide = pd.DataFrame({"a": pd.Categorical.from_codes(rng.integers(-1, 3, n), ["p", "q", "r"]),
+                         "many": pd.Categorical.from_codes(rng.integers(-1, 200, n), [f"t{i}" for i in range(200)]),
+                         "b": pd.Categorical.from_codes(rng.integers(-1, 2, n), ["y", "n"])},
+                        index=np.arange(10, 10 + n))
+    ids = pd.Index(rng.permutation(np.r_[np.arange(10, 10 + n, 2), [-5, 10 ** 9]]))  # scattered, two unknown
+    expected = np.stack([wide[c].cat.codes.reindex(ids, fill_value=-1).to_numpy() for c in wide.columns], axis=1)
+    assert np.array_equal(TagMatrix.from_frame(wide, ids).codes, expected)
+    assert np.array_equal(TagMatrix.from_frame(wide).codes,
+                          np.stack([wide[c].cat.codes.to_numpy() for c in wide.columns], axis=1))

@@ -269,9 +269,10 @@ def tag_frame(project, attributes: list[str] | None, source: str = "in force", *
                    if name.startswith(KNOWN_PREFIX) and name.removeprefix(KNOWN_PREFIX) in known.columns})
     if wanted:
         aligned = rows_by_id(known[sorted(set(wanted.values()))], tags.index)
-        # one frame made of them (a column set at a time compared the indexes each time: 1.3 s for fifty at 10M)
-        columns = {name: tags[name] for name in tags.columns}
-        columns.update({name: aligned[column].astype("category") for name, column in wanted.items()})
+        # one frame made of their arrays (a column set at a time, or a Series each, compared the indexes each time:
+        # 1.2 s for fifty at ten million)
+        columns = {name: tags[name].array for name in tags.columns}
+        columns.update({name: _categorical(aligned[column]).array for name, column in wanted.items()})
         tags = pd.DataFrame(columns, index=tags.index, copy=False)
     if attributes is not None:
         missing = [a for a in attributes if a not in tags.columns]
@@ -289,11 +290,16 @@ def tag_frame(project, attributes: list[str] | None, source: str = "in force", *
     return tags
 
 
+def _categorical(column: pd.Series) -> pd.Series:
+    """The column as a categorical (one already is kept as it is: astype made it again, 16 ms at ten million)."""
+    return column if isinstance(column.dtype, pd.CategoricalDtype) else column.astype("category")
+
+
 def tagged_columns(tags: pd.DataFrame) -> list[str]:
     """The columns of `tags` with a tag on some row, a categorical's read from its codes (frame.notna() made a
     boolean frame of every column: seconds at ten million)."""
     return [c for c in tags.columns if (
-        (tags[c].cat.codes.to_numpy() >= 0).any() if isinstance(tags[c].dtype, pd.CategoricalDtype)
+        tags[c].cat.codes.to_numpy().max(initial=-1) >= 0 if isinstance(tags[c].dtype, pd.CategoricalDtype)
         else tags[c].notna().any())]
 
 
