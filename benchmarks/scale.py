@@ -25,7 +25,9 @@ map 'generated-layout' (generated_map), so that `benchmarks/ui.py --project` tim
 --first-read (after a run that built the project; nothing is imported) times reading every table of it from SQL, as a
 newly started dashboard first does, in a process of its own, with its peak memory.
 --commands (after a run that built the project; nothing is imported) times `hibug info`, `hibug slices` and, with
---models 2, `hibug compare` on it, each run a process of its own (--repeat runs), with the wall time and peak memory.
+--models 2, `hibug compare` on it, each run a process of its own (--repeat runs), with the wall time and peak memory;
+then the same comparison made as the dashboard makes a big project's first one (a background job, which keeps it) and
+`hibug compare` reading what it kept.
 Usage: python benchmarks/scale.py [--objects 1000000] [--dir /tmp/hibug-scale] [--repeat 1] [--parts 1] [--models 1]
        [--database URL] [--map] [--first-read] [--commands]
 """
@@ -259,18 +261,50 @@ def timed_commands(project_folder: Path, models: int, repeat: int) -> list[tuple
     for name, command in COMMANDS.items():
         if "compare" in command and models < 2:
             continue
-        seconds, peak = [], 0.0
-        for _ in range(repeat):
-            started = time.perf_counter()
-            child = subprocess.Popen([sys.executable, "-m", "hibug_core.cli", command[0], str(project_folder),
-                                      *command[1:]], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            _, status, usage = os.wait4(child.pid, 0)
-            seconds.append(time.perf_counter() - started)
-            if status:
-                raise SystemExit(f"{name} failed:\n{child.stderr.read().decode()[-3000:]}")
-            peak = max(peak, usage.ru_maxrss / 2 ** 20)
-        timed.append((name, seconds, peak))
+        runs = [_timed([sys.executable, "-m", "hibug_core.cli", command[0], str(project_folder), *command[1:]], name)
+                for _ in range(repeat)]
+        timed.append((name, [r[0] for r in runs], max(r[1] for r in runs)))
+    if models >= 2:
+        timed += timed_kept_comparison(project_folder, repeat)
     return timed
+
+
+def timed_kept_comparison(project_folder: Path, repeat: int) -> list[tuple[str, list[float], float]]:
+    """The comparison `hibug compare` makes, made as the dashboard makes a big project's first one: by a background
+    job (its worker process, timed with its peak), which keeps it; then `hibug compare` reading what it kept (each
+    run a process of its own). The kept files are removed after: the project stays one the commands compute on."""
+    from hibug_core.jobs.store import create_job
+    from hibug_core.operations import CompareModels
+    from hibug_core.slices.kept_comparisons import PREFIX as COMPARISONS
+    from hibug_core.store.project import Project
+
+    command = COMMANDS["hibug compare (the first comparison of the two detectors)"]
+    op = CompareModels.build({"models": command[command.index("--models") + 1].split(",")})
+    with Project.open(project_folder) as project:
+        job_id = create_job(project, op.kind, op.params(), author="benchmark")
+    try:
+        made = _timed([sys.executable, "-m", "hibug_core.jobs.worker", str(project_folder), str(job_id)], "the job")
+        with Project.open(project_folder, read_only=True) as project:
+            if not op.is_kept(project, op.models):
+                raise SystemExit("the comparison's job kept nothing; see its row in the jobs table")
+        read = [_timed([sys.executable, "-m", "hibug_core.cli", command[0], str(project_folder), *command[1:]],
+                       "hibug compare") for _ in range(repeat)]
+    finally:
+        for kept in (project_folder / "columns").glob(COMPARISONS + "*"):
+            kept.unlink()
+    return [("the first comparison made by the dashboard's job (kept)", [made[0]], made[1]),
+            ("hibug compare reading the kept comparison", [r[0] for r in read], max(r[1] for r in read))]
+
+
+def _timed(arguments: list[str], name: str) -> tuple[float, float]:
+    """(seconds, peak GiB) of a process of its own; SystemExit with its last words when it fails."""
+    started = time.perf_counter()
+    child = subprocess.Popen(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - started
+    if status:
+        raise SystemExit(f"{name} failed:\n{child.stderr.read().decode()[-3000:]}")
+    return seconds, usage.ru_maxrss / 2 ** 20
 
 
 # The name a generated layout is stored under (--map): not an encoder, so that no one takes it for one's map.

@@ -78,8 +78,11 @@ def test_a_second_detector_comes_in_the_same_manifest_with_the_planted_slice_fix
         assert set(project.models()) == {"detector", "detector-v2"}
     # --commands: each command a process of its own, timed with its peak; results a dashboard kept are refused
     timed = scale.timed_commands(tmp_path / "project", models=2, repeat=1)
-    assert [name.split(" (")[0] for name, _, _ in timed] == ["hibug info", "hibug slices", "hibug compare"]
+    assert [name.split(" (")[0] for name, _, _ in timed] == [
+        "hibug info", "hibug slices", "hibug compare", "the first comparison made by the dashboard's job",
+        "hibug compare reading the kept comparison"]
     assert all(len(seconds) == 1 and seconds[0] > 0 and 0.05 < peak < 8 for _, seconds, peak in timed)
+    assert not list((tmp_path / "project" / "columns").glob("comparison-*"))  # the job's files removed after
     (tmp_path / "project" / "columns").mkdir(exist_ok=True)
     (tmp_path / "project" / "columns" / "slice-report-0123-slices.arrow").write_bytes(b"")
     with pytest.raises(SystemExit, match="holds kept results"):
