@@ -329,6 +329,18 @@ def test_two_jobs_that_stored_the_same_images_at_once_read_back_one_row_each(col
     np.testing.assert_array_equal(cache.get(["c", "b", "a"]), [[0.5, 0.5], [0.0, 1.0], [1.0, 0.0]])
 
 
+def test_a_model_s_predictions_alone_are_what_samples_joins(image_dir, write_csv, tmp_path):
+    path = write_csv("image,label,prediction,score,split\nimages/a.png,cat,cat,1,train\nimages/b.png,dog,cat,0,val\n")
+    project = Project.create_from_manifest(tmp_path / "p", load_manifest(path))
+    model = project.models()[0]
+    alone = project.predictions(model)
+    joined = project.samples(model)[["prediction", "confidence", "score"]]
+    pd.testing.assert_frame_equal(alone.sort_index(), joined.loc[alone.index].sort_index())
+    assert alone["prediction"].tolist() == ["cat", "cat"] and alone["score"].tolist() == [1.0, 0.0]
+    with pytest.raises(ProjectError, match="no model named 'other'"):
+        project.predictions("other")
+
+
 def test_split_counts_follow_every_change_of_the_samples(image_dir, write_csv, tmp_path):
     from hibug_core.store.removal import remove_samples
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from hibug_core.bounds import Bound, check_bounds
 from hibug_core.progress import no_progress
+from hibug_core.rows import rows_by_id
 from hibug_core.slices.bitsets import masked_counts
 from hibug_core.slices.redundancy import mark_repeats
 from hibug_core.slices.report import (
@@ -292,20 +293,21 @@ def compare_models(project, models: list[str], *, split: str = "val", slices: Sl
 def shared_samples(project, models: list[str], split: str) -> tuple[pd.DataFrame, dict[str, int]]:
     """The labelled `split` samples every model predicts (label, and per model prediction:<m> and score:<m>), and
     how many of the split each model predicts."""
-    frames = {m: project.samples(m) for m in models}
-    base = frames[models[0]]
-    in_split = (base["split"] == split) & base["label"].notna()
-    evaluated = {m: int((in_split & frames[m]["prediction"].notna()).sum()) for m in models}
-    shared = in_split.to_numpy().copy()
+    base = project.samples()
+    # each model's outputs laid out as the samples are (its own table, found by id; joining it to every sample took
+    # 1.2 s a model at ten million)
+    outputs = {m: rows_by_id(project.predictions(m)[["prediction", "score"]], base.index) for m in models}
+    in_split = ((base["split"] == split) & base["label"].notna()).to_numpy(bool)
+    evaluated = {m: int((in_split & outputs[m]["prediction"].notna().to_numpy(bool)).sum()) for m in models}
+    shared = in_split.copy()
     for model in models:
-        shared &= frames[model]["prediction"].notna().to_numpy()
+        shared &= outputs[model]["prediction"].notna().to_numpy(bool)
     if not shared.any():
         raise SliceError(f"no labelled '{split}' samples that every one of {', '.join(models)} predicts")
-    # selected by position: every model's samples are the project's, in its order (a lookup by id: seconds at 10M)
     evaluation = pd.DataFrame({"label": base["label"][shared]})
     for model in models:
-        evaluation[f"prediction:{model}"] = frames[model]["prediction"].array[shared]
-        evaluation[f"score:{model}"] = frames[model]["score"].to_numpy(float)[shared]
+        evaluation[f"prediction:{model}"] = outputs[model]["prediction"].array[shared]
+        evaluation[f"score:{model}"] = outputs[model]["score"].to_numpy(float)[shared]
     return evaluation, evaluated
 
 

@@ -343,10 +343,9 @@ EVALUATED = ("label", "prediction", "confidence", "score", "correct")  # the col
 
 def evaluation_rows(samples: pd.DataFrame, model: str, split: str) -> pd.DataFrame:
     """The labelled, predicted samples of `split` from project.samples(model) (their EVALUATED columns), with their
-    error (1 - score). A false
-    positive (a detection that found no object: its label is BACKGROUND, no true label) is not among them: true
-    objects and people are judged against true objects and people, and false positives are counted apart
-    (false_positives)."""
+    error (1 - score). A false positive (a detection that found no object: its label is BACKGROUND, no true label) is
+    not among them: true objects and people are judged against true objects and people, and false positives are
+    counted apart (false_positives)."""
     # one selection of the rows and of the columns read (at ten million, selecting every column took 5 s, the image
     # paths and keys among them)
     chosen = (samples["split"] == split).to_numpy(bool) & metrics.judged(samples["label"], samples["score"])
@@ -440,7 +439,7 @@ def error_slices(project, model: str | None = None, *, split: str = "val", confi
     columns, names = [], []
     for name in sorted(models):
         errors = evaluation["error"] if name == model else \
-            1.0 - rows_by_id(project.samples(name)["score"], evaluation.index).astype(float)
+            1.0 - rows_by_id(project.predictions(name)["score"], evaluation.index).astype(float)
         if name == model or errors.notna().all():
             columns.append(errors.to_numpy(float))
             names.append(name)
