@@ -276,14 +276,17 @@ def timed_kept_comparison(project_folder: Path, repeat: int) -> list[tuple[str, 
     from hibug_core.jobs.store import create_job
     from hibug_core.operations import CompareModels
     from hibug_core.slices.kept_comparisons import PREFIX as COMPARISONS
+    from hibug_core.store.db import checked_environment
     from hibug_core.store.project import Project
 
     command = COMMANDS["hibug compare (the first comparison of the two detectors)"]
     op = CompareModels.build({"models": command[command.index("--models") + 1].split(",")})
     with Project.open(project_folder) as project:
-        job_id = create_job(project, op.kind, op.params(), author="benchmark")
+        job_id = create_job(project, op.kind, op.params(), author="benchmark")  # a first write: checked whole here,
+        # as a dashboard checks before its first; its jobs trust that check (store.db.checked_environment)
     try:
-        made = _timed([sys.executable, "-m", "hibug_core.jobs.worker", str(project_folder), str(job_id)], "the job")
+        made = _timed([sys.executable, "-m", "hibug_core.jobs.worker", str(project_folder), str(job_id)], "the job",
+                      {**os.environ, **checked_environment()})
         with Project.open(project_folder, read_only=True) as project:
             if not op.is_kept(project, op.models):
                 raise SystemExit("the comparison's job kept nothing; see its row in the jobs table")
@@ -296,10 +299,10 @@ def timed_kept_comparison(project_folder: Path, repeat: int) -> list[tuple[str, 
             ("hibug compare reading the kept comparison", [r[0] for r in read], max(r[1] for r in read))]
 
 
-def _timed(arguments: list[str], name: str) -> tuple[float, float]:
+def _timed(arguments: list[str], name: str, environment: dict | None = None) -> tuple[float, float]:
     """(seconds, peak GiB) of a process of its own; SystemExit with its last words when it fails."""
     started = time.perf_counter()
-    child = subprocess.Popen(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    child = subprocess.Popen(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment)
     _, status, usage = os.wait4(child.pid, 0)
     seconds = time.perf_counter() - started
     if status:

@@ -111,3 +111,45 @@ def test_a_queued_job_whose_worker_never_started_does_not_block(colour_project, 
     assert get_job(colour_project, stuck).status == "interrupted"
     fresh = create_job(colour_project, "embed", {})
     assert get_job(colour_project, stuck).status == "failed" and fresh > stuck
+
+
+def test_a_job_trusts_the_whole_check_of_the_process_that_started_it(colour_project, monkeypatch):
+    """A server checks a database whole (quick_check) before its first write; the jobs it starts write for it and
+    trust that check (20 s each at ten million objects) rather than make it again; a damage mark still stops them."""
+    from hibug_core.jobs import worker
+    from hibug_core.store import db
+
+    url = str(colour_project.engine.url)
+    monkeypatch.setattr(db, "_CHECKED", set())
+    with db.write_transaction(colour_project.engine) as connection:  # this process's first write: checked whole
+        connection.exec_driver_sql("SELECT 1")
+    assert db.checked_environment() == {db.CHECKED_ENV: f'["{url}"]'}
+    started = {}
+
+    class Started:
+        pid = 0
+
+        def __init__(self, arguments, **options):
+            started.update(options["env"])
+
+    monkeypatch.setattr(worker.subprocess, "Popen", Started)
+    submit(colour_project, job_op("count slowly", {"steps": 1}), author="ana")
+    assert started[db.CHECKED_ENV] == f'["{url}"]'
+    # in the job's process: the database counts as checked, and its first write makes no check
+    monkeypatch.setattr(db, "_CHECKED", set())
+    for junk in ("not json", '{"a": 1}', '[1, null]'):  # a junk value is ignored, not trusted
+        monkeypatch.setenv(db.CHECKED_ENV, junk)
+        db.trust_checked_databases()
+        assert db._CHECKED == set()
+    monkeypatch.setenv(db.CHECKED_ENV, started[db.CHECKED_ENV])
+    db.trust_checked_databases()
+    checks = []
+    monkeypatch.setattr(db, "integrity_problems", lambda *a, **k: checks.append(1) or [])
+    with db.write_transaction(colour_project.engine) as connection:
+        connection.exec_driver_sql("SELECT 1")
+    assert checks == []
+    db.damage_mark(colour_project.engine).write_text("found by a whole check\n")
+    with pytest.raises(db.StoreDamaged, match="found by a whole check"):
+        with db.write_transaction(colour_project.engine):
+            pass
+    db.damage_mark(colour_project.engine).unlink()

@@ -18,6 +18,7 @@ from hibug_core.jobs.queue import JobQueue
 from hibug_core.jobs.store import JobCancelled, create_job, finish_job, get_job, mark_running, report_progress
 from hibug_core.safe_files import folder_within, open_for_append
 from hibug_core.store.audit import author_name
+from hibug_core.store.db import checked_environment, trust_checked_databases
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,8 @@ def submit(project, op, *, author: str | None = None, resumed_from: int | None =
         log_dir = folder_within(project.folder, Path(project.folder) / LOG_DIR)  # never through a link
         reach = current_reach()  # a job typed on a shared dashboard reaches what its starter may, and no more
         environment = {**os.environ, **(secrets or {}), **(queue.worker_environment(ticket) if queue else {}),
-                       **(reach.with_roots(project.folder).to_environment() if reach is not None else {})}
+                       **(reach.with_roots(project.folder).to_environment() if reach is not None else {}),
+                       **checked_environment()}
         with open_for_append(log_dir / f"job-{job_id}.log") as log:
             process = subprocess.Popen([sys.executable, "-m", "hibug_core.jobs.worker", str(project.folder),
                                         str(job_id)], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -179,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     from hibug_core.store.project import Project
 
     load_extensions()
+    trust_checked_databases()  # checked whole by the process that started this job
     folder, job_id = (argv or sys.argv[1:])[:2]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with Project.open(folder) as project:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -28,6 +29,9 @@ PAGE_SIZE = 16_384
 DAMAGE_SIGNS = ("malformed", "not a database")  # SQLite's words for SQLITE_CORRUPT and SQLITE_NOTADB
 _DAMAGED: set[str] = set()  # databases (by URL) found damaged in this process: never written to again
 _CHECKED: set[str] = set()  # databases checked whole before this process first wrote to them
+# The databases the process that started this one (a server starting a job) had checked whole: it writes for that
+# process, with its trust (at ten million objects the check takes 20 s, which every job paid again).
+CHECKED_ENV = "HIBUG_CHECKED_DATABASES"
 
 
 class StoreDamaged(ProjectError):
@@ -108,6 +112,22 @@ def mark_damage(engine: Engine, problems: list[str]) -> None:
             mark.unlink(missing_ok=True)
     except OSError:  # a read-only folder: this process knows (_DAMAGED), others check again
         pass
+
+
+def checked_environment() -> dict[str, str]:
+    """The environment of a process started to work for this one (a job): the databases this process checked whole
+    before its first write, which that process then trusts as this one does (their damage marks still count)."""
+    return {CHECKED_ENV: json.dumps(sorted(_CHECKED))} if _CHECKED else {}
+
+
+def trust_checked_databases() -> None:
+    """Take the databases the starting process checked (checked_environment) as checked here; junk is ignored."""
+    try:
+        urls = json.loads(os.environ.get(CHECKED_ENV) or "[]")
+    except ValueError:
+        return
+    if isinstance(urls, list):
+        _CHECKED.update(url for url in urls if isinstance(url, str))
 
 
 def _refuse_damaged(engine: Engine) -> None:
