@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest
 
 from hibug_core.slices.search import TagMatrix, describe, slice_id
 
@@ -12,6 +11,8 @@ COLUMNS = ["slice_id", "slice", "n", "before", "after", "change", "p_value", "ve
 
 def mcnemar_p(before: np.ndarray, after: np.ndarray) -> float:
     """Exact two-sided McNemar test on paired right/wrong outcomes (1.0 when nothing changed)."""
+    from scipy.stats import binomtest  # here: scipy.stats takes 1-2 s to import, which every command paid
+
     fixed = int((~before & after).sum())
     broken = int((before & ~after).sum())
     if fixed + broken == 0:

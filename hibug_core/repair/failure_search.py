@@ -10,7 +10,6 @@ from typing import Protocol
 
 import numpy as np
 import pandas as pd
-from scipy.stats import fisher_exact
 
 from hibug_core.errors import HibugError, check_fields
 from hibug_core.progress import ProgressCallback, no_progress
@@ -339,6 +338,8 @@ def failure_search(generator: Generator, predict: Callable[[list], list[str]], c
                                  "caption (try another class or more images)")
 
     def significant(row: dict) -> tuple[float, bool]:
+        from scipy.stats import fisher_exact  # here: scipy.stats takes 1-2 s to import, which every command paid
+
         table = [[row["failures"], row["images"] - row["failures"]],
                  [base["failures"], base["images"] - base["failures"]]]
         p = float(fisher_exact(table, alternative="greater")[1])
