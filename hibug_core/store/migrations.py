@@ -200,7 +200,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               run=known_tag_columns.from_rows),
     Migration(17, "the samples per split, kept by the import and the removal of samples (`hibug info` counted them in "
                   "0.7 s at ten million objects)",
-              ("CREATE TABLE split_counts (split TEXT PRIMARY KEY, n INTEGER NOT NULL)",
+              ("CREATE TABLE IF NOT EXISTS split_counts (split TEXT PRIMARY KEY, n INTEGER NOT NULL)",
+               "DELETE FROM split_counts",  # counted again whole when run again
                "INSERT INTO split_counts (split, n) SELECT split, COUNT(*) FROM samples GROUP BY split")),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
