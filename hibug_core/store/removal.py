@@ -66,11 +66,7 @@ def remove_samples(project, sample_ids, *, reason: str, author: str | None = Non
         # 2. The models' per-split scores and the split counts without them, then every row naming them, then the
         # samples.
         _subtract_scores(connection, ids)
-        splits = []
-        for listed, params in in_chunks(ids, CHUNK):
-            splits += connection.execute(text(f"SELECT split FROM samples WHERE id IN {listed}"),
-                                         params).scalars().all()
-        add_split_counts(connection, splits, sign=-1)
+        add_split_counts(connection, list(found.values()), sign=-1)
         for table in (*SAMPLE_TABLES, "samples"):
             column = "id" if table == "samples" else "sample_id"
             for listed, params in in_chunks(ids, CHUNK):
@@ -84,11 +80,12 @@ def remove_samples(project, sample_ids, *, reason: str, author: str | None = Non
     return len(ids)
 
 
-def _existing(connection: Connection, ids: np.ndarray) -> list[int]:
-    found = []
+def _existing(connection: Connection, ids: np.ndarray) -> dict[int, str]:
+    """The split of each of these samples that the project holds, by id."""
+    found = {}
     for listed, params in in_chunks(ids, CHUNK):
-        found += [int(r) for r in connection.execute(text(f"SELECT id FROM samples WHERE id IN {listed}"),
-                                                     params).scalars()]
+        found.update((int(i), split) for i, split in connection.execute(
+            text(f"SELECT id, split FROM samples WHERE id IN {listed}"), params))
     return found
 
 
