@@ -73,8 +73,9 @@ def _nothing_left_open(request):
     import gc
     import resource
 
-    if COLLECTED_IN_FULL_FOR[0] != request.node.nodeid.split("::")[0]:
-        COLLECTED_IN_FULL_FOR[0] = request.node.nodeid.split("::")[0]
+    module = request.node.nodeid.split("::")[0]
+    if COLLECTED_IN_FULL_FOR[0] != module:
+        COLLECTED_IN_FULL_FOR[0] = module
         gc.unfreeze()
         gc.collect()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
