@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import TypeVar
@@ -64,3 +65,9 @@ def process_cache(name: str, max_items: int):
 def caches() -> dict[str, BoundedCache]:
     """Every process-wide cache by name (to inspect sizes, or clear them in tests)."""
     return dict(_ALL)
+
+
+def new_identity() -> str:
+    """A fresh identity for a computed result whose derived values are cached by it (a slice report, a comparison):
+    its shallow copies (dataclasses.replace) keep it; no two results, in any process, share one."""
+    return uuid.uuid4().hex

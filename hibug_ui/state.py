@@ -74,15 +74,46 @@ def _samples(folder: str, model: str | None, state: str) -> pd.DataFrame:
     return task_of(project).sample_table(project, model)
 
 
-def evaluation_places(project: Project, model: str, report) -> np.ndarray:
-    """Where a slice report's evaluated samples are among load_samples(project, model)'s rows: a slice's rows are
-    then taken by position (looking millions of ids up again took a tenth of a second or more per page run)."""
-    return _evaluation_places(str(project.folder), model, report.split, project_state(project), report.evaluation.index)
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _evaluation_places(folder: str, model: str, split: str, state: str, _evaluated: pd.Index) -> np.ndarray:
+    """Where a report's evaluated samples are among the model's sample table's rows (-1: not there)."""
+    return _samples(folder, model, state).index.get_indexer(_evaluated)
+
+
+def slice_places(project: Project, model: str, report, ref) -> np.ndarray | None:
+    """Where a report's slice `ref`'s samples, failures first, are among load_samples(project, model)'s rows (None
+    where some are not there), to take a page of them by position; kept until the project or the report changes (a
+    slice's mask over ten million rows and the sort of its failures took a second or more of every page run)."""
+    return _slice_places(str(project.folder), model, project_state(project), report.identity, ref, report)
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
-def _evaluation_places(folder: str, model: str, split: str, state: str, _evaluated: pd.Index) -> np.ndarray:
-    return _samples(folder, model, state).index.get_indexer(_evaluated)
+def _slice_places(folder: str, model: str, state: str, identity: str, ref, _report) -> np.ndarray | None:
+    del identity
+    places = _evaluation_places(folder, model, _report.split, state, _report.evaluation.index)[
+        _report.sample_positions(ref)]
+    places.setflags(write=False)
+    return places if (places >= 0).all() else None
+
+
+SLICE_COLUMNS = ("label", "prediction", "correct", "outcome", "error_type")  # what a slice's charts and filters read
+
+
+def slice_rows(project: Project, model: str, report, ref) -> tuple[np.ndarray | None, pd.DataFrame]:
+    """slice_places and the slice's rows' SLICE_COLUMNS, failures first, kept as long (taking them out of ten
+    million rows took a second of every page run)."""
+    places = slice_places(project, model, report, ref)
+    rows = _slice_rows(str(project.folder), model, project_state(project), report.identity, ref, report)
+    return places, rows.copy(deep=False)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _slice_rows(folder: str, model: str, state: str, identity: str, ref, _report) -> pd.DataFrame:
+    samples = _samples(folder, model, state)
+    read = samples[[c for c in SLICE_COLUMNS if c in samples]]
+    places = _slice_places(folder, model, state, identity, ref, _report)
+    # by position where every sample is there: selecting millions of rows by id looked every id up again
+    return read.take(places) if places is not None else read.loc[_report.sample_ids(ref)]
 
 
 def score_summary(project: Project, model: str) -> tuple[pd.DataFrame, float]:

@@ -21,11 +21,11 @@ from hibug_ui.jobs import built, job_status, latest_job, start_job
 from hibug_ui.page import open_page
 from hibug_ui.plots import error_type_figure, literal_values
 from hibug_ui.state import (
-    evaluation_places,
     false_positives_apart,
     load_samples,
     secret,
     slice_report,
+    slice_rows,
     source_ranking,
 )
 from hibug_ui.widgets import (
@@ -182,12 +182,8 @@ with found:
         cells[4].metric("Share of all failures", f"{row['coverage']:.1%}")
         left, right = st.columns([2, 3])
         samples = load_samples(project, model)  # objects: with their boxes and outcomes
-        places = evaluation_places(project, model, report)[report.sample_positions(chosen_id)]
-        # What the charts and filters read of the slice's rows, taken by position (selecting millions of rows of the
-        # whole table copied every column); the rows of the grid's page are taken whole.
-        read = samples[[c for c in ("label", "prediction", "correct", "outcome", "error_type") if c in samples]]
-        by_position = bool((places >= 0).all())
-        shown = read.take(places) if by_position else read.loc[report.sample_ids(chosen_id)]
+        # what the charts and filters read of the slice's rows; the rows of the grid's page are taken whole
+        places, shown = slice_rows(project, model, report, chosen_id)
         with left:
             if task.error_groups:  # failures that carry an error type, one chart per kind (a box's, a keypoint's)
                 typed = error_breakdown(shown, task.error_types).sum(axis=1)
@@ -214,7 +210,7 @@ with found:
                              column_config={"score": percent_column("score"), "gap": percent_column("gap")})
         st.markdown(f"**{nouns.Samples}** (failures first; caption: label → prediction)")
         rows = grid_filters(shown, report.all_tags, key="slice_filter", poor=report.poor,
-                            at=places if by_position and report.all_tags.index.equals(samples.index) else None)
+                            at=places if places is not None and report.all_tags.index.equals(samples.index) else None)
         page_rows = paged(rows, key=f"slice_page_{chosen_id}", noun=nouns.samples)
         image_grid(project, samples.loc[page_rows.index], details="slice", report=report, user=user, caption=outcome)
 

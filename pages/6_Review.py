@@ -27,7 +27,7 @@ from hibug_core.slices.search import SliceConfig
 from hibug_core.store.undo import UNDOABLE, undo
 from hibug_ui.navigation import URL_PATHS
 from hibug_ui.page import open_page
-from hibug_ui.state import load_samples, slice_report
+from hibug_ui.state import load_samples, slice_places, slice_report
 from hibug_ui.widgets import as_percent, image_grid, in_words, link_to, paged, percent_column, url_setting
 
 project, task, model, user, editing = open_page("Review")
@@ -50,8 +50,10 @@ def show_slice(review, report) -> None:
                f"{row['q_value']:.1e} · {precision}" + ("" if row["trusted"] else " · ⚠ tags too poor to trust"))
     link_to("pages/4_Error_slices.py", "Open this slice on the Error slices page", icon=":material/bug_report:",
             query_params={"slice": review.target_key})
-    ids = report.sample_ids(review.target_key)
-    image_grid(project, paged(report.samples.loc[ids], key=f"review_slice_{review.id}", per_page=16,
+    samples, places = load_samples(project, model), slice_places(project, model, report, review.target_key)
+    if places is None:  # some of its samples are not in the table: looked up by id
+        samples, places = samples.loc[report.sample_ids(review.target_key)], None
+    image_grid(project, paged(samples, key=f"review_slice_{review.id}", per_page=16, among=places,
                               noun=nouns.samples), columns=8,
                details=f"review_{review.id}", report=report, user=user,
                caption=outcome)

@@ -197,9 +197,10 @@ with slices_tab:
                 ids = different.index[different["right"] == winner]
                 st.markdown(f"**{plain(short[winner])} right, {plain(short[loser])} wrong** ({nouns.count(len(ids))}; "
                             f"drawn with {plain(short[loser])}'s prediction)", help=label_key(short) or None)
-                rows = samples[loser].loc[ids]
-                image_grid(project, paged(rows, key=f"compare_page_{winner}_{chosen_id}", per_page=12,
-                                          noun=nouns.samples), columns=4,
+                table = samples[loser]  # a page of it taken by position: the whole slice's rows are never copied
+                places = table.index.get_indexer(ids)
+                image_grid(project, paged(table, key=f"compare_page_{winner}_{chosen_id}", per_page=12,
+                                          among=places[places >= 0], noun=nouns.samples), columns=4,
                            caption=lambda r, w=winner, lo=loser: f"{r['label']}: {short[w]} → "
                            f"{samples[w].at[r.name, 'prediction']}, {short[lo]} → {r['prediction']}")
 

@@ -77,6 +77,9 @@ def test_two_models_compared_slice_by_slice_with_exact_mcnemar(two_models):
     assert list(disagree.index.map(lambda i: two_models.samples().at[i, "sample_key"])) == \
         ["s20", "s24", "s28", "s32", "s36"]
     assert set(disagree["right"]) == {"other"}
+    disagree.loc[:, "right"] = "changed by a page"  # kept for the next call, which gets it as it was made
+    assert set(result.disagreements("color = blue", "model", "other")["right"]) == {"other"}
+    assert len(result.disagreements(None, "model", "other")) == 9  # 4 lost and 5 gained, over every shared sample
 
 
 def test_check_fails_on_a_planted_slice_regression_and_names_it(tmp_path, capsys):

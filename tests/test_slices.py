@@ -1,6 +1,7 @@
 """The slice engine: enumeration against brute force, statistics by hand, the parent rule, ranking, bug types."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import re
@@ -534,6 +535,17 @@ def test_demo_error_slices_find_the_planted_spurious_correlation(demo_with_true_
     assert report.evaluation.loc[ids[: int(blue["failures"])], "error"].eq(1).all(), "failures come first"
     assert list(report.sample_ids("color = blue")) == list(ids)
     assert report.overall_score == 0.87875  # 703 of the 800 validation images
+    # a slice's samples and relatives are worked out once per report (a page asks on every run), by any name of it,
+    # also by the report's shallow copies (what a page is handed), and never handed out to be changed
+    positions = report.sample_positions(blue["slice_id"])
+    copy = dataclasses.replace(report, slices=report.slices.copy(deep=False))
+    assert copy.sample_positions(blue["definition"]) is positions and not positions.flags.writeable
+    related = report.related("color = blue")
+    related.loc[:, "count"] = -1
+    assert (copy.related(blue["slice_id"])["count"] > 0).all()
+    other = error_slices(demo_with_true_tags, attributes=["color", "size"])
+    assert other.identity != report.identity and other.sample_positions("color = blue") is not positions
+    assert other.sample_positions("color = blue").tolist() == positions.tolist()
 
 
 def test_tag_substitution_predicts_unseen_slices_and_checks_them(demo_with_true_tags):

@@ -14,11 +14,13 @@ import numpy as np
 import pandas as pd
 
 from hibug_core.bounds import Bound, check_bounds
+from hibug_core.cache import new_identity
 from hibug_core.progress import no_progress
 from hibug_core.rows import rows_by_id
 from hibug_core.slices.bitsets import masked_counts
 from hibug_core.slices.redundancy import mark_repeats
 from hibug_core.slices.report import (
+    SLICE_PARTS,
     SliceError,
     enumerated_slices,
     enumeration_for,
@@ -106,6 +108,7 @@ class ModelComparison:
     rows: SharedRows  # the shared samples and their tags (a kept comparison's are read when first asked for)
     config: CompareConfig = field(default_factory=CompareConfig)
     slice_config: SliceConfig = field(default_factory=SliceConfig)
+    identity: str = field(default_factory=new_identity, repr=False, compare=False)  # what SLICE_PARTS keys it by
 
     @property
     def evaluation(self) -> pd.DataFrame:
@@ -166,9 +169,14 @@ class ModelComparison:
 
     def disagreements(self, ref, first: str, second: str) -> pd.DataFrame:
         """The slice's shared samples that exactly one of the two models gets right, with `right` naming which
-        (first's wins, then second's, each with the bigger score gap first)."""
+        (first's wins, then second's, each with the bigger score gap first); kept for the page's next run."""
+        definition = tuple(self.definition(ref)) if ref is not None else None
+        return SLICE_PARTS.get_or_make((self.identity, "disagreements", definition, first, second),
+                                       lambda: self._disagreements(definition, ref, first, second)).copy(deep=False)
+
+    def _disagreements(self, definition, ref, first: str, second: str) -> pd.DataFrame:
         try:
-            mask = self.tags.mask(self.definition(ref)) if ref is not None else np.ones(len(self.evaluation), bool)
+            mask = self.tags.mask(definition) if definition is not None else np.ones(len(self.evaluation), bool)
         except ValueError as error:
             raise SliceError(f"slice '{ref}' uses a tag these samples do not have: {error}") from None
         rows = self.evaluation[mask]

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from hibug_core import metrics
-from hibug_core.cache import BoundedCache
+from hibug_core.cache import BoundedCache, new_identity
 from hibug_core.errors import HibugError
 from hibug_core.metrics import BACKGROUND
 from hibug_core.registry import Registry
@@ -40,6 +40,10 @@ from hibug_core.stats import zero_one
 from hibug_core.tagging.sources import ground_truth
 
 ENUMERATIONS = BoundedCache("slice enumerations", max_items=4)
+# What a page asks of a chosen slice on each of its runs (its samples, failures first; its parents and children), by
+# the report's identity: a slice's mask and sort over ten million rows took a second or more a run. Kept few: one
+# slice's positions can be megabytes.
+SLICE_PARTS = BoundedCache("slice parts", max_items=12)
 
 
 class SliceError(HibugError):
@@ -63,6 +67,7 @@ class SliceReport:
     model_column: int = 0  # this model's column in the enumeration's errors
     poor: dict[str, str] = field(default_factory=dict)  # sliced attributes whose tags are too poor to trust: why
     apart: int | None = None  # the model's false positives on the split, counted once (every page run asks)
+    identity: str = field(default_factory=new_identity, repr=False, compare=False)  # what SLICE_PARTS keys it by
 
     def __post_init__(self):
         if self.apart is None:
@@ -167,6 +172,9 @@ class SliceReport:
     def related(self, ref) -> pd.DataFrame:
         """The slice's parents (one condition fewer, reported or not) and its reported children, with their stats."""
         definition = tuple(self.definition(ref))
+        return SLICE_PARTS.get_or_make((self.identity, "related", definition), lambda: self._related(definition)).copy()
+
+    def _related(self, definition: tuple[tuple[str, str], ...]) -> pd.DataFrame:
         rows = []
         for skip in range(len(definition)) if len(definition) > 1 else ():
             parent = definition[:skip] + definition[skip + 1:]
@@ -183,13 +191,21 @@ class SliceReport:
         return self.evaluation.index.to_numpy()[self.sample_positions(ref)]
 
     def sample_positions(self, ref) -> np.ndarray:
-        """The slice's evaluated samples as positions among the evaluation's rows, failures first."""
+        """The slice's evaluated samples as positions among the evaluation's rows, failures first (read-only: kept
+        for the next call)."""
+        definition = tuple(self.definition(ref))
+        return SLICE_PARTS.get_or_make((self.identity, "positions", definition),
+                                       lambda: self._sample_positions(definition, ref))
+
+    def _sample_positions(self, definition: tuple[tuple[str, str], ...], ref) -> np.ndarray:
         try:
-            mask = self.tags.mask(self.definition(ref))
+            mask = self.tags.mask(definition)
         except ValueError as error:
             raise SliceError(f"slice '{ref}' uses a tag the current attributes do not have: {error}") from None
         positions = np.flatnonzero(mask)  # the error column alone: its rows of every column were a copy of millions
-        return positions[np.argsort(-self.evaluation["error"].to_numpy()[positions], kind="stable")]
+        positions = positions[np.argsort(-self.evaluation["error"].to_numpy()[positions], kind="stable")]
+        positions.setflags(write=False)
+        return positions
 
 
 def slice_definition(slices: pd.DataFrame, ref, within: str) -> tuple[tuple[str, str], ...]:
