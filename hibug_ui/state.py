@@ -99,21 +99,37 @@ def _slice_places(folder: str, model: str, state: str, identity: str, ref, _repo
 SLICE_COLUMNS = ("label", "prediction", "correct", "outcome", "error_type")  # what a slice's charts and filters read
 
 
-def slice_rows(project: Project, model: str, report, ref) -> tuple[np.ndarray | None, pd.DataFrame]:
-    """slice_places and the slice's rows' SLICE_COLUMNS, failures first, kept as long (taking them out of ten
-    million rows took a second of every page run)."""
-    places = slice_places(project, model, report, ref)
-    rows = _slice_rows(str(project.folder), model, project_state(project), report.identity, ref, report)
-    return places, rows.copy(deep=False)
+@dataclasses.dataclass(frozen=True)
+class SliceView:
+    """What the Error slices page shows of a chosen slice besides its images, worked out once."""
+
+    places: np.ndarray | None  # slice_places
+    rows: pd.DataFrame  # the slice's rows' SLICE_COLUMNS, failures first
+    error_types: pd.Series | None  # per error type of the task, how many of its failures (None: the task has none)
+    choices: tuple[list[str], list[str]]  # its image grid's filter choices (slices.selection.filter_choices)
+
+
+def slice_view(project: Project, model: str, report, ref) -> SliceView:
+    """A report's slice `ref` as the Error slices page shows it, kept until the project or the report changes (taking
+    its rows out of ten million, counting their error types and their tags took seconds of every page run)."""
+    view = _slice_view(str(project.folder), model, project_state(project), report.identity, ref, report)
+    return dataclasses.replace(view, rows=view.rows.copy(deep=False))
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
-def _slice_rows(folder: str, model: str, state: str, identity: str, ref, _report) -> pd.DataFrame:
+def _slice_view(folder: str, model: str, state: str, identity: str, ref, _report) -> SliceView:
+    from hibug_core.objects.summary import error_breakdown
+    from hibug_core.slices.selection import filter_choices
+
     samples = _samples(folder, model, state)
     read = samples[[c for c in SLICE_COLUMNS if c in samples]]
     places = _slice_places(folder, model, state, identity, ref, _report)
     # by position where every sample is there: selecting millions of rows by id looked every id up again
-    return read.take(places) if places is not None else read.loc[_report.sample_ids(ref)]
+    rows = read.take(places) if places is not None else read.loc[_report.sample_ids(ref)]
+    task = task_of(open_project(folder))
+    error_types = error_breakdown(rows, task.error_types).sum(axis=1) if task.error_groups else None
+    at = places if places is not None and _report.all_tags.index.equals(samples.index) else None
+    return SliceView(places, rows, error_types, filter_choices(rows, _report.all_tags, at))
 
 
 def score_summary(project: Project, model: str) -> tuple[pd.DataFrame, float]:

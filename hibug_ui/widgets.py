@@ -13,7 +13,7 @@ from hibug_core.errors import HibugError
 from hibug_core.markdown import plain
 from hibug_core.objects.crops import picture_legend
 from hibug_core.pictures import sample_picture
-from hibug_core.slices.selection import present_values
+from hibug_core.slices.selection import filter_choices
 from hibug_core.store.project import Project
 from hibug_ui.detail import OPEN_KEY, show_image
 from hibug_ui.state import flagged_tag, keypoint_skeleton
@@ -50,23 +50,16 @@ def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, captio
 OUTCOMES = {"all": None, "wrong": False, "right": True}
 
 
-def grid_filters(rows: pd.DataFrame, tags: pd.DataFrame | None, key: str,
-                 poor: dict[str, str] | None = None, at: np.ndarray | None = None) -> pd.DataFrame:
+def grid_filters(rows: pd.DataFrame, tags: pd.DataFrame | None, key: str, poor: dict[str, str] | None = None,
+                 choices: tuple[list[str], list[str]] | None = None) -> pd.DataFrame:
     """Filters above an image grid: class, outcome (right or wrong) and one tag (those of attributes too poor to
-    trust, `poor`: tagging.sources.too_poor, flagged); returns the rows that pass. `at`: the rows' positions among
-    the tags' rows, where the caller knows them."""
+    trust, `poor`: tagging.sources.too_poor, flagged); returns the rows that pass. `choices`:
+    slices.selection.filter_choices(rows, tags), where the caller keeps them."""
     cells = st.columns([2, 1, 2])
-    # distinct values first, then text: a million rows made text once per attribute took seconds at every rerun
-    classes = sorted({str(v) for v in rows["label"].dropna().unique()}) if "label" in rows else []
+    classes, options = choices if choices is not None else filter_choices(rows, tags)
     chosen = cells[0].multiselect("Class", classes, key=f"{key}_class", placeholder="every class")
     outcome = cells[1].segmented_control("Outcome", list(OUTCOMES), default="all", key=f"{key}_outcome")
-    options = []
-    if tags is not None:
-        positions = tags.index.get_indexer(rows.index) if at is None else at
-        positions = positions[positions >= 0]
-        for attribute in tags.columns:
-            options += [f"{attribute} = {t}" for t in present_values(tags[attribute], positions)]
-    tag = cells[2].selectbox("Tag", ["any tag", *sorted(options)], key=f"{key}_tag",
+    tag = cells[2].selectbox("Tag", ["any tag", *options], key=f"{key}_tag",
                              format_func=functools.partial(flagged_tag, dict(poor or {})))
     if chosen:
         rows = rows[rows["label"].astype(str).isin(chosen)]

@@ -7,7 +7,6 @@ from hibug_core.errors import HibugError
 from hibug_core.llm.client import LLMConfig
 from hibug_core.markdown import plain
 from hibug_core.metrics import points, share
-from hibug_core.objects.summary import error_breakdown
 from hibug_core.operations import FindSlices, PredictUnseen
 from hibug_core.review.board import ensure_review
 from hibug_core.review.views import save_view
@@ -25,7 +24,7 @@ from hibug_ui.state import (
     load_samples,
     secret,
     slice_report,
-    slice_rows,
+    slice_view,
     source_ranking,
 )
 from hibug_ui.widgets import (
@@ -183,10 +182,11 @@ with found:
         left, right = st.columns([2, 3])
         samples = load_samples(project, model)  # objects: with their boxes and outcomes
         # what the charts and filters read of the slice's rows; the rows of the grid's page are taken whole
-        places, shown = slice_rows(project, model, report, chosen_id)
+        view = slice_view(project, model, report, chosen_id)
+        shown = view.rows
         with left:
-            if task.error_groups:  # failures that carry an error type, one chart per kind (a box's, a keypoint's)
-                typed = error_breakdown(shown, task.error_types).sum(axis=1)
+            if view.error_types is not None:  # failures with an error type, a chart per kind (a box's, a keypoint's)
+                typed = view.error_types
                 for number, group in enumerate(task.error_groups):
                     counts = typed.loc[list(group.types)]
                     if counts.any():
@@ -209,8 +209,7 @@ with found:
                 st.dataframe(as_percent(related, "score", "gap"), hide_index=True, width="stretch",
                              column_config={"score": percent_column("score"), "gap": percent_column("gap")})
         st.markdown(f"**{nouns.Samples}** (failures first; caption: label → prediction)")
-        rows = grid_filters(shown, report.all_tags, key="slice_filter", poor=report.poor,
-                            at=places if places is not None and report.all_tags.index.equals(samples.index) else None)
+        rows = grid_filters(shown, report.all_tags, key="slice_filter", poor=report.poor, choices=view.choices)
         page_rows = paged(rows, key=f"slice_page_{chosen_id}", noun=nouns.samples)
         image_grid(project, samples.loc[page_rows.index], details="slice", report=report, user=user, caption=outcome)
 

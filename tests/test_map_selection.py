@@ -115,3 +115,15 @@ def test_counts_and_values_at_positions_read_the_codes_once():
     assert present_values(column, np.array([1, 2, 4])) == {"b", "c"}
     assert present_values(column, np.array([], dtype=np.int64)) == set()
     assert present_values(column.astype(object), np.array([0, 2, 5])) == {"a", "b"}  # not categorical: as found
+
+
+def test_a_grids_filter_choices_are_the_classes_and_tags_its_rows_hold():
+    from hibug_core.slices.selection import filter_choices
+
+    tags = pd.DataFrame({"color": pd.Categorical(["red", "blue", None, "red"], categories=["blue", "green", "red"]),
+                         "size": ["big", "small", "small", None]}, index=[10, 11, 12, 13])
+    rows = pd.DataFrame({"label": ["cat", None, "ant"]}, index=[13, 12, 99])  # 99: a row without tags
+    assert filter_choices(rows, tags) == (["ant", "cat"], ["color = red", "size = small"])
+    # the same by the rows' positions among the tags' rows, where the caller knows them (-1: not there)
+    assert filter_choices(rows, tags, at=np.array([3, 2, -1])) == (["ant", "cat"], ["color = red", "size = small"])
+    assert filter_choices(rows.drop(columns="label"), None) == ([], [])

@@ -43,6 +43,21 @@ def over_represented(tags: pd.DataFrame, selected: np.ndarray, *, min_count: int
     return frame.sort_values(["p_value", "lift"], ascending=[True, False], kind="stable").reset_index(drop=True)
 
 
+def filter_choices(rows: pd.DataFrame, tags: pd.DataFrame | None, at: np.ndarray | None = None) -> tuple[list[str],
+                                                                                                       list[str]]:
+    """What an image grid's filters offer for some sample rows: their classes and their "attribute = tag" options,
+    sorted (`at`: the rows' positions among the tags' rows, where the caller knows them)."""
+    # distinct values first, then text: a million rows made text once per attribute took seconds at every rerun
+    classes = sorted({str(v) for v in rows["label"].dropna().unique()}) if "label" in rows else []
+    options = []
+    if tags is not None:
+        positions = tags.index.get_indexer(rows.index) if at is None else at
+        positions = positions[positions >= 0]
+        for attribute in tags.columns:
+            options += [f"{attribute} = {t}" for t in present_values(tags[attribute], positions)]
+    return classes, sorted(options)
+
+
 def present_values(column: pd.Series, positions: np.ndarray) -> set[str]:
     """The distinct values of `column` at `positions`, as text: a categorical's counted by code (a slice of millions
     of rows took a second a page run when its tags were taken row by row)."""
