@@ -339,7 +339,7 @@ def project_pages(folder: Path, repeats: int, map_encoder: str) -> None:
     from hibug_core.embeddings.registry import encoder_key
     from hibug_core.store.project import Project
 
-    from browser_support import CHROMIUM, CHROMIUM_ARGS, SERVED, serving
+    from browser_support import CHROMIUM, CHROMIUM_ARGS, SERVED, idle, serving
 
     with Project.open(folder, read_only=True) as project:
         models, objects = project.models(), project.task != "classification"
@@ -410,8 +410,9 @@ def project_pages(folder: Path, repeats: int, map_encoder: str) -> None:
                     page.get_by_test_id("stSidebarNav").get_by_role("link", name="Review").click()
                     put = page.get_by_role("button", name=re.compile("^Put the .* on the board"))
                     put.wait_for(timeout=600_000)
-                    put.click()
-                    board_ready()
+                    # the server's first write: waited for on the app's own signal, so that no round overlaps it
+                    rounds["put the error slices on the board (the server's first write)"] = timed(
+                        put.click, lambda: (idle(page, 900_000), board_ready()))
                     rounds["open the Overview"] = timed(sidebar(page, "Overview"), overview_ready)
                 rounds["open the Review board"] = timed(sidebar(page, "Review"), board_ready)
                 rounds["open the Overview"] = timed(sidebar(page, "Overview"), overview_ready)

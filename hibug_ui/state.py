@@ -16,6 +16,7 @@ from streamlit.errors import StreamlitSecretNotFoundError
 from hibug_core.errors import HibugError, environment_failure
 from hibug_core.markdown import plain
 from hibug_core.redaction import remember_secret
+from hibug_core.store.db import check_ahead
 from hibug_core.store.project import Project
 from hibug_core.store.tag_store import project_state
 from hibug_core.tasks import Task, task_of
@@ -56,6 +57,7 @@ def open_project(folder: str) -> Project:
     project = Project.open(folder, read_only=True if policy.read_only else None)
     reach = policy.reach()
     project.served_within = None if reach is None else tuple(Path(root) for root in reach.roots)
+    check_ahead(project.engine)  # the check before a first change, made while people look (a minute at 10M objects)
     return project
 
 

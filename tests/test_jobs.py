@@ -153,3 +153,42 @@ def test_a_job_trusts_the_whole_check_of_the_process_that_started_it(colour_proj
         with db.write_transaction(colour_project.engine):
             pass
     db.damage_mark(colour_project.engine).unlink()
+
+
+def test_the_check_before_a_first_write_is_made_ahead_once_and_what_it_finds_stops_the_write(colour_project,
+                                                                                             monkeypatch):
+    """The dashboard checks a writable project's database while people look (a minute at ten million objects), so that
+    the first change waits for nothing; a write while it runs waits for that check rather than make a second one,
+    and damage it found refuses the write with what it found."""
+    import threading
+
+    from hibug_core.store import db
+
+    monkeypatch.setattr(db, "_CHECKED", set())
+    monkeypatch.setattr(db, "_FOUND", {})
+    checking, checks = threading.Event(), []
+
+    def slow_check(engine, **options):
+        checks.append(options)
+        checking.set()
+        time.sleep(0.5)
+        return []
+
+    monkeypatch.setattr(db, "integrity_problems", slow_check)
+    ahead = db.check_ahead(colour_project.engine)
+    assert checking.wait(10)
+    with db.write_transaction(colour_project.engine) as connection:  # while the check runs: it waits for it
+        connection.exec_driver_sql("SELECT 1")
+    ahead.join(10)
+    assert checks == [{"whole": False, "limit": 3}] and not ahead.is_alive()
+    assert db.check_ahead(colour_project.engine) is None  # checked: nothing more to do
+
+    monkeypatch.setattr(db, "_CHECKED", set())
+    monkeypatch.setattr(db, "integrity_problems", lambda engine, **options: ["Page 7: never used"])
+    db.check_ahead(colour_project.engine).join(10)
+    with pytest.raises(db.StoreDamaged, match=r"damaged \(Page 7: never used\); nothing was written"):
+        with db.write_transaction(colour_project.engine):
+            pass
+    read_only = db.make_engine(db.sqlite_url(colour_project.folder / "hibug.sqlite", read_only=True))
+    assert db.check_ahead(read_only) is None  # nothing is written through it
+    read_only.dispose()

@@ -5,6 +5,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +33,9 @@ _CHECKED: set[str] = set()  # databases checked whole before this process first 
 # The databases the process that started this one (a server starting a job) had checked whole: it writes for that
 # process, with its trust (at ten million objects the check takes 20 s, which every job paid again).
 CHECKED_ENV = "HIBUG_CHECKED_DATABASES"
+_CHECKING: dict[str, threading.Lock] = {}  # per database: held while this process checks it, so it is checked once
+_CHECKING_GUARD = threading.Lock()
+_FOUND: dict[str, list[str]] = {}  # what each check before a first write found wrong
 
 
 class StoreDamaged(ProjectError):
@@ -138,13 +142,44 @@ def _refuse_damaged(engine: Engine) -> None:
     if mark is not None and mark.exists():
         found = mark.read_text(encoding="utf-8", errors="replace").splitlines()[:2]
         raise StoreDamaged(f"found by `hibug info --check`: {'; '.join(found)}")
-    if url not in _CHECKED and engine.dialect.name == "sqlite":
-        problems = integrity_problems(engine, whole=False, limit=3)
-        _CHECKED.add(url)
-        if problems:
-            raise StoreDamaged("; ".join(problems))
+    problems = _check_once(engine)
+    if problems:
+        raise StoreDamaged("; ".join(problems))
     if url in _DAMAGED:
         raise StoreDamaged("found by an earlier read or check in this process")
+
+
+def _check_once(engine: Engine) -> list[str]:
+    """The check before this process's first write, made once however many threads ask (a second waits for the
+    first's): what it found wrong ([] when whole, or trusted as checked)."""
+    url = str(engine.url)
+    if engine.dialect.name != "sqlite":
+        return []
+    if url not in _CHECKED:
+        with _CHECKING_GUARD:
+            lock = _CHECKING.setdefault(url, threading.Lock())
+        with lock:
+            if url not in _CHECKED:
+                _FOUND[url] = integrity_problems(engine, whole=False, limit=3)
+                _CHECKED.add(url)
+    return _FOUND.get(url, [])
+
+
+def check_ahead(engine: Engine) -> threading.Thread | None:
+    """Make the check before this process's first write now, in a thread of its own, so that a person's first change
+    does not wait for it (SQLite's quick check reads the whole file: a minute at ten million objects). What it finds
+    damaged is refused at the write, as if found then. None where nothing is to check (read-only, a server database,
+    checked already)."""
+    if engine.dialect.name != "sqlite" or "mode=ro" in str(engine.url) or str(engine.url) in _CHECKED:
+        return None
+
+    def check():
+        with contextlib.suppress(Exception):  # the write that needs the check makes it again, and says what failed
+            _check_once(engine)
+
+    thread = threading.Thread(target=check, name="hibug-check-before-writes", daemon=True)
+    thread.start()
+    return thread
 
 
 def make_engine(url: str, config: StoreConfig = StoreConfig()) -> Engine:
