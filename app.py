@@ -7,7 +7,6 @@ from hibug_core import metrics
 from hibug_core.access import Role
 from hibug_core.checklist import checklist, next_step
 from hibug_core.markdown import plain
-from hibug_core.objects.coco import BACKGROUND, DETECTION_KIND
 from hibug_core.tasks.base import COCO_EVALUATION, PER_CLASS
 from hibug_ui.create import create_project_form, delete_project_button
 from hibug_ui.navigation import PAGES, STEP_PAGES
@@ -21,7 +20,9 @@ from hibug_ui.state import (
     current_project,
     current_task,
     current_user,
+    drawn_sample_of,
     load_samples,
+    sample_counts_of,
     score_summary,
     shown_as_messages,
     source_ranking,
@@ -55,22 +56,19 @@ def overview() -> None:
     delete_project_button(project)
 
     nouns = task.nouns
-    detections = samples["object_kind"] == DETECTION_KIND if "object_kind" in samples else None
-    # true objects or people, not the model's (a column, not the table: selecting rows copies every column)
-    true = samples["split"] if detections is None else samples.loc[~detections, "split"]
-    counts = true.value_counts()
+    counts = sample_counts_of(project, model)
     cells = st.columns(5)
     apart = ""
-    if detections is not None and detections.any():
-        false = int((detections & (samples["label"] == BACKGROUND)).sum())
-        apart = (f" Beside them, the models' {false:,} false positives and {int(detections.sum()) - false:,} "
-                 "detections in unlabelled images are samples too, counted apart.")
-    cells[0].metric(nouns.Samples, f"{len(true):,}", help=nouns.explain + "." + apart)
+    if counts.detections:
+        apart = (f" Beside them, the models' {counts.false_positives:,} false positives and "
+                 f"{counts.detections - counts.false_positives:,} detections in unlabelled images are samples too, "
+                 "counted apart.")
+    cells[0].metric(nouns.Samples, f"{counts.samples:,}", help=nouns.explain + "." + apart)
     for cell, split in zip(cells[1:], ("train", "val", "test", "pool")):
-        if split == "pool" and not counts.get(split) and detections is not None:  # an unlabelled pool: detections
-            cell.metric("pool detections", f"{int((detections & (samples['split'] == 'pool')).sum()):,}")
+        if split == "pool" and not counts.per_split.get(split) and counts.detections is not None:  # unlabelled pool
+            cell.metric("pool detections", f"{counts.pool_detections:,}")
         else:
-            cell.metric(split, f"{int(counts.get(split, 0)):,}")
+            cell.metric(split, f"{int(counts.per_split.get(split, 0)):,}")
     if apart:
         st.caption(apart.strip())
 
@@ -111,14 +109,10 @@ def overview() -> None:
 
     st.subheader(f"Sample {nouns.samples}")
     choice = st.segmented_control("Show", ["errors", "all"], default="errors", key="overview_show")
-    listed = samples["split"] == split
-    if choice == "errors":
-        listed &= (samples["correct"] == False).fillna(False)  # noqa: E712 (pandas nullable boolean)
     count = st.slider("How many", 8, 64, 24, step=8, key="overview_count")
-    rows = samples.loc[listed, "label"]  # the rows drawn from, as a column: the shown ones are taken whole
-    shown = samples.loc[rows.sample(n=min(count, len(rows)), random_state=0).index] if len(rows) else samples.iloc[:0]
-    apart = int((rows == BACKGROUND).sum())  # a model's false positives: samples too, counted apart
-    st.caption(f"{len(shown)} of {nouns.count(len(rows) - apart)}"
+    drawn, among, apart = drawn_sample_of(project, model, split, choice == "errors", count)
+    shown = samples.loc[drawn]
+    st.caption(f"{len(shown)} of {nouns.count(among - apart)}"
                + (f" and {apart:,} false positives" if apart else "") + " · caption: label → prediction")
     image_grid(project, shown, caption=task.outcome)
 

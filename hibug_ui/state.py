@@ -134,6 +134,31 @@ def _slice_view(folder: str, model: str, state: str, identity: str, ref, _report
     return SliceView(places, rows, error_types, filter_choices(rows, _report.all_tags, at))
 
 
+def sample_counts_of(project: Project, model: str | None):
+    """The Overview's sample counts (sample_counts.sample_counts), kept until the project changes (every row read:
+    seconds of every run at ten million objects)."""
+    return _sample_counts(str(project.folder), model, project_state(project))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _sample_counts(folder: str, model: str | None, state: str):
+    from hibug_core.sample_counts import sample_counts
+
+    return sample_counts(_samples(folder, model, state))
+
+
+def drawn_sample_of(project: Project, model: str, split: str, errors_only: bool, count: int):
+    """The Overview's seeded draw of a split's rows (sample_counts.drawn_sample), kept until the project changes."""
+    return _drawn_sample(str(project.folder), model, split, errors_only, count, project_state(project))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _drawn_sample(folder: str, model: str, split: str, errors_only: bool, count: int, state: str):
+    from hibug_core.sample_counts import drawn_sample
+
+    return drawn_sample(_samples(folder, model, state), split, errors_only, count)
+
+
 def score_summary(project: Project, model: str) -> tuple[pd.DataFrame, float]:
     """A model's score by split (metrics.score_by) and over the labelled samples outside training: every row read,
     so kept until the project changes (a second of every Overview run at ten million objects)."""
@@ -349,6 +374,22 @@ def _model_comparison(folder: str, models: tuple[str, ...], split: str, slices, 
 
     del state
     return kept_comparison(open_project(folder), list(models), split=split, slices=slices, config=config, tags=tags)
+
+
+def error_shifts(project: Project, comparison, candidate: str) -> pd.DataFrame:
+    """slices.compare.error_mix_shifts of a comparison's baseline and `candidate`, kept until the project or the
+    comparison changes (two hundred slices counted over ten million shared samples: 2 s of every Compare run)."""
+    return _error_shifts(str(project.folder), project_state(project), comparison.identity, candidate,
+                         comparison).copy(deep=False)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _error_shifts(folder: str, state: str, identity: str, candidate: str, _comparison) -> pd.DataFrame:
+    from hibug_core.slices.compare import error_mix_shifts
+
+    del identity
+    types = {m: _samples(folder, m, state)["error_type"] for m in (_comparison.baseline, candidate)}
+    return error_mix_shifts(_comparison, types, candidate)
 
 
 def source_ranking(project: Project):

@@ -9,12 +9,12 @@ from hibug_core.metrics import points
 from hibug_core.operations import CompareModels
 from hibug_core.review.board import add_comment, ensure_review
 from hibug_core.review.views import save_view
-from hibug_core.slices.compare import IMPROVEMENT, REGRESSION, UNCHANGED, error_mix_shifts, pair_matrix
+from hibug_core.slices.compare import IMPROVEMENT, REGRESSION, UNCHANGED, pair_matrix
 from hibug_core.slices.search import CLASS
 from hibug_ui.comparisons import compare_in_background, needs_job
 from hibug_ui.fields import field_input
 from hibug_ui.page import open_page
-from hibug_ui.state import load_samples, model_comparison
+from hibug_ui.state import error_shifts, load_samples, model_comparison
 from hibug_ui.widgets import image_grid, keep_setting, label_key, paged, percent_column, short_labels, url_setting
 
 project, task, _, user, editing = open_page("Compare", picks_model=False)  # it picks its own models
@@ -212,8 +212,7 @@ if task.error_types:
     with more[0]:
         st.caption(f"Slices whose failures changed kind between {baseline} and {candidate} (error types of "
                    f"{nouns.samples}; shift: total variation distance between the two mixes; p: chi-squared).")
-        shifts = error_mix_shifts(comparison, {m: load_samples(project, m)["error_type"]
-                                               for m in (baseline, candidate)}, candidate)
+        shifts = error_shifts(project, comparison, candidate)
         if shifts.empty:
             st.info("No slice has failures of both models to compare.")
         else:

@@ -201,3 +201,26 @@ def test_a_read_only_server_shows_everything_and_offers_no_change(monkeypatch, t
     assert not at.exception and at.title[0].value == "birds"
     assert "This server is read-only" in " ".join(c.value for c in at.sidebar.caption)
     assert at.button(key="predict_submit").disabled and not any(t.label == "New project name" for t in at.text_input)
+
+
+def test_the_overviews_counts_keep_a_detectors_own_detections_apart():
+    import pandas as pd
+
+    from hibug_core.objects.coco import BACKGROUND, DETECTION_KIND
+    from hibug_core.sample_counts import SampleCounts, drawn_sample, sample_counts
+
+    samples = pd.DataFrame({
+        "split": ["train", "val", "val", "val", "val", "pool", "pool"],
+        "object_kind": ["object", "object", "object", DETECTION_KIND, DETECTION_KIND, DETECTION_KIND, "object"],
+        "label": ["cat", "cat", "dog", BACKGROUND, "cat", None, None],
+        "correct": pd.array([True, False, True, False, None, None, None], dtype="boolean")},
+        index=[10, 11, 12, 13, 14, 15, 16])
+    assert sample_counts(samples) == SampleCounts(4, {"val": 2, "train": 1, "pool": 1}, 3, 1, 1)
+    images = samples.drop(columns="object_kind")  # a classifier's table: every row a sample
+    assert sample_counts(images) == SampleCounts(7, {"val": 4, "pool": 2, "train": 1})
+    drawn, among, apart = drawn_sample(samples, "val", True, 8)  # the errors: 11 and the false positive 13
+    assert sorted(drawn) == [11, 13] and (among, apart) == (2, 1)
+    drawn, among, apart = drawn_sample(samples, "val", False, 2)
+    assert len(drawn) == 2 and set(drawn) <= {11, 12, 13, 14} and (among, apart) == (4, 1)
+    assert drawn.equals(drawn_sample(samples, "val", False, 2)[0])  # seeded: the same draw every run
+    assert len(drawn_sample(samples, "test", False, 8)[0]) == 0
