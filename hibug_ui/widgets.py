@@ -28,12 +28,13 @@ def image_grid(project: Project, rows: pd.DataFrame, *, columns: int = 8, captio
         return
     if "box_x" in rows and rows["box_x"].notna().any():
         st.caption(f"Each with some of its surroundings; {picture_legend(rows)}. Details opens the whole image.")
+    limbs = keypoint_skeleton(project).get("limbs", ())  # once a grid: each look-up asks the database its version
     for start in range(0, len(rows), columns):
         cells = st.columns(columns)
         for cell, (sample_id, row) in zip(cells, rows.iloc[start : start + columns].iterrows()):
             label = caption(row) if caption else str(sample_id)
             try:
-                path = sample_picture(project, row, keypoint_skeleton(project).get("limbs", ()))
+                path = sample_picture(project, row, limbs)
                 # sent as the PNG it is: thin outlines and joints keep their exact colours (no JPEG re-encoding)
                 cell.image(str(path), caption=plain(label), width="stretch", output_format="PNG")
             except (OSError, ValueError, HibugError):  # missing, unreadable, or refused: the grid goes on

@@ -11,7 +11,7 @@ from hibug_core.review.board import add_comment, ensure_review
 from hibug_core.review.views import save_view
 from hibug_core.slices.compare import IMPROVEMENT, REGRESSION, UNCHANGED, pair_matrix
 from hibug_core.slices.search import CLASS
-from hibug_ui.comparisons import compare_in_background, needs_job
+from hibug_ui.comparisons import IN_BACKGROUND_FROM, compare_in_background, needs_job
 from hibug_ui.fields import field_input
 from hibug_ui.page import open_page
 from hibug_ui.state import error_shifts, load_samples, model_comparison
@@ -212,10 +212,17 @@ if task.error_types:
     with more[0]:
         st.caption(f"Slices whose failures changed kind between {baseline} and {candidate} (error types of "
                    f"{nouns.samples}; shift: total variation distance between the two mixes; p: chi-squared).")
-        shifts = error_shifts(project, comparison, candidate)
-        if shifts.empty:
-            st.info("No slice has failures of both models to compare.")
+        asked = f"compare_error_types_{comparison.identity}_{candidate}"
+        if comparison.shared >= IN_BACKGROUND_FROM and not st.session_state.get(asked):  # seconds of work: on request
+            st.button(f"Count the error types in the top 200 slices ({comparison.shared:,} shared {nouns.samples}: "
+                      "seconds; kept for everyone afterwards)", key="compare_error_types",
+                      on_click=st.session_state.__setitem__, args=(asked, True))
+            shifts = None
         else:
+            shifts = error_shifts(project, comparison, candidate)
+        if shifts is not None and shifts.empty:
+            st.info("No slice has failures of both models to compare.")
+        elif shifts is not None:
             st.dataframe(shifts.drop(columns="slice_id").head(50), hide_index=True, width="stretch",
                          column_config={"shift": st.column_config.ProgressColumn("shift", min_value=0, max_value=1,
                                                                                  format="%.2f"),
