@@ -38,6 +38,21 @@ def map_colour(project, model: str | None, encoder: str, method: str, colour: st
     return _colour(str(project.folder), model, encoder, method, colour, project_state(project))
 
 
+def density_map(project, model: str | None, encoder: str, method: str, colour: str, frame: pd.DataFrame, view):
+    """plots.density_figure of the map's points in `frame` (those in `view`, ((x0, x1), (y0, y1))), kept until the
+    project changes: binning ten million points and encoding the image took 1-2 s of every run that drew the map, a
+    lasso's included. A figure handed out is shared: never changed by a page."""
+    return _density(str(project.folder), model, encoder, method, colour, view, project_state(project), frame)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _density(folder: str, model: str | None, encoder: str, method: str, colour: str, view, state: str, _frame):
+    from hibug_ui.plots import density_figure
+
+    del folder, model, encoder, method, state
+    return density_figure(_frame, colour, view)
+
+
 @st.cache_resource(show_spinner=False, max_entries=2)  # each holds every point: kept few
 def _points(folder: str, model: str | None, encoder: str, method: str, state: str) -> pd.DataFrame | None:
     del state

@@ -12,9 +12,9 @@ from hibug_core.review.board import ensure_review, members
 from hibug_core.slices.selection import over_represented
 from hibug_core.tagging.sources import too_poor
 from hibug_ui.jobs import built, job_status, start_job
-from hibug_ui.map_data import colour_options, map_colour, map_points, tagged_attributes
+from hibug_ui.map_data import colour_options, density_map, map_colour, map_points, tagged_attributes
 from hibug_ui.page import open_page
-from hibug_ui.plots import MAP_POINTS_LIMIT, density_figure, map_figure, map_view, selection_mask
+from hibug_ui.plots import MAP_POINTS_LIMIT, map_figure, map_view, selection_mask
 from hibug_ui.state import load_samples, source_ranking, tag_table
 from hibug_ui.widgets import as_percent, image_grid, paged, percent_column, url_setting
 
@@ -54,7 +54,8 @@ view = zoom["view"] if zoom and zoom["map"] == (encoder, method) else None
 in_view = inside_box(x, y, *view) if view else np.ones(len(frame), dtype=bool)
 dense = int(in_view.sum()) > MAP_POINTS_LIMIT
 if dense:
-    figure = density_figure(frame[in_view] if view else frame, colour, view or map_view(x, y))
+    figure = density_map(project, model, encoder, method, colour, frame[in_view] if view else frame,
+                         view or map_view(x, y))
 else:
     figure = map_figure(frame[in_view] if view else frame, colour, view)
 event = st.plotly_chart(figure, width="stretch", key="map_chart", on_select="rerun",
