@@ -217,12 +217,9 @@ if task.error_types:
             st.button(f"Count the error types in the top 200 slices ({comparison.shared:,} shared {nouns.samples}: "
                       "seconds; kept for everyone afterwards)", key="compare_error_types",
                       on_click=st.session_state.__setitem__, args=(asked, True))
-            shifts = None
-        else:
-            shifts = error_shifts(project, comparison, candidate)
-        if shifts is not None and shifts.empty:
+        elif (shifts := error_shifts(project, comparison, candidate)).empty:
             st.info("No slice has failures of both models to compare.")
-        elif shifts is not None:
+        else:
             st.dataframe(shifts.drop(columns="slice_id").head(50), hide_index=True, width="stretch",
                          column_config={"shift": st.column_config.ProgressColumn("shift", min_value=0, max_value=1,
                                                                                  format="%.2f"),
