@@ -28,9 +28,11 @@ def colour_options(project) -> list[str]:
     return [*PLAIN_COLOURS, *tagged, *[f"{KNOWN}{name}" for name in known]]
 
 
-def tagged_attributes(project) -> list[str]:
-    """The attributes with a tag on some sample: what the map colours by and counts in a selection."""
-    return _tagged(str(project.folder), project_state(project))[0]
+def selection_tags(project, model: str | None, encoder: str, method: str) -> tuple[pd.DataFrame, dict]:
+    """What a selection on the map is described by, per point: the tags of every attribute with a tag (the outcome and
+    label too, with a model), and how many points hold each tag (slices.selection.tag_counts), kept until the project
+    changes: a lasso counts only its own points. Shared: never changed by a page."""
+    return _selection_tags(str(project.folder), model, encoder, method, project_state(project))
 
 
 def map_colour(project, model: str | None, encoder: str, method: str, colour: str) -> pd.Series:
@@ -65,6 +67,17 @@ def _points(folder: str, model: str | None, encoder: str, method: str, state: st
     for name in ("outcome", "label"):  # counted among a selection's tags on every lasso: codes, not texts
         frame[name] = frame[name].astype("category")
     return frame
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)  # each holds every point's tags: kept few
+def _selection_tags(folder: str, model: str | None, encoder: str, method: str, state: str):
+    from hibug_core.slices.selection import tag_counts
+
+    points = _points(folder, model, encoder, method, state)
+    table = tag_table(open_project(folder)).tags[_tagged(folder, state)[0]].reindex(points.index)
+    if model is not None:
+        table = table.assign(outcome=points["outcome"], label=points["label"])
+    return table, tag_counts(table)
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)

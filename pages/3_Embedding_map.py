@@ -12,10 +12,10 @@ from hibug_core.review.board import ensure_review, members
 from hibug_core.slices.selection import over_represented
 from hibug_core.tagging.sources import too_poor
 from hibug_ui.jobs import built, job_status, start_job
-from hibug_ui.map_data import colour_options, density_map, map_colour, map_points, tagged_attributes
+from hibug_ui.map_data import colour_options, density_map, map_colour, map_points, selection_tags
 from hibug_ui.page import open_page
 from hibug_ui.plots import MAP_POINTS_LIMIT, map_figure, map_view, selection_mask
-from hibug_ui.state import load_samples, source_ranking, tag_table
+from hibug_ui.state import load_samples, source_ranking
 from hibug_ui.widgets import as_percent, image_grid, paged, percent_column, url_setting
 
 project, task, model, user, editing = open_page("Embedding map")
@@ -68,9 +68,9 @@ st.caption(f"{shown} · " + (f"more than {MAP_POINTS_LIMIT:,} points: a density 
                             "click a point to see its image, or box or lasso to select many"))
 
 selected = selection_mask((event or {}).get("selection") or {}, x, y, ids)
-chosen = ids[selected].tolist()
+n_chosen = int(selected.sum())  # the ids made only for the board: a lasso holds millions
 zooming = st.columns([2, 1, 3])  # wide enough for "Zoom to the selection" on one line
-if zooming[0].button("Zoom to the selection", key="map_zoom_in", disabled=not chosen,
+if zooming[0].button("Zoom to the selection", key="map_zoom_in", disabled=not n_chosen,
                      help=f"Shows the selected {nouns.samples}' region alone: their points, when few enough to draw"):
     low, high = map_view(x[selected], y[selected])
     st.session_state["map_zoom"] = {"map": (encoder, method), "view": (low, high)}
@@ -78,15 +78,13 @@ if zooming[0].button("Zoom to the selection", key="map_zoom_in", disabled=not ch
 if view and zooming[1].button("Whole map", key="map_zoom_out"):
     st.session_state.pop("map_zoom", None)
     st.rerun()
-if chosen:
-    st.subheader(f"{nouns.count(len(chosen))} selected")
+if n_chosen:
+    st.subheader(f"{nouns.count(n_chosen)} selected")
     left, right = st.columns([3, 2])
     with right:
         st.markdown("**Tags over-represented in the selection**")
-        table = tag_table(project).tags[tagged_attributes(project)].reindex(frame.index)
-        if model is not None:
-            table = table.assign(outcome=frame["outcome"], label=frame["label"])
-        found = over_represented(table, selected, poor=too_poor(source_ranking(project))).head(20)
+        table, overall = selection_tags(project, model, encoder, method)
+        found = over_represented(table, selected, overall=overall, poor=too_poor(source_ranking(project))).head(20)
         if found["trust"].ne("").any():
             st.caption("⚠: tags of an attribute too poor to trust (Tagging → Tag sources; why, in the last column); "
                        "read those rows as the tagger's habits, not the images'.")
@@ -108,12 +106,13 @@ if chosen:
         name = st.text_input("Name this selection for the review board", placeholder="e.g. dark triangles, top left")
         if st.form_submit_button("Put it on the review board", key="map_review_submit", disabled=not editing):
             try:
-                made = ensure_review(project, kind="selection", key=name.strip(), members=chosen, author=user)
-                if set(members(project, made.id)) != set(chosen):
+                ids_chosen = ids[selected].tolist()
+                made = ensure_review(project, kind="selection", key=name.strip(), members=ids_chosen, author=user)
+                if set(members(project, made.id)) != set(ids_chosen):
                     st.error(f"A selection named “{plain(made.title)}” is already on the board with other "
                              f"{nouns.samples}; choose another name.")
                 else:
-                    st.success(f"On the board as “{plain(made.title)}” with {nouns.count(len(chosen))} "
+                    st.success(f"On the board as “{plain(made.title)}” with {nouns.count(n_chosen)} "
                                "(Review page).")
             except HibugError as error:
                 st.error(plain(error))

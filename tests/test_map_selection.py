@@ -9,7 +9,7 @@ import pytest
 
 from hibug_core.embeddings.compute import embed_project
 from hibug_core.embeddings.projection import MapConfig, compute_map, stored_map
-from hibug_core.slices.selection import over_represented
+from hibug_core.slices.selection import over_represented, tag_counts
 
 
 def test_pca_map_is_the_first_two_components_and_is_stored(colour_project):
@@ -71,6 +71,12 @@ def test_over_represented_tags_with_exact_hypergeometric_p_values():
     with_gap = tags.assign(size=tags["size"].where(tags.index != 9))
     pd.testing.assert_frame_equal(over_represented(as_categories, selected, min_count=2),
                                   over_represented(with_gap, selected, min_count=2))
+    # every row's counts, in the order of the codes (missing tags not counted), and handed in as a caller keeps them
+    counted = tag_counts(as_categories)
+    assert {a: c.tolist() for a, c in counted.items()} == {"color": [6, 0, 4], "size": [4, 5]}
+    assert tag_counts(with_gap)["size"].tolist() == [5, 4]  # factorised: "small" first seen
+    pd.testing.assert_frame_equal(over_represented(as_categories, selected, min_count=2, overall=counted),
+                                  over_represented(as_categories, selected, min_count=2))
 
 
 def test_points_inside_a_lasso_and_a_box_worked_by_hand():
@@ -97,14 +103,27 @@ def test_a_lasso_selects_exactly_what_a_reference_ray_cast_does_on_a_million_poi
     lasso_x, lasso_y = radius * np.cos(angle), radius * np.sin(angle)
     got = inside_polygon(x, y, lasso_x, lasso_y)
     # the reference: the same even-odd rule in plain numpy over the first 20,000 points
-    px, py, inside = x[:20_000].astype(float), y[:20_000].astype(float), np.zeros(20_000, dtype=bool)
-    for k in range(60):
+    assert np.array_equal(got[:20_000], reference_inside(x[:20_000], y[:20_000], lasso_x, lasso_y))
+    assert int(got.sum()) == 391_215
+    # a hand's lasso: hundreds of corners, crossing itself (even-odd), a point tested against its band's edges only
+    walk_x, walk_y = np.cumsum(rng.normal(0, 0.2, size=(2, 400)), axis=1)
+    walk = inside_polygon(x, y, walk_x, walk_y)
+    assert np.array_equal(walk[:20_000], reference_inside(x[:20_000], y[:20_000], walk_x, walk_y))
+    assert 0 < walk.sum() < len(x)
+    flat = inside_polygon(x, y, [0, 1, 2, 0.5], [0.25] * 4)  # no height: nothing inside
+    assert not flat.any()
+    assert not inside_polygon(x, y, [0, 1, np.nan], [0, 1, 1]).any()  # a corner not a number: nothing selected
+
+
+def reference_inside(px, py, lasso_x, lasso_y) -> np.ndarray:
+    """The even-odd rule in plain numpy, every edge against every point."""
+    px, py, inside = px.astype(float), py.astype(float), np.zeros(len(px), dtype=bool)
+    for k in range(len(lasso_x)):
         xk, yk, xj, yj = lasso_x[k], lasso_y[k], lasso_x[k - 1], lasso_y[k - 1]
         crosses = (yk > py) != (yj > py)
         with np.errstate(divide="ignore", invalid="ignore"):
             inside ^= crosses & (px < (xj - xk) * (py - yk) / (yj - yk) + xk)
-    assert np.array_equal(got[:20_000], inside)
-    assert int(got.sum()) == 391_215
+    return inside
 
 
 def test_counts_and_values_at_positions_read_the_codes_once():

@@ -11,11 +11,12 @@ from hibug_core.tagging.sources import poor_flag
 
 
 def over_represented(tags: pd.DataFrame, selected: np.ndarray, *, min_count: int = 2,
-                     poor: dict[str, str] | None = None) -> pd.DataFrame:
+                     poor: dict[str, str] | None = None, overall: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
     """One row per (attribute, tag) seen at least `min_count` times in the selection and more often than overall:
     its count and share in the selection, its share overall, the lift, and p (chance of at least that many under
     random selection) with BH q-values; most significant first. `trust`: why the tags of an attribute in `poor`
-    (tagging.sources.too_poor) are not to be believed, "" for the others."""
+    (tagging.sources.too_poor) are not to be believed, "" for the others. `overall`: tag_counts(tags), where the
+    caller keeps it (counting every row of fifty attributes at ten million rows took 2 s of each lasso)."""
     from scipy.stats import hypergeom
 
     selected = np.asarray(selected, dtype=bool)
@@ -25,12 +26,13 @@ def over_represented(tags: pd.DataFrame, selected: np.ndarray, *, min_count: int
     poor = poor or {}
     if n_selected == 0:
         return pd.DataFrame(columns=[*columns, "q_value", "trust"])
+    positions = np.flatnonzero(selected)
+    overall = tag_counts(tags) if overall is None else overall
     for attribute in tags.columns:
         codes, values = _codes(tags[attribute])  # counted as codes: a million rows in milliseconds
-        overall = np.bincount(codes[codes >= 0], minlength=len(values))
-        inside = counts_at(codes, np.flatnonzero(selected), len(values))
+        inside = counts_at(codes, positions, len(values))
         for position in np.argsort(-inside, kind="stable"):
-            count, total = int(inside[position]), int(overall[position])
+            count, total = int(inside[position]), int(overall[attribute][position])
             share, share_all = count / n_selected, total / n_all
             if count < min_count or share <= share_all:
                 continue
@@ -41,6 +43,16 @@ def over_represented(tags: pd.DataFrame, selected: np.ndarray, *, min_count: int
     frame["q_value"] = benjamini_hochberg(frame["p_value"].to_numpy())
     frame["trust"] = [poor_flag(poor[a]) if a in poor else "" for a in frame["attribute"]]
     return frame.sort_values(["p_value", "lift"], ascending=[True, False], kind="stable").reset_index(drop=True)
+
+
+def tag_counts(tags: pd.DataFrame) -> dict[str, np.ndarray]:
+    """How many rows hold each tag of each attribute, in the order of its codes (what over_represented compares a
+    selection with)."""
+    counted = {}
+    for attribute in tags.columns:
+        codes, values = _codes(tags[attribute])
+        counted[attribute] = _counts(np.ascontiguousarray(codes), len(values))
+    return counted
 
 
 def filter_choices(rows: pd.DataFrame, tags: pd.DataFrame | None, at: np.ndarray | None = None) -> tuple[list[str],
@@ -71,6 +83,15 @@ def counts_at(codes: np.ndarray, positions: np.ndarray, n: int) -> np.ndarray:
     """How many of the rows at `positions` hold each of the `n` codes (-1, no value, is not counted): one pass over
     the positions, the rows never copied out."""
     return _counts_at(np.ascontiguousarray(codes), np.asarray(positions, dtype=np.int64), n)
+
+
+@njit(cache=True)
+def _counts(codes, n):
+    out = np.zeros(n, dtype=np.int64)
+    for code in codes:
+        if code >= 0:
+            out[code] += 1
+    return out
 
 
 @njit(cache=True)
