@@ -239,7 +239,8 @@ def first_read(project_folder: Path) -> tuple[float, float]:
     return float(seconds), float(peak)
 
 
-# The commands --commands times on the project, as a user runs them (each computes: a command-line run keeps nothing).
+# The commands --commands times on the project, as a user runs them (each run computes: the results a run keeps are
+# removed before the next; the tables it kept as column files stay, as for any process after the first).
 COMMANDS = {"hibug info": ["info"], "hibug slices (error slices and false positives)": ["slices", "--top", "5"],
             "hibug compare (the first comparison of the two detectors)":
                 ["compare", "--models", "detector,detector-v2", "--top", "3"]}
@@ -248,25 +249,32 @@ COMMANDS = {"hibug info": ["info"], "hibug slices (error slices and false positi
 def timed_commands(project_folder: Path, models: int, repeat: int) -> list[tuple[str, list[float], float]]:
     """(command, seconds of each run, the largest peak GiB) of each of COMMANDS on the project (compare with two
     models only), every run a process of its own: the wall time a user waits and the memory the command needs."""
-    from hibug_core.slices.kept_comparisons import PREFIX as COMPARISONS
-    from hibug_core.slices.report_files import FALSE_POSITIVES_PREFIX
-    from hibug_core.slices.report_files import PREFIX as REPORTS
-
-    kept = [f.name for f in (project_folder / "columns").glob("*")
-            if f.name.startswith((REPORTS, FALSE_POSITIVES_PREFIX, COMPARISONS))]
-    if kept:  # a dashboard kept its results there: the commands would read them, not compute them
-        raise SystemExit(f"{project_folder} holds kept results ({', '.join(kept[:3])}...): time on a project no "
-                         "dashboard has opened, or remove those files")
     timed = []
     for name, command in COMMANDS.items():
         if "compare" in command and models < 2:
             continue
-        runs = [_timed([sys.executable, "-m", "hibug_core.cli", command[0], str(project_folder), *command[1:]], name)
-                for _ in range(repeat)]
+        runs = []
+        for _ in range(repeat):
+            remove_kept_results(project_folder)
+            runs.append(_timed([sys.executable, "-m", "hibug_core.cli", command[0], str(project_folder),
+                                *command[1:]], name))
         timed.append((name, [r[0] for r in runs], max(r[1] for r in runs)))
     if models >= 2:
+        remove_kept_results(project_folder)
         timed += timed_kept_comparison(project_folder, repeat)
     return timed
+
+
+def remove_kept_results(project_folder: Path) -> None:
+    """Remove the slice reports, false positives' slices and comparisons kept in the project (by a dashboard or a
+    command): a timed command then computes them, as on a project nothing has been asked of yet."""
+    from hibug_core.slices.kept_comparisons import PREFIX as COMPARISONS
+    from hibug_core.slices.report_files import FALSE_POSITIVES_PREFIX, TAGS_PREFIX
+    from hibug_core.slices.report_files import PREFIX as REPORTS
+
+    for kept in (project_folder / "columns").glob("*"):
+        if kept.name.startswith((REPORTS, FALSE_POSITIVES_PREFIX, COMPARISONS, TAGS_PREFIX)):
+            kept.unlink()
 
 
 def timed_kept_comparison(project_folder: Path, repeat: int) -> list[tuple[str, list[float], float]]:
@@ -359,7 +367,8 @@ def main() -> None:
                         "the Embedding map page at this size, no encoder runs)")
     parser.add_argument("--commands", action="store_true", help="time `hibug info`, `hibug slices` and (with "
                         "--models 2) `hibug compare` on the project a run without it built, each run a process of its "
-                        "own, --repeat times (nothing is imported)")
+                        "own, --repeat times (nothing is imported; the results kept in the project are removed "
+                        "before each run)")
     parser.add_argument("--first-read", action="store_true", help="time reading every table of the project a run "
                         "without it built from SQL, as a newly started dashboard first does (nothing is imported)")
     args = parser.parse_args()

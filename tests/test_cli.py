@@ -184,3 +184,44 @@ def test_serve_help_describes_its_arguments(capsys):
     assert "the one project to serve (or --projects-root)" in out and "port of the dashboard (default: 8501)" in out
     assert "--projects-root DIR" in out and "--data-root DIR" in out and "--open-to-anyone" in out
     assert "0.0.0.0 to share it on the network" in " ".join(out.split())
+
+
+def test_a_reading_command_keeps_its_tables_and_report_for_the_next_where_the_folder_can_be_written(
+        slice_project, monkeypatch, capsys):
+    import os
+    import shutil
+    from pathlib import Path
+
+    from hibug_core.slices import report_files
+    from hibug_core.slices.report import ENUMERATIONS
+    from hibug_core.store.project import IMPORT_TABLES
+
+    folder = slice_project.folder
+    slice_project.close()
+    shutil.rmtree(folder / "columns", ignore_errors=True)
+    before = (folder / "hibug.sqlite").read_bytes()
+
+    def as_a_new_process():
+        IMPORT_TABLES.clear()
+        ENUMERATIONS.clear()
+
+    as_a_new_process()
+    assert main(["slices", str(folder), "--depth", "1"]) == 0
+    first = capsys.readouterr().out
+    assert "color = blue" in first
+    kept = {p.name for p in (folder / "columns").glob("*.arrow")}
+    assert {"samples.arrow", "predictions-1.arrow"} <= kept and any(n.startswith("slice-report-") for n in kept)
+    assert (folder / "hibug.sqlite").read_bytes() == before  # the database itself untouched
+    as_a_new_process()
+    with monkeypatch.context() as patched:  # the next command reads what the first kept
+        patched.setattr(report_files, "error_slices", lambda *a, **k: pytest.fail("computed again"))
+        assert main(["slices", str(folder), "--depth", "1"]) == 0
+    assert capsys.readouterr().out == first
+    # where the folder cannot be written, a reading command keeps nothing and still answers
+    shutil.rmtree(folder / "columns")
+    as_a_new_process()
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: False if Path(path) == folder else access(path, mode))
+    assert main(["slices", str(folder), "--depth", "1"]) == 0
+    assert capsys.readouterr().out == first
+    assert not (folder / "columns").exists()

@@ -45,7 +45,8 @@ def run_here(op, args: argparse.Namespace, **more) -> int:
     from hibug_core.store.project import Project
 
     operation = operation_from_args(op, args, **more)
-    with Project.open(args.project, **({} if op.writes else {"read_only": True})) as project:
+    reading = {} if op.writes else {"read_only": True, "keep_column_files": True}  # never the database
+    with Project.open(args.project, **reading) as project:
         report, close = progress_bar()
         try:
             result = operation.execute(project, progress=report)

@@ -111,7 +111,7 @@ class Project:
     """Open with Project.open(folder); create with Project.create(folder) or Project.create_from_manifest()."""
 
     def __init__(self, folder: Path, *, db_url: str | None = None, config: StoreConfig = StoreConfig(),
-                 read_only: bool = False):
+                 read_only: bool = False, column_files_writable: bool | None = None):
         self.folder = Path(folder).resolve()
         self.config = config
         self.read_only = read_only
@@ -121,7 +121,8 @@ class Project:
         if self._database:
             OPEN_DATABASES[self._database] += 1
         self.arrays = ArrayStore(self.folder / ARRAYS_DIR, read_only=read_only)
-        self.columns = ColumnFiles(self.folder / COLUMNS_DIR, read_only=read_only)
+        self.columns = ColumnFiles(self.folder / COLUMNS_DIR, read_only=read_only if column_files_writable is None
+                                   else not column_files_writable)
         self._identity = uuid.uuid4().hex  # keys this instance's entries in IMPORT_TABLES
         OPEN_PROJECTS.add(self)
         # The folders a server lets it show files from (its data roots and projects; None: one's own machine). The
@@ -130,9 +131,14 @@ class Project:
 
     # ----- opening and creating -------------------------------------------------------------
     @classmethod
-    def open(cls, folder: str | Path, *, db_url: str | None = None, read_only: bool | None = None) -> Project:
+    def open(cls, folder: str | Path, *, db_url: str | None = None, read_only: bool | None = None,
+             keep_column_files: bool = False) -> Project:
         """Open a project; nothing is written unless its database needs upgrading. read_only: True never writes
-        (edits are refused with a message), None (default) is read-only when the folder cannot be written."""
+        (edits are refused with a message), None (default) is read-only when the folder cannot be written.
+        keep_column_files: a read-only reader still keeps what it reads and computes as column files (copies of
+        tables, kept reports: caches, never the database) where the folder can be written, as a writable one does:
+        a command that only reads then leaves the next one its tables (at ten million objects a model's outcomes
+        took a minute from SQL in every `hibug slices`)."""
         folder = Path(folder)
         database = folder / DB_FILE
         if not folder.is_dir():
@@ -159,7 +165,10 @@ class Project:
                 finally:
                     upgrade.dispose()
                 pending = set()
-        project = cls(folder, db_url=db_url, read_only=not writable if read_only is None else read_only)
+        read_only = not writable if read_only is None else read_only
+        keeps = keep_column_files and os.access(folder, os.W_OK) and (
+            not (folder / COLUMNS_DIR).exists() or os.access(folder / COLUMNS_DIR, os.W_OK))
+        project = cls(folder, db_url=db_url, read_only=read_only, column_files_writable=True if keeps else None)
         try:
             if db_url is not None:
                 with reaching(db_url):
