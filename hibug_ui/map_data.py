@@ -2,6 +2,7 @@
 million points a page run rebuilds none of them (only the drawing and a selection are per run)."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -66,6 +67,10 @@ def _points(folder: str, model: str | None, encoder: str, method: str, state: st
     frame["outcome"] = outcome(frame)
     for name in ("outcome", "label"):  # counted among a selection's tags on every lasso: codes, not texts
         frame[name] = frame[name].astype("category")
+    correct = frame["correct"].astype("boolean")
+    # how a selection's images are shown: failures first, then the right ones, then those without a label or output
+    frame["shown_order"] = np.where(correct.eq(False).fillna(False), 0,
+                                    np.where(correct.eq(True).fillna(False), 1, 2)).astype(np.int8)
     return frame
 
 

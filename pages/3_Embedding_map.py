@@ -95,10 +95,10 @@ if n_chosen:
             "p_value": st.column_config.NumberColumn("p", format="%.1e"),
             "q_value": st.column_config.NumberColumn("q", format="%.1e")})
     with left:
-        correct = frame["correct"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)[selected]
-        wrong_first = np.argsort(np.nan_to_num(correct, nan=2.0), kind="stable")  # then right, then no label
-        positions = np.flatnonzero(selected)[wrong_first] if frame.index.equals(samples.index) else \
-            samples.index.get_indexer(ids[selected][wrong_first])  # the map of these very samples, in their order
+        inside = np.flatnonzero(selected)
+        inside = inside[np.argsort(frame["shown_order"].to_numpy()[inside], kind="stable")]  # failures first
+        positions = inside if frame.index.equals(samples.index) else \
+            samples.index.get_indexer(ids[inside])  # the map of these very samples, in their order
         image_grid(project, paged(samples, key="map_page", among=positions[positions >= 0], noun=nouns.samples),
                    columns=6, details="map", user=user,
                    caption=lambda r: caption_of(r) if "prediction" in r else f"{r['label']}")

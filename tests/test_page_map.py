@@ -60,6 +60,9 @@ def test_colouring_and_a_selection_show_images_and_over_represented_tags(monkeyp
     top = table.iloc[:2]
     assert set(zip(top["attribute"], top["tag"], top["count"])) == {("color", "red", 4), ("dominant colour", "red", 4)}
     assert (top["p_value"] == 1 / 495).all()  # all 4 red of 12 drawn in 4: 1 / C(12, 4)
+    # their images failures first: image 6 (a square taken for a circle), then the right ones in their order
+    shown = [b.key.removeprefix("map_detail_") for b in at.button if (b.key or "").startswith("map_detail_")]
+    assert shown == ["7", "1", "4", "10"]
 
     # The selection goes on the review board with its images, and the Review page shows them.
     from hibug_core.review.board import members, reviews
