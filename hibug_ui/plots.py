@@ -101,13 +101,15 @@ def density_figure(frame: pd.DataFrame, colour: str, view, *, width: int = 1400,
     image = image.resize((width, height), Image.NEAREST)
     figure = go.Figure()
     sample = np.random.default_rng(seed).choice(len(frame), min(len(frame), 500), replace=False)
-    figure.add_trace(go.Scattergl(  # invisible: it only makes box and lasso available
+    # SVG, not WebGL: the image is the drawing, and a page run that shows it then starts no WebGL context (about half
+    # a second of a ten-million-point map's open in a browser drawing in software)
+    figure.add_trace(go.Scatter(  # invisible: it only makes box and lasso available
         x=frame["x"].to_numpy(np.float32)[sample], y=frame["y"].to_numpy(np.float32)[sample], mode="markers",
         hoverinfo="skip", showlegend=False, marker=dict(size=6, opacity=0),
         selected=dict(marker=dict(opacity=0)), unselected=dict(marker=dict(opacity=0))))
     for value in values:
-        figure.add_trace(go.Scattergl(x=[None], y=[None], mode="markers", name=plotly_literal(value),
-                                      marker=dict(size=8, color=colours[value])))
+        figure.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=plotly_literal(value),
+                                    marker=dict(size=8, color=colours[value])))
     figure.add_layout_image(source=image, xref="x", yref="y", x=x0, y=y1, sizex=x1 - x0, sizey=y1 - y0,
                             sizing="stretch", layer="below")
     figure = _layout(figure, colour, view)
