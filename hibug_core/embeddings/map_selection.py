@@ -11,18 +11,16 @@ def _edge_bands(polygon_y, low_y, height, bands):  # pragma: no cover - compiled
     """The polygon's edges by horizontal band of the bounding box (CSR: band b's edges are
     edges[starts[b]:starts[b + 1]]); an edge is listed in every band its y-extent meets."""
     corners = len(polygon_y)
+    first, last = np.empty(corners, dtype=np.int64), np.empty(corners, dtype=np.int64)  # each edge's bands
     counts = np.zeros(bands + 1, dtype=np.int64)
     for k in range(corners):
-        first, last = _band(min(polygon_y[k], polygon_y[k - 1]), low_y, height, bands), \
-            _band(max(polygon_y[k], polygon_y[k - 1]), low_y, height, bands)
-        for b in range(first, last + 1):
-            counts[b + 1] += 1
+        first[k] = _band(min(polygon_y[k], polygon_y[k - 1]), low_y, height, bands)
+        last[k] = _band(max(polygon_y[k], polygon_y[k - 1]), low_y, height, bands)
+        counts[first[k] + 1:last[k] + 2] += 1
     starts = np.cumsum(counts)
     edges, filled = np.empty(starts[-1], dtype=np.int64), starts[:-1].copy()
     for k in range(corners):
-        first, last = _band(min(polygon_y[k], polygon_y[k - 1]), low_y, height, bands), \
-            _band(max(polygon_y[k], polygon_y[k - 1]), low_y, height, bands)
-        for b in range(first, last + 1):
+        for b in range(first[k], last[k] + 1):
             edges[filled[b]] = k
             filled[b] += 1
     return starts, edges
